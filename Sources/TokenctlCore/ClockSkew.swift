@@ -1,0 +1,34 @@
+/// The server's clock relative to ours, from the `Date` header of token responses.
+///
+/// Expiry from `expires_in` is relative and needs no correction. An absolute expiry (a JWT
+/// access token's `exp`) is on the server's clock and is mapped to local time with this offset,
+/// which is trusted only within `trustedBound`; beyond it the absolute expiry cannot be
+/// placed on our clock, so such a token is treated as expiring and refreshed online.
+public enum ClockSkew {
+    /// ±10 minutes.
+    public static let trustedBound: Double = 600
+
+    /// Server minus local seconds, measured when a response arrived.
+    public static func offset(serverDate: Double?, receivedAt: Double) -> Double? {
+        guard let serverDate else { return nil }
+        // Date has one-second resolution and is stamped before the body is sent.
+        let offset = serverDate - receivedAt
+        return abs(offset) < 1.5 ? 0 : offset
+    }
+
+    public static func isTrusted(_ offset: Double?) -> Bool {
+        guard let offset else { return true }
+        return abs(offset) <= trustedBound
+    }
+
+    /// The local expiry of an access token received at `receivedAt`.
+    public static func expiry(response: TokenResponse, receivedAt: Double, offset: Double?) -> Double? {
+        var expiry = response.expiresIn.map { receivedAt + $0 }
+        if case .number(let exp)? = UnverifiedJWT.claims(of: response.accessToken)?["exp"] {
+            guard isTrusted(offset) else { return receivedAt }
+            let local = exp - (offset ?? 0)
+            expiry = min(expiry ?? local, local)
+        }
+        return expiry
+    }
+}

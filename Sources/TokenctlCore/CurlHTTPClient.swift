@@ -1,0 +1,171 @@
+// Every libcurl call of tokenctl lives in this file.
+import CCurl
+import Dispatch
+
+/// HTTP over libcurl: TLS verification always on, no redirects, http/https only,
+/// connect and total timeouts, and a cap on the response size.
+public struct CurlHTTPClient: HTTPClient {
+    /// A PEM bundle of extra trusted CAs (private PKI), or nil for the system store.
+    public var caBundle: String?
+    public var connectTimeout: Double
+    public var maximumResponseBytes: Int
+    public var userAgent: String
+
+    public init(caBundle: String? = nil, connectTimeout: Double = 10, maximumResponseBytes: Int = 1 << 20, userAgent: String) {
+        self.caBundle = caBundle
+        self.connectTimeout = connectTimeout
+        self.maximumResponseBytes = maximumResponseBytes
+        self.userAgent = userAgent
+    }
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    public func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+        // libcurl's easy interface blocks; keep it off Swift's cooperative thread pool.
+        let result: Result<HTTPResponse, HTTPTransportError> = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(returning: Result { () throws(HTTPTransportError) -> HTTPResponse in
+                    try self.perform(request, timeout: timeout)
+                })
+            }
+        }
+        return try result.get()
+    }
+
+    func perform(_ request: HTTPRequest, timeout: Double) throws(HTTPTransportError) -> HTTPResponse {
+        _ = CurlHTTPClient.globalInit
+        guard let handle = CurlEasyHandle() else { throw HTTPTransportError(.other, "libcurl could not create a handle") }
+        let accumulator = ResponseAccumulator(limit: maximumResponseBytes)
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(headerList) }
+
+        func check(_ code: CURLcode) throws(HTTPTransportError) {
+            guard code == CURLE_OK else { throw HTTPTransportError(.other, "libcurl: \(String(cString: curl_easy_strerror(code)))") }
+        }
+        let easy = handle.pointer
+        try check(tokenctl_curl_setopt_string(easy, CURLOPT_URL, request.url))
+        try check(tokenctl_curl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
+        try check(tokenctl_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+        try check(tokenctl_curl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
+        try check(tokenctl_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1))
+        try check(tokenctl_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2))
+        try check(tokenctl_curl_setopt_long(easy, CURLOPT_NETRC, 0))
+        try check(tokenctl_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(min(connectTimeout, timeout) * 1000))))
+        try check(tokenctl_curl_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000))))
+        try check(tokenctl_curl_setopt_long(easy, CURLOPT_MAXFILESIZE, maximumResponseBytes))
+        try check(tokenctl_curl_setopt_string(easy, CURLOPT_USERAGENT, userAgent))
+        if let caBundle { try check(tokenctl_curl_setopt_string(easy, CURLOPT_CAINFO, caBundle)) }
+        for header in request.headers {
+            headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
+        }
+        // No "Expect: 100-continue" round trip for small POSTs.
+        headerList = curl_slist_append(headerList, "Expect:")
+        try check(tokenctl_curl_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList))
+        switch request.method {
+        case .get:
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_HTTPGET, 1))
+        case .post:
+            let body = request.body ?? []
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_POSTFIELDSIZE, body.count))
+            // COPYPOSTFIELDS: libcurl keeps its own copy; a Swift buffer's pointer dies after the call.
+            try body.withUnsafeBufferPointer { buffer throws(HTTPTransportError) in
+                let pointer = UnsafeMutableRawPointer(mutating: buffer.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+                try check(tokenctl_curl_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, pointer))
+            }
+        }
+        let context = Unmanaged.passUnretained(accumulator).toOpaque()
+        try check(tokenctl_curl_setopt_callback(easy, CURLOPT_WRITEFUNCTION, curlWriteBody))
+        try check(tokenctl_curl_setopt_pointer(easy, CURLOPT_WRITEDATA, context))
+        try check(tokenctl_curl_setopt_callback(easy, CURLOPT_HEADERFUNCTION, curlWriteHeader))
+        try check(tokenctl_curl_setopt_pointer(easy, CURLOPT_HEADERDATA, context))
+
+        let code = withExtendedLifetime(accumulator) { curl_easy_perform(easy) }
+        guard code == CURLE_OK else {
+            if accumulator.exceeded || code == CURLE_FILESIZE_EXCEEDED {
+                throw HTTPTransportError(.responseTooLarge, "the response from \(request.url) exceeds \(maximumResponseBytes) bytes")
+            }
+            throw HTTPTransportError(CurlHTTPClient.kind(of: code), "\(request.method.rawValue) \(request.url): \(String(cString: curl_easy_strerror(code)))")
+        }
+        var status = 0
+        _ = tokenctl_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        return HTTPResponse(status: status, headers: accumulator.headers, body: accumulator.body)
+    }
+
+    static func kind(of code: CURLcode) -> HTTPTransportError.Kind {
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT: .timeout
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .resolve
+        case CURLE_COULDNT_CONNECT: .connect
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+             CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH: .tls
+        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM: .connectionReset
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL: .invalidURL
+        default: .other
+        }
+    }
+}
+
+/// An owned curl easy handle, cleaned up in deinit.
+private final class CurlEasyHandle {
+    let pointer: UnsafeMutableRawPointer
+
+    init?() {
+        guard let pointer = curl_easy_init() else { return nil }
+        self.pointer = pointer
+    }
+
+    deinit { curl_easy_cleanup(pointer) }
+}
+
+/// Collects one response; callbacks reach it through libcurl's user-data pointer.
+private final class ResponseAccumulator {
+    let limit: Int
+    var body: [UInt8] = []
+    var headers: [String: String] = [:]
+    var exceeded = false
+
+    init(limit: Int) { self.limit = limit }
+
+    func appendHeaderLine(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let line = String(decoding: bytes, as: UTF8.self)
+        if line.hasPrefix("HTTP/") {
+            headers = [:]  // a new response (after 100 Continue): start over
+            return
+        }
+        guard let colon = line.firstIndex(of: ":") else { return }
+        let name = line[..<colon].lowercased()
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
+        headers[name] = value
+    }
+}
+
+private let curlWriteBody: tokenctl_curl_data_callback = { data, size, count, context in
+    let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context!).takeUnretainedValue()
+    let length = size * count
+    guard accumulator.body.count + length <= accumulator.limit else {
+        accumulator.exceeded = true
+        return 0  // makes libcurl stop with CURLE_WRITE_ERROR
+    }
+    data!.withMemoryRebound(to: UInt8.self, capacity: length) {
+        accumulator.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+    }
+    return length
+}
+
+private let curlWriteHeader: tokenctl_curl_data_callback = { data, size, count, context in
+    let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context!).takeUnretainedValue()
+    let length = size * count
+    data!.withMemoryRebound(to: UInt8.self, capacity: length) {
+        accumulator.appendHeaderLine(UnsafeBufferPointer(start: $0, count: length))
+    }
+    return length
+}
+
+extension StringProtocol {
+    func trimmingCharacters(in set: String) -> String {
+        let characters = Set(set)
+        guard let start = firstIndex(where: { !characters.contains($0) }) else { return "" }
+        let end = lastIndex(where: { !characters.contains($0) })!
+        return String(self[start...end])
+    }
+}

@@ -1,0 +1,98 @@
+/// An HTTP request as the core builds it.
+public struct HTTPRequest: Sendable, Equatable {
+    public enum Method: String, Sendable { case get = "GET", post = "POST" }
+
+    public var method: Method
+    public var url: String
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]?
+
+    public init(method: Method, url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+
+    public static func == (lhs: HTTPRequest, rhs: HTTPRequest) -> Bool {
+        lhs.method == rhs.method && lhs.url == rhs.url && lhs.body == rhs.body
+            && lhs.headers.map { "\($0.name):\($0.value)" } == rhs.headers.map { "\($0.name):\($0.value)" }
+    }
+
+    /// A form POST (application/x-www-form-urlencoded), as token and revocation endpoints take.
+    public static func form(_ url: String, _ fields: [(String, String)], headers: [(name: String, value: String)] = []) -> HTTPRequest {
+        HTTPRequest(
+            method: .post, url: url,
+            headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")] + headers,
+            body: Array(FormEncoding.encode(fields).utf8)
+        )
+    }
+}
+
+/// An HTTP response. Header names are lower-cased; a repeated header keeps its last value.
+public struct HTTPResponse: Sendable, Equatable {
+    public var status: Int
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+
+    /// The server's clock, from its `Date` header (RFC 9110 §6.6.1).
+    public var serverDate: Double? { header("date").flatMap(HTTPDate.parse) }
+}
+
+/// A request that got no usable HTTP response.
+public struct HTTPTransportError: Error, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        case timeout, resolve, connect, tls, connectionReset, responseTooLarge, invalidURL, other
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Sends HTTP requests. The real one is `CurlHTTPClient`.
+public protocol HTTPClient: Sendable {
+    /// Send `request`, giving up after `timeout` seconds in all.
+    func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse
+}
+
+/// application/x-www-form-urlencoded (HTML form encoding, RFC 6749 appendix B).
+public enum FormEncoding {
+    public static func encode(_ fields: [(String, String)]) -> String {
+        fields.map { "\(escape($0.0))=\(escape($0.1))" }.joined(separator: "&")
+    }
+
+    public static func escape(_ string: String) -> String {
+        var result = ""
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                 UInt8(ascii: "_"), UInt8(ascii: "~"):
+                result.unicodeScalars.append(UnicodeScalar(byte))
+            case UInt8(ascii: " "):
+                result += "+"
+            default:
+                let hex = Array("0123456789ABCDEF".utf8)
+                result += "%"
+                result.unicodeScalars.append(UnicodeScalar(hex[Int(byte >> 4)]))
+                result.unicodeScalars.append(UnicodeScalar(hex[Int(byte & 0xF)]))
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,26 @@
+/// Reading a JWT's claims without verifying it: used only to learn `sub` and `exp` for
+/// display and expiry decisions, never to grant anything.
+public enum UnverifiedJWT {
+    public static func claims(of token: String) -> [String: JSONValue]? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let payload = base64URLDecode(String(parts[1])) else { return nil }
+        return JSONValue.parseObject(payload)
+    }
+
+    public static func base64URLDecode(_ text: String) -> [UInt8]? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64).map(Array.init)
+    }
+}
+
+extension String {
+    func replacingOccurrences(of target: Character, with replacement: Character) -> String {
+        String(map { $0 == target ? replacement : $0 })
+    }
+
+    func replacingOccurrences(of target: String, with replacement: String) -> String {
+        guard target.count == 1, replacement.count == 1 else { return self }
+        return replacingOccurrences(of: Character(target), with: Character(replacement))
+    }
+}

@@ -1,0 +1,69 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TokenctlEssentials
+
+/// A held cross-process lock; released when dropped (and by the kernel if the process dies).
+public protocol HeldLock: AnyObject, Sendable {}
+
+/// Hands out per-profile refresh locks.
+public protocol LockProvider: Sendable {
+    /// Take the profile's lock, waiting at most `timeout` seconds.
+    /// - Throws: a transient `TokenctlError` when the wait runs out.
+    func acquire(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> any HeldLock
+}
+
+/// flock(2) on `$XDG_RUNTIME_DIR/tokenctl/<profile>.lock`: dies with its process, so a killed
+/// refresher never leaves a stale lock.
+public struct FileLockProvider: LockProvider {
+    public let directory: String
+    public let clock: Clock
+
+    public init(directory: String, clock: Clock = .system) {
+        self.directory = directory
+        self.clock = clock
+    }
+
+    public func acquire(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> any HeldLock {
+        do { try FileIO.ensurePrivateDirectory(directory) } catch {
+            throw TokenctlError(.unexpected, "cannot create the lock directory: \(error)")
+        }
+        let path = directory + "/" + profile.rawValue + ".lock"
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else {
+            throw TokenctlError(.unexpected, "cannot open the lock \(path): \(String(cString: strerror(errno)))")
+        }
+        let lock = FileLock(descriptor: descriptor)
+        let deadline = clock.now() + timeout
+        var wait = 0.002
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else {
+                throw TokenctlError(.unexpected, "cannot lock \(path): \(String(cString: strerror(errno)))")
+            }
+            guard clock.now() < deadline else {
+                throw TokenctlError(
+                    .transient, TransientReason.lockTimeout.description + " (waited \(Int(timeout)) s for \(path))",
+                    hint: "Try again later; if it persists, check for a hung tokenctl process.")
+            }
+            // Jittered polling keeps 256 waiters from waking in lockstep.
+            do { try await clock.sleep(wait * (0.5 + Double.random(in: 0..<1))) } catch {
+                throw TokenctlError(.transient, "cancelled while waiting for the refresh lock")
+            }
+            wait = min(wait * 2, 0.05)
+        }
+        return lock
+    }
+}
+
+final class FileLock: HeldLock {
+    let descriptor: Int32
+    init(descriptor: Int32) { self.descriptor = descriptor }
+    deinit { close(descriptor) }
+}
+
+/// No cross-process locking (unit tests of the broker's in-process behaviour).
+public struct NoLockProvider: LockProvider {
+    public init() {}
+    final class Token: HeldLock {}
+    public func acquire(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> any HeldLock { Token() }
+}

@@ -1,0 +1,121 @@
+/// How one token endpoint exchange ended: the failure classes of tokenctl, in one place.
+///
+/// | response                                                  | class     |
+/// |-----------------------------------------------------------|-----------|
+/// | 200 with a valid token set                                | success   |
+/// | 400 `invalid_grant`                                       | terminal  |
+/// | timeout, DNS/connect/TLS/reset errors                     | transient |
+/// | 429 (honouring Retry-After)                               | transient |
+/// | 500, 502, 503, 504 (any body)                             | transient |
+/// | anything else (other 4xx, empty 400, HTML, 200 unusable)  | terminal  |
+///
+/// Only a terminal outcome may end a session (RFC 6749 §5.2 errors are the server saying
+/// the grant is dead); everything transient keeps it.
+public enum RefreshOutcome: Equatable, Sendable {
+    case success(TokenResponse, serverDate: Double?)
+    case terminal(TerminalReason)
+    case transient(TransientReason, retryAfter: Double?)
+
+    public static func classify(_ result: Result<HTTPResponse, HTTPTransportError>, now: Double) -> RefreshOutcome {
+        let response: HTTPResponse
+        switch result {
+        case .failure(let error):
+            return .transient(.transport(error.kind, error.message), retryAfter: nil)
+        case .success(let value):
+            response = value
+        }
+        switch response.status {
+        case 200:
+            do {
+                return .success(try TokenResponse.parse(response.body), serverDate: response.serverDate)
+            } catch {
+                return .terminal(.unusableResponse(error.description))
+            }
+        case 429:
+            return .transient(.rateLimited, retryAfter: retryAfter(response, now: now))
+        case 500, 502, 503, 504:
+            return .transient(.serverError(response.status), retryAfter: retryAfter(response, now: now))
+        default:
+            let object = JSONValue.parseObject(response.body)
+            if let code = object?["error"]?.stringValue {
+                let description = object?["error_description"]?.stringValue
+                return .terminal(.oauthError(status: response.status, code: code, description: description.map(sanitized)))
+            }
+            return .terminal(.unexpectedStatus(response.status, contentType: response.header("content-type")))
+        }
+    }
+
+    /// `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 §10.2.3), in seconds from `now`.
+    public static func retryAfter(_ response: HTTPResponse, now: Double) -> Double? {
+        guard let value = response.header("retry-after") else { return nil }
+        if let seconds = Double(value), seconds >= 0 { return seconds }
+        if let date = HTTPDate.parse(value) {
+            // The date is on the server's clock; correct it by the server's own Date header.
+            let serverNow = response.serverDate ?? now
+            return max(0, date - serverNow)
+        }
+        return nil
+    }
+
+    /// Server-provided text is shown to the user: keep it printable and short.
+    static func sanitized(_ text: String) -> String {
+        String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(200).map(Character.init))
+    }
+}
+
+public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {
+    /// An RFC 6749 §5.2 error, e.g. `invalid_grant`.
+    case oauthError(status: Int, code: String, description: String?)
+    /// A status tokenctl cannot interpret (other 4xx, an empty 400, a redirect, HTML…).
+    case unexpectedStatus(Int, contentType: String?)
+    /// A 200 without a usable token set.
+    case unusableResponse(String)
+
+    public var description: String {
+        switch self {
+        case .oauthError(let status, let code, let description):
+            "the server answered \(status) \(RefreshOutcome.sanitized(code))" + (description.map { ": \($0)" } ?? "")
+        case .unexpectedStatus(let status, let contentType):
+            "the server answered HTTP \(status)" + (contentType.map { " (\(RefreshOutcome.sanitized($0)))" } ?? "") + " without an OAuth error"
+        case .unusableResponse(let message):
+            message
+        }
+    }
+
+    /// A short class name for logs and `refresh --all` lines.
+    public var className: String {
+        switch self {
+        case .oauthError(_, let code, _): RefreshOutcome.sanitized(code)
+        case .unexpectedStatus(let status, _): "http-\(status)"
+        case .unusableResponse: "unusable-response"
+        }
+    }
+}
+
+public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
+    case transport(HTTPTransportError.Kind, String)
+    case rateLimited
+    case serverError(Int)
+    case lockTimeout
+    case deadlineExceeded(String)
+
+    public var description: String {
+        switch self {
+        case .transport(_, let message): message
+        case .rateLimited: "the server is rate-limiting requests (HTTP 429)"
+        case .serverError(let status): "the server failed with HTTP \(status)"
+        case .lockTimeout: "another tokenctl process has been refreshing this profile for too long"
+        case .deadlineExceeded(let last): "gave up before the deadline; last error: \(last)"
+        }
+    }
+
+    public var className: String {
+        switch self {
+        case .transport(let kind, _): kind.rawValue
+        case .rateLimited: "rate-limited"
+        case .serverError(let status): "http-\(status)"
+        case .lockTimeout: "lock-timeout"
+        case .deadlineExceeded: "deadline"
+        }
+    }
+}

@@ -1,0 +1,32 @@
+/// Capped exponential backoff with full jitter, inside one overall deadline.
+public struct RetryPolicy: Sendable {
+    /// The first backoff ceiling, in seconds.
+    public var initialDelay: Double
+    /// No backoff exceeds this.
+    public var maximumDelay: Double
+    /// All attempts and waits end within this many seconds of the start.
+    public var deadline: Double
+    /// A single request never takes longer than this.
+    public var attemptTimeout: Double
+    /// A uniform random number in [0, 1) (injectable for tests).
+    public var random: @Sendable () -> Double
+
+    public init(
+        initialDelay: Double = 0.5, maximumDelay: Double = 8, deadline: Double = 30, attemptTimeout: Double = 15,
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) {
+        self.initialDelay = initialDelay
+        self.maximumDelay = maximumDelay
+        self.deadline = deadline
+        self.attemptTimeout = attemptTimeout
+        self.random = random
+    }
+
+    /// The wait before attempt `attempt + 1` (attempt counts from 0): full jitter over
+    /// min(maximum, initial × 2^attempt), or the server's Retry-After when it gave one.
+    public func delay(afterAttempt attempt: Int, retryAfter: Double?) -> Double {
+        if let retryAfter { return retryAfter }
+        let ceiling = min(maximumDelay, initialDelay * Double(1 << min(attempt, 20)))
+        return random() * ceiling
+    }
+}

@@ -1,0 +1,103 @@
+import TokenctlEssentials
+
+/// Where token sets live. The real one is the freedesktop Secret Service (`SecretServiceStore`);
+/// `InMemorySessionStore` serves the core's unit tests.
+public protocol SessionStore: Sendable {
+    /// The token set stored for exactly this identity, or `nil` when signed out.
+    func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet?
+    /// Replace the identity's token set in one write.
+    func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError)
+    /// Remove the identity's item. Returns whether one existed.
+    @discardableResult
+    func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool
+    /// Remove the item only if it still holds `refreshToken` (another process may have rotated it).
+    /// Returns whether it was removed.
+    @discardableResult
+    func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool
+    /// Remove every session item of the profile, whatever issuer or client it was for.
+    func deleteAll(profile: ProfileName) throws(StoreError)
+    /// The identities of every stored session item.
+    func storedIdentities() throws(StoreError) -> [SessionIdentity]
+}
+
+/// Why the Secret Service cannot be used. Every case maps to exit status 69.
+public struct StoreError: Error, Equatable, CustomStringConvertible {
+    public enum Reason: String, Sendable, Equatable {
+        case noSessionBus = "no-session-bus"
+        case noSecretService = "no-secret-service"
+        case noDefaultCollection = "no-default-collection"
+        case locked = "locked"
+        case timeout = "timeout"
+        case serviceGone = "service-gone"
+        case corruptItem = "corrupt-item"
+        case other = "other"
+    }
+
+    public var reason: Reason
+    public var message: String
+    public var hint: String?
+
+    public init(_ reason: Reason, _ message: String, hint: String? = nil) {
+        self.reason = reason
+        self.message = message
+        self.hint = hint
+    }
+
+    public var description: String { message }
+}
+
+/// A store in memory, for unit tests of the broker.
+public final class InMemorySessionStore: SessionStore, @unchecked Sendable {
+    private let lock = PThreadMutex()
+    private var items: [SessionIdentity: TokenSet] = [:]
+    /// When set, every operation fails with it (forces a store outage in tests).
+    public var failure: StoreError?
+    public private(set) var writeCount = 0
+
+    public init() {}
+
+    public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
+        try lock.withLock { () throws(StoreError) -> TokenSet? in
+            if let failure { throw failure }
+            return items[identity]
+        }
+    }
+
+    public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
+        try lock.withLock { () throws(StoreError) in
+            if let failure { throw failure }
+            items[identity] = tokenSet
+            writeCount += 1
+        }
+    }
+
+    public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+        try lock.withLock { () throws(StoreError) -> Bool in
+            if let failure { throw failure }
+            return items.removeValue(forKey: identity) != nil
+        }
+    }
+
+    public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
+        try lock.withLock { () throws(StoreError) -> Bool in
+            if let failure { throw failure }
+            guard items[identity]?.refreshToken == refreshToken else { return false }
+            items[identity] = nil
+            return true
+        }
+    }
+
+    public func deleteAll(profile: ProfileName) throws(StoreError) {
+        try lock.withLock { () throws(StoreError) in
+            if let failure { throw failure }
+            items = items.filter { $0.key.profile != profile }
+        }
+    }
+
+    public func storedIdentities() throws(StoreError) -> [SessionIdentity] {
+        try lock.withLock { () throws(StoreError) -> [SessionIdentity] in
+            if let failure { throw failure }
+            return Array(items.keys)
+        }
+    }
+}

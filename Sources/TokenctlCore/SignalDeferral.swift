@@ -1,0 +1,49 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// Holds off SIGINT, SIGTERM and SIGHUP while a rotated refresh token is in flight: from
+/// sending the request until the new token set is written. A signal that arrives meanwhile
+/// is recorded and delivered (default action) when the last deferral ends.
+public enum SignalDeferral {
+    private static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+    private static let mutex = Mutex<(depth: Int, saved: [sigaction])>((0, []))
+
+    public static func begin() {
+        mutex.withLock { state in
+            state.depth += 1
+            guard state.depth == 1 else { return }
+            pendingSignal.store(0, ordering: .sequentiallyConsistent)
+            state.saved = signals.map { signal in
+                var action = sigaction()
+                action.__sigaction_handler.sa_handler = recordSignal
+                sigemptyset(&action.sa_mask)
+                action.sa_flags = SA_RESTART
+                var old = sigaction()
+                sigaction(signal, &action, &old)
+                return old
+            }
+        }
+    }
+
+    public static func end() {
+        let pending: Int32 = mutex.withLock { state in
+            state.depth -= 1
+            guard state.depth == 0 else { return 0 }
+            for (signal, old) in zip(signals, state.saved) {
+                var previous = old
+                sigaction(signal, &previous, nil)
+            }
+            state.saved = []
+            return pendingSignal.exchange(0, ordering: .sequentiallyConsistent)
+        }
+        if pending != 0 { raise(pending) }
+    }
+}
+
+private let pendingSignal = Atomic<Int32>(0)
+
+private let recordSignal: @convention(c) (Int32) -> Void = { signal in
+    pendingSignal.store(signal, ordering: .sequentiallyConsistent)
+}

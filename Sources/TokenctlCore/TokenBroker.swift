@@ -1,0 +1,177 @@
+import TokenctlEssentials
+
+/// A profile ready for token work: its name, configuration and resolved endpoints.
+public struct ResolvedProfile: Sendable, Equatable {
+    public var name: ProfileName
+    public var configuration: ProfileConfiguration
+    public var tokenEndpoint: String
+
+    public init(name: ProfileName, configuration: ProfileConfiguration, tokenEndpoint: String) {
+        self.name = name
+        self.configuration = configuration
+        self.tokenEndpoint = tokenEndpoint
+    }
+
+    public var identity: SessionIdentity { SessionIdentity(profile: name, configuration: configuration) }
+}
+
+/// Serves valid access tokens and performs refreshes, single-flight per profile: inside the
+/// process through one shared in-flight task, across processes through the profile lock.
+///
+/// The algorithm (DESIGN.md §3): read without locking; serve a fresh token; otherwise take
+/// the profile lock, re-read (another process may have rotated), and refresh once, with
+/// signals deferred, persisting the rotated set before returning it.
+public actor TokenBroker {
+    public struct Configuration: Sendable {
+        /// How long to wait for another process's refresh before giving up (exit 75).
+        public var lockTimeout: Double
+        public init(lockTimeout: Double = 30) {
+            self.lockTimeout = lockTimeout
+        }
+    }
+
+    private let store: any SessionStore
+    private let locks: any LockProvider
+    private let endpointClient: @Sendable (ResolvedProfile) -> TokenEndpointClient
+    private let clock: Clock
+    private let configuration: Configuration
+    private var inFlight: [ProfileName: (id: UInt64, task: Task<TokenSet, any Error>)] = [:]
+    private var nextFlightID: UInt64 = 0
+    /// Refreshes this broker sent to a server (for tests and `--verbose`).
+    public private(set) var refreshRequestCount = 0
+
+    public init(
+        store: any SessionStore, locks: any LockProvider, clock: Clock, configuration: Configuration = Configuration(),
+        endpointClient: @escaping @Sendable (ResolvedProfile) -> TokenEndpointClient
+    ) {
+        self.store = store
+        self.locks = locks
+        self.clock = clock
+        self.configuration = configuration
+        self.endpointClient = endpointClient
+    }
+
+    /// An access token valid for at least the refresh margin, refreshing when needed
+    /// (or always, with `force`).
+    ///
+    /// - Throws: `TokenctlError` (login required, store unavailable, transient).
+    public func validTokenSet(for profile: ResolvedProfile, minimumTimeToLive: Double, force: Bool = false) async throws(TokenctlError) -> TokenSet {
+        let snapshot = try read(profile.identity)
+        guard let snapshot else { throw Self.notLoggedIn(profile.name) }
+        if !force && snapshot.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) {
+            return snapshot
+        }
+        return try await sharedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force)
+    }
+
+    /// Whether a refresh for `profile` is in flight in this process.
+    public func isRefreshing(_ profile: ProfileName) -> Bool { inFlight[profile] != nil }
+
+    // MARK: Single flight
+
+    private func sharedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool) async throws(TokenctlError) -> TokenSet {
+        let task: Task<TokenSet, any Error>
+        if let existing = inFlight[profile.name] {
+            task = existing.task
+        } else {
+            // Set before the first suspension, so every caller arriving later joins this flight.
+            nextFlightID += 1
+            let id = nextFlightID
+            task = Task {
+                do {
+                    let result = try await self.lockedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force)
+                    self.endFlight(profile.name, id: id)
+                    return result
+                } catch {
+                    self.endFlight(profile.name, id: id)
+                    throw error
+                }
+            }
+            inFlight[profile.name] = (id, task)
+        }
+        // An unstructured task: a caller's cancellation never cancels the shared refresh.
+        do { return try await task.value } catch let error as TokenctlError { throw error } catch {
+            throw TokenctlError(.unexpected, "refresh failed: \(error)")
+        }
+    }
+
+    /// Clear the in-flight entry only if it is still this flight.
+    private func endFlight(_ profile: ProfileName, id: UInt64) {
+        if inFlight[profile]?.id == id { inFlight[profile] = nil }
+    }
+
+    // MARK: The refresh under the cross-process lock
+
+    private func lockedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool) async throws(TokenctlError) -> TokenSet {
+        let lock = try await locks.acquire(profile.name, timeout: configuration.lockTimeout)
+        defer { withExtendedLifetime(lock) {} }
+
+        // Values read before the await are snapshots: re-read under the lock.
+        guard let current = try read(profile.identity) else { throw Self.notLoggedIn(profile.name) }
+        let rotatedElsewhere = current.refreshToken != snapshot.refreshToken || current.obtainedAt != snapshot.obtainedAt
+        if (rotatedElsewhere || !force) && current.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) {
+            return current
+        }
+        guard let refreshToken = current.refreshToken else {
+            throw TokenctlError(
+                .loginRequired, "the access token of profile '\(profile.name)' has expired and the server issued no refresh token",
+                hint: "Run 'tokenctl login' again.")
+        }
+
+        let client = endpointClient(profile)
+        SignalDeferral.begin()
+        defer { SignalDeferral.end() }
+        do {
+            refreshRequestCount += 1
+            let (outcome, receivedAt) = await client.refresh(
+                refreshToken: refreshToken, endpoint: profile.tokenEndpoint, clientID: profile.configuration.clientID)
+            switch outcome {
+            case .success(let response, let serverDate):
+                let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
+                try persist(next, for: profile.identity)
+                return next
+            case .terminal(let reason):
+                // Another writer may have replaced the item meanwhile: delete only what we sent.
+                _ = try? store.delete(profile.identity, ifRefreshTokenIs: refreshToken)
+                throw TokenctlError(
+                    .loginRequired, "the server ended the session of profile '\(profile.name)': \(reason)",
+                    hint: "Run 'tokenctl login' to sign in again.")
+            case .transient(let reason, _):
+                throw TokenctlError(
+                    .transient, "could not refresh profile '\(profile.name)': \(reason)",
+                    hint: "The session is kept; try again later.")
+            }
+        }
+    }
+
+    /// Write the rotated set; a transient store hiccup gets two more tries, since the old
+    /// refresh token is already spent on a rotating server.
+    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(TokenctlError) {
+        var lastError: StoreError?
+        for attempt in 0..<3 {
+            do {
+                try store.write(tokenSet, for: identity)
+                return
+            } catch {
+                lastError = error
+                if error.reason == .locked { break }
+                if attempt < 2 { usleep(100_000) }
+            }
+        }
+        throw TokenctlError(
+            .storeUnavailable, "the refreshed session could not be saved: \(lastError!.message)",
+            hint: lastError!.hint ?? "The server has rotated the refresh token; you may need to log in again.")
+    }
+
+    private func read(_ identity: SessionIdentity) throws(TokenctlError) -> TokenSet? {
+        do { return try store.read(identity) } catch { throw TokenctlError(error) }
+    }
+
+    static func notLoggedIn(_ profile: ProfileName) -> TokenctlError {
+        TokenctlError(.loginRequired, "profile '\(profile)' is not logged in", hint: "Run 'tokenctl --profile \(profile) login'.")
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

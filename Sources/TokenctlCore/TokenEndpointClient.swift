@@ -1,0 +1,50 @@
+import TokenctlEssentials
+
+/// Speaks to a token endpoint: the refresh grant (RFC 6749 §6) with retries of transient
+/// failures inside one deadline.
+public struct TokenEndpointClient: Sendable {
+    public var http: any HTTPClient
+    public var clock: Clock
+    public var retry: RetryPolicy
+
+    public init(http: any HTTPClient, clock: Clock, retry: RetryPolicy) {
+        self.http = http
+        self.clock = clock
+        self.retry = retry
+    }
+
+    /// Exchange `refreshToken` once, retrying only transient failures.
+    ///
+    /// - Returns: the final outcome and when its response arrived (local clock).
+    public func refresh(
+        refreshToken: String, endpoint: String, clientID: String, scope: String? = nil,
+        onAttempt: @Sendable (Int) -> Void = { _ in }
+    ) async -> (RefreshOutcome, receivedAt: Double) {
+        var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)]
+        if let scope { fields.append(("scope", scope)) }
+        let request = HTTPRequest.form(endpoint, fields)
+        let start = clock.now()
+        var attempt = 0
+        while true {
+            let remaining = start + retry.deadline - clock.now()
+            guard remaining > 0 else {
+                return (.transient(.deadlineExceeded("no time left"), retryAfter: nil), clock.now())
+            }
+            onAttempt(attempt)
+            let result: Result<HTTPResponse, HTTPTransportError>
+            do { result = .success(try await http.send(request, timeout: min(retry.attemptTimeout, remaining))) } catch {
+                result = .failure(error)
+            }
+            let receivedAt = clock.now()
+            let outcome = RefreshOutcome.classify(result, now: receivedAt)
+            guard case .transient(let reason, let retryAfter) = outcome else { return (outcome, receivedAt) }
+            let delay = retry.delay(afterAttempt: attempt, retryAfter: retryAfter)
+            if clock.now() + delay >= start + retry.deadline {
+                // Waiting would pass the deadline: report the transient failure now.
+                return (.transient(reason, retryAfter: retryAfter), receivedAt)
+            }
+            do { try await clock.sleep(delay) } catch { return (.transient(reason, retryAfter: retryAfter), receivedAt) }
+            attempt += 1
+        }
+    }
+}

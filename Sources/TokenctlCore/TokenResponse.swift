@@ -1,0 +1,114 @@
+/// A successful token endpoint response (RFC 6749 §5.1), checked before anything is stored.
+public struct TokenResponse: Equatable, Sendable {
+    public var accessToken: String
+    public var tokenType: String
+    public var expiresIn: Double?
+    public var refreshToken: String?
+    public var idToken: String?
+    public var scope: String?
+
+    /// Parse and validate a 200 body.
+    ///
+    /// - Throws: `TokenResponseError` when the body is not a JSON object, lacks a usable
+    ///   `access_token`, or carries a token that would corrupt an HTTP header downstream.
+    public static func parse(_ body: [UInt8]) throws(TokenResponseError) -> TokenResponse {
+        let object: [String: JSONValue]
+        do {
+            guard case .object(let parsed) = try JSONDecoder().decode(JSONValue.self, from: Data(body)) else {
+                throw TokenResponseError.notJSONObject
+            }
+            object = parsed
+        } catch let error as TokenResponseError {
+            throw error
+        } catch {
+            throw .notJSONObject
+        }
+        guard case .string(let accessToken)? = object["access_token"] else { throw .missingAccessToken }
+        try validateToken(accessToken, field: "access_token")
+        var tokenType = "Bearer"
+        if let value = object["token_type"] {
+            guard case .string(let type) = value else { throw .invalidField("token_type") }
+            // Only bearer tokens can be handed to scripts as `Authorization: Bearer …`.
+            guard type.lowercased() == "bearer" else { throw .unsupportedTokenType(type) }
+            tokenType = "Bearer"
+        }
+        var expiresIn: Double?
+        switch object["expires_in"] {
+        case nil, .null?: break
+        case .number(let seconds)?: expiresIn = seconds
+        case .string(let text)?: expiresIn = Double(text)  // some servers quote it
+        default: throw .invalidField("expires_in")
+        }
+        if let seconds = expiresIn, !(seconds.isFinite && seconds >= 0 && seconds < 10 * 365 * 86400) {
+            throw .invalidField("expires_in")
+        }
+        if case .string(let text)? = object["expires_in"], expiresIn == nil { throw .invalidField("expires_in") }
+        func optionalString(_ key: String) throws(TokenResponseError) -> String? {
+            switch object[key] {
+            case nil, .null?: return nil
+            case .string(let value)?: return value.isEmpty ? nil : value
+            default: throw .invalidField(key)
+            }
+        }
+        let refreshToken = try optionalString("refresh_token")
+        if let refreshToken { try validateToken(refreshToken, field: "refresh_token") }
+        let idToken = try optionalString("id_token")
+        if let idToken { try validateToken(idToken, field: "id_token") }
+        return TokenResponse(
+            accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
+            refreshToken: refreshToken, idToken: idToken, scope: try optionalString("scope"))
+    }
+
+    /// A token must be visible ASCII: whitespace or control characters would corrupt the
+    /// `Authorization` header of whatever script uses it.
+    public static func validateToken(_ token: String, field: String) throws(TokenResponseError) {
+        guard !token.isEmpty else { throw .emptyToken(field) }
+        guard token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw .invalidTokenCharacters(field) }
+        guard token.utf8.count <= 64 * 1024 else { throw .invalidField(field) }
+    }
+}
+
+public enum TokenResponseError: Error, Equatable, CustomStringConvertible {
+    case notJSONObject
+    case missingAccessToken
+    case emptyToken(String)
+    case invalidTokenCharacters(String)
+    case invalidField(String)
+    case unsupportedTokenType(String)
+
+    public var description: String {
+        switch self {
+        case .notJSONObject: "the token endpoint's answer is not a JSON object"
+        case .missingAccessToken: "the token endpoint's answer has no access_token"
+        case .emptyToken(let field): "the token endpoint's answer has an empty \(field)"
+        case .invalidTokenCharacters(let field): "the token endpoint's \(field) contains whitespace or control characters"
+        case .invalidField(let field): "the token endpoint's answer has an invalid \(field)"
+        case .unsupportedTokenType(let type): "the token endpoint issued a '\(type)' token; tokenctl supports Bearer tokens"
+        }
+    }
+}
+
+/// A JSON value for reading documents whose fields vary in type between servers.
+public enum JSONValue: Decodable, Equatable, Sendable {
+    case string(String), number(Double), bool(Bool), object([String: JSONValue]), array([JSONValue]), null
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
+        else if let value = try? container.decode(Double.self) { self = .number(value) }
+        else if let value = try? container.decode(String.self) { self = .string(value) }
+        else if let value = try? container.decode([JSONValue].self) { self = .array(value) }
+        else { self = .object(try container.decode([String: JSONValue].self)) }
+    }
+
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    public static func parseObject(_ bytes: [UInt8]) -> [String: JSONValue]? {
+        guard case .object(let object)? = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else { return nil }
+        return object
+    }
+}

@@ -1,0 +1,23 @@
+extension TokenSet {
+    /// The token set to store after a successful exchange. A response without a refresh token
+    /// keeps the one we had (non-rotating servers, RFC 6749 §6).
+    public init(response: TokenResponse, receivedAt: Double, serverDate: Double?, previous: TokenSet?) {
+        let offset = ClockSkew.offset(serverDate: serverDate, receivedAt: receivedAt)
+        let subject = response.idToken.flatMap { UnverifiedJWT.claims(of: $0)?["sub"]?.stringValue }
+            ?? UnverifiedJWT.claims(of: response.accessToken)?["sub"]?.stringValue
+            ?? previous?.subject
+        self.init(
+            accessToken: response.accessToken,
+            tokenType: response.tokenType,
+            refreshToken: response.refreshToken ?? previous?.refreshToken,
+            idToken: response.idToken ?? previous?.idToken,
+            scope: response.scope ?? previous?.scope,
+            expiresAt: ClockSkew.expiry(response: response, receivedAt: receivedAt, offset: offset),
+            issuedLifetime: response.expiresIn,
+            obtainedAt: receivedAt,
+            lastRefreshAt: previous == nil ? nil : receivedAt,
+            serverClockOffset: offset,
+            subject: subject
+        )
+    }
+}

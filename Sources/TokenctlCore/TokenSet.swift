@@ -1,0 +1,88 @@
+/// Everything tokenctl keeps for one signed-in profile, stored as one Secret Service secret
+/// so that a rotation replaces the access and refresh tokens together in one write.
+public struct TokenSet: Codable, Equatable, Sendable {
+    public var accessToken: String
+    public var tokenType: String
+    public var refreshToken: String?
+    public var idToken: String?
+    public var scope: String?
+    /// When the access token stops being usable, in local epoch seconds (skew-corrected).
+    public var expiresAt: Double?
+    /// `expires_in` as issued, for the refresh margin.
+    public var issuedLifetime: Double?
+    /// When this set was received (local clock).
+    public var obtainedAt: Double
+    /// When a refresh last succeeded (nil right after login).
+    public var lastRefreshAt: Double?
+    /// Server clock minus local clock, from the token response's `Date` header.
+    public var serverClockOffset: Double?
+    /// The `sub` claim of the ID token or JWT access token, when one was seen.
+    public var subject: String?
+
+    enum CodingKeys: String, CodingKey {
+        case accessToken = "access_token"
+        case tokenType = "token_type"
+        case refreshToken = "refresh_token"
+        case idToken = "id_token"
+        case scope
+        case expiresAt = "expires_at"
+        case issuedLifetime = "issued_lifetime"
+        case obtainedAt = "obtained_at"
+        case lastRefreshAt = "last_refresh_at"
+        case serverClockOffset = "server_clock_offset"
+        case subject
+    }
+
+    public init(
+        accessToken: String, tokenType: String = "Bearer", refreshToken: String?, idToken: String? = nil,
+        scope: String? = nil, expiresAt: Double?, issuedLifetime: Double?, obtainedAt: Double,
+        lastRefreshAt: Double? = nil, serverClockOffset: Double? = nil, subject: String? = nil
+    ) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+        self.scope = scope
+        self.expiresAt = expiresAt
+        self.issuedLifetime = issuedLifetime
+        self.obtainedAt = obtainedAt
+        self.lastRefreshAt = lastRefreshAt
+        self.serverClockOffset = serverClockOffset
+        self.subject = subject
+    }
+
+    /// Lifetime assumed when the server gives none (`expires_in` is only RECOMMENDED, RFC 6749 §5.1).
+    public static let assumedLifetime: Double = 300
+
+    /// The margin that must remain before expiry for the access token to be served:
+    /// min(min-ttl, half the issued lifetime), so a server issuing 30-second tokens does not
+    /// make every call refresh.
+    public func refreshMargin(minimumTimeToLive: Double) -> Double {
+        let lifetime = issuedLifetime ?? TokenSet.assumedLifetime
+        return max(0, min(minimumTimeToLive, lifetime / 2))
+    }
+
+    /// Whether the access token is still valid for at least the refresh margin at `now`.
+    public func isFresh(at now: Double, minimumTimeToLive: Double) -> Bool {
+        let expiry = expiresAt ?? (obtainedAt + TokenSet.assumedLifetime)
+        return now + refreshMargin(minimumTimeToLive: minimumTimeToLive) < expiry
+    }
+
+    /// Seconds of validity left at `now` (negative once expired).
+    public func timeLeft(at now: Double) -> Double {
+        (expiresAt ?? (obtainedAt + TokenSet.assumedLifetime)) - now
+    }
+
+    public var hasRefreshToken: Bool { refreshToken != nil }
+
+    /// The secret as stored: compact JSON.
+    public func encoded() throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Array(try encoder.encode(self))
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws -> TokenSet {
+        try JSONDecoder().decode(TokenSet.self, from: Data(bytes))
+    }
+}

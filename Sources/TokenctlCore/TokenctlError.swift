@@ -1,0 +1,53 @@
+import TokenctlEssentials
+
+/// An error the core reports to the user: the exit status it maps to, a message that
+/// never contains a secret, and what to do about it.
+public struct TokenctlError: Error, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// A bad value supplied by the user (stdin, option values): EX_USAGE.
+        case invalidInput
+        /// Configuration missing or invalid: EX_CONFIG.
+        case configuration
+        /// Login required: no session, or the server ended it: EX_NOPERM.
+        case loginRequired
+        /// The Secret Service cannot be used: EX_UNAVAILABLE.
+        case storeUnavailable
+        /// A transient failure talking to the server; the session is kept: EX_TEMPFAIL.
+        case transient
+        /// Anything else: exit 1.
+        case unexpected
+    }
+
+    public var kind: Kind
+    public var message: String
+    public var hint: String?
+
+    public init(_ kind: Kind, _ message: String, hint: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.hint = hint
+    }
+
+    public var exitStatus: ExitStatus {
+        switch kind {
+        case .invalidInput: .usage
+        case .configuration: .configuration
+        case .loginRequired: .loginRequired
+        case .storeUnavailable: .unavailable
+        case .transient: .temporaryFailure
+        case .unexpected: .failure
+        }
+    }
+
+    public var description: String { message }
+}
+
+extension TokenctlError {
+    init(_ error: StoreError) {
+        self.init(.storeUnavailable, error.message, hint: error.hint)
+    }
+
+    init(_ error: ConfigurationError) {
+        self.init(.configuration, error.description)
+    }
+}

@@ -1,0 +1,99 @@
+/// One option of a command: a flag, or an option taking a value (`--opt value`, `--opt=value`).
+public struct OptionSpec: Sendable, Equatable {
+    /// Every spelling, long name last (`["-h", "--help"]`). The last name is the key in `ParsedOptions`.
+    public let names: [String]
+    /// The value's placeholder in help (`seconds`); `nil` for a flag.
+    public let valueName: String?
+    public let help: String
+
+    public init(_ names: String..., value: String? = nil, help: String) {
+        self.names = names
+        self.valueName = value
+        self.help = help
+    }
+
+    public var key: String { names.last! }
+    public var isFlag: Bool { valueName == nil }
+}
+
+/// A command's description: what help prints and what the parser accepts.
+public struct CommandSpec: Sendable {
+    public let name: String
+    public let abstract: String
+    /// The usage line after `tokenctl [--profile <name>] NAME`.
+    public let usage: String
+    public let options: [OptionSpec]
+    /// How many positional arguments the command takes at most.
+    public let maximumArguments: Int
+    /// `(placeholder, help)` for each positional argument.
+    public let arguments: [(String, String)]
+    public let discussion: String?
+
+    public init(
+        name: String, abstract: String, usage: String, options: [OptionSpec],
+        arguments: [(String, String)] = [], discussion: String? = nil
+    ) {
+        self.name = name
+        self.abstract = abstract
+        self.usage = usage
+        self.options = options
+        self.arguments = arguments
+        self.maximumArguments = arguments.count
+        self.discussion = discussion
+    }
+}
+
+/// Options shared by every command.
+public enum GlobalOptions {
+    public static let profile = OptionSpec("--profile", value: "name", help: "The profile to use (default: $TOKENCTL_PROFILE, else 'default').")
+    public static let verbose = OptionSpec("-v", "--verbose", help: "Explain what tokenctl does on stderr (never a secret).")
+    public static let help = OptionSpec("-h", "--help", help: "Show help information.")
+    public static let version = OptionSpec("--version", help: "Show the version.")
+
+    public static let all = [profile, verbose, help]
+}
+
+/// What the user asked for on the command line.
+public struct ParsedOptions: Sendable, Equatable {
+    public var values: [String: String] = [:]
+    public var flags: Set<String> = []
+    public var arguments: [String] = []
+
+    public init() {}
+
+    public func value(_ key: String) -> String? { values[key] }
+    public func has(_ key: String) -> Bool { flags.contains(key) }
+}
+
+/// A bad command line: exit status 64 (EX_USAGE).
+public struct UsageError: Error, Equatable, CustomStringConvertible {
+    public let message: String
+    /// The command whose usage to print, or `nil` for the top level.
+    public let command: String?
+
+    public init(_ message: String, command: String?) {
+        self.message = message
+        self.command = command
+    }
+
+    public var description: String { message }
+}
+
+/// The parsed command line.
+public struct Invocation: Sendable, Equatable {
+    public enum Action: Sendable, Equatable {
+        /// Print the top-level help.
+        case topLevelHelp
+        /// Print the version.
+        case version
+        /// Print one command's help.
+        case commandHelp(String)
+        /// Run a command.
+        case run(String)
+    }
+
+    public var action: Action
+    public var options: ParsedOptions
+    public var profileName: String?
+    public var verbose: Bool
+}

@@ -1,0 +1,31 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Read access to the process environment, injectable for tests.
+public struct Environment: Sendable {
+    private let lookup: @Sendable (String) -> String?
+
+    public init(_ lookup: @escaping @Sendable (String) -> String?) {
+        self.lookup = lookup
+    }
+
+    /// The real process environment.
+    public static let process = Environment { name in
+        guard let value = getenv(name) else { return nil }
+        return String(cString: value)
+    }
+
+    /// A fixed environment (tests).
+    public static func fixed(_ values: [String: String]) -> Environment {
+        Environment { values[$0] }
+    }
+
+    /// The value of `name`, with an empty string treated as unset (as XDG requires).
+    public subscript(name: String) -> String? {
+        guard let value = lookup(name), !value.isEmpty else { return nil }
+        return value
+    }
+}

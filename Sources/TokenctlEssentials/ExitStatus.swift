@@ -1,0 +1,30 @@
+/// Process exit statuses, named after sysexits.h so cron jobs and scripts can branch on them.
+public enum ExitStatus: Int32, Sendable, CaseIterable {
+    /// Success.
+    case success = 0
+    /// An unexpected failure: a bug or an unclassified error.
+    case failure = 1
+    /// EX_USAGE: the command line is wrong.
+    case usage = 64
+    /// EX_UNAVAILABLE: the Secret Service cannot be used.
+    case unavailable = 69
+    /// EX_TEMPFAIL: a transient failure talking to the server; the session is kept.
+    case temporaryFailure = 75
+    /// EX_NOPERM: login required (no session, or the server ended it).
+    case loginRequired = 77
+    /// EX_CONFIG: the configuration is missing or invalid.
+    case configuration = 78
+
+    /// The sysexits.h name, for documentation and diagnostics.
+    public var name: String {
+        switch self {
+        case .success: "OK"
+        case .failure: "FAILURE"
+        case .usage: "EX_USAGE"
+        case .unavailable: "EX_UNAVAILABLE"
+        case .temporaryFailure: "EX_TEMPFAIL"
+        case .loginRequired: "EX_NOPERM"
+        case .configuration: "EX_CONFIG"
+        }
+    }
+}

@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Small POSIX file helpers without Foundation: read a file, write one atomically and privately.
+public enum FileIO {
+    /// Read a whole file as UTF-8.
+    ///
+    /// - Returns: `nil` when the file does not exist.
+    /// - Throws: `SystemError` for any other failure.
+    public static func readFile(_ path: String, limit: Int = 1 << 20) throws(SystemError) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        if descriptor < 0 {
+            if errno == ENOENT { return nil }
+            throw SystemError(errno: errno, operation: "open", path: path)
+        }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw SystemError(errno: errno, operation: "read", path: path)
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: buffer[0..<count])
+            if bytes.count > limit { throw SystemError(errno: EFBIG, operation: "read", path: path) }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Create `path` and its missing parents with `mode` (0700 by default).
+    ///
+    /// An existing final directory is left as it is; callers that need a private directory
+    /// check its mode with `ensurePrivateDirectory`.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
+        var prefix = ""
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, mode) != 0 && errno != EEXIST {
+                throw SystemError(errno: errno, operation: "mkdir", path: prefix)
+            }
+        }
+    }
+
+    /// Create `path` (and parents) and make sure it is a directory owned by us with mode 0700.
+    public static func ensurePrivateDirectory(_ path: String) throws(SystemError) {
+        try makeDirectories(path)
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw SystemError(errno: errno, operation: "stat", path: path) }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else { throw SystemError(errno: ENOTDIR, operation: "mkdir", path: path) }
+        guard info.st_uid == getuid() else { throw SystemError(errno: EPERM, operation: "owner check", path: path) }
+        if info.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
+            throw SystemError(errno: errno, operation: "chmod", path: path)
+        }
+    }
+
+    /// Replace `path` with `contents` atomically: a private temporary file in the same
+    /// directory, fsync, rename. Readers see the old file or the new one, never a mix.
+    public static func writeAtomically(_ contents: String, to path: String, mode: mode_t = 0o600) throws(SystemError) {
+        let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        try makeDirectories(directory)
+        var template = Array((path + ".tmp.XXXXXX").utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else { throw SystemError(errno: errno, operation: "create", path: path) }
+        let temporary = String(cString: template)
+        var committed = false
+        defer {
+            if !committed { unlink(temporary) }
+        }
+        do {
+            defer { close(descriptor) }
+            guard fchmod(descriptor, mode) == 0 else { throw SystemError(errno: errno, operation: "chmod", path: temporary) }
+            var bytes = Array(contents.utf8)[...]
+            while !bytes.isEmpty {
+                let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw SystemError(errno: errno, operation: "write", path: temporary)
+                }
+                bytes = bytes.dropFirst(written)
+            }
+            guard fsync(descriptor) == 0 else { throw SystemError(errno: errno, operation: "fsync", path: temporary) }
+        }
+        guard rename(temporary, path) == 0 else { throw SystemError(errno: errno, operation: "rename", path: path) }
+        committed = true
+    }
+
+    /// Remove a file; a missing file is not an error.
+    public static func removeFile(_ path: String) throws(SystemError) {
+        if unlink(path) != 0 && errno != ENOENT {
+            throw SystemError(errno: errno, operation: "unlink", path: path)
+        }
+    }
+
+    /// The names in a directory (no `.`/`..`); an absent directory has none.
+    public static func listDirectory(_ path: String) throws(SystemError) -> [String] {
+        guard let directory = opendir(path) else {
+            if errno == ENOENT { return [] }
+            throw SystemError(errno: errno, operation: "opendir", path: path)
+        }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+}
+
+/// A failed system call, with the operation and path for the message.
+public struct SystemError: Error, Equatable, CustomStringConvertible {
+    public let errno: Int32
+    public let operation: String
+    public let path: String
+
+    public init(errno: Int32, operation: String, path: String) {
+        self.errno = errno
+        self.operation = operation
+        self.path = path
+    }
+
+    public var description: String {
+        "\(operation) \(path): \(String(cString: strerror(errno)))"
+    }
+}

@@ -1,0 +1,125 @@
+/// The hand-editable configuration of one profile: where its authorization server is and
+/// which client it is. Never holds a secret.
+///
+/// Stored as `$XDG_CONFIG_HOME/tokenctl/profiles/NAME.conf`, one `key = value` a line,
+/// `#` comments and blank lines allowed.
+public struct ProfileConfiguration: Equatable, Sendable {
+    public var issuer: EndpointURL
+    public var clientID: String
+    public var scope: String?
+    public var tokenEndpoint: EndpointURL?
+    public var revocationEndpoint: EndpointURL?
+    /// A PEM bundle of extra trusted CAs for this issuer (private PKI).
+    public var caBundle: String?
+
+    public init(
+        issuer: EndpointURL, clientID: String, scope: String? = nil,
+        tokenEndpoint: EndpointURL? = nil, revocationEndpoint: EndpointURL? = nil, caBundle: String? = nil
+    ) {
+        self.issuer = issuer
+        self.clientID = clientID
+        self.scope = scope
+        self.tokenEndpoint = tokenEndpoint
+        self.revocationEndpoint = revocationEndpoint
+        self.caBundle = caBundle
+    }
+
+    /// Every key the file may hold, in the order they are written.
+    public static let keys = ["issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "cacert"]
+
+    /// Parse a profile file.
+    ///
+    /// - Parameter path: used only in error messages.
+    /// - Throws: `ConfigurationError` naming the file and line at fault.
+    public static func parse(_ text: String, path: String) throws(ConfigurationError) -> ProfileConfiguration {
+        var values: [String: (value: String, line: Int)] = [:]
+        var lineNumber = 0
+        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            lineNumber += 1
+            let line = rawLine.trimmingASCIIWhitespace()
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw ConfigurationError(path: path, line: lineNumber, message: "expected 'key = value'")
+            }
+            let key = String(line[..<equals].trimmingASCIIWhitespace())
+            let value = String(line[line.index(after: equals)...].trimmingASCIIWhitespace())
+            guard keys.contains(key) else {
+                let hint = closestMatch(to: key, in: keys).map { " (did you mean '\($0)'?)" } ?? ""
+                throw ConfigurationError(path: path, line: lineNumber, message: "unknown key '\(key)'\(hint)")
+            }
+            guard values[key] == nil else {
+                throw ConfigurationError(path: path, line: lineNumber, message: "'\(key)' is set twice")
+            }
+            guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+                throw ConfigurationError(path: path, line: lineNumber, message: "'\(key)' contains control characters")
+            }
+            values[key] = (value, lineNumber)
+        }
+
+        func url(_ key: String) throws(ConfigurationError) -> EndpointURL? {
+            guard let entry = values[key] else { return nil }
+            do { return try EndpointURL(entry.value) } catch {
+                throw ConfigurationError(path: path, line: entry.line, message: "\(key): \(error)")
+            }
+        }
+        guard let issuer = try url("issuer") else {
+            throw ConfigurationError(path: path, line: nil, message: "'issuer' is missing")
+        }
+        guard let clientID = values["client_id"] else {
+            throw ConfigurationError(path: path, line: nil, message: "'client_id' is missing")
+        }
+        guard !clientID.value.isEmpty else {
+            throw ConfigurationError(path: path, line: clientID.line, message: "'client_id' is empty")
+        }
+        return ProfileConfiguration(
+            issuer: issuer,
+            clientID: clientID.value,
+            scope: values["scope"].flatMap { $0.value.isEmpty ? nil : $0.value },
+            tokenEndpoint: try url("token_endpoint"),
+            revocationEndpoint: try url("revocation_endpoint"),
+            caBundle: values["cacert"].flatMap { $0.value.isEmpty ? nil : $0.value }
+        )
+    }
+
+    /// The file text: a header comment, then one line per set key.
+    public func serialized(profile: ProfileName) -> String {
+        var lines = [
+            "# tokenctl profile '\(profile)'. Hand-editable; see tokenctl(1), FILES.",
+            "# Secrets are never stored here: they live in the Secret Service.",
+            "issuer = \(issuer)",
+            "client_id = \(clientID)",
+        ]
+        if let scope { lines.append("scope = \(scope)") }
+        if let tokenEndpoint { lines.append("token_endpoint = \(tokenEndpoint)") }
+        if let revocationEndpoint { lines.append("revocation_endpoint = \(revocationEndpoint)") }
+        if let caBundle { lines.append("cacert = \(caBundle)") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// A configuration problem: exit status 78 (EX_CONFIG).
+public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
+    public let path: String
+    public let line: Int?
+    public let message: String
+
+    public init(path: String, line: Int?, message: String) {
+        self.path = path
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String {
+        if let line { return "\(path):\(line): \(message)" }
+        return "\(path): \(message)"
+    }
+}
+
+extension StringProtocol {
+    func trimmingASCIIWhitespace() -> SubSequence {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let start = firstIndex(where: { !isSpace($0) }) else { return self[endIndex...] }
+        let end = lastIndex(where: { !isSpace($0) })!
+        return self[start...end]
+    }
+}

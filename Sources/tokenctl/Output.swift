@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TokenctlCore
+import TokenctlEssentials
+
+/// Writing to stdout (the product only) and stderr (everything for humans), by file descriptor.
+enum Output {
+    static func standardOutput(_ text: String) {
+        write(1, text)
+    }
+
+    static func standardError(_ text: String) {
+        write(2, text)
+    }
+
+    private static func write(_ descriptor: Int32, _ text: String) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+
+    /// `Error: message` and the hint, on stderr.
+    static func report(_ error: TokenctlError) {
+        var text = "Error: \(error.message)\n"
+        if let hint = error.hint { text += "\(hint)\n" }
+        standardError(text)
+    }
+
+    static func usageError(_ error: UsageError) -> ExitStatus {
+        let formatter = HelpFormatter(toolName: "tokenctl")
+        var text = "Error: \(error.message)\n"
+        if let name = error.command, let command = Commands.parser.command(named: name) {
+            text += formatter.usageLine(for: command) + "\n  See 'tokenctl \(name) --help' for more information.\n"
+        } else {
+            text += "USAGE: tokenctl [--profile <name>] <command> [<options>]\n  See 'tokenctl --help' for more information.\n"
+        }
+        standardError(text)
+        return .usage
+    }
+
+    /// A duration for humans: "59 min", "2 h 5 min", "45 s".
+    static func duration(_ seconds: Double) -> String {
+        let total = Int(seconds.rounded(.down))
+        if total < 0 { return "expired \(duration(-seconds)) ago" }
+        if total < 120 { return "\(total) s" }
+        if total < 7200 { return "\(total / 60) min" }
+        return "\(total / 3600) h \(total % 3600 / 60) min"
+    }
+
+    static func timestamp(_ seconds: Double) -> String {
+        Date(timeIntervalSince1970: seconds.rounded(.down)).formatted(.iso8601)
+    }
+
+    static func jsonString(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+}

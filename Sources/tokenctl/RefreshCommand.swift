@@ -1,0 +1,56 @@
+import TokenctlCore
+import TokenctlEssentials
+
+enum RefreshCommand {
+    static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let window: Double? = context.options.value("--if-expiring-within") == nil
+            ? nil : try context.seconds("--if-expiring-within", command: "refresh", default: 0)
+        let service = context.service()
+        guard context.options.has("--all") else {
+            let report = await service.refresh(context.profile, ifExpiringWithin: window)
+            let tokenSet = try report.result.get()
+            let left = Output.duration(tokenSet.timeLeft(at: Clock.system.now()))
+            Output.standardError(report.skipped
+                ? "Profile '\(context.profile)' not refreshed: the access token is valid for \(left).\n"
+                : "Refreshed profile '\(context.profile)'; access token valid for \(left).\n")
+            return .success
+        }
+        let reports = try await service.refreshAll(ifExpiringWithin: window)
+        if reports.isEmpty {
+            Output.standardError("No profiles configured.\n")
+            return .success
+        }
+        var worst = ExitStatus.success
+        for report in reports {
+            switch report.result {
+            case .success(let tokenSet):
+                let expiry = tokenSet.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no expiry given"
+                Output.standardError("\(report.profile): \(report.skipped ? "fresh" : "refreshed"), \(expiry)\n")
+            case .failure(let error):
+                let outcome = switch error.kind {
+                case .loginRequired: "login required"
+                case .transient: "transient failure"
+                case .storeUnavailable: "keyring unavailable"
+                case .configuration: "configuration error"
+                default: "failed"
+                }
+                Output.standardError("\(report.profile): \(outcome): \(error.message)\n")
+                worst = worse(worst, error.exitStatus)
+            }
+        }
+        return worst
+    }
+
+    /// 77 beats 75 beats everything else non-zero beats 0.
+    static func worse(_ a: ExitStatus, _ b: ExitStatus) -> ExitStatus {
+        func rank(_ status: ExitStatus) -> Int {
+            switch status {
+            case .success: 0
+            case .loginRequired: 4
+            case .temporaryFailure: 3
+            default: 2
+            }
+        }
+        return rank(b) > rank(a) ? b : a
+    }
+}

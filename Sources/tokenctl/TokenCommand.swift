@@ -1,0 +1,33 @@
+import TokenctlCore
+import TokenctlEssentials
+
+enum TokenCommand {
+    static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let minimumTimeToLive = try context.seconds("--min-ttl", command: "token", default: 60)
+        let format = context.options.value("--format") ?? "raw"
+        guard ["raw", "header", "json"].contains(format) else {
+            throw UsageError("Invalid value '\(format)' for '--format': expected raw, header or json.", command: "token")
+        }
+        let tokenSet = try await context.service().token(
+            context.profile, minimumTimeToLive: minimumTimeToLive, force: context.options.has("--force"))
+        let now = Clock.system.now()
+        context.verboseLog("access token for '\(context.profile)' valid for \(Output.duration(tokenSet.timeLeft(at: now)))")
+        switch format {
+        case "header":
+            Output.standardOutput("Authorization: \(tokenSet.tokenType) \(tokenSet.accessToken)\n")
+        case "json":
+            var fields = [
+                "\"access_token\":\(Output.jsonString(tokenSet.accessToken))",
+                "\"token_type\":\(Output.jsonString(tokenSet.tokenType))",
+            ]
+            if let expiry = tokenSet.expiresAt {
+                fields.append("\"expires_at\":\(Output.jsonString(Output.timestamp(expiry)))")
+                fields.append("\"expires_in\":\(max(0, Int(expiry - now)))")
+            }
+            Output.standardOutput("{" + fields.joined(separator: ",") + "}\n")
+        default:
+            Output.standardOutput(tokenSet.accessToken + "\n")
+        }
+        return .success
+    }
+}

@@ -1,0 +1,107 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TokenctlCore
+import TokenctlEssentials
+
+let toolVersion = "0.1.0"
+
+/// Everything a command needs: the parsed options, the profile and the core service.
+struct CommandContext {
+    let options: ParsedOptions
+    let profile: ProfileName
+    let verbose: Bool
+    let paths: Paths
+    let timeout: Double
+
+    func service() -> TokenctlService {
+        SessionBus.locateForUnattendedUse(verbose: verbose)
+        return .live(
+            paths: paths, retry: RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout)),
+            userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout)
+    }
+
+    func verboseLog(_ message: String) {
+        if verbose { Output.standardError("tokenctl: \(message)\n") }
+    }
+
+    /// A non-negative number of seconds from an option, or a usage error naming it.
+    func seconds(_ key: String, command: String, default value: Double, allowZero: Bool = true) throws(UsageError) -> Double {
+        guard let text = options.value(key) else { return value }
+        guard let number = Double(text), number.isFinite, allowZero ? number >= 0 : number > 0, number <= 31_536_000 else {
+            throw UsageError("Invalid value '\(text)' for '\(key)': expected \(allowZero ? "a non-negative" : "a positive") number of seconds.", command: command)
+        }
+        return number
+    }
+}
+
+func run(_ arguments: [String]) async -> ExitStatus {
+    let invocation: Invocation
+    do { invocation = try Commands.parser.parse(arguments) } catch { return Output.usageError(error) }
+    let formatter = HelpFormatter(toolName: "tokenctl")
+
+    let commandName: String
+    switch invocation.action {
+    case .version:
+        Output.standardOutput("tokenctl \(toolVersion)\n")
+        return .success
+    case .topLevelHelp:
+        Output.standardOutput(formatter.topLevelHelp(
+            overview: "OAuth 2.0 / OpenID Connect access tokens for shells, scripts and cron, kept in the Secret Service.",
+            commands: Commands.all,
+            footer: "  See 'tokenctl help <command>' for detailed help, and tokenctl(1) for exit statuses and files."))
+        return .success
+    case .commandHelp(let name):
+        Output.standardOutput(formatter.help(for: Commands.parser.command(named: name)!))
+        return .success
+    case .run(let name):
+        commandName = name
+    }
+
+    let profileText = invocation.profileName ?? Environment.process["TOKENCTL_PROFILE"] ?? ProfileName.default.rawValue
+    guard let profile = ProfileName(rawValue: profileText) else {
+        return Output.usageError(UsageError(
+            "Invalid profile name '\(profileText)': use 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'.",
+            command: commandName))
+    }
+    let paths: Paths
+    do { paths = try Paths.resolve() } catch {
+        Output.report(TokenctlError(.configuration, error.description))
+        return .configuration
+    }
+    let timeoutOption = invocation.options.value("--timeout")
+    let timeout: Double
+    if let timeoutOption {
+        guard let value = Double(timeoutOption), value.isFinite, value > 0, value <= 3600 else {
+            return Output.usageError(UsageError("Invalid value '\(timeoutOption)' for '--timeout': expected seconds between 0 and 3600.", command: commandName))
+        }
+        timeout = value
+    } else {
+        timeout = 30
+    }
+    let context = CommandContext(options: invocation.options, profile: profile, verbose: invocation.verbose, paths: paths, timeout: timeout)
+
+    do {
+        switch commandName {
+        case "login": return try await LoginCommand.run(context)
+        case "token": return try await TokenCommand.run(context)
+        case "refresh": return try await RefreshCommand.run(context)
+        case "logout": return try await LogoutCommand.run(context)
+        case "status": return try await StatusCommand.run(context)
+        default: return .failure
+        }
+    } catch let error as UsageError {
+        return Output.usageError(error)
+    } catch let error as TokenctlError {
+        Output.report(error)
+        return error.exitStatus
+    } catch {
+        Output.standardError("Error: \(error)\n")
+        return .failure
+    }
+}
+
+// Scripts read our stdout through pipes that may close early: never die of SIGPIPE.
+signal(SIGPIPE, SIG_IGN)
+let status = await run(Array(CommandLine.arguments.dropFirst()))
+exit(status.rawValue)
