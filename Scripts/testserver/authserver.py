@@ -542,6 +542,8 @@ def main():
     ap.add_argument("--port-file")
     ap.add_argument("--pid-file")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--exit-with-parent", action="store_true",
+                    help="stop when the process that started us ends (tests that crash leave nothing behind)")
     args = ap.parse_args()
 
     Handler.verbose = args.verbose
@@ -553,6 +555,16 @@ def main():
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+
+    if args.exit_with_parent:
+        parent = os.getppid()
+
+        def watch_parent():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            server.shutdown()
+
+        threading.Thread(target=watch_parent, daemon=True).start()
 
     if args.pid_file:
         write_atomic(args.pid_file, "%d\n" % os.getpid())

@@ -11,7 +11,7 @@ public enum HTTPDate {
         let fields = text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
         var day: Int?, month: Int?, year: Int?, time: [Int]?
         switch fields.count {
-        case 5 where fields[4] == "GMT":
+        case 4 where fields[3] == "GMT":
             // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
             let parts = fields[1].split(separator: "-")
             guard parts.count == 3 else { return nil }

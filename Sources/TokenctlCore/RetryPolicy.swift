@@ -8,6 +8,11 @@ public struct RetryPolicy: Sendable {
     public var deadline: Double
     /// A single request never takes longer than this.
     public var attemptTimeout: Double
+    /// No wait is shorter than this, so `Retry-After: 0` or a near-zero jitter cannot make
+    /// back-to-back requests.
+    public var minimumDelay: Double = 0.1
+    /// At most this many requests per exchange, whatever the deadline.
+    public var maximumAttempts: Int = 8
     /// A uniform random number in [0, 1) (injectable for tests).
     public var random: @Sendable () -> Double
 
@@ -25,8 +30,8 @@ public struct RetryPolicy: Sendable {
     /// The wait before attempt `attempt + 1` (attempt counts from 0): full jitter over
     /// min(maximum, initial × 2^attempt), or the server's Retry-After when it gave one.
     public func delay(afterAttempt attempt: Int, retryAfter: Double?) -> Double {
-        if let retryAfter { return retryAfter }
+        if let retryAfter { return max(minimumDelay, retryAfter) }
         let ceiling = min(maximumDelay, initialDelay * Double(1 << min(attempt, 20)))
-        return random() * ceiling
+        return max(minimumDelay, random() * ceiling)
     }
 }

@@ -172,11 +172,27 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
             guard try shouldDelete(item) else { continue }
             var error: UnsafeMutablePointer<GError>?
             if secret_item_delete_sync(item, nil, &error) == 0 {
+                // Another process deleted it between our search and our delete: that is done too.
+                if let error, Self.isUnknownObject(error) {
+                    g_error_free(error)
+                    continue
+                }
                 throw storeError(error, operation: "delete the session")
             }
             deleted += 1
         }
         return deleted
+    }
+
+    private static func isUnknownObject(_ error: UnsafeMutablePointer<GError>) -> Bool {
+        var remoteName = ""
+        if let remote = tokenctl_error_remote_name(error) {
+            remoteName = String(cString: remote)
+            g_free(remote)
+        }
+        let message = error.pointee.message.map { String(cString: $0) } ?? ""
+        return remoteName == "org.freedesktop.DBus.Error.UnknownObject" || remoteName == "org.freedesktop.DBus.Error.UnknownMethod"
+            || message.contains("No such interface") || message.contains("No such object")
     }
 
     private func decodeSecret(of item: UnsafeMutablePointer<SecretItem>) throws(StoreError) -> TokenSet? {

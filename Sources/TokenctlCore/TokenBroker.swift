@@ -128,7 +128,7 @@ public actor TokenBroker {
             switch outcome {
             case .success(let response, let serverDate):
                 let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
-                try persist(next, for: profile.identity)
+                try await persist(next, for: profile.identity)
                 return next
             case .terminal(let reason):
                 // Another writer may have replaced the item meanwhile: delete only what we sent.
@@ -146,7 +146,7 @@ public actor TokenBroker {
 
     /// Write the rotated set; a transient store hiccup gets two more tries, since the old
     /// refresh token is already spent on a rotating server.
-    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(TokenctlError) {
+    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) async throws(TokenctlError) {
         var lastError: StoreError?
         for attempt in 0..<3 {
             do {
@@ -155,7 +155,7 @@ public actor TokenBroker {
             } catch {
                 lastError = error
                 if error.reason == .locked { break }
-                if attempt < 2 { usleep(100_000) }
+                if attempt < 2 { try? await clock.sleep(0.1) }
             }
         }
         throw TokenctlError(

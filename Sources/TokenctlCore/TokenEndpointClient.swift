@@ -39,7 +39,7 @@ public struct TokenEndpointClient: Sendable {
             let outcome = RefreshOutcome.classify(result, now: receivedAt)
             guard case .transient(let reason, let retryAfter) = outcome else { return (outcome, receivedAt) }
             let delay = retry.delay(afterAttempt: attempt, retryAfter: retryAfter)
-            if clock.now() + delay >= start + retry.deadline {
+            if attempt + 1 >= retry.maximumAttempts || clock.now() + delay >= start + retry.deadline {
                 // Waiting would pass the deadline: report the transient failure now.
                 return (.transient(reason, retryAfter: retryAfter), receivedAt)
             }

@@ -107,14 +107,13 @@ public final class TokenctlService: Sendable {
             let seed = TokenSet(accessToken: "-", refreshToken: request.refreshToken, expiresAt: nil, issuedLifetime: nil, obtainedAt: receivedAt)
             var tokenSet = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: seed)
             tokenSet.lastRefreshAt = nil
-            do {
-                // A profile re-pointed at another issuer or client leaves no stale item behind.
-                try store.deleteAll(profile: request.profile)
-                try store.write(tokenSet, for: identity)
-            } catch {
-                throw TokenctlError(error)
-            }
+            let previous = try? profiles.load(request.profile)
+            do { try store.write(tokenSet, for: identity) } catch { throw TokenctlError(error) }
             try profiles.save(configuration, as: request.profile)
+            // A profile re-pointed at another issuer or client leaves no stale item behind.
+            if let previous, SessionIdentity(profile: request.profile, configuration: previous) != identity {
+                _ = try? store.delete(SessionIdentity(profile: request.profile, configuration: previous))
+            }
             return tokenSet
         case .terminal(let reason):
             throw TokenctlError(.loginRequired, "the server did not accept the refresh token: \(reason)", hint: "Nothing was stored.")

@@ -115,10 +115,8 @@ public struct CommandLineParser: Sendable {
         if let command {
             invocation.action = helpRequested ? .commandHelp(command.name) : .run(command.name)
         } else {
+            // No command (`tokenctl`, `tokenctl --profile x`): show the top-level help.
             invocation.action = .topLevelHelp
-            if !helpRequested && !invocation.options.values.isEmpty || !invocation.options.flags.isEmpty {
-                throw UsageError("Missing command.", command: nil)
-            }
         }
         return invocation
     }

@@ -37,7 +37,7 @@ public enum FileIO {
     /// An existing final directory is left as it is; callers that need a private directory
     /// check its mode with `ensurePrivateDirectory`.
     public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
-        var prefix = ""
+        var prefix = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             prefix += "/" + component
             if mkdir(prefix, mode) != 0 && errno != EEXIST {

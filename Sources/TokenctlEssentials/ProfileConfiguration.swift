@@ -34,7 +34,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public static func parse(_ text: String, path: String) throws(ConfigurationError) -> ProfileConfiguration {
         var values: [String: (value: String, line: Int)] = [:]
         var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             lineNumber += 1
             let line = rawLine.trimmingASCIIWhitespace()
             if line.isEmpty || line.hasPrefix("#") { continue }

@@ -1,0 +1,13 @@
+# shellcheck shell=bash
+# Scripts/lib/packages.sh: what tokenctl needs from Debian to build, and a check for Swift.
+
+# shellcheck disable=SC2034 # used by callers
+TOKENCTL_BUILD_PACKAGES=(pkg-config libsecret-1-dev libcurl4-openssl-dev libssl-dev)
+
+# Swift itself is not a Debian package: say so clearly instead of failing later.
+tk_require_swift() {
+  if ! command -v swift >/dev/null 2>&1; then
+    printf 'tokenctl: a Swift 6 toolchain is required (swift not found on PATH)\n' >&2
+    return 1
+  fi
+}

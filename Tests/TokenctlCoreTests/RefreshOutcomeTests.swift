@@ -1,0 +1,236 @@
+import Testing
+@testable import TokenctlCore
+
+private let now: Double = 1_700_000_000
+
+private func classify(_ response: HTTPResponse) -> RefreshOutcome {
+    RefreshOutcome.classify(.success(response), now: now)
+}
+
+private func isTerminal(_ outcome: RefreshOutcome) -> Bool {
+    if case .terminal = outcome { return true }
+    return false
+}
+
+/// The failure-class table of DESIGN.md §3, one test per row.
+@Suite("RefreshOutcome.classify")
+struct RefreshOutcomeTests {
+    @Test("200 with a valid token set → success, carrying the server's Date")
+    func successRow() {
+        let date = HTTPDate.format(now + 5)
+        let outcome = classify(.tokens(access: "a", refresh: "r", expiresIn: 60, headers: ["date": date]))
+        #expect(outcome == .success(TokenResponse(accessToken: "a", tokenType: "Bearer", expiresIn: 60, refreshToken: "r"), serverDate: now + 5))
+    }
+
+    @Test("200 without a Date header → success with no server date")
+    func successWithoutDate() {
+        guard case .success(_, let serverDate) = classify(.tokens()) else {
+            Issue.record("expected success")
+            return
+        }
+        #expect(serverDate == nil)
+    }
+
+    @Test("200 without a usable token set → terminal", arguments: [
+        "", "<html>oops</html>", "{}", #"{"access_token": ""}"#, #"{"access_token": "a b"}"#,
+        #"{"access_token": "a", "token_type": "mac"}"#, #"{"access_token": "a", "expires_in": -1}"#, "[]",
+    ])
+    func unusable200(body: String) {
+        guard case .terminal(.unusableResponse(let message)) = classify(.text(200, body, contentType: "application/json")) else {
+            Issue.record("expected a terminal unusable-response outcome")
+            return
+        }
+        #expect(!message.isEmpty)
+        #expect(TerminalReason.unusableResponse(message).className == "unusable-response")
+    }
+
+    @Test("400 invalid_grant → terminal OAuth error with its description")
+    func invalidGrant() {
+        let outcome = classify(.invalidGrant)
+        #expect(outcome == .terminal(.oauthError(status: 400, code: "invalid_grant", description: "Token is expired")))
+        if case .terminal(let reason) = outcome {
+            #expect(reason.className == "invalid_grant")
+            #expect(reason.description == "the server answered 400 invalid_grant: Token is expired")
+        }
+    }
+
+    @Test("other RFC 6749 §5.2 errors on a 400 are terminal too", arguments: ["invalid_client", "unauthorized_client", "invalid_scope", "invalid_request"])
+    func otherOAuthErrors(code: String) {
+        #expect(classify(.json(400, #"{"error": "\#(code)"}"#)) == .terminal(.oauthError(status: 400, code: code, description: nil)))
+    }
+
+    @Test("400 with an empty body → terminal")
+    func empty400() {
+        #expect(classify(HTTPResponse(status: 400)) == .terminal(.unexpectedStatus(400, contentType: nil)))
+    }
+
+    @Test("400 with HTML → terminal, naming the content type")
+    func html400() {
+        let outcome = classify(.text(400, "<html><body>Bad Request</body></html>", contentType: "text/html"))
+        #expect(outcome == .terminal(.unexpectedStatus(400, contentType: "text/html")))
+        if case .terminal(let reason) = outcome {
+            #expect(reason.description == "the server answered HTTP 400 (text/html) without an OAuth error")
+            #expect(reason.className == "http-400")
+        }
+    }
+
+    @Test("401 and 403 → terminal, with or without an OAuth error body")
+    func unauthorizedForbidden() {
+        #expect(classify(.json(401, #"{"error": "invalid_client"}"#)) == .terminal(.oauthError(status: 401, code: "invalid_client", description: nil)))
+        #expect(classify(HTTPResponse(status: 401)) == .terminal(.unexpectedStatus(401, contentType: nil)))
+        #expect(classify(.text(403, "Forbidden", contentType: "text/plain")) == .terminal(.unexpectedStatus(403, contentType: "text/plain")))
+    }
+
+    @Test("other 4xx statuses → terminal", arguments: [402, 404, 405, 408, 409, 410, 413, 415, 418, 422, 451])
+    func other4xx(status: Int) {
+        #expect(isTerminal(classify(.text(status, "whatever", contentType: "text/plain"))))
+    }
+
+    @Test("redirects and unlisted 5xx → terminal (anything else)", arguments: [201, 204, 301, 302, 304, 501, 505, 599])
+    func anythingElse(status: Int) {
+        #expect(classify(HTTPResponse(status: status)) == .terminal(.unexpectedStatus(status, contentType: nil)))
+    }
+
+    @Test("an error field that is not a string is not an OAuth error")
+    func nonStringError() {
+        #expect(classify(.json(400, #"{"error": 42}"#)) == .terminal(.unexpectedStatus(400, contentType: "application/json")))
+    }
+
+    @Test("server-provided error text is sanitised: control characters removed, at most 200 characters")
+    func sanitisedDescription() {
+        let long = String(repeating: "y", count: 500)
+        let outcome = classify(.json(400, #"{"error": "invalid_grant", "error_description": "line1\nline2\u001b[31m\#(long)"}"#))
+        guard case .terminal(.oauthError(_, _, let description?)) = outcome else {
+            Issue.record("expected an OAuth error with a description")
+            return
+        }
+        #expect(!description.contains("\n"))
+        #expect(!description.contains("\u{1B}"))
+        #expect(description.hasPrefix("line1line2[31m"))
+        #expect(description.count == 200)
+    }
+
+    @Test("429 without Retry-After → transient, no delay given")
+    func rateLimitedPlain() {
+        #expect(classify(HTTPResponse(status: 429)) == .transient(.rateLimited, retryAfter: nil))
+    }
+
+    @Test("429 with Retry-After in seconds → transient with that delay")
+    func rateLimitedSeconds() {
+        #expect(classify(.text(429, "", headers: ["retry-after": "120"])) == .transient(.rateLimited, retryAfter: 120))
+        #expect(classify(.text(429, "", headers: ["retry-after": "0"])) == .transient(.rateLimited, retryAfter: 0))
+    }
+
+    @Test("429 with Retry-After as an HTTP-date → delay measured against the response's own Date header")
+    func rateLimitedDate() {
+        // The server's clock runs 1000 s ahead of ours: the delay is 30 s, not 1030 s.
+        let serverNow = now + 1000
+        let response = HTTPResponse.text(429, "", headers: [
+            "date": HTTPDate.format(serverNow), "retry-after": HTTPDate.format(serverNow + 30),
+        ])
+        #expect(classify(response) == .transient(.rateLimited, retryAfter: 30))
+    }
+
+    @Test("429 with an HTTP-date and no Date header → delay from our clock")
+    func rateLimitedDateWithoutDateHeader() {
+        let response = HTTPResponse.text(429, "", headers: ["retry-after": HTTPDate.format(now + 45)])
+        #expect(classify(response) == .transient(.rateLimited, retryAfter: 45))
+    }
+
+    @Test("a Retry-After date in the past means no wait")
+    func retryAfterPast() {
+        let response = HTTPResponse.text(503, "", headers: ["date": HTTPDate.format(now), "retry-after": HTTPDate.format(now - 60)])
+        #expect(classify(response) == .transient(.serverError(503), retryAfter: 0))
+    }
+
+    @Test("unparseable or negative Retry-After is ignored", arguments: ["soon", "-5", "", "nan", "Sun, 99 Nov 1994 08:49:37 GMT"])
+    func badRetryAfter(value: String) {
+        #expect(classify(.text(429, "", headers: ["retry-after": value])) == .transient(.rateLimited, retryAfter: nil))
+    }
+
+    @Test("500, 502, 503, 504 → transient whatever the body", arguments: [500, 502, 503, 504])
+    func serverErrors(status: Int) {
+        let bodies: [HTTPResponse] = [
+            HTTPResponse(status: status),
+            .text(status, "<html>Bad Gateway</html>", contentType: "text/html"),
+            .json(status, #"{"error": "invalid_grant"}"#),
+            .json(status, #"{"error": "temporarily_unavailable"}"#),
+        ]
+        for response in bodies {
+            #expect(classify(response) == .transient(.serverError(status), retryAfter: nil))
+        }
+        #expect(classify(.text(status, "", headers: ["retry-after": "7"])) == .transient(.serverError(status), retryAfter: 7))
+    }
+
+    @Test("transport failures → transient", arguments: [
+        HTTPTransportError.Kind.timeout, .connect, .resolve, .tls, .connectionReset, .responseTooLarge, .other,
+    ])
+    func transportErrors(kind: HTTPTransportError.Kind) {
+        let outcome = RefreshOutcome.classify(.failure(HTTPTransportError(kind, "it broke")), now: now)
+        #expect(outcome == .transient(.transport(kind, "it broke"), retryAfter: nil))
+        if case .transient(let reason, _) = outcome {
+            #expect(reason.className == kind.rawValue)
+            #expect(reason.description == "it broke")
+        }
+    }
+
+    @Test("transient class names")
+    func transientClassNames() {
+        #expect(TransientReason.rateLimited.className == "rate-limited")
+        #expect(TransientReason.serverError(503).className == "http-503")
+        #expect(TransientReason.lockTimeout.className == "lock-timeout")
+        #expect(TransientReason.deadlineExceeded("x").className == "deadline")
+    }
+}
+
+@Suite("HTTPDate")
+struct HTTPDateTests {
+    // RFC 9110 §5.6.7's example instant.
+    let example: Double = 784_111_777
+
+    @Test("IMF-fixdate")
+    func imfFixdate() {
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == example)
+        #expect(HTTPDate.parse("Thu, 01 Jan 1970 00:00:00 GMT") == 0)
+        #expect(HTTPDate.parse("Tue, 29 Feb 2028 23:59:59 GMT") == 1_835_481_599)
+    }
+
+    @Test("month names are case-insensitive")
+    func monthCase() {
+        #expect(HTTPDate.parse("Sun, 06 NOV 1994 08:49:37 GMT") == example)
+    }
+
+    @Test("RFC 850 (obsolete)")
+    func rfc850() {
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == example)
+        #expect(HTTPDate.parse("Thursday, 01-Jan-70 00:00:00 GMT") == 0)
+        #expect(HTTPDate.parse("Monday, 01-Jan-24 00:00:00 GMT") == 1_704_067_200)
+    }
+
+    @Test("asctime (obsolete), with the space-padded day")
+    func asctime() {
+        #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == example)
+        #expect(HTTPDate.parse("Sun Nov 06 08:49:37 1994") == example)
+    }
+
+    @Test("garbage is not a date", arguments: [
+        "", "garbage", "120", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 32 Nov 1994 08:49:37 GMT",
+        "Sun, 00 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",
+        "Sun, 06 Nov 1994 08:49 GMT", "Sun, 06 Nov 1969 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 PST",
+        "Sun, 06 Nov 1994 08:49:37", "Sunday, 06-Nov 08:49:37 GMT", "Sun Nov  6 08:49:37", "2024-01-01T00:00:00Z",
+    ])
+    func garbage(text: String) {
+        #expect(HTTPDate.parse(text) == nil)
+    }
+
+    @Test("format is IMF-fixdate")
+    func format() {
+        #expect(HTTPDate.format(example) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.format(0) == "Thu, 01 Jan 1970 00:00:00 GMT")
+    }
+
+    @Test("format then parse gives the same whole second", arguments: [0.0, 784_111_777, 951_782_400, 1_700_000_000, 1_700_000_000.9, 4_102_444_799])
+    func roundTrip(seconds: Double) {
+        #expect(HTTPDate.parse(HTTPDate.format(seconds)) == seconds.rounded(.down))
+    }
+}

@@ -1,0 +1,221 @@
+import Synchronization
+import Testing
+@testable import TokenctlCore
+
+@Suite("RetryPolicy")
+struct RetryPolicyTests {
+    @Test("full jitter: the delay is random × min(maximum, initial × 2^attempt)")
+    func ceilings() {
+        let top = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, random: { 0.999 })
+        let expected: [Double] = [0.5, 1, 2, 4, 8, 8, 8]
+        for (attempt, ceiling) in expected.enumerated() {
+            #expect(top.delay(afterAttempt: attempt, retryAfter: nil) == 0.999 * ceiling)
+        }
+        let bottom = RetryPolicy(random: { 0 })
+        #expect(bottom.delay(afterAttempt: 3, retryAfter: nil) == bottom.minimumDelay, "a zero jitter still waits the minimum")
+    }
+
+    @Test("with the real random source every delay stays in [0, ceiling)")
+    func jitterBound() {
+        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8)
+        for attempt in 0..<12 {
+            let ceiling = min(8, 0.5 * Double(1 << attempt))
+            for _ in 0..<200 {
+                let delay = policy.delay(afterAttempt: attempt, retryAfter: nil)
+                #expect(delay >= policy.minimumDelay && delay < max(ceiling, policy.minimumDelay + 1e-9))
+            }
+        }
+    }
+
+    @Test("the cap holds for huge attempt numbers")
+    func cap() {
+        let policy = RetryPolicy(initialDelay: 1, maximumDelay: 5, random: { 0.999 })
+        #expect(policy.delay(afterAttempt: 60, retryAfter: nil) == 0.999 * 5)
+        #expect(policy.delay(afterAttempt: Int.max, retryAfter: nil) == 0.999 * 5)
+    }
+
+    @Test("Retry-After wins over backoff, even above the cap")
+    func retryAfterWins() {
+        let policy = RetryPolicy(maximumDelay: 8, random: { 0.5 })
+        #expect(policy.delay(afterAttempt: 0, retryAfter: 42) == 42)
+        #expect(policy.delay(afterAttempt: 5, retryAfter: 0) == policy.minimumDelay, "Retry-After: 0 cannot cause back-to-back requests")
+    }
+
+    @Test("defaults: 0.5 s initial, 8 s cap, 30 s deadline, 15 s per attempt")
+    func defaults() {
+        let policy = RetryPolicy()
+        #expect(policy.initialDelay == 0.5)
+        #expect(policy.maximumDelay == 8)
+        #expect(policy.deadline == 30)
+        #expect(policy.attemptTimeout == 15)
+    }
+}
+
+private let endpoint = "https://issuer.example/token"
+
+private func client(_ http: FakeHTTPClient, _ clock: VirtualClock, deadline: Double = 30, random: Double = 0.5) -> TokenEndpointClient {
+    TokenEndpointClient(http: http, clock: clock.clock, retry: RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: deadline, attemptTimeout: 15, random: { random }))
+}
+
+private func isSuccess(_ outcome: RefreshOutcome) -> Bool {
+    if case .success = outcome { return true }
+    return false
+}
+
+@Suite("TokenEndpointClient retry loop")
+struct TokenEndpointClientTests {
+    @Test("sends one refresh_token grant as a form POST")
+    func request() async throws {
+        let http = FakeHTTPClient(script: [.success(.tokens())])
+        let clock = VirtualClock()
+        let (outcome, receivedAt) = await client(http, clock).refresh(refreshToken: "r/1+x", endpoint: endpoint, clientID: "cli", scope: "openid api")
+        #expect(isSuccess(outcome))
+        #expect(receivedAt == clock.now)
+        let sent = try #require(http.requests.first)
+        #expect(sent.method == .post)
+        #expect(sent.url == endpoint)
+        #expect(formFields(sent) == ["grant_type": "refresh_token", "refresh_token": "r%2F1%2Bx", "client_id": "cli", "scope": "openid+api"])
+        #expect(http.timeouts == [15])
+        #expect(clock.sleeps.isEmpty)
+    }
+
+    @Test("no scope field unless a scope is given")
+    func noScope() async {
+        let http = FakeHTTPClient(script: [.success(.tokens())])
+        _ = await client(http, VirtualClock()).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        #expect(formFields(http.requests[0])["scope"] == nil)
+    }
+
+    @Test("fake server: 503 twice, then 200 → success after two backoff waits")
+    func retriesThenSucceeds() async {
+        let http = FakeHTTPClient(script: [.success(.text(503, "down")), .success(.text(503, "down")), .success(.tokens(access: "fresh"))])
+        let clock = VirtualClock()
+        let start = clock.now
+        let attempts = Mutex<[Int]>([])
+        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli") { attempt in
+            attempts.withLock { $0.append(attempt) }
+        }
+        guard case .success(let response, _) = outcome else {
+            Issue.record("expected success, got \(outcome)")
+            return
+        }
+        #expect(response.accessToken == "fresh")
+        #expect(http.requestCount == 3)
+        #expect(attempts.withLock { $0 } == [0, 1, 2])
+        // Full jitter with random() = 0.5 over ceilings 0.5 and 1.
+        #expect(clock.sleeps == [0.25, 0.5])
+        #expect(clock.now - start == 0.75)
+        // The same request every time.
+        #expect(Set(http.requests.map { formFields($0)["refresh_token"] ?? "" }) == ["r"])
+    }
+
+    @Test("fake server: transport errors (timeout, reset) are retried")
+    func transportRetried() async {
+        let http = FakeHTTPClient(script: [
+            .failure(HTTPTransportError(.timeout, "timed out")),
+            .failure(HTTPTransportError(.connectionReset, "reset")),
+            .success(.tokens()),
+        ])
+        let (outcome, _) = await client(http, VirtualClock()).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        #expect(isSuccess(outcome))
+        #expect(http.requestCount == 3)
+    }
+
+    @Test("fake server: always 503 → stops before the deadline with the last transient reason")
+    func stopsAtDeadline() async {
+        let http = FakeHTTPClient(script: [.success(.text(503, ""))])
+        let clock = VirtualClock()
+        let start = clock.now
+        let (outcome, _) = await client(http, clock, deadline: 10, random: 0.999).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        #expect(outcome == .transient(.serverError(503), retryAfter: nil))
+        // Waits 0.4995 + 0.999 + 1.998 + 3.996 = 7.4925 s; the next (7.992 s) would pass 10 s.
+        #expect(http.requestCount == 5)
+        #expect(clock.sleeps.count == 4)
+        #expect(clock.now - start <= 10)
+    }
+
+    @Test("fake server: slow attempts eat the deadline; each attempt's timeout is what is left")
+    func slowAttempts() async {
+        let clock = VirtualClock()
+        let http = FakeHTTPClient { _, _ in
+            clock.advance(4)
+            return .failure(HTTPTransportError(.timeout, "timed out"))
+        }
+        let start = clock.now
+        let (outcome, _) = await client(http, clock, deadline: 10, random: 0.5).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        #expect(outcome == .transient(.transport(.timeout, "timed out"), retryAfter: nil))
+        // t=0 send (15 → capped to 10) ... t=4 wait 0.25, t=4.25 send (5.75 left), t=8.25 wait 0.5, t=8.75 send (1.25 left), t=12.75 stop.
+        #expect(http.timeouts == [10, 5.75, 1.25])
+        #expect(clock.sleeps == [0.25, 0.5])
+        #expect(clock.now - start == 12.75)
+    }
+
+    @Test("fake server: 429 with Retry-After seconds → waits exactly that long, then succeeds")
+    func honoursRetryAfterSeconds() async {
+        let http = FakeHTTPClient(script: [.success(.text(429, "", headers: ["retry-after": "7"])), .success(.tokens())])
+        let clock = VirtualClock()
+        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        #expect(isSuccess(outcome))
+        #expect(clock.sleeps == [7])
+    }
+
+    @Test("fake server: 503 with Retry-After as an HTTP-date relative to its Date header")
+    func honoursRetryAfterDate() async {
+        let clock = VirtualClock()
+        let http = FakeHTTPClient { _, index in
+            guard index == 0 else { return .success(.tokens()) }
+            // The server's clock is 2000 s ahead; it asks for 12 s.
+            let serverNow = clock.now + 2000
+            return .success(.text(503, "", headers: ["date": HTTPDate.format(serverNow), "retry-after": HTTPDate.format(serverNow + 12)]))
+        }
+        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        #expect(isSuccess(outcome))
+        #expect(clock.sleeps == [12])
+    }
+
+    @Test("fake server: Retry-After beyond the deadline → give up at once, reporting the delay")
+    func retryAfterBeyondDeadline() async {
+        let http = FakeHTTPClient(script: [.success(.text(429, "", headers: ["retry-after": "3600"])), .success(.tokens())])
+        let clock = VirtualClock()
+        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        #expect(outcome == .transient(.rateLimited, retryAfter: 3600))
+        #expect(http.requestCount == 1)
+        #expect(clock.sleeps.isEmpty)
+    }
+
+    @Test("fake server: terminal answers are never retried", arguments: [
+        HTTPResponse.invalidGrant, HTTPResponse(status: 400), .text(401, "no"), .text(200, "<html/>", contentType: "text/html"),
+    ])
+    func terminalNotRetried(response: HTTPResponse) async {
+        let http = FakeHTTPClient(script: [.success(response), .success(.tokens())])
+        let clock = VirtualClock()
+        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        guard case .terminal = outcome else {
+            Issue.record("expected terminal, got \(outcome)")
+            return
+        }
+        #expect(http.requestCount == 1)
+        #expect(clock.sleeps.isEmpty)
+    }
+
+    @Test("a zero deadline sends nothing")
+    func zeroDeadline() async {
+        let http = FakeHTTPClient(script: [.success(.tokens())])
+        let (outcome, _) = await client(http, VirtualClock(), deadline: 0).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        #expect(outcome == .transient(.deadlineExceeded("no time left"), retryAfter: nil))
+        #expect(http.requestCount == 0)
+    }
+
+    @Test("a cancelled backoff wait ends the loop with the transient reason")
+    func cancelledWait() async {
+        let http = FakeHTTPClient(script: [.success(.text(502, "")), .success(.tokens())])
+        let clock = VirtualClock()
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        }
+        let (outcome, _) = await task.value
+        #expect(outcome == .transient(.serverError(502), retryAfter: nil))
+        #expect(http.requestCount == 1)
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+
+/// One local test authorization server (Scripts/testserver/authserver.py) for one test, so
+/// tests can set faults, grace periods and lifetimes without disturbing each other.
+/// Stopped by PID when the test drops it.
+final class AuthServer: @unchecked Sendable {
+    let url: String
+    private let server: RunningCommand
+    private let directory: String
+
+    init(_ configuration: [String: Any] = [:]) throws {
+        let environment = try TestEnvironment.require()
+        directory = NSTemporaryDirectory() + "tokenctl-authserver-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let portFile = directory + "/port"
+        server = try RunningCommand(
+            executable: environment.python,
+            arguments: [environment.authServerScript, "--port", "0", "--port-file", portFile, "--exit-with-parent"],
+            environment: ProcessInfo.processInfo.environment, stdin: nil, directory: directory)
+        var port: String?
+        for _ in 0..<400 {
+            if let text = try? String(contentsOfFile: portFile, encoding: .utf8), !text.isEmpty {
+                port = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                break
+            }
+            usleep(25_000)
+        }
+        guard let port else {
+            server.signal(SIGKILL)
+            throw HarnessError("the test authorization server did not start: \(server.wait())")
+        }
+        url = "http://127.0.0.1:\(port)"
+        if !configuration.isEmpty { try configure(configuration) }
+    }
+
+    deinit {
+        server.signal(SIGTERM)
+        _ = server.wait()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    // MARK: Test control API
+
+    @discardableResult
+    func request(_ method: String, _ path: String, json: Any? = nil) throws -> Any {
+        var arguments = ["-sS", "-X", method, url + path]
+        if let json {
+            let body = try JSONSerialization.data(withJSONObject: json)
+            arguments += ["-H", "Content-Type: application/json", "--data-binary", String(decoding: body, as: UTF8.self)]
+        }
+        let result = try runProgram("/usr/bin/curl", arguments)
+        guard result.status == 0 else { throw HarnessError("curl \(path) failed: \(result)") }
+        return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8), options: [.fragmentsAllowed])
+    }
+
+    func issue(clientID: String = "cli", subject: String = "alice") throws -> String {
+        let answer = try request("POST", "/_test/issue", json: ["client_id": clientID, "sub": subject, "scope": "openid offline_access"])
+        guard let token = (answer as? [String: Any])?["refresh_token"] as? String else { throw HarnessError("no refresh token issued") }
+        return token
+    }
+
+    func configure(_ configuration: [String: Any]) throws {
+        try request("POST", "/_test/config", json: configuration)
+    }
+
+    func log() throws -> [[String: Any]] {
+        (try request("GET", "/_test/log") as? [[String: Any]]) ?? []
+    }
+
+    /// Requests that reached /token with the refresh grant, by outcome.
+    func tokenRequests() throws -> [[String: Any]] {
+        try log().filter { ($0["path"] as? String) == "/token" }
+    }
+
+    func stats() throws -> [String: Int] {
+        (try request("GET", "/_test/stats") as? [String: Int]) ?? [:]
+    }
+
+    func tokenStatus(_ token: String) throws -> [String: Any] {
+        (try request("GET", "/_test/token-status?token=\(token)") as? [String: Any]) ?? [:]
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+
+/// What `Scripts/test` provides: the built binary, a private session bus with an unlocked
+/// gnome-keyring, and the test authorization server's script. End-to-end tests fail (not skip)
+/// without it, so a broken harness can never pass silently.
+struct TestEnvironment: Sendable {
+    let binary: String
+    let authServerScript: String
+    let python: String
+    let keyringControl: String
+    let busAddress: String
+    let sharedRuntimeDirectory: String
+
+    static func require() throws -> TestEnvironment {
+        let env = ProcessInfo.processInfo.environment
+        guard env["TOKENCTL_TEST_ENV"] == "1", let binary = env["TOKENCTL_BINARY"], let script = env["TOKENCTL_AUTHSERVER_PY"],
+              let bus = env["DBUS_SESSION_BUS_ADDRESS"], let runtime = env["XDG_RUNTIME_DIR"] else {
+            throw HarnessError("end-to-end tests need the services that Scripts/test starts: run Scripts/test")
+        }
+        return TestEnvironment(
+            binary: binary, authServerScript: script, python: env["TOKENCTL_TEST_PYTHON"] ?? "/usr/bin/python3",
+            keyringControl: env["TOKENCTL_KEYRING_CONTROL"] ?? "", busAddress: bus, sharedRuntimeDirectory: runtime)
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The result of running a command.
+struct RunResult: Sendable, CustomStringConvertible {
+    let status: Int32
+    let stdout: String
+    let stderr: String
+
+    var description: String { "exit \(status)\n--- stdout:\n\(stdout)--- stderr:\n\(stderr)" }
+}
+
+/// A command about to be run; `start()` returns a handle to wait on, so many can run at once.
+///
+/// posix_spawn and waitpid directly: Foundation's Process has hung here under parallel tests.
+final class RunningCommand: @unchecked Sendable {
+    let pid: pid_t
+    private let stdoutPath: String
+    private let stderrPath: String
+    private let stdinPath: String?
+
+    init(executable: String, arguments: [String], environment: [String: String], stdin: String?, directory: String) throws {
+        let id = UUID().uuidString
+        stdoutPath = directory + "/out." + id
+        stderrPath = directory + "/err." + id
+        if let stdin {
+            let path = directory + "/in." + id
+            guard FileManager.default.createFile(atPath: path, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600]) else {
+                throw HarnessError("cannot write \(path)")
+            }
+            stdinPath = path
+        } else {
+            stdinPath = nil
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, stdinPath ?? "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        // The test runner blocks most signals; children must start with none blocked and default
+        // handlers, or SIGTERM/SIGINT tests (and stopping servers) silently do nothing.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var emptySet = sigset_t()
+        sigemptyset(&emptySet)
+        var defaultSet = sigset_t()
+        sigemptyset(&defaultSet)
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT] { sigaddset(&defaultSet, signal) }
+        posix_spawnattr_setsigmask(&attributes, &emptySet)
+        posix_spawnattr_setsigdefault(&attributes, &defaultSet)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        guard result == 0 else { throw HarnessError("cannot run \(executable): \(String(cString: strerror(result)))") }
+        self.pid = pid
+    }
+
+    func wait() -> RunResult {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let out = (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? ""
+        let err = (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""
+        for path in [stdoutPath, stderrPath] + (stdinPath.map { [$0] } ?? []) { unlink(path) }
+        // WIFEXITED / WTERMSIG by hand: the macros are not imported.
+        let signal = status & 0x7F
+        return RunResult(status: signal == 0 ? (status >> 8) & 0xFF : 128 + signal, stdout: out, stderr: err)
+    }
+
+    func signal(_ number: Int32) { kill(pid, number) }
+}
+
+/// Run a program to completion.
+@discardableResult
+func runProgram(_ executable: String, _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment, stdin: String? = nil) throws -> RunResult {
+    try RunningCommand(executable: executable, arguments: arguments, environment: environment, stdin: stdin, directory: NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()).wait()
+}
