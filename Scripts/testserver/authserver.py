@@ -75,6 +75,10 @@ DEFAULT_CONFIG = {
     "discovery_issuer_override": None,
     "advertise_revocation": True,
     "revoke_fault_status": None,
+    # Access tokens as JWTs whose iat/exp are on the server's (possibly offset) clock.
+    "jwt_access_tokens": False,
+    # Leave expires_in out of token responses (the client must rely on the JWT exp).
+    "omit_expires_in": False,
 }
 
 LOCK = threading.Lock()
@@ -429,9 +433,14 @@ def new_refresh(family, client_id):
 
 def issue_pair(issuer, fam_id, rec_client, scope, rotate):
     fam = STATE.families[fam_id]
-    now = int(time.time())
+    # The server's own clock, which tests may set off from the client's.
+    now = int(time.time() + (STATE.config.get("date_offset_seconds") or 0))
     ttl = int(STATE.config["access_ttl"])
-    at = "at_" + secrets.token_urlsafe(32)
+    if STATE.config.get("jwt_access_tokens"):
+        at = make_jwt({"iss": issuer, "sub": fam["sub"], "aud": rec_client, "iat": now, "exp": now + ttl,
+                       "jti": secrets.token_urlsafe(16)})
+    else:
+        at = "at_" + secrets.token_urlsafe(32)
     STATE.access[at] = {"family": fam_id, "client_id": rec_client, "expires_at": time.time() + ttl,
                         "revoked": False}
     resp = {
@@ -448,6 +457,8 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate):
             "email": fam["sub"] + "@example.test",
         }),
     }
+    if STATE.config.get("omit_expires_in"):
+        del resp["expires_in"]
     if rotate:
         resp["refresh_token"] = new_refresh(fam_id, rec_client)
     return resp

@@ -38,7 +38,14 @@ public enum SignalDeferral {
             state.saved = []
             return pendingSignal.exchange(0, ordering: .sequentiallyConsistent)
         }
-        if pending != 0 { raise(pending) }
+        guard pending != 0 else { return }
+        // Process-directed, not raise(): this may be a Dispatch worker thread, which blocks
+        // signals, and a thread-directed signal would stay pending there forever. The default
+        // action ends the process from whichever thread takes it; wait here until it does,
+        // so nothing runs after the interruption (the fallback exit mirrors the shell's 128+n).
+        kill(getpid(), pending)
+        for _ in 0..<200 { usleep(5_000) }
+        _exit(128 + pending)
     }
 }
 

@@ -3,6 +3,7 @@ extension TokenSet {
     /// keeps the one we had (non-rotating servers, RFC 6749 §6).
     public init(response: TokenResponse, receivedAt: Double, serverDate: Double?, previous: TokenSet?) {
         let offset = ClockSkew.offset(serverDate: serverDate, receivedAt: receivedAt)
+        let expiry = ClockSkew.expiry(response: response, receivedAt: receivedAt, offset: offset)
         let subject = response.idToken.flatMap { UnverifiedJWT.claims(of: $0)?["sub"]?.stringValue }
             ?? UnverifiedJWT.claims(of: response.accessToken)?["sub"]?.stringValue
             ?? previous?.subject
@@ -12,8 +13,9 @@ extension TokenSet {
             refreshToken: response.refreshToken ?? previous?.refreshToken,
             idToken: response.idToken ?? previous?.idToken,
             scope: response.scope ?? previous?.scope,
-            expiresAt: ClockSkew.expiry(response: response, receivedAt: receivedAt, offset: offset),
-            issuedLifetime: response.expiresIn,
+            expiresAt: expiry,
+            // Without expires_in, the lifetime is what the JWT's exp leaves, for the refresh margin.
+            issuedLifetime: response.expiresIn ?? expiry.map { max(0, $0 - receivedAt) },
             obtainedAt: receivedAt,
             lastRefreshAt: previous == nil ? nil : receivedAt,
             serverClockOffset: offset,

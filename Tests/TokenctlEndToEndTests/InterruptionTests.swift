@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+
+/// What happens when a refreshing process is interrupted.
+@Suite("End to end: interrupted refreshes")
+struct InterruptionTests {
+    @Test("SIGTERM during a refresh is held off until the rotated set is stored, then delivered")
+    func sigtermIsDeferred() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["grace_seconds": 0])
+        try sandbox.loginWithExpiredAccessToken(server)
+        try server.configure(["delay_seconds": 1.0])
+        let command = try sandbox.start(["token"])
+        // Wait until the request is at the server (counted on arrival; answered 1 s later), then interrupt.
+        let deadline = now() + 10
+        while try (server.stats()["token_requests"] ?? 0) < 2 && now() < deadline { sleep(seconds: 0.02) }
+        sleep(seconds: 0.2)
+        command.signal(SIGTERM)
+        let result = command.wait()
+        #expect(result.status == 128 + SIGTERM, "the signal is delivered after the write: \(result)")
+        #expect(result.stdout.isEmpty, "nothing printed after the interruption")
+
+        // The rotated token reached the keyring: the next run needs no refresh and nothing was reused.
+        try server.configure(["delay_seconds": 0])
+        let stored = try #require(try sandbox.storedTokenSet(issuer: server.url))
+        #expect((try server.tokenStatus(stored["refresh_token"] as! String)["active"] as? Bool) == true)
+        let requests = try server.tokenRequests().count
+        let next = try sandbox.tokenctl("token")
+        #expect(next.status == 0, "\(next)")
+        #expect(next.stdout == (stored["access_token"] as! String) + "\n")
+        #expect(try server.tokenRequests().count == requests)
+        #expect(try server.stats()["reuse_detected"] == 0)
+    }
+
+    @Test("SIGKILL at random moments of 20 refreshes, server with a grace period: the session is never lost")
+    func sigkillWithGracePeriod() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["grace_seconds": 30])
+        try sandbox.login(server)
+        try server.configure(["delay_seconds": 0.15])
+        var killedMidRequest = 0
+        for _ in 0..<20 {
+            let requestsBefore = try server.tokenRequests().count
+            let command = try sandbox.start(["token", "--force"])
+            sleep(seconds: Double.random(in: 0.05...0.35))
+            command.signal(SIGKILL)
+            let result = command.wait()
+            let reachedServer = try server.tokenRequests().count > requestsBefore
+            if result.status == 128 + SIGKILL && reachedServer { killedMidRequest += 1 }
+            // The next run recovers: replaying the stored token inside the grace period if needed.
+            let recovery = try sandbox.tokenctl("token", "--force")
+            #expect(recovery.status == 0, "session lost after a SIGKILL: \(recovery)")
+        }
+        #expect(try sandbox.tokenctl("status").status == 0)
+        #expect(try server.stats()["reuse_detected"] == 0)
+        print("sigkill with grace: 20 kills, \(killedMidRequest) after the request reached the server, 0 sessions lost")
+    }
+
+    @Test("SIGKILL without a grace period: a session can only be lost inside the request/write window, and then cleanly (77)")
+    func sigkillWithoutGracePeriod() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["grace_seconds": 0])
+        try sandbox.login(server)
+        try server.configure(["delay_seconds": 0.15])
+        var lost = 0
+        for _ in 0..<20 {
+            let command = try sandbox.start(["token", "--force"])
+            sleep(seconds: Double.random(in: 0.05...0.35))
+            command.signal(SIGKILL)
+            _ = command.wait()
+            let recovery = try sandbox.tokenctl("token", "--force")
+            #expect([0, 77].contains(recovery.status), "only success or a clean 'login required': \(recovery)")
+            if recovery.status == 77 {
+                lost += 1
+                #expect(try sandbox.storedTokenSet(issuer: server.url) == nil, "an ended session is cleared")
+                try sandbox.login(server)
+            }
+        }
+        print("sigkill without grace: 20 kills, \(lost) sessions lost (server rotated, process died before the write)")
+    }
+}
