@@ -1,0 +1,180 @@
+import Foundation
+import Testing
+
+/// Every row of the failure-class table, against the real binary, keyring and HTTP server.
+/// Faults are injected by the test server (a real server cannot fail on demand).
+@Suite("End to end: refresh failure classes")
+struct RefreshFailureTests {
+    /// A logged-in sandbox whose access token is stale, so the next `token` refreshes.
+    static func staleSession(_ server: AuthServer) throws -> (Sandbox, String) {
+        let sandbox = try Sandbox()
+        try sandbox.loginWithExpiredAccessToken(server)
+        let refreshToken = try #require(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String)
+        return (sandbox, refreshToken)
+    }
+
+    @Test("fake server: 500/502/503/504 are transient: retried, and a later success is used", arguments: [500, 502, 503, 504])
+    func serverErrorsAreRetried(status: Int) throws {
+        let server = try AuthServer()
+        let (sandbox, _) = try Self.staleSession(server)
+        try server.configure(["faults": [["status": status, "body": "<html>oops</html>", "content_type": "text/html", "count": 2]]])
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 0, "\(result)")
+        #expect(try server.tokenRequests().filter { ($0["outcome"] as? String) == "fault" }.count == 2)
+        #expect(result.stdout == (try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String ?? "?") + "\n")
+    }
+
+    @Test("fake server: a persistent 503 exits 75 within --timeout and keeps the session")
+    func persistentServerErrorKeepsSession() throws {
+        let server = try AuthServer()
+        let (sandbox, refreshToken) = try Self.staleSession(server)
+        try server.configure(["faults": [["status": 503, "count": 1000]]])
+        let result = try sandbox.tokenctl("token", "--timeout", "3")
+        #expect(result.status == 75, "\(result)")
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.contains("kept"))
+        #expect(try server.tokenRequests().count >= 3, "retried with backoff")
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
+        #expect(try sandbox.tokenctl("status").status == 0, "still signed in (expired-refreshable)")
+    }
+
+    @Test("fake server: 429 with Retry-After in seconds is honoured")
+    func retryAfterSeconds() throws {
+        let server = try AuthServer()
+        let (sandbox, _) = try Self.staleSession(server)
+        try server.configure(["faults": [["status": 429, "headers": ["Retry-After": "2"]]]])
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 0, "\(result)")
+        let times = try server.tokenRequests().suffix(2).compactMap { $0["time"] as? Double }
+        #expect(times.count == 2 && times[1] - times[0] >= 1.9, "waited for Retry-After: \(times)")
+    }
+
+    @Test("fake server: 429 with Retry-After as an HTTP-date is honoured")
+    func retryAfterDate() throws {
+        let server = try AuthServer()
+        let (sandbox, _) = try Self.staleSession(server)
+        let date = DateFormatter()
+        date.locale = Locale(identifier: "en_US_POSIX")
+        date.timeZone = TimeZone(identifier: "GMT")
+        date.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let retryAt = date.string(from: Date().addingTimeInterval(3))
+        try server.configure(["faults": [["status": 429, "headers": ["Retry-After": retryAt]]]])
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 0, "\(result)")
+        let times = try server.tokenRequests().suffix(2).compactMap { $0["time"] as? Double }
+        #expect(times.count == 2 && times[1] - times[0] >= 1.0, "waited until the date: \(times)")
+    }
+
+    @Test("fake server: a Retry-After beyond the deadline gives up at once with 75")
+    func retryAfterBeyondDeadline() throws {
+        let server = try AuthServer()
+        let (sandbox, refreshToken) = try Self.staleSession(server)
+        try server.configure(["faults": [["status": 429, "headers": ["Retry-After": "3600"]]]])
+        let result = try sandbox.tokenctl("token", "--timeout", "5")
+        #expect(result.status == 75, "\(result)")
+        #expect(try server.tokenRequests().filter { ($0["outcome"] as? String) == "fault" }.count == 1)
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
+    }
+
+    @Test("fake server: a hung server hits the deadline: 75, session kept")
+    func hungServer() throws {
+        let server = try AuthServer()
+        let (sandbox, refreshToken) = try Self.staleSession(server)
+        try server.configure(["faults": [["hang": 30, "count": 10]]])
+        let started = now()
+        let result = try sandbox.tokenctl("token", "--timeout", "2")
+        #expect(result.status == 75, "\(result)")
+        #expect(now() - started < 25, "did not wait for the hung server")
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
+    }
+
+    @Test("fake server: a connection closed without an answer is transient")
+    func connectionClosed() throws {
+        let server = try AuthServer()
+        let (sandbox, refreshToken) = try Self.staleSession(server)
+        try server.configure(["faults": [["close": true, "count": 1000]]])
+        let result = try sandbox.tokenctl("token", "--timeout", "2")
+        #expect(result.status == 75, "\(result)")
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
+    }
+
+    @Test("no server listening (connection refused) is transient")
+    func connectionRefused() throws {
+        var sandboxAndToken: (Sandbox, String)?
+        var url = ""
+        do {
+            let server = try AuthServer()
+            sandboxAndToken = try Self.staleSession(server)
+            url = server.url
+        }  // the server is stopped here
+        let (sandbox, refreshToken) = try #require(sandboxAndToken)
+        let result = try sandbox.tokenctl("token", "--timeout", "2")
+        #expect(result.status == 75, "\(result)")
+        #expect(try sandbox.storedTokenSet(issuer: url)?["refresh_token"] as? String == refreshToken)
+    }
+
+    @Test("invalid_grant (the real server's reuse protection) is terminal: 77, session cleared, no loop")
+    func invalidGrantEndsSession() throws {
+        let server = try AuthServer()
+        let (sandbox, refreshToken) = try Self.staleSession(server)
+        // Spend the stored refresh token behind tokenctl's back: the server now sees a replay.
+        _ = try runProgram("/usr/bin/curl", ["-s", "-d", "grant_type=refresh_token&client_id=cli&refresh_token=\(refreshToken)", server.url + "/token"])
+        let requests = try server.tokenRequests().count
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 77, "\(result)")
+        #expect(result.stderr.contains("invalid_grant"))
+        #expect(result.stderr.contains("login"))
+        #expect(try server.tokenRequests().count == requests + 1, "one request, no retry loop")
+        #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
+        #expect(try sandbox.tokenctl("token").status == 77)
+    }
+
+    @Test("fake server: every unexpected answer is terminal", arguments: [
+        ["status": 401, "body": "{\"error\":\"invalid_client\"}", "content_type": "application/json"],
+        ["status": 400, "body": ""],
+        ["status": 403, "body": "<html>Forbidden</html>", "content_type": "text/html"],
+        ["status": 200, "body": "<html>login page</html>", "content_type": "text/html"],
+        ["status": 200, "body": "{\"token_type\":\"Bearer\"}", "content_type": "application/json"],
+        ["status": 200, "body": "{\"access_token\":\"has space\",\"token_type\":\"Bearer\"}", "content_type": "application/json"],
+    ] as [[String: any Sendable]])
+    func unexpectedAnswersAreTerminal(fault: [String: any Sendable]) throws {
+        let server = try AuthServer()
+        let (sandbox, _) = try Self.staleSession(server)
+        try server.configure(["faults": [fault]])
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 77, "\(result)")
+        #expect(result.stdout.isEmpty)
+        #expect(!result.stderr.contains("has space"), "no token material in messages")
+        #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
+    }
+
+    @Test("fake server: compare-and-delete — a terminal answer does not delete a set another writer stored meanwhile")
+    func compareAndDelete() throws {
+        let server = try AuthServer()
+        let (sandbox, _) = try Self.staleSession(server)
+        try server.configure(["delay_seconds": 1.0, "faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]]])
+        let command = try sandbox.start(["token"])
+        let deadline = now() + 10
+        while try (server.stats()["token_requests"] ?? 0) < 2 && now() < deadline { sleep(seconds: 0.02) }
+        // While the doomed request is in flight, another writer stores a newer session.
+        let newer = #"{"access_token":"at_newer","token_type":"Bearer","refresh_token":"rt_newer","obtained_at":\#(now()),"expires_at":\#(now() + 3600),"issued_lifetime":3600}"#
+        try sandbox.overwriteStoredTokenSet(newer, issuer: server.url)
+        let result = command.wait()
+        #expect(result.status == 77, "\(result)")
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == "rt_newer", "the other writer's session survives")
+    }
+
+    @Test("a lock held too long by another process is transient (75)")
+    func lockTimeout() throws {
+        let server = try AuthServer()
+        let (sandbox, _) = try Self.staleSession(server)
+        try server.configure(["delay_seconds": 4.0])
+        let slow = try sandbox.start(["token"])
+        let deadline = now() + 10
+        while try (server.stats()["token_requests"] ?? 0) < 2 && now() < deadline { sleep(seconds: 0.02) }
+        let impatient = try sandbox.tokenctl("token", "--timeout", "1")
+        #expect(impatient.status == 75, "\(impatient)")
+        #expect(impatient.stderr.contains("refreshing this profile"))
+        #expect(slow.wait().status == 0)
+    }
+}
