@@ -38,9 +38,10 @@ static inline void tokenctl_object_unref(void *object) {
     if (object) g_object_unref(object);
 }
 
-// SecretService is a GDBusProxy; the cast is a macro in C (G_DBUS_PROXY).
-static inline void tokenctl_service_set_timeout(SecretService *service, int milliseconds) {
-    g_dbus_proxy_set_default_timeout(G_DBUS_PROXY(service), milliseconds);
+// SecretService, SecretCollection and SecretItem are GDBusProxy subclasses; the cast is a
+// macro in C (G_DBUS_PROXY). Every D-Bus call they make then times out after `milliseconds`.
+static inline void tokenctl_proxy_set_timeout(void *proxy, int milliseconds) {
+    g_dbus_proxy_set_default_timeout(G_DBUS_PROXY(proxy), milliseconds);
 }
 
 // The remote D-Bus error name (e.g. org.freedesktop.DBus.Error.ServiceUnknown), or NULL.

@@ -10,6 +10,8 @@ import TokenctlEssentials
 public final class SecretServiceStore: SessionStore, @unchecked Sendable {
     public static let application = "tokenctl"
     public static let sessionKind = "session"
+    /// Secret Service providers and D-Bus limit message sizes; a token set is far below this.
+    public static let maximumSecretBytes = 256 * 1024
 
     /// D-Bus call timeout for every store operation, in milliseconds.
     private let timeoutMilliseconds: Int32
@@ -30,6 +32,9 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
         let items = try search(attributes(identity), loadSecrets: true)
         defer { items.release() }
         guard let item = items.items.first else {
+            // A locked keyring hides nothing from a search here, but some providers do:
+            // "not found" in a locked or missing collection must not read as "signed out".
+            try requireUnlockedDefaultCollection(try connect())
             return nil
         }
         if secret_item_get_locked(item) != 0 {
@@ -44,6 +49,11 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
         let bytes: [UInt8]
         do { bytes = try tokenSet.encoded() } catch {
             throw StoreError(.other, "could not encode the token set: \(error)")
+        }
+        guard bytes.count <= Self.maximumSecretBytes else {
+            throw StoreError(
+                .itemTooLarge, "the token set is too large to store (\(bytes.count) bytes; the limit is \(Self.maximumSecretBytes))",
+                hint: "The server issues unusually large tokens; ask for fewer scopes or claims.")
         }
         let table = attributes(identity)
         defer { g_hash_table_unref(table) }
@@ -106,13 +116,45 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
         try mutex.withLock { () throws(StoreError) -> UnsafeMutablePointer<SecretService> in
             if let cachedService { return cachedService }
             var error: UnsafeMutablePointer<GError>?
-            guard let service = secret_service_get_sync(SECRET_SERVICE_OPEN_SESSION, nil, &error) else {
+            guard getenv("DBUS_SESSION_BUS_ADDRESS") != nil else {
+                // GLib would try to autolaunch a bus through X11 and report that instead.
+                throw StoreError(
+                    .noSessionBus,
+                    "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset and there is no bus socket at $XDG_RUNTIME_DIR/bus or /run/user/\(getuid())/bus",
+                    hint: Self.noBusHint)
+            }
+            try ping()
+            // Connect without a session first, so that the session negotiation already runs
+            // under our timeout (a stopped daemon must not hang a cron job for 25 s).
+            guard let service = secret_service_get_sync(SECRET_SERVICE_NONE, nil, &error) else {
                 throw storeError(error, operation: "connect to the Secret Service")
             }
-            tokenctl_service_set_timeout(service, timeoutMilliseconds)
+            tokenctl_proxy_set_timeout(service, timeoutMilliseconds)
+            if secret_service_ensure_session_sync(service, nil, &error) == 0 {
+                tokenctl_object_unref(service)
+                throw storeError(error, operation: "open a session with the Secret Service")
+            }
             cachedService = service
             return service
         }
+    }
+
+    static let noBusHint = "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus); for cron and timers without a login, enable lingering: loginctl enable-linger $USER."
+
+    /// One Peer.Ping to the Secret Service under our timeout before libsecret creates its
+    /// proxies: those load properties with D-Bus's default 25-second timeout, so a stopped
+    /// daemon would otherwise hang a cron job. Also tells "no service" apart early.
+    private func ping() throws(StoreError) {
+        var error: UnsafeMutablePointer<GError>?
+        guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
+            throw storeError(error, operation: "connect to the session bus")
+        }
+        defer { tokenctl_object_unref(UnsafeMutableRawPointer(connection)) }
+        let reply = g_dbus_connection_call_sync(
+            connection, "org.freedesktop.secrets", "/org/freedesktop/secrets", "org.freedesktop.DBus.Peer", "Ping",
+            nil, nil, G_DBUS_CALL_FLAGS_NO_AUTO_START, timeoutMilliseconds, nil, &error)
+        guard let reply else { throw storeError(error, operation: "reach the Secret Service") }
+        g_variant_unref(reply)
     }
 
     private func attributes(_ identity: SessionIdentity) -> OpaquePointer {
@@ -128,11 +170,15 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
     /// The found items, owning their references until `release()`.
     private struct ItemList {
         let list: UnsafeMutablePointer<GList>?
+        let timeoutMilliseconds: Int32
         var items: [UnsafeMutablePointer<SecretItem>] {
             var result: [UnsafeMutablePointer<SecretItem>] = []
             var node = list
             while let current = node {
-                if let data = current.pointee.data { result.append(data.assumingMemoryBound(to: SecretItem.self)) }
+                if let data = current.pointee.data {
+                    tokenctl_proxy_set_timeout(data, timeoutMilliseconds)
+                    result.append(data.assumingMemoryBound(to: SecretItem.self))
+                }
                 node = current.pointee.next
             }
             return result
@@ -157,7 +203,7 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
         var error: UnsafeMutablePointer<GError>?
         let list = secret_service_search_sync(service, tokenctl_secret_schema(), table, SecretSearchFlags(flags), nil, &error)
         if let error { throw storeError(error, operation: "search the Secret Service") }
-        return ItemList(list: list)
+        return ItemList(list: list, timeoutMilliseconds: timeoutMilliseconds)
     }
 
     private func deleteItems(
@@ -231,6 +277,7 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
                 hint: "Create one, e.g. by unlocking gnome-keyring once: printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets")
         }
         defer { tokenctl_object_unref(collection) }
+        tokenctl_proxy_set_timeout(collection, timeoutMilliseconds)
         if secret_collection_get_locked(collection) != 0 { throw lockedError() }
     }
 
@@ -251,7 +298,7 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
             g_free(remote)
         }
         let domain = String(cString: tokenctl_error_domain_name(error))
-        let hintBus = "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus; for cron enable lingering: loginctl enable-linger $USER)."
+        let hintBus = Self.noBusHint
         if message.contains("autolaunch") || message.contains("DISPLAY") || message.contains("Could not connect")
             || (domain == "g-io-error-quark" && remoteName.isEmpty && message.contains("bus")) {
             return StoreError(.noSessionBus, "no D-Bus session bus: \(message)", hint: hintBus)

@@ -30,6 +30,7 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
         case timeout = "timeout"
         case serviceGone = "service-gone"
         case corruptItem = "corrupt-item"
+        case itemTooLarge = "item-too-large"
         case other = "other"
     }
 

@@ -25,14 +25,16 @@ public final class TokenctlService: Sendable {
                 TokenEndpointClient(http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry)
             })
         self.locks = locks
+        self.lockTimeout = lockTimeout
     }
 
     private let locks: any LockProvider
+    private let lockTimeout: Double
 
     /// The real thing: configuration under XDG paths, the Secret Service, libcurl, flock.
     public static func live(paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30) -> TokenctlService {
         TokenctlService(
-            paths: paths, store: SecretServiceStore(), locks: FileLockProvider(directory: paths.lockDirectory),
+            paths: paths, store: SecretServiceStore(timeout: min(10, retry.deadline)), locks: FileLockProvider(directory: paths.lockDirectory),
             retry: retry, lockTimeout: lockTimeout,
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
     }
@@ -95,7 +97,7 @@ public final class TokenctlService: Sendable {
             tokenEndpoint: tokenEndpoint, revocationEndpoint: revocationEndpoint, caBundle: request.caBundle)
         let identity = SessionIdentity(profile: request.profile, configuration: configuration)
 
-        let lock = try await locks.acquire(request.profile, timeout: 30)
+        let lock = try await locks.acquire(request.profile, timeout: lockTimeout)
         defer { withExtendedLifetime(lock) {} }
         SignalDeferral.begin()
         defer { SignalDeferral.end() }
@@ -181,7 +183,7 @@ public final class TokenctlService: Sendable {
     public func logout(_ name: ProfileName, revoke: Bool) async throws(TokenctlError) -> LogoutReport {
         let configuration = try profiles.require(name)
         let identity = SessionIdentity(profile: name, configuration: configuration)
-        let lock = try await locks.acquire(name, timeout: 30)
+        let lock = try await locks.acquire(name, timeout: lockTimeout)
         defer { withExtendedLifetime(lock) {} }
         let stored: TokenSet?
         do { stored = try store.read(identity) } catch { throw TokenctlError(error) }

@@ -41,6 +41,9 @@ public struct CommandLineParser: Sendable {
                         // `tokenctl help [COMMAND]`
                         let rest = arguments[(index + 1)...]
                         guard let topic = rest.first else { return withAction(.topLevelHelp, invocation) }
+                        if topic == "help" || GlobalOptions.help.names.contains(topic) {
+                            return withAction(.topLevelHelp, invocation)
+                        }
                         guard rest.count == 1 else {
                             throw UsageError("'help' takes one command name.", command: nil)
                         }

@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+
+/// The Secret Service failing the ways it fails in the field: each case gets its own message
+/// and exit 69, the session is never reported as signed out, and it survives.
+@Suite("End to end: Secret Service diagnosis", .serialized)
+struct SecretServiceDiagnosisTests {
+    @Test("a locked keyring: `token` and `status` exit 69 saying locked; the session is intact after unlocking")
+    func lockedKeyring() throws {
+        let keyring = try PrivateKeyring()
+        let sandbox = try Sandbox()
+        sandbox.use(keyring)
+        let server = try AuthServer()
+        try sandbox.login(server)
+        let access = try #require(try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String)
+        try keyring.lock()
+
+        let token = try sandbox.tokenctl("token")
+        #expect(token.status == 69, "\(token)")
+        #expect(token.stderr.contains("locked"))
+        #expect(!token.stderr.contains("not logged in"))
+        #expect(token.stdout.isEmpty)
+        let status = try sandbox.tokenctl("status")
+        #expect(status.status == 69, "\(status)")
+        #expect(status.stdout.contains("store-unavailable"))
+        #expect(status.stdout.contains("locked"))
+        // A profile with no item in a locked keyring is not "signed out" either.
+        let other = try sandbox.tokenctl("--profile", "nobody", "token")
+        #expect(other.status == 78 || other.status == 69, "\(other)")
+
+        try keyring.unlock()
+        let after = try sandbox.tokenctl("token")
+        #expect(after.status == 0, "\(after)")
+        #expect(after.stdout == access + "\n")
+    }
+
+    @Test("no session bus at all: 69 with advice, never an X11 autolaunch attempt")
+    func noBus() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server)
+        sandbox.variables["DBUS_SESSION_BUS_ADDRESS"] = nil
+        sandbox.variables["XDG_RUNTIME_DIR"] = sandbox.root + "/runtime"  // has no bus socket
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 69, "\(result)")
+        #expect(result.stderr.contains("session bus"))
+        #expect(result.stderr.contains("DBUS_SESSION_BUS_ADDRESS"))
+        #expect(!result.stderr.contains("X11"))
+    }
+
+    @Test("a bus with no Secret Service (daemon killed between two commands): 69 'no Secret Service', the session survives a restart")
+    func daemonKilledBetweenCommands() throws {
+        let keyring = try PrivateKeyring()
+        let sandbox = try Sandbox()
+        sandbox.use(keyring)
+        let server = try AuthServer()
+        try sandbox.login(server)
+        let refreshToken = try #require(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String)
+        try keyring.kill()
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 69, "\(result)")
+        #expect(result.stderr.contains("no Secret Service"))
+        try keyring.start()
+        #expect(try sandbox.tokenctl("token").status == 0)
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
+    }
+
+    @Test("the daemon killed during a refresh: 69 saying the refreshed session could not be saved")
+    func daemonKilledDuringRefresh() throws {
+        let keyring = try PrivateKeyring()
+        let sandbox = try Sandbox()
+        sandbox.use(keyring)
+        let server = try AuthServer(["grace_seconds": 60])
+        try sandbox.loginWithExpiredAccessToken(server)
+        try server.configure(["delay_seconds": 1.5])
+        let command = try sandbox.start(["token"])
+        let deadline = now() + 10
+        while try (server.stats()["token_requests"] ?? 0) < 2 && now() < deadline { sleep(seconds: 0.02) }
+        try keyring.kill()
+        let result = command.wait()
+        #expect(result.status == 69, "\(result)")
+        #expect(result.stderr.contains("could not be saved"))
+        #expect(result.stdout.isEmpty, "an unsaved rotation is never printed")
+        // With a grace period, the old token still works once the keyring is back.
+        try keyring.start()
+        try server.configure(["delay_seconds": 0])
+        #expect(try sandbox.tokenctl("token").status == 0)
+    }
+
+    @Test("a hung keyring daemon (SIGSTOP): every store call times out; 69 within the timeout")
+    func hungDaemon() throws {
+        let keyring = try PrivateKeyring()
+        let sandbox = try Sandbox()
+        sandbox.use(keyring)
+        let server = try AuthServer()
+        try sandbox.login(server)
+        try keyring.pause(true)
+        defer { try? keyring.pause(false) }
+        let started = now()
+        let result = try sandbox.tokenctl("token", "--timeout", "2")
+        #expect(result.status == 69, "\(result)")
+        #expect(result.stderr.contains("did not answer in time"))
+        #expect(now() - started < 20, "bounded by the timeout, not D-Bus's 25 s default")
+    }
+
+    @Test("cron's empty environment: no DBUS_SESSION_BUS_ADDRESS, the bus is found at $XDG_RUNTIME_DIR/bus")
+    func cronEnvironment() throws {
+        let keyring = try PrivateKeyring()
+        let sandbox = try Sandbox()
+        sandbox.use(keyring)
+        let server = try AuthServer()
+        try sandbox.login(server)
+        // What cron gives: HOME, PATH, a runtime directory (with lingering), and nothing else.
+        sandbox.variables = [
+            "HOME": sandbox.variables["HOME"]!, "PATH": "/usr/bin:/bin",
+            "XDG_RUNTIME_DIR": keyring.runtimeDirectory,
+            "XDG_CONFIG_HOME": sandbox.variables["XDG_CONFIG_HOME"]!,
+        ]
+        let token = try sandbox.tokenctl("--verbose", "token")
+        #expect(token.status == 0, "\(token)")
+        #expect(token.stderr.contains("\(keyring.runtimeDirectory)/bus"), "verbose output names the bus used")
+        let refresh = try sandbox.tokenctl("refresh")
+        #expect(refresh.status == 0, "\(refresh)")
+    }
+}

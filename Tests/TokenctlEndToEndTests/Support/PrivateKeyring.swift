@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+/// A session bus and gnome-keyring of a test's own, for tests that lock, stop or kill the
+/// keyring (the shared one serves every other test in parallel). Started and stopped by PID
+/// through Scripts/lib/services.sh.
+final class PrivateKeyring: @unchecked Sendable {
+    let directory: String
+    let busAddress: String
+    let runtimeDirectory: String
+    private let servicesScript: String
+
+    init() throws {
+        servicesScript = ProcessInfo.processInfo.environment["TOKENCTL_SERVICES_SH"]
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../Scripts/lib/services.sh").standardized.path
+        directory = NSTemporaryDirectory() + "tokenctl-keyring-" + UUID().uuidString
+        runtimeDirectory = directory + "/runtime"
+        busAddress = "unix:path=" + runtimeDirectory + "/bus"
+        try shell("tk_start_dbus && tk_start_keyring test")
+    }
+
+    deinit {
+        _ = try? shell("tk_services_stop_all")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    func lock() throws { try shell("tk_lock_keyring") }
+    func unlock() throws { try shell("tk_unlock_keyring test") }
+    func kill() throws { try shell("tk_kill_keyring") }
+    func start() throws { try shell("tk_start_keyring test") }
+
+    /// SIGSTOP / SIGCONT the daemon (a hung keyring).
+    func pause(_ paused: Bool) throws {
+        try shell("kill -\(paused ? "STOP" : "CONT") \"$(cat \"$TK_SERVICES_DIR/pids/keyring.pid\")\"")
+    }
+
+    @discardableResult
+    private func shell(_ commands: String) throws -> RunResult {
+        let script = """
+        set -euo pipefail
+        source "\(servicesScript)"
+        trap : EXIT
+        tk_services_init "\(directory)"
+        if [[ -S "$XDG_RUNTIME_DIR/bus" ]]; then export DBUS_SESSION_BUS_ADDRESS="unix:path=$XDG_RUNTIME_DIR/bus"; fi
+        \(commands)
+        """
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
+        let result = try runProgram("/bin/bash", ["-c", script], environment: environment)
+        guard result.status == 0 else { throw HarnessError("keyring control failed: \(commands): \(result)") }
+        return result
+    }
+}
+
+extension Sandbox {
+    /// Point this sandbox's tokenctl at a private keyring.
+    func use(_ keyring: PrivateKeyring) {
+        variables["DBUS_SESSION_BUS_ADDRESS"] = keyring.busAddress
+    }
+}
