@@ -18,6 +18,13 @@ public protocol SessionStore: Sendable {
     func deleteAll(profile: ProfileName) throws(StoreError)
     /// The identities of every stored session item.
     func storedIdentities() throws(StoreError) -> [SessionIdentity]
+    /// Throws when the store cannot be used right now (unreachable, locked, no collection).
+    func checkAvailable() throws(StoreError)
+}
+
+extension SessionStore {
+    /// Stores that cannot be unavailable (in memory) are always available.
+    public func checkAvailable() throws(StoreError) {}
 }
 
 /// Why the Secret Service cannot be used. Every case maps to exit status 69.
@@ -93,6 +100,10 @@ public final class InMemorySessionStore: SessionStore, @unchecked Sendable {
             if let failure { throw failure }
             items = items.filter { $0.key.profile != profile }
         }
+    }
+
+    public func checkAvailable() throws(StoreError) {
+        if let failure { throw failure }
     }
 
     public func storedIdentities() throws(StoreError) -> [SessionIdentity] {

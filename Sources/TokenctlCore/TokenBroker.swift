@@ -55,13 +55,16 @@ public actor TokenBroker {
     /// (or always, with `force`).
     ///
     /// - Throws: `TokenctlError` (login required, store unavailable, transient).
-    public func validTokenSet(for profile: ResolvedProfile, minimumTimeToLive: Double, force: Bool = false) async throws(TokenctlError) -> TokenSet {
+    ///
+    /// - Parameter capMargin: cap the margin at half the token's lifetime (see
+    ///   `TokenSet.refreshMargin`); `false` for an explicit refresh window.
+    public func validTokenSet(for profile: ResolvedProfile, minimumTimeToLive: Double, force: Bool = false, capMargin: Bool = true) async throws(TokenctlError) -> TokenSet {
         let snapshot = try read(profile.identity)
         guard let snapshot else { throw Self.notLoggedIn(profile.name) }
-        if !force && snapshot.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) {
+        if !force && snapshot.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
             return snapshot
         }
-        return try await sharedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force)
+        return try await sharedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
     }
 
     /// Whether a refresh for `profile` is in flight in this process.
@@ -69,7 +72,7 @@ public actor TokenBroker {
 
     // MARK: Single flight
 
-    private func sharedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool) async throws(TokenctlError) -> TokenSet {
+    private func sharedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool, capMargin: Bool) async throws(TokenctlError) -> TokenSet {
         let task: Task<TokenSet, any Error>
         if let existing = inFlight[profile.name] {
             task = existing.task
@@ -79,7 +82,7 @@ public actor TokenBroker {
             let id = nextFlightID
             task = Task {
                 do {
-                    let result = try await self.lockedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force)
+                    let result = try await self.lockedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
                     self.endFlight(profile.name, id: id)
                     return result
                 } catch {
@@ -102,14 +105,14 @@ public actor TokenBroker {
 
     // MARK: The refresh under the cross-process lock
 
-    private func lockedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool) async throws(TokenctlError) -> TokenSet {
+    private func lockedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool, capMargin: Bool) async throws(TokenctlError) -> TokenSet {
         let lock = try await locks.acquire(profile.name, timeout: configuration.lockTimeout)
         defer { withExtendedLifetime(lock) {} }
 
         // Values read before the await are snapshots: re-read under the lock.
         guard let current = try read(profile.identity) else { throw Self.notLoggedIn(profile.name) }
         let rotatedElsewhere = current.refreshToken != snapshot.refreshToken || current.obtainedAt != snapshot.obtainedAt
-        if (rotatedElsewhere || !force) && current.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) {
+        if (rotatedElsewhere || !force) && current.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
             return current
         }
         guard let refreshToken = current.refreshToken else {

@@ -57,15 +57,19 @@ public struct TokenSet: Codable, Equatable, Sendable {
     /// The margin that must remain before expiry for the access token to be served:
     /// min(min-ttl, half the issued lifetime), so a server issuing 30-second tokens does not
     /// make every call refresh.
-    public func refreshMargin(minimumTimeToLive: Double) -> Double {
+    ///
+    /// With `capped: false` the margin is min-ttl itself: `refresh --if-expiring-within` asks
+    /// exactly that question on behalf of a schedule.
+    public func refreshMargin(minimumTimeToLive: Double, capped: Bool = true) -> Double {
+        guard capped else { return max(0, minimumTimeToLive) }
         let lifetime = issuedLifetime ?? TokenSet.assumedLifetime
         return max(0, min(minimumTimeToLive, lifetime / 2))
     }
 
     /// Whether the access token is still valid for at least the refresh margin at `now`.
-    public func isFresh(at now: Double, minimumTimeToLive: Double) -> Bool {
+    public func isFresh(at now: Double, minimumTimeToLive: Double, capped: Bool = true) -> Bool {
         let expiry = expiresAt ?? (obtainedAt + TokenSet.assumedLifetime)
-        return now + refreshMargin(minimumTimeToLive: minimumTimeToLive) < expiry
+        return now + refreshMargin(minimumTimeToLive: minimumTimeToLive, capped: capped) < expiry
     }
 
     /// Seconds of validity left at `now` (negative once expired).

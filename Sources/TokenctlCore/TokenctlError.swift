@@ -12,6 +12,8 @@ public struct TokenctlError: Error, Equatable, CustomStringConvertible {
         case loginRequired
         /// The Secret Service cannot be used: EX_UNAVAILABLE.
         case storeUnavailable
+        /// Another system service tokenctl needs (systemd, cron) cannot be used: EX_UNAVAILABLE.
+        case serviceUnavailable
         /// A transient failure talking to the server; the session is kept: EX_TEMPFAIL.
         case transient
         /// Anything else: exit 1.
@@ -33,7 +35,7 @@ public struct TokenctlError: Error, Equatable, CustomStringConvertible {
         case .invalidInput: .usage
         case .configuration: .configuration
         case .loginRequired: .loginRequired
-        case .storeUnavailable: .unavailable
+        case .storeUnavailable, .serviceUnavailable: .unavailable
         case .transient: .temporaryFailure
         case .unexpected: .failure
         }

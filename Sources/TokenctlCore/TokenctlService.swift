@@ -7,7 +7,7 @@ public final class TokenctlService: Sendable {
     public let clock: Clock
     public let retry: RetryPolicy
     public let broker: TokenBroker
-    private let httpClient: @Sendable (_ caBundle: String?) -> any HTTPClient
+    let httpClient: @Sendable (_ caBundle: String?) -> any HTTPClient
 
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
@@ -145,8 +145,10 @@ public final class TokenctlService: Sendable {
         do {
             let profile = try resolve(name)
             if let window {
-                let tokenSet = try await broker.validTokenSet(for: profile, minimumTimeToLive: window, force: false)
-                let refreshed = tokenSet.lastRefreshAt.map { $0 >= clock.now() - 60 } ?? false
+                let started = clock.now()
+                let tokenSet = try await broker.validTokenSet(for: profile, minimumTimeToLive: window, force: false, capMargin: false)
+                // Refreshed by this call (or by another process while we waited for the lock).
+                let refreshed = tokenSet.obtainedAt >= started
                 return RefreshReport(profile: name, result: .success(tokenSet), skipped: !refreshed)
             }
             return RefreshReport(profile: name, result: .success(try await broker.validTokenSet(for: profile, minimumTimeToLive: 0, force: true)), skipped: false)
@@ -186,7 +188,11 @@ public final class TokenctlService: Sendable {
         let lock = try await locks.acquire(name, timeout: lockTimeout)
         defer { withExtendedLifetime(lock) {} }
         let stored: TokenSet?
-        do { stored = try store.read(identity) } catch { throw TokenctlError(error) }
+        do { stored = try store.read(identity) } catch {
+            // An unreadable item can still be removed; anything else (locked, no bus) cannot.
+            guard error.reason == .corruptItem else { throw TokenctlError(error) }
+            stored = nil
+        }
         var revocation: Result<Void, TokenctlError>?
         if revoke, let stored, let endpoint = configuration.revocationEndpoint {
             let token = stored.refreshToken ?? stored.accessToken
@@ -209,6 +215,34 @@ public final class TokenctlService: Sendable {
         } catch {
             return .failure(TokenctlError(.transient, "could not reach the revocation endpoint: \(error)"))
         }
+    }
+
+    // MARK: residue
+
+    /// Session items no configured profile uses: their profile is gone, or its issuer or client
+    /// changed. They are never used for tokens; `logout --orphans` removes them.
+    public func orphanedSessions() throws(TokenctlError) -> [SessionIdentity] {
+        let stored: [SessionIdentity]
+        do { stored = try store.storedIdentities() } catch { throw TokenctlError(error) }
+        var inUse = Set<SessionIdentity>()
+        for name in try profiles.all() {
+            // A profile whose file is broken still claims its items: never delete on a typo.
+            guard let configuration = try? profiles.load(name) else {
+                stored.filter { $0.profile == name }.forEach { inUse.insert($0) }
+                continue
+            }
+            inUse.insert(SessionIdentity(profile: name, configuration: configuration))
+        }
+        return stored.filter { !inUse.contains($0) }.sorted { ($0.profile, $0.issuer, $0.clientID) < ($1.profile, $1.issuer, $1.clientID) }
+    }
+
+    /// Remove every orphaned session item (without revocation: its server is no longer configured).
+    public func removeOrphanedSessions() throws(TokenctlError) -> [SessionIdentity] {
+        let orphans = try orphanedSessions()
+        for identity in orphans {
+            do { try store.delete(identity) } catch { throw TokenctlError(error) }
+        }
+        return orphans
     }
 
     // MARK: status

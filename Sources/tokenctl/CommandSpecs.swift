@@ -11,11 +11,11 @@ enum Commands {
         options: [
             OptionSpec("--issuer", value: "url", help: "The authorization server's issuer URL (https://, or http:// to loopback)."),
             OptionSpec("--client-id", value: "id", help: "The OAuth client ID."),
-            OptionSpec("--scope", value: "scope", help: "Scopes to request on refresh (space-separated)."),
+            OptionSpec("--scope", value: "scope", help: "Scopes to request in the token exchange at login (space-separated)."),
             OptionSpec("--refresh-token-stdin", help: "Read the refresh token from standard input (one line)."),
             OptionSpec("--token-endpoint", value: "url", help: "Token endpoint, for servers without discovery."),
             OptionSpec("--revocation-endpoint", value: "url", help: "Revocation endpoint (RFC 7009), for servers without discovery."),
-            OptionSpec("--cacert", value: "file", help: "Extra trusted CA certificates (PEM) for this issuer."),
+            OptionSpec("--cacert", value: "file", help: "CA certificates (PEM) to trust for this issuer instead of the system bundle."),
             timeout,
         ],
         discussion: """
@@ -53,10 +53,12 @@ enum Commands {
     static let logout = CommandSpec(
         name: "logout",
         abstract: "Revoke the refresh token and remove the stored session.",
-        usage: "[--all] [--no-revoke]",
+        usage: "[--all | --orphans] [--no-revoke]",
         options: [
             OptionSpec("--all", help: "Log out every configured profile."),
+            OptionSpec("--orphans", help: "Remove keyring sessions that no profile uses any more (see 'status --all')."),
             OptionSpec("--no-revoke", help: "Remove the local session without asking the server to revoke it."),
+            timeout,
         ],
         discussion: "The profile's configuration is kept; only its session is removed. A failed revocation is reported, and the local session is removed anyway.")
 
@@ -65,12 +67,31 @@ enum Commands {
         abstract: "Show the session state (never a token).",
         usage: "[--all] [--json]",
         options: [
-            OptionSpec("--all", help: "Show every configured profile."),
+            OptionSpec("--all", help: "Show every configured profile, and orphaned keyring sessions."),
             OptionSpec("--json", help: "Print JSON on stdout (an array with --all)."),
         ],
         discussion: "Exit status: 0 authenticated, 77 signed out, 69 the Secret Service cannot be read, 78 not configured.")
 
-    static let all = [login, token, refresh, logout, status]
+    static let doctor = CommandSpec(
+        name: "doctor",
+        abstract: "Check everything unattended use needs, one line per check.",
+        usage: "[--json]",
+        options: [OptionSpec("--json", help: "Print the checks as JSON on stdout.")],
+        discussion: "Checks the configuration, the session bus, the Secret Service and its lock state, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Exit status 0 only when every check passes, else 1.")
+
+    static let schedule = CommandSpec(
+        name: "schedule",
+        abstract: "Install, remove or show the unattended refresh (systemd timer or cron).",
+        usage: "install|remove|status [--every <interval>] [--systemd | --cron]",
+        options: [
+            OptionSpec("--every", value: "interval", help: "How often to refresh: 15m (default), 30m, 1h, 900s …"),
+            OptionSpec("--systemd", help: "Use a systemd user timer (the default when 'systemctl --user' works)."),
+            OptionSpec("--cron", help: "Use a crontab entry."),
+        ],
+        arguments: [("action", "install, remove or status.")],
+        discussion: "The job runs 'tokenctl refresh --all --if-expiring-within <2 x interval + 60 s>'. Installing twice replaces the entry; 'remove' deletes exactly what 'install' created.")
+
+    static let all = [login, token, refresh, logout, status, doctor, schedule]
 
     static let parser = CommandLineParser(toolName: "tokenctl", commands: all)
 }

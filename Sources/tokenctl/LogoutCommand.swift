@@ -4,6 +4,14 @@ import TokenctlEssentials
 enum LogoutCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let service = context.service()
+        if context.options.has("--orphans") {
+            let removed = try service.removeOrphanedSessions()
+            for identity in removed {
+                Output.standardError("Removed the orphaned session of profile '\(identity.profile)' (issuer \(identity.issuer), client id \(identity.clientID)).\n")
+            }
+            if removed.isEmpty { Output.standardError("No orphaned sessions.\n") }
+            return .success
+        }
         let names = context.options.has("--all") ? try service.profiles.all() : [context.profile]
         var status = ExitStatus.success
         for name in names {

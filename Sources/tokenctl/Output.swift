@@ -26,6 +26,13 @@ enum Output {
         }
     }
 
+    /// Whether stdout is a terminal with a UTF-8 locale (else ASCII marks, no decoration).
+    static var prefersUnicode: Bool {
+        guard isatty(1) == 1 else { return false }
+        let locale = ["LC_ALL", "LC_CTYPE", "LANG"].lazy.compactMap { Environment.process[$0] }.first ?? ""
+        return locale.uppercased().contains("UTF-8") || locale.uppercased().contains("UTF8")
+    }
+
     /// `Error: message` and the hint, on stderr.
     static func report(_ error: TokenctlError) {
         var text = "Error: \(error.message)\n"

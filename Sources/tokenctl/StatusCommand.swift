@@ -8,12 +8,21 @@ enum StatusCommand {
         let names = all ? try service.profiles.all() : [context.profile]
         let statuses = try names.map { name throws(TokenctlError) in try service.status(name) }
         let now = Clock.system.now()
+        // Residue: items no profile uses any more (listed with --all, never used for tokens).
+        let orphans = all && !statuses.contains(where: { $0.state == .storeUnavailable }) ? (try? service.orphanedSessions()) ?? [] : []
         if context.options.has("--json") {
-            let objects = statuses.map { json($0, now: now) }
+            let objects = statuses.map { json($0, now: now) } + orphans.map(orphanJSON)
             Output.standardOutput((all ? "[" + objects.joined(separator: ",") + "]" : objects.first ?? "null") + "\n")
         } else {
             if statuses.isEmpty { Output.standardError("No profiles configured.\n") }
             Output.standardOutput(statuses.map { human($0) }.joined(separator: "\n"))
+            if !orphans.isEmpty {
+                var text = "\nOrphaned sessions in the keyring (not used; remove with 'tokenctl logout --orphans'):\n"
+                for orphan in orphans {
+                    text += "  profile \(orphan.profile), issuer \(orphan.issuer), client id \(orphan.clientID)\n"
+                }
+                Output.standardOutput(text)
+            }
         }
         if all {
             if statuses.contains(where: { $0.state == .storeUnavailable }) { return .unavailable }
@@ -51,11 +60,15 @@ enum StatusCommand {
             "\"subject\":\(status.subject.map(Output.jsonString) ?? "null")",
             "\"scope\":\(status.scope.map(Output.jsonString) ?? "null")",
             "\"access_token_expires_in\":\(status.accessTokenTimeLeft.map { String(Int($0.rounded(.down))) } ?? "null")",
-            "\"refresh_token_present\":\(status.hasRefreshToken)",
+            "\"refresh_token_present\":\(status.state == .storeUnavailable ? "null" : String(status.hasRefreshToken))",
             "\"obtained_at\":\(status.obtainedAt.map { Output.jsonString(Output.timestamp($0)) } ?? "null")",
             "\"last_refresh_at\":\(status.lastRefreshAt.map { Output.jsonString(Output.timestamp($0)) } ?? "null")",
         ]
         if let problem = status.storeProblem { fields.append("\"store_problem\":\(Output.jsonString(problem))") }
         return "{" + fields.joined(separator: ",") + "}"
+    }
+
+    static func orphanJSON(_ identity: SessionIdentity) -> String {
+        "{\"profile\":\(Output.jsonString(identity.profile.rawValue)),\"state\":\"orphaned\",\"issuer\":\(Output.jsonString(identity.issuer)),\"client_id\":\(Output.jsonString(identity.clientID))}"
     }
 }

@@ -14,8 +14,13 @@ struct CommandContext {
     let paths: Paths
     let timeout: Double
 
-    func service() -> TokenctlService {
+    /// The session bus in use (located once: cron gives no DBUS_SESSION_BUS_ADDRESS).
+    var sessionBus: (address: String, source: String)? {
         SessionBus.locateForUnattendedUse(verbose: verbose)
+    }
+
+    func service() -> TokenctlService {
+        _ = sessionBus
         return .live(
             paths: paths, retry: RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout)),
             userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout)
@@ -88,6 +93,8 @@ func run(_ arguments: [String]) async -> ExitStatus {
         case "refresh": return try await RefreshCommand.run(context)
         case "logout": return try await LogoutCommand.run(context)
         case "status": return try await StatusCommand.run(context)
+        case "doctor": return try await DoctorCommand.run(context)
+        case "schedule": return try await ScheduleCommand.run(context)
         default: return .failure
         }
     } catch let error as UsageError {

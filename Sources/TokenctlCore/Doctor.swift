@@ -1,0 +1,141 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TokenctlEssentials
+
+/// One line of `tokenctl doctor`.
+public struct DoctorCheck: Sendable, Equatable {
+    public var name: String
+    public var ok: Bool
+    public var detail: String
+    public var hint: String?
+
+    public init(_ name: String, ok: Bool, _ detail: String, hint: String? = nil) {
+        self.name = name
+        self.ok = ok
+        self.detail = detail
+        self.hint = hint
+    }
+}
+
+extension TokenctlService {
+    /// Everything that must hold for tokens to be served unattended, one check at a time.
+    public func diagnose(bus: (address: String, source: String)?, schedule: RefreshSchedule) async -> [DoctorCheck] {
+        var checks: [DoctorCheck] = []
+
+        // Configuration.
+        var configured: [(ProfileName, ProfileConfiguration)] = []
+        do {
+            let names = try profiles.all()
+            if names.isEmpty {
+                checks.append(DoctorCheck("configuration", ok: false, "no profiles in \(profiles.paths.profilesDirectory)", hint: "Run 'tokenctl login --issuer URL --client-id ID ...'."))
+            }
+            for name in names {
+                do {
+                    if let configuration = try profiles.load(name) { configured.append((name, configuration)) }
+                } catch {
+                    checks.append(DoctorCheck("configuration", ok: false, error.message))
+                }
+            }
+            if !configured.isEmpty && configured.count == names.count {
+                checks.append(DoctorCheck("configuration", ok: true, "\(names.count) profile(s) in \(profiles.paths.profilesDirectory)"))
+            }
+        } catch {
+            checks.append(DoctorCheck("configuration", ok: false, error.message))
+        }
+
+        // Session bus and Secret Service.
+        if let bus {
+            checks.append(DoctorCheck("session bus", ok: true, "\(bus.address) (from \(bus.source))"))
+        } else {
+            checks.append(DoctorCheck("session bus", ok: false, "not found: DBUS_SESSION_BUS_ADDRESS is unset and there is no bus socket in the runtime directory",
+                                      hint: "Set DBUS_SESSION_BUS_ADDRESS, or enable lingering (loginctl enable-linger $USER) so /run/user/$UID/bus exists."))
+        }
+        var storeUsable = false
+        do {
+            try store.checkAvailable()
+            checks.append(DoctorCheck("secret service", ok: true, "reachable"))
+            checks.append(DoctorCheck("keyring", ok: true, "default collection unlocked"))
+            storeUsable = true
+        } catch {
+            switch error.reason {
+            case .locked, .noDefaultCollection:
+                checks.append(DoctorCheck("secret service", ok: true, "reachable"))
+                checks.append(DoctorCheck("keyring", ok: false, error.message, hint: error.hint))
+            default:
+                checks.append(DoctorCheck("secret service", ok: false, error.message, hint: error.hint))
+            }
+        }
+
+        // Sessions.
+        if storeUsable {
+            for (name, _) in configured {
+                guard let status = try? status(name) else { continue }
+                switch status.state {
+                case .authenticated, .expiredRefreshable:
+                    checks.append(DoctorCheck("session '\(name)'", ok: true, "\(status.state.rawValue)" + (status.subject.map { " as \($0)" } ?? "")))
+                case .signedOut:
+                    checks.append(DoctorCheck("session '\(name)'", ok: false, "signed out (no session for \(status.issuer), client \(status.clientID))",
+                                              hint: "Run 'tokenctl --profile \(name) login'."))
+                case .storeUnavailable:
+                    checks.append(DoctorCheck("session '\(name)'", ok: false, status.storeProblem ?? "store unavailable"))
+                }
+            }
+            if let orphans = try? orphanedSessions(), !orphans.isEmpty {
+                checks.append(DoctorCheck("keyring residue", ok: false, "\(orphans.count) orphaned session(s) no profile uses",
+                                          hint: "See 'tokenctl status --all'; remove them with 'tokenctl logout --orphans'."))
+            }
+        }
+
+        // Each issuer: reachable, and our clock against its clock.
+        var seen = Set<String>()
+        for (_, configuration) in configured where seen.insert(configuration.issuer.string).inserted {
+            checks += await checkIssuer(configuration)
+        }
+
+        // Lock directory.
+        let lockDirectory = profiles.paths.lockDirectory
+        do {
+            try FileIO.ensurePrivateDirectory(lockDirectory)
+            var info = stat()
+            stat(lockDirectory, &info)
+            let writable = access(lockDirectory, W_OK) == 0
+            checks.append(DoctorCheck("lock directory", ok: writable && info.st_mode & 0o777 == 0o700,
+                                      "\(lockDirectory) (mode \(String(info.st_mode & 0o777, radix: 8)), \(writable ? "writable" : "not writable"))"))
+        } catch {
+            checks.append(DoctorCheck("lock directory", ok: false, "\(error)"))
+        }
+
+        // Unattended refresh.
+        let installed = schedule.status().filter(\.installed)
+        if installed.isEmpty {
+            checks.append(DoctorCheck("refresh schedule", ok: false, "no systemd timer or crontab entry",
+                                      hint: "Run 'tokenctl schedule install' to keep sessions alive unattended."))
+        } else {
+            for entry in installed {
+                checks.append(DoctorCheck("refresh schedule", ok: entry.working, "\(entry.backend.rawValue): \(entry.detail)",
+                                          hint: entry.working ? nil : "Run 'tokenctl schedule install' again from a login session."))
+            }
+        }
+        return checks
+    }
+
+    private func checkIssuer(_ configuration: ProfileConfiguration) async -> [DoctorCheck] {
+        let http = httpClient(configuration.caBundle)
+        let url = ServerMetadata.discoveryURLs(for: configuration.issuer)[0]
+        do {
+            let sentAt = clock.now()
+            let response = try await http.send(HTTPRequest(method: .get, url: url, headers: [("Accept", "application/json")]), timeout: 5)
+            let receivedAt = clock.now()
+            var checks = [DoctorCheck("issuer \(configuration.issuer)", ok: true, "reachable (discovery: HTTP \(response.status))")]
+            if let offset = ClockSkew.offset(serverDate: response.serverDate, receivedAt: (sentAt + receivedAt) / 2) {
+                let trusted = ClockSkew.isTrusted(offset)
+                checks.append(DoctorCheck("clock", ok: trusted, "\(offset >= 0 ? "+" : "")\(Int(offset)) s against \(configuration.issuer.host)",
+                                          hint: trusted ? nil : "Beyond ±\(Int(ClockSkew.trustedBound)) s tokenctl refreshes online on every use; fix the system clock (timedatectl)."))
+            }
+            return checks
+        } catch {
+            return [DoctorCheck("issuer \(configuration.issuer)", ok: false, "unreachable: \(error)", hint: "Check the network and the issuer URL.")]
+        }
+    }
+}

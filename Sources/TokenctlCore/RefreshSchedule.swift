@@ -1,0 +1,260 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TokenctlEssentials
+
+/// Keeping sessions alive unattended: a systemd user timer, or a crontab entry, running
+/// `tokenctl refresh --all --if-expiring-within …`. Installing is idempotent; removing takes
+/// away exactly what was installed (files carrying our marker, the marked crontab block).
+public struct RefreshSchedule: Sendable {
+    public enum Backend: String, Sendable, CaseIterable { case systemd, cron }
+
+    public static let unitName = "tokenctl-refresh"
+    static let marker = "# Installed by 'tokenctl schedule install'; remove with 'tokenctl schedule remove'."
+    static let cronBegin = "# BEGIN tokenctl schedule (managed by 'tokenctl schedule'; do not edit inside)"
+    static let cronEnd = "# END tokenctl schedule"
+
+    public var executable: String
+    public var environment: Environment
+    /// The program used as crontab(1); `TOKENCTL_CRONTAB` overrides it (alternative crontab
+    /// implementations, and tests that must not touch the real crontab).
+    public var crontab: String
+
+    public init(executable: String, environment: Environment = .process) {
+        self.executable = executable
+        self.environment = environment
+        self.crontab = environment["TOKENCTL_CRONTAB"] ?? "crontab"
+    }
+
+    // MARK: Interval
+
+    /// A schedule interval such as `15m`, `1h`, `900s` or `30` (minutes).
+    public static func parseInterval(_ text: String) -> Int? {
+        let units: [(String, Int)] = [("min", 60), ("h", 3600), ("m", 60), ("s", 1)]
+        var number = Substring(text)
+        var scale = 60
+        for (suffix, seconds) in units where text.hasSuffix(suffix) {
+            number = text.dropLast(suffix.count)
+            scale = seconds
+            break
+        }
+        guard let value = Int(number), value > 0 else { return nil }
+        let seconds = value * scale
+        return (60...86400).contains(seconds) ? seconds : nil
+    }
+
+    /// The refresh window for an interval: a token expiring before the run after next is refreshed.
+    public static func window(forInterval seconds: Int) -> Int { 2 * seconds + 60 }
+
+    /// The cron time fields for an interval, or nil when cron cannot express it.
+    public static func cronFields(forInterval seconds: Int) -> String? {
+        let minutes = seconds / 60
+        guard seconds % 60 == 0 else { return nil }
+        if minutes < 60 { return 60 % minutes == 0 ? (minutes == 1 ? "* * * * *" : "*/\(minutes) * * * *") : nil }
+        let hours = minutes / 60
+        guard minutes % 60 == 0, 24 % hours == 0 else { return nil }
+        return hours == 1 ? "0 * * * *" : "0 */\(hours) * * *"
+    }
+
+    // MARK: Backends
+
+    /// Whether a systemd user manager answers (`systemctl --user`).
+    public func systemdAvailable() -> Bool {
+        Subprocess.run(["systemctl", "--user", "show-environment"]).status == 0
+    }
+
+    public func defaultBackend() -> Backend { systemdAvailable() ? .systemd : .cron }
+
+    var unitDirectory: String? {
+        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/systemd/user" }
+        return environment["HOME"].map { $0 + "/.config/systemd/user" }
+    }
+
+    var servicePath: String? { unitDirectory.map { "\($0)/\(Self.unitName).service" } }
+    var timerPath: String? { unitDirectory.map { "\($0)/\(Self.unitName).timer" } }
+
+    /// Shell-quote for unit files and crontab lines.
+    static func quoted(_ text: String) -> String {
+        text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/._-=:".contains($0)) })
+            ? text : "'" + text.map { $0 == "'" ? "'\\''" : String($0) }.joined() + "'"
+    }
+
+    /// Variables the refresh needs when they are not the defaults (where the profiles are).
+    var passedEnvironment: [(String, String)] {
+        ["XDG_CONFIG_HOME", "XDG_STATE_HOME", "TOKENCTL_PROFILE"].compactMap { name in environment[name].map { (name, $0) } }
+    }
+
+    public func serviceUnit(interval: Int) -> String {
+        var lines = [
+            Self.marker,
+            "[Unit]",
+            "Description=Refresh tokenctl sessions before they expire",
+            "Documentation=man:tokenctl(1)",
+            "",
+            "[Service]",
+            "Type=oneshot",
+            "ExecStart=\(Self.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval))",
+        ]
+        for (name, value) in passedEnvironment { lines.append("Environment=\(Self.quoted("\(name)=\(value)"))") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    public func timerUnit(interval: Int) -> String {
+        [
+            Self.marker,
+            "[Unit]",
+            "Description=Refresh tokenctl sessions every \(interval / 60) min",
+            "Documentation=man:tokenctl(1)",
+            "",
+            "[Timer]",
+            "OnActiveSec=1min",
+            "OnUnitActiveSec=\(interval)s",
+            "RandomizedDelaySec=30s",
+            "AccuracySec=30s",
+            "Unit=\(Self.unitName).service",
+            "",
+            "[Install]",
+            "WantedBy=timers.target",
+        ].joined(separator: "\n") + "\n"
+    }
+
+    public func cronBlock(interval: Int) -> String? {
+        guard let fields = Self.cronFields(forInterval: interval) else { return nil }
+        // cron gives HOME, SHELL and a short PATH: point tokenctl at the user's runtime
+        // directory so it finds the session bus (with lingering enabled).
+        var variables = [("XDG_RUNTIME_DIR", environment["XDG_RUNTIME_DIR"] ?? "/run/user/\(getuid())")]
+        variables += passedEnvironment
+        let assignments = variables.map { Self.quoted("\($0.0)=\($0.1)") }.joined(separator: " ")
+        let command = "\(assignments) \(Self.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval)) 2>&1 | logger -t tokenctl"
+        return [Self.cronBegin, "\(fields) \(command)", Self.cronEnd].joined(separator: "\n") + "\n"
+    }
+
+    // MARK: Install / remove / status
+
+    public func install(_ backend: Backend, interval: Int) throws(TokenctlError) -> String {
+        switch backend {
+        case .systemd:
+            guard let servicePath, let timerPath, let unitDirectory else {
+                throw TokenctlError(.configuration, "HOME is not set: cannot find the systemd user unit directory")
+            }
+            do {
+                try FileIO.makeDirectories(unitDirectory, mode: 0o700)
+                try FileIO.writeAtomically(serviceUnit(interval: interval), to: servicePath)
+                try FileIO.writeAtomically(timerUnit(interval: interval), to: timerPath)
+            } catch {
+                throw TokenctlError(.unexpected, "cannot write the unit files: \(error)")
+            }
+            for command in [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", "\(Self.unitName).timer"]] {
+                let result = Subprocess.run(command)
+                guard result.status == 0 else {
+                    // Nothing half-installed: units that no manager runs would look like a schedule.
+                    try? FileIO.removeFile(timerPath)
+                    try? FileIO.removeFile(servicePath)
+                    throw TokenctlError(
+                        .serviceUnavailable,
+                        "cannot install the systemd timer: '\(command.joined(separator: " "))' failed: \(result.output.trimmingCharacters(in: " \n"))",
+                        hint: "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed.")
+                }
+            }
+            return "systemd user timer \(Self.unitName).timer (every \(interval / 60) min): \(timerPath)"
+        case .cron:
+            guard let block = cronBlock(interval: interval) else {
+                throw TokenctlError(.invalidInput, "cron can run every N minutes where N divides 60, or every N hours where N divides 24; \(interval / 60) min is neither")
+            }
+            let current = try readCrontab()
+            try writeCrontab(Self.withoutBlock(current) + block)
+            return "crontab entry (every \(interval / 60) min): " + block.split(separator: "\n")[1]
+        }
+    }
+
+    /// Remove what `install` put in place; returns a description of each thing removed.
+    public func remove(_ backends: [Backend]) throws(TokenctlError) -> [String] {
+        var removed: [String] = []
+        for backend in backends {
+            switch backend {
+            case .systemd:
+                let ours = [timerPath, servicePath].compactMap { $0 }.filter { path in
+                    (try? FileIO.readFile(path))??.hasPrefix(Self.marker) == true
+                }
+                if ours.isEmpty { continue }
+                _ = Subprocess.run(["systemctl", "--user", "disable", "--now", "\(Self.unitName).timer"])
+                for path in ours {
+                    do { try FileIO.removeFile(path) } catch { throw TokenctlError(.unexpected, "cannot remove \(path): \(error)") }
+                    removed.append(path)
+                }
+                _ = Subprocess.run(["systemctl", "--user", "daemon-reload"])
+            case .cron:
+                guard Subprocess.locate(crontab) != nil else { continue }
+                let current = try readCrontab()
+                let stripped = Self.withoutBlock(current)
+                if stripped != current {
+                    try writeCrontab(stripped)
+                    removed.append("crontab entry")
+                }
+            }
+        }
+        return removed
+    }
+
+    public struct Status: Sendable, Equatable {
+        public var backend: Backend
+        /// Our files or crontab block are present.
+        public var installed: Bool
+        /// Installed and in effect (the timer is active; a crontab entry always is).
+        public var working: Bool
+        public var detail: String
+    }
+
+    public func status() -> [Status] {
+        var result: [Status] = []
+        let timerInstalled = timerPath.map { (try? FileIO.readFile($0))??.hasPrefix(Self.marker) == true } ?? false
+        var detail = timerInstalled ? timerPath! : "not installed"
+        var active = false
+        if timerInstalled {
+            let answer = Subprocess.run(["systemctl", "--user", "is-active", "\(Self.unitName).timer"])
+            active = answer.status == 0
+            detail += active ? " (active)" : " (not active: \(answer.output.trimmingCharacters(in: " \n")))"
+        }
+        result.append(Status(backend: .systemd, installed: timerInstalled, working: active, detail: detail))
+        let cron = Subprocess.locate(crontab) == nil ? nil : try? readCrontab()
+        let line = cron.flatMap { text in
+            text.split(separator: "\n").drop { $0 != Self.cronBegin }.dropFirst().first.map(String.init)
+        }
+        result.append(Status(backend: .cron, installed: line != nil, working: line != nil, detail: line ?? (cron == nil ? "crontab not available" : "not installed")))
+        return result
+    }
+
+    // MARK: crontab
+
+    func readCrontab() throws(TokenctlError) -> String {
+        guard Subprocess.locate(crontab) != nil else {
+            throw TokenctlError(.serviceUnavailable, "crontab is not installed", hint: "Install cron (apt-get install cron), or use systemd: 'tokenctl schedule install --systemd'.")
+        }
+        let result = Subprocess.run([crontab, "-l"])
+        if result.status == 0 { return result.output }
+        if result.output.contains("no crontab") { return "" }
+        throw TokenctlError(.serviceUnavailable, "crontab -l failed: \(result.output.trimmingCharacters(in: " \n"))")
+    }
+
+    func writeCrontab(_ text: String) throws(TokenctlError) {
+        let result = Subprocess.run([crontab, "-"], input: text)
+        guard result.status == 0 else {
+            throw TokenctlError(.serviceUnavailable, "crontab - failed: \(result.output.trimmingCharacters(in: " \n"))")
+        }
+    }
+
+    /// The crontab without our block (and nothing else changed).
+    static func withoutBlock(_ text: String) -> String {
+        var lines: [Substring] = []
+        var inside = false
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line == cronBegin { inside = true; continue }
+            if inside { if line == cronEnd { inside = false }; continue }
+            lines.append(line)
+        }
+        var result = lines.joined(separator: "\n")
+        while result.hasSuffix("\n\n") { result.removeLast() }
+        if !result.isEmpty && !result.hasSuffix("\n") { result += "\n" }
+        return result
+    }
+}

@@ -1,0 +1,29 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TokenctlCore
+import TokenctlEssentials
+
+enum DoctorCommand {
+    static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let bus = context.sessionBus
+        let service = context.service()
+        let checks = await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule())
+        let allPassed = checks.allSatisfy(\.ok)
+        if context.options.has("--json") {
+            let items = checks.map { check in
+                "{\"name\":\(Output.jsonString(check.name)),\"ok\":\(check.ok),\"detail\":\(Output.jsonString(check.detail)),\"hint\":\(check.hint.map(Output.jsonString) ?? "null")}"
+            }
+            Output.standardOutput("{\"ok\":\(allPassed),\"checks\":[\(items.joined(separator: ","))]}\n")
+        } else {
+            let (pass, fail) = Output.prefersUnicode ? ("✓", "✗") : ("[ok]  ", "[FAIL]")
+            var text = ""
+            for check in checks {
+                text += "\(check.ok ? pass : fail) \(check.name): \(check.detail)\n"
+                if !check.ok, let hint = check.hint { text += "    \(hint)\n" }
+            }
+            Output.standardOutput(text)
+        }
+        return allPassed ? .success : .failure
+    }
+}

@@ -1,0 +1,50 @@
+import TokenctlCore
+import TokenctlEssentials
+
+enum ScheduleCommand {
+    static func schedule() -> RefreshSchedule {
+        // The user-facing `tokenctl` beside the running binary, so schedules survive upgrades in place.
+        RefreshSchedule(executable: Subprocess.currentExecutable() ?? "tokenctl")
+    }
+
+    static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let options = context.options
+        guard let action = options.arguments.first else {
+            throw UsageError("Missing action: install, remove or status.", command: "schedule")
+        }
+        if options.has("--systemd") && options.has("--cron") {
+            throw UsageError("'--systemd' and '--cron' exclude each other.", command: "schedule")
+        }
+        let schedule = schedule()
+        let chosen: RefreshSchedule.Backend? = options.has("--systemd") ? .systemd : options.has("--cron") ? .cron : nil
+        switch action {
+        case "install":
+            let text = options.value("--every") ?? "15m"
+            guard let interval = RefreshSchedule.parseInterval(text) else {
+                throw UsageError("Invalid value '\(text)' for '--every': expected a duration from 1m to 24h, e.g. 15m, 1h, 900s.", command: "schedule")
+            }
+            let backend = chosen ?? schedule.defaultBackend()
+            let description = try schedule.install(backend, interval: interval)
+            Output.standardError("Installed \(description).\n")
+            // One schedule at a time: switching backends removes the other one, once the new one works.
+            let other = RefreshSchedule.Backend.allCases.filter { $0 != backend }
+            for removed in (try? schedule.remove(other)) ?? [] { Output.standardError("Removed \(removed).\n") }
+            return .success
+        case "remove":
+            guard options.value("--every") == nil else { throw UsageError("'--every' applies to 'install' only.", command: "schedule") }
+            let removed = try schedule.remove(chosen.map { [$0] } ?? RefreshSchedule.Backend.allCases)
+            for item in removed { Output.standardError("Removed \(item).\n") }
+            if removed.isEmpty { Output.standardError("No tokenctl schedule was installed.\n") }
+            return .success
+        case "status":
+            let statuses = schedule.status()
+            for entry in statuses where chosen == nil || entry.backend == chosen {
+                Output.standardOutput("\(entry.backend.rawValue): \(entry.detail)\n")
+            }
+            return statuses.contains(where: \.working) ? .success : .failure
+        default:
+            let hint = closestMatch(to: action, in: ["install", "remove", "status"]).map { " Did you mean '\($0)'?" } ?? ""
+            throw UsageError("Unknown action '\(action)'.\(hint)", command: "schedule")
+        }
+    }
+}
