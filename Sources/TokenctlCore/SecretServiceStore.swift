@@ -11,7 +11,7 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
     public static let application = "tokenctl"
     public static let sessionKind = "session"
     /// Secret Service providers and D-Bus limit message sizes; a token set is far below this.
-    public static let maximumSecretBytes = 256 * 1024
+    public static let maximumSecretBytes = 96 * 1024
 
     /// D-Bus call timeout for every store operation, in milliseconds.
     private let timeoutMilliseconds: Int32

@@ -123,3 +123,21 @@ struct SecretServiceDiagnosisTests {
         #expect(refresh.status == 0, "\(refresh)")
     }
 }
+
+@Suite("End to end: oversized token sets")
+struct OversizedItemTests {
+    @Test("fake server: a token set too large for the keyring item: 69 'too large', nothing stored")
+    func itemTooLarge() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        let big = String(repeating: "a", count: 60_000)
+        let body = #"{"access_token":"\#(big)","id_token":"x.\#(big).y","refresh_token":"rt_x","token_type":"Bearer","expires_in":3600}"#
+        try server.configure(["faults": [["status": 200, "body": body, "content_type": "application/json"]]])
+        let refreshToken = try server.issue()
+        let result = try sandbox.tokenctl("login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken)
+        #expect(result.status == 69, "\(result)")
+        #expect(result.stderr.contains("too large"))
+        #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
+        #expect(!FileManager.default.fileExists(atPath: sandbox.profileFile()))
+    }
+}
