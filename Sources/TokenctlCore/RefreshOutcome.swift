@@ -3,6 +3,7 @@
 /// | response                                                  | class     |
 /// |-----------------------------------------------------------|-----------|
 /// | 200 with a valid token set                                | success   |
+/// | a response over the size cap (1 MiB)                      | terminal  |
 /// | 400 `invalid_grant`                                       | terminal  |
 /// | timeout, DNS/connect/TLS/reset errors                     | transient |
 /// | 429 (honouring Retry-After)                               | transient |
@@ -19,6 +20,9 @@ public enum RefreshOutcome: Equatable, Sendable {
     public static func classify(_ result: Result<HTTPResponse, HTTPTransportError>, now: Double) -> RefreshOutcome {
         let response: HTTPResponse
         switch result {
+        case .failure(let error) where error.kind == .responseTooLarge:
+            // A token endpoint answering megabytes is not a network hiccup: an unusable answer.
+            return .terminal(.unusableResponse(error.message))
         case .failure(let error):
             return .transient(.transport(error.kind, error.message), retryAfter: nil)
         case .success(let value):

@@ -162,8 +162,14 @@ struct RefreshOutcomeTests {
         #expect(classify(.text(status, "", headers: ["retry-after": "7"])) == .transient(.serverError(status), retryAfter: 7))
     }
 
+    @Test("a response over the size cap is an unusable answer → terminal")
+    func responseTooLarge() {
+        let outcome = RefreshOutcome.classify(.failure(HTTPTransportError(.responseTooLarge, "too big")), now: now)
+        #expect(outcome == .terminal(.unusableResponse("too big")))
+    }
+
     @Test("transport failures → transient", arguments: [
-        HTTPTransportError.Kind.timeout, .connect, .resolve, .tls, .connectionReset, .responseTooLarge, .other,
+        HTTPTransportError.Kind.timeout, .connect, .resolve, .tls, .connectionReset, .other,
     ])
     func transportErrors(kind: HTTPTransportError.Kind) {
         let outcome = RefreshOutcome.classify(.failure(HTTPTransportError(kind, "it broke")), now: now)

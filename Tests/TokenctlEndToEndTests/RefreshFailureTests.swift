@@ -178,3 +178,33 @@ struct RefreshFailureTests {
         #expect(slow.wait().status == 0)
     }
 }
+
+@Suite("End to end: limits and locations")
+struct LimitsAndLocationsTests {
+    @Test("fake server: a 2 MiB answer is cut off at the response cap and treated as unusable (77), not stored")
+    func oversizedResponse() throws {
+        let server = try AuthServer()
+        let (sandbox, _) = try RefreshFailureTests.staleSession(server)
+        let body = "{\"access_token\":\"" + String(repeating: "a", count: 2 << 20) + "\"}"
+        try server.configure(["faults": [["status": 200, "body": body, "content_type": "application/json"]]])
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 77, "\(result)")
+        #expect(result.stderr.contains("exceeds"))
+        #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
+    }
+
+    @Test("without XDG_RUNTIME_DIR the refresh lock lives under $XDG_STATE_HOME/tokenctl/locks, in a 0700 directory")
+    func lockFallback() throws {
+        let server = try AuthServer()
+        let (sandbox, _) = try RefreshFailureTests.staleSession(server)
+        sandbox.variables["XDG_RUNTIME_DIR"] = nil
+        #expect(try sandbox.tokenctl("token").status == 0)
+        let directory = sandbox.root + "/state/tokenctl/locks"
+        let attributes = try FileManager.default.attributesOfItem(atPath: directory)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        #expect(FileManager.default.fileExists(atPath: directory + "/default.lock"))
+        let lockFile = try FileManager.default.attributesOfItem(atPath: directory + "/default.lock")
+        #expect((lockFile[.posixPermissions] as? Int) == 0o600)
+        #expect((lockFile[.size] as? Int) == 0, "the lock file holds nothing")
+    }
+}

@@ -45,11 +45,13 @@ final class AuthServer: @unchecked Sendable {
     @discardableResult
     func request(_ method: String, _ path: String, json: Any? = nil) throws -> Any {
         var arguments = ["-sS", "-X", method, url + path]
+        var input: String?
         if let json {
-            let body = try JSONSerialization.data(withJSONObject: json)
-            arguments += ["-H", "Content-Type: application/json", "--data-binary", String(decoding: body, as: UTF8.self)]
+            // The body goes through stdin: argv is too small for large fault bodies.
+            input = String(decoding: try JSONSerialization.data(withJSONObject: json), as: UTF8.self)
+            arguments += ["-H", "Content-Type: application/json", "--data-binary", "@-"]
         }
-        let result = try runProgram("/usr/bin/curl", arguments)
+        let result = try runProgram("/usr/bin/curl", arguments, stdin: input)
         guard result.status == 0 else { throw HarnessError("curl \(path) failed: \(result)") }
         return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8), options: [.fragmentsAllowed])
     }
