@@ -77,6 +77,9 @@ extension TokenctlService {
                 case .signedOut:
                     checks.append(DoctorCheck("session '\(name)'", ok: false, "signed out (no session for \(status.issuer), client \(status.clientID))",
                                               hint: "Run 'tokenctl --profile \(name) login'."))
+                case .ended:
+                    checks.append(DoctorCheck("session '\(name)'", ok: false, "ended by the server (\(status.endedReason ?? "terminal failure"))",
+                                              hint: "Run 'tokenctl --profile \(name) login'."))
                 case .storeUnavailable:
                     checks.append(DoctorCheck("session '\(name)'", ok: false, status.storeProblem ?? "store unavailable"))
                 }

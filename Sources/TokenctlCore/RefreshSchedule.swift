@@ -43,6 +43,11 @@ public struct RefreshSchedule: Sendable {
         return (60...86400).contains(seconds) ? seconds : nil
     }
 
+    /// "15 min", "2 h", "90 s".
+    static func describe(_ seconds: Int) -> String {
+        seconds % 3600 == 0 ? "\(seconds / 3600) h" : seconds % 60 == 0 ? "\(seconds / 60) min" : "\(seconds) s"
+    }
+
     /// The refresh window for an interval: a token expiring before the run after next is refreshed.
     public static func window(forInterval seconds: Int) -> Int { 2 * seconds + 60 }
 
@@ -103,7 +108,7 @@ public struct RefreshSchedule: Sendable {
         [
             Self.marker,
             "[Unit]",
-            "Description=Refresh tokenctl sessions every \(interval / 60) min",
+            "Description=Refresh tokenctl sessions every \(Self.describe(interval))",
             "Documentation=man:tokenctl(1)",
             "",
             "[Timer]",
@@ -156,14 +161,14 @@ public struct RefreshSchedule: Sendable {
                         hint: "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed.")
                 }
             }
-            return "systemd user timer \(Self.unitName).timer (every \(interval / 60) min): \(timerPath)"
+            return "systemd user timer \(Self.unitName).timer (every \(Self.describe(interval))): \(timerPath)"
         case .cron:
             guard let block = cronBlock(interval: interval) else {
-                throw TokenctlError(.invalidInput, "cron can run every N minutes where N divides 60, or every N hours where N divides 24; \(interval / 60) min is neither")
+                throw TokenctlError(.invalidInput, "cron can run every N minutes where N divides 60, or every N hours where N divides 24; \(Self.describe(interval)) is neither")
             }
             let current = try readCrontab()
             try writeCrontab(Self.withoutBlock(current) + block)
-            return "crontab entry (every \(interval / 60) min): " + block.split(separator: "\n")[1]
+            return "crontab entry (every \(Self.describe(interval))): " + block.split(separator: "\n")[1]
         }
     }
 

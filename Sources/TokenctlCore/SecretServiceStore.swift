@@ -143,7 +143,8 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
 
     /// One Peer.Ping to the Secret Service under our timeout before libsecret creates its
     /// proxies: those load properties with D-Bus's default 25-second timeout, so a stopped
-    /// daemon would otherwise hang a cron job. Also tells "no service" apart early.
+    /// daemon would otherwise hang a cron job. Also tells "no service" apart early. D-Bus
+    /// activation is allowed, as libsecret itself would (a provider may start on demand).
     private func ping() throws(StoreError) {
         var error: UnsafeMutablePointer<GError>?
         guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
@@ -152,7 +153,7 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
         defer { tokenctl_object_unref(UnsafeMutableRawPointer(connection)) }
         let reply = g_dbus_connection_call_sync(
             connection, "org.freedesktop.secrets", "/org/freedesktop/secrets", "org.freedesktop.DBus.Peer", "Ping",
-            nil, nil, G_DBUS_CALL_FLAGS_NO_AUTO_START, timeoutMilliseconds, nil, &error)
+            nil, nil, G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds, nil, &error)
         guard let reply else { throw storeError(error, operation: "reach the Secret Service") }
         g_variant_unref(reply)
     }

@@ -35,6 +35,7 @@ public actor TokenBroker {
     private let endpointClient: @Sendable (ResolvedProfile) -> TokenEndpointClient
     private let clock: Clock
     private let configuration: Configuration
+    private let events: EventLog?
     private var inFlight: [ProfileName: (id: UInt64, task: Task<TokenSet, any Error>)] = [:]
     private var nextFlightID: UInt64 = 0
     /// Refreshes this broker sent to a server (for tests and `--verbose`).
@@ -42,8 +43,10 @@ public actor TokenBroker {
 
     public init(
         store: any SessionStore, locks: any LockProvider, clock: Clock, configuration: Configuration = Configuration(),
+        events: EventLog? = nil,
         endpointClient: @escaping @Sendable (ResolvedProfile) -> TokenEndpointClient
     ) {
+        self.events = events
         self.store = store
         self.locks = locks
         self.clock = clock
@@ -106,7 +109,11 @@ public actor TokenBroker {
     // MARK: The refresh under the cross-process lock
 
     private func lockedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool, capMargin: Bool) async throws(TokenctlError) -> TokenSet {
-        let lock = try await locks.acquire(profile.name, timeout: configuration.lockTimeout)
+        let lock: any HeldLock
+        do { lock = try await locks.acquire(profile.name, timeout: configuration.lockTimeout) } catch {
+            if error.kind == .transient { record(.refreshFailed, profile, subject: snapshot.subject, reason: TransientReason.lockTimeout.className) }
+            throw error
+        }
         defer { withExtendedLifetime(lock) {} }
 
         // Values read before the await are snapshots: re-read under the lock.
@@ -132,14 +139,17 @@ public actor TokenBroker {
             case .success(let response, let serverDate):
                 let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
                 try await persist(next, for: profile.identity)
+                record(.tokenRefreshed, profile, subject: next.subject)
                 return next
             case .terminal(let reason):
                 // Another writer may have replaced the item meanwhile: delete only what we sent.
                 _ = try? store.delete(profile.identity, ifRefreshTokenIs: refreshToken)
+                record(.sessionEnded, profile, subject: current.subject, reason: reason.className)
                 throw TokenctlError(
                     .loginRequired, "the server ended the session of profile '\(profile.name)': \(reason)",
                     hint: "Run 'tokenctl login' to sign in again.")
             case .transient(let reason, _):
+                record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
                 throw TokenctlError(
                     .transient, "could not refresh profile '\(profile.name)': \(reason)",
                     hint: "The session is kept; try again later.")
@@ -161,13 +171,21 @@ public actor TokenBroker {
                 if attempt < 2 { try? await clock.sleep(0.1) }
             }
         }
+        events?.append(EventRecord(time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer, subject: tokenSet.subject, reason: lastError!.reason.rawValue))
         throw TokenctlError(
             .storeUnavailable, "the refreshed session could not be saved: \(lastError!.message)",
             hint: lastError!.hint ?? "The server has rotated the refresh token; you may need to log in again.")
     }
 
     private func read(_ identity: SessionIdentity) throws(TokenctlError) -> TokenSet? {
-        do { return try store.read(identity) } catch { throw TokenctlError(error) }
+        do { return try store.read(identity) } catch {
+            events?.append(EventRecord(time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer, reason: error.reason.rawValue))
+            throw TokenctlError(error)
+        }
+    }
+
+    private func record(_ event: SessionEvent, _ profile: ResolvedProfile, subject: String?, reason: String? = nil) {
+        events?.append(EventRecord(time: clock.now(), event: event, profile: profile.name.rawValue, issuer: profile.configuration.issuer.string, subject: subject, reason: reason))
     }
 
     static func notLoggedIn(_ profile: ProfileName) -> TokenctlError {

@@ -7,20 +7,23 @@ public final class TokenctlService: Sendable {
     public let clock: Clock
     public let retry: RetryPolicy
     public let broker: TokenBroker
+    /// The audit event log (nil in unit tests).
+    public let events: EventLog?
     let httpClient: @Sendable (_ caBundle: String?) -> any HTTPClient
 
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
-        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30,
+        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, events: EventLog? = nil,
         httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
     ) {
+        self.events = events
         self.profiles = ProfileRepository(paths: paths)
         self.store = store
         self.clock = clock
         self.retry = retry
         self.httpClient = httpClient
         self.broker = TokenBroker(
-            store: store, locks: locks, clock: clock, configuration: .init(lockTimeout: lockTimeout),
+            store: store, locks: locks, clock: clock, configuration: .init(lockTimeout: lockTimeout), events: events,
             endpointClient: { profile in
                 TokenEndpointClient(http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry)
             })
@@ -35,7 +38,7 @@ public final class TokenctlService: Sendable {
     public static func live(paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30) -> TokenctlService {
         TokenctlService(
             paths: paths, store: SecretServiceStore(timeout: min(10, retry.deadline)), locks: FileLockProvider(directory: paths.lockDirectory),
-            retry: retry, lockTimeout: lockTimeout,
+            retry: retry, lockTimeout: lockTimeout, events: EventLog(stateDirectory: paths.stateDirectory),
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
     }
 
@@ -116,6 +119,7 @@ public final class TokenctlService: Sendable {
             if let previous, SessionIdentity(profile: request.profile, configuration: previous) != identity {
                 _ = try? store.delete(SessionIdentity(profile: request.profile, configuration: previous))
             }
+            events?.append(EventRecord(time: clock.now(), event: .signedIn, profile: request.profile.rawValue, issuer: request.issuer.string, subject: tokenSet.subject))
             return tokenSet
         case .terminal(let reason):
             throw TokenctlError(.loginRequired, "the server did not accept the refresh token: \(reason)", hint: "Nothing was stored.")
@@ -201,6 +205,12 @@ public final class TokenctlService: Sendable {
         }
         let removed: Bool
         do { removed = try store.delete(identity) } catch { throw TokenctlError(error) }
+        if case .success? = revocation {
+            events?.append(EventRecord(time: clock.now(), event: .sessionRevoked, profile: name.rawValue, issuer: identity.issuer, subject: stored?.subject))
+        }
+        if removed {
+            events?.append(EventRecord(time: clock.now(), event: .signedOut, profile: name.rawValue, issuer: identity.issuer, subject: stored?.subject))
+        }
         return LogoutReport(profile: name, removed: removed, revocation: revocation)
     }
 
@@ -245,33 +255,4 @@ public final class TokenctlService: Sendable {
         return orphans
     }
 
-    // MARK: status
-
-    public func status(_ name: ProfileName) throws(TokenctlError) -> SessionStatus {
-        let configuration = try profiles.require(name)
-        let identity = SessionIdentity(profile: name, configuration: configuration)
-        var status = SessionStatus(
-            profile: name, issuer: configuration.issuer.string, clientID: configuration.clientID, state: .signedOut,
-            hasRefreshToken: false)
-        let stored: TokenSet?
-        do { stored = try store.read(identity) } catch {
-            status.state = .storeUnavailable
-            status.storeProblem = error.message + (error.hint.map { " " + $0 } ?? "")
-            return status
-        }
-        guard let stored else { return status }
-        let now = clock.now()
-        status.subject = stored.subject
-        status.scope = stored.scope
-        status.accessTokenTimeLeft = stored.timeLeft(at: now)
-        status.hasRefreshToken = stored.hasRefreshToken
-        status.obtainedAt = stored.obtainedAt
-        status.lastRefreshAt = stored.lastRefreshAt
-        if stored.timeLeft(at: now) > 0 {
-            status.state = .authenticated
-        } else {
-            status.state = stored.hasRefreshToken ? .expiredRefreshable : .signedOut
-        }
-        return status
-    }
 }

@@ -65,12 +65,26 @@ enum Commands {
     static let status = CommandSpec(
         name: "status",
         abstract: "Show the session state (never a token).",
-        usage: "[--all] [--json]",
+        usage: "[--all] [--json] [--watch] [--offline]",
         options: [
             OptionSpec("--all", help: "Show every configured profile, and orphaned keyring sessions."),
-            OptionSpec("--json", help: "Print JSON on stdout (an array with --all)."),
+            OptionSpec("--json", help: "Print JSON on stdout (an array with --all); schema in tokenctl(1)."),
+            OptionSpec("--watch", help: "Print the state, then one line per change (login, refresh, logout, expiry) until interrupted."),
+            OptionSpec("--offline", help: "Never contact the server (status never does today; accepted for scripts)."),
         ],
-        discussion: "Exit status: 0 authenticated, 77 signed out, 69 the Secret Service cannot be read, 78 not configured.")
+        discussion: "States: authenticated, expired-refreshable, signed-out, ended (the server ended the session), store-unavailable. Exit status: 0 authenticated or expired-refreshable, 77 signed out or ended, 69 the Secret Service cannot be read, 78 not configured.")
+
+    static let events = CommandSpec(
+        name: "events",
+        abstract: "Show the audit event log (logins, refreshes, logouts, ended sessions).",
+        usage: "[--follow] [--since <time>] [--min-significance <level>] [--json]",
+        options: [
+            OptionSpec("-f", "--follow", help: "Keep printing events as they are appended, until interrupted."),
+            OptionSpec("--since", value: "time", help: "Only events at or after this time: an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d)."),
+            OptionSpec("--min-significance", value: "level", help: "low (everything, default), medium, or high."),
+            OptionSpec("--json", help: "Print the log's JSON lines as they are."),
+        ],
+        discussion: "Events of all profiles are shown unless --profile names one. The log is $XDG_STATE_HOME/tokenctl/events.jsonl; it never holds a token and is never sent anywhere.")
 
     static let doctor = CommandSpec(
         name: "doctor",
@@ -91,7 +105,7 @@ enum Commands {
         arguments: [("action", "install, remove or status.")],
         discussion: "The job runs 'tokenctl refresh --all --if-expiring-within <2 x interval + 60 s>'. Installing twice replaces the entry; 'remove' deletes exactly what 'install' created.")
 
-    static let all = [login, token, refresh, logout, status, doctor, schedule]
+    static let all = [login, token, refresh, logout, status, events, doctor, schedule]
 
     static let parser = CommandLineParser(toolName: "tokenctl", commands: all)
 }

@@ -4,6 +4,9 @@ import TokenctlEssentials
 enum LogoutCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let service = context.service()
+        if context.options.has("--orphans") && context.options.has("--all") {
+            throw UsageError("'--orphans' and '--all' exclude each other.", command: "logout")
+        }
         if context.options.has("--orphans") {
             let removed = try service.removeOrphanedSessions()
             for identity in removed {

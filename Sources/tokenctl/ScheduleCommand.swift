@@ -41,7 +41,7 @@ enum ScheduleCommand {
             for entry in statuses where chosen == nil || entry.backend == chosen {
                 Output.standardOutput("\(entry.backend.rawValue): \(entry.detail)\n")
             }
-            return statuses.contains(where: \.working) ? .success : .failure
+            return statuses.contains(where: { $0.working && (chosen == nil || $0.backend == chosen) }) ? .success : .failure
         default:
             let hint = closestMatch(to: action, in: ["install", "remove", "status"]).map { " Did you mean '\($0)'?" } ?? ""
             throw UsageError("Unknown action '\(action)'.\(hint)", command: "schedule")

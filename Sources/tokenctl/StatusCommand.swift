@@ -1,17 +1,24 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import TokenctlCore
 import TokenctlEssentials
 
 enum StatusCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let service = context.service()
+        let json = context.options.has("--json")
+        if context.options.has("--watch") {
+            guard !context.options.has("--all") else { throw UsageError("'--watch' follows one profile; drop '--all'.", command: "status") }
+            return await watch(service, context.profile, json: json)
+        }
         let all = context.options.has("--all")
         let names = all ? try service.profiles.all() : [context.profile]
         let statuses = try names.map { name throws(TokenctlError) in try service.status(name) }
-        let now = Clock.system.now()
         // Residue: items no profile uses any more (listed with --all, never used for tokens).
         let orphans = all && !statuses.contains(where: { $0.state == .storeUnavailable }) ? (try? service.orphanedSessions()) ?? [] : []
-        if context.options.has("--json") {
-            let objects = statuses.map { json($0, now: now) } + orphans.map(orphanJSON)
+        if json {
+            let objects = statuses.map { self.json($0) } + orphans.map(orphanJSON)
             Output.standardOutput((all ? "[" + objects.joined(separator: ",") + "]" : objects.first ?? "null") + "\n")
         } else {
             if statuses.isEmpty { Output.standardError("No profiles configured.\n") }
@@ -31,6 +38,26 @@ enum StatusCommand {
         return statuses.first?.exitStatus ?? .success
     }
 
+    /// The current state, then one line per change, until interrupted.
+    static func watch(_ service: TokenctlService, _ profile: ProfileName, json: Bool) async -> ExitStatus {
+        var last = ExitStatus.success
+        for await status in service.watch(profile) {
+            let time = Output.timestamp(Clock.system.now())
+            Output.standardOutput(json ? self.json(status) + "\n" : "\(time) \(oneLine(status))\n")
+            last = status.exitStatus
+        }
+        return last
+    }
+
+    static func oneLine(_ status: SessionStatus) -> String {
+        var text = "\(status.profile) \(status.state.rawValue)"
+        if let subject = status.subject { text += " as \(subject)" }
+        if status.state == .authenticated, let left = status.accessTokenTimeLeft { text += ", access token valid for \(Output.duration(left))" }
+        if let reason = status.endedReason { text += " (\(reason))" }
+        if let problem = status.storeProblem { text += ": \(problem)" }
+        return text
+    }
+
     static func human(_ status: SessionStatus) -> String {
         var lines = ["Profile \(status.profile): \(status.state.rawValue)", "  issuer:        \(status.issuer)", "  client id:     \(status.clientID)"]
         switch status.state {
@@ -38,37 +65,81 @@ enum StatusCommand {
             lines.append("  problem:       \(status.storeProblem ?? "unknown")")
         case .signedOut:
             lines.append("  Run 'tokenctl --profile \(status.profile) login' to sign in.")
+        case .ended:
+            lines.append("  The server ended the session (\(status.endedReason ?? "terminal failure")). Run 'tokenctl --profile \(status.profile) login' to sign in again.")
         case .authenticated, .expiredRefreshable:
             if let subject = status.subject { lines.append("  subject:       \(subject)") }
+            for (name, value) in status.claims where name != "sub" {
+                lines.append("  \((name + ":").padding(15))\(display(value))")
+            }
             if let left = status.accessTokenTimeLeft {
-                lines.append("  access token:  " + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"))
+                lines.append("  access token:  " + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)")
+                             + (status.accessTokenFormat.map { " (\($0))" } ?? ""))
             }
             lines.append("  refresh token: \(status.hasRefreshToken ? "present" : "none (log in again when the access token expires)")")
             if let scope = status.scope { lines.append("  scope:         \(scope)") }
             if let last = status.lastRefreshAt { lines.append("  last refresh:  \(Output.timestamp(last))") }
             else if let obtained = status.obtainedAt { lines.append("  logged in:     \(Output.timestamp(obtained))") }
+            lines.append("  store:         \(status.store)")
         }
         return lines.joined(separator: "\n") + "\n"
     }
 
-    static func json(_ status: SessionStatus, now: Double) -> String {
-        var fields = [
-            "\"profile\":\(Output.jsonString(status.profile.rawValue))",
-            "\"state\":\(Output.jsonString(status.state.rawValue))",
-            "\"issuer\":\(Output.jsonString(status.issuer))",
-            "\"client_id\":\(Output.jsonString(status.clientID))",
-            "\"subject\":\(status.subject.map(Output.jsonString) ?? "null")",
-            "\"scope\":\(status.scope.map(Output.jsonString) ?? "null")",
-            "\"access_token_expires_in\":\(status.accessTokenTimeLeft.map { String(Int($0.rounded(.down))) } ?? "null")",
-            "\"refresh_token_present\":\(status.state == .storeUnavailable ? "null" : String(status.hasRefreshToken))",
-            "\"obtained_at\":\(status.obtainedAt.map { Output.jsonString(Output.timestamp($0)) } ?? "null")",
-            "\"last_refresh_at\":\(status.lastRefreshAt.map { Output.jsonString(Output.timestamp($0)) } ?? "null")",
+    static func display(_ value: JSONValue) -> String {
+        switch value {
+        case .string(let text): Output.printable(text)
+        case .number(let number): number == number.rounded() ? String(Int(number)) : String(number)
+        case .bool(let flag): String(flag)
+        case .array(let items): items.map(display).joined(separator: ", ")
+        case .object: "{…}"
+        case .null: "null"
+        }
+    }
+
+    /// The stable JSON schema documented in tokenctl(1), STATUS JSON.
+    static func json(_ status: SessionStatus) -> String {
+        let present = status.state == .authenticated || status.state == .expiredRefreshable
+        var fields: [(String, JSONText.Value)] = [
+            ("profile", .string(status.profile.rawValue)),
+            ("state", .string(status.state.rawValue)),
+            ("issuer", .string(status.issuer)),
+            ("client_id", .string(status.clientID)),
+            ("subject", .string(status.subject)),
+            ("claims", status.claims.isEmpty ? .null : JSONText.Value(raw: JSONText.object(status.claims.map { ($0.name, jsonValue($0.value)) }))),
+            ("claims_source", .string(status.claimsSource)),
+            ("access_token_format", .string(status.accessTokenFormat)),
+            ("access_token_expires_in", .number(status.accessTokenTimeLeft.map { Int($0.rounded(.down)) })),
+            ("refresh_token_present", status.state == .storeUnavailable ? .null : .bool(status.hasRefreshToken)),
+            ("scope", .string(status.scope)),
+            ("obtained_at", .string(status.obtainedAt.map(Output.timestamp))),
+            ("last_refresh_at", .string(status.lastRefreshAt.map(Output.timestamp))),
+            ("ended_reason", .string(status.endedReason)),
+            ("store", .string(status.store)),
         ]
-        if let problem = status.storeProblem { fields.append("\"store_problem\":\(Output.jsonString(problem))") }
-        return "{" + fields.joined(separator: ",") + "}"
+        if !present { fields.removeAll { ["claims_source", "access_token_format"].contains($0.0) && $0.1 == .null } }
+        if let problem = status.storeProblem { fields.append(("store_problem", .string(problem))) }
+        return JSONText.object(fields)
+    }
+
+    static func jsonValue(_ value: JSONValue) -> JSONText.Value {
+        switch value {
+        case .string(let text): .string(text)
+        case .number(let number): JSONText.Value(raw: number == number.rounded() && abs(number) < 1e15 ? String(Int(number)) : String(number))
+        case .bool(let flag): .bool(flag)
+        case .array(let items): .array(items.map(jsonValue))
+        case .object(let object): JSONText.Value(raw: JSONText.object(object.sorted { $0.key < $1.key }.map { ($0.key, jsonValue($0.value)) }))
+        case .null: .null
+        }
     }
 
     static func orphanJSON(_ identity: SessionIdentity) -> String {
-        "{\"profile\":\(Output.jsonString(identity.profile.rawValue)),\"state\":\"orphaned\",\"issuer\":\(Output.jsonString(identity.issuer)),\"client_id\":\(Output.jsonString(identity.clientID))}"
+        JSONText.object([
+            ("profile", .string(identity.profile.rawValue)), ("state", .string("orphaned")),
+            ("issuer", .string(identity.issuer)), ("client_id", .string(identity.clientID)),
+        ])
     }
+}
+
+private extension String {
+    func padding(_ width: Int) -> String { count >= width ? self + " " : self + String(repeating: " ", count: width - count) }
 }

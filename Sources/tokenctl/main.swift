@@ -93,6 +93,7 @@ func run(_ arguments: [String]) async -> ExitStatus {
         case "refresh": return try await RefreshCommand.run(context)
         case "logout": return try await LogoutCommand.run(context)
         case "status": return try await StatusCommand.run(context)
+        case "events": return try await EventsCommand.run(context, profileFilter: invocation.profileName ?? Environment.process["TOKENCTL_PROFILE"])
         case "doctor": return try await DoctorCommand.run(context)
         case "schedule": return try await ScheduleCommand.run(context)
         default: return .failure

@@ -1,0 +1,158 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TokenctlEssentials
+
+/// The lifecycle events of sessions, each tagged with an audit significance.
+public enum SessionEvent: String, Sendable, CaseIterable {
+    case signedIn, signedOut, tokenRefreshed, sessionEnded, refreshFailed, sessionRevoked, storeUnavailable
+
+    public var significance: EventSignificance {
+        switch self {
+        case .signedIn, .signedOut, .sessionEnded, .sessionRevoked: .high
+        case .storeUnavailable, .refreshFailed: .medium
+        case .tokenRefreshed: .low
+        }
+    }
+}
+
+public enum EventSignificance: String, Sendable, Comparable, CaseIterable {
+    case low, medium, high
+
+    private var rank: Int { self == .low ? 0 : self == .medium ? 1 : 2 }
+    public static func < (lhs: EventSignificance, rhs: EventSignificance) -> Bool { lhs.rank < rhs.rank }
+}
+
+/// One line of the event log. Holds identities and classes, never a token.
+public struct EventRecord: Sendable, Equatable {
+    public var time: Double
+    public var event: SessionEvent
+    public var profile: String
+    public var issuer: String?
+    public var subject: String?
+    /// For sessionEnded / refreshFailed / storeUnavailable: the failure class.
+    public var reason: String?
+
+    public init(time: Double, event: SessionEvent, profile: String, issuer: String? = nil, subject: String? = nil, reason: String? = nil) {
+        self.time = time
+        self.event = event
+        self.profile = profile
+        self.issuer = issuer
+        self.subject = subject
+        self.reason = reason
+    }
+
+    /// One JSON line, short enough (< PIPE_BUF) to be appended with one atomic write.
+    public func jsonLine() -> String {
+        func short(_ text: String?) -> JSONText.Value { .string(text.map { String($0.prefix(400)) }) }
+        return JSONText.object([
+            ("time", .string(Date(timeIntervalSince1970: time.rounded(.down)).formatted(.iso8601))),
+            ("unix_time", JSONText.Value(raw: String(format3(time)))),
+            ("event", .string(event.rawValue)),
+            ("significance", .string(event.significance.rawValue)),
+            ("profile", short(profile)),
+            ("issuer", short(issuer)),
+            ("subject", short(subject)),
+            ("reason", short(reason)),
+        ]) + "\n"
+    }
+
+    private func format3(_ value: Double) -> String {
+        let milliseconds = Int64((value * 1000).rounded())
+        let fraction = milliseconds % 1000
+        return "\(milliseconds / 1000).\(fraction < 10 ? "00" : fraction < 100 ? "0" : "")\(fraction)"
+    }
+
+    public static func parse(_ line: Substring) -> EventRecord? {
+        guard let object = JSONValue.parseObject(Array(line.utf8)),
+              case .number(let time)? = object["unix_time"],
+              let event = object["event"]?.stringValue.flatMap(SessionEvent.init(rawValue:)),
+              let profile = object["profile"]?.stringValue else { return nil }
+        return EventRecord(
+            time: time, event: event, profile: profile, issuer: object["issuer"]?.stringValue,
+            subject: object["subject"]?.stringValue, reason: object["reason"]?.stringValue)
+    }
+}
+
+/// `$XDG_STATE_HOME/tokenctl/events.jsonl`: appended by every tokenctl process (one `write`
+/// under O_APPEND per line, so concurrent lines never interleave), private (0600), rotated to
+/// `events.jsonl.1` past a size bound. Nothing is sent anywhere.
+public struct EventLog: Sendable {
+    public let path: String
+    public let maximumBytes: Int
+
+    public init(stateDirectory: String, maximumBytes: Int = 1 << 20) {
+        self.path = stateDirectory + "/events.jsonl"
+        self.maximumBytes = maximumBytes
+    }
+
+    public var rotatedPath: String { path + ".1" }
+
+    /// Append one record. Best effort: an unwritable log never fails a token operation.
+    @discardableResult
+    public func append(_ record: EventRecord) -> Bool {
+        let directory = String(path[..<path.lastIndex(of: "/")!])
+        guard (try? FileIO.ensurePrivateDirectory(directory)) != nil else { return false }
+        var descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var info = stat()
+        if fstat(descriptor, &info) == 0, Int(info.st_size) >= maximumBytes {
+            // Rotate under the log's own lock; whoever gets it first renames, the others reopen.
+            if flock(descriptor, LOCK_EX) == 0 {
+                var current = stat()
+                if stat(path, &current) == 0, current.st_ino == info.st_ino {
+                    rename(path, rotatedPath)
+                }
+                flock(descriptor, LOCK_UN)
+                close(descriptor)
+                descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+                guard descriptor >= 0 else { return false }
+            }
+        }
+        let bytes = Array(record.jsonLine().utf8)
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        return written == bytes.count
+    }
+
+    /// A filter over records.
+    public struct Filter: Sendable {
+        public var since: Double?
+        public var minimumSignificance: EventSignificance
+        public var profile: String?
+
+        public init(since: Double? = nil, minimumSignificance: EventSignificance = .low, profile: String? = nil) {
+            self.since = since
+            self.minimumSignificance = minimumSignificance
+            self.profile = profile
+        }
+
+        public func matches(_ record: EventRecord) -> Bool {
+            if let since, record.time < since { return false }
+            if record.event.significance < minimumSignificance { return false }
+            if let profile, record.profile != profile { return false }
+            return true
+        }
+    }
+
+    /// Every record (the rotated file first), filtered.
+    public func records(since: Double? = nil, minimumSignificance: EventSignificance = .low, profile: String? = nil) -> [EventRecord] {
+        let filter = Filter(since: since, minimumSignificance: minimumSignificance, profile: profile)
+        return (completeLines(of: rotatedPath) + completeLines(of: path)).compactMap(EventRecord.parse).filter(filter.matches)
+    }
+
+    /// The complete lines of one file (a line still being written is left out).
+    public func completeLines(of file: String) -> [Substring] {
+        guard let text = try? FileIO.readFile(file, limit: 4 * maximumBytes) else { return [] }
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        lines.removeLast()  // after the final newline: empty, or a partial line
+        return lines.filter { !$0.isEmpty }
+    }
+
+    /// The size and inode of the live file, to notice appends and rotations cheaply.
+    public func fingerprint() -> (size: Int, inode: UInt64)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (Int(info.st_size), UInt64(info.st_ino))
+    }
+}

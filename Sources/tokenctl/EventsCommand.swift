@@ -1,0 +1,70 @@
+import TokenctlCore
+import TokenctlEssentials
+
+enum EventsCommand {
+    static func run(_ context: CommandContext, profileFilter: String?) async throws -> ExitStatus {
+        let options = context.options
+        let log = EventLog(stateDirectory: context.paths.stateDirectory)
+        var since: Double?
+        if let text = options.value("--since") {
+            guard let time = parseTime(text, now: Clock.system.now()) else {
+                throw UsageError("Invalid value '\(text)' for '--since': expected an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d).", command: "events")
+            }
+            since = time
+        }
+        var minimum = EventSignificance.low
+        if let text = options.value("--min-significance") {
+            guard let level = EventSignificance(rawValue: text) else {
+                throw UsageError("Invalid value '\(text)' for '--min-significance': expected low, medium or high.", command: "events")
+            }
+            minimum = level
+        }
+        let json = options.has("--json")
+        func show(_ records: [EventRecord]) {
+            guard !records.isEmpty else { return }
+            Output.standardOutput(records.map { json ? $0.jsonLine() : line($0) }.joined())
+        }
+        let filter = EventLog.Filter(since: since, minimumSignificance: minimum, profile: profileFilter)
+        show(log.records(since: since, minimumSignificance: minimum, profile: profileFilter))
+        guard options.has("--follow") else { return .success }
+        // Follow appends by counting the live file's complete lines; a rotation (new inode)
+        // first drains what was appended to the old file before it was renamed.
+        var inode = log.fingerprint()?.inode
+        var consumed = log.completeLines(of: log.path).count
+        while true {
+            try? await Clock.system.sleep(0.2)
+            guard let fingerprint = log.fingerprint() else { continue }
+            if fingerprint.inode != inode {
+                show(log.completeLines(of: log.rotatedPath).dropFirst(consumed).compactMap(EventRecord.parse).filter(filter.matches))
+                inode = fingerprint.inode
+                consumed = 0
+            }
+            let lines = log.completeLines(of: log.path)
+            if lines.count > consumed {
+                show(lines.dropFirst(consumed).compactMap(EventRecord.parse).filter(filter.matches))
+                consumed = lines.count
+            }
+        }
+    }
+
+    static func line(_ record: EventRecord) -> String {
+        var text = "\(Output.timestamp(record.time))  \(record.event.significance.rawValue.padding(6))  \(record.event.rawValue.padding(16)) \(record.profile)"
+        if let subject = record.subject { text += " " + Output.printable(subject) }
+        if let reason = record.reason { text += " (\(Output.printable(reason)))" }
+        if let issuer = record.issuer { text += "  \(Output.printable(issuer))" }
+        return text + "\n"
+    }
+
+    /// An ISO 8601 time, or an age before `now` such as 90s, 30m, 2h, 7d.
+    static func parseTime(_ text: String, now: Double) -> Double? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        if let unit = text.last, let scale = units[unit], let value = Double(text.dropLast()), value >= 0 {
+            return now - value * scale
+        }
+        return (try? Date(text, strategy: .iso8601))?.timeIntervalSince1970
+    }
+}
+
+private extension String {
+    func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+}
