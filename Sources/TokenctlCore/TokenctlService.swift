@@ -37,7 +37,7 @@ public final class TokenctlService: Sendable {
     /// The real thing: configuration under XDG paths, the Secret Service, libcurl, flock.
     public static func live(paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30) -> TokenctlService {
         TokenctlService(
-            paths: paths, store: SecretServiceStore(timeout: min(10, retry.deadline)), locks: FileLockProvider(directory: paths.lockDirectory),
+            paths: paths, store: SecretServiceStore(timeout: min(10, max(2, retry.deadline))), locks: FileLockProvider(directory: paths.lockDirectory),
             retry: retry, lockTimeout: lockTimeout, events: EventLog(stateDirectory: paths.stateDirectory),
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
     }

@@ -154,8 +154,7 @@ struct RefreshFailureTests {
         let (sandbox, _) = try Self.staleSession(server)
         try server.configure(["delay_seconds": 1.0, "faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]]])
         let command = try sandbox.start(["token"])
-        let deadline = now() + 10
-        while try (server.stats()["token_requests"] ?? 0) < 2 && now() < deadline { sleep(seconds: 0.02) }
+        try server.waitForTokenRequests(2)
         // While the doomed request is in flight, another writer stores a newer session.
         let newer = #"{"access_token":"at_newer","token_type":"Bearer","refresh_token":"rt_newer","obtained_at":\#(now()),"expires_at":\#(now() + 3600),"issued_lifetime":3600}"#
         try sandbox.overwriteStoredTokenSet(newer, issuer: server.url)
@@ -170,8 +169,7 @@ struct RefreshFailureTests {
         let (sandbox, _) = try Self.staleSession(server)
         try server.configure(["delay_seconds": 4.0])
         let slow = try sandbox.start(["token"])
-        let deadline = now() + 10
-        while try (server.stats()["token_requests"] ?? 0) < 2 && now() < deadline { sleep(seconds: 0.02) }
+        try server.waitForTokenRequests(2)
         let impatient = try sandbox.tokenctl("token", "--timeout", "1")
         #expect(impatient.status == 75, "\(impatient)")
         #expect(impatient.stderr.contains("refreshing this profile"))

@@ -74,8 +74,7 @@ struct SecretServiceDiagnosisTests {
         try sandbox.loginWithExpiredAccessToken(server)
         try server.configure(["delay_seconds": 1.5])
         let command = try sandbox.start(["token"])
-        let deadline = now() + 10
-        while try (server.stats()["token_requests"] ?? 0) < 2 && now() < deadline { sleep(seconds: 0.02) }
+        try server.waitForTokenRequests(2)
         try keyring.kill()
         let result = command.wait()
         #expect(result.status == 69, "\(result)")

@@ -90,8 +90,9 @@ struct SessionStateTests {
         let sandbox = try Sandbox()
         let server = try AuthServer()
         try sandbox.login(server)
-        try server.configure(["faults": [["status": 503, "count": 1000]]])
-        #expect(try sandbox.tokenctl("token", "--force", "--timeout", "0.5").status == 75)
+        // Rate-limited far beyond the deadline: one attempt, one refreshFailed line, whatever the load.
+        try server.configure(["faults": [["status": 429, "headers": ["Retry-After": "3600"], "count": 1000]]])
+        #expect(try sandbox.tokenctl("token", "--force").status == 75)
         try server.configure(["faults": []])
         #expect(try sandbox.tokenctl("token", "--force").status == 0)
         #expect(try sandbox.tokenctl("logout").status == 0)
@@ -101,7 +102,7 @@ struct SessionStateTests {
         let names = records.compactMap { $0["event"] as? String }
         #expect(names == ["signedIn", "refreshFailed", "tokenRefreshed", "sessionRevoked", "signedOut"], "\(names)")
         #expect(records.first?["significance"] as? String == "high")
-        #expect(records[1]["reason"] as? String == "http-503")
+        #expect(records[1]["reason"] as? String == "rate-limited")
         let high = try sandbox.tokenctl("events", "--min-significance", "high")
         #expect(high.stdout.split(separator: "\n").count == 3, "\(high)")
         #expect(try sandbox.tokenctl("events", "--since", "1h").stdout.split(separator: "\n").count == 5)
@@ -111,8 +112,8 @@ struct SessionStateTests {
 
         // 64 processes appending at once (each refresh attempt logs one line).
         try sandbox.login(server)
-        try server.configure(["faults": [["status": 503, "count": 10_000]]])
-        let results = try sandbox.concurrently(64, ["token", "--force", "--timeout", "0.2"])
+        try server.configure(["faults": [["status": 429, "headers": ["Retry-After": "3600"], "count": 10_000]]])
+        let results = try sandbox.concurrently(64, ["token", "--force", "--timeout", "2"])
         #expect(results.allSatisfy { $0.status == 75 })
         let text = try String(contentsOfFile: sandbox.root + "/state/tokenctl/events.jsonl", encoding: .utf8)
         let lines = text.split(separator: "\n")

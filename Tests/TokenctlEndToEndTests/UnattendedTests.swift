@@ -50,14 +50,8 @@ struct UnattendedTests {
     @Test("fake crontab: schedule install --cron is idempotent, keeps other entries, and remove takes away exactly its block")
     func cronSchedule() throws {
         let sandbox = try Sandbox()
-        let crontabFile = sandbox.root + "/home/crontab.txt"
-        let fake = sandbox.root + "/fake-crontab"
-        // A stand-in for crontab(1) so the test never edits the machine's real crontab.
-        try "#!/bin/sh\nf=\"\(crontabFile)\"\ncase \"$1\" in -l) [ -f \"$f\" ] && exec cat \"$f\"; echo \"no crontab for test\" >&2; exit 1;; -) cat > \"$f\";; esac\n"
-            .write(toFile: fake, atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: fake)
+        let crontabFile = try sandbox.useFakeCrontab()
         try "MAILTO=me\n0 3 * * * backup\n".write(toFile: crontabFile, atomically: true, encoding: .utf8)
-        sandbox.variables["TOKENCTL_CRONTAB"] = fake
 
         #expect(try sandbox.tokenctl("schedule", "install", "--cron", "--every", "30m").status == 0)
         #expect(try sandbox.tokenctl("schedule", "install", "--cron").status == 0)
@@ -83,8 +77,7 @@ struct UnattendedTests {
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
         let calls = sandbox.root + "/systemctl-calls"
         // A stand-in user manager: records what tokenctl asks of it.
-        try "#!/bin/sh\necho \"$*\" >> \"\(calls)\"\nexit 0\n".write(toFile: bin + "/systemctl", atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: bin + "/systemctl")
+        try writeExecutable(bin + "/systemctl", "#!/bin/sh\necho \"$*\" >> \"\(calls)\"\nexit 0\n")
         sandbox.variables["PATH"] = bin + ":" + sandbox.variables["PATH"]!
 
         let install = try sandbox.tokenctl("schedule", "install", "--systemd", "--every", "1h")
@@ -112,8 +105,7 @@ struct UnattendedTests {
         let sandbox = try Sandbox()
         let bin = sandbox.root + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
-        try "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n".write(toFile: bin + "/systemctl", atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: bin + "/systemctl")
+        try writeExecutable(bin + "/systemctl", "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n")
         sandbox.variables["PATH"] = bin + ":" + sandbox.variables["PATH"]!
         let result = try sandbox.tokenctl("schedule", "install", "--systemd")
         #expect(result.status == 69, "\(result)")
@@ -166,12 +158,7 @@ struct ResidueTests {
         sandbox.use(keyring)
         let server = try AuthServer()
         try sandbox.login(server)
-        let fake = sandbox.root + "/fake-crontab"
-        let crontabFile = sandbox.root + "/crontab.txt"
-        try "#!/bin/sh\ncase \"$1\" in -l) [ -f \"\(crontabFile)\" ] && exec cat \"\(crontabFile)\"; echo 'no crontab' >&2; exit 1;; -) cat > \"\(crontabFile)\";; esac\n"
-            .write(toFile: fake, atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: fake)
-        sandbox.variables["TOKENCTL_CRONTAB"] = fake
+        try sandbox.useFakeCrontab()
 
         let missingSchedule = try sandbox.tokenctl("doctor")
         #expect(missingSchedule.status == 1)
@@ -191,5 +178,18 @@ struct ResidueTests {
         let locked = try sandbox.tokenctl("doctor")
         #expect(locked.status == 1)
         #expect(locked.stdout.contains("[FAIL] keyring: the keyring is locked"), "\(locked)")
+    }
+}
+
+extension Sandbox {
+    /// A stand-in for crontab(1) keeping the table in a file of the sandbox, so that tests never
+    /// edit the machine's real crontab. Returns the file.
+    @discardableResult
+    func useFakeCrontab() throws -> String {
+        let table = root + "/home/crontab.txt"
+        let program = root + "/fake-crontab"
+        try writeExecutable(program, "#!/bin/sh\nf=\"\(table)\"\ncase \"$1\" in -l) [ -f \"$f\" ] && exec cat \"$f\"; echo \"no crontab for test\" >&2; exit 1;; -) cat > \"$f\";; esac\n")
+        variables["TOKENCTL_CRONTAB"] = program
+        return table
     }
 }

@@ -110,3 +110,11 @@ final class RunningCommand: @unchecked Sendable {
 func runProgram(_ executable: String, _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment, stdin: String? = nil) throws -> RunResult {
     try RunningCommand(executable: executable, arguments: arguments, environment: environment, stdin: stdin, directory: NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()).wait()
 }
+
+/// Write an executable script from a child shell. Written from this (multi-threaded) test
+/// process, its open descriptor could be inherited by a child that another test forks at that
+/// moment, and executing the script would then fail with ETXTBSY.
+func writeExecutable(_ path: String, _ contents: String) throws {
+    let result = try runProgram("/bin/sh", ["-c", "cat > \"$0\" && chmod 700 \"$0\"", path], stdin: contents)
+    guard result.status == 0 else { throw HarnessError("cannot write \(path): \(result)") }
+}

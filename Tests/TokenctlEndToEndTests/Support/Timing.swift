@@ -28,6 +28,13 @@ extension Sandbox {
 }
 
 extension AuthServer {
+    /// Wait (at most 10 s) until `count` requests have arrived at /token — counted on arrival,
+    /// so a slow answer can still be in flight.
+    func waitForTokenRequests(_ count: Int) throws {
+        let deadline = now() + 10
+        while try (stats()["token_requests"] ?? 0) < count && now() < deadline { sleep(seconds: 0.02) }
+    }
+
     /// /token requests that carried the refresh grant and were answered (not faults).
     func refreshGrants() throws -> [[String: Any]] {
         try tokenRequests().filter { ($0["grant_type"] as? String) == "refresh_token" }
