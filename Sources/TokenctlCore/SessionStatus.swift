@@ -26,6 +26,8 @@ public struct SessionStatus: Sendable, Equatable {
     public var lastRefreshAt: Double?
     /// The store problem, when `state` is `storeUnavailable`.
     public var storeProblem: String?
+    /// Which cache serves `token` hits: `kernel-keyring`, or `none` (the Secret Service every time).
+    public var cache: String = "none"
 
     public var exitStatus: ExitStatus {
         switch state {

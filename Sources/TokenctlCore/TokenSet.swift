@@ -1,3 +1,5 @@
+import TokenctlEssentials
+
 /// Everything tokenctl keeps for one signed-in profile, stored as one Secret Service secret
 /// so that a rotation replaces the access and refresh tokens together in one write.
 public struct TokenSet: Codable, Equatable, Sendable {
@@ -52,25 +54,24 @@ public struct TokenSet: Codable, Equatable, Sendable {
     }
 
     /// Lifetime assumed when the server gives none (`expires_in` is only RECOMMENDED, RFC 6749 §5.1).
-    public static let assumedLifetime: Double = 300
+    public static let assumedLifetime: Double = AccessTokenLifetime.assumedLifetime
 
     /// The margin that must remain before expiry for the access token to be served:
     /// min(min-ttl, half the issued lifetime), so a server issuing 30-second tokens does not
     /// make every call refresh.
     public func refreshMargin(minimumTimeToLive: Double) -> Double {
-        let lifetime = issuedLifetime ?? TokenSet.assumedLifetime
-        return max(0, min(minimumTimeToLive, lifetime / 2))
+        AccessTokenLifetime.refreshMargin(issuedLifetime: issuedLifetime, minimumTimeToLive: minimumTimeToLive)
     }
 
     /// Whether the access token is still valid for at least the refresh margin at `now`.
     public func isFresh(at now: Double, minimumTimeToLive: Double) -> Bool {
-        let expiry = expiresAt ?? (obtainedAt + TokenSet.assumedLifetime)
-        return now + refreshMargin(minimumTimeToLive: minimumTimeToLive) < expiry
+        AccessTokenLifetime.isFresh(
+            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now, minimumTimeToLive: minimumTimeToLive)
     }
 
     /// Seconds of validity left at `now` (negative once expired).
     public func timeLeft(at now: Double) -> Double {
-        (expiresAt ?? (obtainedAt + TokenSet.assumedLifetime)) - now
+        AccessTokenLifetime.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt) - now
     }
 
     public var hasRefreshToken: Bool { refreshToken != nil }

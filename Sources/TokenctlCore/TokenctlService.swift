@@ -7,13 +7,16 @@ public final class TokenctlService: Sendable {
     public let clock: Clock
     public let retry: RetryPolicy
     public let broker: TokenBroker
+    /// The kernel keyring hot cache the front reads `token` hits from; `nil` in unit tests.
+    public let hotCache: HotCache?
     private let httpClient: @Sendable (_ caBundle: String?) -> any HTTPClient
 
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
-        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30,
+        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, hotCache: HotCache? = nil,
         httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
     ) {
+        self.hotCache = hotCache
         self.profiles = ProfileRepository(paths: paths)
         self.store = store
         self.clock = clock
@@ -29,11 +32,12 @@ public final class TokenctlService: Sendable {
 
     private let locks: any LockProvider
 
-    /// The real thing: configuration under XDG paths, the Secret Service, libcurl, flock.
+    /// The real thing: configuration under XDG paths, the Secret Service, libcurl, flock, and
+    /// the kernel keyring hot cache.
     public static func live(paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30) -> TokenctlService {
         TokenctlService(
             paths: paths, store: SecretServiceStore(), locks: FileLockProvider(directory: paths.lockDirectory),
-            retry: retry, lockTimeout: lockTimeout,
+            retry: retry, lockTimeout: lockTimeout, hotCache: HotCache(),
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
     }
 
@@ -110,9 +114,12 @@ public final class TokenctlService: Sendable {
             let previous = try? profiles.load(request.profile)
             do { try store.write(tokenSet, for: identity) } catch { throw TokenctlError(error) }
             try profiles.save(configuration, as: request.profile)
+            hotCache?.forget(identity)
+            hotCache?.remember(tokenSet, for: identity, now: clock.now())
             // A profile re-pointed at another issuer or client leaves no stale item behind.
             if let previous, SessionIdentity(profile: request.profile, configuration: previous) != identity {
                 _ = try? store.delete(SessionIdentity(profile: request.profile, configuration: previous))
+                hotCache?.forget(SessionIdentity(profile: request.profile, configuration: previous))
             }
             return tokenSet
         case .terminal(let reason):
@@ -126,8 +133,26 @@ public final class TokenctlService: Sendable {
 
     /// A token set whose access token is valid for at least `minimumTimeToLive` (see
     /// `TokenSet.refreshMargin`), refreshing when needed.
+    ///
+    /// The set served is cached in the hot cache (after a store read as after a refresh); a
+    /// session that has ended (login required) is dropped from it.
     public func token(_ name: ProfileName, minimumTimeToLive: Double, force: Bool) async throws(TokenctlError) -> TokenSet {
-        try await broker.validTokenSet(for: try resolve(name), minimumTimeToLive: minimumTimeToLive, force: force)
+        let profile = try resolve(name)
+        return try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+            try await broker.validTokenSet(for: profile, minimumTimeToLive: minimumTimeToLive, force: force)
+        }
+    }
+
+    /// Run a broker call and keep the hot cache in step with its outcome.
+    private func cachingHotPath(_ identity: SessionIdentity, _ body: () async throws(TokenctlError) -> TokenSet) async throws(TokenctlError) -> TokenSet {
+        do {
+            let tokenSet = try await body()
+            hotCache?.remember(tokenSet, for: identity, now: clock.now())
+            return tokenSet
+        } catch {
+            if error.kind == .loginRequired { hotCache?.forget(identity) }
+            throw error
+        }
     }
 
     /// The outcome of refreshing one profile (for `refresh --all`).
@@ -143,11 +168,16 @@ public final class TokenctlService: Sendable {
         do {
             let profile = try resolve(name)
             if let window {
-                let tokenSet = try await broker.validTokenSet(for: profile, minimumTimeToLive: window, force: false)
+                let tokenSet = try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+                    try await broker.validTokenSet(for: profile, minimumTimeToLive: window, force: false)
+                }
                 let refreshed = tokenSet.lastRefreshAt.map { $0 >= clock.now() - 60 } ?? false
                 return RefreshReport(profile: name, result: .success(tokenSet), skipped: !refreshed)
             }
-            return RefreshReport(profile: name, result: .success(try await broker.validTokenSet(for: profile, minimumTimeToLive: 0, force: true)), skipped: false)
+            let tokenSet = try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+                try await broker.validTokenSet(for: profile, minimumTimeToLive: 0, force: true)
+            }
+            return RefreshReport(profile: name, result: .success(tokenSet), skipped: false)
         } catch {
             return RefreshReport(profile: name, result: .failure(error), skipped: false)
         }
@@ -181,6 +211,8 @@ public final class TokenctlService: Sendable {
     public func logout(_ name: ProfileName, revoke: Bool) async throws(TokenctlError) -> LogoutReport {
         let configuration = try profiles.require(name)
         let identity = SessionIdentity(profile: name, configuration: configuration)
+        // First, whatever else fails: no cached access token outlives a logout.
+        hotCache?.forget(identity)
         let lock = try await locks.acquire(name, timeout: 30)
         defer { withExtendedLifetime(lock) {} }
         let stored: TokenSet?
@@ -193,6 +225,8 @@ public final class TokenctlService: Sendable {
         }
         let removed: Bool
         do { removed = try store.delete(identity) } catch { throw TokenctlError(error) }
+        // Again after the delete: a `token` racing the logout may have cached meanwhile.
+        hotCache?.forget(identity)
         return LogoutReport(profile: name, removed: removed, revocation: revocation)
     }
 
@@ -216,7 +250,7 @@ public final class TokenctlService: Sendable {
         let identity = SessionIdentity(profile: name, configuration: configuration)
         var status = SessionStatus(
             profile: name, issuer: configuration.issuer.string, clientID: configuration.clientID, state: .signedOut,
-            hasRefreshToken: false)
+            hasRefreshToken: false, cache: (hotCache?.state ?? .none).rawValue)
         let stored: TokenSet?
         do { stored = try store.read(identity) } catch {
             status.state = .storeUnavailable

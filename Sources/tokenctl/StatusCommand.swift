@@ -55,6 +55,7 @@ enum StatusCommand {
             "\"obtained_at\":\(status.obtainedAt.map { Output.jsonString(Output.timestamp($0)) } ?? "null")",
             "\"last_refresh_at\":\(status.lastRefreshAt.map { Output.jsonString(Output.timestamp($0)) } ?? "null")",
         ]
+        fields.append("\"cache\":\(Output.jsonString(status.cache))")
         if let problem = status.storeProblem { fields.append("\"store_problem\":\(Output.jsonString(problem))") }
         return "{" + fields.joined(separator: ",") + "}"
     }
