@@ -59,7 +59,7 @@ public struct HotCacheEntry: Equatable, Sendable {
             hash.update([0])
             hash.update(part)
         }
-        return "tokenctl:v1:\(profile.rawValue):\(hash.hexDigest)"
+        return "tokenctl:v1:" + profile.rawValue + ":" + hash.hexDigest
     }
 
     public var keyDescription: String {
@@ -128,23 +128,26 @@ public struct HotCacheEntry: Equatable, Sendable {
         lines.removeLast()  // after the final line break
         guard let first = lines.first, first.elementsEqual(versionLine.utf8) else { throw .unsupportedVersion }
 
-        var values: [String: String] = [:]
+        // Fields by position in `fieldKeys`: no Dictionary, whose String hashing would page in
+        // about a megabyte of the runtime on the front's hit path.
+        var values = [String?](repeating: nil, count: fieldKeys.count)
         for line in lines.dropFirst() {
             guard let equals = line.firstIndex(of: UInt8(ascii: "=")) else { throw .malformed("a line without '='") }
             guard let key = text(line[line.startIndex..<equals]), let value = text(line[line.index(after: equals)...]) else {
                 throw .malformed("not UTF-8")
             }
-            guard fieldKeys.contains(key) else { throw .malformed("unknown field '\(key.prefix(32))'") }
-            guard values[key] == nil else { throw .malformed("'\(key)' given twice") }
+            guard let position = fieldKeys.firstIndex(of: key) else { throw .malformed("unknown field") }
+            guard values[position] == nil else { throw .malformed("a field given twice") }
             try validate(key, value)
-            values[key] = value
+            values[position] = value
         }
+        func field(_ key: String) -> String? { fieldKeys.firstIndex(of: key).flatMap { values[$0] } }
         func required(_ key: String) throws(HotCacheFormatError) -> String {
-            guard let value = values[key] else { throw .malformed("'\(key)' is missing") }
+            guard let value = field(key) else { throw .malformed("'" + key + "' is missing") }
             return value
         }
         func number(_ key: String) throws(HotCacheFormatError) -> Double? {
-            guard let text = values[key] else { return nil }
+            guard let text = field(key) else { return nil }
             // Plain decimals only: Double(_:) would also take "0x10", "1e3", "nan" or "inf".
             guard text.utf8.allSatisfy({ ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: ".") }),
                   let value = Double(text), value.isFinite, value >= 0, value < 1e12 else { throw .malformed("'\(key)' is not a time") }
@@ -159,7 +162,7 @@ public struct HotCacheEntry: Equatable, Sendable {
             expiresAt: try number("expires_at"), issuedLifetime: try number("issued_lifetime"))
     }
 
-    private static let fieldKeys: Set<String> = [
+    private static let fieldKeys: [String] = [
         "profile", "issuer", "client_id", "token_type", "obtained_at", "expires_at", "issued_lifetime", "access_token",
     ]
 
