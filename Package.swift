@@ -18,9 +18,9 @@ let package = Package(
             pkgConfig: "libsecret-1",
             providers: [.apt(["libsecret-1-dev"])]
         ),
+        // Header only at build time: libcurl is dlopen-ed when tokenctl first speaks HTTP.
         .systemLibrary(
             name: "CCurl",
-            pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
 
@@ -43,7 +43,10 @@ let package = Package(
         .executableTarget(
             name: "tokenctl-engine",
             dependencies: ["TokenctlEssentials", "TokenctlCore"],
-            path: "Sources/tokenctl"
+            path: "Sources/tokenctl",
+            // The Swift runtime and FoundationEssentials linked in: ~12 fewer shared libraries to
+            // map on every call that reaches the engine (cache misses, the fallback, refresh waves).
+            linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"])]
         ),
 
         // The front, `tokenctl`: fully static (stdlib + glibc), serves hot-cache hits, execs the
