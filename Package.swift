@@ -6,7 +6,10 @@ let package = Package(
     name: "tokenctl",
     platforms: [.macOS(.v13)],
     products: [
+        // The command users run: a fully static front serving `token` from the kernel keyring
+        // hot cache, exec-ing the engine (installed beside it) for everything else.
         .executable(name: "tokenctl", targets: ["tokenctl"]),
+        .executable(name: "tokenctl-engine", targets: ["tokenctl-engine"]),
     ],
     targets: [
         // C libraries from Debian, reached through system-library targets.
@@ -15,15 +18,18 @@ let package = Package(
             pkgConfig: "libsecret-1",
             providers: [.apt(["libsecret-1-dev"])]
         ),
+        // Header only at build time: libcurl is dlopen-ed when tokenctl first speaks HTTP.
         .systemLibrary(
             name: "CCurl",
-            pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
 
+        // add_key(2)/keyctl(2) as raw system calls: a header, no library.
+        .systemLibrary(name: "CKernelKeyring"),
+
         // No Foundation and no C library but Glibc: argv parsing, profile configuration,
-        // paths and exit codes. A future static hot-path front reuses this module as is.
-        .target(name: "TokenctlEssentials"),
+        // paths, exit codes, and the kernel keyring hot cache. The static front links it.
+        .target(name: "TokenctlEssentials", dependencies: ["CKernelKeyring"]),
 
         // The token logic: token sets, the refresh broker, Secret Service storage, HTTP.
         // No argv, no printing.
@@ -32,10 +38,25 @@ let package = Package(
             dependencies: ["TokenctlEssentials", "CSecret", "CCurl"]
         ),
 
-        // The thin executable: commands, output, exit codes.
+        // The engine: every command, output and exit code (thin over the core). Runs as
+        // `tokenctl-engine`, started by the front with the user's argv.
+        .executableTarget(
+            name: "tokenctl-engine",
+            dependencies: ["TokenctlEssentials", "TokenctlCore"],
+            path: "Sources/tokenctl",
+            // The Swift runtime and FoundationEssentials linked in: ~12 fewer shared libraries to
+            // map on every call that reaches the engine (cache misses, the fallback, refresh waves).
+            linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"])]
+        ),
+
+        // The front, `tokenctl`: fully static (stdlib + glibc), serves hot-cache hits, execs the
+        // engine otherwise. Nothing a hit does not use is mapped (no dynamic loader at all).
         .executableTarget(
             name: "tokenctl",
-            dependencies: ["TokenctlEssentials", "TokenctlCore"]
+            dependencies: ["TokenctlEssentials"],
+            path: "Sources/TokenctlFront",
+            swiftSettings: [.unsafeFlags(["-static-executable"])],
+            linkerSettings: [.unsafeFlags(["-static-executable"])]
         ),
 
         .testTarget(name: "TokenctlEssentialsTests", dependencies: ["TokenctlEssentials"]),

@@ -1,4 +1,5 @@
-// Every libcurl call of tokenctl lives in this file.
+// Every libcurl call of tokenctl lives in this file. libcurl is loaded on first use
+// (CCurl/shim.h), so runs that never speak HTTP never map it.
 import CCurl
 import Dispatch
 
@@ -18,7 +19,6 @@ public struct CurlHTTPClient: HTTPClient {
         self.userAgent = userAgent
     }
 
-    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
     public func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
         // libcurl's easy interface blocks; keep it off Swift's cooperative thread pool.
@@ -33,14 +33,16 @@ public struct CurlHTTPClient: HTTPClient {
     }
 
     func perform(_ request: HTTPRequest, timeout: Double) throws(HTTPTransportError) -> HTTPResponse {
-        _ = CurlHTTPClient.globalInit
+        if let failure = tokenctl_curl_load() {
+            throw HTTPTransportError(.other, "cannot load libcurl (\(TOKENCTL_CURL_SONAME)): \(String(cString: failure)); install libcurl4")
+        }
         guard let handle = CurlEasyHandle() else { throw HTTPTransportError(.other, "libcurl could not create a handle") }
         let accumulator = ResponseAccumulator(limit: maximumResponseBytes)
         var headerList: UnsafeMutablePointer<curl_slist>?
-        defer { curl_slist_free_all(headerList) }
+        defer { tokenctl_curl_slist_free_all(headerList) }
 
         func check(_ code: CURLcode) throws(HTTPTransportError) {
-            guard code == CURLE_OK else { throw HTTPTransportError(.other, "libcurl: \(String(cString: curl_easy_strerror(code)))") }
+            guard code == CURLE_OK else { throw HTTPTransportError(.other, "libcurl: \(String(cString: tokenctl_curl_easy_strerror(code)))") }
         }
         let easy = handle.pointer
         try check(tokenctl_curl_setopt_string(easy, CURLOPT_URL, request.url))
@@ -56,10 +58,10 @@ public struct CurlHTTPClient: HTTPClient {
         try check(tokenctl_curl_setopt_string(easy, CURLOPT_USERAGENT, userAgent))
         if let caBundle { try check(tokenctl_curl_setopt_string(easy, CURLOPT_CAINFO, caBundle)) }
         for header in request.headers {
-            headerList = curl_slist_append(headerList, "\(header.name): \(header.value)")
+            headerList = tokenctl_curl_slist_append(headerList, "\(header.name): \(header.value)")
         }
         // No "Expect: 100-continue" round trip for small POSTs.
-        headerList = curl_slist_append(headerList, "Expect:")
+        headerList = tokenctl_curl_slist_append(headerList, "Expect:")
         try check(tokenctl_curl_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList))
         switch request.method {
         case .get:
@@ -79,12 +81,12 @@ public struct CurlHTTPClient: HTTPClient {
         try check(tokenctl_curl_setopt_callback(easy, CURLOPT_HEADERFUNCTION, curlWriteHeader))
         try check(tokenctl_curl_setopt_pointer(easy, CURLOPT_HEADERDATA, context))
 
-        let code = withExtendedLifetime(accumulator) { curl_easy_perform(easy) }
+        let code = withExtendedLifetime(accumulator) { tokenctl_curl_easy_perform(easy) }
         guard code == CURLE_OK else {
             if accumulator.exceeded || code == CURLE_FILESIZE_EXCEEDED {
                 throw HTTPTransportError(.responseTooLarge, "the response from \(request.url) exceeds \(maximumResponseBytes) bytes")
             }
-            throw HTTPTransportError(CurlHTTPClient.kind(of: code), "\(request.method.rawValue) \(request.url): \(String(cString: curl_easy_strerror(code)))")
+            throw HTTPTransportError(CurlHTTPClient.kind(of: code), "\(request.method.rawValue) \(request.url): \(String(cString: tokenctl_curl_easy_strerror(code)))")
         }
         var status = 0
         _ = tokenctl_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
@@ -110,11 +112,11 @@ private final class CurlEasyHandle {
     let pointer: UnsafeMutableRawPointer
 
     init?() {
-        guard let pointer = curl_easy_init() else { return nil }
+        guard let pointer = tokenctl_curl_easy_init() else { return nil }
         self.pointer = pointer
     }
 
-    deinit { curl_easy_cleanup(pointer) }
+    deinit { tokenctl_curl_easy_cleanup(pointer) }
 }
 
 /// Collects one response; callbacks reach it through libcurl's user-data pointer.

@@ -38,6 +38,8 @@ public struct SessionStatus: Sendable, Equatable {
     public var storeProblem: String?
     /// Where sessions live.
     public var store = "secret-service"
+    /// Which cache serves `token` hits: `kernel-keyring`, or `none` (the Secret Service every time).
+    public var cache: String = "none"
 
     public static func == (lhs: SessionStatus, rhs: SessionStatus) -> Bool {
         lhs.profile == rhs.profile && lhs.issuer == rhs.issuer && lhs.clientID == rhs.clientID && lhs.state == rhs.state
@@ -65,6 +67,7 @@ extension TokenctlService {
         var status = SessionStatus(
             profile: name, issuer: configuration.issuer.string, clientID: configuration.clientID, state: .signedOut,
             hasRefreshToken: false)
+        status.cache = (hotCache?.state ?? .none).rawValue
         let stored: TokenSet?
         do { stored = try store.read(identity) } catch {
             status.state = .storeUnavailable

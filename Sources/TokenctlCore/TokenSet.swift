@@ -1,3 +1,5 @@
+import TokenctlEssentials
+
 /// Everything tokenctl keeps for one signed-in profile, stored as one Secret Service secret
 /// so that a rotation replaces the access and refresh tokens together in one write.
 public struct TokenSet: Codable, Equatable, Sendable {
@@ -52,29 +54,26 @@ public struct TokenSet: Codable, Equatable, Sendable {
     }
 
     /// Lifetime assumed when the server gives none (`expires_in` is only RECOMMENDED, RFC 6749 §5.1).
-    public static let assumedLifetime: Double = 300
+    public static let assumedLifetime: Double = AccessTokenLifetime.assumedLifetime
 
     /// The margin that must remain before expiry for the access token to be served:
     /// min(min-ttl, half the issued lifetime), so a server issuing 30-second tokens does not
     /// make every call refresh.
     ///
-    /// With `capped: false` the margin is min-ttl itself: `refresh --if-expiring-within` asks
-    /// exactly that question on behalf of a schedule.
+    /// With `capped: false` the margin is min-ttl itself (see `AccessTokenLifetime`).
     public func refreshMargin(minimumTimeToLive: Double, capped: Bool = true) -> Double {
-        guard capped else { return max(0, minimumTimeToLive) }
-        let lifetime = issuedLifetime ?? TokenSet.assumedLifetime
-        return max(0, min(minimumTimeToLive, lifetime / 2))
+        AccessTokenLifetime.refreshMargin(issuedLifetime: issuedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped)
     }
 
     /// Whether the access token is still valid for at least the refresh margin at `now`.
     public func isFresh(at now: Double, minimumTimeToLive: Double, capped: Bool = true) -> Bool {
-        let expiry = expiresAt ?? (obtainedAt + TokenSet.assumedLifetime)
-        return now + refreshMargin(minimumTimeToLive: minimumTimeToLive, capped: capped) < expiry
+        AccessTokenLifetime.isFresh(
+            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now, minimumTimeToLive: minimumTimeToLive, capped: capped)
     }
 
     /// Seconds of validity left at `now` (negative once expired).
     public func timeLeft(at now: Double) -> Double {
-        (expiresAt ?? (obtainedAt + TokenSet.assumedLifetime)) - now
+        AccessTokenLifetime.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt) - now
     }
 
     public var hasRefreshToken: Bool { refreshToken != nil }

@@ -9,14 +9,17 @@ public final class TokenctlService: Sendable {
     public let broker: TokenBroker
     /// The audit event log (nil in unit tests).
     public let events: EventLog?
+    /// The kernel keyring hot cache the front reads `token` hits from; `nil` in unit tests.
+    public let hotCache: HotCache?
     let httpClient: @Sendable (_ caBundle: String?) -> any HTTPClient
 
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
-        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, events: EventLog? = nil,
+        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, events: EventLog? = nil, hotCache: HotCache? = nil,
         httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
     ) {
         self.events = events
+        self.hotCache = hotCache
         self.profiles = ProfileRepository(paths: paths)
         self.store = store
         self.clock = clock
@@ -34,11 +37,12 @@ public final class TokenctlService: Sendable {
     private let locks: any LockProvider
     private let lockTimeout: Double
 
-    /// The real thing: configuration under XDG paths, the Secret Service, libcurl, flock.
+    /// The real thing: configuration under XDG paths, the Secret Service, libcurl, flock, and
+    /// the kernel keyring hot cache.
     public static func live(paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30) -> TokenctlService {
         TokenctlService(
             paths: paths, store: SecretServiceStore(timeout: min(10, max(2, retry.deadline))), locks: FileLockProvider(directory: paths.lockDirectory),
-            retry: retry, lockTimeout: lockTimeout, events: EventLog(stateDirectory: paths.stateDirectory),
+            retry: retry, lockTimeout: lockTimeout, events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(),
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
     }
 
@@ -115,9 +119,12 @@ public final class TokenctlService: Sendable {
             let previous = try? profiles.load(request.profile)
             do { try store.write(tokenSet, for: identity) } catch { throw TokenctlError(error) }
             try profiles.save(configuration, as: request.profile)
+            hotCache?.forget(identity)
+            hotCache?.remember(tokenSet, for: identity, now: clock.now())
             // A profile re-pointed at another issuer or client leaves no stale item behind.
             if let previous, SessionIdentity(profile: request.profile, configuration: previous) != identity {
                 _ = try? store.delete(SessionIdentity(profile: request.profile, configuration: previous))
+                hotCache?.forget(SessionIdentity(profile: request.profile, configuration: previous))
             }
             events?.append(EventRecord(time: clock.now(), event: .signedIn, profile: request.profile.rawValue, issuer: request.issuer.string, subject: tokenSet.subject))
             return tokenSet
@@ -132,8 +139,26 @@ public final class TokenctlService: Sendable {
 
     /// A token set whose access token is valid for at least `minimumTimeToLive` (see
     /// `TokenSet.refreshMargin`), refreshing when needed.
+    ///
+    /// The set served is cached in the hot cache (after a store read as after a refresh); a
+    /// session that has ended (login required) is dropped from it.
     public func token(_ name: ProfileName, minimumTimeToLive: Double, force: Bool) async throws(TokenctlError) -> TokenSet {
-        try await broker.validTokenSet(for: try resolve(name), minimumTimeToLive: minimumTimeToLive, force: force)
+        let profile = try resolve(name)
+        return try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+            try await broker.validTokenSet(for: profile, minimumTimeToLive: minimumTimeToLive, force: force)
+        }
+    }
+
+    /// Run a broker call and keep the hot cache in step with its outcome.
+    private func cachingHotPath(_ identity: SessionIdentity, _ body: () async throws(TokenctlError) -> TokenSet) async throws(TokenctlError) -> TokenSet {
+        do {
+            let tokenSet = try await body()
+            hotCache?.remember(tokenSet, for: identity, now: clock.now())
+            return tokenSet
+        } catch {
+            if error.kind == .loginRequired { hotCache?.forget(identity) }
+            throw error
+        }
     }
 
     /// The outcome of refreshing one profile (for `refresh --all`).
@@ -150,12 +175,17 @@ public final class TokenctlService: Sendable {
             let profile = try resolve(name)
             if let window {
                 let started = clock.now()
-                let tokenSet = try await broker.validTokenSet(for: profile, minimumTimeToLive: window, force: false, capMargin: false)
+                let tokenSet = try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+                    try await broker.validTokenSet(for: profile, minimumTimeToLive: window, force: false, capMargin: false)
+                }
                 // Refreshed by this call (or by another process while we waited for the lock).
                 let refreshed = tokenSet.obtainedAt >= started
                 return RefreshReport(profile: name, result: .success(tokenSet), skipped: !refreshed)
             }
-            return RefreshReport(profile: name, result: .success(try await broker.validTokenSet(for: profile, minimumTimeToLive: 0, force: true)), skipped: false)
+            let tokenSet = try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+                try await broker.validTokenSet(for: profile, minimumTimeToLive: 0, force: true)
+            }
+            return RefreshReport(profile: name, result: .success(tokenSet), skipped: false)
         } catch {
             return RefreshReport(profile: name, result: .failure(error), skipped: false)
         }
@@ -189,6 +219,8 @@ public final class TokenctlService: Sendable {
     public func logout(_ name: ProfileName, revoke: Bool) async throws(TokenctlError) -> LogoutReport {
         let configuration = try profiles.require(name)
         let identity = SessionIdentity(profile: name, configuration: configuration)
+        // First, whatever else fails: no cached access token outlives a logout.
+        hotCache?.forget(identity)
         let lock = try await locks.acquire(name, timeout: lockTimeout)
         defer { withExtendedLifetime(lock) {} }
         let stored: TokenSet?
@@ -205,6 +237,8 @@ public final class TokenctlService: Sendable {
         }
         let removed: Bool
         do { removed = try store.delete(identity) } catch { throw TokenctlError(error) }
+        // Again after the delete: a `token` racing the logout may have cached meanwhile.
+        hotCache?.forget(identity)
         if case .success? = revocation {
             events?.append(EventRecord(time: clock.now(), event: .sessionRevoked, profile: name.rawValue, issuer: identity.issuer, subject: stored?.subject))
         }

@@ -35,7 +35,9 @@ public struct CommandLineParser: Sendable {
             let argument = arguments[index]
             defer { index += 1 }
 
-            if endOfOptions || !argument.hasPrefix("-") || argument == "-" {
+            // Byte-level tests (here and below): Character-level String operations page in the
+            // Unicode tables, which the static front's `token` hits must not pay for.
+            if endOfOptions || argument.utf8.first != UInt8(ascii: "-") || argument == "-" {
                 if command == nil {
                     if argument == "help" && !endOfOptions {
                         // `tokenctl help [COMMAND]`
@@ -67,9 +69,9 @@ public struct CommandLineParser: Sendable {
 
             let spelled: String
             let inline: String?
-            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
-                spelled = String(argument[..<equals])
-                inline = String(argument[argument.index(after: equals)...])
+            if argument.utf8.starts(with: "--".utf8), let equals = argument.utf8.firstIndex(of: UInt8(ascii: "=")) {
+                spelled = String(decoding: argument.utf8[..<equals], as: UTF8.self)
+                inline = String(decoding: argument.utf8[argument.utf8.index(after: equals)...], as: UTF8.self)
             } else {
                 spelled = argument
                 inline = nil
@@ -106,12 +108,12 @@ public struct CommandLineParser: Sendable {
             }
             if option.isFlag {
                 guard inline == nil else { throw UsageError("'\(spelled)' does not take a value.", command: command?.name) }
-                invocation.options.flags.insert(option.key)
+                invocation.options.insertFlag(option.key)
             } else {
-                guard invocation.options.values[option.key] == nil else {
+                guard invocation.options.value(option.key) == nil else {
                     throw UsageError("'\(option.key)' was given more than once.", command: command?.name)
                 }
-                invocation.options.values[option.key] = try takeValue(option, inline: inline, spelled: spelled)
+                invocation.options.setValue(try takeValue(option, inline: inline, spelled: spelled), for: option.key)
             }
         }
 

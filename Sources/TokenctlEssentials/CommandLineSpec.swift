@@ -54,15 +54,42 @@ public enum GlobalOptions {
 }
 
 /// What the user asked for on the command line.
+///
+/// Kept in small arrays rather than a Dictionary and a Set: the static front parses argv on
+/// every `token` hit, and hashing Strings pages in about 1 MB of the Swift runtime.
 public struct ParsedOptions: Sendable, Equatable {
-    public var values: [String: String] = [:]
-    public var flags: Set<String> = []
+    /// Option values by key, in the order given (each key at most once).
+    public private(set) var valueList: [(key: String, value: String)] = []
+    /// Flags given, each once.
+    public private(set) var flagList: [String] = []
     public var arguments: [String] = []
 
     public init() {}
 
-    public func value(_ key: String) -> String? { values[key] }
-    public func has(_ key: String) -> Bool { flags.contains(key) }
+    public func value(_ key: String) -> String? { valueList.first { $0.key == key }?.value }
+    public func has(_ key: String) -> Bool { flagList.contains(key) }
+
+    /// Set an option's value (replacing an earlier one).
+    public mutating func setValue(_ value: String, for key: String) {
+        valueList.removeAll { $0.key == key }
+        valueList.append((key, value))
+    }
+
+    public mutating func insertFlag(_ key: String) {
+        if !flagList.contains(key) { flagList.append(key) }
+    }
+
+    public var values: [String: String] {
+        Dictionary(valueList.map { ($0.key, $0.value) }, uniquingKeysWith: { $1 })
+    }
+
+    public var flags: Set<String> { Set(flagList) }
+
+    public static func == (lhs: ParsedOptions, rhs: ParsedOptions) -> Bool {
+        lhs.arguments == rhs.arguments && lhs.flagList.count == rhs.flagList.count && lhs.valueList.count == rhs.valueList.count
+            && lhs.flagList.allSatisfy(rhs.flagList.contains)
+            && lhs.valueList.allSatisfy { rhs.value($0.key) == $0.value }
+    }
 }
 
 /// A bad command line: exit status 64 (EX_USAGE).

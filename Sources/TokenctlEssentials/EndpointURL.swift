@@ -11,41 +11,63 @@ public struct EndpointURL: Hashable, Sendable, CustomStringConvertible {
     public init(_ string: String) throws(EndpointURLError) {
         guard !string.isEmpty else { throw .empty }
         guard string.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw .invalidCharacters(string) }
-        guard let schemeEnd = string.firstRange(of: "://") else { throw .notAbsolute(string) }
-        let scheme = string[..<schemeEnd.lowerBound].lowercased()
+        // Visible ASCII from here on: bytes, so no Unicode tables are paged in (the static front
+        // checks the profile's URLs on every `token` hit).
+        let bytes = Array(string.utf8)
+        func lowercased(_ part: ArraySlice<UInt8>) -> String {
+            String(decoding: part.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }, as: UTF8.self)
+        }
+        guard let schemeEnd = EndpointURL.firstRange(of: Array("://".utf8), in: bytes) else { throw .notAbsolute(string) }
+        let scheme = lowercased(bytes[..<schemeEnd])
         guard scheme == "https" || scheme == "http" else { throw .unsupportedScheme(string) }
-        let rest = string[schemeEnd.upperBound...]
-        guard !rest.contains("#") else { throw .hasFragment(string) }
-        let authority = rest.prefix { $0 != "/" && $0 != "?" }
-        guard !authority.contains("@") else { throw .hasUserInfo(string) }
-        var host: Substring
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw .notAbsolute(string) }
+        let rest = bytes[(schemeEnd + 3)...]
+        guard !rest.contains(UInt8(ascii: "#")) else { throw .hasFragment(string) }
+        let authority = rest.prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") }
+        guard !authority.contains(UInt8(ascii: "@")) else { throw .hasUserInfo(string) }
+        var host: ArraySlice<UInt8>
+        if authority.first == UInt8(ascii: "[") {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { throw .notAbsolute(string) }
             host = authority[authority.startIndex...close]
         } else {
-            host = authority.prefix { $0 != ":" }
+            host = authority.prefix { $0 != UInt8(ascii: ":") }
         }
         guard !host.isEmpty else { throw .notAbsolute(string) }
         let port = authority.dropFirst(host.count)
         if !port.isEmpty {
             let digits = port.dropFirst()
-            guard port.first == ":", !digits.isEmpty, digits.allSatisfy({ $0 >= "0" && $0 <= "9" }), let number = Int(digits), number <= 65535 else {
+            guard port.first == UInt8(ascii: ":"), let number = EndpointURL.decimal(digits), number <= 65535 else {
                 throw .invalidPort(string)
             }
         }
-        host = Substring(host.lowercased())
-        if scheme == "http", !EndpointURL.isLoopback(String(host)) { throw .plainHTTPToRemoteHost(string) }
+        let hostText = lowercased(host)
+        if scheme == "http", !EndpointURL.isLoopback(hostText) { throw .plainHTTPToRemoteHost(string) }
         self.string = string
         self.scheme = scheme
-        self.host = String(host)
+        self.host = hostText
+    }
+
+    private static func firstRange(of needle: [UInt8], in haystack: [UInt8]) -> Int? {
+        guard haystack.count >= needle.count else { return nil }
+        return (0...(haystack.count - needle.count)).first { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
     }
 
     /// Whether `host` names this machine: `localhost`, `127.0.0.0/8` or `[::1]`.
     public static func isLoopback(_ host: String) -> Bool {
         if host == "localhost" || host == "[::1]" { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4, parts[0] == "127" else { return false }
-        return parts.allSatisfy { part in UInt8(part) != nil }
+        let parts = Array(host.utf8).split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0].elementsEqual("127".utf8) else { return false }
+        return parts.allSatisfy { part in decimal(part).map { $0 <= 255 } ?? false }
+    }
+
+    /// The value of a non-empty run of ASCII digits (saturating far above any port), else nil.
+    private static func decimal(_ digits: some Collection<UInt8>) -> Int? {
+        guard !digits.isEmpty else { return nil }
+        var value = 0
+        for digit in digits {
+            guard digit >= UInt8(ascii: "0") && digit <= UInt8(ascii: "9") else { return nil }
+            value = min(value * 10 + Int(digit - UInt8(ascii: "0")), 1 << 20)
+        }
+        return value
     }
 
     /// The URL without a trailing slash, for joining well-known paths (RFC 8414 §3).

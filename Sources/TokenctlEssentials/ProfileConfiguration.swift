@@ -32,32 +32,38 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// - Parameter path: used only in error messages.
     /// - Throws: `ConfigurationError` naming the file and line at fault.
     public static func parse(_ text: String, path: String) throws(ConfigurationError) -> ProfileConfiguration {
-        var values: [String: (value: String, line: Int)] = [:]
+        // Bytes and small arrays, not Characters and a Dictionary: the static front reads this
+        // file on every `token` hit, and those would page in the Unicode tables and hashing.
+        // Lines end at LF; a CR before it is trimmed as whitespace (CRLF files work).
+        var values: [(key: String, value: String, line: Int)] = []
         var lineNumber = 0
-        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
+        for rawLine in text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false) {
             lineNumber += 1
             let line = rawLine.trimmingASCIIWhitespace()
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            guard let equals = line.firstIndex(of: "=") else {
+            if line.isEmpty || line.first == UInt8(ascii: "#") { continue }
+            guard let equals = line.firstIndex(of: UInt8(ascii: "=")) else {
                 throw ConfigurationError(path: path, line: lineNumber, message: "expected 'key = value'")
             }
-            let key = String(line[..<equals].trimmingASCIIWhitespace())
-            let value = String(line[line.index(after: equals)...].trimmingASCIIWhitespace())
+            let key = String(decoding: line[..<equals].trimmingASCIIWhitespace(), as: UTF8.self)
+            let value = String(decoding: line[line.index(after: equals)...].trimmingASCIIWhitespace(), as: UTF8.self)
             guard keys.contains(key) else {
                 let hint = closestMatch(to: key, in: keys).map { " (did you mean '\($0)'?)" } ?? ""
                 throw ConfigurationError(path: path, line: lineNumber, message: "unknown key '\(key)'\(hint)")
             }
-            guard values[key] == nil else {
+            guard !values.contains(where: { $0.key == key }) else {
                 throw ConfigurationError(path: path, line: lineNumber, message: "'\(key)' is set twice")
             }
             guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
                 throw ConfigurationError(path: path, line: lineNumber, message: "'\(key)' contains control characters")
             }
-            values[key] = (value, lineNumber)
+            values.append((key, value, lineNumber))
+        }
+        func entry(_ key: String) -> (value: String, line: Int)? {
+            values.first { $0.key == key }.map { ($0.value, $0.line) }
         }
 
         func url(_ key: String) throws(ConfigurationError) -> EndpointURL? {
-            guard let entry = values[key] else { return nil }
+            guard let entry = entry(key) else { return nil }
             do { return try EndpointURL(entry.value) } catch {
                 throw ConfigurationError(path: path, line: entry.line, message: "\(key): \(error)")
             }
@@ -65,7 +71,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         guard let issuer = try url("issuer") else {
             throw ConfigurationError(path: path, line: nil, message: "'issuer' is missing")
         }
-        guard let clientID = values["client_id"] else {
+        guard let clientID = entry("client_id") else {
             throw ConfigurationError(path: path, line: nil, message: "'client_id' is missing")
         }
         guard !clientID.value.isEmpty else {
@@ -74,10 +80,10 @@ public struct ProfileConfiguration: Equatable, Sendable {
         return ProfileConfiguration(
             issuer: issuer,
             clientID: clientID.value,
-            scope: values["scope"].flatMap { $0.value.isEmpty ? nil : $0.value },
+            scope: entry("scope").flatMap { $0.value.isEmpty ? nil : $0.value },
             tokenEndpoint: try url("token_endpoint"),
             revocationEndpoint: try url("revocation_endpoint"),
-            caBundle: values["cacert"].flatMap { $0.value.isEmpty ? nil : $0.value }
+            caBundle: entry("cacert").flatMap { $0.value.isEmpty ? nil : $0.value }
         )
     }
 
@@ -115,11 +121,17 @@ public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-extension StringProtocol {
+extension Collection<UInt8> where SubSequence == Self {
+    /// Without leading and trailing spaces, tabs and CRs (bytes, so no Unicode tables).
     func trimmingASCIIWhitespace() -> SubSequence {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
         guard let start = firstIndex(where: { !isSpace($0) }) else { return self[endIndex...] }
-        let end = lastIndex(where: { !isSpace($0) })!
+        var end = start
+        var index = start
+        while index != endIndex {
+            if !isSpace(self[index]) { end = index }
+            index = self.index(after: index)
+        }
         return self[start...end]
     }
 }

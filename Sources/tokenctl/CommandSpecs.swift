@@ -2,7 +2,7 @@ import TokenctlEssentials
 
 /// The commands tokenctl understands, as help prints them.
 enum Commands {
-    static let timeout = OptionSpec("--timeout", value: "seconds", help: "Give up on the server after this long in all, retries included (default: 30).")
+    static let timeout = SharedCommandSpecs.timeout
 
     static let login = CommandSpec(
         name: "login",
@@ -24,20 +24,8 @@ enum Commands {
         $XDG_CONFIG_HOME/tokenctl/profiles/<name>.conf. Nothing is stored if anything fails.
         """)
 
-    static let token = CommandSpec(
-        name: "token",
-        abstract: "Print a valid access token, refreshing it if needed.",
-        usage: "[--min-ttl <seconds>] [--force] [--format <format>]",
-        options: [
-            OptionSpec("--min-ttl", value: "seconds", help: "Refresh when the token expires within this time (default: 60; capped at half the token's lifetime)."),
-            OptionSpec("--force", help: "Refresh even if the cached token is still valid."),
-            OptionSpec("--format", value: "format", help: "raw (default): the token; header: 'Authorization: Bearer …'; json: token and expiry."),
-            timeout,
-        ],
-        discussion: """
-        Standard output carries only the token and one newline, so it can be used as
-        curl -H "Authorization: Bearer $(tokenctl token)" https://api.example.com/
-        """)
+    /// Shared with the static front, which serves `token` hot-cache hits with the same parser.
+    static let token = SharedCommandSpecs.token
 
     static let refresh = CommandSpec(
         name: "refresh",

@@ -98,7 +98,6 @@ enum StatusCommand {
 
     /// The stable JSON schema documented in tokenctl(1), STATUS JSON.
     static func json(_ status: SessionStatus) -> String {
-        let present = status.state == .authenticated || status.state == .expiredRefreshable
         var fields: [(String, JSONText.Value)] = [
             ("profile", .string(status.profile.rawValue)),
             ("state", .string(status.state.rawValue)),
@@ -115,9 +114,10 @@ enum StatusCommand {
             ("last_refresh_at", .string(status.lastRefreshAt.map(Output.timestamp))),
             ("ended_reason", .string(status.endedReason)),
             ("store", .string(status.store)),
+            ("cache", .string(status.cache)),
         ]
-        if !present { fields.removeAll { ["claims_source", "access_token_format"].contains($0.0) && $0.1 == .null } }
-        if let problem = status.storeProblem { fields.append(("store_problem", .string(problem))) }
+        // Every key in every state (null when it does not apply): a stable schema for scripts.
+        fields.append(("store_problem", .string(status.storeProblem)))
         return JSONText.object(fields)
     }
 

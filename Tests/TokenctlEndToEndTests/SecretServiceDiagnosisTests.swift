@@ -3,6 +3,8 @@ import Testing
 
 /// The Secret Service failing the ways it fails in the field: each case gets its own message
 /// and exit 69, the session is never reported as signed out, and it survives.
+/// These exercise the Secret Service path, so the kernel-keyring hot cache is switched off
+/// (`useSecretServicePathOnly`); what the cache does with a locked keyring is tested too.
 @Suite("End to end: Secret Service diagnosis", .serialized)
 struct SecretServiceDiagnosisTests {
     @Test("a locked keyring: `token` and `status` exit 69 saying locked; the session is intact after unlocking")
@@ -15,6 +17,14 @@ struct SecretServiceDiagnosisTests {
         let access = try #require(try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String)
         try keyring.lock()
 
+        // The kernel-keyring hot cache still serves the valid access token it holds (it needs
+        // no keyring); anything that must reach the Secret Service reports the lock.
+        let cached = try sandbox.tokenctl("token")
+        #expect(cached.status == 0 && cached.stdout == access + "\n", "\(cached)")
+        let forced = try sandbox.tokenctl("token", "--force")
+        #expect(forced.status == 69 && forced.stderr.contains("locked"), "\(forced)")
+
+        sandbox.useSecretServicePathOnly()
         let token = try sandbox.tokenctl("token")
         #expect(token.status == 69, "\(token)")
         #expect(token.stderr.contains("locked"))
@@ -37,6 +47,7 @@ struct SecretServiceDiagnosisTests {
     @Test("no session bus at all: 69 with advice, never an X11 autolaunch attempt")
     func noBus() throws {
         let sandbox = try Sandbox()
+        sandbox.useSecretServicePathOnly()
         let server = try AuthServer()
         try sandbox.login(server)
         sandbox.variables["DBUS_SESSION_BUS_ADDRESS"] = nil
@@ -52,6 +63,7 @@ struct SecretServiceDiagnosisTests {
     func daemonKilledBetweenCommands() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
+        sandbox.useSecretServicePathOnly()
         sandbox.use(keyring)
         let server = try AuthServer()
         try sandbox.login(server)
@@ -90,6 +102,7 @@ struct SecretServiceDiagnosisTests {
     func hungDaemon() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
+        sandbox.useSecretServicePathOnly()
         sandbox.use(keyring)
         let server = try AuthServer()
         try sandbox.login(server)
@@ -106,12 +119,14 @@ struct SecretServiceDiagnosisTests {
     func cronEnvironment() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
+        sandbox.useSecretServicePathOnly()
         sandbox.use(keyring)
         let server = try AuthServer()
         try sandbox.login(server)
         // What cron gives: HOME, PATH, a runtime directory (with lingering), and nothing else.
         sandbox.variables = [
             "HOME": sandbox.variables["HOME"]!, "PATH": "/usr/bin:/bin",
+            "TOKENCTL_TEST_DISABLE_KERNEL_KEYRING": "1",
             "XDG_RUNTIME_DIR": keyring.runtimeDirectory,
             "XDG_CONFIG_HOME": sandbox.variables["XDG_CONFIG_HOME"]!,
         ]

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlEssentials
 
 /// A throwaway user for one test: its own HOME, config, state and runtime (lock) directories,
 /// sharing the private session bus and keyring that Scripts/test started.
@@ -7,6 +8,9 @@ final class Sandbox: @unchecked Sendable {
     let environment: TestEnvironment
     let root: String
     var variables: [String: String]
+    /// (profile, issuer, client ID) of every login, to drop their hot-cache keys at the end:
+    /// the kernel user keyring is shared by every process of the uid and outlives the test.
+    private var loggedIn: [(String, String, String)] = []
 
     init() throws {
         environment = try TestEnvironment.require()
@@ -26,6 +30,9 @@ final class Sandbox: @unchecked Sendable {
     }
 
     deinit {
+        for (profile, issuer, clientID) in loggedIn {
+            HotCache(environment: .fixed([:])).invalidate(profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID)
+        }
         try? FileManager.default.removeItem(atPath: root)
     }
 
@@ -51,6 +58,7 @@ final class Sandbox: @unchecked Sendable {
     @discardableResult
     func login(_ server: AuthServer, profile: String = "default", clientID: String = "cli", subject: String = "alice") throws -> String {
         let refreshToken = try server.issue(clientID: clientID, subject: subject)
+        loggedIn.append((profile, server.url, clientID))
         let result = try tokenctl("--profile", profile, "login", "--issuer", server.url, "--client-id", clientID, "--refresh-token-stdin", stdin: refreshToken)
         guard result.status == 0 else { throw HarnessError("login failed: \(result)") }
         return refreshToken
@@ -77,5 +85,11 @@ final class Sandbox: @unchecked Sendable {
             var isDirectory: ObjCBool = false
             return FileManager.default.fileExists(atPath: $0, isDirectory: &isDirectory) && !isDirectory.boolValue
         }
+    }
+
+    /// Switch off the kernel-keyring hot cache (the test-only switch): every `token` goes to
+    /// the Secret Service, as on a machine whose kernel keyring is unavailable.
+    func useSecretServicePathOnly() {
+        variables["TOKENCTL_TEST_DISABLE_KERNEL_KEYRING"] = "1"
     }
 }

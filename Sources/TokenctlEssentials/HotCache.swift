@@ -1,0 +1,86 @@
+/// The memory-only hot cache: one `user` key per profile in the kernel user keyring, holding a
+/// `HotCacheEntry`, readable by this user only, expiring in the kernel at the access token's
+/// expiry minus the default refresh margin.
+///
+/// A cache of the Secret Service, never the source of truth: every failure here is a miss
+/// (reads) or is ignored (writes), and tokenctl carries on through the Secret Service. Used by
+/// the static front (lookups) and the engine (writes after store reads and refreshes,
+/// invalidation on logout, terminal failures and re-pointed logins).
+public struct HotCache: Sendable {
+    /// Which cache serves `token` hits, as `status --json` reports it.
+    public enum State: String, Sendable {
+        case kernelKeyring = "kernel-keyring"
+        case none
+    }
+
+    /// Set to `1` to behave as if the kernel keyring were unavailable (tests of the fallback).
+    public static let disableVariable = "TOKENCTL_TEST_DISABLE_KERNEL_KEYRING"
+
+    /// True when the test switch forces the Secret Service path.
+    public let isDisabled: Bool
+
+    public init(environment: Environment = .process) {
+        isDisabled = environment[HotCache.disableVariable] == "1"
+    }
+
+    public var state: State {
+        !isDisabled && KernelKeyring.isAvailable() ? .kernelKeyring : .none
+    }
+
+    /// The entry cached for exactly this identity; `nil` on a miss, an identity mismatch, a
+    /// payload that does not decode, or an unusable keyring.
+    public func lookup(profile: ProfileName, issuer: String, clientID: String) -> HotCacheEntry? {
+        guard !isDisabled else { return nil }
+        return HotCache.cached(HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID))
+            .flatMap { $0.entry.belongs(to: profile, issuer: issuer, clientID: clientID) ? $0.entry : nil }
+    }
+
+    /// Cache `entry` until its expiry minus the default margin, unless the key already holds a
+    /// newer entry for the same identity (a concurrent process may have rotated meanwhile).
+    /// An entry with under a second left is not cached, and removes any older one.
+    ///
+    /// - Returns: whether the key now holds `entry` (for `--verbose` and tests).
+    @discardableResult
+    public func store(_ entry: HotCacheEntry, now: Double) -> Bool {
+        guard !isDisabled else { return false }
+        let description = entry.keyDescription
+        let existing = HotCache.cached(description)
+        if let existing, existing.entry.belongs(to: entry.profile, issuer: entry.issuer, clientID: entry.clientID) {
+            if existing.entry == entry { return true }
+            let existingServable = existing.entry.isFresh(at: now, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive)
+            if existing.entry.obtainedAt > entry.obtainedAt && existingServable { return false }
+        }
+        guard let timeout = entry.kernelTimeout(at: now), var payload = try? entry.encoded() else {
+            if let existing { _ = KernelKeyring.invalidate(existing.key) }
+            return false
+        }
+        defer { KernelKeyring.scrub(&payload) }
+        switch KernelKeyring.replace(description, payload: payload, permissions: KernelKeyring.userOnlyPermissions, timeout: timeout) {
+        case .success: return true
+        case .failure:
+            // EDQUOT, EPERM, ENOSYS...: the Secret Service path serves instead. Never leave an
+            // older entry behind a failed replacement.
+            if let existing { _ = KernelKeyring.invalidate(existing.key) }
+            return false
+        }
+    }
+
+    /// Remove the key of this identity, whatever it holds. Done even under the test switch:
+    /// a key written before the switch was set must not outlive a logout.
+    public func invalidate(profile: ProfileName, issuer: String, clientID: String) {
+        let description = HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID)
+        // Loop: a concurrent writer could link a new key between search and invalidate.
+        for _ in 0..<4 {
+            guard case .success(let key?) = KernelKeyring.search(description) else { return }
+            _ = KernelKeyring.invalidate(key)
+        }
+    }
+
+    private static func cached(_ description: String) -> (key: KernelKeyring.KeyID, entry: HotCacheEntry)? {
+        guard case .success(let key?) = KernelKeyring.search(description),
+              case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize) else { return nil }
+        defer { KernelKeyring.scrub(&payload) }
+        guard let entry = try? HotCacheEntry.decode(payload) else { return nil }
+        return (key, entry)
+    }
+}

@@ -1,0 +1,108 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CKernelKeyring
+
+/// Every kernel key-management call tokenctl makes, and nothing else: the hot cache's only
+/// contact with C (swift-system's one-file syscall layer). Raw `add_key(2)`/`keyctl(2)`, so the
+/// static front needs no libkeyutils.
+public enum KernelKeyring {
+    /// A key's serial number.
+    public typealias KeyID = Int32
+
+    /// The user keyring (`@u`): shared by every process of this uid, kept while the user has one.
+    public static var userKeyring: KeyID { tk_key_spec_user_keyring() }
+    /// The process keyring (`@p`): a private staging place, created on demand, gone with the process.
+    public static let processKeyring: KeyID = -2
+
+    /// Possessor and user: view, read, write, search, link, setattr. Group and others: nothing.
+    public static let userOnlyPermissions: UInt32 = 0x3f3f_0000
+
+    /// Whether this process can use the user keyring at all (not blocked by seccomp, not
+    /// missing from the kernel).
+    public static func isAvailable() -> Bool {
+        tk_keyctl_get_keyring_id(userKeyring) >= 0
+    }
+
+    /// The `user` key with this description reachable from `keyring`, or `nil` when there is none
+    /// (or it expired, was revoked, or is not searchable by us).
+    public static func search(_ description: String, in keyring: KeyID = userKeyring) -> Result<KeyID?, KeyringError> {
+        let id = tk_keyctl_search(keyring, "user", description)
+        if id >= 0 { return .success(id) }
+        switch errno {
+        case ENOKEY, EKEYEXPIRED, EKEYREVOKED, EACCES: return .success(nil)
+        case let code: return .failure(KeyringError(errno: code, operation: "search"))
+        }
+    }
+
+    /// The payload of a key, at most `limit` bytes (a larger payload is an error, never truncated).
+    /// The caller should `scrub` the bytes once done.
+    public static func read(_ key: KeyID, limit: Int) -> Result<[UInt8], KeyringError> {
+        // One call for any ordinary token; KEYCTL_READ reports the real size when it is larger.
+        var capacity = min(limit, 4096)
+        while true {
+            var buffer = [UInt8](repeating: 0, count: capacity)
+            let size = buffer.withUnsafeMutableBytes { tk_keyctl_read(key, $0.baseAddress, $0.count) }
+            if size < 0 {
+                scrub(&buffer)
+                return .failure(KeyringError(errno: errno, operation: "read"))
+            }
+            if size <= capacity {
+                buffer.removeLast(capacity - size)
+                return .success(buffer)
+            }
+            scrub(&buffer)
+            guard size <= limit else { return .failure(KeyringError(errno: EMSGSIZE, operation: "read")) }
+            capacity = size
+        }
+    }
+
+    /// Create a `user` key with `payload`, permissions and timeout already set, then link it into
+    /// `keyring`, displacing a key of the same description there in one step. It is staged in the
+    /// process keyring, which this process always possesses: setting permissions on a key created
+    /// straight in `@u` fails where the session keyring does not link `@u`, and readers never see
+    /// a key without its permissions or its timeout.
+    public static func replace(_ description: String, payload: [UInt8], permissions: UInt32, timeout: UInt32, in keyring: KeyID = userKeyring) -> Result<KeyID, KeyringError> {
+        let key = payload.withUnsafeBytes { tk_add_key("user", description, $0.baseAddress, $0.count, processKeyring) }
+        guard key >= 0 else { return .failure(KeyringError(errno: errno, operation: "add_key")) }
+        defer { _ = tk_keyctl_unlink(key, processKeyring) }
+        guard tk_keyctl_setperm(key, permissions) == 0 else { return failed(key, "setperm") }
+        guard tk_keyctl_set_timeout(key, timeout) == 0 else { return failed(key, "set_timeout") }
+        guard tk_keyctl_link(key, keyring) == 0 else { return failed(key, "link") }
+        return .success(key)
+    }
+
+    /// Invalidate a key: the kernel removes it from every keyring at once. Falls back to unlinking
+    /// it from `keyring` on kernels without KEYCTL_INVALIDATE.
+    public static func invalidate(_ key: KeyID, from keyring: KeyID = userKeyring) -> Result<Void, KeyringError> {
+        if tk_keyctl_invalidate(key) == 0 { return .success(()) }
+        let invalidateErrno = errno
+        if tk_keyctl_unlink(key, keyring) == 0 { return .success(()) }
+        return .failure(KeyringError(errno: invalidateErrno, operation: "invalidate"))
+    }
+
+    /// Zero bytes that held a token.
+    public static func scrub(_ bytes: inout [UInt8]) {
+        for index in bytes.indices { bytes[index] = 0 }
+    }
+
+    private static func failed(_ key: KeyID, _ operation: String) -> Result<KeyID, KeyringError> {
+        let code = errno
+        _ = tk_keyctl_invalidate(key)
+        return .failure(KeyringError(errno: code, operation: operation))
+    }
+}
+
+/// A failed key-management call. EPERM/ENOSYS (seccomp, no keyring support) and EDQUOT (quota)
+/// are the expected ones; callers fall back to the Secret Service on any.
+public struct KeyringError: Error, Equatable, CustomStringConvertible {
+    public let errno: Int32
+    public let operation: String
+
+    public init(errno: Int32, operation: String) {
+        self.errno = errno
+        self.operation = operation
+    }
+
+    public var description: String { "keyctl \(operation): \(String(cString: strerror(errno)))" }
+}

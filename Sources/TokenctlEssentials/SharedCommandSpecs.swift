@@ -1,0 +1,22 @@
+/// The command specifications both executables parse: the static front (`tokenctl`) serves
+/// `token` hot-cache hits with exactly the options the engine (`tokenctl-engine`) accepts.
+public enum SharedCommandSpecs {
+    public static let timeout = OptionSpec("--timeout", value: "seconds", help: "Give up on the server after this long in all, retries included (default: 30).")
+
+    public static let token = CommandSpec(
+        name: "token",
+        abstract: "Print a valid access token, refreshing it if needed.",
+        usage: "[--min-ttl <seconds>] [--force] [--format <format>]",
+        options: [
+            OptionSpec("--min-ttl", value: "seconds", help: "Refresh when the token expires within this time (default: 60; capped at half the token's lifetime)."),
+            OptionSpec("--force", help: "Refresh even if the cached token is still valid."),
+            OptionSpec("--format", value: "format", help: "raw (default): the token; header: 'Authorization: Bearer …'; json: token and expiry."),
+            timeout,
+        ],
+        discussion: """
+        Standard output carries only the token and one newline, so it can be used as
+        curl -H "Authorization: Bearer $(tokenctl token)" https://api.example.com/
+        A valid token is served from a memory-only cache in the kernel user keyring when it can
+        be; the Secret Service is asked otherwise.
+        """)
+}

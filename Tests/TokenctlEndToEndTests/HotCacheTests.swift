@@ -1,0 +1,235 @@
+import Foundation
+import Testing
+import TokenctlEssentials
+
+/// The kernel keyring hot cache, through the built front (`tokenctl`) and engine
+/// (`tokenctl-engine`), the real keyrings and a real server.
+@Suite("End to end: kernel keyring hot cache")
+struct HotCacheTests {
+    let probe = KernelKeyringProbe()
+    /// A session bus address where nothing listens: any D-Bus use fails (exit 69).
+    static let noBus = ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/tokenctl-test-bus"]
+    static let fallback = [HotCache.disableVariable: "1"]
+
+    @Test("a hit needs no D-Bus and no network; --force and the fallback do")
+    func hitWithoutSecretService() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server)
+        let access = try #require(try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String)
+        let requests = try server.tokenRequests().count
+        #expect(try probe.key(issuer: server.url) != nil, "login cached the token")
+
+        let hit = try sandbox.tokenctl("token", extraEnvironment: Self.noBus)
+        #expect(hit.status == 0, "\(hit)")
+        #expect(hit.stdout == access + "\n")
+        #expect(hit.stderr.isEmpty)
+        #expect(try sandbox.tokenctl("token", "--format", "header", extraEnvironment: Self.noBus).stdout == "Authorization: Bearer \(access)\n")
+        #expect(try server.tokenRequests().count == requests, "no request to the server")
+
+        // The hit's JSON is the engine's JSON.
+        let hitJSON = try sandbox.tokenctl("token", "--format=json", extraEnvironment: Self.noBus)
+        let engineJSON = try sandbox.tokenctl("token", "--format=json", extraEnvironment: Self.fallback)
+        #expect(hitJSON.status == 0 && engineJSON.status == 0, "\(hitJSON) \(engineJSON)")
+        let hitObject = try #require(try JSONSerialization.jsonObject(with: Data(hitJSON.stdout.utf8)) as? [String: Any])
+        let engineObject = try #require(try JSONSerialization.jsonObject(with: Data(engineJSON.stdout.utf8)) as? [String: Any])
+        #expect(Set(hitObject.keys) == Set(engineObject.keys))
+        for key in ["access_token", "token_type", "expires_at"] { #expect(hitObject[key] as? String == engineObject[key] as? String, "\(key)") }
+        #expect(abs((hitObject["expires_in"] as? Int ?? 0) - (engineObject["expires_in"] as? Int ?? -9)) <= 1)
+
+        // Verbose hits say where the token came from.
+        let verbose = try sandbox.tokenctl("-v", "token", extraEnvironment: Self.noBus)
+        #expect(verbose.stdout == access + "\n")
+        #expect(verbose.stderr.contains("kernel keyring"))
+
+        // Everything that must not be a hit reaches the engine and the (unreachable) Secret Service.
+        for arguments in [["token", "--force"], ["status"]] {
+            let result = try sandbox.start(arguments, extraEnvironment: Self.noBus).wait()
+            #expect(result.status == 69, "\(arguments): \(result)")
+        }
+        let forcedFallback = try sandbox.tokenctl("token", extraEnvironment: Self.noBus.merging(Self.fallback) { $1 })
+        #expect(forcedFallback.status == 69, "the test switch goes to the Secret Service: \(forcedFallback)")
+    }
+
+    @Test("rotation replaces the cached key: after token --force the next hit prints the new token")
+    func rotationReplacesKey() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server)
+        let first = try sandbox.tokenctl("token")
+        let forced = try sandbox.tokenctl("token", "--force")
+        #expect(forced.status == 0, "\(forced)")
+        #expect(forced.stdout != first.stdout)
+        let hit = try sandbox.tokenctl("token", extraEnvironment: Self.noBus)
+        #expect(hit.status == 0, "\(hit)")
+        #expect(hit.stdout == forced.stdout)
+
+        // `refresh` rotates too.
+        #expect(try sandbox.tokenctl("refresh").status == 0)
+        let stored = try #require(try sandbox.storedTokenSet(issuer: server.url))
+        let afterRefresh = try sandbox.tokenctl("token", extraEnvironment: Self.noBus)
+        #expect(afterRefresh.stdout == (stored["access_token"] as! String) + "\n")
+
+        // The key holds the access token and nothing more secret.
+        let key = try #require(try probe.key(issuer: server.url))
+        let payload = try probe.payload(key)
+        #expect(payload.contains(stored["access_token"] as! String))
+        #expect(!payload.contains(stored["refresh_token"] as! String))
+        #expect(payload.hasPrefix("tokenctl-hotcache-v1\n"))
+    }
+
+    @Test("logout leaves nothing in the kernel keyring; logout --all neither")
+    func logoutRemovesKey() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server)
+        try sandbox.login(server, profile: "second", clientID: "cli2")
+        #expect(try sandbox.tokenctl("token").status == 0)
+        #expect(try sandbox.tokenctl("--profile", "second", "token").status == 0)
+        let first = KernelKeyringProbe.description(issuer: server.url)
+        let second = KernelKeyringProbe.description(profile: "second", issuer: server.url, clientID: "cli2")
+        #expect(try probe.userKeyringDescriptions().contains(first))
+
+        #expect(try sandbox.tokenctl("logout").status == 0)
+        #expect(try probe.key(issuer: server.url) == nil)
+        #expect(!(try probe.userKeyringDescriptions().contains(first)))
+        #expect(try probe.userKeyringDescriptions().contains(second), "only the logged-out profile's key goes")
+        let afterLogout = try sandbox.tokenctl("token")
+        #expect(afterLogout.status == 77, "no stale hit after logout: \(afterLogout)")
+
+        #expect(try sandbox.tokenctl("logout", "--all", "--no-revoke").status == 0)
+        #expect(!(try probe.userKeyringDescriptions().contains(second)))
+    }
+
+    @Test("a terminal refresh failure invalidates the key")
+    func terminalFailureInvalidates() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server)
+        #expect(try sandbox.tokenctl("token").status == 0)
+        #expect(try probe.key(issuer: server.url) != nil)
+        try server.configure(["faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]]])
+        let ended = try sandbox.tokenctl("token", "--force")
+        #expect(ended.status == 77, "\(ended)")
+        #expect(try probe.key(issuer: server.url) == nil)
+        let next = try sandbox.tokenctl("token", extraEnvironment: Self.noBus)
+        #expect(next.status == 69, "no hit: the engine looks in the (unreachable) Secret Service: \(next)")
+        #expect(try sandbox.tokenctl("token").status == 77)
+    }
+
+    @Test("the key is user-only, expires in the kernel before the token does, and status --json names the cache")
+    func permissionsAndTimeout() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server)
+        let key = try #require(try probe.key(issuer: server.url))
+        let fields = try probe.rawDescription(key)
+        #expect(fields.count == 5)
+        #expect(fields[0] == "user")
+        #expect(fields[1] == String(getuid()))
+        let permissions = try #require(UInt32(fields[3], radix: 16))
+        #expect(permissions == 0x3f3f_0000, "possessor and user only: \(fields[3])")
+        #expect(permissions & 0x0000_ffff == 0, "nothing for group or others")
+        #expect(fields[4] == KernelKeyringProbe.description(issuer: server.url))
+        let line = try #require(try probe.procKeysLine(key))
+        let timeout = line.split(separator: " ", omittingEmptySubsequences: true)[3]
+        #expect(timeout != "perm", "a kernel timeout is set: \(line)")
+        #expect(timeout.hasSuffix("m") || timeout.hasSuffix("s"), "under an hour (token lifetime minus the margin): \(line)")
+
+        let status = try sandbox.tokenctl("status", "--json")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+        #expect(object["cache"] as? String == "kernel-keyring")
+        let fallbackStatus = try sandbox.tokenctl("status", "--json", extraEnvironment: Self.fallback)
+        let fallbackObject = try #require(try JSONSerialization.jsonObject(with: Data(fallbackStatus.stdout.utf8)) as? [String: Any])
+        #expect(fallbackObject["cache"] as? String == "none")
+    }
+
+    @Test("forced fallback: the whole lifecycle behaves the same and never touches the kernel keyring")
+    func forcedFallbackLifecycle() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["access_ttl": 2])
+        let refreshToken = try server.issue()
+        let login = try sandbox.tokenctl("login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken, extraEnvironment: Self.fallback)
+        #expect(login.status == 0, "\(login)")
+        defer { HotCache(environment: .fixed([:])).invalidate(profile: .default, issuer: server.url, clientID: "cli") }
+        func token(_ arguments: String...) throws -> RunResult {
+            let result = try sandbox.start(["token"] + arguments, extraEnvironment: Self.fallback).wait()
+            #expect(try probe.key(issuer: server.url) == nil, "no key in @u under the test switch")
+            return result
+        }
+        let first = try token()
+        #expect(first.status == 0, "\(first)")
+        #expect(first.stdout == (try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String).map { $0 + "\n" })
+        let again = try token()
+        #expect(again.stdout == first.stdout, "served from the Secret Service without a refresh")
+        let forced = try token("--force")
+        #expect(forced.status == 0 && forced.stdout != first.stdout)
+        sleep(seconds: 2.2)
+        let afterExpiry = try token()
+        #expect(afterExpiry.status == 0 && afterExpiry.stdout != forced.stdout, "refreshed after expiry")
+        #expect(try server.tokenRequests().count == 3)
+        let logout = try sandbox.start(["logout"], extraEnvironment: Self.fallback).wait()
+        #expect(logout.status == 0, "\(logout)")
+        #expect(try token().status == 77)
+    }
+
+    @Test("a planted key is ignored unless it names exactly this profile, issuer and client; --min-ttl beyond it misses")
+    func plantedKeys() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server)
+        let access = try #require(try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String)
+        let now = Date().timeIntervalSince1970
+        func payload(issuer: String, clientID: String = "cli", profile: String = "default", token: String, expiresIn: Double = 3600) throws -> String {
+            let entry = HotCacheEntry(
+                profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID, accessToken: token, tokenType: "Bearer",
+                obtainedAt: now, expiresAt: now + expiresIn, issuedLifetime: 3600)
+            return String(decoding: try entry.encoded(), as: UTF8.self)
+        }
+        let hostile = [
+            try payload(issuer: "https://evil.example.com", token: "at_planted_issuer"),
+            try payload(issuer: server.url, clientID: "cli2", token: "at_planted_client"),
+            try payload(issuer: server.url, profile: "other", token: "at_planted_profile"),
+            "tokenctl-hotcache-v1\naccess_token=at_planted_garbage\n",
+            "at_planted_raw",
+            try payload(issuer: server.url, token: "at_planted_stale", expiresIn: -10),
+        ]
+        for planted in hostile {
+            try probe.plant(planted, issuer: server.url)
+            let result = try sandbox.tokenctl("token")
+            #expect(result.status == 0, "\(result)")
+            #expect(result.stdout == access + "\n", "planted payload ignored: \(planted)")
+            let key = try #require(try probe.key(issuer: server.url))
+            #expect(!(try probe.payload(key)).contains("at_planted"), "the engine replaced the planted key")
+        }
+        // A well-formed key for exactly this identity is what a hit serves (no D-Bus needed).
+        // It has 100 s left of an hour: a hit for the default --min-ttl (60 s), a miss for 200 s,
+        // which goes to the engine and the (unreachable) Secret Service.
+        try probe.plant(try payload(issuer: server.url, token: "at_planted_valid", expiresIn: 100), issuer: server.url)
+        #expect(try sandbox.tokenctl("token", extraEnvironment: Self.noBus).stdout == "at_planted_valid\n")
+        #expect(try sandbox.tokenctl("token", "--min-ttl", "90", extraEnvironment: Self.noBus).stdout == "at_planted_valid\n")
+        let longer = try sandbox.tokenctl("token", "--min-ttl", "200", extraEnvironment: Self.noBus)
+        #expect(longer.status == 69, "--min-ttl beyond what is left bypasses the cache: \(longer)")
+    }
+
+    @Test("a front without its engine says which file is missing (exit 69)")
+    func missingEngine() throws {
+        let sandbox = try Sandbox()
+        let lonely = sandbox.root + "/bin/tokenctl"
+        try FileManager.default.createDirectory(atPath: sandbox.root + "/bin", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: sandbox.environment.binary, toPath: lonely)
+        // Another test's posix_spawn may hold the copy's write descriptor for an instant (ETXTBSY).
+        var result = RunResult(status: -1, stdout: "", stderr: "")
+        for _ in 0..<100 {
+            do {
+                result = try runProgram(lonely, ["status"], environment: sandbox.variables)
+                break
+            } catch where "\(error)".contains("Text file busy") {
+                sleep(seconds: 0.05)
+            }
+        }
+        #expect(result.status == 69, "\(result)")
+        #expect(result.stderr.contains(sandbox.root + "/bin/tokenctl-engine"))
+        #expect(result.stdout.isEmpty)
+    }
+}
