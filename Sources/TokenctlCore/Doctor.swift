@@ -67,6 +67,14 @@ extension TokenctlService {
             }
         }
 
+        // The hot cache: either state works; the check says which one `token` uses.
+        switch hotCache?.state ?? .none {
+        case .kernelKeyring:
+            checks.append(DoctorCheck("hot cache", ok: true, "kernel user keyring (token hits need no D-Bus)"))
+        case .none:
+            checks.append(DoctorCheck("hot cache", ok: true, "none: the kernel keyring is unavailable here, so every 'token' reads the Secret Service"))
+        }
+
         // Sessions.
         if storeUsable {
             for (name, _) in configured {

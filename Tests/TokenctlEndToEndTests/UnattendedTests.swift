@@ -167,7 +167,8 @@ struct ResidueTests {
         #expect(try sandbox.tokenctl("schedule", "install", "--cron").status == 0)
         let healthy = try sandbox.tokenctl("doctor")
         #expect(healthy.status == 0, "\(healthy)")
-        for name in ["configuration", "session bus", "secret service", "keyring", "session 'default'", "clock", "lock directory", "refresh schedule"] {
+        #expect(healthy.stdout.contains("[ok]   hot cache: kernel user keyring"), "\(healthy.stdout)")
+        for name in ["configuration", "session bus", "secret service", "keyring", "hot cache", "session 'default'", "clock", "lock directory", "refresh schedule"] {
             #expect(healthy.stdout.contains("[ok]   \(name)"), "\(name): \(healthy.stdout)")
         }
         let json = try sandbox.tokenctl("doctor", "--json")
