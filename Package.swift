@@ -20,6 +20,16 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CQRencode",
+            pkgConfig: "libqrencode",
+            providers: [.apt(["libqrencode-dev"])]
+        ),
 
         // No Foundation and no C library but Glibc: argv parsing, profile configuration,
         // paths and exit codes. A future static hot-path front reuses this module as is.
@@ -29,7 +39,7 @@ let package = Package(
         // No argv, no printing.
         .target(
             name: "TokenctlCore",
-            dependencies: ["TokenctlEssentials", "CSecret", "CCurl"]
+            dependencies: ["TokenctlEssentials", "CSecret", "CCurl", "CCrypto", "CQRencode"]
         ),
 
         // The thin executable: commands, output, exit codes.

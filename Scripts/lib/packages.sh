@@ -2,7 +2,7 @@
 # Scripts/lib/packages.sh: what tokenctl needs from Debian to build, and a check for Swift.
 
 # shellcheck disable=SC2034 # used by callers
-TOKENCTL_BUILD_PACKAGES=(pkg-config libsecret-1-dev libcurl4-openssl-dev libssl-dev)
+TOKENCTL_BUILD_PACKAGES=(pkg-config libsecret-1-dev libcurl4-openssl-dev libssl-dev libqrencode-dev)
 
 # Swift itself is not a Debian package: say so clearly instead of failing later.
 tk_require_swift() {

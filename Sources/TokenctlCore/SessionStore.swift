@@ -18,6 +18,22 @@ public protocol SessionStore: Sendable {
     func deleteAll(profile: ProfileName) throws(StoreError)
     /// The identities of every stored session item.
     func storedIdentities() throws(StoreError) -> [SessionIdentity]
+    /// The confidential client's secret (its own item, `kind=client-secret`), or `nil`.
+    func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String?
+    /// Store the client secret in its own item.
+    func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError)
+    /// Remove the client secret item. Returns whether one existed.
+    @discardableResult
+    func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool
+}
+
+extension SessionStore {
+    // Stores without client secrets (test doubles) need not implement these.
+    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? { nil }
+    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
+        throw StoreError(.other, "this store cannot hold client secrets")
+    }
+    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { false }
 }
 
 /// Why the Secret Service cannot be used. Every case maps to exit status 69.
@@ -50,6 +66,7 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
 public final class InMemorySessionStore: SessionStore, @unchecked Sendable {
     private let lock = PThreadMutex()
     private var items: [SessionIdentity: TokenSet] = [:]
+    private var clientSecrets: [SessionIdentity: String] = [:]
     /// When set, every operation fails with it (forces a store outage in tests).
     public var failure: StoreError?
     public private(set) var writeCount = 0
@@ -98,6 +115,27 @@ public final class InMemorySessionStore: SessionStore, @unchecked Sendable {
         try lock.withLock { () throws(StoreError) -> [SessionIdentity] in
             if let failure { throw failure }
             return Array(items.keys)
+        }
+    }
+
+    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
+        try lock.withLock { () throws(StoreError) -> String? in
+            if let failure { throw failure }
+            return clientSecrets[identity]
+        }
+    }
+
+    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
+        try lock.withLock { () throws(StoreError) in
+            if let failure { throw failure }
+            clientSecrets[identity] = secret
+        }
+    }
+
+    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+        try lock.withLock { () throws(StoreError) -> Bool in
+            if let failure { throw failure }
+            return clientSecrets.removeValue(forKey: identity) != nil
         }
     }
 }
