@@ -113,7 +113,13 @@ extension TokenctlService {
             credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: authMethod)
         }
 
-        let scope = request.scope ?? Self.defaultScope(supported: metadata?.scopesSupported)
+        // The import asks for no scope unless told to; interactive logins default to openid offline_access.
+        let scope: String?
+        if case .refreshToken = request.method { scope = request.scope } else {
+            scope = request.scope ?? Self.defaultScope(supported: metadata?.scopesSupported)
+            // Find out before the user approves anything that the tokens could not be kept.
+            do { try store.checkAvailable() } catch { throw TokenctlError(error) }
+        }
         var extra: [(String, String)] = []
         if let audience = request.audience { extra.append(("audience", audience)) }
         for resource in request.resources { extra.append(("resource", resource)) }
@@ -306,13 +312,25 @@ extension TokenctlService {
         defer { withExtendedLifetime(lock) {} }
         SignalDeferral.begin()
         defer { SignalDeferral.end() }
-        do {
-            if let clientSecret { try store.writeClientSecret(clientSecret, for: identity) }
-            try store.write(tokenSet, for: identity)
-        } catch {
+        // Nothing half-stored: each step that fails undoes the ones before it.
+        let previousSecret = clientSecret == nil ? nil : try? store.readClientSecret(identity)
+        let previousSet = try? store.read(identity)
+        func undoSecret() {
+            guard clientSecret != nil else { return }
+            if let previousSecret { try? store.writeClientSecret(previousSecret, for: identity) } else { _ = try? store.deleteClientSecret(identity) }
+        }
+        if let clientSecret {
+            do { try store.writeClientSecret(clientSecret, for: identity) } catch { throw TokenctlError(error) }
+        }
+        do { try store.write(tokenSet, for: identity) } catch {
+            undoSecret()
             throw TokenctlError(error)
         }
-        try profiles.save(configuration, as: profile)
+        do { try profiles.save(configuration, as: profile) } catch {
+            if let previousSet { try? store.write(previousSet, for: identity) } else { _ = try? store.delete(identity) }
+            undoSecret()
+            throw error
+        }
         // A profile re-pointed at another issuer or client leaves no stale item behind.
         if let previous, SessionIdentity(profile: profile, configuration: previous) != identity {
             let stale = SessionIdentity(profile: profile, configuration: previous)

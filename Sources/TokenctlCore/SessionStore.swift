@@ -25,6 +25,8 @@ public protocol SessionStore: Sendable {
     /// Remove the client secret item. Returns whether one existed.
     @discardableResult
     func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool
+    /// Throws when items could not be written now (no service, no default keyring, locked).
+    func checkAvailable() throws(StoreError)
 }
 
 extension SessionStore {
@@ -34,6 +36,7 @@ extension SessionStore {
         throw StoreError(.other, "this store cannot hold client secrets")
     }
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { false }
+    public func checkAvailable() throws(StoreError) {}
 }
 
 /// Why the Secret Service cannot be used. Every case maps to exit status 69.
@@ -115,6 +118,12 @@ public final class InMemorySessionStore: SessionStore, @unchecked Sendable {
         try lock.withLock { () throws(StoreError) -> [SessionIdentity] in
             if let failure { throw failure }
             return Array(items.keys)
+        }
+    }
+
+    public func checkAvailable() throws(StoreError) {
+        try lock.withLock { () throws(StoreError) in
+            if let failure { throw failure }
         }
     }
 

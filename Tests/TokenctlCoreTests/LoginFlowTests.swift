@@ -176,3 +176,53 @@ struct DiscoveryMetadataTests {
         #expect(cache.file(for: issuer) != cache.file(for: try EndpointURL("https://issuer.example/tenant")))
     }
 }
+
+@Suite("TokenctlService.login (device flow, fakes)")
+struct LoginServiceTests {
+    static let discovery = #"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/token","device_authorization_endpoint":"https://issuer.example/device","scopes_supported":["openid","offline_access"]}"#
+
+    func service(_ store: InMemorySessionStore, _ http: FakeHTTPClient) -> (TokenctlService, String) {
+        let root = "/tmp/tokenctl-login-test-\(getpid())-\(Int.random(in: 0..<1_000_000_000))"
+        let paths = Paths(configDirectory: root + "/config", lockDirectory: root + "/locks", stateDirectory: root + "/state", cacheDirectory: root + "/cache")
+        let service = TokenctlService(paths: paths, store: store, locks: NoLockProvider(), clock: VirtualClock().clock, httpClient: { _ in http })
+        return (service, root)
+    }
+
+    func request() throws -> TokenctlService.LoginRequest {
+        TokenctlService.LoginRequest(
+            profile: ProfileName(rawValue: "work")!, issuer: try EndpointURL("https://issuer.example"), clientID: "cli", scope: nil, method: .device)
+    }
+
+    @Test("success: the default scope is requested, the set and the profile are stored")
+    func success() async throws {
+        let http = FakeHTTPClient { request, _ in
+            switch request.url {
+            case let url where url.hasSuffix("/.well-known/openid-configuration"): .success(.json(200, Self.discovery))
+            case "https://issuer.example/device": .success(DeviceFlowTests.deviceResponse)
+            default: .success(.tokens(access: "at", refresh: "rt"))
+            }
+        }
+        let store = InMemorySessionStore()
+        let (service, root) = service(store, http)
+        let result = try await service.login(try request(), presenter: RecordingPresenter())
+        #expect(result.tokenSet.refreshToken == "rt")
+        #expect(result.requestedScope == "openid offline_access")
+        #expect(formFields(http.requests[1])["scope"] == "openid+offline_access")
+        let identity = SessionIdentity(profile: ProfileName(rawValue: "work")!, issuer: "https://issuer.example", clientID: "cli")
+        #expect(try store.read(identity)?.accessToken == "at")
+        let profile = try #require(try FileIO.readFile(root + "/config/profiles/work.conf"))
+        #expect(profile.contains("device_authorization_endpoint = https://issuer.example/device"))
+    }
+
+    @Test("an unusable keyring is reported before the user is asked to approve anything")
+    func preflight() async throws {
+        let http = FakeHTTPClient { request, _ in
+            request.url.hasSuffix("/.well-known/openid-configuration") ? .success(.json(200, Self.discovery)) : .success(DeviceFlowTests.deviceResponse)
+        }
+        let store = InMemorySessionStore()
+        store.failure = StoreError(.locked, "the keyring is locked")
+        let (service, _) = service(store, http)
+        await #expect(throws: TokenctlError.self) { try await service.login(try request(), presenter: RecordingPresenter()) }
+        #expect(http.requests.allSatisfy { !$0.url.hasSuffix("/device") }, "no device code was requested")
+    }
+}
