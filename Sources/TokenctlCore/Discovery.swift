@@ -55,11 +55,17 @@ public struct ServerMetadata: Equatable, Sendable {
     public static func discover(
         _ issuer: EndpointURL, http: any HTTPClient, timeout: Double, cache: DiscoveryCache? = nil
     ) async throws(TokenctlError) -> ServerMetadata {
-        if let cache, let cached = cache.load(issuer) {
-            if let metadata = try? parse(Array(cached.document.utf8), expectedIssuer: issuer, url: cached.url) { return metadata }
+        if let cache, let cached = cache.load(issuer),
+           var metadata = try? parse(Array(cached.document.utf8), expectedIssuer: issuer, url: cached.url) {
+            if let url = cached.supplementURL, let document = cached.supplementDocument,
+               let supplement = try? parse(Array(document.utf8), expectedIssuer: issuer, url: url) {
+                metadata.fillGaps(from: supplement)
+            }
+            return metadata
         }
         var problems: [String] = []
-        for url in discoveryURLs(for: issuer) {
+        let urls = discoveryURLs(for: issuer)
+        for (index, url) in urls.enumerated() {
             let response: HTTPResponse
             do {
                 response = try await http.send(HTTPRequest(method: .get, url: url, headers: [("Accept", "application/json")]), timeout: timeout)
@@ -70,14 +76,34 @@ public struct ServerMetadata: Equatable, Sendable {
                 problems.append("\(url): HTTP \(response.status)")
                 continue
             }
-            let metadata = try parse(response.body, expectedIssuer: issuer, url: url)
-            // Only a document that passed every check is cached; a cache failure is not an error.
-            cache?.store(issuer, url: url, document: String(decoding: response.body, as: UTF8.self))
+            var metadata = try parse(response.body, expectedIssuer: issuer, url: url)
+            var supplement: (url: String, document: String)?
+            // Some servers (django-oauth-toolkit) list the device and revocation endpoints only in
+            // their RFC 8414 document: fill what the OIDC document lacks from it, if it is there.
+            if index == 0, metadata.deviceAuthorizationEndpoint == nil || metadata.revocationEndpoint == nil,
+               let response = try? await http.send(HTTPRequest(method: .get, url: urls[1], headers: [("Accept", "application/json")]), timeout: timeout),
+               response.status == 200, let other = try? parse(response.body, expectedIssuer: issuer, url: urls[1]) {
+                metadata.fillGaps(from: other)
+                supplement = (urls[1], String(decoding: response.body, as: UTF8.self))
+            }
+            // Only documents that passed every check are cached; a cache failure is not an error.
+            cache?.store(issuer, url: url, document: String(decoding: response.body, as: UTF8.self), supplement: supplement)
             return metadata
         }
         throw TokenctlError(
             .configuration, "no discovery document for \(issuer) (\(problems.joined(separator: "; ")))",
             hint: "Give the endpoints explicitly with --token-endpoint (and --revocation-endpoint).")
+    }
+
+    /// Take the endpoints and capabilities this document lacks from `other` (same issuer).
+    mutating func fillGaps(from other: ServerMetadata) {
+        revocationEndpoint = revocationEndpoint ?? other.revocationEndpoint
+        deviceAuthorizationEndpoint = deviceAuthorizationEndpoint ?? other.deviceAuthorizationEndpoint
+        authorizationEndpoint = authorizationEndpoint ?? other.authorizationEndpoint
+        jwksURI = jwksURI ?? other.jwksURI
+        tokenEndpointAuthMethods = tokenEndpointAuthMethods ?? other.tokenEndpointAuthMethods
+        codeChallengeMethods = codeChallengeMethods ?? other.codeChallengeMethods
+        scopesSupported = scopesSupported ?? other.scopesSupported
     }
 
     static func parse(_ body: [UInt8], expectedIssuer: EndpointURL, url: String) throws(TokenctlError) -> ServerMetadata {

@@ -25,10 +25,15 @@ public struct DiscoveryCache: Sendable {
         public var fetchedAt: Double
         /// The document exactly as served.
         public var document: String
+        /// The RFC 8414 document that filled gaps of the OIDC one, when there was one.
+        public var supplementURL: String?
+        public var supplementDocument: String?
 
         enum CodingKeys: String, CodingKey {
             case issuer, url, document
             case fetchedAt = "fetched_at"
+            case supplementURL = "supplement_url"
+            case supplementDocument = "supplement_document"
         }
     }
 
@@ -59,8 +64,10 @@ public struct DiscoveryCache: Sendable {
         return entry
     }
 
-    public func store(_ issuer: EndpointURL, url: String, document: String) {
-        let entry = Entry(issuer: issuer.string, url: url, fetchedAt: clock.now(), document: document)
+    public func store(_ issuer: EndpointURL, url: String, document: String, supplement: (url: String, document: String)? = nil) {
+        let entry = Entry(
+            issuer: issuer.string, url: url, fetchedAt: clock.now(), document: document,
+            supplementURL: supplement?.url, supplementDocument: supplement?.document)
         guard let data = try? JSONEncoder().encode(entry) else { return }
         do {
             try FileIO.ensurePrivateDirectory(directory)

@@ -163,7 +163,7 @@ struct DiscoveryMetadataTests {
         defer { _ = try? FileIO.listDirectory(directory).forEach { try? FileIO.removeFile(directory + "/" + $0) }; rmdir(directory) }
         let clock = VirtualClock()
         let cache = DiscoveryCache(directory: directory, lifetime: 86_400, clock: clock.clock)
-        let http = FakeHTTPClient(script: [.success(.json(200, #"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/token"}"#))])
+        let http = FakeHTTPClient(script: [.success(.json(200, #"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/token","revocation_endpoint":"https://issuer.example/revoke","device_authorization_endpoint":"https://issuer.example/device"}"#))])
         _ = try await ServerMetadata.discover(issuer, http: http, timeout: 5, cache: cache)
         _ = try await ServerMetadata.discover(issuer, http: http, timeout: 5, cache: cache)
         #expect(http.requestCount == 1)
@@ -174,6 +174,28 @@ struct DiscoveryMetadataTests {
         _ = try await ServerMetadata.discover(issuer, http: http, timeout: 5, cache: cache)
         #expect(http.requestCount == 2)
         #expect(cache.file(for: issuer) != cache.file(for: try EndpointURL("https://issuer.example/tenant")))
+    }
+
+    @Test("endpoints missing from the OIDC document are filled from the RFC 8414 one, also from the cache")
+    func supplement() async throws {
+        let directory = "/tmp/tokenctl-discovery-test-\(getpid())-\(Int.random(in: 0..<1_000_000))"
+        defer { _ = try? FileIO.listDirectory(directory).forEach { try? FileIO.removeFile(directory + "/" + $0) }; rmdir(directory) }
+        let tenant = try EndpointURL("https://issuer.example/o")
+        let http = FakeHTTPClient { request, _ in
+            switch request.url {
+            case "https://issuer.example/o/.well-known/openid-configuration":
+                .success(.json(200, #"{"issuer":"https://issuer.example/o","token_endpoint":"https://issuer.example/o/token"}"#))
+            case "https://issuer.example/.well-known/oauth-authorization-server/o":
+                .success(.json(200, #"{"issuer":"https://issuer.example/o","token_endpoint":"https://issuer.example/o/token","revocation_endpoint":"https://issuer.example/o/revoke"}"#))
+            default: .success(.json(404, "{}"))
+            }
+        }
+        let cache = DiscoveryCache(directory: directory, clock: VirtualClock().clock)
+        let fetched = try await ServerMetadata.discover(tenant, http: http, timeout: 5, cache: cache)
+        #expect(fetched.revocationEndpoint?.string == "https://issuer.example/o/revoke")
+        let cached = try await ServerMetadata.discover(tenant, http: http, timeout: 5, cache: cache)
+        #expect(cached == fetched)
+        #expect(http.requestCount == 2)
     }
 }
 
@@ -207,7 +229,8 @@ struct LoginServiceTests {
         let result = try await service.login(try request(), presenter: RecordingPresenter())
         #expect(result.tokenSet.refreshToken == "rt")
         #expect(result.requestedScope == "openid offline_access")
-        #expect(formFields(http.requests[1])["scope"] == "openid+offline_access")
+        let deviceRequest = try #require(http.requests.first { $0.url == "https://issuer.example/device" })
+        #expect(formFields(deviceRequest)["scope"] == "openid+offline_access")
         let identity = SessionIdentity(profile: ProfileName(rawValue: "work")!, issuer: "https://issuer.example", clientID: "cli")
         #expect(try store.read(identity)?.accessToken == "at")
         let profile = try #require(try FileIO.readFile(root + "/config/profiles/work.conf"))

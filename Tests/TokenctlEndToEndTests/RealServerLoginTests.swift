@@ -58,6 +58,26 @@ struct RealServerLoginTests {
         #expect(replay.error == "invalid_grant")
     }
 
+    @Test("reuse protection: a rotated-out refresh token replayed after the grace period revokes the family; tokenctl then says login is required")
+    func reuseProtection() throws {
+        let server = try DotServer.require()
+        let sandbox = try Sandbox()
+        let profile = "dot-reuse"
+        let login = try deviceLogin(sandbox, server, profile: profile)
+        #expect(login.status == 0, "\(login)")
+        let first = try #require(try sandbox.storedTokenSet(profile: profile, issuer: server.issuer, clientID: "tokenctl-device")?["refresh_token"] as? String)
+        let forced = try sandbox.tokenctl("--profile", profile, "token", "--force")
+        #expect(forced.status == 0, "\(forced)")
+        // Inside the 2-second grace period the old token would still be honoured; after it, replay is reuse.
+        sleep(seconds: 2.5)
+        let replay = try server.tryRefresh(first, clientID: "tokenctl-device")
+        #expect(replay.error == "invalid_grant", "\(replay)")
+        let afterReuse = try sandbox.tokenctl("--profile", profile, "token", "--force")
+        #expect(afterReuse.status == 77, "\(afterReuse)")
+        #expect(afterReuse.stderr.contains("ended the session"))
+        #expect(try sandbox.storedTokenSet(profile: profile, issuer: server.issuer, clientID: "tokenctl-device") == nil)
+    }
+
     @Test("device flow denied on the server's page → 77, nothing stored")
     func deviceDenied() throws {
         let server = try DotServer.require()
@@ -89,7 +109,7 @@ struct RealServerLoginTests {
     }
 
     func browserLogin(_ sandbox: Sandbox, _ server: DotServer, profile: String, deny: Bool = false) throws -> (RunResult, RunResult) {
-        let command = try sandbox.start(["--profile", profile, "login", "--browser", "--no-open", "--issuer", server.issuer, "--client-id", "tokenctl-browser", "--revocation-endpoint", server.revocationEndpoint])
+        let command = try sandbox.start(["--profile", profile, "login", "--browser", "--no-open", "--issuer", server.issuer, "--client-id", "tokenctl-browser"])
         guard let stderr = command.waitForStandardError(containing: "Waiting for the browser"),
               let url = stderr.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }).first(where: { $0.hasPrefix(server.issuer + "/authorize/?") }) else {
             command.signal(SIGKILL)
@@ -113,6 +133,9 @@ struct RealServerLoginTests {
         let stored = try #require(try sandbox.storedTokenSet(profile: "dot-browser", issuer: server.issuer, clientID: "tokenctl-browser"))
         #expect(stored["subject"] is String)
         let refreshToken = try #require(stored["refresh_token"] as? String)
+        // The revocation endpoint came from the RFC 8414 document (the OIDC one lacks it).
+        let profileText = try String(contentsOfFile: sandbox.profileFile("dot-browser"), encoding: .utf8)
+        #expect(profileText.contains("revocation_endpoint = \(server.revocationEndpoint)"))
         let logout = try sandbox.tokenctl("--profile", "dot-browser", "logout")
         #expect(logout.status == 0, "\(logout)")
         #expect(try server.tryRefresh(refreshToken, clientID: "tokenctl-browser").error == "invalid_grant")
