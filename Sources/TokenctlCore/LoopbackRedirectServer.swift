@@ -71,14 +71,16 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
     ///
     /// - Returns: `nil` on timeout.
     public func waitForCallback(timeout: Double, clock: Clock = .system) async -> Callback? {
+        // A private queue: the loop blocks in poll(2) and must not hold a shared worker.
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
+            DispatchQueue(label: "tokenctl.loopback-redirect").async {
                 continuation.resume(returning: self.acceptLoop(deadline: clock.now() + timeout, clock: clock))
             }
         }
     }
 
-    private func acceptLoop(deadline: Double, clock: Clock) -> Callback? {
+    /// The blocking loop behind `waitForCallback` (also for tests that bring their own thread).
+    func acceptLoop(deadline: Double, clock: Clock = .system) -> Callback? {
         while true {
             let remaining = deadline - clock.now()
             guard remaining > 0 else { return nil }

@@ -38,7 +38,8 @@ enum Commands {
         anything is stored. The token set (and a client secret) go to the Secret Service; the
         profile is written to $XDG_CONFIG_HOME/tokenctl/profiles/<name>.conf. Nothing is stored
         if anything fails. Exit status: 77 denied, expired or rejected; 75 server unreachable;
-        78 discovery or endpoint problems; 64 bad options or a --port already in use.
+        78 discovery or endpoint problems; 69 the keyring cannot be used (checked before you
+        approve anything); 64 bad options or a --port already in use.
         """)
 
     static let token = CommandSpec(

@@ -5,8 +5,17 @@ import Testing
 /// for what a real server cannot do on demand (slow_down, denial, expiry, forged state, bad signatures).
 @Suite("End to end: interactive login (local test server)", .serialized)
 struct InteractiveLoginTests {
+    /// The keyring outlives every test and a new server may get an old one's port (and so its
+    /// issuer URL): start each test from a keyring without items for this issuer.
+    func forgetIssuer(_ sandbox: Sandbox, _ server: AuthServer) throws {
+        for kind in ["session", "client-secret"] {
+            _ = try runProgram("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", server.url, "kind", kind], environment: sandbox.variables)
+        }
+    }
+
     func device(_ sandbox: Sandbox, _ server: AuthServer, _ extra: String..., stdin: String? = nil) throws -> RunResult {
-        try sandbox.start(["login", "--device", "--issuer", server.url, "--client-id", "cli"] + extra, stdin: stdin).wait()
+        try forgetIssuer(sandbox, server)
+        return try sandbox.start(["login", "--device", "--issuer", server.url, "--client-id", "cli"] + extra, stdin: stdin).wait()
     }
 
     func expectNothingStored(_ sandbox: Sandbox, _ server: AuthServer) throws {
@@ -73,6 +82,7 @@ struct InteractiveLoginTests {
     func deviceInterrupted() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["device_interval": 1])
+        try forgetIssuer(sandbox, server)
         let command = try sandbox.start(["login", "--device", "--issuer", server.url, "--client-id", "cli"])
         #expect(command.waitForStandardError(containing: "enter the code") != nil)
         command.signal(SIGINT)
@@ -172,6 +182,7 @@ struct InteractiveLoginTests {
     /// Start `login --browser --no-open`, wait for the URL on stderr, follow it with curl to
     /// the loopback redirect as a browser would, and return tokenctl's result and the page.
     func browserLogin(_ sandbox: Sandbox, _ server: AuthServer, _ extra: [String] = []) throws -> (RunResult, String) {
+        try forgetIssuer(sandbox, server)
         let command = try sandbox.start(["login", "--browser", "--no-open", "--issuer", server.url, "--client-id", "cli"] + extra)
         guard let stderr = command.waitForStandardError(containing: "redirect_uri=") else {
             command.signal(SIGKILL)
@@ -214,6 +225,7 @@ struct InteractiveLoginTests {
         let sandbox = try Sandbox()
         let server = try AuthServer()
         // Occupy a port with a listener of our own (the test server's port is busy by definition).
+        try forgetIssuer(sandbox, server)
         let busyPort = String(server.url.split(separator: ":").last!)
         let busy = try sandbox.tokenctl("login", "--browser", "--no-open", "--port", busyPort, "--issuer", server.url, "--client-id", "cli")
         #expect(busy.status == 64, "\(busy)")
