@@ -23,6 +23,16 @@ let package = Package(
             name: "CCurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CQRencode",
+            pkgConfig: "libqrencode",
+            providers: [.apt(["libqrencode-dev"])]
+        ),
 
         // add_key(2)/keyctl(2) as raw system calls: a header, no library.
         .systemLibrary(name: "CKernelKeyring"),
@@ -35,7 +45,7 @@ let package = Package(
         // No argv, no printing.
         .target(
             name: "TokenctlCore",
-            dependencies: ["TokenctlEssentials", "CSecret", "CCurl"]
+            dependencies: ["TokenctlEssentials", "CSecret", "CCurl", "CCrypto", "CQRencode"]
         ),
 
         // The engine: every command, output and exit code (thin over the core). Runs as

@@ -23,6 +23,13 @@
 #       TK_AUTHSERVER_URL_MAIN=http://127.0.0.1:41234, and TK_AUTHSERVER_URL (the
 #       latest one); `tk_authserver_url NAME` prints it too. Log: DIR/NAME.log.
 #   tk_stop_authserver NAME
+#   tk_require_dot_venv                # django-oauth-toolkit 3.4.1 + oauthlib 3.3.1 in a cached
+#                                      # virtualenv (TK_DOT_VENV, default ~/.cache/tokenctl-test/venv),
+#                                      # created only when missing; sets TK_DOT_PYTHON
+#   tk_start_dotserver [ACCESS_TTL] [GRACE]  # the real authorization server (Scripts/testserver/
+#                                      # django/dotserver.py); exports TK_DOTSERVER_URL (the base;
+#                                      # issuer = base + /o). Log: DIR/dotserver.log.
+#   tk_stop_dotserver
 #   tk_services_stop_all               # TERM, up to 3 s, then KILL every PID in DIR/pids
 #
 # Layout of DIR (mode 0700): home/ runtime/ (0700, XDG_RUNTIME_DIR, bus socket
@@ -345,6 +352,71 @@ tk_stop_authserver() {
   _tk_stop_named "${1:?usage: tk_stop_authserver NAME}" || return 1
   rm -f "$TK_SERVICES_DIR/$1.port"
   unset "$(_tk_server_var "$1")"
+}
+
+# django-oauth-toolkit: pinned versions (DESIGN.md §4: oauthlib 4.0.1 breaks its device endpoint).
+TK_DOT_REQUIREMENTS=(django-oauth-toolkit==3.4.1 oauthlib==3.3.1)
+TK_DOT_VENV=${TK_DOT_VENV:-${TOKENCTL_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tokenctl-test}/venv}
+TK_DOTSERVER_DIR=$(cd "$TK_SCRIPTS_LIB/.." && pwd)/testserver/django
+
+# tk_require_dot_venv: create the virtualenv once; later runs reuse it as long as the pinned
+# versions are installed (checked with pip, offline).
+tk_require_dot_venv() {
+  local want="django-oauth-toolkit==3.4.1 oauthlib==3.3.1" have
+  TK_DOT_PYTHON=$TK_DOT_VENV/bin/python
+  if [[ -x $TK_DOT_PYTHON ]]; then
+    have=$("$TK_DOT_PYTHON" -m pip freeze 2>/dev/null | grep -Ei '^(django-oauth-toolkit|oauthlib)==' | sort -f | tr '\n' ' ')
+    if [[ ${have,,} == "${want,,} " ]]; then export TK_DOT_PYTHON; return 0; fi
+  fi
+  _tk_err "creating the django-oauth-toolkit virtualenv in $TK_DOT_VENV"
+  rm -rf "$TK_DOT_VENV"
+  mkdir -p "$(dirname "$TK_DOT_VENV")"
+  if ! "$TK_PYTHON" -m venv "$TK_DOT_VENV" >"$TK_DOT_VENV.log" 2>&1; then
+    _tk_err "python3 -m venv failed (is python3-venv installed?): $(tail -n 5 "$TK_DOT_VENV.log")"
+    return 1
+  fi
+  if ! "$TK_DOT_VENV/bin/python" -m pip install -q --disable-pip-version-check "${TK_DOT_REQUIREMENTS[@]}" >>"$TK_DOT_VENV.log" 2>&1; then
+    _tk_err "pip install ${TK_DOT_REQUIREMENTS[*]} failed: $(tail -n 5 "$TK_DOT_VENV.log")"
+    rm -rf "$TK_DOT_VENV"
+    return 1
+  fi
+  export TK_DOT_PYTHON
+}
+
+# tk_start_dotserver [ACCESS_TTL] [GRACE]: django-oauth-toolkit on 127.0.0.1 with sqlite in DIR/dotserver.
+tk_start_dotserver() {
+  _tk_need_dir || return 1
+  local ttl=${1:-3600} grace=${2:-0} dir=$TK_SERVICES_DIR/dotserver pidf=$TK_SERVICES_DIR/pids/dotserver.pid pid port
+  if [[ -z ${TK_DOT_PYTHON:-} ]]; then tk_require_dot_venv || return 1; fi
+  _tk_stop_named dotserver || return 1
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  ( "$TK_DOT_PYTHON" "$TK_DOTSERVER_DIR/dotserver.py" --dir "$dir" --port-file "$dir/port" \
+      --access-ttl "$ttl" --grace "$grace" </dev/null >>"$TK_SERVICES_DIR/dotserver.log" 2>&1 &
+    echo $! >"$pidf" )
+  pid=$(<"$pidf")
+  for _ in $(seq 300); do
+    [[ -s $dir/port ]] && break
+    if ! _tk_alive "$pid"; then
+      _tk_err "dotserver exited: $(tail -n 20 "$TK_SERVICES_DIR/dotserver.log")"
+      rm -f "$pidf"
+      return 1
+    fi
+    sleep 0.1
+  done
+  if [[ ! -s $dir/port ]]; then
+    _tk_err "dotserver wrote no port file within 30 s"
+    _tk_stop_named dotserver || true
+    return 1
+  fi
+  port=$(<"$dir/port")
+  export TK_DOTSERVER_URL=http://127.0.0.1:${port//[!0-9]/}
+}
+
+tk_stop_dotserver() {
+  _tk_need_dir || return 1
+  _tk_stop_named dotserver || return 1
+  unset TK_DOTSERVER_URL
 }
 
 # tk_services_stop_all: stop every recorded PID (only those); safe to call twice.

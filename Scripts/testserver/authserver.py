@@ -11,8 +11,16 @@ Issuer: http://127.0.0.1:PORT (no trailing slash).
 Public endpoints
   GET  /.well-known/openid-configuration      (404 when discovery_oidc is false)
   GET  /.well-known/oauth-authorization-server (RFC 8414)
-  POST /token    grant_type=refresh_token, refresh_token, client_id, [scope]
+  POST /token    grant_type=refresh_token | authorization_code (PKCE S256) |
+                 urn:ietf:params:oauth:grant-type:device_code
   POST /revoke   token, [token_type_hint], [client_id]   (RFC 7009, always 200)
+  POST /device_authorization   client_id, [scope]       (RFC 8628)
+  GET  /authorize              answers at once with a 302 to redirect_uri (no login page):
+                               code, or what "authorize_mode" says
+  GET  /jwks                   the RSA key that signs ID tokens (RS256, kid "test-rsa")
+
+Confidential clients: a client_id listed in config "client_secrets" must send its secret
+(HTTP Basic or client_secret in the form) to /token, /revoke and /device_authorization.
 
 Test control (JSON in / JSON out)
   POST /_test/issue        {"client_id", "sub"?, "scope"?} -> {"refresh_token", "family"}
@@ -21,11 +29,15 @@ Test control (JSON in / JSON out)
   GET  /_test/token-status?token=X -> {"active", "kind", "spent", "family_revoked"}
   POST /_test/reset        state, log and config back to defaults
   GET  /_test/stats        {"token_requests", "issued", "invalid_grant", "reuse_detected"}
+  POST /_test/device/approve {"user_code", "sub"?}   approve a pending device code
+  POST /_test/device/deny    {"user_code"}
 
 Config keys (defaults in DEFAULT_CONFIG):
   access_ttl, grace_seconds, rotate, date_offset_seconds, delay_seconds,
   faults, discovery_oidc, discovery_issuer_override, advertise_revocation,
-  revoke_fault_status.
+  revoke_fault_status, id_token_alg, id_token_bad_signature, id_token_claims, omit_id_token,
+  omit_refresh_token, discovery_raw, discovery_omit, device_script, device_response_override,
+  device_interval, device_expires_in, client_secrets, auth_methods, authorize_mode.
 
 Faults (config "faults", a queue consumed one entry per /token request, before
 normal handling; a faulted request never touches token state):
@@ -64,6 +76,15 @@ import urllib.parse
 
 JWT_KEY = b"tokenctl-test-key"
 
+# A fixed 2048-bit RSA test key (RS256 ID tokens); public half served at /jwks.
+RSA_N = int(
+    "e4fd17f8208c1bad4d3b13c0a8b69db05755fcec2b56cf87c9ab0ebeaa8a3bb9548878a470583a89a44720eff88fdb1abd0fe1cc4fefebdb31d3c0cef1b9f0e00a5104d66fc38a25be6bb1105100013776e35b4fc95b983075d191bcbbc8de5e2766fa5e5baafaa9921b2c580eb4c434b00387f12749d2d28b58074b40b71486e95d4d453ea43184609ab71fbfbfbfee1311fb432d2e3ec72ef9d35c99f826acd329a8536f4b30838966b35e5b7bf0d2c72f2ba5e883b766a75a0beb38f5a6f24aa83a172f0cf6825530d88dca343d7355ab37f25a3dbb81bb93eb21480b353556b4b6770480bee0cfef445275128b595672465ef0c0fea367cd93268e3afecb", 16)
+RSA_D = int(
+    "3f3a6353f028bfbbaa87957cad193f91618c2cba497d3ef08f8edc1369a3a1ba1acd540293c2c8e718a54b42f7af4120b0f3a1b5789d16d2ff7f28cdfb910c21d0b76e4e87adc687857cd6f75a6655efaab43c925b571f3ec2498ba44175c570da10653188be3d58752f6b9f24f064fce75d123c544cde19a4c039c35dab2fcf4b01bcb728452bc43cebec998412330983e366006e32798c73886c0399299d04f7dc45db6c37f141961ad069ddd8162a1e8b4d34d9a2a8b16e8dd2dec29947ba8d2d561454300d308a7983ccbbeb3b6e4e2298640ce0e44949ae820d36d3eeed11af1585fe64ef78215dafb9f47f536b587c23849eadfe334a898173573cf11", 16)
+RSA_E = 65537
+RSA_KID = "test-rsa"
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
 DEFAULT_CONFIG = {
     "access_ttl": 3600,
     "grace_seconds": 0,
@@ -79,6 +100,26 @@ DEFAULT_CONFIG = {
     "jwt_access_tokens": False,
     # Leave expires_in out of token responses (the client must rely on the JWT exp).
     "omit_expires_in": False,
+    # ID tokens: "RS256" (signed with the /jwks key), "HS256" or "none".
+    "id_token_alg": "RS256",
+    "id_token_bad_signature": False,
+    # Claims merged into every ID token (a null value removes the claim).
+    "id_token_claims": {},
+    "omit_id_token": False,
+    "omit_refresh_token": False,
+    # Discovery: a raw body instead of the document, or keys left out of it.
+    "discovery_raw": None,
+    "discovery_omit": [],
+    # Device flow: answers consumed one per poll before normal handling
+    # ("authorization_pending", "slow_down", "access_denied", "expired_token", "approve").
+    "device_script": [],
+    "device_response_override": {},
+    "device_interval": 1,
+    "device_expires_in": 600,
+    "client_secrets": {},
+    "auth_methods": ["none", "client_secret_basic", "client_secret_post"],
+    # /authorize: "approve", "deny" (error=access_denied), "wrong_state", "no_code".
+    "authorize_mode": "approve",
 }
 
 LOCK = threading.Lock()
@@ -95,6 +136,8 @@ class State:
         self.families = {}  # id -> {"sub", "client_id", "scope", "revoked"}
         self.refresh = {}  # token -> {"family", "client_id", "spent_at", "revoked"}
         self.access = {}  # token -> {"family", "client_id", "expires_at", "revoked"}
+        self.devices = {}  # device_code -> {"user_code", "client_id", "scope", "status", "sub", "expires_at"}
+        self.codes = {}  # code -> {"client_id", "redirect_uri", "challenge", "nonce", "scope", "used"}
         self.log = []
         self.stats = {"token_requests": 0, "issued": 0, "invalid_grant": 0, "reuse_detected": 0}
 
@@ -112,6 +155,48 @@ def make_jwt(claims):
     signing_input = (header + "." + payload).encode("ascii")
     sig = hmac.new(JWT_KEY, signing_input, hashlib.sha256).digest()
     return header + "." + payload + "." + b64url(sig)
+
+
+def int_bytes(value):
+    return value.to_bytes((value.bit_length() + 7) // 8, "big")
+
+
+def rs256_sign(signing_input):
+    # RSASSA-PKCS1-v1_5 with SHA-256 (RFC 8017 §8.2), by hand: the standard library has no RSA.
+    digest_info = bytes.fromhex("3031300d060960864801650304020105000420") + hashlib.sha256(signing_input).digest()
+    k = (RSA_N.bit_length() + 7) // 8
+    em = b"\x00\x01" + b"\xff" * (k - len(digest_info) - 3) + b"\x00" + digest_info
+    return pow(int.from_bytes(em, "big"), RSA_D, RSA_N).to_bytes(k, "big")
+
+
+def make_id_token(claims):
+    cfg = STATE.config
+    alg = cfg.get("id_token_alg") or "RS256"
+    for k, v in (cfg.get("id_token_claims") or {}).items():
+        if v is None:
+            claims.pop(k, None)
+        else:
+            claims[k] = v
+    header = {"alg": alg, "typ": "JWT"}
+    if alg == "RS256":
+        header["kid"] = RSA_KID
+    h = b64url(json.dumps(header, separators=(",", ":")).encode())
+    p = b64url(json.dumps(claims, separators=(",", ":")).encode())
+    signing_input = (h + "." + p).encode("ascii")
+    if alg == "RS256":
+        sig = rs256_sign(signing_input)
+    elif alg == "HS256":
+        sig = hmac.new(JWT_KEY, signing_input, hashlib.sha256).digest()
+    else:
+        sig = b""
+    if cfg.get("id_token_bad_signature") and sig:
+        sig = bytes([sig[0] ^ 1]) + sig[1:]
+    return h + "." + p + "." + b64url(sig)
+
+
+def jwks_document():
+    return {"keys": [{"kty": "RSA", "kid": RSA_KID, "use": "sig", "alg": "RS256",
+                      "n": b64url(int_bytes(RSA_N)), "e": b64url(int_bytes(RSA_E))}]}
 
 
 class Closed(Exception):
@@ -217,22 +302,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def discovery(self, body, query, oidc):
         with LOCK:
             cfg = STATE.config
+            raw = cfg.get("discovery_raw")
             if oidc and not cfg["discovery_oidc"]:
                 log_request(self.path, 404, "not_found")
                 status, doc = 404, {"error": "not_found"}
+            elif raw is not None:
+                log_request(self.path, 200, "discovery_raw")
+                status, doc = 200, None
             else:
                 issuer = self.issuer
                 doc = {
                     "issuer": cfg["discovery_issuer_override"] or issuer,
                     "token_endpoint": issuer + "/token",
-                    "grant_types_supported": ["refresh_token"],
-                    "token_endpoint_auth_methods_supported": ["none"],
+                    "grant_types_supported": ["refresh_token", "authorization_code", DEVICE_GRANT],
+                    "token_endpoint_auth_methods_supported": list(cfg.get("auth_methods") or []),
                     "scopes_supported": ["openid", "offline_access", "profile", "email"],
+                    "device_authorization_endpoint": issuer + "/device_authorization",
+                    "authorization_endpoint": issuer + "/authorize",
+                    "jwks_uri": issuer + "/jwks",
+                    "code_challenge_methods_supported": ["S256"],
+                    "id_token_signing_alg_values_supported": ["RS256"],
                 }
                 if cfg["advertise_revocation"]:
                     doc["revocation_endpoint"] = issuer + "/revoke"
+                for k in cfg.get("discovery_omit") or []:
+                    doc.pop(k, None)
                 status = 200
                 log_request(self.path, 200, "discovery")
+        if doc is None:
+            self.send(200, raw, "application/json")
+            return
         self.send_json(status, doc)
 
     def oidc_discovery(self, body, query):
@@ -252,7 +351,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             STATE.stats["token_requests"] += 1
             fault = take_fault()
             delay = float(STATE.config.get("delay_seconds") or 0)
-            entry = {"grant_type": grant_type, "client_id": client_id, "refresh_token": rt}
+            entry = {"grant_type": grant_type, "client_id": client_id, "refresh_token": rt,
+                     "client_secret_sent": bool(form.get("client_secret") or basic_secret(self.headers.get("Authorization")))}
             if fault is not None and "delay" not in fault:
                 kind = "hang" if "hang" in fault else "close" if fault.get("close") else "status"
                 log_request("/token", fault.get("status") if kind == "status" else None,
@@ -273,7 +373,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
 
         with LOCK:
-            status, obj, outcome = token_grant(self.issuer, grant_type, rt, client_id, form.get("scope"))
+            auth_error = check_client_secret(client_id, form, self.headers.get("Authorization"))
+            if auth_error is not None:
+                status, obj, outcome = 401, {"error": "invalid_client"}, "invalid_client"
+            elif grant_type == DEVICE_GRANT:
+                status, obj, outcome = device_grant(self.issuer, form.get("device_code"), client_id)
+            elif grant_type == "authorization_code":
+                status, obj, outcome = code_grant(self.issuer, form, client_id)
+            else:
+                status, obj, outcome = token_grant(self.issuer, grant_type, rt, client_id, form.get("scope"))
             if status == 200:
                 STATE.stats["issued"] += 1
             elif obj.get("error") == "invalid_grant":
@@ -295,6 +403,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             fault_status = STATE.config.get("revoke_fault_status")
             if fault_status:
                 log_request("/revoke", int(fault_status), "fault", **entry)
+            elif check_client_secret(client_id, form, self.headers.get("Authorization")) is not None:
+                fault_status = 401
+                log_request("/revoke", 401, "invalid_client", **entry)
             elif not token:
                 log_request("/revoke", 400, "invalid_request", **entry)
             else:
@@ -307,6 +418,89 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             self.send(200, b"", None)
 
+    # -- device authorization (RFC 8628) ---------------------------------------
+
+    def device_authorization(self, body, query):
+        form = parse_form(body)
+        client_id = form.get("client_id") or basic_client_id(self.headers.get("Authorization"))
+        with LOCK:
+            cfg = STATE.config
+            if not client_id:
+                log_request("/device_authorization", 400, "invalid_request")
+                return self.send_json(400, {"error": "invalid_request"})
+            if check_client_secret(client_id, form, self.headers.get("Authorization")) is not None:
+                log_request("/device_authorization", 401, "invalid_client", client_id=client_id)
+                return self.send_json(401, {"error": "invalid_client"})
+            device_code = "dc_" + secrets.token_urlsafe(24)
+            user_code = secrets.token_hex(2).upper() + "-" + secrets.token_hex(2).upper()
+            expires_in = int(cfg["device_expires_in"])
+            STATE.devices[device_code] = {"user_code": user_code, "client_id": client_id,
+                                          "scope": form.get("scope") or "openid offline_access",
+                                          "status": "pending", "sub": "alice",
+                                          "expires_at": time.time() + expires_in}
+            doc = {"device_code": device_code, "user_code": user_code,
+                   "verification_uri": self.issuer + "/device",
+                   "verification_uri_complete": self.issuer + "/device?user_code=" + user_code,
+                   "expires_in": expires_in, "interval": cfg["device_interval"]}
+            for k, v in (cfg.get("device_response_override") or {}).items():
+                if v is None:
+                    doc.pop(k, None)
+                else:
+                    doc[k] = v
+            log_request("/device_authorization", 200, "issued", client_id=client_id, scope=form.get("scope"),
+                        audience=form.get("audience"), resource=form.get("resource"))
+        self.send_json(200, doc)
+
+    def t_device(self, body, query, approve):
+        try:
+            req = json.loads(body or b"{}")
+        except ValueError:
+            return self.send_json(400, {"error": "invalid_json"})
+        with LOCK:
+            for rec in STATE.devices.values():
+                if rec["user_code"] == req.get("user_code"):
+                    rec["status"] = "approved" if approve else "denied"
+                    rec["sub"] = req.get("sub") or rec["sub"]
+                    return self.send_json(200, {"ok": True})
+        self.send_json(404, {"error": "unknown user_code"})
+
+    def t_device_approve(self, body, query):
+        self.t_device(body, query, True)
+
+    def t_device_deny(self, body, query):
+        self.t_device(body, query, False)
+
+    # -- authorization endpoint (no login page: answers at once) ------------
+
+    def authorize(self, body, query):
+        q = {k: v[0] for k, v in query.items()}
+        redirect_uri = q.get("redirect_uri", "")
+        with LOCK:
+            mode = STATE.config.get("authorize_mode") or "approve"
+            log_request("/authorize", 302, mode, client_id=q.get("client_id"), redirect_uri=redirect_uri,
+                        scope=q.get("scope"), nonce=q.get("nonce"), state=q.get("state"),
+                        code_challenge_method=q.get("code_challenge_method"), audience=q.get("audience"))
+            if not redirect_uri.startswith("http://127.0.0.1:") or q.get("response_type") != "code":
+                return self.send_json(400, {"error": "invalid_request"})
+            params = {"state": q.get("state", "")}
+            if mode == "deny":
+                params.update({"error": "access_denied", "error_description": "The user denied the request"})
+            elif mode == "no_code":
+                pass
+            else:
+                if mode == "wrong_state":
+                    params["state"] = "forged-" + secrets.token_hex(4)
+                code = "code_" + secrets.token_urlsafe(24)
+                STATE.codes[code] = {"client_id": q.get("client_id"), "redirect_uri": redirect_uri,
+                                     "challenge": q.get("code_challenge"), "method": q.get("code_challenge_method"),
+                                     "nonce": q.get("nonce"), "scope": q.get("scope") or "openid offline_access",
+                                     "used": False}
+                params["code"] = code
+        self.send(302, b"", None, {"Location": redirect_uri + "?" + urllib.parse.urlencode(params)})
+
+    def jwks(self, body, query):
+        self.send_json(200, jwks_document())
+
     # -- test control -----------------------------------------------------
 
     def t_issue(self, body, query):
@@ -318,13 +512,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not client_id:
             return self.send_json(400, {"error": "invalid_request", "error_description": "client_id required"})
         with LOCK:
-            family = "fam_" + secrets.token_hex(8)
-            STATE.families[family] = {
-                "sub": req.get("sub") or "alice",
-                "client_id": client_id,
-                "scope": req.get("scope") or "openid offline_access",
-                "revoked": False,
-            }
+            family = new_family(req.get("sub") or "alice", client_id, req.get("scope") or "openid offline_access")
             rt = new_refresh(family, client_id)
         self.send_json(200, {"refresh_token": rt, "family": family})
 
@@ -374,6 +562,11 @@ ROUTES = {
     ("GET", "/.well-known/oauth-authorization-server"): Handler.as_discovery,
     ("POST", "/token"): Handler.token,
     ("POST", "/revoke"): Handler.revoke,
+    ("POST", "/device_authorization"): Handler.device_authorization,
+    ("GET", "/authorize"): Handler.authorize,
+    ("GET", "/jwks"): Handler.jwks,
+    ("POST", "/_test/device/approve"): Handler.t_device_approve,
+    ("POST", "/_test/device/deny"): Handler.t_device_deny,
     ("POST", "/_test/issue"): Handler.t_issue,
     ("POST", "/_test/config"): Handler.t_config,
     ("GET", "/_test/log"): Handler.t_log,
@@ -404,6 +597,69 @@ def basic_client_id(auth):
         return None
 
 
+def basic_secret(auth):
+    if not auth or not auth.lower().startswith("basic "):
+        return None
+    try:
+        raw = base64.b64decode(auth[6:].strip()).decode()
+        return urllib.parse.unquote_plus(raw.split(":", 1)[1]) if ":" in raw else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def check_client_secret(client_id, form, auth):
+    """None when the client needs no secret or sent the right one; else a reason."""
+    expected = (STATE.config.get("client_secrets") or {}).get(client_id)
+    if expected is None:
+        return None
+    sent = form.get("client_secret") or basic_secret(auth)
+    return None if sent == expected else "bad client secret"
+
+
+def new_family(sub, client_id, scope):
+    family = "fam_" + secrets.token_hex(8)
+    STATE.families[family] = {"sub": sub, "client_id": client_id, "scope": scope, "revoked": False}
+    return family
+
+
+def device_grant(issuer, device_code, client_id):
+    rec = STATE.devices.get(device_code)
+    if rec is None or rec["client_id"] != client_id:
+        return 400, {"error": "invalid_grant"}, "invalid"
+    script = STATE.config.get("device_script") or []
+    if script:
+        step = script.pop(0)
+        if step == "approve":
+            rec["status"] = "approved"
+        elif step in ("authorization_pending", "slow_down", "access_denied", "expired_token"):
+            return 400, {"error": step}, step
+    if time.time() > rec["expires_at"]:
+        return 400, {"error": "expired_token"}, "expired_token"
+    if rec["status"] == "pending":
+        return 400, {"error": "authorization_pending"}, "authorization_pending"
+    if rec["status"] == "denied":
+        return 400, {"error": "access_denied"}, "access_denied"
+    if rec["status"] == "used":
+        return 400, {"error": "invalid_grant"}, "invalid"
+    rec["status"] = "used"
+    family = new_family(rec["sub"], client_id, rec["scope"])
+    return 200, issue_pair(issuer, family, client_id, rec["scope"], True), "issued"
+
+
+def code_grant(issuer, form, client_id):
+    rec = STATE.codes.get(form.get("code"))
+    if rec is None or rec["used"] or rec["client_id"] != client_id:
+        return 400, {"error": "invalid_grant"}, "invalid"
+    rec["used"] = True
+    if form.get("redirect_uri") != rec["redirect_uri"]:
+        return 400, {"error": "invalid_grant", "error_description": "redirect_uri mismatch"}, "invalid"
+    verifier = form.get("code_verifier") or ""
+    if rec["method"] != "S256" or b64url(hashlib.sha256(verifier.encode()).digest()) != rec["challenge"]:
+        return 400, {"error": "invalid_grant", "error_description": "PKCE verification failed"}, "invalid"
+    family = new_family("alice", client_id, rec["scope"])
+    return 200, issue_pair(issuer, family, client_id, rec["scope"], True, nonce=rec["nonce"]), "issued"
+
+
 def log_request(path, status, outcome, **fields):
     entry = {"time": time.time(), "path": path}
     entry.update(fields)
@@ -431,7 +687,7 @@ def new_refresh(family, client_id):
     return rt
 
 
-def issue_pair(issuer, fam_id, rec_client, scope, rotate):
+def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None):
     fam = STATE.families[fam_id]
     # The server's own clock, which tests may set off from the client's.
     now = int(time.time() + (STATE.config.get("date_offset_seconds") or 0))
@@ -448,18 +704,16 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate):
         "token_type": "Bearer",
         "expires_in": ttl,
         "scope": scope,
-        "id_token": make_jwt({
-            "iss": issuer,
-            "sub": fam["sub"],
-            "aud": rec_client,
-            "iat": now,
-            "exp": now + ttl,
-            "email": fam["sub"] + "@example.test",
-        }),
     }
+    id_claims = {"iss": issuer, "sub": fam["sub"], "aud": rec_client, "iat": now, "exp": now + ttl,
+                 "email": fam["sub"] + "@example.test"}
+    if nonce:
+        id_claims["nonce"] = nonce
+    if not STATE.config.get("omit_id_token"):
+        resp["id_token"] = make_id_token(id_claims)
     if STATE.config.get("omit_expires_in"):
         del resp["expires_in"]
-    if rotate:
+    if rotate and not STATE.config.get("omit_refresh_token"):
         resp["refresh_token"] = new_refresh(fam_id, rec_client)
     return resp
 

@@ -74,15 +74,21 @@ expect "access token prefix" "${at2:0:3}" at_
 expect "rotated refresh token differs" "$([[ $rt2 != "$rt1" && ${rt2:0:3} == rt_ ]] && echo y)" y
 idt=$(jget "$body" 'j["id_token"]')
 claims=$("$py" - "$idt" <<'EOF'
-import base64, hashlib, hmac, json, sys
+import base64, hashlib, json, sys, urllib.request
 h, p, s = sys.argv[1].split(".")
 pad = lambda x: x + "=" * (-len(x) % 4)
-sig = base64.urlsafe_b64encode(hmac.new(b"tokenctl-test-key", (h + "." + p).encode(), hashlib.sha256).digest()).rstrip(b"=").decode()
-c = json.loads(base64.urlsafe_b64decode(pad(p)))
-print(sig == s, json.loads(base64.urlsafe_b64decode(pad(h)))["alg"], c["sub"], c["aud"], c["email"], c["exp"] - c["iat"], "=" not in sys.argv[1])
+b = lambda x: base64.urlsafe_b64decode(pad(x))
+# RS256 against the served JWKS: s^e mod n must end with the SHA-256 of the signing input.
+issuer = json.loads(b(p))["iss"]
+key = json.load(urllib.request.urlopen(issuer + "/jwks"))["keys"][0]
+n, e = int.from_bytes(b(key["n"]), "big"), int.from_bytes(b(key["e"]), "big")
+em = pow(int.from_bytes(b(s), "big"), e, n).to_bytes(256, "big")
+sig = em.startswith(b"\x00\x01\xff") and em.endswith(hashlib.sha256((h + "." + p).encode()).digest())
+c = json.loads(b(p))
+print(sig, json.loads(b(h))["alg"], c["sub"], c["aud"], c["email"], c["exp"] - c["iat"], "=" not in sys.argv[1])
 EOF
 )
-expect "id_token" "$claims" "True HS256 alice cli alice@example.test 3600 True"
+expect "id_token" "$claims" "True RS256 alice cli alice@example.test 3600 True"
 if grep -qi '^Cache-Control: no-store' "$tmp/headers"; then ok "cache-control"; else bad "cache-control missing"; fi
 if grep -qi '^Date: .* GMT' "$tmp/headers"; then ok "date header"; else bad "date header missing"; fi
 if grep -qi '^Content-Type: application/json' "$tmp/headers"; then ok "content-type"; else bad "content-type"; fi

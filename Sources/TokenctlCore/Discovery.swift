@@ -5,6 +5,35 @@ public struct ServerMetadata: Equatable, Sendable {
     public var issuer: String
     public var tokenEndpoint: EndpointURL
     public var revocationEndpoint: EndpointURL?
+    public var deviceAuthorizationEndpoint: EndpointURL?
+    public var authorizationEndpoint: EndpointURL?
+    public var jwksURI: EndpointURL?
+    /// `token_endpoint_auth_methods_supported`; `nil` when not advertised (RFC 8414 default: client_secret_basic).
+    public var tokenEndpointAuthMethods: [String]?
+    /// `code_challenge_methods_supported`; `nil` when not advertised.
+    public var codeChallengeMethods: [String]?
+    /// `scopes_supported`; `nil` when not advertised.
+    public var scopesSupported: [String]?
+    /// `id_token_signing_alg_values_supported`; `nil` when not advertised.
+    public var idTokenSigningAlgorithms: [String]?
+
+    public init(
+        issuer: String, tokenEndpoint: EndpointURL, revocationEndpoint: EndpointURL? = nil,
+        deviceAuthorizationEndpoint: EndpointURL? = nil, authorizationEndpoint: EndpointURL? = nil, jwksURI: EndpointURL? = nil,
+        tokenEndpointAuthMethods: [String]? = nil, codeChallengeMethods: [String]? = nil, scopesSupported: [String]? = nil,
+        idTokenSigningAlgorithms: [String]? = nil
+    ) {
+        self.issuer = issuer
+        self.tokenEndpoint = tokenEndpoint
+        self.revocationEndpoint = revocationEndpoint
+        self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
+        self.authorizationEndpoint = authorizationEndpoint
+        self.jwksURI = jwksURI
+        self.tokenEndpointAuthMethods = tokenEndpointAuthMethods
+        self.codeChallengeMethods = codeChallengeMethods
+        self.scopesSupported = scopesSupported
+        self.idTokenSigningAlgorithms = idTokenSigningAlgorithms
+    }
 
     /// The well-known locations to try, in order: OIDC (`issuer + /.well-known/openid-configuration`),
     /// then RFC 8414 §3 (the well-known segment inserted between host and path).
@@ -23,9 +52,20 @@ public struct ServerMetadata: Equatable, Sendable {
     ///
     /// - Throws: transient `TokenctlError` when the server cannot be reached; a configuration
     ///   error when no document is found, it is malformed, or its issuer differs.
-    public static func discover(_ issuer: EndpointURL, http: any HTTPClient, timeout: Double) async throws(TokenctlError) -> ServerMetadata {
+    public static func discover(
+        _ issuer: EndpointURL, http: any HTTPClient, timeout: Double, cache: DiscoveryCache? = nil
+    ) async throws(TokenctlError) -> ServerMetadata {
+        if let cache, let cached = cache.load(issuer),
+           var metadata = try? parse(Array(cached.document.utf8), expectedIssuer: issuer, url: cached.url) {
+            if let url = cached.supplementURL, let document = cached.supplementDocument,
+               let supplement = try? parse(Array(document.utf8), expectedIssuer: issuer, url: url) {
+                metadata.fillGaps(from: supplement)
+            }
+            return metadata
+        }
         var problems: [String] = []
-        for url in discoveryURLs(for: issuer) {
+        let urls = discoveryURLs(for: issuer)
+        for (index, url) in urls.enumerated() {
             let response: HTTPResponse
             do {
                 response = try await http.send(HTTPRequest(method: .get, url: url, headers: [("Accept", "application/json")]), timeout: timeout)
@@ -36,11 +76,34 @@ public struct ServerMetadata: Equatable, Sendable {
                 problems.append("\(url): HTTP \(response.status)")
                 continue
             }
-            return try parse(response.body, expectedIssuer: issuer, url: url)
+            var metadata = try parse(response.body, expectedIssuer: issuer, url: url)
+            var supplement: (url: String, document: String)?
+            // Some servers (django-oauth-toolkit) list the device and revocation endpoints only in
+            // their RFC 8414 document: fill what the OIDC document lacks from it, if it is there.
+            if index == 0, metadata.deviceAuthorizationEndpoint == nil || metadata.revocationEndpoint == nil,
+               let response = try? await http.send(HTTPRequest(method: .get, url: urls[1], headers: [("Accept", "application/json")]), timeout: timeout),
+               response.status == 200, let other = try? parse(response.body, expectedIssuer: issuer, url: urls[1]) {
+                metadata.fillGaps(from: other)
+                supplement = (urls[1], String(decoding: response.body, as: UTF8.self))
+            }
+            // Only documents that passed every check are cached; a cache failure is not an error.
+            cache?.store(issuer, url: url, document: String(decoding: response.body, as: UTF8.self), supplement: supplement)
+            return metadata
         }
         throw TokenctlError(
             .configuration, "no discovery document for \(issuer) (\(problems.joined(separator: "; ")))",
             hint: "Give the endpoints explicitly with --token-endpoint (and --revocation-endpoint).")
+    }
+
+    /// Take the endpoints and capabilities this document lacks from `other` (same issuer).
+    mutating func fillGaps(from other: ServerMetadata) {
+        revocationEndpoint = revocationEndpoint ?? other.revocationEndpoint
+        deviceAuthorizationEndpoint = deviceAuthorizationEndpoint ?? other.deviceAuthorizationEndpoint
+        authorizationEndpoint = authorizationEndpoint ?? other.authorizationEndpoint
+        jwksURI = jwksURI ?? other.jwksURI
+        tokenEndpointAuthMethods = tokenEndpointAuthMethods ?? other.tokenEndpointAuthMethods
+        codeChallengeMethods = codeChallengeMethods ?? other.codeChallengeMethods
+        scopesSupported = scopesSupported ?? other.scopesSupported
     }
 
     static func parse(_ body: [UInt8], expectedIssuer: EndpointURL, url: String) throws(TokenctlError) -> ServerMetadata {
@@ -68,6 +131,20 @@ public struct ServerMetadata: Equatable, Sendable {
         guard let token = try endpoint("token_endpoint") else {
             throw TokenctlError(.configuration, "the discovery document at \(url) has no token_endpoint", hint: "Give it with --token-endpoint.")
         }
-        return ServerMetadata(issuer: issuer, tokenEndpoint: token, revocationEndpoint: try endpoint("revocation_endpoint"))
+        func strings(_ key: String) throws(TokenctlError) -> [String]? {
+            guard let value = object[key], value != .null else { return nil }
+            guard case .array(let items) = value else {
+                throw TokenctlError(.configuration, "the discovery document at \(url) has an invalid \(key) (not an array)")
+            }
+            return items.compactMap(\.stringValue)
+        }
+        return ServerMetadata(
+            issuer: issuer, tokenEndpoint: token, revocationEndpoint: try endpoint("revocation_endpoint"),
+            deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint"),
+            authorizationEndpoint: try endpoint("authorization_endpoint"), jwksURI: try endpoint("jwks_uri"),
+            tokenEndpointAuthMethods: try strings("token_endpoint_auth_methods_supported"),
+            codeChallengeMethods: try strings("code_challenge_methods_supported"),
+            scopesSupported: try strings("scopes_supported"),
+            idTokenSigningAlgorithms: try strings("id_token_signing_alg_values_supported"))
     }
 }

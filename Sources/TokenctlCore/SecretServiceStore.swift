@@ -12,6 +12,7 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
     public static let sessionKind = "session"
     /// Secret Service providers and D-Bus limit message sizes; a token set is far below this.
     public static let maximumSecretBytes = 96 * 1024
+    public static let clientSecretKind = "client-secret"
 
     /// D-Bus call timeout for every store operation, in milliseconds.
     private let timeoutMilliseconds: Int32
@@ -105,6 +106,49 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
         }
     }
 
+    // MARK: Client secrets (kind=client-secret, same attributes otherwise)
+
+    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
+        let items = try search(attributes(identity, kind: Self.clientSecretKind), loadSecrets: true)
+        defer { items.release() }
+        guard let item = items.items.first else { return nil }
+        if secret_item_get_locked(item) != 0 { throw lockedError() }
+        var value = secret_item_get_secret(item)
+        if value == nil {
+            var error: UnsafeMutablePointer<GError>?
+            if secret_item_load_secret_sync(item, nil, &error) == 0 { throw storeError(error, operation: "read the client secret") }
+            value = secret_item_get_secret(item)
+        }
+        guard let value else { return nil }
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        var length = 0
+        guard let pointer = secret_value_get(value, &length), length > 0 else { return nil }
+        return pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+        }
+    }
+
+    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
+        let service = try connect()
+        try requireUnlockedDefaultCollection(service)
+        let table = attributes(identity, kind: Self.clientSecretKind)
+        defer { g_hash_table_unref(table) }
+        let bytes = Array(secret.utf8)
+        let value = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { secret_value_new($0.baseAddress, buffer.count, "text/plain") }
+        }
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        let label = "tokenctl client secret: \(identity.profile) (\(identity.clientID) at \(identity.issuer))"
+        var error: UnsafeMutablePointer<GError>?
+        if secret_service_store_sync(service, tokenctl_secret_schema(), table, nil, label, value, nil, &error) == 0 {
+            throw storeError(error, operation: "store the client secret")
+        }
+    }
+
+    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+        try deleteItems(matching: attributes(identity, kind: Self.clientSecretKind)) { _ throws(StoreError) in true } > 0
+    }
+
     /// Whether the default collection exists and is unlocked (for `status` and diagnostics).
     public func checkAvailable() throws(StoreError) {
         try requireUnlockedDefaultCollection(try connect())
@@ -158,13 +202,13 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
         g_variant_unref(reply)
     }
 
-    private func attributes(_ identity: SessionIdentity) -> OpaquePointer {
+    private func attributes(_ identity: SessionIdentity, kind: String = SecretServiceStore.sessionKind) -> OpaquePointer {
         let table = tokenctl_attributes_new()!
         tokenctl_attributes_insert(table, "application", Self.application)
         tokenctl_attributes_insert(table, "profile", identity.profile.rawValue)
         tokenctl_attributes_insert(table, "issuer", identity.issuer)
         tokenctl_attributes_insert(table, "client_id", identity.clientID)
-        tokenctl_attributes_insert(table, "kind", Self.sessionKind)
+        tokenctl_attributes_insert(table, "kind", kind)
         return table
     }
 

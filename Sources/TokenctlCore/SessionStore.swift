@@ -18,12 +18,24 @@ public protocol SessionStore: Sendable {
     func deleteAll(profile: ProfileName) throws(StoreError)
     /// The identities of every stored session item.
     func storedIdentities() throws(StoreError) -> [SessionIdentity]
-    /// Throws when the store cannot be used right now (unreachable, locked, no collection).
+    /// The confidential client's secret (its own item, `kind=client-secret`), or `nil`.
+    func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String?
+    /// Store the client secret in its own item.
+    func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError)
+    /// Remove the client secret item. Returns whether one existed.
+    @discardableResult
+    func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool
+    /// Throws when items could not be written now (no service, no default keyring, locked).
     func checkAvailable() throws(StoreError)
 }
 
 extension SessionStore {
-    /// Stores that cannot be unavailable (in memory) are always available.
+    // Stores without client secrets (test doubles) need not implement these.
+    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? { nil }
+    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
+        throw StoreError(.other, "this store cannot hold client secrets")
+    }
+    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { false }
     public func checkAvailable() throws(StoreError) {}
 }
 
@@ -58,6 +70,7 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
 public final class InMemorySessionStore: SessionStore, @unchecked Sendable {
     private let lock = PThreadMutex()
     private var items: [SessionIdentity: TokenSet] = [:]
+    private var clientSecrets: [SessionIdentity: String] = [:]
     /// When set, every operation fails with it (forces a store outage in tests).
     public var failure: StoreError?
     public private(set) var writeCount = 0
@@ -102,14 +115,37 @@ public final class InMemorySessionStore: SessionStore, @unchecked Sendable {
         }
     }
 
-    public func checkAvailable() throws(StoreError) {
-        if let failure { throw failure }
-    }
-
     public func storedIdentities() throws(StoreError) -> [SessionIdentity] {
         try lock.withLock { () throws(StoreError) -> [SessionIdentity] in
             if let failure { throw failure }
             return Array(items.keys)
+        }
+    }
+
+    public func checkAvailable() throws(StoreError) {
+        try lock.withLock { () throws(StoreError) in
+            if let failure { throw failure }
+        }
+    }
+
+    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
+        try lock.withLock { () throws(StoreError) -> String? in
+            if let failure { throw failure }
+            return clientSecrets[identity]
+        }
+    }
+
+    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
+        try lock.withLock { () throws(StoreError) in
+            if let failure { throw failure }
+            clientSecrets[identity] = secret
+        }
+    }
+
+    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+        try lock.withLock { () throws(StoreError) -> Bool in
+            if let failure { throw failure }
+            return clientSecrets.removeValue(forKey: identity) != nil
         }
     }
 }

@@ -128,13 +128,15 @@ public actor TokenBroker {
                 hint: "Run 'tokenctl login' again.")
         }
 
+        let credentials = try clientCredentials(for: profile)
         let client = endpointClient(profile)
         SignalDeferral.begin()
         defer { SignalDeferral.end() }
         do {
             refreshRequestCount += 1
             let (outcome, receivedAt) = await client.refresh(
-                refreshToken: refreshToken, endpoint: profile.tokenEndpoint, clientID: profile.configuration.clientID)
+                refreshToken: refreshToken, endpoint: profile.tokenEndpoint, clientID: profile.configuration.clientID,
+                credentials: credentials)
             switch outcome {
             case .success(let response, let serverDate):
                 let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
@@ -175,6 +177,21 @@ public actor TokenBroker {
         throw TokenctlError(
             .storeUnavailable, "the refreshed session could not be saved: \(lastError!.message)",
             hint: lastError!.hint ?? "The server has rotated the refresh token; you may need to log in again.")
+    }
+
+    /// A confidential client's credentials (its secret from the Secret Service), or a public client's id.
+    private func clientCredentials(for profile: ResolvedProfile) throws(TokenctlError) -> ClientCredentials {
+        guard let method = profile.configuration.tokenEndpointAuthMethod else {
+            return ClientCredentials(clientID: profile.configuration.clientID)
+        }
+        let secret: String?
+        do { secret = try store.readClientSecret(profile.identity) } catch { throw TokenctlError(error) }
+        guard let secret else {
+            throw TokenctlError(
+                .configuration, "profile '\(profile.name)' uses \(method.rawValue) but no client secret is stored",
+                hint: "Run 'tokenctl --profile \(profile.name) login ... --client-secret-stdin' again.")
+        }
+        return ClientCredentials(clientID: profile.configuration.clientID, secret: secret, method: method)
     }
 
     private func read(_ identity: SessionIdentity) throws(TokenctlError) -> TokenSet? {

@@ -18,11 +18,17 @@ public struct TokenEndpointClient: Sendable {
     /// - Returns: the final outcome and when its response arrived (local clock).
     public func refresh(
         refreshToken: String, endpoint: String, clientID: String, scope: String? = nil,
+        credentials: ClientCredentials? = nil,
         onAttempt: @Sendable (Int) -> Void = { _ in }
     ) async -> (RefreshOutcome, receivedAt: Double) {
-        var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)]
+        var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
         if let scope { fields.append(("scope", scope)) }
-        let request = HTTPRequest.form(endpoint, fields)
+        let client = credentials ?? ClientCredentials(clientID: clientID)
+        return await exchange(client.formRequest(endpoint, fields), onAttempt: onAttempt)
+    }
+
+    /// Send one token request (any grant), retrying only transient failures inside the deadline.
+    public func exchange(_ request: HTTPRequest, onAttempt: @Sendable (Int) -> Void = { _ in }) async -> (RefreshOutcome, receivedAt: Double) {
         let start = clock.now()
         var attempt = 0
         while true {

@@ -34,8 +34,8 @@ public final class TokenctlService: Sendable {
         self.lockTimeout = lockTimeout
     }
 
-    private let locks: any LockProvider
-    private let lockTimeout: Double
+    let locks: any LockProvider
+    let lockTimeout: Double
 
     /// The real thing: configuration under XDG paths, the Secret Service, libcurl, flock, and
     /// the kernel keyring hot cache.
@@ -56,83 +56,6 @@ public final class TokenctlService: Sendable {
                 hint: "Run 'tokenctl login' again, or add 'token_endpoint = URL' to the file.")
         }
         return ResolvedProfile(name: name, configuration: configuration, tokenEndpoint: tokenEndpoint.string)
-    }
-
-    // MARK: login
-
-    public struct LoginRequest: Sendable {
-        public var profile: ProfileName
-        public var issuer: EndpointURL
-        public var clientID: String
-        public var scope: String?
-        public var refreshToken: String
-        public var tokenEndpoint: EndpointURL?
-        public var revocationEndpoint: EndpointURL?
-        public var caBundle: String?
-
-        public init(
-            profile: ProfileName, issuer: EndpointURL, clientID: String, scope: String?, refreshToken: String,
-            tokenEndpoint: EndpointURL?, revocationEndpoint: EndpointURL?, caBundle: String?
-        ) {
-            self.profile = profile
-            self.issuer = issuer
-            self.clientID = clientID
-            self.scope = scope
-            self.refreshToken = refreshToken
-            self.tokenEndpoint = tokenEndpoint
-            self.revocationEndpoint = revocationEndpoint
-            self.caBundle = caBundle
-        }
-    }
-
-    /// Import a refresh token: discover endpoints, exchange the token once (proving it works),
-    /// store the resulting set, then write the profile. Nothing is stored on failure.
-    public func login(_ request: LoginRequest) async throws(TokenctlError) -> TokenSet {
-        do { try TokenResponse.validateToken(request.refreshToken, field: "refresh token") } catch {
-            throw TokenctlError(.invalidInput, "the refresh token on standard input is empty or contains whitespace or control characters")
-        }
-        let http = httpClient(request.caBundle)
-        var tokenEndpoint = request.tokenEndpoint
-        var revocationEndpoint = request.revocationEndpoint
-        if tokenEndpoint == nil {
-            let metadata = try await ServerMetadata.discover(request.issuer, http: http, timeout: retry.attemptTimeout)
-            tokenEndpoint = metadata.tokenEndpoint
-            revocationEndpoint = revocationEndpoint ?? metadata.revocationEndpoint
-        }
-        let configuration = ProfileConfiguration(
-            issuer: request.issuer, clientID: request.clientID, scope: request.scope,
-            tokenEndpoint: tokenEndpoint, revocationEndpoint: revocationEndpoint, caBundle: request.caBundle)
-        let identity = SessionIdentity(profile: request.profile, configuration: configuration)
-
-        let lock = try await locks.acquire(request.profile, timeout: lockTimeout)
-        defer { withExtendedLifetime(lock) {} }
-        SignalDeferral.begin()
-        defer { SignalDeferral.end() }
-        let client = TokenEndpointClient(http: http, clock: clock, retry: retry)
-        let (outcome, receivedAt) = await client.refresh(
-            refreshToken: request.refreshToken, endpoint: tokenEndpoint!.string, clientID: request.clientID, scope: request.scope)
-        switch outcome {
-        case .success(let response, let serverDate):
-            let seed = TokenSet(accessToken: "-", refreshToken: request.refreshToken, expiresAt: nil, issuedLifetime: nil, obtainedAt: receivedAt)
-            var tokenSet = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: seed)
-            tokenSet.lastRefreshAt = nil
-            let previous = try? profiles.load(request.profile)
-            do { try store.write(tokenSet, for: identity) } catch { throw TokenctlError(error) }
-            try profiles.save(configuration, as: request.profile)
-            hotCache?.forget(identity)
-            hotCache?.remember(tokenSet, for: identity, now: clock.now())
-            // A profile re-pointed at another issuer or client leaves no stale item behind.
-            if let previous, SessionIdentity(profile: request.profile, configuration: previous) != identity {
-                _ = try? store.delete(SessionIdentity(profile: request.profile, configuration: previous))
-                hotCache?.forget(SessionIdentity(profile: request.profile, configuration: previous))
-            }
-            events?.append(EventRecord(time: clock.now(), event: .signedIn, profile: request.profile.rawValue, issuer: request.issuer.string, subject: tokenSet.subject))
-            return tokenSet
-        case .terminal(let reason):
-            throw TokenctlError(.loginRequired, "the server did not accept the refresh token: \(reason)", hint: "Nothing was stored.")
-        case .transient(let reason, _):
-            throw TokenctlError(.transient, "could not reach the token endpoint: \(reason)", hint: "Nothing was stored; try again later.")
-        }
     }
 
     // MARK: token / refresh
@@ -233,7 +156,11 @@ public final class TokenctlService: Sendable {
         if revoke, let stored, let endpoint = configuration.revocationEndpoint {
             let token = stored.refreshToken ?? stored.accessToken
             let hint = stored.refreshToken == nil ? "access_token" : "refresh_token"
-            revocation = await self.revoke(token: token, hint: hint, endpoint: endpoint.string, clientID: configuration.clientID, caBundle: configuration.caBundle)
+            var credentials = ClientCredentials(clientID: configuration.clientID)
+            if let method = configuration.tokenEndpointAuthMethod, let secret = try? store.readClientSecret(identity) {
+                credentials = ClientCredentials(clientID: configuration.clientID, secret: secret, method: method)
+            }
+            revocation = await self.revoke(token: token, hint: hint, endpoint: endpoint.string, credentials: credentials, caBundle: configuration.caBundle)
         }
         let removed: Bool
         do { removed = try store.delete(identity) } catch { throw TokenctlError(error) }
@@ -248,8 +175,9 @@ public final class TokenctlService: Sendable {
         return LogoutReport(profile: name, removed: removed, revocation: revocation)
     }
 
-    private func revoke(token: String, hint: String, endpoint: String, clientID: String, caBundle: String?) async -> Result<Void, TokenctlError> {
-        let request = HTTPRequest.form(endpoint, [("token", token), ("token_type_hint", hint), ("client_id", clientID)])
+    private func revoke(token: String, hint: String, endpoint: String, credentials: ClientCredentials, caBundle: String?) async -> Result<Void, TokenctlError> {
+        // RFC 7009 §2.1: confidential clients authenticate as at the token endpoint.
+        let request = credentials.formRequest(endpoint, [("token", token), ("token_type_hint", hint)])
         do {
             let response = try await httpClient(caBundle).send(request, timeout: retry.attemptTimeout)
             // RFC 7009 §2.2: 200 whether or not the token was valid.

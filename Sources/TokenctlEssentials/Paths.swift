@@ -14,11 +14,15 @@ public struct Paths: Sendable, Equatable {
     public var lockDirectory: String
     /// `$XDG_STATE_HOME/tokenctl` (default `~/.local/state/tokenctl`).
     public var stateDirectory: String
+    /// `$XDG_CACHE_HOME/tokenctl` (default `~/.cache/tokenctl`): discovery documents only.
+    public var cacheDirectory: String
 
-    public init(configDirectory: String, lockDirectory: String, stateDirectory: String) {
+    /// - Parameter cacheDirectory: defaults to `cache` beside the state directory (tests).
+    public init(configDirectory: String, lockDirectory: String, stateDirectory: String, cacheDirectory: String? = nil) {
         self.configDirectory = configDirectory
         self.lockDirectory = lockDirectory
         self.stateDirectory = stateDirectory
+        self.cacheDirectory = cacheDirectory ?? stateDirectory + "/cache"
     }
 
     /// Resolve the paths from the environment.
@@ -36,13 +40,15 @@ public struct Paths: Sendable, Equatable {
         }
         let config = try base("XDG_CONFIG_HOME", ".config") + "/tokenctl"
         let state = try base("XDG_STATE_HOME", ".local/state") + "/tokenctl"
+        // The cache is optional: without HOME or XDG_CACHE_HOME it lives under the state directory.
+        let cache = (try? base("XDG_CACHE_HOME", ".cache")).map { $0 + "/tokenctl" } ?? state + "/cache"
         let lock: String
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
             lock = runtime + "/tokenctl"
         } else {
             lock = state + "/locks"
         }
-        return Paths(configDirectory: config, lockDirectory: lock, stateDirectory: state)
+        return Paths(configDirectory: config, lockDirectory: lock, stateDirectory: state, cacheDirectory: cache)
     }
 
     /// The directory of profile files.
@@ -52,6 +58,9 @@ public struct Paths: Sendable, Equatable {
     public func profileFile(_ profile: ProfileName) -> String {
         profilesDirectory + "/" + profile.rawValue + ".conf"
     }
+
+    /// The cached discovery documents, one file per issuer.
+    public var discoveryCacheDirectory: String { cacheDirectory + "/discovery" }
 
     /// The cross-process refresh lock of one profile.
     public func lockFile(_ profile: ProfileName) -> String {

@@ -9,12 +9,23 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public var scope: String?
     public var tokenEndpoint: EndpointURL?
     public var revocationEndpoint: EndpointURL?
+    /// RFC 8628 device authorization endpoint (`login --device`).
+    public var deviceAuthorizationEndpoint: EndpointURL?
+    /// RFC 6749 authorization endpoint (`login --browser`).
+    public var authorizationEndpoint: EndpointURL?
+    /// The issuer's JSON Web Key Set, for ID token signatures.
+    public var jwksURI: EndpointURL?
+    /// How a confidential client authenticates at the token endpoint: `client_secret_basic` or
+    /// `client_secret_post` (the secret itself is in the Secret Service). `nil`: a public client.
+    public var tokenEndpointAuthMethod: ClientAuthenticationMethod?
     /// A PEM bundle of extra trusted CAs for this issuer (private PKI).
     public var caBundle: String?
 
     public init(
         issuer: EndpointURL, clientID: String, scope: String? = nil,
-        tokenEndpoint: EndpointURL? = nil, revocationEndpoint: EndpointURL? = nil, caBundle: String? = nil
+        tokenEndpoint: EndpointURL? = nil, revocationEndpoint: EndpointURL? = nil, caBundle: String? = nil,
+        deviceAuthorizationEndpoint: EndpointURL? = nil, authorizationEndpoint: EndpointURL? = nil,
+        jwksURI: EndpointURL? = nil, tokenEndpointAuthMethod: ClientAuthenticationMethod? = nil
     ) {
         self.issuer = issuer
         self.clientID = clientID
@@ -22,10 +33,17 @@ public struct ProfileConfiguration: Equatable, Sendable {
         self.tokenEndpoint = tokenEndpoint
         self.revocationEndpoint = revocationEndpoint
         self.caBundle = caBundle
+        self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
+        self.authorizationEndpoint = authorizationEndpoint
+        self.jwksURI = jwksURI
+        self.tokenEndpointAuthMethod = tokenEndpointAuthMethod
     }
 
     /// Every key the file may hold, in the order they are written.
-    public static let keys = ["issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "cacert"]
+    public static let keys = [
+        "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
+        "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert",
+    ]
 
     /// Parse a profile file.
     ///
@@ -77,13 +95,26 @@ public struct ProfileConfiguration: Equatable, Sendable {
         guard !clientID.value.isEmpty else {
             throw ConfigurationError(path: path, line: clientID.line, message: "'client_id' is empty")
         }
+        var authMethod: ClientAuthenticationMethod?
+        if let entry = entry("token_endpoint_auth_method"), !entry.value.isEmpty {
+            guard let method = ClientAuthenticationMethod(rawValue: entry.value) else {
+                throw ConfigurationError(
+                    path: path, line: entry.line,
+                    message: "token_endpoint_auth_method: expected client_secret_basic or client_secret_post, not '\(entry.value)'")
+            }
+            authMethod = method
+        }
         return ProfileConfiguration(
             issuer: issuer,
             clientID: clientID.value,
             scope: entry("scope").flatMap { $0.value.isEmpty ? nil : $0.value },
             tokenEndpoint: try url("token_endpoint"),
             revocationEndpoint: try url("revocation_endpoint"),
-            caBundle: entry("cacert").flatMap { $0.value.isEmpty ? nil : $0.value }
+            caBundle: entry("cacert").flatMap { $0.value.isEmpty ? nil : $0.value },
+            deviceAuthorizationEndpoint: try url("device_authorization_endpoint"),
+            authorizationEndpoint: try url("authorization_endpoint"),
+            jwksURI: try url("jwks_uri"),
+            tokenEndpointAuthMethod: authMethod
         )
     }
 
@@ -98,9 +129,21 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let scope { lines.append("scope = \(scope)") }
         if let tokenEndpoint { lines.append("token_endpoint = \(tokenEndpoint)") }
         if let revocationEndpoint { lines.append("revocation_endpoint = \(revocationEndpoint)") }
+        if let deviceAuthorizationEndpoint { lines.append("device_authorization_endpoint = \(deviceAuthorizationEndpoint)") }
+        if let authorizationEndpoint { lines.append("authorization_endpoint = \(authorizationEndpoint)") }
+        if let jwksURI { lines.append("jwks_uri = \(jwksURI)") }
+        if let tokenEndpointAuthMethod { lines.append("token_endpoint_auth_method = \(tokenEndpointAuthMethod.rawValue)") }
         if let caBundle { lines.append("cacert = \(caBundle)") }
         return lines.joined(separator: "\n") + "\n"
     }
+}
+
+/// Client authentication at the token endpoint for confidential clients (RFC 6749 §2.3.1).
+public enum ClientAuthenticationMethod: String, Sendable, Equatable {
+    /// HTTP Basic with the form-encoded client id and secret.
+    case clientSecretBasic = "client_secret_basic"
+    /// `client_id` and `client_secret` in the form body.
+    case clientSecretPost = "client_secret_post"
 }
 
 /// A configuration problem: exit status 78 (EX_CONFIG).

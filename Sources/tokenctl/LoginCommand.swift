@@ -7,49 +7,102 @@ import TokenctlEssentials
 enum LoginCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = context.options
-        if options.has("--device") || options.has("--browser") {
-            throw UsageError("Interactive login is not available yet; use --refresh-token-stdin.", command: "login")
-        }
         guard let issuerText = options.value("--issuer") else { throw UsageError("Missing '--issuer <url>'.", command: "login") }
         guard let clientID = options.value("--client-id") else { throw UsageError("Missing '--client-id <id>'.", command: "login") }
-        guard options.has("--refresh-token-stdin") else {
-            throw UsageError("Missing '--refresh-token-stdin' (interactive login is not available yet).", command: "login")
+        let chosen = ["--device", "--browser", "--refresh-token-stdin"].filter(options.has)
+        guard chosen.count <= 1 else {
+            throw UsageError("Choose one of --device, --browser and --refresh-token-stdin, not \(chosen.joined(separator: " and ")).", command: "login")
         }
-        func url(_ key: String, _ text: String?) throws -> EndpointURL? {
-            guard let text else { return nil }
+        if options.has("--refresh-token-stdin") && options.has("--client-secret-stdin") {
+            throw UsageError("--refresh-token-stdin and --client-secret-stdin both read standard input; store the secret in a separate login first.", command: "login")
+        }
+        func url(_ key: String) throws -> EndpointURL? {
+            guard let text = options.value(key) else { return nil }
             do { return try EndpointURL(text) } catch { throw UsageError("Invalid value for '\(key)': \(error).", command: "login") }
         }
-        let issuer = try url("--issuer", issuerText)!
+        let issuer = try url("--issuer")!
         guard !clientID.isEmpty, clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else {
             throw UsageError("Invalid value for '--client-id': it must be non-empty, without spaces or control characters.", command: "login")
         }
-        let scope = options.value("--scope").map { $0.split(separator: " ").joined(separator: " ") }
-        if let scope, scope.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0 == "\"" || $0 == "\\" }) {
-            throw UsageError("Invalid value for '--scope': scopes are space-separated printable characters.", command: "login")
+        func words(_ key: String) throws -> String? {
+            guard let text = options.value(key) else { return nil }
+            let joined = text.split(separator: " ").joined(separator: " ")
+            if joined.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0 == "\"" || $0 == "\\" }) {
+                throw UsageError("Invalid value for '\(key)': expected space-separated printable values.", command: "login")
+            }
+            return joined.isEmpty ? nil : joined
+        }
+        let scope = try words("--scope")
+        let audience = try words("--audience")
+        let resources = try words("--resource").map { $0.split(separator: " ").map(String.init) } ?? []
+        for resource in resources where (try? EndpointURL(resource)) == nil && !resource.hasPrefix("urn:") {
+            throw UsageError("Invalid value for '--resource': '\(resource)' is not an absolute URI (RFC 8707).", command: "login")
         }
         let caBundle = options.value("--cacert")
         if let caBundle, access(caBundle, R_OK) != 0 {
             throw UsageError("Cannot read the CA bundle '\(caBundle)'.", command: "login")
         }
+        var port: UInt16?
+        if let text = options.value("--port") {
+            guard let number = UInt16(text), number > 0 else {
+                throw UsageError("Invalid value '\(text)' for '--port': expected a port number between 1 and 65535.", command: "login")
+            }
+            port = number
+        }
+        if (port != nil || options.has("--no-open")) && (options.has("--device") || options.has("--refresh-token-stdin")) {
+            throw UsageError("--port and --no-open apply to --browser only.", command: "login")
+        }
+        let browserTimeout = try context.seconds("--login-timeout", command: "login", default: 300, allowZero: false)
+
+        let method: LoginMethod
+        if options.has("--refresh-token-stdin") {
+            method = .refreshToken(try readLine(what: "refresh token", prompt: "Refresh token (input hidden): "))
+        } else if options.has("--browser") || port != nil || options.has("--no-open") {
+            method = .browser(port: port, openBrowser: !options.has("--no-open"), timeout: browserTimeout)
+        } else if options.has("--device") || !hasDisplay() {
+            method = .device
+        } else {
+            method = .browser(port: nil, openBrowser: true, timeout: browserTimeout)
+        }
+        let clientSecret = options.has("--client-secret-stdin") ? try readLine(what: "client secret", prompt: "Client secret (input hidden): ") : nil
+
         let request = TokenctlService.LoginRequest(
-            profile: context.profile, issuer: issuer, clientID: clientID, scope: scope?.isEmpty == true ? nil : scope,
-            refreshToken: try readRefreshToken(),
-            tokenEndpoint: try url("--token-endpoint", options.value("--token-endpoint")),
-            revocationEndpoint: try url("--revocation-endpoint", options.value("--revocation-endpoint")),
-            caBundle: caBundle.map(absolutePath))
-        let tokenSet = try await context.service().login(request)
+            profile: context.profile, issuer: issuer, clientID: clientID, scope: scope, method: method,
+            endpoints: ExplicitEndpoints(
+                token: try url("--token-endpoint"), revocation: try url("--revocation-endpoint"),
+                deviceAuthorization: try url("--device-authorization-endpoint"), authorization: try url("--authorization-endpoint"),
+                jwks: try url("--jwks-uri")),
+            caBundle: caBundle.map(absolutePath), clientSecret: clientSecret, audience: audience, resources: resources)
+        let presenter = TerminalLoginPresenter()
+        let result = try await context.service().login(request, presenter: presenter)
+        let tokenSet = result.tokenSet
         let who = tokenSet.subject.map { " as \($0)" } ?? ""
-        let refreshNote = tokenSet.hasRefreshToken ? "" : " The server returned no refresh token: 'token' works until the access token expires."
-        Output.standardError("Logged in profile '\(context.profile)' at \(issuer)\(who); access token valid for \(Output.duration(tokenSet.timeLeft(at: Clock.system.now()))).\(refreshNote)\n")
+        var summary = "Logged in profile '\(context.profile)' at \(issuer)\(who); access token valid for \(Output.duration(tokenSet.timeLeft(at: Clock.system.now()))).\n"
+        if tokenSet.idToken != nil {
+            summary += result.idTokenSignatureVerified
+                ? "ID token checked: issuer, audience, expiry, nonce and signature.\n"
+                : "ID token checked: issuer, audience and expiry (no JWKS known, so not its signature).\n"
+        }
+        if !tokenSet.hasRefreshToken {
+            summary += "The server issued no refresh token: 'tokenctl token' works until the access token expires, then you must log in again.\n"
+        }
+        Output.standardError(summary)
         return .success
     }
 
-    /// One line from stdin: a trailing newline is dropped; anything else must be the token.
-    static func readRefreshToken() throws -> String {
+    /// A graphical session can show a browser: DISPLAY or WAYLAND_DISPLAY set and stdin a terminal.
+    static func hasDisplay() -> Bool {
+        let environment = Environment.process
+        let display = !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
+        return display && isatty(0) == 1
+    }
+
+    /// One line from stdin: a trailing newline is dropped; anything else must be the value.
+    static func readLine(what: String, prompt: String) throws -> String {
         let interactive = isatty(0) == 1
         var saved = termios()
         if interactive {
-            Output.standardError("Refresh token (input hidden): ")
+            Output.standardError(prompt)
             tcgetattr(0, &saved)
             var quiet = saved
             quiet.c_lflag &= ~tcflag_t(ECHO)
@@ -76,11 +129,12 @@ enum LoginCommand {
         for index in bytes.indices { bytes[index] = 0 }
         if text.hasSuffix("\r\n") { text.removeLast(1) } else if text.hasSuffix("\n") { text.removeLast() }
         if text.hasSuffix("\r") { text.removeLast() }
+        let flag = what == "refresh token" ? "--refresh-token-stdin" : "--client-secret-stdin"
         guard !text.isEmpty else {
-            throw TokenctlError(.invalidInput, "no refresh token on standard input", hint: "Pipe it in: printf %s \"$REFRESH_TOKEN\" | tokenctl login ... --refresh-token-stdin")
+            throw TokenctlError(.invalidInput, "no \(what) on standard input", hint: "Pipe it in: printf %s \"$VALUE\" | tokenctl login ... \(flag)")
         }
         guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw TokenctlError(.invalidInput, "the refresh token on standard input contains whitespace or control characters (only one line, with the token alone, is accepted)")
+            throw TokenctlError(.invalidInput, "the \(what) on standard input contains whitespace or control characters (only one line, with the \(what) alone, is accepted)")
         }
         return text
     }

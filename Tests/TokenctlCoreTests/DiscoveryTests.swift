@@ -41,7 +41,7 @@ struct DiscoveryTests {
     @Test("a valid document")
     func valid() throws {
         let metadata = try ServerMetadata.parse(
-            bytes(#"{"issuer": "https://issuer.example", "token_endpoint": "https://issuer.example/token", "revocation_endpoint": "https://issuer.example/revoke", "jwks_uri": 5}"#),
+            bytes(#"{"issuer": "https://issuer.example", "token_endpoint": "https://issuer.example/token", "revocation_endpoint": "https://issuer.example/revoke", "userinfo_endpoint": 5}"#),
             expectedIssuer: try EndpointURL("https://issuer.example"), url: "u")
         #expect(metadata.issuer == "https://issuer.example")
         #expect(metadata.tokenEndpoint.string == "https://issuer.example/token")

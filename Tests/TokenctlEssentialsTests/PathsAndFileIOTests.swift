@@ -12,7 +12,8 @@ struct PathsTests {
         #expect(paths == Paths(
             configDirectory: "/home/u/.config/tokenctl",
             lockDirectory: "/home/u/.local/state/tokenctl/locks",
-            stateDirectory: "/home/u/.local/state/tokenctl"))
+            stateDirectory: "/home/u/.local/state/tokenctl",
+            cacheDirectory: "/home/u/.cache/tokenctl"))
     }
 
     @Test("absolute XDG variables win over HOME")

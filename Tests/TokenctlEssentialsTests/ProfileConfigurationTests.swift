@@ -169,16 +169,33 @@ struct ProfileConfigurationTests {
 
     @Test("every documented key is accepted")
     func allKeys() throws {
-        #expect(ProfileConfiguration.keys == ["issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "cacert"])
+        #expect(ProfileConfiguration.keys == [
+            "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
+            "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert",
+        ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {
             case "issuer": "issuer = https://a.example"
-            case "token_endpoint", "revocation_endpoint": "\(key) = https://a.example/\(key)"
+            case "token_endpoint", "revocation_endpoint", "device_authorization_endpoint", "authorization_endpoint", "jwks_uri":
+                "\(key) = https://a.example/\(key)"
+            case "token_endpoint_auth_method": "\(key) = client_secret_post"
             default: "\(key) = v"
             }
         }.joined(separator: "\n")
         let configuration = try ProfileConfiguration.parse(text, path: path)
         #expect(configuration.revocationEndpoint?.string == "https://a.example/revocation_endpoint")
         #expect(configuration.caBundle == "v")
+        #expect(configuration.deviceAuthorizationEndpoint?.string == "https://a.example/device_authorization_endpoint")
+        #expect(configuration.authorizationEndpoint?.string == "https://a.example/authorization_endpoint")
+        #expect(configuration.jwksURI?.string == "https://a.example/jwks_uri")
+        #expect(configuration.tokenEndpointAuthMethod == .clientSecretPost)
+        let again = try ProfileConfiguration.parse(configuration.serialized(profile: ProfileName(rawValue: "p")!), path: path)
+        #expect(again == configuration)
+    }
+
+    @Test("an unknown client authentication method is rejected on its line")
+    func unknownAuthMethod() {
+        let error = configurationError("issuer = https://a.example\nclient_id = c\ntoken_endpoint_auth_method = private_key_jwt\n")
+        #expect(error?.line == 3)
     }
 }

@@ -44,7 +44,7 @@ struct RunResult: Sendable, CustomStringConvertible {
 final class RunningCommand: @unchecked Sendable {
     let pid: pid_t
     private let stdoutPath: String
-    private let stderrPath: String
+    let stderrPath: String
     private let stdinPath: String?
 
     init(executable: String, arguments: [String], environment: [String: String], stdin: String?, directory: String) throws {
@@ -103,6 +103,20 @@ final class RunningCommand: @unchecked Sendable {
     }
 
     func signal(_ number: Int32) { kill(pid, number) }
+
+    /// What the command has written to stderr so far.
+    var currentStandardError: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+
+    /// Wait until stderr contains `text` (or the process has gone quiet for `timeout` seconds).
+    func waitForStandardError(containing text: String, timeout: Double = 20) -> String? {
+        let deadline = Date().timeIntervalSince1970 + timeout
+        while Date().timeIntervalSince1970 < deadline {
+            let current = currentStandardError
+            if current.contains(text) { return current }
+            usleep(50_000)
+        }
+        return nil
+    }
 }
 
 /// Run a program to completion.

@@ -1,0 +1,50 @@
+import TokenctlEssentials
+
+/// The device authorization response (RFC 8628 §3.2), checked before anything is shown.
+public struct DeviceAuthorization: Sendable, Equatable {
+    public var deviceCode: String
+    public var userCode: String
+    public var verificationURI: String
+    public var verificationURIComplete: String?
+    /// Seconds the codes stay valid.
+    public var expiresIn: Double
+    /// Seconds to wait between polls (default 5, §3.2).
+    public var interval: Double
+
+    /// Parse a 200 body.
+    ///
+    /// - Throws: a `TokenctlError` naming what is missing or unusable.
+    public static func parse(_ body: [UInt8], endpoint: String) throws(TokenctlError) -> DeviceAuthorization {
+        func problem(_ what: String) -> TokenctlError {
+            TokenctlError(.loginRequired, "the device authorization endpoint \(endpoint) answered without \(what)", hint: "Nothing was stored.")
+        }
+        guard let object = JSONValue.parseObject(body) else { throw problem("a JSON object") }
+        // Text shown on the terminal must not carry control characters (escape sequences).
+        func printable(_ key: String) -> String? {
+            guard let value = object[key]?.stringValue, !value.isEmpty, value.utf8.count <= 2048,
+                  value.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) }) else { return nil }
+            return value
+        }
+        guard let deviceCode = object["device_code"]?.stringValue, !deviceCode.isEmpty else { throw problem("a device_code") }
+        guard let userCode = printable("user_code") else { throw problem("a usable user_code") }
+        // "verification_url" is the pre-RFC spelling some servers (Google) still send.
+        guard let uri = printable("verification_uri") ?? printable("verification_url"), (try? EndpointURL(uri)) != nil else {
+            throw problem("a usable verification_uri (https://…)")
+        }
+        var complete = printable("verification_uri_complete")
+        if let candidate = complete, (try? EndpointURL(candidate)) == nil { complete = nil }
+        func seconds(_ key: String, default value: Double) -> Double {
+            switch object[key] {
+            case .number(let number)?: number
+            case .string(let text)?: Double(text) ?? value
+            default: value
+            }
+        }
+        let expiresIn = seconds("expires_in", default: 600)
+        let interval = seconds("interval", default: 5)
+        guard expiresIn.isFinite, expiresIn > 0 else { throw problem("a positive expires_in") }
+        return DeviceAuthorization(
+            deviceCode: deviceCode, userCode: userCode, verificationURI: uri, verificationURIComplete: complete,
+            expiresIn: min(expiresIn, 3600), interval: interval.isFinite ? min(max(interval, 1), 60) : 5)
+    }
+}

@@ -1,0 +1,178 @@
+import TokenctlEssentials
+
+/// The device authorization grant (RFC 8628): request codes, show them, poll until approved.
+struct DeviceFlow: Sendable {
+    static let grantType = "urn:ietf:params:oauth:grant-type:device_code"
+
+    var http: any HTTPClient
+    var clock: Clock
+    var retry: RetryPolicy
+    var credentials: ClientCredentials
+    var presenter: any LoginPresenter
+
+    func run(
+        deviceEndpoint: String, tokenEndpoint: String, scope: String?, extra: [(String, String)]
+    ) async throws(TokenctlError) -> (TokenResponse, receivedAt: Double, serverDate: Double?) {
+        var fields: [(String, String)] = []
+        if let scope { fields.append(("scope", scope)) }
+        fields += extra
+        let response: HTTPResponse
+        do { response = try await http.send(credentials.formRequest(deviceEndpoint, fields), timeout: retry.attemptTimeout) } catch {
+            throw TokenctlError(.transient, "cannot reach the device authorization endpoint: \(error)", hint: "Nothing was stored; try again later.")
+        }
+        guard response.status == 200 else {
+            if [429, 500, 502, 503, 504].contains(response.status) {
+                throw TokenctlError(.transient, "the device authorization endpoint failed with HTTP \(response.status)", hint: "Nothing was stored; try again later.")
+            }
+            let object = JSONValue.parseObject(response.body)
+            let code = object?["error"]?.stringValue.map(RefreshOutcome.sanitized)
+            let description = object?["error_description"]?.stringValue.map(RefreshOutcome.sanitized)
+            throw TokenctlError(
+                .configuration,
+                "the device authorization endpoint refused the request (HTTP \(response.status)\(code.map { " \($0)" } ?? "")\(description.map { ": \($0)" } ?? ""))",
+                hint: "Check --client-id and --scope, and that the client may use the device flow.")
+        }
+        let authorization = try DeviceAuthorization.parse(response.body, endpoint: deviceEndpoint)
+        let expiresAt = clock.now() + authorization.expiresIn
+        presenter.showDeviceAuthorization(authorization, expiresAt: expiresAt)
+        defer { presenter.deviceFlowEnded() }
+
+        let request = credentials.formRequest(tokenEndpoint, [("grant_type", Self.grantType), ("device_code", authorization.deviceCode)])
+        var interval = authorization.interval
+        var transientFailures = 0
+        while true {
+            // §3.5: wait `interval` before every poll, also the first.
+            let wait = interval * Double(1 << min(transientFailures, 4))
+            guard clock.now() + wait < expiresAt else { throw expired() }
+            do { try await clock.sleep(wait) } catch {
+                throw TokenctlError(.loginRequired, "login cancelled", hint: "Nothing was stored.")
+            }
+            let result: Result<HTTPResponse, HTTPTransportError>
+            do { result = .success(try await http.send(request, timeout: retry.attemptTimeout)) } catch { result = .failure(error) }
+            let receivedAt = clock.now()
+            switch RefreshOutcome.classify(result, now: receivedAt) {
+            case .success(let tokens, let serverDate):
+                return (tokens, receivedAt, serverDate)
+            case .transient:
+                // §3.5: back off on connection problems and keep going until the codes expire.
+                transientFailures += 1
+            case .terminal(.oauthError(_, let code, let description)):
+                transientFailures = 0
+                switch code {
+                case "authorization_pending":
+                    continue
+                case "slow_down":
+                    interval += 5
+                    presenter.deviceFlowSlowedDown(interval: interval)
+                case "access_denied":
+                    throw TokenctlError(.loginRequired, "the sign-in was denied on the verification page", hint: "Nothing was stored. Run 'tokenctl login' to try again.")
+                case "expired_token":
+                    throw expired()
+                default:
+                    throw TokenctlError(
+                        .loginRequired, "the server ended the device login: \(code)\(description.map { ": \($0)" } ?? "")", hint: "Nothing was stored.")
+                }
+            case .terminal(let reason):
+                throw TokenctlError(.loginRequired, "the server ended the device login: \(reason)", hint: "Nothing was stored.")
+            }
+        }
+    }
+
+    private func expired() -> TokenctlError {
+        TokenctlError(.loginRequired, "the device code expired before the sign-in was approved", hint: "Nothing was stored. Run 'tokenctl login' again and approve it in time.")
+    }
+}
+
+/// The authorization code grant with PKCE (RFC 7636, S256) and a loopback redirect (RFC 8252 §7.3).
+struct BrowserFlow: Sendable {
+    var http: any HTTPClient
+    var clock: Clock
+    var retry: RetryPolicy
+    var credentials: ClientCredentials
+    var presenter: any LoginPresenter
+
+    struct Result {
+        var response: TokenResponse
+        var receivedAt: Double
+        var serverDate: Double?
+        var nonce: String?
+    }
+
+    func run(
+        issuer: String, authorizationEndpoint: String, tokenEndpoint: String, scope: String?, extra: [(String, String)],
+        port: UInt16?, openBrowser: Bool, timeout: Double, checksIssuerParameter: Bool
+    ) async throws(TokenctlError) -> Result {
+        let server = try LoopbackRedirectServer(port: port ?? 0)
+        let pkce = PKCE()
+        let state = SecureRandom.token()
+        let nonce = (scope?.split(separator: " ").contains("openid") ?? false) ? SecureRandom.token() : nil
+        var parameters: [(String, String)] = [
+            ("response_type", "code"), ("client_id", credentials.clientID), ("redirect_uri", server.redirectURI),
+            ("state", state), ("code_challenge", pkce.challenge), ("code_challenge_method", pkce.method),
+        ]
+        if let scope { parameters.append(("scope", scope)) }
+        if let nonce { parameters.append(("nonce", nonce)) }
+        parameters += extra
+        let separator = authorizationEndpoint.contains("?") ? "&" : "?"
+        let url = authorizationEndpoint + separator + FormEncoding.encode(parameters)
+        _ = presenter.showAuthorizationURL(url, openBrowser: openBrowser)
+
+        guard let callback = await server.waitForCallback(timeout: timeout, clock: clock) else {
+            throw TokenctlError(
+                .loginRequired, "no answer from the browser within \(Int(timeout)) seconds",
+                hint: "Nothing was stored. Run 'tokenctl login --browser' again, or use --device.")
+        }
+        let received = callback.parameters
+        // RFC 6749 §10.12: a response whose state we did not send is someone else's (CSRF).
+        guard received["state"] == state else {
+            callback.respond(status: 400, title: "Sign-in rejected", message: "The response did not match this login (wrong state). Return to the terminal.")
+            throw TokenctlError(
+                .loginRequired, "the redirect carried a state that does not match this login (a forged or stale response)",
+                hint: "Nothing was stored. Run 'tokenctl login --browser' again.")
+        }
+        if let error = received["error"] {
+            let code = RefreshOutcome.sanitized(error)
+            let description = received["error_description"].map(RefreshOutcome.sanitized)
+            callback.respond(status: 200, title: "Sign-in not completed", message: "The server answered: \(Self.html(code)). Return to the terminal.")
+            if code == "access_denied" {
+                throw TokenctlError(.loginRequired, "the sign-in was denied in the browser (access_denied)\(description.map { ": \($0)" } ?? "")", hint: "Nothing was stored.")
+            }
+            throw TokenctlError(.loginRequired, "the authorization server refused the sign-in: \(code)\(description.map { ": \($0)" } ?? "")", hint: "Nothing was stored.")
+        }
+        // RFC 9207: when the server names itself in the response, it must be our issuer (mix-up defence).
+        if checksIssuerParameter, let responseIssuer = received["iss"], responseIssuer != issuer {
+            callback.respond(status: 400, title: "Sign-in rejected", message: "The response came from another issuer. Return to the terminal.")
+            throw TokenctlError(.loginRequired, "the redirect came from issuer '\(RefreshOutcome.sanitized(responseIssuer))', not \(issuer)", hint: "Nothing was stored.")
+        }
+        guard let code = received["code"], !code.isEmpty else {
+            callback.respond(status: 400, title: "Sign-in failed", message: "The response carried no authorization code. Return to the terminal.")
+            throw TokenctlError(.loginRequired, "the redirect carried no authorization code", hint: "Nothing was stored.")
+        }
+        callback.respond(status: 200, title: "Signed in", message: "tokenctl received the authorization. You can close this tab and return to the terminal.")
+
+        let request = credentials.formRequest(tokenEndpoint, [
+            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", server.redirectURI), ("code_verifier", pkce.verifier),
+        ])
+        // An authorization code is single-use: never resend it after a response we could not read.
+        var once = retry
+        once.maximumAttempts = 1
+        let client = TokenEndpointClient(http: http, clock: clock, retry: once)
+        let (outcome, receivedAt) = await client.exchange(request)
+        let (response, serverDate) = try TokenctlService.successOrThrow(outcome, what: "the authorization code")
+        return Result(response: response, receivedAt: receivedAt, serverDate: serverDate, nonce: nonce)
+    }
+
+    static func html(_ text: String) -> String {
+        var result = ""
+        for character in text {
+            switch character {
+            case "&": result += "&amp;"
+            case "<": result += "&lt;"
+            case ">": result += "&gt;"
+            case "\"": result += "&quot;"
+            default: result.append(character)
+            }
+        }
+        return result
+    }
+}

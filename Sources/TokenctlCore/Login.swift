@@ -1,0 +1,345 @@
+import TokenctlEssentials
+
+/// What the command-line layer shows during an interactive login. The core decides what
+/// happens; the presenter only prints (stderr), draws the QR code, and opens the browser.
+public protocol LoginPresenter: Sendable {
+    /// The device flow's codes are ready: show them until `deviceFlowEnded()`.
+    func showDeviceAuthorization(_ authorization: DeviceAuthorization, expiresAt: Double)
+    /// Polling ended (approved, denied, expired or failed).
+    func deviceFlowEnded()
+    /// The server asked us to poll more slowly.
+    func deviceFlowSlowedDown(interval: Double)
+    /// The authorization URL is ready; `openBrowser` says whether to launch a browser.
+    /// Returns whether a browser was launched.
+    func showAuthorizationURL(_ url: String, openBrowser: Bool) -> Bool
+}
+
+/// How a login obtains its first token set.
+public enum LoginMethod: Sendable, Equatable {
+    /// Import a refresh token (exchanged once to prove it works).
+    case refreshToken(String)
+    /// RFC 8628 device authorization grant.
+    case device
+    /// Authorization code with PKCE and a loopback redirect (RFC 7636, RFC 8252).
+    case browser(port: UInt16?, openBrowser: Bool, timeout: Double)
+}
+
+/// Endpoints given on the command line; they win over discovery.
+public struct ExplicitEndpoints: Sendable, Equatable {
+    public var token: EndpointURL?
+    public var revocation: EndpointURL?
+    public var deviceAuthorization: EndpointURL?
+    public var authorization: EndpointURL?
+    public var jwks: EndpointURL?
+
+    public init(
+        token: EndpointURL? = nil, revocation: EndpointURL? = nil, deviceAuthorization: EndpointURL? = nil,
+        authorization: EndpointURL? = nil, jwks: EndpointURL? = nil
+    ) {
+        self.token = token
+        self.revocation = revocation
+        self.deviceAuthorization = deviceAuthorization
+        self.authorization = authorization
+        self.jwks = jwks
+    }
+}
+
+/// The outcome of a login, for the command-line layer's summary.
+public struct LoginResult: Sendable {
+    public var tokenSet: TokenSet
+    /// Whether an ID token came back and passed every check, including its signature.
+    public var idTokenSignatureVerified: Bool
+    /// The scope requested (after defaults), or nil when the server's default was used.
+    public var requestedScope: String?
+}
+
+extension TokenctlService {
+    public struct LoginRequest: Sendable {
+        public var profile: ProfileName
+        public var issuer: EndpointURL
+        public var clientID: String
+        /// `nil`: `openid offline_access`, as far as the server advertises them.
+        public var scope: String?
+        public var method: LoginMethod
+        public var endpoints: ExplicitEndpoints
+        public var caBundle: String?
+        /// A confidential client's secret (stored in its own Secret Service item on success).
+        public var clientSecret: String?
+        /// `audience` (e.g. Auth0) and RFC 8707 `resource` indicators, passed through.
+        public var audience: String?
+        public var resources: [String]
+
+        public init(
+            profile: ProfileName, issuer: EndpointURL, clientID: String, scope: String?, method: LoginMethod,
+            endpoints: ExplicitEndpoints = ExplicitEndpoints(), caBundle: String? = nil, clientSecret: String? = nil,
+            audience: String? = nil, resources: [String] = []
+        ) {
+            self.profile = profile
+            self.issuer = issuer
+            self.clientID = clientID
+            self.scope = scope
+            self.method = method
+            self.endpoints = endpoints
+            self.caBundle = caBundle
+            self.clientSecret = clientSecret
+            self.audience = audience
+            self.resources = resources
+        }
+    }
+
+    /// Sign a profile in: resolve endpoints, run the chosen flow, check the ID token, then store
+    /// the token set (and the client secret) and write the profile. Nothing is stored on failure.
+    public func login(_ request: LoginRequest, presenter: any LoginPresenter) async throws(TokenctlError) -> LoginResult {
+        let http = httpClient(request.caBundle)
+        let metadata = try await discoverForLogin(request, http: http)
+        let endpoints = try resolveEndpoints(request, metadata: metadata)
+
+        var credentials = ClientCredentials(clientID: request.clientID)
+        var authMethod: ClientAuthenticationMethod?
+        let previous = try? profiles.load(request.profile)
+        var secret = request.clientSecret
+        let identity = SessionIdentity(profile: request.profile, issuer: request.issuer.string, clientID: request.clientID)
+        if secret == nil, previous?.tokenEndpointAuthMethod != nil, previous?.issuer == request.issuer, previous?.clientID == request.clientID {
+            // A confidential client logging in again: the secret stored last time still applies.
+            secret = try? store.readClientSecret(identity)
+        }
+        if let secret {
+            // Keep the method used before while the server still advertises it; else pick one.
+            if let method = previous?.tokenEndpointAuthMethod, metadata?.tokenEndpointAuthMethods?.contains(method.rawValue) ?? true {
+                authMethod = method
+            } else {
+                authMethod = try ClientCredentials.preferredMethod(supported: metadata?.tokenEndpointAuthMethods)
+            }
+            credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: authMethod)
+        }
+
+        // The import asks for no scope unless told to; interactive logins default to openid offline_access.
+        let scope: String?
+        if case .refreshToken = request.method { scope = request.scope } else {
+            scope = request.scope ?? Self.defaultScope(supported: metadata?.scopesSupported)
+            // Find out before the user approves anything that the tokens could not be kept.
+            do { try store.checkAvailable() } catch { throw TokenctlError(error) }
+        }
+        var extra: [(String, String)] = []
+        if let audience = request.audience { extra.append(("audience", audience)) }
+        for resource in request.resources { extra.append(("resource", resource)) }
+
+        let client = TokenEndpointClient(http: http, clock: clock, retry: retry)
+        // The import exchanges a possibly rotating refresh token: hold the profile lock from
+        // the exchange to the store, like a refresh. Interactive flows take it only to store.
+        var importLock: (any HeldLock)?
+        if case .refreshToken = request.method {
+            importLock = try await locks.acquire(request.profile, timeout: lockTimeout)
+            SignalDeferral.begin()
+        }
+        defer {
+            if importLock != nil { SignalDeferral.end() }
+            withExtendedLifetime(importLock) {}
+        }
+        let exchanged: (response: TokenResponse, receivedAt: Double, serverDate: Double?, nonce: String?)
+        var seed: TokenSet?
+        switch request.method {
+        case .refreshToken(let refreshToken):
+            do { try TokenResponse.validateToken(refreshToken, field: "refresh token") } catch {
+                throw TokenctlError(.invalidInput, "the refresh token on standard input is empty or contains whitespace or control characters")
+            }
+            let (outcome, receivedAt) = await client.refresh(
+                refreshToken: refreshToken, endpoint: endpoints.token.string, clientID: request.clientID, scope: request.scope,
+                credentials: credentials)
+            let (response, serverDate) = try Self.successOrThrow(outcome, what: "the refresh token")
+            seed = TokenSet(accessToken: "-", refreshToken: refreshToken, expiresAt: nil, issuedLifetime: nil, obtainedAt: receivedAt)
+            exchanged = (response, receivedAt, serverDate, nil)
+        case .device:
+            guard let deviceEndpoint = endpoints.deviceAuthorization else {
+                throw TokenctlError(
+                    .configuration, "the server at \(request.issuer) advertises no device_authorization_endpoint",
+                    hint: "Give it with --device-authorization-endpoint, or use --browser.")
+            }
+            let flow = DeviceFlow(http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter)
+            let (response, receivedAt, serverDate) = try await flow.run(
+                deviceEndpoint: deviceEndpoint.string, tokenEndpoint: endpoints.token.string, scope: scope, extra: extra)
+            exchanged = (response, receivedAt, serverDate, nil)
+        case .browser(let port, let openBrowser, let timeout):
+            guard let authorizationEndpoint = endpoints.authorization else {
+                throw TokenctlError(
+                    .configuration, "the server at \(request.issuer) advertises no authorization_endpoint",
+                    hint: "Give it with --authorization-endpoint, or use --device.")
+            }
+            if let methods = metadata?.codeChallengeMethods, !methods.contains("S256") {
+                throw TokenctlError(.configuration, "the server does not support PKCE with S256 (it advertises: \(methods.map(RefreshOutcome.sanitized).joined(separator: ", ")))")
+            }
+            let flow = BrowserFlow(http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter)
+            let result = try await flow.run(
+                issuer: request.issuer.string, authorizationEndpoint: authorizationEndpoint.string, tokenEndpoint: endpoints.token.string,
+                scope: scope, extra: extra, port: port, openBrowser: openBrowser, timeout: timeout,
+                checksIssuerParameter: metadata != nil)
+            exchanged = (result.response, result.receivedAt, result.serverDate, result.nonce)
+        }
+
+        // OIDC Core §3.1.3.7: check the ID token before anything is stored.
+        var verified = false
+        if let idToken = exchanged.response.idToken {
+            verified = try await checkIDToken(
+                idToken, issuer: request.issuer.string, clientID: request.clientID, nonce: exchanged.nonce,
+                jwksURI: endpoints.jwks, http: http, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate)
+        }
+
+        var tokenSet = TokenSet(response: exchanged.response, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate, previous: seed)
+        tokenSet.lastRefreshAt = nil
+        let configuration = ProfileConfiguration(
+            issuer: request.issuer, clientID: request.clientID, scope: scope,
+            tokenEndpoint: endpoints.token, revocationEndpoint: endpoints.revocation, caBundle: request.caBundle,
+            deviceAuthorizationEndpoint: endpoints.deviceAuthorization, authorizationEndpoint: endpoints.authorization,
+            jwksURI: endpoints.jwks, tokenEndpointAuthMethod: authMethod)
+        try await persistLogin(
+            tokenSet, configuration: configuration, profile: request.profile, clientSecret: request.clientSecret, previous: previous,
+            alreadyLocked: importLock != nil)
+        return LoginResult(tokenSet: tokenSet, idTokenSignatureVerified: verified, requestedScope: scope)
+    }
+
+    /// `openid offline_access`, limited to what the server advertises; `nil` (the server's
+    /// default) when it advertises neither or lists no scopes.
+    static func defaultScope(supported: [String]?) -> String? {
+        guard let supported else { return nil }
+        let wanted = ["openid", "offline_access"].filter(supported.contains)
+        return wanted.isEmpty ? nil : wanted.joined(separator: " ")
+    }
+
+    private func discoverForLogin(_ request: LoginRequest, http: any HTTPClient) async throws(TokenctlError) -> ServerMetadata? {
+        let explicit = request.endpoints
+        let needsFlowEndpoint: Bool
+        switch request.method {
+        case .refreshToken: needsFlowEndpoint = false
+        case .device: needsFlowEndpoint = explicit.deviceAuthorization == nil
+        case .browser: needsFlowEndpoint = explicit.authorization == nil
+        }
+        // The refresh-token import keeps its old behaviour: an explicit token endpoint skips discovery.
+        let interactive: Bool
+        if case .refreshToken = request.method { interactive = false } else { interactive = true }
+        if explicit.token != nil && !needsFlowEndpoint && (!interactive || explicit.jwks != nil) {
+            return nil
+        }
+        let cache = DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock)
+        do {
+            return try await ServerMetadata.discover(request.issuer, http: http, timeout: retry.attemptTimeout, cache: cache)
+        } catch {
+            // Explicit endpoints cover everything the flow needs: discovery was only for extras.
+            if explicit.token != nil && !needsFlowEndpoint, error.kind == .configuration { return nil }
+            throw error
+        }
+    }
+
+    private struct ResolvedEndpoints {
+        var token: EndpointURL
+        var revocation: EndpointURL?
+        var deviceAuthorization: EndpointURL?
+        var authorization: EndpointURL?
+        var jwks: EndpointURL?
+    }
+
+    private func resolveEndpoints(_ request: LoginRequest, metadata: ServerMetadata?) throws(TokenctlError) -> ResolvedEndpoints {
+        let explicit = request.endpoints
+        guard let token = explicit.token ?? metadata?.tokenEndpoint else {
+            throw TokenctlError(.configuration, "no token endpoint for \(request.issuer)", hint: "Give it with --token-endpoint.")
+        }
+        return ResolvedEndpoints(
+            token: token, revocation: explicit.revocation ?? metadata?.revocationEndpoint,
+            deviceAuthorization: explicit.deviceAuthorization ?? metadata?.deviceAuthorizationEndpoint,
+            authorization: explicit.authorization ?? metadata?.authorizationEndpoint,
+            jwks: explicit.jwks ?? metadata?.jwksURI)
+    }
+
+    static func successOrThrow(_ outcome: RefreshOutcome, what: String) throws(TokenctlError) -> (TokenResponse, Double?) {
+        switch outcome {
+        case .success(let response, let serverDate):
+            return (response, serverDate)
+        case .terminal(let reason):
+            throw TokenctlError(.loginRequired, "the server did not accept \(what): \(reason)", hint: "Nothing was stored.")
+        case .transient(let reason, _):
+            throw TokenctlError(.transient, "could not reach the token endpoint: \(reason)", hint: "Nothing was stored; try again later.")
+        }
+    }
+
+    /// Claims always; the signature when the issuer's JWKS is known. Returns whether the signature was verified.
+    private func checkIDToken(
+        _ idToken: String, issuer: String, clientID: String, nonce: String?, jwksURI: EndpointURL?, http: any HTTPClient,
+        receivedAt: Double, serverDate: Double?
+    ) async throws(TokenctlError) -> Bool {
+        func rejected(_ error: JWTError) -> TokenctlError {
+            TokenctlError(.loginRequired, "the ID token was rejected: \(error)", hint: "Nothing was stored.")
+        }
+        let claims: [String: JSONValue]
+        var verified = false
+        if let jwksURI {
+            let response: HTTPResponse
+            do {
+                response = try await http.send(HTTPRequest(method: .get, url: jwksURI.string, headers: [("Accept", "application/json")]), timeout: retry.attemptTimeout)
+            } catch {
+                throw TokenctlError(.transient, "cannot fetch the issuer's keys from \(jwksURI): \(error)", hint: "Nothing was stored; try again later.")
+            }
+            guard response.status == 200 else {
+                let kind: TokenctlError.Kind = [429, 500, 502, 503, 504].contains(response.status) ? .transient : .loginRequired
+                throw TokenctlError(kind, "the issuer's JWKS at \(jwksURI) answered HTTP \(response.status)", hint: "Nothing was stored.")
+            }
+            let keys: JSONWebKeySet
+            do { keys = try JSONWebKeySet.parse(response.body) } catch { throw rejected(error) }
+            do { claims = try JWTVerifier.verify(idToken, keys: keys).claims } catch { throw rejected(error) }
+            verified = true
+        } else {
+            // Without keys, the token still came straight from the token endpoint over TLS
+            // (OIDC Core §3.1.3.7 item 6) — but never accept 'none' or HMAC.
+            let parts = idToken.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 3, let header = UnverifiedJWT.base64URLDecode(String(parts[0])).flatMap(JSONValue.parseObject),
+                  let parsed = UnverifiedJWT.claims(of: idToken) else { throw rejected(.malformed("not a compact JWS")) }
+            let algorithm = header["alg"]?.stringValue ?? "none"
+            guard JWSAlgorithm(rawValue: algorithm) != nil else { throw rejected(.unsupportedAlgorithm(algorithm)) }
+            claims = parsed
+        }
+        // exp and iat are on the server's clock: compare with the server's own Date when it sent one.
+        let serverNow = serverDate.map { $0 + (clock.now() - receivedAt) } ?? clock.now()
+        let expectations = IDTokenExpectations(issuer: issuer, clientID: clientID, nonce: nonce, now: serverNow)
+        do { try IDTokenValidation.validate(claims, expectations) } catch { throw rejected(error) }
+        return verified
+    }
+
+    /// Store everything a login produced in one locked, signal-deferred step.
+    private func persistLogin(
+        _ tokenSet: TokenSet, configuration: ProfileConfiguration, profile: ProfileName, clientSecret: String?,
+        previous: ProfileConfiguration?, alreadyLocked: Bool
+    ) async throws(TokenctlError) {
+        let identity = SessionIdentity(profile: profile, configuration: configuration)
+        let lock = alreadyLocked ? nil : try await locks.acquire(profile, timeout: lockTimeout)
+        defer { withExtendedLifetime(lock) {} }
+        SignalDeferral.begin()
+        defer { SignalDeferral.end() }
+        // Nothing half-stored: each step that fails undoes the ones before it.
+        let previousSecret = clientSecret == nil ? nil : try? store.readClientSecret(identity)
+        let previousSet = try? store.read(identity)
+        func undoSecret() {
+            guard clientSecret != nil else { return }
+            if let previousSecret { try? store.writeClientSecret(previousSecret, for: identity) } else { _ = try? store.deleteClientSecret(identity) }
+        }
+        if let clientSecret {
+            do { try store.writeClientSecret(clientSecret, for: identity) } catch { throw TokenctlError(error) }
+        }
+        do { try store.write(tokenSet, for: identity) } catch {
+            undoSecret()
+            throw TokenctlError(error)
+        }
+        do { try profiles.save(configuration, as: profile) } catch {
+            if let previousSet { try? store.write(previousSet, for: identity) } else { _ = try? store.delete(identity) }
+            undoSecret()
+            throw error
+        }
+        hotCache?.forget(identity)
+        hotCache?.remember(tokenSet, for: identity, now: clock.now())
+        // A profile re-pointed at another issuer or client leaves no stale item behind.
+        if let previous, SessionIdentity(profile: profile, configuration: previous) != identity {
+            let stale = SessionIdentity(profile: profile, configuration: previous)
+            _ = try? store.delete(stale)
+            _ = try? store.deleteClientSecret(stale)
+            hotCache?.forget(stale)
+        }
+        events?.append(EventRecord(time: clock.now(), event: .signedIn, profile: profile.rawValue, issuer: configuration.issuer.string, subject: tokenSet.subject))
+    }
+}

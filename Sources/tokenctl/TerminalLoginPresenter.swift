@@ -1,0 +1,75 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+import TokenctlCore
+import TokenctlEssentials
+
+/// Shows an interactive login on stderr: the device code (with a QR code and a live countdown
+/// on a terminal, plain lines otherwise) or the authorization URL, and opens the browser.
+final class TerminalLoginPresenter: LoginPresenter, Sendable {
+    private let isTerminal = isatty(2) == 1
+    private let countdown = Mutex<Task<Void, Never>?>(nil)
+
+    func showDeviceAuthorization(_ authorization: DeviceAuthorization, expiresAt: Double) {
+        var text = "To sign in, open \(authorization.verificationURI)\nand enter the code: \(authorization.userCode)\n"
+        if let complete = authorization.verificationURIComplete {
+            text += "Or open this link, which includes the code:\n  \(complete)\n"
+            if isTerminal, let code = QRCode(complete) {
+                text += "Or scan it:\n" + code.terminalLines().map { "  " + $0 }.joined(separator: "\n") + "\n"
+            }
+        }
+        if !isTerminal {
+            text += "Waiting for approval (the code expires in \(Output.duration(authorization.expiresIn)))...\n"
+        }
+        Output.standardError(text)
+        guard isTerminal else { return }
+        // A live countdown on one line, redrawn every second until polling ends.
+        let task = Task.detached {
+            while !Task.isCancelled {
+                let left = max(0, Int(expiresAt - Clock.system.now()))
+                Output.standardError("\r\u{1B}[KWaiting for approval... code expires in \(left / 60):\(left % 60 < 10 ? "0" : "")\(left % 60)")
+                try? await Task.sleep(nanoseconds: 1_000_000_000)
+            }
+        }
+        countdown.withLock { $0 = task }
+    }
+
+    func deviceFlowEnded() {
+        let task = countdown.withLock { current in
+            defer { current = nil }
+            return current
+        }
+        if let task {
+            task.cancel()
+            Output.standardError("\r\u{1B}[K")
+        }
+    }
+
+    func deviceFlowSlowedDown(interval: Double) {
+        if !isTerminal { Output.standardError("The server asked to poll more slowly (every \(Int(interval)) s).\n") }
+    }
+
+    func showAuthorizationURL(_ url: String, openBrowser: Bool) -> Bool {
+        if openBrowser, Self.launch(["xdg-open", url]) {
+            Output.standardError("Opened your browser to sign in. If it did not open, visit:\n  \(url)\nWaiting for the browser...\n")
+            return true
+        }
+        Output.standardError("Open this URL in a browser on this machine to sign in:\n  \(url)\nWaiting for the browser...\n")
+        return false
+    }
+
+    /// Start a program found on PATH without waiting for it; its output goes to /dev/null.
+    private static func launch(_ arguments: [String]) -> Bool {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        return posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ) == 0
+    }
+}

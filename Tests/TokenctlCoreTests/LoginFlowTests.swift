@@ -1,0 +1,251 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+import Testing
+@testable import TokenctlCore
+import TokenctlEssentials
+
+/// Records what the core asks the presenter to show.
+final class RecordingPresenter: LoginPresenter {
+    let shown = Mutex<[String]>([])
+    func showDeviceAuthorization(_ authorization: DeviceAuthorization, expiresAt: Double) {
+        shown.withLock { $0.append("device \(authorization.userCode)") }
+    }
+    func deviceFlowEnded() { shown.withLock { $0.append("ended") } }
+    func deviceFlowSlowedDown(interval: Double) { shown.withLock { $0.append("slow \(Int(interval))") } }
+    func showAuthorizationURL(_ url: String, openBrowser: Bool) -> Bool {
+        shown.withLock { $0.append("url \(url)") }
+        return false
+    }
+}
+
+@Suite("Device authorization grant (RFC 8628)")
+struct DeviceFlowTests {
+    static let deviceResponse = HTTPResponse.json(200, #"{"device_code":"dc","user_code":"WDJB-MJHT","verification_uri":"https://issuer.example/device","verification_uri_complete":"https://issuer.example/device?user_code=WDJB-MJHT","expires_in":600,"interval":5}"#)
+
+    func run(_ answers: [HTTPResponse]) async -> (Result<TokenResponse, TokenctlError>, FakeHTTPClient, VirtualClock, RecordingPresenter) {
+        let clock = VirtualClock()
+        let http = FakeHTTPClient(script: ([Self.deviceResponse] + answers).map { .success($0) })
+        let presenter = RecordingPresenter()
+        let flow = DeviceFlow(http: http, clock: clock.clock, retry: RetryPolicy(), credentials: ClientCredentials(clientID: "cli"), presenter: presenter)
+        do {
+            let (response, _, _) = try await flow.run(deviceEndpoint: "https://issuer.example/device_authorization", tokenEndpoint: "https://issuer.example/token", scope: "openid", extra: [])
+            return (.success(response), http, clock, presenter)
+        } catch {
+            return (.failure(error), http, clock, presenter)
+        }
+    }
+
+    static func oauthError(_ code: String) -> HTTPResponse { .json(400, #"{"error":"\#(code)"}"#) }
+
+    @Test("pending, slow_down (+5 s), then tokens; every poll waits the current interval")
+    func pollsThenSucceeds() async throws {
+        let (result, http, clock, presenter) = await run([Self.oauthError("authorization_pending"), Self.oauthError("slow_down"), Self.oauthError("authorization_pending"), .tokens()])
+        #expect(try result.get().accessToken == "access-2")
+        #expect(clock.sleeps == [5, 5, 10, 10])
+        #expect(http.requestCount == 5)
+        let poll = formFields(http.requests[1])
+        #expect(poll["grant_type"] == "urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code")
+        #expect(poll["device_code"] == "dc")
+        #expect(poll["client_id"] == "cli")
+        #expect(presenter.shown.withLock { $0 } == ["device WDJB-MJHT", "slow 10", "ended"])
+    }
+
+    @Test("access_denied and expired_token end with exit 77 and a clear message", arguments: [
+        ("access_denied", "denied"), ("expired_token", "expired"),
+    ])
+    func terminal(code: String, words: String) async {
+        let (result, _, _, presenter) = await run([Self.oauthError("authorization_pending"), Self.oauthError(code)])
+        guard case .failure(let error) = result else { Issue.record("expected a failure"); return }
+        #expect(error.exitStatus == .loginRequired)
+        #expect(error.message.contains(words))
+        #expect(presenter.shown.withLock { $0.last } == "ended")
+    }
+
+    @Test("polling stops when the code expires")
+    func expiry() async {
+        let (result, http, _, _) = await run([Self.oauthError("authorization_pending")])
+        guard case .failure(let error) = result else { Issue.record("expected a failure"); return }
+        #expect(error.message.contains("expired"))
+        #expect(http.requestCount <= 1 + 600 / 5)
+    }
+
+    @Test("a server error while polling keeps polling with backoff")
+    func transientWhilePolling() async throws {
+        let (result, _, clock, _) = await run([.text(503, "busy"), .tokens()])
+        #expect(try result.get().accessToken == "access-2")
+        #expect(clock.sleeps == [5, 10])
+    }
+
+    @Test("device responses without user_code, verification_uri or with control characters are rejected", arguments: [
+        #"{"device_code":"d","verification_uri":"https://i.example/d","expires_in":600}"#,
+        #"{"device_code":"d","user_code":"A","expires_in":600}"#,
+        #"{"user_code":"A","verification_uri":"https://i.example/d","expires_in":600}"#,
+        #"{"device_code":"d","user_code":"A\u001b[31m","verification_uri":"https://i.example/d"}"#,
+        #"{"device_code":"d","user_code":"A","verification_uri":"http://evil.example/d"}"#,
+        "not json",
+    ])
+    func badDeviceResponse(body: String) {
+        #expect(throws: TokenctlError.self) { try DeviceAuthorization.parse(Array(body.utf8), endpoint: "https://i.example/device") }
+    }
+
+    @Test("defaults: interval 5 s; verification_url (old spelling) accepted")
+    func defaults() throws {
+        let parsed = try DeviceAuthorization.parse(Array(#"{"device_code":"d","user_code":"A","verification_url":"https://i.example/d","expires_in":"900"}"#.utf8), endpoint: "e")
+        #expect(parsed.interval == 5)
+        #expect(parsed.expiresIn == 900)
+        #expect(parsed.verificationURI == "https://i.example/d")
+    }
+}
+
+@Suite("Client authentication and scopes")
+struct ClientCredentialsTests {
+    @Test("client_secret_basic: form-encoded id and secret in Basic; client_secret_post: in the body")
+    func methods() {
+        let basic = ClientCredentials(clientID: "my client", secret: "s:e/c", method: .clientSecretBasic).formRequest("https://i/token", [("grant_type", "x")])
+        let header = basic.headers.first { $0.name == "Authorization" }?.value
+        #expect(header == "Basic " + Data("my+client:s%3Ae%2Fc".utf8).base64EncodedString())
+        #expect(formFields(basic)["client_secret"] == nil)
+        let post = ClientCredentials(clientID: "cli", secret: "sec", method: .clientSecretPost).formRequest("https://i/token", [("grant_type", "x")])
+        #expect(formFields(post)["client_secret"] == "sec")
+        #expect(post.headers.allSatisfy { $0.name != "Authorization" })
+        let publicClient = ClientCredentials(clientID: "cli").formRequest("https://i/token", [])
+        #expect(formFields(publicClient) == ["client_id": "cli"])
+    }
+
+    @Test("the advertised method is chosen; none usable is a configuration error")
+    func preferred() throws {
+        #expect(try ClientCredentials.preferredMethod(supported: nil) == .clientSecretBasic)
+        #expect(try ClientCredentials.preferredMethod(supported: ["client_secret_post", "none"]) == .clientSecretPost)
+        #expect(throws: TokenctlError.self) { try ClientCredentials.preferredMethod(supported: ["private_key_jwt"]) }
+    }
+
+    @Test("default scope: openid offline_access as far as advertised")
+    func defaultScope() {
+        #expect(TokenctlService.defaultScope(supported: nil) == nil)
+        #expect(TokenctlService.defaultScope(supported: ["openid", "profile", "offline_access"]) == "openid offline_access")
+        #expect(TokenctlService.defaultScope(supported: ["openid", "read"]) == "openid")
+        #expect(TokenctlService.defaultScope(supported: ["read"]) == nil)
+    }
+
+    @Test("the refresh request carries the client's authentication")
+    func refreshCarriesSecret() async {
+        let http = FakeHTTPClient(script: [.success(.tokens())])
+        let client = TokenEndpointClient(http: http, clock: VirtualClock().clock, retry: RetryPolicy())
+        _ = await client.refresh(refreshToken: "r", endpoint: "https://i/token", clientID: "cli", credentials: ClientCredentials(clientID: "cli", secret: "sec", method: .clientSecretPost))
+        #expect(formFields(http.requests[0])["client_secret"] == "sec")
+    }
+}
+
+@Suite("Discovery metadata and cache")
+struct DiscoveryMetadataTests {
+    let issuer = try! EndpointURL("https://issuer.example")
+
+    @Test("the login endpoints and capabilities are read")
+    func fields() throws {
+        let body = #"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/token","device_authorization_endpoint":"https://issuer.example/device","authorization_endpoint":"https://issuer.example/authorize","jwks_uri":"https://issuer.example/jwks","token_endpoint_auth_methods_supported":["client_secret_post"],"code_challenge_methods_supported":["S256"],"scopes_supported":["openid"]}"#
+        let metadata = try ServerMetadata.parse(Array(body.utf8), expectedIssuer: issuer, url: "u")
+        #expect(metadata.deviceAuthorizationEndpoint?.string == "https://issuer.example/device")
+        #expect(metadata.authorizationEndpoint?.string == "https://issuer.example/authorize")
+        #expect(metadata.jwksURI?.string == "https://issuer.example/jwks")
+        #expect(metadata.tokenEndpointAuthMethods == ["client_secret_post"])
+        #expect(metadata.codeChallengeMethods == ["S256"])
+        #expect(metadata.scopesSupported == ["openid"])
+        #expect(throws: TokenctlError.self) {
+            try ServerMetadata.parse(Array(#"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/t","scopes_supported":"openid"}"#.utf8), expectedIssuer: issuer, url: "u")
+        }
+    }
+
+    @Test("a fetched document is cached (0600) and served from the cache within its lifetime only")
+    func cache() async throws {
+        let directory = "/tmp/tokenctl-discovery-test-\(getpid())-\(Int.random(in: 0..<1_000_000))"
+        defer { _ = try? FileIO.listDirectory(directory).forEach { try? FileIO.removeFile(directory + "/" + $0) }; rmdir(directory) }
+        let clock = VirtualClock()
+        let cache = DiscoveryCache(directory: directory, lifetime: 86_400, clock: clock.clock)
+        let http = FakeHTTPClient(script: [.success(.json(200, #"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/token","revocation_endpoint":"https://issuer.example/revoke","device_authorization_endpoint":"https://issuer.example/device"}"#))])
+        _ = try await ServerMetadata.discover(issuer, http: http, timeout: 5, cache: cache)
+        _ = try await ServerMetadata.discover(issuer, http: http, timeout: 5, cache: cache)
+        #expect(http.requestCount == 1)
+        var info = stat()
+        #expect(stat(cache.file(for: issuer), &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o600)
+        clock.advance(86_401)
+        _ = try await ServerMetadata.discover(issuer, http: http, timeout: 5, cache: cache)
+        #expect(http.requestCount == 2)
+        #expect(cache.file(for: issuer) != cache.file(for: try EndpointURL("https://issuer.example/tenant")))
+    }
+
+    @Test("endpoints missing from the OIDC document are filled from the RFC 8414 one, also from the cache")
+    func supplement() async throws {
+        let directory = "/tmp/tokenctl-discovery-test-\(getpid())-\(Int.random(in: 0..<1_000_000))"
+        defer { _ = try? FileIO.listDirectory(directory).forEach { try? FileIO.removeFile(directory + "/" + $0) }; rmdir(directory) }
+        let tenant = try EndpointURL("https://issuer.example/o")
+        let http = FakeHTTPClient { request, _ in
+            switch request.url {
+            case "https://issuer.example/o/.well-known/openid-configuration":
+                .success(.json(200, #"{"issuer":"https://issuer.example/o","token_endpoint":"https://issuer.example/o/token"}"#))
+            case "https://issuer.example/.well-known/oauth-authorization-server/o":
+                .success(.json(200, #"{"issuer":"https://issuer.example/o","token_endpoint":"https://issuer.example/o/token","revocation_endpoint":"https://issuer.example/o/revoke"}"#))
+            default: .success(.json(404, "{}"))
+            }
+        }
+        let cache = DiscoveryCache(directory: directory, clock: VirtualClock().clock)
+        let fetched = try await ServerMetadata.discover(tenant, http: http, timeout: 5, cache: cache)
+        #expect(fetched.revocationEndpoint?.string == "https://issuer.example/o/revoke")
+        let cached = try await ServerMetadata.discover(tenant, http: http, timeout: 5, cache: cache)
+        #expect(cached == fetched)
+        #expect(http.requestCount == 2)
+    }
+}
+
+@Suite("TokenctlService.login (device flow, fakes)")
+struct LoginServiceTests {
+    static let discovery = #"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/token","device_authorization_endpoint":"https://issuer.example/device","scopes_supported":["openid","offline_access"]}"#
+
+    func service(_ store: InMemorySessionStore, _ http: FakeHTTPClient) -> (TokenctlService, String) {
+        let root = "/tmp/tokenctl-login-test-\(getpid())-\(Int.random(in: 0..<1_000_000_000))"
+        let paths = Paths(configDirectory: root + "/config", lockDirectory: root + "/locks", stateDirectory: root + "/state", cacheDirectory: root + "/cache")
+        let service = TokenctlService(paths: paths, store: store, locks: NoLockProvider(), clock: VirtualClock().clock, httpClient: { _ in http })
+        return (service, root)
+    }
+
+    func request() throws -> TokenctlService.LoginRequest {
+        TokenctlService.LoginRequest(
+            profile: ProfileName(rawValue: "work")!, issuer: try EndpointURL("https://issuer.example"), clientID: "cli", scope: nil, method: .device)
+    }
+
+    @Test("success: the default scope is requested, the set and the profile are stored")
+    func success() async throws {
+        let http = FakeHTTPClient { request, _ in
+            switch request.url {
+            case let url where url.hasSuffix("/.well-known/openid-configuration"): .success(.json(200, Self.discovery))
+            case "https://issuer.example/device": .success(DeviceFlowTests.deviceResponse)
+            default: .success(.tokens(access: "at", refresh: "rt"))
+            }
+        }
+        let store = InMemorySessionStore()
+        let (service, root) = service(store, http)
+        let result = try await service.login(try request(), presenter: RecordingPresenter())
+        #expect(result.tokenSet.refreshToken == "rt")
+        #expect(result.requestedScope == "openid offline_access")
+        let deviceRequest = try #require(http.requests.first { $0.url == "https://issuer.example/device" })
+        #expect(formFields(deviceRequest)["scope"] == "openid+offline_access")
+        let identity = SessionIdentity(profile: ProfileName(rawValue: "work")!, issuer: "https://issuer.example", clientID: "cli")
+        #expect(try store.read(identity)?.accessToken == "at")
+        let profile = try #require(try FileIO.readFile(root + "/config/profiles/work.conf"))
+        #expect(profile.contains("device_authorization_endpoint = https://issuer.example/device"))
+    }
+
+    @Test("an unusable keyring is reported before the user is asked to approve anything")
+    func preflight() async throws {
+        let http = FakeHTTPClient { request, _ in
+            request.url.hasSuffix("/.well-known/openid-configuration") ? .success(.json(200, Self.discovery)) : .success(DeviceFlowTests.deviceResponse)
+        }
+        let store = InMemorySessionStore()
+        store.failure = StoreError(.locked, "the keyring is locked")
+        let (service, _) = service(store, http)
+        await #expect(throws: TokenctlError.self) { try await service.login(try request(), presenter: RecordingPresenter()) }
+        #expect(http.requests.allSatisfy { !$0.url.hasSuffix("/device") }, "no device code was requested")
+    }
+}
