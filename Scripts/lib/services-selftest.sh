@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Self-check for Scripts/lib/services.sh: private bus, gnome-keyring, lock /
-# unlock, kill + restart, two auth servers, clean-up with no stray processes.
+# unlock, kill + restart, two auth servers, the django-oauth-toolkit server, clean-up with no
+# stray processes.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -101,6 +102,16 @@ tk_stop_authserver second-one
 check "stopped server refuses connections" bash -c "! curl -s --max-time 2 '$second_url/' >/dev/null"
 expect "its URL var is unset" "${TK_AUTHSERVER_URL_SECOND_ONE-unset}" unset
 tk_start_authserver second-one
+
+# --- the real authorization server (django-oauth-toolkit in the cached virtualenv)
+tk_start_dotserver 60 2
+iss=$(curl -sS --max-time 5 "$TK_DOTSERVER_URL/o/.well-known/openid-configuration" | "$TK_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["issuer"])')
+expect "dotserver issuer" "$iss" "$TK_DOTSERVER_URL/o"
+dot_pid=$(<"$TK_SERVICES_DIR/pids/dotserver.pid")
+dot_url=$TK_DOTSERVER_URL
+tk_stop_dotserver
+check "dotserver pid gone" bash -c "! kill -0 $dot_pid 2>/dev/null || [[ \$(awk '{print \$3}' /proc/$dot_pid/stat) == Z ]]"
+check "stopped dotserver refuses connections" bash -c "! curl -s --max-time 2 '$dot_url/' >/dev/null"
 
 # --- stop all (twice), nothing left
 pids=$(cat "$TK_SERVICES_DIR"/pids/*.pid)

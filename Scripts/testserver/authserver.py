@@ -17,7 +17,7 @@ Public endpoints
   POST /device_authorization   client_id, [scope]       (RFC 8628)
   GET  /authorize              answers at once with a 302 to redirect_uri (no login page):
                                code, or what "authorize_mode" says
-  GET  /jwks                   the RSA key that signs ID tokens (RS256, kid "test-rsa")
+  GET  /jwks                   the keys that sign ID tokens (RS256 kid "test-rsa", ES256 kid "test-ec")
 
 Confidential clients: a client_id listed in config "client_secrets" must send its secret
 (HTTP Basic or client_secret in the form) to /token, /revoke and /device_authorization.
@@ -83,6 +83,54 @@ RSA_D = int(
     "3f3a6353f028bfbbaa87957cad193f91618c2cba497d3ef08f8edc1369a3a1ba1acd540293c2c8e718a54b42f7af4120b0f3a1b5789d16d2ff7f28cdfb910c21d0b76e4e87adc687857cd6f75a6655efaab43c925b571f3ec2498ba44175c570da10653188be3d58752f6b9f24f064fce75d123c544cde19a4c039c35dab2fcf4b01bcb728452bc43cebec998412330983e366006e32798c73886c0399299d04f7dc45db6c37f141961ad069ddd8162a1e8b4d34d9a2a8b16e8dd2dec29947ba8d2d561454300d308a7983ccbbeb3b6e4e2298640ce0e44949ae820d36d3eeed11af1585fe64ef78215dafb9f47f536b587c23849eadfe334a898173573cf11", 16)
 RSA_E = 65537
 RSA_KID = "test-rsa"
+
+# P-256 (FIPS 186-4 D.1.2.3) for ES256 ID tokens; a fixed test private key.
+P256_P = 0xffffffff00000001000000000000000000000000ffffffffffffffffffffffff
+P256_N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551
+P256_A = P256_P - 3
+P256_G = (0x6b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c296,
+          0x4fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5)
+EC_D = 0x2f1f8c6b8f5f0a6d9e3c4b5a69788796a5b4c3d2e1f00112233445566778899a % P256_N
+EC_KID = "test-ec"
+
+
+def ec_add(p, q):
+    if p is None:
+        return q
+    if q is None:
+        return p
+    if p[0] == q[0] and (p[1] + q[1]) % P256_P == 0:
+        return None
+    if p == q:
+        m = (3 * p[0] * p[0] + P256_A) * pow(2 * p[1], -1, P256_P)
+    else:
+        m = (q[1] - p[1]) * pow(q[0] - p[0], -1, P256_P)
+    x = (m * m - p[0] - q[0]) % P256_P
+    return (x, (m * (p[0] - x) - p[1]) % P256_P)
+
+
+def ec_mul(k, point):
+    result = None
+    while k:
+        if k & 1:
+            result = ec_add(result, point)
+        point = ec_add(point, point)
+        k >>= 1
+    return result
+
+
+EC_PUBLIC = ec_mul(EC_D, P256_G)
+
+
+def es256_sign(signing_input):
+    # ECDSA (FIPS 186-4 §6.4) with a random nonce; JOSE wants raw r || s (RFC 7518 §3.4).
+    z = int.from_bytes(hashlib.sha256(signing_input).digest(), "big")
+    while True:
+        k = secrets.randbelow(P256_N - 1) + 1
+        r = ec_mul(k, P256_G)[0] % P256_N
+        s = pow(k, -1, P256_N) * (z + r * EC_D) % P256_N
+        if r and s:
+            return r.to_bytes(32, "big") + s.to_bytes(32, "big")
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 DEFAULT_CONFIG = {
@@ -100,7 +148,7 @@ DEFAULT_CONFIG = {
     "jwt_access_tokens": False,
     # Leave expires_in out of token responses (the client must rely on the JWT exp).
     "omit_expires_in": False,
-    # ID tokens: "RS256" (signed with the /jwks key), "HS256" or "none".
+    # ID tokens: "RS256" or "ES256" (signed with a /jwks key), "HS256" or "none".
     "id_token_alg": "RS256",
     "id_token_bad_signature": False,
     # Claims merged into every ID token (a null value removes the claim).
@@ -180,11 +228,15 @@ def make_id_token(claims):
     header = {"alg": alg, "typ": "JWT"}
     if alg == "RS256":
         header["kid"] = RSA_KID
+    elif alg == "ES256":
+        header["kid"] = EC_KID
     h = b64url(json.dumps(header, separators=(",", ":")).encode())
     p = b64url(json.dumps(claims, separators=(",", ":")).encode())
     signing_input = (h + "." + p).encode("ascii")
     if alg == "RS256":
         sig = rs256_sign(signing_input)
+    elif alg == "ES256":
+        sig = es256_sign(signing_input)
     elif alg == "HS256":
         sig = hmac.new(JWT_KEY, signing_input, hashlib.sha256).digest()
     else:
@@ -196,7 +248,9 @@ def make_id_token(claims):
 
 def jwks_document():
     return {"keys": [{"kty": "RSA", "kid": RSA_KID, "use": "sig", "alg": "RS256",
-                      "n": b64url(int_bytes(RSA_N)), "e": b64url(int_bytes(RSA_E))}]}
+                      "n": b64url(int_bytes(RSA_N)), "e": b64url(int_bytes(RSA_E))},
+                     {"kty": "EC", "kid": EC_KID, "use": "sig", "alg": "ES256", "crv": "P-256",
+                      "x": b64url(EC_PUBLIC[0].to_bytes(32, "big")), "y": b64url(EC_PUBLIC[1].to_bytes(32, "big"))}]}
 
 
 class Closed(Exception):
@@ -321,7 +375,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     "authorization_endpoint": issuer + "/authorize",
                     "jwks_uri": issuer + "/jwks",
                     "code_challenge_methods_supported": ["S256"],
-                    "id_token_signing_alg_values_supported": ["RS256"],
+                    "id_token_signing_alg_values_supported": ["RS256", "ES256"],
                 }
                 if cfg["advertise_revocation"]:
                     doc["revocation_endpoint"] = issuer + "/revoke"

@@ -7,7 +7,7 @@ import TokenctlEssentials
 enum LoginCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = context.options
-        guard let issuerText = options.value("--issuer") else { throw UsageError("Missing '--issuer <url>'.", command: "login") }
+        guard options.value("--issuer") != nil else { throw UsageError("Missing '--issuer <url>'.", command: "login") }
         guard let clientID = options.value("--client-id") else { throw UsageError("Missing '--client-id <id>'.", command: "login") }
         let chosen = ["--device", "--browser", "--refresh-token-stdin"].filter(options.has)
         guard chosen.count <= 1 else {

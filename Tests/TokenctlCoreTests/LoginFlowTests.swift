@@ -237,6 +237,26 @@ struct LoginServiceTests {
         #expect(profile.contains("device_authorization_endpoint = https://issuer.example/device"))
     }
 
+    @Test("a cached document without the device endpoint is refetched before the endpoint is reported missing")
+    func staleCache() async throws {
+        let http = FakeHTTPClient { request, _ in
+            switch request.url {
+            case let url where url.hasSuffix("/.well-known/openid-configuration"): .success(.json(200, Self.discovery))
+            case "https://issuer.example/device": .success(DeviceFlowTests.deviceResponse)
+            default: .success(.tokens(access: "at", refresh: "rt"))
+            }
+        }
+        let store = InMemorySessionStore()
+        let (service, root) = service(store, http)
+        let issuer = try EndpointURL("https://issuer.example")
+        DiscoveryCache(directory: root + "/cache/discovery", clock: service.clock).store(
+            issuer, url: "https://issuer.example/.well-known/openid-configuration",
+            document: #"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/token"}"#)
+        let result = try await service.login(try request(), presenter: RecordingPresenter())
+        #expect(result.tokenSet.accessToken == "at")
+        #expect(http.requests.filter { $0.url.hasSuffix("/.well-known/openid-configuration") }.count == 1)
+    }
+
     @Test("an unusable keyring is reported before the user is asked to approve anything")
     func preflight() async throws {
         let http = FakeHTTPClient { request, _ in

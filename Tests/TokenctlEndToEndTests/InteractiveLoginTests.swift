@@ -91,6 +91,19 @@ struct InteractiveLoginTests {
         try expectNothingStored(sandbox, server)
     }
 
+    @Test("an ES256-signed ID token verifies against the EC key in the JWKS; a bad ES256 signature does not")
+    func es256() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["id_token_alg": "ES256", "device_script": ["approve", "approve"], "device_interval": 1])
+        let good = try device(sandbox, server)
+        #expect(good.status == 0, "\(good)")
+        #expect(good.stderr.contains("signature"))
+        try server.configure(["id_token_bad_signature": true])
+        let bad = try device(sandbox, server)
+        #expect(bad.status == 77, "\(bad)")
+        #expect(bad.stderr.contains("signature does not verify"))
+    }
+
     @Test("ID token problems: bad signature, HS256, wrong audience → 77, nothing stored", arguments: [
         (#"{"id_token_bad_signature": true}"#, "signature does not verify"),
         (#"{"id_token_alg": "HS256"}"#, "HS256"),

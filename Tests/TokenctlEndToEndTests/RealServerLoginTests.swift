@@ -4,7 +4,7 @@ import Testing
 /// `tokenctl login` against a real authorization server (django-oauth-toolkit 3.4.1), driven as a
 /// user would: tokenctl shows a code or a URL; the test signs in through the server's HTML login
 /// form and approves on its device or consent page; then token, expiry-driven refresh, logout.
-@Suite("End to end: login against django-oauth-toolkit")
+@Suite("End to end: login against django-oauth-toolkit", .serialized)
 struct RealServerLoginTests {
     /// The keyring is shared by all tests and so is this server's issuer: every test uses its own profile.
     func deviceLogin(_ sandbox: Sandbox, _ server: DotServer, profile: String, clientID: String = "tokenctl-device", deny: Bool = false, stdin: String? = nil, extra: [String] = []) throws -> RunResult {

@@ -145,7 +145,7 @@ struct OversizedItemTests {
         let sandbox = try Sandbox()
         let server = try AuthServer()
         let big = String(repeating: "a", count: 60_000)
-        let body = #"{"access_token":"\#(big)","id_token":"x.\#(big).y","refresh_token":"rt_x","token_type":"Bearer","expires_in":3600}"#
+        let body = #"{"access_token":"\#(big)","refresh_token":"rt_\#(big)","token_type":"Bearer","expires_in":3600}"#
         try server.configure(["faults": [["status": 200, "body": body, "content_type": "application/json"]]])
         let refreshToken = try server.issue()
         let result = try sandbox.tokenctl("login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken)
