@@ -213,6 +213,7 @@ public final class TokenctlService: Sendable {
         let orphans = try orphanedSessions()
         for identity in orphans {
             do { try store.delete(identity) } catch { throw TokenctlError(error) }
+            hotCache?.forget(identity)
         }
         return orphans
     }

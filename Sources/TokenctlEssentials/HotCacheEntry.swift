@@ -44,7 +44,7 @@ public struct HotCacheEntry: Equatable, Sendable {
     /// The first line of every payload; a new layout gets a new version and old keys become misses.
     public static let versionLine = "tokenctl-hotcache-v1"
     /// The largest payload written or read.
-    public static let maximumPayloadSize = 32 * 1024
+    public static let maximumPayloadSize = 32 * 1024 - 1  // the kernel's limit for a `user` key
 
     // MARK: Identity and naming
 

@@ -4,7 +4,13 @@ import TokenctlEssentials
 enum ScheduleCommand {
     static func schedule() -> RefreshSchedule {
         // The user-facing `tokenctl` beside the running binary, so schedules survive upgrades in place.
-        RefreshSchedule(executable: Subprocess.currentExecutable() ?? "tokenctl")
+        // After the front's exec this process is tokenctl-engine; schedules run the front.
+        var executable = Subprocess.currentExecutable() ?? "tokenctl"
+        if executable.hasSuffix("/tokenctl-engine") {
+            let front = String(executable.dropLast("-engine".count))
+            if Subprocess.locate(front) != nil { executable = front }
+        }
+        return RefreshSchedule(executable: executable)
     }
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {

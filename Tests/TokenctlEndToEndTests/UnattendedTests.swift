@@ -61,6 +61,7 @@ struct UnattendedTests {
         #expect(text.contains("*/15 * * * * "))
         #expect(text.contains("refresh --all --if-expiring-within 1860"))
         #expect(text.contains("XDG_RUNTIME_DIR="), "cron gets the runtime directory so the bus is found")
+        #expect(text.contains("/tokenctl refresh --all") && !text.contains("tokenctl-engine"), "the entry runs the front: \(text)")
         let status = try sandbox.tokenctl("schedule", "status")
         #expect(status.status == 0 && status.stdout.contains("cron: */15"), "\(status)")
 
@@ -88,6 +89,7 @@ struct UnattendedTests {
         #expect(timer.contains("OnUnitActiveSec=3600s"))
         #expect(service.contains("refresh --all --if-expiring-within 7260"))
         #expect(service.contains("ExecStart=/"))
+        #expect(service.contains("/tokenctl refresh --all"), "the schedule runs the front, not tokenctl-engine: \(service)")
         #expect(try String(contentsOfFile: calls, encoding: .utf8).contains("--user enable --now tokenctl-refresh.timer"))
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") {
             let verify = try runProgram("/usr/bin/systemd-analyze", ["verify", "--man=no", unitDirectory + "/tokenctl-refresh.service", unitDirectory + "/tokenctl-refresh.timer"], environment: sandbox.variables)
