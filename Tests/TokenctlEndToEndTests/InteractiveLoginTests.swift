@@ -55,6 +55,22 @@ struct InteractiveLoginTests {
         #expect(mode == 0o600)
     }
 
+    @Test("device flow on a terminal: a QR code of the complete URI and a live countdown (run under script(1)'s pty)")
+    func deviceFlowOnATerminal() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["device_script": ["authorization_pending", "authorization_pending", "approve"], "device_interval": 1])
+        try forgetIssuer(sandbox, server)
+        // script(1) gives tokenctl a pseudo-terminal as stdin, stdout and stderr, as a user has.
+        let command = "\(sandbox.environment.binary) login --device --issuer \(server.url) --client-id cli"
+        let result = try runProgram("/usr/bin/script", ["-q", "-e", "-c", command, "/dev/null"], environment: sandbox.variables.merging(["TERM": "xterm"]) { $1 })
+        #expect(result.status == 0, "\(result)")
+        let screen = result.stdout
+        #expect(screen.contains("▀") || screen.contains("█") || screen.contains("▄"), "a QR code is drawn: \(screen)")
+        #expect(screen.contains("code expires in"), "a live countdown: \(screen)")
+        #expect(screen.contains("\u{1B}[K"), "the countdown redraws one line")
+        #expect(try sandbox.storedTokenSet(issuer: server.url) != nil)
+    }
+
     @Test("device flow: access_denied and expired_token → exit 77, nothing stored", arguments: [
         ("access_denied", "denied"), ("expired_token", "expired"),
     ])
