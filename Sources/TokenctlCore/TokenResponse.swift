@@ -42,7 +42,7 @@ public struct TokenResponse: Equatable, Sendable {
         if let seconds = expiresIn, !(seconds.isFinite && seconds >= 0 && seconds < 10 * 365 * 86400) {
             throw .invalidField("expires_in")
         }
-        if case .string(let text)? = object["expires_in"], expiresIn == nil { throw .invalidField("expires_in") }
+        if case .string? = object["expires_in"], expiresIn == nil { throw .invalidField("expires_in") }
         func optionalString(_ key: String) throws(TokenResponseError) -> String? {
             switch object[key] {
             case nil, .null?: return nil
