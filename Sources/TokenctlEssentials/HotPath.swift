@@ -87,7 +87,7 @@ public enum HotPath {
     // MARK: The whole hit
 
     static let fileCapacity = 16 * 1024
-    static let pathCapacity = Int(PATH_MAX)
+    static let pathCapacity = Int(PATH_MAX) + 1
     static let descriptionCapacity = 128
     static let payloadCapacity = HotCacheEntry.maximumPayloadSize
     static let outputCapacity = 2 * HotCacheEntry.maximumPayloadSize + 512
@@ -99,16 +99,14 @@ public enum HotPath {
         environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?
     ) -> Bool {
         guard let request = recognize(argc: argc, argv: argv) else { return false }
-        // One block for every buffer; only the pages touched are ever faulted in.
-        let total = pathCapacity + descriptionCapacity + fileCapacity + payloadCapacity + outputCapacity
+        // One block for every buffer, filled front to back with only what each step produced:
+        // a hit's path, file, key name, payload and output usually share one or two pages,
+        // and only the pages touched are ever faulted in.
+        let total = pathCapacity + fileCapacity + descriptionCapacity + payloadCapacity + outputCapacity
         guard let block = malloc(total)?.assumingMemoryBound(to: UInt8.self) else { return false }
-        let path = block
-        let description = path + pathCapacity
-        let file = description + descriptionCapacity
-        let payload = file + fileCapacity
-        let output = payload + payloadCapacity
-
+        var payload = block
         var payloadCount = 0
+        var output = block
         var rendered: Rendered?
         defer {
             // The token was in these bytes.
@@ -117,13 +115,18 @@ public enum HotPath {
             free(block)
         }
 
+        let path = block
         guard environment(cString(disableVariable)).map({ !isEqual(cString: $0, "1") }) ?? true,
               let profile = profileName(request, environment: environment),
-              profileFilePath(profile: profile, environment: environment, into: path, capacity: pathCapacity) != nil,
-              let fileCount = readFile(path, into: file, capacity: fileCapacity),
-              let identity = profileIdentity(Bytes(start: file, count: fileCount)),
-              let descriptionCount = keyDescription(
-                profile: profile, issuer: identity.issuer, clientID: identity.clientID, into: description, capacity: descriptionCapacity)
+              let pathCount = profileFilePath(profile: profile, environment: environment, into: path, capacity: pathCapacity)
+        else { return false }
+        let file = path + pathCount + 1
+        guard let fileCount = readFile(path, into: file, capacity: fileCapacity),
+              let identity = profileIdentity(Bytes(start: file, count: fileCount))
+        else { return false }
+        let description = file + fileCount
+        guard let descriptionCount = keyDescription(
+            profile: profile, issuer: identity.issuer, clientID: identity.clientID, into: description, capacity: descriptionCapacity)
         else { return false }
         description[descriptionCount] = 0
 
@@ -131,10 +134,12 @@ public enum HotPath {
             tk_keyctl_search(tk_key_spec_user_keyring(), "user", $0)
         }
         guard key >= 0 else { return false }
+        payload = description + descriptionCount + 1
         let size = tk_keyctl_read(key, payload, payloadCapacity)
         guard size > 0 else { return false }
         payloadCount = min(Int(size), payloadCapacity)
         guard Int(size) <= payloadCapacity else { return false }
+        output = payload + payloadCount
 
         guard let token = cachedToken(
             Bytes(start: payload, count: payloadCount), profile: profile, issuer: identity.issuer, clientID: identity.clientID)
