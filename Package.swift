@@ -59,11 +59,15 @@ let package = Package(
             linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"])]
         ),
 
+        // The front's start-up: argv captured before main, and the Swift runtime's argv lookup
+        // (which reads /proc/self/maps in every process) replaced. Linked into the front only.
+        .target(name: "CFrontStartup"),
+
         // The front, `tokenctl`: fully static (stdlib + glibc), serves hot-cache hits, execs the
         // engine otherwise. Nothing a hit does not use is mapped (no dynamic loader at all).
         .executableTarget(
             name: "tokenctl",
-            dependencies: ["TokenctlEssentials"],
+            dependencies: ["TokenctlEssentials", "CFrontStartup"],
             path: "Sources/TokenctlFront",
             swiftSettings: [.unsafeFlags(["-static-executable"])],
             linkerSettings: [.unsafeFlags(["-static-executable"])]
