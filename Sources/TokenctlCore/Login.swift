@@ -90,6 +90,16 @@ extension TokenctlService {
     /// Sign a profile in: resolve endpoints, run the chosen flow, check the ID token, then store
     /// the token set (and the client secret) and write the profile. Nothing is stored on failure.
     public func login(_ request: LoginRequest, presenter: any LoginPresenter) async throws(TokenctlError) -> LoginResult {
+        var request = request
+        // Endpoints in the profile (given once, or hand-edited, for a server whose discovery is
+        // incomplete) still apply when this profile logs in again at the same issuer; options win.
+        if let configured = try? profiles.load(request.profile), configured.issuer == request.issuer {
+            request.endpoints.token = request.endpoints.token ?? configured.tokenEndpoint
+            request.endpoints.revocation = request.endpoints.revocation ?? configured.revocationEndpoint
+            request.endpoints.deviceAuthorization = request.endpoints.deviceAuthorization ?? configured.deviceAuthorizationEndpoint
+            request.endpoints.authorization = request.endpoints.authorization ?? configured.authorizationEndpoint
+            request.endpoints.jwks = request.endpoints.jwks ?? configured.jwksURI
+        }
         let http = httpClient(request.caBundle)
         let metadata = try await discoverForLogin(request, http: http)
         let endpoints = try resolveEndpoints(request, metadata: metadata)

@@ -161,6 +161,11 @@ struct InteractiveLoginTests {
         try expectNothingStored(sandbox, server)
         let explicit = try device(sandbox, server, "--device-authorization-endpoint", server.url + "/device_authorization")
         #expect(explicit.status == 0, "\(explicit)")
+        // The endpoint is kept in the profile: logging in again needs no option.
+        #expect(try sandbox.tokenctl("logout").status == 0)
+        try server.configure(["device_script": ["approve"]])
+        let again = try device(sandbox, server)
+        #expect(again.status == 0, "the profile's device_authorization_endpoint is used: \(again)")
 
         let unreachable = try sandbox.tokenctl("--profile", "gone", "login", "--device", "--issuer", "http://127.0.0.1:9", "--client-id", "cli")
         #expect(unreachable.status == 75, "\(unreachable)")
