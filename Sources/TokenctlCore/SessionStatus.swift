@@ -30,6 +30,8 @@ public struct SessionStatus: Sendable, Equatable {
     /// The signature verdict for the token the claims come from (the ID token, else a JWT access
     /// token); nil when there is nothing to verify (no session, or only an opaque access token).
     public var signature: SignatureVerdict?
+    /// Which token `signature` is about: "id_token" whenever one is stored, else "access_token".
+    public var signatureSource: String?
     /// Seconds of access-token validity left (negative once expired), skew-corrected.
     public var accessTokenTimeLeft: Double?
     public var hasRefreshToken: Bool
@@ -144,6 +146,7 @@ extension TokenctlService {
         // The ID token's signature; without one, a JWT access token's. An opaque access token has none.
         let signed = stored.idToken ?? (accessClaims == nil ? nil : stored.accessToken)
         if let signed {
+            status.signatureSource = stored.idToken == nil ? "access_token" : "id_token"
             status.signature = SignatureVerdict.evaluate(signed, keys: jwksCache.keys(configuration.issuer.string))
         }
         return (status, signed)

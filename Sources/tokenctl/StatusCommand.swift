@@ -93,7 +93,7 @@ enum StatusCommand {
         guard let verdict = status.signature else {
             return status.accessTokenFormat == "opaque" ? "none to check (no ID token; the access token is opaque)" : "none to check"
         }
-        return verdict.rawValue + (status.claimsSource == "access_token" ? " (access token)" : "")
+        return verdict.rawValue + (status.signatureSource == "access_token" ? " (access token)" : "")
     }
 
     static func display(_ value: JSONValue) -> String {

@@ -133,4 +133,15 @@ struct SignatureVerdictEndToEndTests {
         let human = try sandbox.tokenctl("status")
         #expect(human.stdout.contains("signature:     none to check (no ID token; the access token is opaque)"), "\(human)")
     }
+
+    @Test("without an ID token a JWT access token is checked: the test server's are HS256, so invalid (access token)")
+    func jwtAccessToken() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["omit_id_token": true, "jwt_access_tokens": true])
+        try sandbox.login(server)
+        let (verdict, code, object) = try status(sandbox)
+        #expect(verdict as? String == "invalid" && code == 0, "\(object)")
+        #expect(object["claims_source"] as? String == "access_token")
+        #expect(try sandbox.tokenctl("status").stdout.contains("signature:     invalid (access token)\n"))
+    }
 }
