@@ -43,8 +43,17 @@ struct KernelKeyringProbe {
     /// The key's line in /proc/keys (its timeout column says "perm" when it never expires).
     func procKeysLine(_ id: String) throws -> String? {
         let hex = String(Int(id)!, radix: 16)
-        let text = try String(contentsOfFile: "/proc/keys", encoding: .utf8)
-        return text.split(separator: "\n").first { $0.split(separator: " ").first.map { String($0) == String(repeating: "0", count: max(0, 8 - hex.count)) + hex } ?? false }.map(String.init)
+        let padded = String(repeating: "0", count: max(0, 8 - hex.count)) + hex
+        // /proc/keys is read in pages by the kernel while other tests add and drop keys: a key
+        // can be skipped by one read. Read a few times before concluding it is not there.
+        for _ in 0..<5 {
+            let text = try String(contentsOfFile: "/proc/keys", encoding: .utf8)
+            if let line = text.split(separator: "\n").first(where: { $0.split(separator: " ").first.map { String($0) == padded } ?? false }) {
+                return String(line)
+            }
+            usleep(50_000)
+        }
+        return nil
     }
 
     /// Put a `user` key with this payload in @u under tokenctl's description, as any process of
