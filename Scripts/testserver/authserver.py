@@ -17,7 +17,8 @@ Public endpoints
   POST /device_authorization   client_id, [scope]       (RFC 8628)
   GET  /authorize              answers at once with a 302 to redirect_uri (no login page):
                                code, or what "authorize_mode" says
-  GET  /jwks                   the keys that sign ID tokens (RS256 kid "test-rsa", ES256 kid "test-ec")
+  GET  /jwks                   the keys that sign ID tokens (RS256 kid "test-rsa", ES256 kid "test-ec";
+                               with rotate_signing_key, RS256 kid "test-rsa-2" instead of "test-rsa")
 
 Confidential clients: a client_id listed in config "client_secrets" must send its secret
 (HTTP Basic or client_secret in the form) to /token, /revoke and /device_authorization.
@@ -25,7 +26,7 @@ Confidential clients: a client_id listed in config "client_secrets" must send it
 Test control (JSON in / JSON out)
   POST /_test/issue        {"client_id", "sub"?, "scope"?} -> {"refresh_token", "family"}
   POST /_test/config       partial config, merged -> full config (unknown keys: 400)
-  GET  /_test/log          every /token, /revoke and discovery request, in order
+  GET  /_test/log          every /token, /revoke, /jwks and discovery request, in order
   GET  /_test/token-status?token=X -> {"active", "kind", "spent", "family_revoked"}
   POST /_test/reset        state, log and config back to defaults
   GET  /_test/stats        {"token_requests", "issued", "invalid_grant", "reuse_detected"}
@@ -36,6 +37,7 @@ Config keys (defaults in DEFAULT_CONFIG):
   access_ttl, grace_seconds, rotate, date_offset_seconds, delay_seconds,
   faults, discovery_oidc, discovery_issuer_override, advertise_revocation,
   revoke_fault_status, id_token_alg, id_token_bad_signature, id_token_claims, omit_id_token,
+  rotate_signing_key,
   omit_refresh_token, discovery_raw, discovery_omit, device_script, device_response_override,
   device_interval, device_expires_in, client_secrets, auth_methods, authorize_mode.
 
@@ -83,6 +85,14 @@ RSA_D = int(
     "3f3a6353f028bfbbaa87957cad193f91618c2cba497d3ef08f8edc1369a3a1ba1acd540293c2c8e718a54b42f7af4120b0f3a1b5789d16d2ff7f28cdfb910c21d0b76e4e87adc687857cd6f75a6655efaab43c925b571f3ec2498ba44175c570da10653188be3d58752f6b9f24f064fce75d123c544cde19a4c039c35dab2fcf4b01bcb728452bc43cebec998412330983e366006e32798c73886c0399299d04f7dc45db6c37f141961ad069ddd8162a1e8b4d34d9a2a8b16e8dd2dec29947ba8d2d561454300d308a7983ccbbeb3b6e4e2298640ce0e44949ae820d36d3eeed11af1585fe64ef78215dafb9f47f536b587c23849eadfe334a898173573cf11", 16)
 RSA_E = 65537
 RSA_KID = "test-rsa"
+
+# The key RS256 ID tokens are signed with after a key rotation (config "rotate_signing_key"):
+# another fixed 2048-bit test key, made once with `openssl genpkey -algorithm RSA`.
+RSA2_N = int(
+    "991f17e35da15031f93e1b78756e8e7ecda19f3715262870fbb85b768471b4f9e7680049ef211d5b7ee57c1ed4c92129a2b4371ca066893d54eacbd7a8b63c466556c33cc08e6d7a225fdacb739ce274e70de8253df497c7e59326ed313837ac9575721e20be6376390500c17e2d560539a42b18443a166fd8c8a1d0939f07a942a23fc0e6a6a7ac73401abcebc4035b8bb2f55e09e8fac55de34665ae185d2768347b1373833710ab75e0788d14cc982a41d6bbeacbd57e82e6201cfe846d9ff64648b1da815fadd9adf47b39b1f92fd0cbf76cf65ec831b4ea63c86f0eff204e74b616991398aeeb0e7aee78f9a48cef6a006989f59a3080a77d8b7f1c9399", 16)
+RSA2_D = int(
+    "16b227264a5088c47f7f172f49a8b37254246aa70d7974711abe7ec0186d8a37a8771fe3d59000fbf8d92706a2df950cc8d311802abe4805513ae42ff90fd9eb4d4608f64e4c4e29d64282f9b90f3df9b9edb3c52163c9c39561b4595ffc47344b8af6f9443d341ce7e2b7f3f631de18342d033e3b8ea898b7773594e6eca183d8366875ef5706d157efda3f4e24adb5a9cd8d132f82f9e5183e2bc80cbacf1fb0876ab6acf9e20c0846c88720c0a7e6097335eefcb039e91523794fd31645e6f56e1523d6c429acce1bb45b0c68400ec5ab09345545f5230f7645e53b800ffe4c54c60f0c1bb687575011018c4294abc820b63a0755da9f36fd909878efea29", 16)
+RSA2_KID = "test-rsa-2"
 
 # P-256 (FIPS 186-4 D.1.2.3) for ES256 ID tokens; a fixed test private key.
 P256_P = 0xffffffff00000001000000000000000000000000ffffffffffffffffffffffff
@@ -151,6 +161,9 @@ DEFAULT_CONFIG = {
     # ID tokens: "RS256" or "ES256" (signed with a /jwks key), "HS256" or "none".
     "id_token_alg": "RS256",
     "id_token_bad_signature": False,
+    # Key rotation: RS256 ID tokens are signed with the second key (kid "test-rsa-2"), and /jwks
+    # lists that key instead of "test-rsa".
+    "rotate_signing_key": False,
     # Claims merged into every ID token (a null value removes the claim).
     "id_token_claims": {},
     "omit_id_token": False,
@@ -209,12 +222,20 @@ def int_bytes(value):
     return value.to_bytes((value.bit_length() + 7) // 8, "big")
 
 
+def rsa_signing_key():
+    """(kid, n, d) of the RS256 key in use: the second one after a rotation."""
+    if STATE.config.get("rotate_signing_key"):
+        return RSA2_KID, RSA2_N, RSA2_D
+    return RSA_KID, RSA_N, RSA_D
+
+
 def rs256_sign(signing_input):
     # RSASSA-PKCS1-v1_5 with SHA-256 (RFC 8017 §8.2), by hand: the standard library has no RSA.
+    _, n, d = rsa_signing_key()
     digest_info = bytes.fromhex("3031300d060960864801650304020105000420") + hashlib.sha256(signing_input).digest()
-    k = (RSA_N.bit_length() + 7) // 8
+    k = (n.bit_length() + 7) // 8
     em = b"\x00\x01" + b"\xff" * (k - len(digest_info) - 3) + b"\x00" + digest_info
-    return pow(int.from_bytes(em, "big"), RSA_D, RSA_N).to_bytes(k, "big")
+    return pow(int.from_bytes(em, "big"), d, n).to_bytes(k, "big")
 
 
 def make_id_token(claims):
@@ -227,7 +248,7 @@ def make_id_token(claims):
             claims[k] = v
     header = {"alg": alg, "typ": "JWT"}
     if alg == "RS256":
-        header["kid"] = RSA_KID
+        header["kid"] = rsa_signing_key()[0]
     elif alg == "ES256":
         header["kid"] = EC_KID
     h = b64url(json.dumps(header, separators=(",", ":")).encode())
@@ -247,8 +268,9 @@ def make_id_token(claims):
 
 
 def jwks_document():
-    return {"keys": [{"kty": "RSA", "kid": RSA_KID, "use": "sig", "alg": "RS256",
-                      "n": b64url(int_bytes(RSA_N)), "e": b64url(int_bytes(RSA_E))},
+    kid, n, _ = rsa_signing_key()
+    return {"keys": [{"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
+                      "n": b64url(int_bytes(n)), "e": b64url(int_bytes(RSA_E))},
                      {"kty": "EC", "kid": EC_KID, "use": "sig", "alg": "ES256", "crv": "P-256",
                       "x": b64url(EC_PUBLIC[0].to_bytes(32, "big")), "y": b64url(EC_PUBLIC[1].to_bytes(32, "big"))}]}
 
@@ -553,7 +575,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send(302, b"", None, {"Location": redirect_uri + "?" + urllib.parse.urlencode(params)})
 
     def jwks(self, body, query):
-        self.send_json(200, jwks_document())
+        with LOCK:
+            document = jwks_document()
+            log_request("/jwks", 200, "served", kids=[key["kid"] for key in document["keys"]])
+        self.send_json(200, document)
 
     # -- test control -----------------------------------------------------
 

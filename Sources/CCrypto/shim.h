@@ -8,6 +8,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
+#include <openssl/rsa.h>
 #include <sys/random.h>
 
 // OPENSSL_free is a macro (it passes __FILE__/__LINE__ to CRYPTO_free): not imported by Swift.
@@ -33,5 +34,10 @@ static inline const char *tokenctl_param_rsa_e(void) { return OSSL_PKEY_PARAM_RS
 static inline const char *tokenctl_param_group_name(void) { return OSSL_PKEY_PARAM_GROUP_NAME; }
 static inline const char *tokenctl_param_public_key(void) { return OSSL_PKEY_PARAM_PUB_KEY; }
 static inline const char *tokenctl_curve_p256(void) { return SN_X9_62_prime256v1; }
+
+// EVP_PKEY_ED25519 is a macro aliasing NID_ED25519; RSA_PKCS1_PSS_PADDING is a plain #define
+// Swift imports, kept here beside the rest for one place to look.
+static inline int tokenctl_evp_pkey_ed25519(void) { return EVP_PKEY_ED25519; }
+static inline int tokenctl_rsa_pkcs1_pss_padding(void) { return RSA_PKCS1_PSS_PADDING; }
 
 #endif

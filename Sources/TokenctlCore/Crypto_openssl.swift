@@ -20,7 +20,7 @@ public struct OpenSSLError: Error, Equatable, CustomStringConvertible {
     public var description: String { "\(operation): \(reason)" }
 }
 
-/// The few primitives tokenctl needs: SHA-256 (PKCE S256) and RS256/ES256 signature checks (ID tokens).
+/// The few primitives tokenctl needs: SHA-256 (PKCE S256) and RS256/PS256/ES256/EdDSA signature checks (ID tokens).
 enum OpenSSL {
     static func sha256(_ bytes: [UInt8]) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
@@ -69,6 +69,13 @@ enum OpenSSL {
         return try result.get()
     }
 
+    /// An Ed25519 public key from its 32 raw bytes (RFC 8037 §2, the JWK's `x`).
+    static func ed25519PublicKey(_ raw: [UInt8]) throws(OpenSSLError) -> PublicKey {
+        let key = raw.withUnsafeBufferPointer { EVP_PKEY_new_raw_public_key(tokenctl_evp_pkey_ed25519(), nil, $0.baseAddress, $0.count) }
+        guard let key else { throw OpenSSLError("EVP_PKEY_new_raw_public_key(ED25519)") }
+        return PublicKey(key)
+    }
+
     private static func fromData(_ builder: OpaquePointer, type: String) throws(OpenSSLError) -> PublicKey {
         guard let parameters = OSSL_PARAM_BLD_to_param(builder) else { throw OpenSSLError("OSSL_PARAM_BLD_to_param") }
         defer { OSSL_PARAM_free(parameters) }
@@ -97,6 +104,46 @@ enum OpenSSL {
                 }
             }
             ERR_clear_error()
+            return result == 1
+        }
+    }
+
+    /// Verify an RSASSA-PSS signature (RFC 8017 §8.1) with SHA-256, MGF1-SHA-256 and a 32-byte
+    /// salt: PS256 (RFC 7518 §3.5).
+    static func verifyRSAPSSSHA256(key: PublicKey, message: [UInt8], signature: [UInt8]) -> Bool {
+        guard let context = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(context) }
+        return key.withUnsafeHandle { handle in
+            defer { ERR_clear_error() }
+            // The key context belongs to the digest context (freed with it).
+            var keyContext: OpaquePointer?
+            guard EVP_DigestVerifyInit(context, &keyContext, EVP_sha256(), nil, handle) == 1, let keyContext,
+                  EVP_PKEY_CTX_set_rsa_padding(keyContext, tokenctl_rsa_pkcs1_pss_padding()) == 1,
+                  EVP_PKEY_CTX_set_rsa_mgf1_md(keyContext, EVP_sha256()) == 1,
+                  EVP_PKEY_CTX_set_rsa_pss_saltlen(keyContext, 32) == 1 else {
+                return false
+            }
+            let result = message.withUnsafeBufferPointer { message in
+                signature.withUnsafeBufferPointer { signature in
+                    EVP_DigestVerify(context, signature.baseAddress, signature.count, message.baseAddress, message.count)
+                }
+            }
+            return result == 1
+        }
+    }
+
+    /// Verify an Ed25519 signature (RFC 8032): one-shot, no separate digest.
+    static func verifyEd25519(key: PublicKey, message: [UInt8], signature: [UInt8]) -> Bool {
+        guard signature.count == 64, let context = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(context) }
+        return key.withUnsafeHandle { handle in
+            defer { ERR_clear_error() }
+            guard EVP_DigestVerifyInit(context, nil, nil, nil, handle) == 1 else { return false }
+            let result = message.withUnsafeBufferPointer { message in
+                signature.withUnsafeBufferPointer { signature in
+                    EVP_DigestVerify(context, signature.baseAddress, signature.count, message.baseAddress, message.count)
+                }
+            }
             return result == 1
         }
     }

@@ -39,19 +39,24 @@ public struct DiscoveryCache: Sendable {
 
     /// One file per issuer: a readable prefix plus a hash, so different issuers never collide.
     public func file(for issuer: EndpointURL) -> String {
+        directory + "/" + Self.fileName(for: issuer.string)
+    }
+
+    /// `<readable prefix>-<FNV-1a hash>.json` for an issuer (shared with the JWKS cache).
+    static func fileName(for issuer: String) -> String {
         var readable = ""
-        for scalar in issuer.string.unicodeScalars.prefix(80) {
+        for scalar in issuer.unicodeScalars.prefix(80) {
             let allowed = (scalar >= "a" && scalar <= "z") || (scalar >= "A" && scalar <= "Z") || (scalar >= "0" && scalar <= "9") || scalar == "." || scalar == "-"
             readable.unicodeScalars.append(allowed ? scalar : "_")
         }
         // FNV-1a, 64 bits: stable across runs (Swift's Hasher is seeded per process).
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in issuer.string.utf8 {
+        for byte in issuer.utf8 {
             hash ^= UInt64(byte)
             hash &*= 0x0000_0100_0000_01B3
         }
         let hex = String(hash, radix: 16)
-        return directory + "/" + readable + "-" + String(repeating: "0", count: 16 - hex.count) + hex + ".json"
+        return readable + "-" + String(repeating: "0", count: 16 - hex.count) + hex + ".json"
     }
 
     /// The cached entry for `issuer` if it is younger than `lifetime` and for that issuer.

@@ -1,4 +1,4 @@
-/// A JSON Web Key (RFC 7517) as far as tokenctl uses it: RSA and P-256 public keys.
+/// A JSON Web Key (RFC 7517) as far as tokenctl uses it: RSA, P-256 and Ed25519 (OKP, RFC 8037) public keys.
 public struct JSONWebKey: Equatable, Sendable {
     public var keyType: String
     public var keyID: String?
@@ -27,8 +27,9 @@ public struct JSONWebKey: Equatable, Sendable {
         if let use, use != "sig" { return false }
         if let algorithm, algorithm != signatureAlgorithm.rawValue { return false }
         switch signatureAlgorithm {
-        case .rs256: return keyType == "RSA"
+        case .rs256, .ps256: return keyType == "RSA"
         case .es256: return keyType == "EC" && curve == "P-256"
+        case .edDSA: return keyType == "OKP" && curve == "Ed25519"
         }
     }
 
@@ -51,6 +52,11 @@ public struct JSONWebKey: Equatable, Sendable {
                 let x = try bytes(x, "x"), y = try bytes(y, "y")
                 guard curve == "P-256", x.count == 32, y.count == 32 else { throw JWTError.invalidKey("the EC key is not a P-256 key") }
                 return try OpenSSL.p256PublicKey(x: x, y: y)
+            case "OKP":
+                // RFC 8037 §2: the raw 32-byte public key in 'x'.
+                let x = try bytes(x, "x")
+                guard curve == "Ed25519", x.count == 32 else { throw JWTError.invalidKey("the OKP key is not an Ed25519 key") }
+                return try OpenSSL.ed25519PublicKey(x)
             default:
                 throw JWTError.invalidKey("unsupported key type '\(RefreshOutcome.sanitized(keyType))'")
             }

@@ -2,13 +2,17 @@
 /// a public client has no shared key, and accepting them lets anyone forge a token.
 public enum JWSAlgorithm: String, Sendable, CaseIterable {
     case rs256 = "RS256"
+    case ps256 = "PS256"
     case es256 = "ES256"
+    case edDSA = "EdDSA"
 }
 
 public enum JWTError: Error, Equatable, CustomStringConvertible {
     case malformed(String)
     case unsupportedAlgorithm(String)
     case noMatchingKey(String?)
+    /// The key the header's `kid` names cannot make this signature: its `alg`, `use` or key type differs.
+    case keyMismatch(kid: String, alg: String)
     case invalidKey(String)
     case invalidKeySet(String)
     case badSignature
@@ -17,8 +21,9 @@ public enum JWTError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .malformed(let why): "the token is malformed: \(why)"
-        case .unsupportedAlgorithm(let alg): "the token is signed with '\(RefreshOutcome.sanitized(alg))'; only RS256 and ES256 are accepted"
+        case .unsupportedAlgorithm(let alg): "the token is signed with '\(RefreshOutcome.sanitized(alg))'; only RS256, PS256, ES256 and EdDSA are accepted"
         case .noMatchingKey(let kid): "no key in the issuer's JWKS matches the token" + (kid.map { " (kid '\(RefreshOutcome.sanitized($0))')" } ?? "")
+        case .keyMismatch(let kid, let alg): "the issuer's key '\(RefreshOutcome.sanitized(kid))' cannot make a '\(RefreshOutcome.sanitized(alg))' signature (its alg, use or key type differs)"
         case .invalidKey(let why): "unusable key in the issuer's JWKS: \(why)"
         case .invalidKeySet(let why): why
         case .badSignature: "the token's signature does not verify against the issuer's keys"
@@ -35,7 +40,8 @@ public struct VerifiedJWT: Sendable, Equatable {
     public var keyID: String?
 }
 
-/// Compact JWS verification (RFC 7515 §5.2) against a JWK Set with RS256 or ES256 (RFC 7518 §3.3, §3.4).
+/// Compact JWS verification (RFC 7515 §5.2) against a JWK Set with RS256, PS256, ES256 (RFC 7518
+/// §3.3–3.5) or EdDSA with Ed25519 (RFC 8037).
 public enum JWTVerifier {
     public static func verify(_ token: String, keys: JSONWebKeySet) throws(JWTError) -> VerifiedJWT {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
@@ -55,13 +61,20 @@ public enum JWTVerifier {
         }
         let signingInput = Array((parts[0] + "." + parts[1]).utf8)
         let keyID = header["kid"]?.stringValue
-        var candidates = keys.keys.filter { $0.canVerify(algorithm) }
-        if let keyID { candidates = candidates.filter { $0.keyID == keyID } }
+        var candidates = keys.keys
+        if let keyID {
+            candidates = candidates.filter { $0.keyID == keyID }
+            // The named key exists but is not for this algorithm: a substituted header, not a rotation.
+            if !candidates.isEmpty, !candidates.contains(where: { $0.canVerify(algorithm) }) {
+                throw .keyMismatch(kid: keyID, alg: algorithmName)
+            }
+        }
+        candidates = candidates.filter { $0.canVerify(algorithm) }
         guard !candidates.isEmpty else { throw .noMatchingKey(keyID) }
 
         let derSignature: [UInt8]
         switch algorithm {
-        case .rs256:
+        case .rs256, .ps256, .edDSA:
             derSignature = signature
         case .es256:
             // JOSE carries r || s; OpenSSL verifies a DER ECDSA-Sig-Value.
@@ -75,7 +88,12 @@ public enum JWTVerifier {
                 lastKeyError = error
                 continue
             }
-            if OpenSSL.verifySHA256(key: key, message: signingInput, signature: derSignature) {
+            let valid = switch algorithm {
+            case .rs256, .es256: OpenSSL.verifySHA256(key: key, message: signingInput, signature: derSignature)
+            case .ps256: OpenSSL.verifyRSAPSSSHA256(key: key, message: signingInput, signature: derSignature)
+            case .edDSA: OpenSSL.verifyEd25519(key: key, message: signingInput, signature: derSignature)
+            }
+            if valid {
                 return VerifiedJWT(header: header, claims: claims, algorithm: algorithm, keyID: keyID)
             }
         }

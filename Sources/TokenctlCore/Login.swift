@@ -308,6 +308,8 @@ extension TokenctlService {
             do { keys = try JSONWebKeySet.parse(response.body) } catch { throw rejected(error) }
             do { claims = try JWTVerifier.verify(idToken, keys: keys).claims } catch { throw rejected(error) }
             verified = true
+            // Keys that just verified a token: what `status` checks signatures against offline.
+            jwksCache.store(issuer, jwksURI: jwksURI.string, document: String(decoding: response.body, as: UTF8.self))
         } else {
             // Without keys, the token still came straight from the token endpoint over TLS
             // (OIDC Core §3.1.3.7 item 6) — but never accept 'none' or HMAC.

@@ -27,6 +27,11 @@ public struct SessionStatus: Sendable, Equatable {
     public var claimsSource: String?
     /// "jwt" or "opaque".
     public var accessTokenFormat: String?
+    /// The signature verdict for the token the claims come from (the ID token, else a JWT access
+    /// token); nil when there is nothing to verify (no session, or only an opaque access token).
+    public var signature: SignatureVerdict?
+    /// Which token `signature` is about: "id_token" whenever one is stored, else "access_token".
+    public var signatureSource: String?
     /// Seconds of access-token validity left (negative once expired), skew-corrected.
     public var accessTokenTimeLeft: Double?
     public var hasRefreshToken: Bool
@@ -60,8 +65,40 @@ public struct SessionStatus: Sendable, Equatable {
 }
 
 extension TokenctlService {
-    /// The state of one profile's session, from the keyring (and the event log for `ended`).
+    var jwksCache: JWKSCache { JWKSCache(directory: profiles.paths.jwksCacheDirectory, clock: clock) }
+
+    /// The state of one profile's session with a signature verdict: from the cached keys, and when
+    /// they do not know the token's key (or none are cached) and `offline` is false, after one
+    /// rate-limited fetch of the issuer's JWKS. An unreachable server leaves the cached verdict.
+    public func status(_ name: ProfileName, offline: Bool) async throws(TokenctlError) -> SessionStatus {
+        let (status, token) = try statusAndSignedToken(name)
+        guard !offline, let token, let verdict = status.signature, verdict.fetchMightHelp else { return status }
+        let configuration = try profiles.require(name)
+        let issuer = configuration.issuer.string
+        let cache = jwksCache
+        guard cache.mayRefetch(issuer) else { return status }
+        let http = httpClient(configuration.caBundle)
+        var jwksURI = configuration.jwksURI?.string
+        if jwksURI == nil {
+            let discovery = DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock)
+            jwksURI = (try? await ServerMetadata.discover(configuration.issuer, http: http, timeout: retry.attemptTimeout, cache: discovery))?.jwksURI?.string
+        }
+        guard let jwksURI, let keys = await cache.refetch(issuer, jwksURI: jwksURI, http: http, timeout: retry.attemptTimeout) else {
+            return status
+        }
+        var updated = status
+        updated.signature = SignatureVerdict.evaluate(token, keys: keys)
+        return updated
+    }
+
+    /// The state of one profile's session, from the keyring (and the event log for `ended`); the
+    /// signature verdict from cached keys only (never a network request).
     public func status(_ name: ProfileName) throws(TokenctlError) -> SessionStatus {
+        try statusAndSignedToken(name).status
+    }
+
+    /// The status, and the token its signature verdict is about (never shown).
+    private func statusAndSignedToken(_ name: ProfileName) throws(TokenctlError) -> (status: SessionStatus, token: String?) {
         let configuration = try profiles.require(name)
         let identity = SessionIdentity(profile: name, configuration: configuration)
         var status = SessionStatus(
@@ -72,7 +109,7 @@ extension TokenctlService {
         do { stored = try store.read(identity) } catch {
             status.state = .storeUnavailable
             status.storeProblem = error.message + (error.hint.map { " " + $0 } ?? "")
-            return status
+            return (status, nil)
         }
         guard let stored else {
             // Signed out, or ended by the server: the log says which happened last.
@@ -83,7 +120,7 @@ extension TokenctlService {
                 status.endedReason = last.reason
                 status.subject = last.subject
             }
-            return status
+            return (status, nil)
         }
         let now = clock.now()
         status.subject = stored.subject
@@ -106,7 +143,13 @@ extension TokenctlService {
         } else {
             status.state = stored.hasRefreshToken ? .expiredRefreshable : .signedOut
         }
-        return status
+        // The ID token's signature; without one, a JWT access token's. An opaque access token has none.
+        let signed = stored.idToken ?? (accessClaims == nil ? nil : stored.accessToken)
+        if let signed {
+            status.signatureSource = stored.idToken == nil ? "access_token" : "id_token"
+            status.signature = SignatureVerdict.evaluate(signed, keys: jwksCache.keys(configuration.issuer.string))
+        }
+        return (status, signed)
     }
 
     static func shown(_ claims: [String: JSONValue]) -> [(name: String, value: JSONValue)] {

@@ -14,7 +14,7 @@ public struct Paths: Sendable, Equatable {
     public var lockDirectory: String
     /// `$XDG_STATE_HOME/tokenctl` (default `~/.local/state/tokenctl`).
     public var stateDirectory: String
-    /// `$XDG_CACHE_HOME/tokenctl` (default `~/.cache/tokenctl`): discovery documents only.
+    /// `$XDG_CACHE_HOME/tokenctl` (default `~/.cache/tokenctl`): discovery documents and JWK Sets only.
     public var cacheDirectory: String
 
     /// - Parameter cacheDirectory: defaults to `cache` beside the state directory (tests).
@@ -61,6 +61,9 @@ public struct Paths: Sendable, Equatable {
 
     /// The cached discovery documents, one file per issuer.
     public var discoveryCacheDirectory: String { cacheDirectory + "/discovery" }
+
+    /// The cached JWK Sets (public signing keys), one file per issuer.
+    public var jwksCacheDirectory: String { cacheDirectory + "/jwks" }
 
     /// The cross-process refresh lock of one profile.
     public func lockFile(_ profile: ProfileName) -> String {

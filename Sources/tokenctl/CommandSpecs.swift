@@ -76,7 +76,7 @@ enum Commands {
             OptionSpec("--all", help: "Show every configured profile, and orphaned keyring sessions."),
             OptionSpec("--json", help: "Print JSON on stdout (an array with --all); schema in tokenctl(1)."),
             OptionSpec("--watch", help: "Print the state, then one line per change (login, refresh, logout, expiry) until interrupted."),
-            OptionSpec("--offline", help: "Never contact the server (status never does today; accepted for scripts)."),
+            OptionSpec("--offline", help: "Never contact the server: the signature verdict comes from the cached keys only."),
         ],
         discussion: "States: authenticated, expired-refreshable, signed-out, ended (the server ended the session), store-unavailable. Exit status: 0 authenticated or expired-refreshable, 77 signed out or ended, 69 the Secret Service cannot be read, 78 not configured.")
 

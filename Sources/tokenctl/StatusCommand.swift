@@ -14,7 +14,9 @@ enum StatusCommand {
         }
         let all = context.options.has("--all")
         let names = all ? try service.profiles.all() : [context.profile]
-        let statuses = try names.map { name throws(TokenctlError) in try service.status(name) }
+        let offline = context.options.has("--offline")
+        var statuses: [SessionStatus] = []
+        for name in names { statuses.append(try await service.status(name, offline: offline)) }
         // Residue: items no profile uses any more (listed with --all, never used for tokens).
         let orphans = all && !statuses.contains(where: { $0.state == .storeUnavailable }) ? (try? service.orphanedSessions()) ?? [] : []
         if json {
@@ -72,6 +74,7 @@ enum StatusCommand {
             for (name, value) in status.claims where name != "sub" {
                 lines.append("  \((name + ":").padding(15))\(display(value))")
             }
+            lines.append("  signature:     " + signatureLine(status))
             if let left = status.accessTokenTimeLeft {
                 lines.append("  access token:  " + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)")
                              + (status.accessTokenFormat.map { " (\($0))" } ?? ""))
@@ -83,6 +86,14 @@ enum StatusCommand {
             lines.append("  store:         \(status.store)")
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The verdict, and which token it is about when that is not the ID token.
+    static func signatureLine(_ status: SessionStatus) -> String {
+        guard let verdict = status.signature else {
+            return status.accessTokenFormat == "opaque" ? "none to check (no ID token; the access token is opaque)" : "none to check"
+        }
+        return verdict.rawValue + (status.signatureSource == "access_token" ? " (access token)" : "")
     }
 
     static func display(_ value: JSONValue) -> String {
@@ -107,6 +118,7 @@ enum StatusCommand {
             ("claims", status.claims.isEmpty ? .null : JSONText.Value(raw: JSONText.object(status.claims.map { ($0.name, jsonValue($0.value)) }))),
             ("claims_source", .string(status.claimsSource)),
             ("access_token_format", .string(status.accessTokenFormat)),
+            ("signature", .string(status.signature?.rawValue)),
             ("access_token_expires_in", .number(status.accessTokenTimeLeft.map { Int($0.rounded(.down)) })),
             ("refresh_token_present", status.state == .storeUnavailable ? .null : .bool(status.hasRefreshToken)),
             ("scope", .string(status.scope)),

@@ -82,6 +82,82 @@ struct JWTVerifierTests {
     }
 }
 
+/// RFC 8037 appendix A.4: the Ed25519 JWS example (key of A.2, RFC 8032 §7.1 test 1).
+private enum RFC8037 {
+    static let x = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"
+    static let token = "eyJhbGciOiJFZERTQSJ9.RXhhbXBsZSBvZiBFZDI1NTE5IHNpZ25pbmc.hgyY0il_MGCjP0JzlnLWG1PPOt7-09PGcvMg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg"
+    static var key: JSONWebKey { JSONWebKey(object: ["kty": .string("OKP"), "crv": .string("Ed25519"), "x": .string(x)]) }
+    /// A.4's payload is not JSON, so also a JWT signed (deterministically) with the A.1 private key by
+    /// `openssl pkeyutl -sign -rawin`: header {"alg":"EdDSA","kid":"ed"}, payload {"iss":"joe","exp":1300819380}.
+    static let jwt = "eyJhbGciOiJFZERTQSIsImtpZCI6ImVkIn0.eyJpc3MiOiJqb2UiLCJleHAiOjEzMDA4MTkzODB9.FqQ8dYbD6z1GN5258CqWN6CxCiDzS2UDN3DpB6Beh0owxXIZwhfNiVR6s765b3LJLfo2yGYmyzwFlDYLWy9EBA"
+}
+
+/// A PS256 vector made once with `openssl dgst -sha256 -sign key.pem -sigopt rsa_padding_mode:pss
+/// -sigopt rsa_pss_saltlen:32 -sigopt rsa_mgf1_md:sha256` over the signing input (2048-bit key, e = 65537).
+private enum PS256Vector {
+    static let modulus = "6A5ZPoMIyeTWW0sjN_pfIMERW1d1FPnXIl6W_Wr0s-airzYTxeqjGKBonA3CXISfnZkZ054EGcz4j6MGBilLCI4XLyBxUePEW0QYFwfO4XKwjxnZGmfq8orgzwjPLYsLPxi7mLctuciOz9vQSe9WDF00sQYoZEhpUHf4a6snx6Wz_5GabT3L2Y_asluHBsT90ZsXyNJVjKVKrmySwtZ00Oc4QAC7HHjjge8bqon3tDOZvMr_YLTdGebOEMdrCe0bPFUp0wTBabE8hqm0T3UwweLZlIW7gpYcx38IPUEN5EIHxqZsrcj25-JoZ9fDZhT0QUMkB_3YZdj9s4qqfoEgiw"
+    // Header {"alg":"PS256","kid":"ps"}, payload {"iss":"joe","exp":1300819380}.
+    static let token = "eyJhbGciOiJQUzI1NiIsImtpZCI6InBzIn0.eyJpc3MiOiJqb2UiLCJleHAiOjEzMDA4MTkzODB9.0-uphfNnxtSWgCd-xFNnQsYTeu1XkQpsKcpKywgDExF4m0z_9VtDNb4voBaopZACUH4R9z8vEicLIvPe1OGws0sHOjzSIzHv6BvlwnFK1nFG9HhV4xHw9dl1MrVU06nevO_ORmmW0kM9ZZMyGetnLBgTmtg-6uegnWhjfLMxyM3HpgRjzh2ERXX4RubOiDwHz64w0oCA4gwVE4GvufvjoHBFsPWZPccGyea4PM5qhS1wvm7ZIT9e5NBkk8OYAQQRYXl7GeM34TosdRUY1UxHExRJJYdPRB0cRuvNkuAgkXcHOqEepyogRP91tKc_mqWSzBZBi2k3V9EPDeryKAmclg"
+    static var key: JSONWebKey { JSONWebKey(object: ["kty": .string("RSA"), "kid": .string("ps"), "n": .string(modulus), "e": .string("AQAB")]) }
+}
+
+@Suite("JWS verification: PS256 and EdDSA (RFC 8037 A.4); kid/alg mismatches")
+struct MoreAlgorithmTests {
+    @Test("RFC 8037 A.4 Ed25519 verifies; a changed payload does not")
+    func ed25519() throws {
+        let parts = RFC8037.token.split(separator: ".").map(String.init)
+        let key = try RFC8037.key.publicKey()
+        let signature = try #require(UnverifiedJWT.base64URLDecode(parts[2]))
+        #expect(OpenSSL.verifyEd25519(key: key, message: Array((parts[0] + "." + parts[1]).utf8), signature: signature))
+        let other = Base64URL.encode(Array("Example of Ed25519 signinG".utf8))
+        #expect(!OpenSSL.verifyEd25519(key: key, message: Array((parts[0] + "." + other).utf8), signature: signature))
+
+        var keyWithID = RFC8037.key
+        keyWithID.keyID = "ed"
+        let verified = try JWTVerifier.verify(RFC8037.jwt, keys: JSONWebKeySet(keys: [keyWithID]))
+        #expect(verified.algorithm == .edDSA && verified.claims["iss"] == .string("joe"))
+        let jwtParts = RFC8037.jwt.split(separator: ".").map(String.init)
+        let otherPayload = Base64URL.encode(Array(#"{"iss":"eve","exp":1300819380}"#.utf8))
+        #expect(throws: JWTError.badSignature) { try JWTVerifier.verify(jwtParts[0] + "." + otherPayload + "." + jwtParts[2], keys: JSONWebKeySet(keys: [keyWithID])) }
+    }
+
+    @Test("PS256 (salt 32, MGF1-SHA-256) verifies; tampered or as RS256 it does not")
+    func ps256() throws {
+        let keys = JSONWebKeySet(keys: [PS256Vector.key])
+        let verified = try JWTVerifier.verify(PS256Vector.token, keys: keys)
+        #expect(verified.algorithm == .ps256 && verified.keyID == "ps")
+        #expect(verified.claims["iss"] == .string("joe"))
+        let parts = PS256Vector.token.split(separator: ".").map(String.init)
+        let other = Base64URL.encode(Array(#"{"iss":"eve","exp":1300819380}"#.utf8))
+        #expect(throws: JWTError.badSignature) { try JWTVerifier.verify(parts[0] + "." + other + "." + parts[2], keys: keys) }
+        // The same signature claimed as PKCS#1 v1.5 must fail.
+        let rs = Base64URL.encode(Array(#"{"alg":"RS256","kid":"ps"}"#.utf8))
+        #expect(throws: JWTError.badSignature) { try JWTVerifier.verify(rs + "." + parts[1] + "." + parts[2], keys: keys) }
+    }
+
+    @Test("a kid whose key has another alg or key type is a mismatch, not an unknown key")
+    func mismatch() {
+        var rsa = PS256Vector.key
+        rsa.algorithm = "RS256"
+        #expect(throws: JWTError.keyMismatch(kid: "ps", alg: "PS256")) { try JWTVerifier.verify(PS256Vector.token, keys: JSONWebKeySet(keys: [rsa])) }
+        var ed = RFC8037.key
+        ed.keyID = "ps"
+        #expect(throws: JWTError.keyMismatch(kid: "ps", alg: "PS256")) { try JWTVerifier.verify(PS256Vector.token, keys: JSONWebKeySet(keys: [ed])) }
+        // EdDSA under an RSA key with that kid.
+        let header = Base64URL.encode(Array(#"{"alg":"EdDSA","kid":"ps"}"#.utf8))
+        let parts = RFC8037.jwt.split(separator: ".").map(String.init)
+        #expect(throws: JWTError.keyMismatch(kid: "ps", alg: "EdDSA")) { try JWTVerifier.verify(header + "." + parts[1] + "." + parts[2], keys: JSONWebKeySet(keys: [PS256Vector.key])) }
+    }
+
+    @Test("HS384/HS512 and None spellings are rejected")
+    func otherForbidden() {
+        for alg in ["HS384", "HS512", "None", "NONE"] {
+            let token = Base64URL.encode(Array(#"{"alg":"\#(alg)"}"#.utf8)) + ".e30.AAAA"
+            #expect(throws: JWTError.unsupportedAlgorithm(alg)) { try JWTVerifier.verify(token, keys: JSONWebKeySet(keys: [RFC8037.key, PS256Vector.key])) }
+        }
+    }
+}
+
 @Suite("ID token claims (OIDC Core §3.1.3.7)")
 struct IDTokenValidationTests {
     let now = 1_700_000_000.0
