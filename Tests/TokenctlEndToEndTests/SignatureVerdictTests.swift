@@ -5,8 +5,12 @@ import Testing
 /// kid (rate-limited re-fetch), offline and unreachable servers, forbidden algorithms.
 @Suite("End to end: signature verdicts")
 struct SignatureVerdictEndToEndTests {
+    /// A profile name of this suite's own: servers stop (freeing their ports for other tests) before
+    /// each sandbox drops its logins' hot-cache keys, which are named by profile, issuer and client.
+    static let profile = "signature-test"
+
     func status(_ sandbox: Sandbox, _ extra: String...) throws -> (verdict: Any?, code: Int32, object: [String: Any]) {
-        let result = try sandbox.runTokenctl(["status", "--json"] + extra, stdin: nil)
+        let result = try sandbox.runTokenctl(["--profile", Self.profile, "status", "--json"] + extra, stdin: nil)
         let object = (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]) ?? [:]
         return (object["signature"], result.status, object)
     }
@@ -17,11 +21,11 @@ struct SignatureVerdictEndToEndTests {
 
     /// Replace the stored ID token (the rest of the set unchanged) behind tokenctl's back.
     func plantIDToken(_ sandbox: Sandbox, issuer: String, _ make: (_ original: String) -> String) throws {
-        var stored = try #require(try sandbox.storedTokenSet(issuer: issuer))
+        var stored = try #require(try sandbox.storedTokenSet(profile: Self.profile, issuer: issuer))
         let original = try #require(stored["id_token"] as? String)
         stored["id_token"] = make(original)
         let json = String(decoding: try JSONSerialization.data(withJSONObject: stored), as: UTF8.self)
-        try sandbox.overwriteStoredTokenSet(json, issuer: issuer)
+        try sandbox.overwriteStoredTokenSet(json, profile: Self.profile, issuer: issuer)
     }
 
     static func base64URL(_ text: String) -> String {
@@ -33,12 +37,12 @@ struct SignatureVerdictEndToEndTests {
     func verifiedAfterLogin() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
-        try sandbox.login(server)
+        try sandbox.login(server, profile: Self.profile)
         #expect(try jwksRequests(server) == 1)
         let (verdict, code, object) = try status(sandbox)
         #expect(verdict as? String == "verified" && code == 0, "\(object)")
         #expect(try jwksRequests(server) == 1)
-        let human = try sandbox.tokenctl("status")
+        let human = try sandbox.tokenctl("--profile", Self.profile, "status")
         #expect(human.stdout.contains("  signature:     verified\n"), "\(human)")
         // The cache: public keys only, 0600 in a 0700 directory.
         let directory = sandbox.root + "/home/.cache/tokenctl/jwks"
@@ -53,7 +57,7 @@ struct SignatureVerdictEndToEndTests {
     func es256() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["id_token_alg": "ES256"])
-        try sandbox.login(server)
+        try sandbox.login(server, profile: Self.profile)
         #expect(try status(sandbox).verdict as? String == "verified")
     }
 
@@ -61,9 +65,9 @@ struct SignatureVerdictEndToEndTests {
     func rotation() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
-        try sandbox.login(server)
+        try sandbox.login(server, profile: Self.profile)
         try server.configure(["rotate_signing_key": true])
-        #expect(try sandbox.tokenctl("refresh").status == 0)
+        #expect(try sandbox.tokenctl("--profile", Self.profile, "refresh").status == 0)
         let (verdict, code, object) = try status(sandbox)
         #expect(verdict as? String == "verified" && code == 0, "\(object)")
         #expect(try jwksRequests(server) == 2, "login, then one re-fetch for the new kid")
@@ -77,7 +81,7 @@ struct SignatureVerdictEndToEndTests {
     func forgedKid() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
-        try sandbox.login(server)
+        try sandbox.login(server, profile: Self.profile)
         try plantIDToken(sandbox, issuer: server.url) { original in
             let parts = original.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             return Self.base64URL(#"{"alg":"RS256","typ":"JWT","kid":"forged"}"#) + "." + parts[1] + "." + parts[2]
@@ -86,7 +90,7 @@ struct SignatureVerdictEndToEndTests {
         #expect(verdict as? String == "unverified: unknown key" && code == 0, "\(object)")
         #expect(try jwksRequests(server) == 2, "one re-fetch")
         #expect(try status(sandbox).verdict as? String == "unverified: unknown key")
-        #expect(try sandbox.tokenctl("status").stdout.contains("signature:     unverified: unknown key"))
+        #expect(try sandbox.tokenctl("--profile", Self.profile, "status").stdout.contains("signature:     unverified: unknown key"))
         #expect(try jwksRequests(server) == 2, "no further request within the rate-limit window")
     }
 
@@ -94,7 +98,7 @@ struct SignatureVerdictEndToEndTests {
     func offline() throws {
         let sandbox = try Sandbox()
         var server: AuthServer? = try AuthServer()
-        try sandbox.login(server!)
+        try sandbox.login(server!, profile: Self.profile)
         server = nil
         let (verdict, code, object) = try status(sandbox, "--offline")
         #expect(verdict as? String == "verified" && code == 0, "\(object)")
@@ -110,7 +114,7 @@ struct SignatureVerdictEndToEndTests {
     func forbiddenAlgorithms() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
-        try sandbox.login(server)
+        try sandbox.login(server, profile: Self.profile)
         for header in [#"{"alg":"none","typ":"JWT"}"#, #"{"alg":"HS256","typ":"JWT","kid":"test-rsa"}"#] {
             try plantIDToken(sandbox, issuer: server.url) { original in
                 let parts = original.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
@@ -126,11 +130,11 @@ struct SignatureVerdictEndToEndTests {
     func opaque() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["omit_id_token": true])
-        try sandbox.login(server)
+        try sandbox.login(server, profile: Self.profile)
         let (verdict, code, object) = try status(sandbox)
         #expect(verdict is NSNull && code == 0, "\(object)")
         #expect(object["access_token_format"] as? String == "opaque")
-        let human = try sandbox.tokenctl("status")
+        let human = try sandbox.tokenctl("--profile", Self.profile, "status")
         #expect(human.stdout.contains("signature:     none to check (no ID token; the access token is opaque)"), "\(human)")
     }
 
@@ -138,10 +142,10 @@ struct SignatureVerdictEndToEndTests {
     func jwtAccessToken() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["omit_id_token": true, "jwt_access_tokens": true])
-        try sandbox.login(server)
+        try sandbox.login(server, profile: Self.profile)
         let (verdict, code, object) = try status(sandbox)
         #expect(verdict as? String == "invalid" && code == 0, "\(object)")
         #expect(object["claims_source"] as? String == "access_token")
-        #expect(try sandbox.tokenctl("status").stdout.contains("signature:     invalid (access token)\n"))
+        #expect(try sandbox.tokenctl("--profile", Self.profile, "status").stdout.contains("signature:     invalid (access token)\n"))
     }
 }

@@ -31,6 +31,11 @@ final class AuthServer: @unchecked Sendable {
             throw HarnessError("the test authorization server did not start: \(server.wait())")
         }
         url = "http://127.0.0.1:\(port)"
+        // A new server may get the port (and so the issuer URL) of one that an earlier test used:
+        // start from a shared keyring holding nothing for this issuer.
+        for kind in ["session", "client-secret"] {
+            _ = try? runProgram("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", url, "kind", kind])
+        }
         if !configuration.isEmpty { try configure(configuration) }
     }
 

@@ -47,9 +47,11 @@ struct KernelKeyringProbe {
         // /proc/keys is read in pages by the kernel while other tests add and drop keys: a key
         // can be skipped by one read. Read a few times before concluding it is not there.
         for _ in 0..<5 {
-            // Through cat: /proc/keys reports size 0, and a reader that trusts the size stops
-            // after the first page — with many keys in the keyring, ours can be past it.
-            let text = try runProgram("/bin/cat", ["/proc/keys"]).stdout
+            // Not String(contentsOfFile:): for a procfs file (size 0) it returns only the first
+            // page (~4 KB), and with enough keys on the machine the line is beyond it.
+            guard let handle = FileHandle(forReadingAtPath: "/proc/keys") else { throw HarnessError("cannot open /proc/keys") }
+            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+            try? handle.close()
             if let line = text.split(separator: "\n").first(where: { $0.split(separator: " ").first.map { String($0) == padded } ?? false }) {
                 return String(line)
             }
