@@ -44,7 +44,20 @@ public struct EventRecord: Sendable, Equatable {
 
     /// One JSON line, short enough (< PIPE_BUF) to be appended with one atomic write.
     public func jsonLine() -> String {
-        func short(_ text: String?) -> JSONText.Value { .string(text.map { String($0.prefix(400)) }) }
+        // At most 400 bytes of escaped JSON per field (a control character escapes to 6 bytes),
+        // so a whole line stays under PIPE_BUF and one write() appends it atomically.
+        func short(_ text: String?) -> JSONText.Value {
+            guard let text else { return .null }
+            var kept = String.UnicodeScalarView()
+            var length = 0
+            for scalar in text.unicodeScalars {
+                let escaped = JSONText.quoted(String(scalar)).utf8.count - 2
+                if length + escaped > 400 { break }
+                length += escaped
+                kept.append(scalar)
+            }
+            return .string(String(kept))
+        }
         return JSONText.object([
             ("time", .string(Date(timeIntervalSince1970: time.rounded(.down)).formatted(.iso8601))),
             ("unix_time", JSONText.Value(raw: String(format3(time)))),

@@ -25,6 +25,10 @@ struct EventLogTests {
         #expect(EventRecord.parse(Substring(line.dropLast())) == record)
         let huge = EventRecord(time: 1, event: .signedIn, profile: "p", issuer: String(repeating: "i", count: 10_000), subject: String(repeating: "s", count: 10_000))
         #expect(huge.jsonLine().utf8.count < 4096)
+        let hostile = EventRecord(
+            time: 1, event: .sessionEnded, profile: String(repeating: "\u{1}", count: 5000), issuer: String(repeating: "e\u{301}\u{302}", count: 3000),
+            subject: String(repeating: "\u{7}", count: 5000), reason: String(repeating: "\"", count: 5000))
+        #expect(hostile.jsonLine().utf8.count < 4096, "escapes and combining marks cannot push a line past PIPE_BUF")
     }
 
     @Test("rotation at the size bound keeps the previous file as .1 and reading covers both")
