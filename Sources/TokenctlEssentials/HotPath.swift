@@ -785,15 +785,7 @@ public enum HotPath {
         mutating func appendISO8601(seconds: Int64) {
             let days = seconds / 86_400
             let secondOfDay = seconds % 86_400
-            let shifted = days + 719_468
-            let era = shifted / 146_097
-            let dayOfEra = shifted - era * 146_097
-            let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-            let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-            let monthIndex = (5 * dayOfYear + 2) / 153
-            let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-            let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-            let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+            let (year, month, day) = Timestamp.civilDate(daysSinceEpoch: days)
             append(decimal: year, width: 4)
             append(byte: UInt8(ascii: "-"))
             append(decimal: month, width: 2)
