@@ -18,6 +18,7 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
     private let timeoutMilliseconds: Int32
     private let mutex = PThreadMutex()
     private var cachedService: UnsafeMutablePointer<SecretService>?
+    private var busConnection: OpaquePointer?
 
     public init(timeout: Double = 10) {
         self.timeoutMilliseconds = Int32(timeout * 1000)
@@ -25,6 +26,7 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
 
     deinit {
         tokenctl_object_unref(cachedService)
+        if let busConnection { tokenctl_object_unref(UnsafeMutableRawPointer(busConnection)) }
     }
 
     // MARK: SessionStore
@@ -194,7 +196,11 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
         guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
             throw storeError(error, operation: "connect to the session bus")
         }
-        defer { tokenctl_object_unref(UnsafeMutableRawPointer(connection)) }
+        // g_bus_get returns GIO's shared session connection: keep our reference for the life of
+        // the store, or dropping it would close the connection and libsecret would open (and
+        // authenticate) a second one right after.
+        if let previous = busConnection { tokenctl_object_unref(UnsafeMutableRawPointer(previous)) }
+        busConnection = connection
         let reply = g_dbus_connection_call_sync(
             connection, "org.freedesktop.secrets", "/org/freedesktop/secrets", "org.freedesktop.DBus.Peer", "Ping",
             nil, nil, G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds, nil, &error)
