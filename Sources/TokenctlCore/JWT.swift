@@ -8,19 +8,8 @@ public enum UnverifiedJWT {
     }
 
     public static func base64URLDecode(_ text: String) -> [UInt8]? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var base64 = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
         while base64.count % 4 != 0 { base64 += "=" }
         return Data(base64Encoded: base64).map(Array.init)
-    }
-}
-
-extension String {
-    func replacingOccurrences(of target: Character, with replacement: Character) -> String {
-        String(map { $0 == target ? replacement : $0 })
-    }
-
-    func replacingOccurrences(of target: String, with replacement: String) -> String {
-        guard target.count == 1, replacement.count == 1 else { return self }
-        return replacingOccurrences(of: Character(target), with: Character(replacement))
     }
 }

@@ -48,7 +48,7 @@ enum EventsCommand {
     }
 
     static func line(_ record: EventRecord) -> String {
-        var text = "\(Output.timestamp(record.time))  \(record.event.significance.rawValue.padding(6))  \(record.event.rawValue.padding(16)) \(record.profile)"
+        var text = "\(Output.timestamp(record.time))  \(Output.padded(record.event.significance.rawValue, to: 6))  \(Output.padded(record.event.rawValue, to: 16)) \(record.profile)"
         if let subject = record.subject { text += " " + Output.printable(subject) }
         if let reason = record.reason { text += " (\(Output.printable(reason)))" }
         if let issuer = record.issuer { text += "  \(Output.printable(issuer))" }
@@ -65,6 +65,3 @@ enum EventsCommand {
     }
 }
 
-private extension String {
-    func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
-}

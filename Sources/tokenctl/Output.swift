@@ -67,6 +67,11 @@ enum Output {
 
     static func jsonString(_ text: String) -> String { JSONText.quoted(text) }
 
+    /// `text` padded with spaces to `width` columns, for aligned human output.
+    static func padded(_ text: String, to width: Int) -> String {
+        text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+    }
+
     /// Server-provided text for a terminal: control characters dropped (no escape sequences).
     static func printable(_ text: String) -> String {
         String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) }))

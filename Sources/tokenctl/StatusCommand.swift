@@ -72,7 +72,7 @@ enum StatusCommand {
         case .authenticated, .expiredRefreshable:
             if let subject = status.subject { lines.append("  subject:       \(subject)") }
             for (name, value) in status.claims where name != "sub" {
-                lines.append("  \((name + ":").padding(15))\(display(value))")
+                lines.append("  \(Output.padded(name + ":", to: 14)) \(display(value))")
             }
             lines.append("  signature:     " + signatureLine(status))
             if let left = status.accessTokenTimeLeft {
@@ -152,6 +152,3 @@ enum StatusCommand {
     }
 }
 
-private extension String {
-    func padding(_ width: Int) -> String { count >= width ? self + " " : self + String(repeating: " ", count: width - count) }
-}
