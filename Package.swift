@@ -2,6 +2,9 @@
 // tokenctl: an OAuth 2.0 / OpenID Connect credential manager for Linux shells, scripts and cron.
 import PackageDescription
 
+/// The package's directory, for the one linker flag that needs an absolute path.
+let packageDirectory = String(#filePath.dropLast("Package.swift".count))
+
 let package = Package(
     name: "tokenctl",
     platforms: [.macOS(.v13)],
@@ -52,22 +55,28 @@ let package = Package(
         // `tokenctl-engine`, started by the front with the user's argv.
         .executableTarget(
             name: "tokenctl-engine",
-            dependencies: ["TokenctlEssentials", "TokenctlCore"],
+            dependencies: ["TokenctlEssentials", "TokenctlCore", "CProcessStartup"],
             path: "Sources/tokenctl",
+            exclude: ["StaticLibstdcxx"],
             // The Swift runtime and FoundationEssentials linked in: ~12 fewer shared libraries to
-            // map on every call that reaches the engine (cache misses, the fallback, refresh waves).
-            linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"])]
+            // map on every call that reaches the engine (cache misses, the fallback, refresh waves);
+            // libstdc++ too, through the linker script in StaticLibstdcxx (see its comment).
+            linkerSettings: [.unsafeFlags([
+                "-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims",
+                "-L\(packageDirectory)Sources/tokenctl/StaticLibstdcxx",
+            ])]
         ),
 
-        // The front's start-up: argv captured before main, and the Swift runtime's argv lookup
-        // (which reads /proc/self/maps in every process) replaced. Linked into the front only.
-        .target(name: "CFrontStartup"),
+        // Process start-up for both executables: the Swift runtime's argv lookup (which reads
+        // /proc/self/maps in every process) replaced by argv captured before main; the front also
+        // reads that argv directly on its hit path.
+        .target(name: "CProcessStartup"),
 
         // The front, `tokenctl`: fully static (stdlib + glibc), serves hot-cache hits, execs the
         // engine otherwise. Nothing a hit does not use is mapped (no dynamic loader at all).
         .executableTarget(
             name: "tokenctl",
-            dependencies: ["TokenctlEssentials", "CFrontStartup"],
+            dependencies: ["TokenctlEssentials", "CProcessStartup"],
             path: "Sources/TokenctlFront",
             swiftSettings: [.unsafeFlags(["-static-executable"])],
             linkerSettings: [.unsafeFlags(["-static-executable"])]

@@ -1,6 +1,10 @@
 #ifndef TOKENCTL_CSECRET_SHIM_H
 #define TOKENCTL_CSECRET_SHIM_H
 
+// The D-Bus object path API (secret-paths.h: search → paths, GetSecrets by path) is behind this
+// define ("subject to change" since libsecret 0.18, unchanged since); it reads one secret without
+// building a SecretItem proxy, i.e. without the item's GetAll and signal subscriptions.
+#define SECRET_API_SUBJECT_TO_CHANGE 1
 #include <libsecret/secret.h>
 
 // The tokenctl item schema as a C constant: building SecretSchema's 32-element
@@ -42,6 +46,59 @@ static inline void tokenctl_object_unref(void *object) {
 // macro in C (G_DBUS_PROXY). Every D-Bus call they make then times out after `milliseconds`.
 static inline void tokenctl_proxy_set_timeout(void *proxy, int milliseconds) {
     g_dbus_proxy_set_default_timeout(G_DBUS_PROXY(proxy), milliseconds);
+}
+
+// A SecretService proxy that sends nothing to the Secret Service while it is built: no property
+// load (GetAll), no signal subscriptions, no StartServiceByName at construction (a method call
+// may still D-Bus-activate a provider), and every call under `timeout_ms` from the first.
+// tokenctl reads no Service property and listens to no Service signal; the proxy still follows
+// the name's owner (AddMatch and GetNameOwner, answered by the bus daemon), so a restarted
+// keyring daemon is found again by a long-running `status --watch`.
+//
+// SecretService's constructor forces G_DBUS_PROXY_FLAGS_NONE, so the flags are set by a
+// minimal subclass's constructor, after it (construct-only properties may be set there).
+typedef struct { SecretService parent; } TokenctlLeanService;
+typedef struct { SecretServiceClass parent_class; } TokenctlLeanServiceClass;
+
+static inline GObjectClass **tokenctl_lean_service_parent_class(void) {
+    static GObjectClass *parent_class;
+    return &parent_class;
+}
+
+static inline GObject *tokenctl_lean_service_constructor(GType type, guint count, GObjectConstructParam *properties) {
+    GObject *object = (*tokenctl_lean_service_parent_class())->constructor(type, count, properties);
+    g_object_set(object, "g-flags",
+                 G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES | G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS
+                     | G_DBUS_PROXY_FLAGS_DO_NOT_AUTO_START_AT_CONSTRUCTION,
+                 NULL);
+    return object;
+}
+
+static inline void tokenctl_lean_service_class_init(gpointer klass, gpointer data) {
+    (void)data;
+    *tokenctl_lean_service_parent_class() = G_OBJECT_CLASS(g_type_class_peek_parent(klass));
+    G_OBJECT_CLASS(klass)->constructor = tokenctl_lean_service_constructor;
+}
+
+static inline GType tokenctl_lean_service_get_type(void) {
+    static gsize type = 0;
+    if (g_once_init_enter(&type)) {
+        GType registered = g_type_from_name("TokenctlLeanService");
+        if (registered == 0) {
+            registered = g_type_register_static_simple(
+                SECRET_TYPE_SERVICE, "TokenctlLeanService", sizeof(TokenctlLeanServiceClass),
+                tokenctl_lean_service_class_init, sizeof(TokenctlLeanService), NULL, 0);
+        }
+        g_once_init_leave(&type, registered);
+    }
+    return (GType)type;
+}
+
+static inline SecretService *tokenctl_secret_service_open(int timeout_ms, GError **error) {
+    return g_initable_new(tokenctl_lean_service_get_type(), NULL, error,
+                          "g-default-timeout", timeout_ms,
+                          "flags", SECRET_SERVICE_NONE,
+                          NULL);
 }
 
 // The remote D-Bus error name (e.g. org.freedesktop.DBus.Error.ServiceUnknown), or NULL.

@@ -32,18 +32,13 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
     // MARK: SessionStore
 
     public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
-        let items = try search(attributes(identity), loadSecrets: true)
-        defer { items.release() }
-        guard let item = items.items.first else {
+        guard let value = try readSecret(attributes(identity), operation: "read the session") else {
             // A locked keyring hides nothing from a search here, but some providers do:
             // "not found" in a locked or missing collection must not read as "signed out".
             try requireUnlockedDefaultCollection(try connect())
             return nil
         }
-        if secret_item_get_locked(item) != 0 {
-            throw lockedError()
-        }
-        return try decodeSecret(of: item)
+        return try decode(value)
     }
 
     public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
@@ -111,17 +106,9 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
     // MARK: Client secrets (kind=client-secret, same attributes otherwise)
 
     public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
-        let items = try search(attributes(identity, kind: Self.clientSecretKind), loadSecrets: true)
-        defer { items.release() }
-        guard let item = items.items.first else { return nil }
-        if secret_item_get_locked(item) != 0 { throw lockedError() }
-        var value = secret_item_get_secret(item)
-        if value == nil {
-            var error: UnsafeMutablePointer<GError>?
-            if secret_item_load_secret_sync(item, nil, &error) == 0 { throw storeError(error, operation: "read the client secret") }
-            value = secret_item_get_secret(item)
+        guard let value = try readSecret(attributes(identity, kind: Self.clientSecretKind), operation: "read the client secret") else {
+            return nil
         }
-        guard let value else { return nil }
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
         var length = 0
         guard let pointer = secret_value_get(value, &length), length > 0 else { return nil }
@@ -169,13 +156,19 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
                     "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset and there is no bus socket at $XDG_RUNTIME_DIR/bus or /run/user/\(getuid())/bus",
                     hint: Self.noBusHint)
             }
-            try ping()
-            // Connect without a session first, so that the session negotiation already runs
-            // under our timeout (a stopped daemon must not hang a cron job for 25 s).
-            guard let service = secret_service_get_sync(SECRET_SERVICE_NONE, nil, &error) else {
+            // GIO's shared session connection (the one the proxy below uses), kept referenced for
+            // the life of the store so that it stays open between calls.
+            guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
+                throw storeError(error, operation: "connect to the session bus")
+            }
+            if let previous = busConnection { tokenctl_object_unref(UnsafeMutableRawPointer(previous)) }
+            busConnection = connection
+            // A lean proxy: building it sends nothing to the Secret Service, so the first call
+            // that reaches the daemon is OpenSession, already under our timeout (a stopped
+            // daemon must not hang a cron job for D-Bus's default 25 s).
+            guard let service = tokenctl_secret_service_open(timeoutMilliseconds, &error) else {
                 throw storeError(error, operation: "connect to the Secret Service")
             }
-            tokenctl_proxy_set_timeout(service, timeoutMilliseconds)
             if secret_service_ensure_session_sync(service, nil, &error) == 0 {
                 tokenctl_object_unref(service)
                 throw storeError(error, operation: "open a session with the Secret Service")
@@ -187,25 +180,38 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
 
     static let noBusHint = "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus); for cron and timers without a login, enable lingering: loginctl enable-linger $USER."
 
-    /// One Peer.Ping to the Secret Service under our timeout before libsecret creates its
-    /// proxies: those load properties with D-Bus's default 25-second timeout, so a stopped
-    /// daemon would otherwise hang a cron job. Also tells "no service" apart early. D-Bus
-    /// activation is allowed, as libsecret itself would (a provider may start on demand).
-    private func ping() throws(StoreError) {
+    /// The secret of the first item matching `table` (consumed), or nil when there is none.
+    ///
+    /// By D-Bus object path: SearchItems, then GetSecrets through the open session — no item
+    /// proxy is built (that would cost a property load and signal subscriptions per read).
+    /// A match that is only among the locked items is reported as locked, never as absent.
+    private func readSecret(_ table: OpaquePointer, operation: String) throws(StoreError) -> OpaquePointer? {
+        defer { g_hash_table_unref(table) }
+        let service = try connect()
+        var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
         var error: UnsafeMutablePointer<GError>?
-        guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
-            throw storeError(error, operation: "connect to the session bus")
+        if secret_service_search_for_dbus_paths_sync(service, tokenctl_secret_schema(), table, nil, &unlocked, &locked, &error) == 0 {
+            throw storeError(error, operation: "search the Secret Service")
         }
-        // g_bus_get returns GIO's shared session connection: keep our reference for the life of
-        // the store, or dropping it would close the connection and libsecret would open (and
-        // authenticate) a second one right after.
-        if let previous = busConnection { tokenctl_object_unref(UnsafeMutableRawPointer(previous)) }
-        busConnection = connection
-        let reply = g_dbus_connection_call_sync(
-            connection, "org.freedesktop.secrets", "/org/freedesktop/secrets", "org.freedesktop.DBus.Peer", "Ping",
-            nil, nil, G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds, nil, &error)
-        guard let reply else { throw storeError(error, operation: "reach the Secret Service") }
-        g_variant_unref(reply)
+        defer {
+            g_strfreev(unlocked)
+            g_strfreev(locked)
+        }
+        guard let path = unlocked?.pointee else {
+            if locked?.pointee != nil { throw lockedError() }
+            return nil
+        }
+        let value = secret_service_get_secret_for_dbus_path_sync(service, path, nil, &error)
+        if let error {
+            // Deleted by another process between the search and the read: absent.
+            if Self.isUnknownObject(error) {
+                g_error_free(error)
+                return nil
+            }
+            throw storeError(error, operation: operation)
+        }
+        return value
     }
 
     private func attributes(_ identity: SessionIdentity, kind: String = SecretServiceStore.sessionKind) -> OpaquePointer {

@@ -10,7 +10,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFrontStartup
+import CProcessStartup
 import TokenctlEssentials
 
 /// `tokenctl-engine` in the directory of this executable (found through /proc/self/exe, so a
@@ -48,7 +48,7 @@ func runEngine() -> Never {
     exit(ExitStatus.unavailable.rawValue)
 }
 
-// argv from CFrontStartup, not CommandLine: a hit then needs none of CommandLine's lazy globals.
+// argv from CProcessStartup, not CommandLine: a hit then needs none of CommandLine's lazy globals.
 if HotPath.serve(argc: tk_front_argc(), argv: tk_front_argv(), now: .now(), environment: { UnsafePointer(getenv($0)) }) {
     exit(ExitStatus.success.rawValue)
 }

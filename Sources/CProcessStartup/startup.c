@@ -1,4 +1,4 @@
-// Start-up of the static front (`tokenctl`), linked into it only.
+// Process start-up of both executables: the static front (`tokenctl`) and the engine.
 //
 // 1. argc/argv for the hit path, captured by an .init_array function: glibc calls those with
 //    (argc, argv, envp), also in a static executable. The hit path reads them from here rather
@@ -11,9 +11,11 @@
 //    `environ` to argv: about 5 page faults and tens of microseconds of a ~0.6 ms hit. Those
 //    two symbols are all the object exports (checked with nm on Swift 6.3.1): should a later
 //    runtime export more from it, the link fails with duplicate symbols rather than silently
-//    changing behaviour. `CommandLine.arguments`/`unsafeArgv` keep working in the front (the
-//    engine path passes `CommandLine.unsafeArgv` to execv) and honour the same override hook.
-#include "CFrontStartup.h"
+//    changing behaviour. `CommandLine.arguments`/`unsafeArgv` keep working (the front passes
+//    `CommandLine.unsafeArgv` to execv; the engine parses `CommandLine.arguments`) and honour the
+//    same override hook. glibc passes (argc, argv, envp) to .init_array functions of a
+//    dynamically linked executable too, so the engine links this file for the same saving.
+#include "CProcessStartup.h"
 
 #include <stddef.h>
 
