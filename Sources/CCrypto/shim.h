@@ -1,6 +1,13 @@
 #ifndef TOKENCTL_CCRYPTO_SHIM_H
 #define TOKENCTL_CCRYPTO_SHIM_H
 
+// OpenSSL's libcrypto is loaded with dlopen the first time tokenctl needs it (PKCE at login,
+// ID-token signatures at login and in `status`), not linked: mapping and relocating it (~4200
+// symbol relocations, bound at start) cost ~1.7 ms of every engine start, and most engine runs
+// (cache misses, refresh, logout, events) never touch it. Only the headers are used at build
+// time; every call goes through the table below. The constants and macros (OSSL_PKEY_PARAM_*,
+// SN_X9_62_prime256v1, EVP_PKEY_PUBLIC_KEY, EVP_PKEY_ED25519, RSA_PKCS1_PSS_PADDING) are
+// compile-time values from the headers and need no library.
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -9,14 +16,191 @@
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 #include <openssl/rsa.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <sys/random.h>
 
-// OPENSSL_free is a macro (it passes __FILE__/__LINE__ to CRYPTO_free): not imported by Swift.
-static inline void tokenctl_openssl_free(void *pointer) {
-    OPENSSL_free(pointer);
+// The soname of OpenSSL 3's libcrypto (Debian: libssl3, libssl3t64).
+#define TOKENCTL_CRYPTO_SONAME "libcrypto.so.3"
+
+// Every libcrypto function tokenctl calls. All are real functions in OpenSSL 3 (none is a macro
+// or variadic); OPENSSL_free is a macro for CRYPTO_free(pointer, __FILE__, __LINE__).
+#define TOKENCTL_CRYPTO_FUNCTIONS(X) \
+    X(ERR_get_error) \
+    X(ERR_error_string_n) \
+    X(ERR_clear_error) \
+    X(CRYPTO_free) \
+    X(EVP_Digest) \
+    X(EVP_sha256) \
+    X(BN_bin2bn) \
+    X(BN_free) \
+    X(OSSL_PARAM_BLD_new) \
+    X(OSSL_PARAM_BLD_free) \
+    X(OSSL_PARAM_BLD_push_BN) \
+    X(OSSL_PARAM_BLD_push_utf8_string) \
+    X(OSSL_PARAM_BLD_push_octet_string) \
+    X(OSSL_PARAM_BLD_to_param) \
+    X(OSSL_PARAM_free) \
+    X(EVP_PKEY_new_raw_public_key) \
+    X(EVP_PKEY_CTX_new_from_name) \
+    X(EVP_PKEY_CTX_free) \
+    X(EVP_PKEY_fromdata_init) \
+    X(EVP_PKEY_fromdata) \
+    X(EVP_PKEY_free) \
+    X(EVP_PKEY_get_bits) \
+    X(EVP_MD_CTX_new) \
+    X(EVP_MD_CTX_free) \
+    X(EVP_DigestVerifyInit) \
+    X(EVP_DigestVerify) \
+    X(EVP_PKEY_CTX_set_rsa_padding) \
+    X(EVP_PKEY_CTX_set_rsa_mgf1_md) \
+    X(EVP_PKEY_CTX_set_rsa_pss_saltlen) \
+    X(ECDSA_SIG_new) \
+    X(ECDSA_SIG_free) \
+    X(ECDSA_SIG_set0) \
+    X(i2d_ECDSA_SIG)
+
+// One pointer per function, typed from OpenSSL's own declaration.
+struct tokenctl_crypto_api {
+#define TOKENCTL_CRYPTO_FIELD(name) __typeof__(name) *name;
+    TOKENCTL_CRYPTO_FUNCTIONS(TOKENCTL_CRYPTO_FIELD)
+#undef TOKENCTL_CRYPTO_FIELD
+};
+
+struct tokenctl_crypto_state {
+    struct tokenctl_crypto_api api;
+    const char *error;
+    char message[256];
+    pthread_once_t once;
+};
+
+// A function-local static: Swift emits a header's inline functions, never its global variables.
+static inline struct tokenctl_crypto_state *tokenctl_crypto_state(void) {
+    static struct tokenctl_crypto_state state = { .once = PTHREAD_ONCE_INIT };
+    return &state;
 }
 
-// getrandom(2) is not part of Swift's Glibc module; it feeds PKCE, state and nonce.
+#define tokenctl_crypto (tokenctl_crypto_state()->api)
+
+// Open `soname` and fill `api` with every function above. Returns NULL on success, else why
+// not (dlerror's text, or which function the library lacks), written to `message`. Separate
+// from the one-time load so a test can point it at a library that is absent or not libcrypto.
+static inline const char *tokenctl_crypto_open(const char *soname, struct tokenctl_crypto_api *api, char *message, size_t size) {
+    void *library = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (library == NULL) {
+        const char *why = dlerror();
+        snprintf(message, size, "%s", why ? why : "dlopen failed");
+        return message;
+    }
+#define TOKENCTL_CRYPTO_SYMBOL(name) \
+    api->name = (__typeof__(name) *)dlsym(library, #name); \
+    if (api->name == NULL) { \
+        snprintf(message, size, "%s lacks a function tokenctl needs (%s)", soname, #name); \
+        dlclose(library); \
+        return message; \
+    }
+    TOKENCTL_CRYPTO_FUNCTIONS(TOKENCTL_CRYPTO_SYMBOL)
+#undef TOKENCTL_CRYPTO_SYMBOL
+    return NULL;
+}
+
+static inline void tokenctl_crypto_load_once(void) {
+    struct tokenctl_crypto_state *state = tokenctl_crypto_state();
+    struct tokenctl_crypto_api api;
+    state->error = tokenctl_crypto_open(TOKENCTL_CRYPTO_SONAME, &api, state->message, sizeof state->message);
+    if (state->error == NULL) tokenctl_crypto = api;
+}
+
+// Load libcrypto once (thread-safe). Returns NULL on success, else why it could not be loaded.
+static inline const char *tokenctl_crypto_load(void) {
+    pthread_once(&tokenctl_crypto_state()->once, tokenctl_crypto_load_once);
+    return tokenctl_crypto.i2d_ECDSA_SIG ? NULL : (tokenctl_crypto_state()->error ? tokenctl_crypto_state()->error : "unknown error");
+}
+
+// The functions tokenctl calls, through the table (call tokenctl_crypto_load first).
+static inline unsigned long tokenctl_err_get_error(void) { return tokenctl_crypto.ERR_get_error(); }
+static inline void tokenctl_err_error_string_n(unsigned long code, char *buffer, size_t length) {
+    tokenctl_crypto.ERR_error_string_n(code, buffer, length);
+}
+static inline void tokenctl_err_clear_error(void) { tokenctl_crypto.ERR_clear_error(); }
+
+// OPENSSL_free is a macro (it passes __FILE__/__LINE__ to CRYPTO_free): not imported by Swift.
+static inline void tokenctl_openssl_free(void *pointer) { tokenctl_crypto.CRYPTO_free(pointer, __FILE__, __LINE__); }
+
+static inline int tokenctl_evp_digest(const void *data, size_t count, unsigned char *digest, unsigned int *length,
+                                      const EVP_MD *type, ENGINE *engine) {
+    return tokenctl_crypto.EVP_Digest(data, count, digest, length, type, engine);
+}
+static inline const EVP_MD *tokenctl_evp_sha256(void) { return tokenctl_crypto.EVP_sha256(); }
+
+static inline BIGNUM *tokenctl_bn_bin2bn(const unsigned char *bytes, int length, BIGNUM *result) {
+    return tokenctl_crypto.BN_bin2bn(bytes, length, result);
+}
+static inline void tokenctl_bn_free(BIGNUM *number) { tokenctl_crypto.BN_free(number); }
+
+static inline OSSL_PARAM_BLD *tokenctl_ossl_param_bld_new(void) { return tokenctl_crypto.OSSL_PARAM_BLD_new(); }
+static inline void tokenctl_ossl_param_bld_free(OSSL_PARAM_BLD *builder) { tokenctl_crypto.OSSL_PARAM_BLD_free(builder); }
+static inline int tokenctl_ossl_param_bld_push_bn(OSSL_PARAM_BLD *builder, const char *key, const BIGNUM *number) {
+    return tokenctl_crypto.OSSL_PARAM_BLD_push_BN(builder, key, number);
+}
+static inline int tokenctl_ossl_param_bld_push_utf8_string(OSSL_PARAM_BLD *builder, const char *key, const char *value, size_t length) {
+    return tokenctl_crypto.OSSL_PARAM_BLD_push_utf8_string(builder, key, value, length);
+}
+static inline int tokenctl_ossl_param_bld_push_octet_string(OSSL_PARAM_BLD *builder, const char *key, const void *value, size_t length) {
+    return tokenctl_crypto.OSSL_PARAM_BLD_push_octet_string(builder, key, value, length);
+}
+static inline OSSL_PARAM *tokenctl_ossl_param_bld_to_param(OSSL_PARAM_BLD *builder) {
+    return tokenctl_crypto.OSSL_PARAM_BLD_to_param(builder);
+}
+static inline void tokenctl_ossl_param_free(OSSL_PARAM *parameters) { tokenctl_crypto.OSSL_PARAM_free(parameters); }
+
+static inline EVP_PKEY *tokenctl_evp_pkey_new_raw_public_key(int type, ENGINE *engine, const unsigned char *key, size_t length) {
+    return tokenctl_crypto.EVP_PKEY_new_raw_public_key(type, engine, key, length);
+}
+static inline EVP_PKEY_CTX *tokenctl_evp_pkey_ctx_new_from_name(OSSL_LIB_CTX *library, const char *name, const char *properties) {
+    return tokenctl_crypto.EVP_PKEY_CTX_new_from_name(library, name, properties);
+}
+static inline void tokenctl_evp_pkey_ctx_free(EVP_PKEY_CTX *context) { tokenctl_crypto.EVP_PKEY_CTX_free(context); }
+static inline int tokenctl_evp_pkey_fromdata_init(EVP_PKEY_CTX *context) { return tokenctl_crypto.EVP_PKEY_fromdata_init(context); }
+static inline int tokenctl_evp_pkey_fromdata(EVP_PKEY_CTX *context, EVP_PKEY **key, int selection, OSSL_PARAM *parameters) {
+    return tokenctl_crypto.EVP_PKEY_fromdata(context, key, selection, parameters);
+}
+static inline void tokenctl_evp_pkey_free(EVP_PKEY *key) { tokenctl_crypto.EVP_PKEY_free(key); }
+static inline int tokenctl_evp_pkey_get_bits(const EVP_PKEY *key) { return tokenctl_crypto.EVP_PKEY_get_bits(key); }
+
+static inline EVP_MD_CTX *tokenctl_evp_md_ctx_new(void) { return tokenctl_crypto.EVP_MD_CTX_new(); }
+static inline void tokenctl_evp_md_ctx_free(EVP_MD_CTX *context) { tokenctl_crypto.EVP_MD_CTX_free(context); }
+static inline int tokenctl_evp_digest_verify_init(EVP_MD_CTX *context, EVP_PKEY_CTX **keyContext, const EVP_MD *type,
+                                                  ENGINE *engine, EVP_PKEY *key) {
+    return tokenctl_crypto.EVP_DigestVerifyInit(context, keyContext, type, engine, key);
+}
+static inline int tokenctl_evp_digest_verify(EVP_MD_CTX *context, const unsigned char *signature, size_t signatureLength,
+                                             const unsigned char *message, size_t messageLength) {
+    return tokenctl_crypto.EVP_DigestVerify(context, signature, signatureLength, message, messageLength);
+}
+static inline int tokenctl_evp_pkey_ctx_set_rsa_padding(EVP_PKEY_CTX *context, int padding) {
+    return tokenctl_crypto.EVP_PKEY_CTX_set_rsa_padding(context, padding);
+}
+static inline int tokenctl_evp_pkey_ctx_set_rsa_mgf1_md(EVP_PKEY_CTX *context, const EVP_MD *type) {
+    return tokenctl_crypto.EVP_PKEY_CTX_set_rsa_mgf1_md(context, type);
+}
+static inline int tokenctl_evp_pkey_ctx_set_rsa_pss_saltlen(EVP_PKEY_CTX *context, int length) {
+    return tokenctl_crypto.EVP_PKEY_CTX_set_rsa_pss_saltlen(context, length);
+}
+
+static inline ECDSA_SIG *tokenctl_ecdsa_sig_new(void) { return tokenctl_crypto.ECDSA_SIG_new(); }
+static inline void tokenctl_ecdsa_sig_free(ECDSA_SIG *signature) { tokenctl_crypto.ECDSA_SIG_free(signature); }
+static inline int tokenctl_ecdsa_sig_set0(ECDSA_SIG *signature, BIGNUM *r, BIGNUM *s) {
+    return tokenctl_crypto.ECDSA_SIG_set0(signature, r, s);
+}
+static inline int tokenctl_i2d_ecdsa_sig(const ECDSA_SIG *signature, unsigned char **output) {
+    return tokenctl_crypto.i2d_ECDSA_SIG(signature, output);
+}
+
+// getrandom(2) is not part of Swift's Glibc module; it feeds PKCE, state and nonce. It is libc,
+// not libcrypto: no loading needed.
 static inline ssize_t tokenctl_getrandom(void *buffer, size_t length) {
     return getrandom(buffer, length, 0);
 }

@@ -102,6 +102,10 @@ struct BrowserFlow: Sendable {
         issuer: String, authorizationEndpoint: String, tokenEndpoint: String, scope: String?, extra: [(String, String)],
         port: UInt16?, openBrowser: Bool, timeout: Double, checksIssuerParameter: Bool
     ) async throws(TokenctlError) -> Result {
+        // The PKCE challenge needs libcrypto (SHA-256), loaded here on first use.
+        if let reason = OpenSSL.unavailableReason {
+            throw TokenctlError(.unexpected, "cannot make the PKCE challenge: \(reason)", hint: "Nothing was stored.")
+        }
         let server = try LoopbackRedirectServer(port: port ?? 0)
         let pkce = PKCE()
         let state = SecureRandom.token()

@@ -114,6 +114,8 @@ public enum SignatureVerdict: String, Sendable, Equatable, CaseIterable {
     case noKeysCached = "unverified: no keys cached"
     /// A bad signature, a forbidden alg (`none`, HS*), a kid/alg mismatch, or not a JWS at all.
     case invalid
+    /// OpenSSL's libcrypto cannot be loaded, so no signature can be checked.
+    case cryptoUnavailable = "unverified: libcrypto missing"
 
     /// The verdict for `token` against `keys` (nil: nothing cached). The alg is judged first, so
     /// `none` and HMAC are `invalid` whether or not keys are cached.
@@ -127,6 +129,7 @@ public enum SignatureVerdict: String, Sendable, Equatable, CaseIterable {
             return .verified
         } catch {
             if case .noMatchingKey = error { return .unknownKey }
+            if case .cryptoUnavailable = error { return .cryptoUnavailable }
             return .invalid
         }
     }

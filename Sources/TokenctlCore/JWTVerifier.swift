@@ -17,6 +17,8 @@ public enum JWTError: Error, Equatable, CustomStringConvertible {
     case invalidKeySet(String)
     case badSignature
     case claim(String)
+    /// OpenSSL's libcrypto cannot be loaded (the reason names it): no signature can be checked.
+    case cryptoUnavailable(String)
 
     public var description: String {
         switch self {
@@ -28,6 +30,7 @@ public enum JWTError: Error, Equatable, CustomStringConvertible {
         case .invalidKeySet(let why): why
         case .badSignature: "the token's signature does not verify against the issuer's keys"
         case .claim(let why): why
+        case .cryptoUnavailable(let why): "the token's signature cannot be checked: \(why)"
         }
     }
 }
@@ -71,6 +74,8 @@ public enum JWTVerifier {
         }
         candidates = candidates.filter { $0.canVerify(algorithm) }
         guard !candidates.isEmpty else { throw .noMatchingKey(keyID) }
+        // libcrypto is loaded here, on first use (CCrypto/shim.h).
+        if let reason = OpenSSL.unavailableReason { throw .cryptoUnavailable(reason) }
 
         let derSignature: [UInt8]
         switch algorithm {

@@ -289,7 +289,11 @@ extension TokenctlService {
         receivedAt: Double, serverDate: Double?
     ) async throws(TokenctlError) -> Bool {
         func rejected(_ error: JWTError) -> TokenctlError {
-            TokenctlError(.loginRequired, "the ID token was rejected: \(error)", hint: "Nothing was stored.")
+            // A missing libcrypto is this machine's problem, not the token's: not "log in again".
+            if case .cryptoUnavailable(let reason) = error {
+                return TokenctlError(.unexpected, "cannot check the ID token's signature: \(reason)", hint: "Nothing was stored.")
+            }
+            return TokenctlError(.loginRequired, "the ID token was rejected: \(error)", hint: "Nothing was stored.")
         }
         let claims: [String: JSONValue]
         var verified = false

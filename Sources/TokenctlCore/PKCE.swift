@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CCrypto
+import CCrypto  // tokenctl_getrandom: libc, needs no libcrypto (SHA-256 goes through OpenSSL.sha256)
 
 /// Random values for the authorization request: PKCE verifier (RFC 7636 §4.1), `state` and `nonce`.
 public enum SecureRandom {

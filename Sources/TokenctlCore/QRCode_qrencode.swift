@@ -1,4 +1,5 @@
-// Every libqrencode call of tokenctl lives in this file.
+// Every libqrencode call of tokenctl lives in this file. libqrencode is loaded on first use
+// (CQRencode/shim.h), so only a device-flow login on a terminal maps it.
 import CQRencode
 
 /// A QR code of a URL, for the device flow on a terminal (libqrencode does the encoding).
@@ -6,10 +7,12 @@ public struct QRCode: Sendable, Equatable {
     /// Modules row by row; `true` is dark.
     public let modules: [[Bool]]
 
-    /// Encode `text` (8-bit mode, error correction level L), or `nil` if it does not fit.
+    /// Encode `text` (8-bit mode, error correction level L), or `nil` if it does not fit or
+    /// libqrencode cannot be loaded (the QR code is a convenience: the caller shows the link alone).
     public init?(_ text: String) {
-        guard let code = QRcode_encodeString(text, 0, QR_ECLEVEL_L, QR_MODE_8, 1) else { return nil }
-        defer { QRcode_free(code) }
+        guard QRCode.unavailableReason == nil else { return nil }
+        guard let code = tokenctl_qrcode_encode_string(text, 0, QR_ECLEVEL_L, QR_MODE_8, 1) else { return nil }
+        defer { tokenctl_qrcode_free(code) }
         let width = Int(code.pointee.width)
         var rows: [[Bool]] = []
         for row in 0..<width {
@@ -17,6 +20,21 @@ public struct QRCode: Sendable, Equatable {
             rows.append((0..<width).map { column in code.pointee.data[row * width + column] & 1 == 1 })
         }
         modules = rows
+    }
+
+    /// Why libqrencode cannot be used, or nil once it is loaded (on the first call; thread-safe).
+    public static var unavailableReason: String? {
+        guard let failure = tokenctl_qrencode_load() else { return nil }
+        return "cannot load libqrencode (\(TOKENCTL_QRENCODE_SONAME)): \(String(cString: failure)); install libqrencode4"
+    }
+
+    /// What loading `soname` as libqrencode would say (nil: it has every function tokenctl calls),
+    /// without touching the loaded table: for tests of the failure path.
+    static func loadProblem(soname: String) -> String? {
+        var api = tokenctl_qrencode_api()
+        var message = [CChar](repeating: 0, count: 256)
+        guard let failure = tokenctl_qrencode_open(soname, &api, &message, message.count) else { return nil }
+        return String(cString: failure)
     }
 
     /// Terminal lines with half-block characters, two module rows per line, and a quiet zone of
