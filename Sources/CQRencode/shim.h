@@ -27,8 +27,12 @@ struct tokenctl_qrencode_state {
     pthread_once_t once;
 };
 
-// A function-local static: Swift emits a header's inline functions, never its global variables.
-static inline struct tokenctl_qrencode_state *tokenctl_qrencode_state(void) {
+// The one loader state of the process. A function-local static, since Swift emits a header's
+// functions but never its global variables; and a weak, never-inlined function, since every
+// Swift module that uses this header (with cross-module optimization, also the modules that
+// inline TokenctlCore's code) emits its own copy: a `static inline` copy would give each module
+// its own state, loaded in one and empty in another. The linker keeps one weak definition.
+__attribute__((weak, noinline)) struct tokenctl_qrencode_state *tokenctl_qrencode_state(void) {
     static struct tokenctl_qrencode_state state = { .once = PTHREAD_ONCE_INIT };
     return &state;
 }
