@@ -85,7 +85,27 @@ public struct TokenSet: Codable, Equatable, Sendable {
         return Array(try encoder.encode(self))
     }
 
-    public static func decode(_ bytes: [UInt8]) throws -> TokenSet {
-        try JSONDecoder().decode(TokenSet.self, from: Data(bytes))
+    /// The stored secret back into a token set, with the Codable decoding's rules (the three
+    /// non-optional members required and not null, the others optional or null, unknown members
+    /// ignored, a number where a string belongs an error) but without `JSONDecoder`: its first
+    /// decode in a process costs ~0.4–0.5 ms, paid by every Secret Service read.
+    ///
+    /// Stricter than `JSONDecoder` in what it accepts as JSON (see `FlatJSONObject`): a nested
+    /// object or array (even under an unknown key), a key given twice, a byte-order mark or a
+    /// comma before the closing brace is an error. `encoded()` writes none of them.
+    public static func decode(_ bytes: [UInt8]) throws(FlatJSONObjectError) -> TokenSet {
+        let object = try FlatJSONObject(parsing: bytes)
+        return TokenSet(
+            accessToken: try object.requiredString(CodingKeys.accessToken.rawValue),
+            tokenType: try object.requiredString(CodingKeys.tokenType.rawValue),
+            refreshToken: try object.string(CodingKeys.refreshToken.rawValue),
+            idToken: try object.string(CodingKeys.idToken.rawValue),
+            scope: try object.string(CodingKeys.scope.rawValue),
+            expiresAt: try object.number(CodingKeys.expiresAt.rawValue),
+            issuedLifetime: try object.number(CodingKeys.issuedLifetime.rawValue),
+            obtainedAt: try object.requiredNumber(CodingKeys.obtainedAt.rawValue),
+            lastRefreshAt: try object.number(CodingKeys.lastRefreshAt.rawValue),
+            serverClockOffset: try object.number(CodingKeys.serverClockOffset.rawValue),
+            subject: try object.string(CodingKeys.subject.rawValue))
     }
 }
