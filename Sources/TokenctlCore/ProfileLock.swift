@@ -11,6 +11,17 @@ public protocol LockProvider: Sendable {
     /// Take the profile's lock, waiting at most `timeout` seconds.
     /// - Throws: a transient `TokenctlError` when the wait runs out.
     func acquire(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> any HeldLock
+
+    /// Wait, without taking the lock, while another process holds it (a refresh in flight),
+    /// at most `timeout` seconds.
+    /// - Returns: whether it had to wait.
+    /// - Throws: the transient lock-timeout error of `acquire` when the wait runs out.
+    func waitWhileHeld(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> Bool
+}
+
+extension LockProvider {
+    /// Providers without cross-process locks never wait.
+    public func waitWhileHeld(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> Bool { false }
 }
 
 /// flock(2) on `$XDG_RUNTIME_DIR/tokenctl/<profile>.lock`: dies with its process, so a killed
@@ -40,18 +51,44 @@ public struct FileLockProvider: LockProvider {
             guard errno == EWOULDBLOCK || errno == EINTR else {
                 throw TokenctlError(.unexpected, "cannot lock \(path): \(String(cString: strerror(errno)))")
             }
-            guard clock.now() < deadline else {
-                throw TokenctlError(
-                    .transient, TransientReason.lockTimeout.description + " (waited \(Int(timeout)) s for \(path))",
-                    hint: "Try again later; if it persists, check for a hung tokenctl process.")
-            }
-            // Jittered polling keeps 256 waiters from waking in lockstep.
-            do { try await clock.sleep(wait * (0.5 + Double.random(in: 0..<1))) } catch {
-                throw TokenctlError(.transient, "cancelled while waiting for the refresh lock")
-            }
-            wait = min(wait * 2, 0.05)
+            guard clock.now() < deadline else { throw Self.timedOut(waiting: timeout, for: path) }
+            try await pause(&wait)
         }
         return lock
+    }
+
+    /// Polls with a shared lock, so any number of waiters can watch one refresher at once; the
+    /// shared lock is dropped at once (closing the descriptor). No lock file: nobody refreshes.
+    public func waitWhileHeld(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> Bool {
+        let path = directory + "/" + profile.rawValue + ".lock"
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        let deadline = clock.now() + timeout
+        var wait = 0.002
+        var waited = false
+        while flock(descriptor, LOCK_SH | LOCK_NB) != 0 {
+            // Anything but "held" (an odd file system, say) is left to acquire() to report.
+            guard errno == EWOULDBLOCK || errno == EINTR else { return waited }
+            guard clock.now() < deadline else { throw Self.timedOut(waiting: timeout, for: path) }
+            waited = true
+            try await pause(&wait)
+        }
+        return waited
+    }
+
+    private static func timedOut(waiting timeout: Double, for path: String) -> TokenctlError {
+        TokenctlError(
+            .transient, TransientReason.lockTimeout.description + " (waited \(Int(timeout)) s for \(path))",
+            hint: "Try again later; if it persists, check for a hung tokenctl process.")
+    }
+
+    /// Jittered polling keeps 256 waiters from waking in lockstep.
+    private func pause(_ wait: inout Double) async throws(TokenctlError) {
+        do { try await clock.sleep(wait * (0.5 + Double.random(in: 0..<1))) } catch {
+            throw TokenctlError(.transient, "cancelled while waiting for the refresh lock")
+        }
+        wait = min(wait * 2, 0.05)
     }
 }
 

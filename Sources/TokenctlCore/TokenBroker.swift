@@ -36,6 +36,9 @@ public actor TokenBroker {
     private let clock: Clock
     private let configuration: Configuration
     private let events: EventLog?
+    /// Called with every rotated set right after it is stored, while the profile lock is still
+    /// held: processes waiting for this refresh may be served what it hands over here.
+    private let didStore: (@Sendable (TokenSet, SessionIdentity) -> Void)?
     private var inFlight: [ProfileName: (id: UInt64, task: Task<TokenSet, any Error>)] = [:]
     private var nextFlightID: UInt64 = 0
     /// Refreshes this broker sent to a server (for tests and `--verbose`).
@@ -43,10 +46,11 @@ public actor TokenBroker {
 
     public init(
         store: any SessionStore, locks: any LockProvider, clock: Clock, configuration: Configuration = Configuration(),
-        events: EventLog? = nil,
+        events: EventLog? = nil, didStore: (@Sendable (TokenSet, SessionIdentity) -> Void)? = nil,
         endpointClient: @escaping @Sendable (ResolvedProfile) -> TokenEndpointClient
     ) {
         self.events = events
+        self.didStore = didStore
         self.store = store
         self.locks = locks
         self.clock = clock
@@ -141,6 +145,7 @@ public actor TokenBroker {
             case .success(let response, let serverDate):
                 let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
                 try await persist(next, for: profile.identity)
+                didStore?(next, profile.identity)
                 record(.tokenRefreshed, profile, subject: next.subject)
                 return next
             case .terminal(let reason):

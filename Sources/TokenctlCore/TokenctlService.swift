@@ -27,6 +27,7 @@ public final class TokenctlService: Sendable {
         self.httpClient = httpClient
         self.broker = TokenBroker(
             store: store, locks: locks, clock: clock, configuration: .init(lockTimeout: lockTimeout), events: events,
+            didStore: { tokenSet, identity in hotCache?.remember(tokenSet, for: identity, now: clock.now()) },
             endpointClient: { profile in
                 TokenEndpointClient(http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry)
             })
@@ -60,16 +61,55 @@ public final class TokenctlService: Sendable {
 
     // MARK: token / refresh
 
+    /// An access token to hand out, and where it came from.
+    public struct ServedToken: Sendable {
+        /// The token set; served from the hot cache, it has no refresh or ID token.
+        public var tokenSet: TokenSet
+        /// True when this process waited for another process's refresh and served the token
+        /// that refresh cached, without reading the Secret Service.
+        public var fromAnotherProcessRefresh: Bool
+    }
+
     /// A token set whose access token is valid for at least `minimumTimeToLive` (see
     /// `TokenSet.refreshMargin`), refreshing when needed.
     ///
     /// The set served is cached in the hot cache (after a store read as after a refresh); a
     /// session that has ended (login required) is dropped from it.
-    public func token(_ name: ProfileName, minimumTimeToLive: Double, force: Bool) async throws(TokenctlError) -> TokenSet {
+    ///
+    /// The engine runs `token` after the front found no fresh token in the hot cache. When
+    /// another process is refreshing (it holds the profile lock), this one waits for it first,
+    /// then serves what that refresh cached: in a wave of calls on an expired token, only the
+    /// first few read the Secret Service.
+    public func token(_ name: ProfileName, minimumTimeToLive: Double, force: Bool) async throws(TokenctlError) -> ServedToken {
         let profile = try resolve(name)
-        return try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+        if !force, let tokenSet = try await servedAfterAnotherRefresh(profile, minimumTimeToLive: minimumTimeToLive) {
+            return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: true)
+        }
+        let tokenSet = try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
             try await broker.validTokenSet(for: profile, minimumTimeToLive: minimumTimeToLive, force: force)
         }
+        return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: false)
+    }
+
+    /// The hot cache's token, if another process held the profile lock (was refreshing) and
+    /// left one valid for `minimumTimeToLive` when it let go; nil otherwise (nothing to wait
+    /// for, no usable hot cache, or that refresh failed).
+    private func servedAfterAnotherRefresh(_ profile: ResolvedProfile, minimumTimeToLive: Double) async throws(TokenctlError) -> TokenSet? {
+        guard let hotCache, !hotCache.isDisabled else { return nil }
+        do {
+            guard try await locks.waitWhileHeld(profile.name, timeout: lockTimeout) else { return nil }
+        } catch {
+            events?.append(EventRecord(
+                time: clock.now(), event: .refreshFailed, profile: profile.name.rawValue, issuer: profile.configuration.issuer.string,
+                reason: TransientReason.lockTimeout.className))
+            throw error
+        }
+        let identity = profile.identity
+        guard let entry = hotCache.lookup(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID),
+              entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) else { return nil }
+        return TokenSet(
+            accessToken: entry.accessToken, tokenType: entry.tokenType, refreshToken: nil, expiresAt: entry.expiresAt,
+            issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt)
     }
 
     /// Run a broker call and keep the hot cache in step with its outcome.

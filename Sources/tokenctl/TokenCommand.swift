@@ -8,8 +8,12 @@ enum TokenCommand {
         guard ["raw", "header", "json"].contains(format) else {
             throw UsageError("Invalid value '\(format)' for '--format': expected raw, header or json.", command: "token")
         }
-        let tokenSet = try await context.service().token(
+        let served = try await context.service().token(
             context.profile, minimumTimeToLive: minimumTimeToLive, force: context.options.has("--force"))
+        let tokenSet = served.tokenSet
+        if served.fromAnotherProcessRefresh {
+            context.verboseLog("waited for another process's refresh of '\(context.profile)'; serving the token it cached")
+        }
         let now = Clock.system.now()
         context.verboseLog("access token for '\(context.profile)' valid for \(Output.duration(tokenSet.timeLeft(at: now)))")
         switch format {

@@ -212,6 +212,67 @@ struct HotCacheTests {
         #expect(longer.status == 69, "--min-ttl beyond what is left bypasses the cache: \(longer)")
     }
 
+    @Test("a miss while another process refreshes waits for it and serves the token it cached, without the Secret Service")
+    func waitsForAnotherProcessRefresh() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server)
+        let now = Date().timeIntervalSince1970
+        func plant(_ token: String, expiresIn: Double) throws {
+            let entry = HotCacheEntry(
+                profile: ProfileName(rawValue: "default")!, issuer: server.url, clientID: "cli", accessToken: token, tokenType: "Bearer",
+                obtainedAt: now, expiresAt: now + expiresIn, issuedLifetime: 3600)
+            try probe.plant(String(decoding: try entry.encoded(), as: UTF8.self), issuer: server.url)
+        }
+        // "Another process" is this test, holding the profile's refresh lock as a refresher does.
+        let lockPath = sandbox.variables["XDG_RUNTIME_DIR"]! + "/tokenctl/default.lock"
+        func holdLock() throws -> Int32 {
+            let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0, flock(descriptor, LOCK_EX) == 0 else { throw HarnessError("cannot lock \(lockPath)") }
+            return descriptor
+        }
+        func isRunning(_ command: RunningCommand) -> Bool {
+            guard let stat = try? String(contentsOfFile: "/proc/\(command.pid)/stat", encoding: .utf8),
+                  let state = stat.split(separator: ")").last?.split(separator: " ").first else { return false }
+            return state != "Z"
+        }
+
+        // The front misses (the cached token is stale), the engine finds the lock held and waits,
+        // with no session bus at all; the "refresher" then caches a new token and lets go.
+        try plant("at_stale", expiresIn: -10)
+        var lock = try holdLock()
+        let waiting = try sandbox.start(["-v", "token"], extraEnvironment: Self.noBus)
+        Thread.sleep(forTimeInterval: 1.0)
+        #expect(isRunning(waiting), "the engine waits for the lock instead of reading the Secret Service")
+        try plant("at_after_refresh", expiresIn: 3600)
+        close(lock)
+        let served = waiting.wait()
+        #expect(served.status == 0, "\(served)")
+        #expect(served.stdout == "at_after_refresh\n")
+        #expect(served.stderr.contains("waited for another process's refresh of 'default'"), "\(served.stderr)")
+
+        // A refresh that leaves nothing fresh behind (it failed): the waiter carries on through
+        // the Secret Service as before, here unreachable (69).
+        try plant("at_stale", expiresIn: -10)
+        lock = try holdLock()
+        let failedRefresh = try sandbox.start(["token"], extraEnvironment: Self.noBus)
+        Thread.sleep(forTimeInterval: 0.5)
+        close(lock)
+        #expect(failedRefresh.wait().status == 69)
+
+        // The wait is bounded by --timeout: a refresher that never lets go is reported (75).
+        lock = try holdLock()
+        defer { close(lock) }
+        let started = Date()
+        let timedOut = try sandbox.tokenctl("token", "--timeout", "1", extraEnvironment: Self.noBus)
+        #expect(timedOut.status == 75, "\(timedOut)")
+        #expect(timedOut.stderr.contains("refreshing this profile for too long"), "\(timedOut.stderr)")
+        #expect(Date().timeIntervalSince(started) < 10)
+
+        // --force never waits for a cached token: it goes to the Secret Service (unreachable).
+        #expect(try sandbox.tokenctl("token", "--force", extraEnvironment: Self.noBus).status == 69)
+    }
+
     @Test("a front without its engine says which file is missing (exit 69)")
     func missingEngine() throws {
         let sandbox = try Sandbox()
