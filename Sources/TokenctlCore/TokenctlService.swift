@@ -95,7 +95,8 @@ public final class TokenctlService: Sendable {
     /// left one valid for `minimumTimeToLive` when it let go; nil otherwise (nothing to wait
     /// for, no usable hot cache, or that refresh failed).
     private func servedAfterAnotherRefresh(_ profile: ResolvedProfile, minimumTimeToLive: Double) async throws(TokenctlError) -> TokenSet? {
-        guard let hotCache, !hotCache.isDisabled else { return nil }
+        // Without a usable kernel keyring the refresher caches nothing: no reason to wait.
+        guard let hotCache, hotCache.state == .kernelKeyring else { return nil }
         do {
             guard try await locks.waitWhileHeld(profile.name, timeout: lockTimeout) else { return nil }
         } catch {

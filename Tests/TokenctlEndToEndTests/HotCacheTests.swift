@@ -271,6 +271,13 @@ struct HotCacheTests {
 
         // --force never waits for a cached token: it goes to the Secret Service (unreachable).
         #expect(try sandbox.tokenctl("token", "--force", extraEnvironment: Self.noBus).status == 69)
+
+        // Without a usable hot cache (the test switch) a refresher leaves nothing to take: the
+        // Secret Service is read at once and its still-valid token served, lock or no lock.
+        let stored = try #require(try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String)
+        let noCache = try sandbox.tokenctl("token", "--timeout", "5", extraEnvironment: Self.fallback)
+        #expect(noCache.status == 0, "\(noCache)")
+        #expect(noCache.stdout == stored + "\n")
     }
 
     @Test("a front without its engine says which file is missing (exit 69)")
