@@ -60,7 +60,9 @@ static inline void tokenctl_proxy_set_timeout(void *proxy, int milliseconds) {
 typedef struct { SecretService parent; } TokenctlLeanService;
 typedef struct { SecretServiceClass parent_class; } TokenctlLeanServiceClass;
 
-static inline GObjectClass **tokenctl_lean_service_parent_class(void) {
+// One type and one parent-class pointer per process: weak, never-inlined accessors, for the
+// reason given in CCurl/shim.h (every Swift module using this header emits its own copies).
+__attribute__((weak, noinline)) GObjectClass **tokenctl_lean_service_parent_class(void) {
     static GObjectClass *parent_class;
     return &parent_class;
 }
@@ -80,7 +82,7 @@ static inline void tokenctl_lean_service_class_init(gpointer klass, gpointer dat
     G_OBJECT_CLASS(klass)->constructor = tokenctl_lean_service_constructor;
 }
 
-static inline GType tokenctl_lean_service_get_type(void) {
+__attribute__((weak, noinline)) GType tokenctl_lean_service_get_type(void) {
     static gsize type = 0;
     if (g_once_init_enter(&type)) {
         GType registered = g_type_from_name("TokenctlLeanService");
