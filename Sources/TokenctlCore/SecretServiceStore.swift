@@ -1,5 +1,6 @@
 // Every libsecret call of tokenctl lives in this file.
 import CSecret
+import Synchronization
 import TokenctlEssentials
 
 /// Token sets in the freedesktop Secret Service (GNOME Keyring, KeePassXC, …) through libsecret.
@@ -7,7 +8,7 @@ import TokenctlEssentials
 /// One item per profile, attributes `application=tokenctl`, `profile`, `issuer`, `client_id`,
 /// `kind=session`; the secret is the whole `TokenSet` as JSON, so a rotation replaces the
 /// access and refresh tokens in one atomic `CreateItem(replace: true)`.
-public final class SecretServiceStore: SessionStore, @unchecked Sendable {
+public final class SecretServiceStore: SessionStore, Sendable {
     public static let application = "tokenctl"
     public static let sessionKind = "session"
     /// Secret Service providers and D-Bus limit message sizes; a token set is far below this.
@@ -16,17 +17,23 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
 
     /// D-Bus call timeout for every store operation, in milliseconds.
     private let timeoutMilliseconds: Int32
-    private let mutex = PThreadMutex()
-    private var cachedService: UnsafeMutablePointer<SecretService>?
-    private var busConnection: OpaquePointer?
+    /// The connection, made on first use and kept: GIO's shared session-bus connection and the
+    /// Secret Service proxy with its open session.
+    private struct Connection: @unchecked Sendable {
+        var service: UnsafeMutablePointer<SecretService>?
+        var bus: OpaquePointer?
+    }
+    private let connection = Mutex(Connection())
 
     public init(timeout: Double = 10) {
         self.timeoutMilliseconds = Int32(timeout * 1000)
     }
 
     deinit {
-        tokenctl_object_unref(cachedService)
-        if let busConnection { tokenctl_object_unref(UnsafeMutableRawPointer(busConnection)) }
+        connection.withLock { connection in
+            tokenctl_object_unref(connection.service)
+            if let bus = connection.bus { tokenctl_object_unref(UnsafeMutableRawPointer(bus)) }
+        }
     }
 
     // MARK: SessionStore
@@ -146,8 +153,8 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
     // MARK: libsecret plumbing
 
     private func connect() throws(StoreError) -> UnsafeMutablePointer<SecretService> {
-        try mutex.withLock { () throws(StoreError) -> UnsafeMutablePointer<SecretService> in
-            if let cachedService { return cachedService }
+        try connection.withLock { (state) throws(StoreError) -> ServiceHandle in
+            if let service = state.service { return ServiceHandle(service) }
             var error: UnsafeMutablePointer<GError>?
             guard getenv("DBUS_SESSION_BUS_ADDRESS") != nil else {
                 // GLib would try to autolaunch a bus through X11 and report that instead.
@@ -158,11 +165,11 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
             }
             // GIO's shared session connection (the one the proxy below uses), kept referenced for
             // the life of the store so that it stays open between calls.
-            guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
+            guard let bus = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
                 throw storeError(error, operation: "connect to the session bus")
             }
-            if let previous = busConnection { tokenctl_object_unref(UnsafeMutableRawPointer(previous)) }
-            busConnection = connection
+            if let previous = state.bus { tokenctl_object_unref(UnsafeMutableRawPointer(previous)) }
+            state.bus = bus
             // A lean proxy: building it sends nothing to the Secret Service, so the first call
             // that reaches the daemon is OpenSession, already under our timeout (a stopped
             // daemon must not hang a cron job for D-Bus's default 25 s).
@@ -173,9 +180,15 @@ public final class SecretServiceStore: SessionStore, @unchecked Sendable {
                 tokenctl_object_unref(service)
                 throw storeError(error, operation: "open a session with the Secret Service")
             }
-            cachedService = service
-            return service
-        }
+            state.service = service
+            return ServiceHandle(service)
+        }.pointer
+    }
+
+    /// The proxy pointer, handed out of the lock (it lives as long as the store).
+    private struct ServiceHandle: @unchecked Sendable {
+        let pointer: UnsafeMutablePointer<SecretService>
+        init(_ pointer: UnsafeMutablePointer<SecretService>) { self.pointer = pointer }
     }
 
     static let noBusHint = "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus); for cron and timers without a login, enable lingering: loginctl enable-linger $USER."

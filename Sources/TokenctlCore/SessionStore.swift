@@ -1,3 +1,4 @@
+import Synchronization
 import TokenctlEssentials
 
 /// Where token sets live. The real one is the freedesktop Secret Service (`SecretServiceStore`);
@@ -67,85 +68,76 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
 }
 
 /// A store in memory, for unit tests of the broker.
-public final class InMemorySessionStore: SessionStore, @unchecked Sendable {
-    private let lock = PThreadMutex()
-    private var items: [SessionIdentity: TokenSet] = [:]
-    private var clientSecrets: [SessionIdentity: String] = [:]
+public final class InMemorySessionStore: SessionStore, Sendable {
+    private struct State {
+        var items: [SessionIdentity: TokenSet] = [:]
+        var clientSecrets: [SessionIdentity: String] = [:]
+        var failure: StoreError?
+        var writeCount = 0
+    }
+    private let state = Mutex(State())
+
     /// When set, every operation fails with it (forces a store outage in tests).
-    public var failure: StoreError?
-    public private(set) var writeCount = 0
+    public var failure: StoreError? {
+        get { state.withLock { $0.failure } }
+        set { state.withLock { $0.failure = newValue } }
+    }
+    public var writeCount: Int { state.withLock { $0.writeCount } }
 
     public init() {}
 
-    public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
-        try lock.withLock { () throws(StoreError) -> TokenSet? in
-            if let failure { throw failure }
-            return items[identity]
+    /// Run `body` on the state, unless a failure is set.
+    private func access<T: Sendable>(_ body: (inout State) throws(StoreError) -> T) throws(StoreError) -> T {
+        try state.withLock { (state) throws(StoreError) -> T in
+            if let failure = state.failure { throw failure }
+            return try body(&state)
         }
     }
 
+    public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
+        try access { $0.items[identity] }
+    }
+
     public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
-        try lock.withLock { () throws(StoreError) in
-            if let failure { throw failure }
-            items[identity] = tokenSet
-            writeCount += 1
+        try access {
+            $0.items[identity] = tokenSet
+            $0.writeCount += 1
         }
     }
 
     public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try lock.withLock { () throws(StoreError) -> Bool in
-            if let failure { throw failure }
-            return items.removeValue(forKey: identity) != nil
-        }
+        try access { $0.items.removeValue(forKey: identity) != nil }
     }
 
     public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
-        try lock.withLock { () throws(StoreError) -> Bool in
-            if let failure { throw failure }
-            guard items[identity]?.refreshToken == refreshToken else { return false }
-            items[identity] = nil
+        try access {
+            guard $0.items[identity]?.refreshToken == refreshToken else { return false }
+            $0.items[identity] = nil
             return true
         }
     }
 
     public func deleteAll(profile: ProfileName) throws(StoreError) {
-        try lock.withLock { () throws(StoreError) in
-            if let failure { throw failure }
-            items = items.filter { $0.key.profile != profile }
-        }
+        try access { $0.items = $0.items.filter { $0.key.profile != profile } }
     }
 
     public func storedIdentities() throws(StoreError) -> [SessionIdentity] {
-        try lock.withLock { () throws(StoreError) -> [SessionIdentity] in
-            if let failure { throw failure }
-            return Array(items.keys)
-        }
+        try access { Array($0.items.keys) }
     }
 
     public func checkAvailable() throws(StoreError) {
-        try lock.withLock { () throws(StoreError) in
-            if let failure { throw failure }
-        }
+        try access { _ in }
     }
 
     public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
-        try lock.withLock { () throws(StoreError) -> String? in
-            if let failure { throw failure }
-            return clientSecrets[identity]
-        }
+        try access { $0.clientSecrets[identity] }
     }
 
     public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
-        try lock.withLock { () throws(StoreError) in
-            if let failure { throw failure }
-            clientSecrets[identity] = secret
-        }
+        try access { $0.clientSecrets[identity] = secret }
     }
 
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try lock.withLock { () throws(StoreError) -> Bool in
-            if let failure { throw failure }
-            return clientSecrets.removeValue(forKey: identity) != nil
-        }
+        try access { $0.clientSecrets.removeValue(forKey: identity) != nil }
     }
 }
