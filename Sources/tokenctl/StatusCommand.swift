@@ -99,7 +99,7 @@ enum StatusCommand {
     static func display(_ value: JSONValue) -> String {
         switch value {
         case .string(let text): Output.printable(text)
-        case .number(let number): number == number.rounded() ? String(Int(number)) : String(number)
+        case .number(let number): Int(exactly: number).map(String.init) ?? String(number)
         case .bool(let flag): String(flag)
         case .array(let items): items.map(display).joined(separator: ", ")
         case .object: "{…}"
