@@ -362,7 +362,7 @@ TK_DOTSERVER_DIR=$(cd "$TK_SCRIPTS_LIB/.." && pwd)/testserver/django
 # tk_require_dot_venv: create the virtualenv once; later runs reuse it as long as the pinned
 # versions are installed (checked with pip, offline).
 tk_require_dot_venv() {
-  local want="django-oauth-toolkit==3.4.1 oauthlib==3.3.1" have
+  local want="${TK_DOT_REQUIREMENTS[*]}" have
   TK_DOT_PYTHON=$TK_DOT_VENV/bin/python
   if [[ -x $TK_DOT_PYTHON ]]; then
     have=$("$TK_DOT_PYTHON" -m pip freeze 2>/dev/null | grep -Ei '^(django-oauth-toolkit|oauthlib)==' | sort -f | tr '\n' ' ')

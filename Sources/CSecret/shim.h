@@ -113,13 +113,5 @@ static inline const char *tokenctl_error_domain_name(const GError *error) {
     return g_quark_to_string(error->domain);
 }
 
-// Overwrite a secret's bytes before they are freed (g_free does not scrub).
-static inline void tokenctl_secure_free_string(char *string) {
-    if (string) {
-        volatile char *p = string;
-        while (*p) *p++ = 0;
-        g_free(string);
-    }
-}
 
 #endif

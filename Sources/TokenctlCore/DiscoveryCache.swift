@@ -50,13 +50,9 @@ public struct DiscoveryCache: Sendable {
             readable.unicodeScalars.append(allowed ? scalar : "_")
         }
         // FNV-1a, 64 bits: stable across runs (Swift's Hasher is seeded per process).
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in issuer.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01B3
-        }
-        let hex = String(hash, radix: 16)
-        return readable + "-" + String(repeating: "0", count: 16 - hex.count) + hex + ".json"
+        var hash = FNV1a64()
+        hash.update(issuer)
+        return readable + "-" + hash.hexDigest + ".json"
     }
 
     /// The cached entry for `issuer` if it is younger than `lifetime` and for that issuer.

@@ -59,7 +59,7 @@ public struct EventRecord: Sendable, Equatable {
             return .string(String(kept))
         }
         return JSONText.object([
-            ("time", .string(Date(timeIntervalSince1970: time.rounded(.down)).formatted(.iso8601))),
+            ("time", .string(Timestamp.iso8601(time))),
             ("unix_time", JSONText.Value(raw: String(format3(time)))),
             ("event", .string(event.rawValue)),
             ("significance", .string(event.significance.rawValue)),

@@ -35,6 +35,12 @@ public struct HTTPResponse: Sendable, Equatable {
     public var headers: [String: String]
     public var body: [UInt8]
 
+    /// Statuses that mean "try again later" (RFC 6585 429, and the 5xx a proxy or an overloaded
+    /// server answers): the one rule `RefreshOutcome` and every other endpoint call classify by.
+    public static let transientStatuses: Set<Int> = [429, 500, 502, 503, 504]
+
+    public var isTransientFailure: Bool { Self.transientStatuses.contains(status) }
+
     public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
         self.status = status
         self.headers = headers

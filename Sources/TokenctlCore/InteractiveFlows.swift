@@ -21,7 +21,7 @@ struct DeviceFlow: Sendable {
             throw TokenctlError(.transient, "cannot reach the device authorization endpoint: \(error)", hint: "Nothing was stored; try again later.")
         }
         guard response.status == 200 else {
-            if [429, 500, 502, 503, 504].contains(response.status) {
+            if response.isTransientFailure {
                 throw TokenctlError(.transient, "the device authorization endpoint failed with HTTP \(response.status)", hint: "Nothing was stored; try again later.")
             }
             let object = JSONValue.parseObject(response.body)

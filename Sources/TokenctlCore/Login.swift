@@ -91,9 +91,10 @@ extension TokenctlService {
     /// the token set (and the client secret) and write the profile. Nothing is stored on failure.
     public func login(_ request: LoginRequest, presenter: any LoginPresenter) async throws(TokenctlError) -> LoginResult {
         var request = request
+        let previous = try? profiles.load(request.profile)
         // Endpoints in the profile (given once, or hand-edited, for a server whose discovery is
         // incomplete) still apply when this profile logs in again at the same issuer; options win.
-        if let configured = try? profiles.load(request.profile), configured.issuer == request.issuer {
+        if let configured = previous, configured.issuer == request.issuer {
             request.endpoints.token = request.endpoints.token ?? configured.tokenEndpoint
             request.endpoints.revocation = request.endpoints.revocation ?? configured.revocationEndpoint
             request.endpoints.deviceAuthorization = request.endpoints.deviceAuthorization ?? configured.deviceAuthorizationEndpoint
@@ -106,7 +107,6 @@ extension TokenctlService {
 
         var credentials = ClientCredentials(clientID: request.clientID)
         var authMethod: ClientAuthenticationMethod?
-        let previous = try? profiles.load(request.profile)
         var secret = request.clientSecret
         let identity = SessionIdentity(profile: request.profile, issuer: request.issuer.string, clientID: request.clientID)
         if secret == nil, previous?.tokenEndpointAuthMethod != nil, previous?.issuer == request.issuer, previous?.clientID == request.clientID {
@@ -305,7 +305,7 @@ extension TokenctlService {
                 throw TokenctlError(.transient, "cannot fetch the issuer's keys from \(jwksURI): \(error)", hint: "Nothing was stored; try again later.")
             }
             guard response.status == 200 else {
-                let kind: TokenctlError.Kind = [429, 500, 502, 503, 504].contains(response.status) ? .transient : .loginRequired
+                let kind: TokenctlError.Kind = response.isTransientFailure ? .transient : .loginRequired
                 throw TokenctlError(kind, "the issuer's JWKS at \(jwksURI) answered HTTP \(response.status)", hint: "Nothing was stored.")
             }
             let keys: JSONWebKeySet

@@ -39,7 +39,7 @@ public struct FileLockProvider: LockProvider {
         do { try FileIO.ensurePrivateDirectory(directory) } catch {
             throw TokenctlError(.unexpected, "cannot create the lock directory: \(error)")
         }
-        let path = directory + "/" + profile.rawValue + ".lock"
+        let path = lockPath(profile)
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else {
             throw TokenctlError(.unexpected, "cannot open the lock \(path): \(String(cString: strerror(errno)))")
@@ -60,7 +60,7 @@ public struct FileLockProvider: LockProvider {
     /// Polls with a shared lock, so any number of waiters can watch one refresher at once; the
     /// shared lock is dropped at once (closing the descriptor). No lock file: nobody refreshes.
     public func waitWhileHeld(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> Bool {
-        let path = directory + "/" + profile.rawValue + ".lock"
+        let path = lockPath(profile)
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
@@ -76,6 +76,9 @@ public struct FileLockProvider: LockProvider {
         }
         return waited
     }
+
+    /// The profile's lock file (as `Paths.lockFile` names it).
+    private func lockPath(_ profile: ProfileName) -> String { directory + "/" + profile.rawValue + ".lock" }
 
     private static func timedOut(waiting timeout: Double, for path: String) -> TokenctlError {
         TokenctlError(

@@ -28,6 +28,9 @@ public enum RefreshOutcome: Equatable, Sendable {
         case .success(let value):
             response = value
         }
+        if response.isTransientFailure {
+            return .transient(response.status == 429 ? .rateLimited : .serverError(response.status), retryAfter: retryAfter(response, now: now))
+        }
         switch response.status {
         case 200:
             do {
@@ -35,10 +38,6 @@ public enum RefreshOutcome: Equatable, Sendable {
             } catch {
                 return .terminal(.unusableResponse(error.description))
             }
-        case 429:
-            return .transient(.rateLimited, retryAfter: retryAfter(response, now: now))
-        case 500, 502, 503, 504:
-            return .transient(.serverError(response.status), retryAfter: retryAfter(response, now: now))
         default:
             let object = JSONValue.parseObject(response.body)
             if let code = object?["error"]?.stringValue {

@@ -82,14 +82,6 @@ public final class SecretServiceStore: SessionStore, Sendable {
         } > 0
     }
 
-    public func deleteAll(profile: ProfileName) throws(StoreError) {
-        let table = tokenctl_attributes_new()!
-        tokenctl_attributes_insert(table, "application", Self.application)
-        tokenctl_attributes_insert(table, "profile", profile.rawValue)
-        tokenctl_attributes_insert(table, "kind", Self.sessionKind)
-        _ = try deleteItems(matching: table) { _ throws(StoreError) in true }
-    }
-
     public func storedIdentities() throws(StoreError) -> [SessionIdentity] {
         let table = tokenctl_attributes_new()!
         tokenctl_attributes_insert(table, "application", Self.application)

@@ -15,8 +15,6 @@ public protocol SessionStore: Sendable {
     /// Returns whether it was removed.
     @discardableResult
     func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool
-    /// Remove every session item of the profile, whatever issuer or client it was for.
-    func deleteAll(profile: ProfileName) throws(StoreError)
     /// The identities of every stored session item.
     func storedIdentities() throws(StoreError) -> [SessionIdentity]
     /// The confidential client's secret (its own item, `kind=client-secret`), or `nil`.
@@ -115,10 +113,6 @@ public final class InMemorySessionStore: SessionStore, Sendable {
             $0.items[identity] = nil
             return true
         }
-    }
-
-    public func deleteAll(profile: ProfileName) throws(StoreError) {
-        try access { $0.items = $0.items.filter { $0.key.profile != profile } }
     }
 
     public func storedIdentities() throws(StoreError) -> [SessionIdentity] {

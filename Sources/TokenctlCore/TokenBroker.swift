@@ -36,9 +36,10 @@ public actor TokenBroker {
     private let clock: Clock
     private let configuration: Configuration
     private let events: EventLog?
-    /// Called with every rotated set right after it is stored, while the profile lock is still
-    /// held: processes waiting for this refresh may be served what it hands over here.
-    private let didStore: (@Sendable (TokenSet, SessionIdentity) -> Void)?
+    /// Called with every set this broker serves (read, found rotated by another process, or
+    /// refreshed); a refreshed set right after it is stored, while the profile lock is still held,
+    /// so processes waiting for this refresh may be served what it hands over here.
+    private let didServe: (@Sendable (TokenSet, SessionIdentity) -> Void)?
     private var inFlight: [ProfileName: (id: UInt64, task: Task<TokenSet, any Error>)] = [:]
     private var nextFlightID: UInt64 = 0
     /// Refreshes this broker sent to a server (for tests and `--verbose`).
@@ -46,11 +47,11 @@ public actor TokenBroker {
 
     public init(
         store: any SessionStore, locks: any LockProvider, clock: Clock, configuration: Configuration = Configuration(),
-        events: EventLog? = nil, didStore: (@Sendable (TokenSet, SessionIdentity) -> Void)? = nil,
+        events: EventLog? = nil, didServe: (@Sendable (TokenSet, SessionIdentity) -> Void)? = nil,
         endpointClient: @escaping @Sendable (ResolvedProfile) -> TokenEndpointClient
     ) {
         self.events = events
-        self.didStore = didStore
+        self.didServe = didServe
         self.store = store
         self.locks = locks
         self.clock = clock
@@ -69,6 +70,7 @@ public actor TokenBroker {
         let snapshot = try read(profile.identity)
         guard let snapshot else { throw Self.notLoggedIn(profile.name) }
         if !force && snapshot.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
+            didServe?(snapshot, profile.identity)
             return snapshot
         }
         return try await sharedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
@@ -124,6 +126,7 @@ public actor TokenBroker {
         guard let current = try read(profile.identity) else { throw Self.notLoggedIn(profile.name) }
         let rotatedElsewhere = current.refreshToken != snapshot.refreshToken || current.obtainedAt != snapshot.obtainedAt
         if (rotatedElsewhere || !force) && current.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
+            didServe?(current, profile.identity)
             return current
         }
         guard let refreshToken = current.refreshToken else {
@@ -145,7 +148,7 @@ public actor TokenBroker {
             case .success(let response, let serverDate):
                 let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
                 try await persist(next, for: profile.identity)
-                didStore?(next, profile.identity)
+                didServe?(next, profile.identity)
                 record(.tokenRefreshed, profile, subject: next.subject)
                 return next
             case .terminal(let reason):

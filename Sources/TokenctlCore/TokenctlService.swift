@@ -27,7 +27,7 @@ public final class TokenctlService: Sendable {
         self.httpClient = httpClient
         self.broker = TokenBroker(
             store: store, locks: locks, clock: clock, configuration: .init(lockTimeout: lockTimeout), events: events,
-            didStore: { tokenSet, identity in hotCache?.remember(tokenSet, for: identity, now: clock.now()) },
+            didServe: { tokenSet, identity in hotCache?.remember(tokenSet, for: identity, now: clock.now()) },
             endpointClient: { profile in
                 TokenEndpointClient(http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry)
             })
@@ -85,7 +85,7 @@ public final class TokenctlService: Sendable {
         if !force, let tokenSet = try await servedAfterAnotherRefresh(profile, minimumTimeToLive: minimumTimeToLive) {
             return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: true)
         }
-        let tokenSet = try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+        let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
             try await broker.validTokenSet(for: profile, minimumTimeToLive: minimumTimeToLive, force: force)
         }
         return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: false)
@@ -113,12 +113,11 @@ public final class TokenctlService: Sendable {
             issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt)
     }
 
-    /// Run a broker call and keep the hot cache in step with its outcome.
-    private func cachingHotPath(_ identity: SessionIdentity, _ body: () async throws(TokenctlError) -> TokenSet) async throws(TokenctlError) -> TokenSet {
+    /// Run a broker call; a session that has ended is dropped from the hot cache (what the
+    /// broker serves it caches itself, through `didServe`).
+    private func forgettingEndedSession(_ identity: SessionIdentity, _ body: () async throws(TokenctlError) -> TokenSet) async throws(TokenctlError) -> TokenSet {
         do {
-            let tokenSet = try await body()
-            hotCache?.remember(tokenSet, for: identity, now: clock.now())
-            return tokenSet
+            return try await body()
         } catch {
             if error.kind == .loginRequired { hotCache?.forget(identity) }
             throw error
@@ -139,14 +138,14 @@ public final class TokenctlService: Sendable {
             let profile = try resolve(name)
             if let window {
                 let started = clock.now()
-                let tokenSet = try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+                let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
                     try await broker.validTokenSet(for: profile, minimumTimeToLive: window, force: false, capMargin: false)
                 }
                 // Refreshed by this call (or by another process while we waited for the lock).
                 let refreshed = tokenSet.obtainedAt >= started
                 return RefreshReport(profile: name, result: .success(tokenSet), skipped: !refreshed)
             }
-            let tokenSet = try await cachingHotPath(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+            let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
                 try await broker.validTokenSet(for: profile, minimumTimeToLive: 0, force: true)
             }
             return RefreshReport(profile: name, result: .success(tokenSet), skipped: false)
@@ -223,7 +222,7 @@ public final class TokenctlService: Sendable {
             let response = try await httpClient(caBundle).send(request, timeout: retry.attemptTimeout)
             // RFC 7009 §2.2: 200 whether or not the token was valid.
             if response.status == 200 { return .success(()) }
-            let kind: TokenctlError.Kind = [429, 500, 502, 503, 504].contains(response.status) ? .transient : .unexpected
+            let kind: TokenctlError.Kind = response.isTransientFailure ? .transient : .unexpected
             return .failure(TokenctlError(kind, "the server refused to revoke the token (HTTP \(response.status))"))
         } catch {
             return .failure(TokenctlError(.transient, "could not reach the revocation endpoint: \(error)"))

@@ -14,7 +14,7 @@ public struct HotCache: Sendable {
     }
 
     /// Set to `1` to behave as if the kernel keyring were unavailable (tests of the fallback).
-    public static let disableVariable = "TOKENCTL_TEST_DISABLE_KERNEL_KEYRING"
+    public static let disableVariable = HotPath.disableVariable.description
 
     /// True when the test switch forces the Secret Service path.
     public let isDisabled: Bool

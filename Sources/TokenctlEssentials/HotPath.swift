@@ -33,7 +33,7 @@ public enum HotPath {
         public var profile: UnsafePointer<CChar>?
         public var format: Format = .raw
         /// Whole seconds.
-        public var minimumTimeToLive: Int64 = 60
+        public var minimumTimeToLive = Int64(AccessTokenLifetime.defaultMinimumTimeToLive)
         public var verbose = false
 
         public init() {}

@@ -16,7 +16,7 @@ public enum KernelKeyring {
     public static let processKeyring: KeyID = -2
 
     /// Possessor and user: view, read, write, search, link, setattr. Group and others: nothing.
-    public static let userOnlyPermissions: UInt32 = 0x3f3f_0000
+    public static let userOnlyPermissions: UInt32 = TK_KEY_POS_ALL | TK_KEY_USR_ALL
 
     /// Whether this process can use the user keyring at all (not blocked by seccomp, not
     /// missing from the kernel).

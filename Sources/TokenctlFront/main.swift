@@ -18,13 +18,13 @@ import TokenctlEssentials
 func enginePath() -> String {
     var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
     let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
-    var executable = length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : (CommandLine.arguments.first ?? "")
+    var executable = length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : (tk_front_argv()[0].map { String(cString: $0) } ?? "")
     if !executable.contains("/") { executable = "./" + executable }
     return String(executable[...executable.lastIndex(of: "/")!]) + "tokenctl-engine"
 }
 
 func writeAll(_ descriptor: Int32, _ text: String) {
-    var bytes = Array(text.utf8)
+    let bytes = Array(text.utf8)
     var offset = 0
     while offset < bytes.count {
         let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
@@ -34,7 +34,6 @@ func writeAll(_ descriptor: Int32, _ text: String) {
         }
         offset += written
     }
-    bytes.removeAll()
 }
 
 /// Replace this process with the engine, passing the original argv (argv[0] included) and
@@ -42,7 +41,8 @@ func writeAll(_ descriptor: Int32, _ text: String) {
 /// (EX_UNAVAILABLE: "a support program does not exist").
 func runEngine() -> Never {
     let path = enginePath()
-    execv(path, CommandLine.unsafeArgv)
+    // The argv captured at start-up (CProcessStartup), not CommandLine's lazy globals.
+    execv(path, tk_front_argv())
     let reason = String(cString: strerror(errno))
     writeAll(2, "Error: cannot run tokenctl's engine '\(path)': \(reason).\ntokenctl-engine must be installed in the same directory as tokenctl (Scripts/install installs both).\n")
     exit(ExitStatus.unavailable.rawValue)

@@ -62,7 +62,7 @@ enum Output {
     }
 
     static func timestamp(_ seconds: Double) -> String {
-        Date(timeIntervalSince1970: seconds.rounded(.down)).formatted(.iso8601)
+        Timestamp.iso8601(seconds)
     }
 
     static func jsonString(_ text: String) -> String { JSONText.quoted(text) }

@@ -3,7 +3,7 @@ import TokenctlEssentials
 
 enum TokenCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
-        let minimumTimeToLive = try context.seconds("--min-ttl", command: "token", default: 60)
+        let minimumTimeToLive = try context.seconds("--min-ttl", command: "token", default: AccessTokenLifetime.defaultMinimumTimeToLive)
         let format = context.options.value("--format") ?? "raw"
         guard ["raw", "header", "json"].contains(format) else {
             throw UsageError("Invalid value '\(format)' for '--format': expected raw, header or json.", command: "token")

@@ -90,7 +90,6 @@ private final class WriteFailingStore: SessionStore {
     func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
         try inner.delete(identity, ifRefreshTokenIs: refreshToken)
     }
-    func deleteAll(profile: ProfileName) throws(StoreError) { try inner.deleteAll(profile: profile) }
     func storedIdentities() throws(StoreError) -> [SessionIdentity] { try inner.storedIdentities() }
 }
 
@@ -110,7 +109,6 @@ private final class ExpiredReadCountingStore: SessionStore {
     func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
         try inner.delete(identity, ifRefreshTokenIs: refreshToken)
     }
-    func deleteAll(profile: ProfileName) throws(StoreError) { try inner.deleteAll(profile: profile) }
     func storedIdentities() throws(StoreError) -> [SessionIdentity] { try inner.storedIdentities() }
 }
 
