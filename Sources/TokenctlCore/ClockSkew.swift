@@ -23,8 +23,13 @@ public enum ClockSkew {
 
     /// The local expiry of an access token received at `receivedAt`.
     public static func expiry(response: TokenResponse, receivedAt: Double, offset: Double?) -> Double? {
-        var expiry = response.expiresIn.map { receivedAt + $0 }
-        if case .number(let exp)? = UnverifiedJWT.claims(of: response.accessToken)?["exp"] {
+        expiry(expiresIn: response.expiresIn, accessTokenClaims: UnverifiedJWT.claims(of: response.accessToken), receivedAt: receivedAt, offset: offset)
+    }
+
+    /// The same, from the access token's claims already decoded (nil: not a JWT).
+    static func expiry(expiresIn: Double?, accessTokenClaims: [String: JSONValue]?, receivedAt: Double, offset: Double?) -> Double? {
+        var expiry = expiresIn.map { receivedAt + $0 }
+        if case .number(let exp)? = accessTokenClaims?["exp"] {
             guard isTrusted(offset) else { return receivedAt }
             let local = exp - (offset ?? 0)
             expiry = min(expiry ?? local, local)

@@ -48,12 +48,14 @@ public struct ServerMetadata: Equatable, Sendable {
         return urls
     }
 
-    /// Fetch the metadata of `issuer`.
+    /// Fetch the metadata of `issuer`, or take it from `cache`. A cached document that fails
+    /// `cachedIsUsable` (it may predate a server change) is dropped and fetched again once.
     ///
     /// - Throws: transient `TokenctlError` when the server cannot be reached; a configuration
     ///   error when no document is found, it is malformed, or its issuer differs.
     public static func discover(
-        _ issuer: EndpointURL, http: any HTTPClient, timeout: Double, cache: DiscoveryCache? = nil
+        _ issuer: EndpointURL, http: any HTTPClient, timeout: Double, cache: DiscoveryCache? = nil,
+        cachedIsUsable: (ServerMetadata) -> Bool = { _ in true }
     ) async throws(TokenctlError) -> ServerMetadata {
         if let cache, let cached = cache.load(issuer),
            var metadata = try? parse(Array(cached.document.utf8), expectedIssuer: issuer, url: cached.url) {
@@ -61,7 +63,8 @@ public struct ServerMetadata: Equatable, Sendable {
                let supplement = try? parse(Array(document.utf8), expectedIssuer: issuer, url: url) {
                 metadata.fillGaps(from: supplement)
             }
-            return metadata
+            if cachedIsUsable(metadata) { return metadata }
+            cache.remove(issuer)
         }
         var problems: [String] = []
         let urls = discoveryURLs(for: issuer)

@@ -231,20 +231,15 @@ extension TokenctlService {
         }
         let cache = DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock)
         do {
-            let metadata = try await ServerMetadata.discover(request.issuer, http: http, timeout: retry.attemptTimeout, cache: cache)
-            let flowEndpoint: EndpointURL?
-            switch request.method {
-            case .refreshToken: flowEndpoint = metadata.tokenEndpoint
-            case .device: flowEndpoint = explicit.deviceAuthorization ?? metadata.deviceAuthorizationEndpoint
-            case .browser: flowEndpoint = explicit.authorization ?? metadata.authorizationEndpoint
+            // A cached document may predate a server change: one that lacks the flow's endpoint
+            // is fetched again before a missing endpoint is reported (a fresh one is not).
+            return try await ServerMetadata.discover(request.issuer, http: http, timeout: retry.attemptTimeout, cache: cache) { metadata in
+                switch request.method {
+                case .refreshToken: metadata.tokenEndpoint != nil
+                case .device: explicit.deviceAuthorization != nil || metadata.deviceAuthorizationEndpoint != nil
+                case .browser: explicit.authorization != nil || metadata.authorizationEndpoint != nil
+                }
             }
-            // A cached document may predate a server change: before reporting a missing endpoint,
-            // ask the server once more.
-            if flowEndpoint == nil, cache.load(request.issuer) != nil {
-                cache.remove(request.issuer)
-                return try await ServerMetadata.discover(request.issuer, http: http, timeout: retry.attemptTimeout, cache: cache)
-            }
-            return metadata
         } catch {
             // Explicit endpoints cover everything the flow needs: discovery was only for extras.
             if explicit.token != nil && !needsFlowEndpoint, error.kind == .configuration { return nil }

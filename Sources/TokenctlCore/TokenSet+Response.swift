@@ -3,9 +3,11 @@ extension TokenSet {
     /// keeps the one we had (non-rotating servers, RFC 6749 §6).
     public init(response: TokenResponse, receivedAt: Double, serverDate: Double?, previous: TokenSet?) {
         let offset = ClockSkew.offset(serverDate: serverDate, receivedAt: receivedAt)
-        let expiry = ClockSkew.expiry(response: response, receivedAt: receivedAt, offset: offset)
+        // The access token decoded once, for its exp and sub (nil: an opaque token).
+        let accessClaims = UnverifiedJWT.claims(of: response.accessToken)
+        let expiry = ClockSkew.expiry(expiresIn: response.expiresIn, accessTokenClaims: accessClaims, receivedAt: receivedAt, offset: offset)
         let subject = response.idToken.flatMap { UnverifiedJWT.claims(of: $0)?["sub"]?.stringValue }
-            ?? UnverifiedJWT.claims(of: response.accessToken)?["sub"]?.stringValue
+            ?? accessClaims?["sub"]?.stringValue
             ?? previous?.subject
         self.init(
             accessToken: response.accessToken,

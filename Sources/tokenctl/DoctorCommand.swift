@@ -6,8 +6,7 @@ import TokenctlEssentials
 
 enum DoctorCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
-        let bus = context.sessionBus
-        let service = context.service()
+        let (service, bus) = context.serviceAndBus()
         let checks = await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule())
         let allPassed = checks.allSatisfy(\.ok)
         if context.options.has("--json") {

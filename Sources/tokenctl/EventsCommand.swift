@@ -25,15 +25,23 @@ enum EventsCommand {
             Output.standardOutput(records.map { json ? $0.jsonLine() : line($0) }.joined())
         }
         let filter = EventLog.Filter(since: since, minimumSignificance: minimum, profile: profileFilter)
-        show(log.records(since: since, minimumSignificance: minimum, profile: profileFilter))
-        guard options.has("--follow") else { return .success }
-        // Follow appends by counting the live file's complete lines; a rotation (new inode)
-        // first drains what was appended to the old file before it was renamed.
-        var inode = log.fingerprint()?.inode
-        var consumed = log.completeLines(of: log.path).count
+        guard options.has("--follow") else {
+            show(log.records(since: since, minimumSignificance: minimum, profile: profileFilter))
+            return .success
+        }
+        // Follow appends by counting the live file's complete lines, read once for the backlog
+        // and again only when the file's size or inode changes; a rotation (new inode) first
+        // drains what was appended to the old file before it was renamed.
+        var last = log.fingerprint()
+        let live = log.completeLines(of: log.path)
+        show((log.completeLines(of: log.rotatedPath) + live).compactMap(EventRecord.parse).filter(filter.matches))
+        var inode = last?.inode
+        var consumed = live.count
         while true {
             try? await Clock.system.sleep(0.2)
             guard let fingerprint = log.fingerprint() else { continue }
+            if let last, fingerprint.size == last.size, fingerprint.inode == last.inode { continue }
+            last = fingerprint
             if fingerprint.inode != inode {
                 show(log.completeLines(of: log.rotatedPath).dropFirst(consumed).compactMap(EventRecord.parse).filter(filter.matches))
                 inode = fingerprint.inode

@@ -14,16 +14,16 @@ struct CommandContext {
     let paths: Paths
     let timeout: Double
 
-    /// The session bus in use (located once: cron gives no DBUS_SESSION_BUS_ADDRESS).
-    var sessionBus: (address: String, source: String)? {
-        SessionBus.locateForUnattendedUse(verbose: verbose)
-    }
+    func service() -> TokenctlService { serviceAndBus().service }
 
-    func service() -> TokenctlService {
-        _ = sessionBus
-        return .live(
+    /// The core service, after locating the session bus once (cron gives no
+    /// DBUS_SESSION_BUS_ADDRESS), and the bus found, with where it was found.
+    func serviceAndBus() -> (service: TokenctlService, bus: (address: String, source: String)?) {
+        let bus = SessionBus.locateForUnattendedUse(verbose: verbose)
+        let service = TokenctlService.live(
             paths: paths, retry: RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout)),
             userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout)
+        return (service, bus)
     }
 
     func verboseLog(_ message: String) {
