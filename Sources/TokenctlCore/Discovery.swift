@@ -71,7 +71,7 @@ public struct ServerMetadata: Equatable, Sendable {
         for (index, url) in urls.enumerated() {
             let response: HTTPResponse
             do {
-                response = try await http.send(HTTPRequest(method: .get, url: url, headers: [("Accept", "application/json")]), timeout: timeout)
+                response = try await http.send(.getJSON(url), timeout: timeout)
             } catch {
                 throw TokenctlError(.transient, "cannot reach the issuer \(issuer): \(error)", hint: "Check the URL and the network, then try again.")
             }
@@ -84,7 +84,7 @@ public struct ServerMetadata: Equatable, Sendable {
             // Some servers (django-oauth-toolkit) list the device and revocation endpoints only in
             // their RFC 8414 document: fill what the OIDC document lacks from it, if it is there.
             if index == 0, metadata.deviceAuthorizationEndpoint == nil || metadata.revocationEndpoint == nil,
-               let response = try? await http.send(HTTPRequest(method: .get, url: urls[1], headers: [("Accept", "application/json")]), timeout: timeout),
+               let response = try? await http.send(.getJSON(urls[1]), timeout: timeout),
                response.status == 200, let other = try? parse(response.body, expectedIssuer: issuer, url: urls[1]) {
                 metadata.fillGaps(from: other)
                 supplement = (urls[1], String(decoding: response.body, as: UTF8.self))
@@ -117,7 +117,7 @@ public struct ServerMetadata: Equatable, Sendable {
             throw TokenctlError(.configuration, "the discovery document at \(url) has no issuer")
         }
         // OIDC Discovery §4.3 / RFC 8414 §3.3: the issuer must be exactly the one configured.
-        guard issuer == expectedIssuer.string || (issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer) == expectedIssuer.withoutTrailingSlash else {
+        guard EndpointURL.sameIssuer(issuer, expectedIssuer.string) else {
             throw TokenctlError(
                 .configuration, "the discovery document at \(url) names issuer '\(RefreshOutcome.sanitized(issuer))', not '\(expectedIssuer)'",
                 hint: "Use the issuer URL exactly as the server names it.")

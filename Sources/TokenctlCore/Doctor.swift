@@ -136,7 +136,7 @@ extension TokenctlService {
         let url = ServerMetadata.discoveryURLs(for: configuration.issuer)[0]
         do {
             let sentAt = clock.now()
-            let response = try await http.send(HTTPRequest(method: .get, url: url, headers: [("Accept", "application/json")]), timeout: 5)
+            let response = try await http.send(.getJSON(url), timeout: 5)
             let receivedAt = clock.now()
             var checks = [DoctorCheck("issuer \(configuration.issuer)", ok: true, "reachable (discovery: HTTP \(response.status))")]
             if let offset = ClockSkew.offset(serverDate: response.serverDate, receivedAt: (sentAt + receivedAt) / 2) {

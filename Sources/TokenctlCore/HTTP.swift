@@ -19,6 +19,11 @@ public struct HTTPRequest: Sendable, Equatable {
             && lhs.headers.map { "\($0.name):\($0.value)" } == rhs.headers.map { "\($0.name):\($0.value)" }
     }
 
+    /// A GET of a JSON document (discovery, JWKS).
+    public static func getJSON(_ url: String) -> HTTPRequest {
+        HTTPRequest(method: .get, url: url, headers: [("Accept", "application/json")])
+    }
+
     /// A form POST (application/x-www-form-urlencoded), as token and revocation endpoints take.
     public static func form(_ url: String, _ fields: [(String, String)], headers: [(name: String, value: String)] = []) -> HTTPRequest {
         HTTPRequest(

@@ -1,3 +1,4 @@
+import TokenctlEssentials
 /// The ID token checks of OpenID Connect Core 1.0 §3.1.3.7 that tokenctl makes at login.
 public struct IDTokenExpectations: Sendable {
     public var issuer: String
@@ -23,9 +24,8 @@ public enum IDTokenValidation {
     ///
     /// - Throws: `JWTError.claim` naming the failed check.
     public static func validate(_ claims: [String: JSONValue], _ expected: IDTokenExpectations) throws(JWTError) {
-        func trimmed(_ text: String) -> String { text.hasSuffix("/") ? String(text.dropLast()) : text }
         guard let issuer = claims["iss"]?.stringValue else { throw .claim("the ID token has no 'iss' claim") }
-        guard issuer == expected.issuer || trimmed(issuer) == trimmed(expected.issuer) else {
+        guard EndpointURL.sameIssuer(issuer, expected.issuer) else {
             throw .claim("the ID token was issued by '\(RefreshOutcome.sanitized(issuer))', not '\(expected.issuer)'")
         }
         let audiences: [String]

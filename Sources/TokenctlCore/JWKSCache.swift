@@ -93,7 +93,7 @@ public struct JWKSCache: Sendable {
         var entry = load(issuer) ?? Entry(issuer: issuer)
         entry.refetchAttemptedAt = clock.now()
         save(entry)
-        guard let response = try? await http.send(HTTPRequest(method: .get, url: jwksURI, headers: [("Accept", "application/json")]), timeout: timeout),
+        guard let response = try? await http.send(.getJSON(jwksURI), timeout: timeout),
               response.status == 200, let keys = try? JSONWebKeySet.parse(response.body) else { return nil }
         store(issuer, jwksURI: jwksURI, document: String(decoding: response.body, as: UTF8.self))
         return keys

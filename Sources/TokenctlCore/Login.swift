@@ -295,7 +295,7 @@ extension TokenctlService {
         if let jwksURI {
             let response: HTTPResponse
             do {
-                response = try await http.send(HTTPRequest(method: .get, url: jwksURI.string, headers: [("Accept", "application/json")]), timeout: retry.attemptTimeout)
+                response = try await http.send(.getJSON(jwksURI.string), timeout: retry.attemptTimeout)
             } catch {
                 throw TokenctlError(.transient, "cannot fetch the issuer's keys from \(jwksURI): \(error)", hint: "Nothing was stored; try again later.")
             }

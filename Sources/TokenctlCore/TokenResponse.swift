@@ -12,37 +12,27 @@ public struct TokenResponse: Equatable, Sendable {
     /// - Throws: `TokenResponseError` when the body is not a JSON object, lacks a usable
     ///   `access_token`, or carries a token that would corrupt an HTTP header downstream.
     public static func parse(_ body: [UInt8]) throws(TokenResponseError) -> TokenResponse {
-        let object: [String: JSONValue]
-        do {
-            guard case .object(let parsed) = try JSONDecoder().decode(JSONValue.self, from: Data(body)) else {
-                throw TokenResponseError.notJSONObject
-            }
-            object = parsed
-        } catch let error as TokenResponseError {
-            throw error
-        } catch {
-            throw .notJSONObject
-        }
+        guard let object = JSONValue.parseObject(body) else { throw .notJSONObject }
         guard case .string(let accessToken)? = object["access_token"] else { throw .missingAccessToken }
         try validateToken(accessToken, field: "access_token")
-        var tokenType = "Bearer"
+        let tokenType = "Bearer"
         if let value = object["token_type"] {
             guard case .string(let type) = value else { throw .invalidField("token_type") }
             // Only bearer tokens can be handed to scripts as `Authorization: Bearer …`.
             guard type.lowercased() == "bearer" else { throw .unsupportedTokenType(type) }
-            tokenType = "Bearer"
         }
         var expiresIn: Double?
         switch object["expires_in"] {
         case nil, .null?: break
         case .number(let seconds)?: expiresIn = seconds
-        case .string(let text)?: expiresIn = Double(text)  // some servers quote it
+        case .string(let text)?:  // some servers quote it
+            guard let seconds = Double(text) else { throw .invalidField("expires_in") }
+            expiresIn = seconds
         default: throw .invalidField("expires_in")
         }
         if let seconds = expiresIn, !(seconds.isFinite && seconds >= 0 && seconds < 10 * 365 * 86400) {
             throw .invalidField("expires_in")
         }
-        if case .string? = object["expires_in"], expiresIn == nil { throw .invalidField("expires_in") }
         func optionalString(_ key: String) throws(TokenResponseError) -> String? {
             switch object[key] {
             case nil, .null?: return nil

@@ -75,6 +75,13 @@ public struct EndpointURL: Hashable, Sendable, CustomStringConvertible {
         string.hasSuffix("/") ? String(string.dropLast()) : string
     }
 
+    /// Whether `a` and `b` name the same issuer: equal, or equal apart from one trailing slash
+    /// (how OIDC Discovery §4.3 and ID-token `iss` checks compare them).
+    public static func sameIssuer(_ a: String, _ b: String) -> Bool {
+        func trimmed(_ text: String) -> String { text.hasSuffix("/") ? String(text.dropLast()) : text }
+        return a == b || trimmed(a) == trimmed(b)
+    }
+
     public var description: String { string }
 }
 
