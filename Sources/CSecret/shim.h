@@ -113,5 +113,19 @@ static inline const char *tokenctl_error_domain_name(const GError *error) {
     return g_quark_to_string(error->domain);
 }
 
+// The process id of the connection owning `name` on the bus (org.freedesktop.DBus
+// GetConnectionUnixProcessID), or 0: its argument is built with g_variant_new, which is
+// variadic. Names the Secret Service provider in hints (gnome-keyring, KeePassXC, KWallet).
+static inline guint32 tokenctl_bus_name_owner_pid(GDBusConnection *bus, const char *name, int timeout_ms) {
+    GVariant *reply = g_dbus_connection_call_sync(
+        bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixProcessID",
+        g_variant_new("(s)", name), G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, timeout_ms, NULL, NULL);
+    if (reply == NULL) return 0;
+    guint32 pid = 0;
+    g_variant_get(reply, "(u)", &pid);
+    g_variant_unref(reply);
+    return pid;
+}
+
 
 #endif

@@ -21,11 +21,15 @@ public struct CurlHTTPClient: HTTPClient {
 
 
     public func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+        try await send(request, timeout: timeout, connectTimeout: min(connectTimeout, timeout))
+    }
+
+    public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
         // libcurl's easy interface blocks; keep it off Swift's cooperative thread pool.
         let result: Result<HTTPResponse, HTTPTransportError> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(returning: Result { () throws(HTTPTransportError) -> HTTPResponse in
-                    try self.perform(request, timeout: timeout)
+                    try self.perform(request, timeout: timeout, connectTimeout: min(self.connectTimeout, connectTimeout))
                 })
             }
         }
@@ -33,6 +37,10 @@ public struct CurlHTTPClient: HTTPClient {
     }
 
     func perform(_ request: HTTPRequest, timeout: Double) throws(HTTPTransportError) -> HTTPResponse {
+        try perform(request, timeout: timeout, connectTimeout: min(connectTimeout, timeout))
+    }
+
+    func perform(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) throws(HTTPTransportError) -> HTTPResponse {
         if let failure = tokenctl_curl_load() {
             throw HTTPTransportError(.other, "cannot load libcurl (\(TOKENCTL_CURL_SONAME)): \(String(cString: failure)); install libcurl4")
         }

@@ -52,15 +52,17 @@ extension TokenctlService {
                                       hint: "Set DBUS_SESSION_BUS_ADDRESS, or enable lingering (loginctl enable-linger $USER) so /run/user/$UID/bus exists."))
         }
         var storeUsable = false
+        let secretService = (store as? JournaledSessionStore)?.inner as? SecretServiceStore ?? store as? SecretServiceStore
+        let providerName = secretService.map { " (provider: \($0.provider().name))" } ?? ""
         do {
             try store.checkAvailable()
-            checks.append(DoctorCheck("secret service", ok: true, "reachable"))
+            checks.append(DoctorCheck("secret service", ok: true, "reachable" + providerName))
             checks.append(DoctorCheck("keyring", ok: true, "default collection unlocked"))
             storeUsable = true
         } catch {
             switch error.reason {
             case .locked, .noDefaultCollection:
-                checks.append(DoctorCheck("secret service", ok: true, "reachable"))
+                checks.append(DoctorCheck("secret service", ok: true, "reachable" + providerName))
                 checks.append(DoctorCheck("keyring", ok: false, error.message, hint: error.hint))
             default:
                 checks.append(DoctorCheck("secret service", ok: false, error.message, hint: error.hint))
@@ -73,6 +75,28 @@ extension TokenctlService {
             checks.append(DoctorCheck("hot cache", ok: true, "kernel user keyring (token hits need no D-Bus)"))
         case .none:
             checks.append(DoctorCheck("hot cache", ok: true, "none: the kernel keyring is unavailable here, so every 'token' reads the Secret Service"))
+        }
+
+        // The rotation journal lives in the kernel keyring too.
+        let journal = (store as? JournaledSessionStore)?.journal
+        if let journal, journal.isAvailable {
+            checks.append(DoctorCheck("rotation journal", ok: true, "kernel user keyring (a rotated session is held in memory until the Secret Service has it)"))
+        } else {
+            checks.append(DoctorCheck(
+                "rotation journal", ok: true,
+                "unavailable: the kernel keyring cannot be used here, so a crash or a hung keyring between a rotation and its keyring write can lose the session"))
+        }
+
+        // Rotations the Secret Service does not hold yet (it may have been unusable since).
+        for (name, configuration) in configured {
+            let identity = SessionIdentity(profile: name, configuration: configuration)
+            if storeUsable { await completePendingWrite(name) }
+            guard let pending = store.pendingWrite(identity) else { continue }
+            checks.append(DoctorCheck(
+                "pending write '\(name)'", ok: false,
+                "a rotated session is held only in memory (kernel keyring) since \(Timestamp.iso8601(pending.journaledAt))"
+                    + (pending.pendingReason.map { ": \(RefreshOutcome.sanitized($0))" } ?? ""),
+                hint: "Make the Secret Service writable (see the checks above); the next tokenctl command then writes it. Until then a reboot or logout loses it."))
         }
 
         // Sessions.
@@ -89,7 +113,7 @@ extension TokenctlService {
                     checks.append(DoctorCheck("session '\(name)'", ok: false, "ended by the server (\(status.endedReason ?? "terminal failure"))",
                                               hint: "Run 'tokenctl --profile \(name) login'."))
                 case .storeUnavailable:
-                    checks.append(DoctorCheck("session '\(name)'", ok: false, status.storeProblem ?? "store unavailable"))
+                    checks.append(DoctorCheck("session '\(name)'", ok: false, status.storeProblem ?? "store unavailable", hint: status.storeHint))
                 }
             }
             if let orphans = try? orphanedSessions(), !orphans.isEmpty {
@@ -107,7 +131,7 @@ extension TokenctlService {
         // Lock directory.
         let lockDirectory = profiles.paths.lockDirectory
         do {
-            try FileIO.ensurePrivateDirectory(lockDirectory)
+            try FileIO.ensurePrivateDirectory(lockDirectory, createParents: false)
             var info = stat()
             stat(lockDirectory, &info)
             let writable = access(lockDirectory, W_OK) == 0

@@ -6,11 +6,13 @@ import TokenctlEssentials
 /// The lifecycle events of sessions, each tagged with an audit significance.
 public enum SessionEvent: String, Sendable, CaseIterable {
     case signedIn, signedOut, tokenRefreshed, sessionEnded, refreshFailed, sessionRevoked, storeUnavailable
+    /// A rotation held in the rotation journal reached the Secret Service.
+    case pendingWriteCompleted
 
     public var significance: EventSignificance {
         switch self {
         case .signedIn, .signedOut, .sessionEnded, .sessionRevoked: .high
-        case .storeUnavailable, .refreshFailed: .medium
+        case .storeUnavailable, .refreshFailed, .pendingWriteCompleted: .medium
         case .tokenRefreshed: .low
         }
     }

@@ -40,9 +40,9 @@ public struct HTTPResponse: Sendable, Equatable {
     public var headers: [String: String]
     public var body: [UInt8]
 
-    /// Statuses that mean "try again later" (RFC 6585 429, and the 5xx a proxy or an overloaded
-    /// server answers): the one rule `RefreshOutcome` and every other endpoint call classify by.
-    public static let transientStatuses: Set<Int> = [429, 500, 502, 503, 504]
+    /// Statuses that mean "try again later" (408 Request Timeout, RFC 6585 429, and the 5xx a
+    /// proxy or an overloaded server answers): the one rule `RefreshOutcome` and every other endpoint call classify by.
+    public static let transientStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
 
     public var isTransientFailure: Bool { Self.transientStatuses.contains(status) }
 
@@ -79,6 +79,15 @@ public struct HTTPTransportError: Error, Equatable, CustomStringConvertible {
 public protocol HTTPClient: Sendable {
     /// Send `request`, giving up after `timeout` seconds in all.
     func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse
+    /// Send `request`, giving up on connecting after `connectTimeout` seconds and on the whole
+    /// exchange after `timeout`.
+    func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError) -> HTTPResponse
+}
+
+extension HTTPClient {
+    public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+        try await send(request, timeout: timeout)
+    }
 }
 
 /// application/x-www-form-urlencoded (HTML form encoding, RFC 6749 appendix B).

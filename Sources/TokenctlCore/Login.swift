@@ -127,8 +127,12 @@ extension TokenctlService {
         let scope: String?
         if case .refreshToken = request.method { scope = request.scope } else {
             scope = request.scope ?? Self.defaultScope(supported: metadata?.scopesSupported)
-            // Find out before the user approves anything that the tokens could not be kept.
-            do { try store.checkAvailable() } catch { throw TokenctlError(error) }
+        }
+        // Find out before anything is sent to the token endpoint (which spends an imported
+        // refresh token on a rotating server) or approved by the user that the tokens could
+        // not be kept: reachable, unlocked, no prompt pending.
+        do { try store.checkAvailable() } catch {
+            throw TokenctlError(.storeUnavailable, error.message, hint: (error.hint.map { $0 + " " } ?? "").replacingSessionKept() + "Nothing was sent to the server.")
         }
         var extra: [(String, String)] = []
         if let audience = request.audience { extra.append(("audience", audience)) }
@@ -346,9 +350,12 @@ extension TokenctlService {
         if let clientSecret {
             do { try store.writeClientSecret(clientSecret, for: identity) } catch { throw TokenctlError(error) }
         }
-        do { try store.write(tokenSet, for: identity) } catch {
+        let outcome: PersistOutcome
+        do { outcome = try store.persist(tokenSet, for: identity, whenJournaled: {}) } catch {
             undoSecret()
-            throw TokenctlError(error)
+            throw TokenctlError(
+                .storeUnavailable, "the server issued the session but it could not be saved: \(error.message)",
+                hint: "The tokens were not kept and the server may count the grant as used: log in again once the Secret Service works (see 'tokenctl doctor').")
         }
         do { try profiles.save(configuration, as: profile) } catch {
             if let previousSet { try? store.write(previousSet, for: identity) } else { _ = try? store.delete(identity) }
@@ -365,5 +372,23 @@ extension TokenctlService {
             hotCache?.forget(stale)
         }
         events?.append(EventRecord(time: clock.now(), event: .signedIn, profile: profile.rawValue, issuer: configuration.issuer.string, subject: tokenSet.subject))
+        if case .pending(let error) = outcome {
+            events?.append(EventRecord(
+                time: clock.now(), event: .storeUnavailable, profile: profile.rawValue, issuer: configuration.issuer.string,
+                subject: tokenSet.subject, reason: "write-pending:" + error.reason.rawValue))
+            throw TokenctlError(
+                .storeUnavailable,
+                "signed in, but the Secret Service could not save the session: \(error.message)",
+                hint: "The session is held in memory only (the kernel keyring's rotation journal) and any tokenctl command writes it to the Secret Service once it can; 'tokenctl status' shows it as pending. It is lost on reboot or logout until then.")
+        }
+    }
+}
+
+extension String {
+    /// A store hint without "The session is kept." (said before a login has stored anything).
+    func replacingSessionKept() -> String {
+        if hasSuffix(" The session is kept.") { return String(dropLast(" The session is kept.".count)) }
+        if hasSuffix("; the session is kept.") { return String(dropLast("; the session is kept.".count)) + "." }
+        return self
     }
 }

@@ -24,7 +24,8 @@ extension LockProvider {
     public func waitWhileHeld(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> Bool { false }
 }
 
-/// flock(2) on `$XDG_RUNTIME_DIR/tokenctl/<profile>.lock`: dies with its process, so a killed
+/// flock(2) on `<runtime>/tokenctl/<profile>.lock` (`Paths.runtimeLockDirectory`: derived from
+/// the uid, the same for every process of the user): dies with its process, so a killed
 /// refresher never leaves a stale lock.
 public struct FileLockProvider: LockProvider {
     public let directory: String
@@ -36,13 +37,13 @@ public struct FileLockProvider: LockProvider {
     }
 
     public func acquire(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> any HeldLock {
-        do { try FileIO.ensurePrivateDirectory(directory) } catch {
-            throw TokenctlError(.unexpected, "cannot create the lock directory: \(error)")
+        do { try FileIO.ensurePrivateDirectory(directory, createParents: false) } catch {
+            throw Self.unusable("cannot use the lock directory: \(error)")
         }
         let path = lockPath(profile)
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
         guard descriptor >= 0 else {
-            throw TokenctlError(.unexpected, "cannot open the lock \(path): \(String(cString: strerror(errno)))")
+            throw Self.unusable("cannot open the lock \(path): \(String(cString: strerror(errno)))")
         }
         let lock = FileLock(descriptor: descriptor)
         let deadline = clock.now() + timeout
@@ -61,7 +62,7 @@ public struct FileLockProvider: LockProvider {
     /// shared lock is dropped at once (closing the descriptor). No lock file: nobody refreshes.
     public func waitWhileHeld(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> Bool {
         let path = lockPath(profile)
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
         let deadline = clock.now() + timeout
@@ -75,6 +76,13 @@ public struct FileLockProvider: LockProvider {
             try await pause(&wait)
         }
         return waited
+    }
+
+    /// A lock directory or file tokenctl must not use (another user's, a symlink, not a directory).
+    private static func unusable(_ message: String) -> TokenctlError {
+        TokenctlError(
+            .configuration, message,
+            hint: "tokenctl keeps its refresh locks in /run/user/$(id -u)/tokenctl, or /tmp/tokenctl-$(id -u) without one; it must be a directory of yours with mode 0700.")
     }
 
     /// The profile's lock file (as `Paths.lockFile` names it).

@@ -7,7 +7,7 @@
 /// | 400 `invalid_grant`                                       | terminal  |
 /// | timeout, DNS/connect/TLS/reset errors                     | transient |
 /// | 429 (honouring Retry-After)                               | transient |
-/// | 500, 502, 503, 504 (any body)                             | transient |
+/// | 408, 500, 502, 503, 504 (any body)                        | transient |
 /// | anything else (other 4xx, empty 400, HTML, 200 unusable)  | terminal  |
 ///
 /// Only a terminal outcome may end a session (RFC 6749 §5.2 errors are the server saying
@@ -109,6 +109,17 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
         case .serverError(let status): "the server failed with HTTP \(status)"
         case .lockTimeout: "another tokenctl process has been refreshing this profile for too long"
         case .deadlineExceeded(let last): "gave up before the deadline; last error: \(last)"
+        }
+    }
+
+    /// Whether the request may have reached the server and been acted on (a refresh token
+    /// rotated) although no answer came: a timeout or a reset after connecting. Not for
+    /// failures before anything was sent (DNS, connect, TLS) or for answers (429, 5xx).
+    public var requestMayHaveReachedServer: Bool {
+        switch self {
+        case .transport(let kind, _): kind == .timeout || kind == .connectionReset || kind == .other
+        case .deadlineExceeded(let last): last != "no time left"
+        case .rateLimited, .serverError, .lockTimeout: false
         }
     }
 

@@ -8,9 +8,16 @@ public struct RetryPolicy: Sendable {
     public var deadline: Double
     /// A single request never takes longer than this.
     public var attemptTimeout: Double
+    /// The whole command's deadline (`Clock` time), if it has one: no attempt or wait starts
+    /// past it, whatever `deadline` says (the lock wait may have used part of it).
+    public var commandDeadline: Double?
     /// No wait is shorter than this, so `Retry-After: 0` or a near-zero jitter cannot make
     /// back-to-back requests.
     public var minimumDelay: Double = 0.1
+    /// A refresh request that reached the server is given at least this long to be answered,
+    /// even past the deadline: abandoning it could leave the server's rotation unseen (the old
+    /// refresh token spent, the new one never stored). Connecting stays inside the deadline.
+    public var sentRefreshMinimum: Double = 5
     /// At most this many requests per exchange, whatever the deadline.
     public var maximumAttempts: Int = 8
     /// A uniform random number in [0, 1) (injectable for tests).

@@ -1,32 +1,69 @@
 // Every libsecret call of tokenctl lives in this file.
 import CSecret
+import Dispatch
 import Synchronization
 import TokenctlEssentials
 
-/// Token sets in the freedesktop Secret Service (GNOME Keyring, KeePassXC, …) through libsecret.
+/// Token sets in the freedesktop Secret Service (GNOME Keyring, KeePassXC, KWallet, …) through
+/// libsecret.
 ///
 /// One item per profile, attributes `application=tokenctl`, `profile`, `issuer`, `client_id`,
 /// `kind=session`; the secret is the whole `TokenSet` as JSON, so a rotation replaces the
-/// access and refresh tokens in one atomic `CreateItem(replace: true)`.
+/// access and refresh tokens in one atomic write: `Item.SetSecret` on the existing item, and
+/// `CreateItem` only when there is none (KeePassXC before 2.7.6 opens an access dialog on
+/// `CreateItem(replace: true)` over another client's item, even with confirmations off).
+///
+/// Every call is bounded: D-Bus calls by the proxy's timeout, and calls that may wait for a
+/// provider's prompt (create, delete, unlock) or for the bus itself by a watchdog that cancels
+/// them, each at the per-call timeout or the command's deadline, whichever comes first.
 public final class SecretServiceStore: SessionStore, Sendable {
+    /// How long calls may take, and who may answer a prompt.
+    public struct Options: Sendable {
+        /// The bound of one call, in seconds (default 10).
+        public var callTimeout: Double
+        /// The command's deadline (`Clock.system` time), or nil for none. A write of a set the
+        /// server has already rotated is still given `minimumWriteTime` past it.
+        public var deadline: Double?
+        /// Whether a person can answer a provider's prompt (stderr is a terminal).
+        public var interactive: Bool
+        /// Told, once per call, when a call that may show a prompt has waited a second: what
+        /// to approve (on a terminal, the engine prints it to stderr).
+        public var promptNotice: (@Sendable (String) -> Void)?
+
+        public init(callTimeout: Double = 10, deadline: Double? = nil, interactive: Bool = false, promptNotice: (@Sendable (String) -> Void)? = nil) {
+            self.callTimeout = callTimeout
+            self.deadline = deadline
+            self.interactive = interactive
+            self.promptNotice = promptNotice
+        }
+    }
+
+    /// A write after the deadline still gets this long: the journal holds the set meanwhile,
+    /// but where there is no journal it is the only copy.
+    public static let minimumWriteTime: Double = 2
+
     public static let application = "tokenctl"
     public static let sessionKind = "session"
     /// Secret Service providers and D-Bus limit message sizes; a token set is far below this.
     public static let maximumSecretBytes = 96 * 1024
     public static let clientSecretKind = "client-secret"
 
-    /// D-Bus call timeout for every store operation, in milliseconds.
-    private let timeoutMilliseconds: Int32
+    private let options: Options
     /// The connection, made on first use and kept: GIO's shared session-bus connection and the
     /// Secret Service proxy with its open session.
     private struct Connection: @unchecked Sendable {
         var service: UnsafeMutablePointer<SecretService>?
         var bus: OpaquePointer?
+        var provider: SecretServiceProvider?
     }
     private let connection = Mutex(Connection())
 
-    public init(timeout: Double = 10) {
-        self.timeoutMilliseconds = Int32(timeout * 1000)
+    public init(options: Options = Options()) {
+        self.options = options
+    }
+
+    public convenience init(timeout: Double) {
+        self.init(options: Options(callTimeout: timeout))
     }
 
     deinit {
@@ -49,8 +86,6 @@ public final class SecretServiceStore: SessionStore, Sendable {
     }
 
     public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
-        let service = try connect()
-        try requireUnlockedDefaultCollection(service)
         let bytes: [UInt8]
         do { bytes = try tokenSet.encoded() } catch {
             throw StoreError(.other, "could not encode the token set: \(error)")
@@ -60,16 +95,9 @@ public final class SecretServiceStore: SessionStore, Sendable {
                 .itemTooLarge, "the token set is too large to store (\(bytes.count) bytes; the limit is \(Self.maximumSecretBytes))",
                 hint: "The server issues unusually large tokens; ask for fewer scopes or claims.")
         }
-        let table = attributes(identity)
-        defer { g_hash_table_unref(table) }
-        let value = bytes.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { secret_value_new($0.baseAddress, buffer.count, "application/json") }
-        }
-        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
-        let label = "tokenctl session: \(identity.profile) (\(identity.issuer))"
-        var error: UnsafeMutablePointer<GError>?
-        let stored = secret_service_store_sync(service, tokenctl_secret_schema(), table, nil, label, value, nil, &error)
-        if stored == 0 { throw storeError(error, operation: "store the session") }
+        try storeSecret(
+            bytes, contentType: "application/json", attributes: attributes(identity),
+            label: "tokenctl session: \(identity.profile) (\(identity.issuer))", operation: "store the session")
     }
 
     public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
@@ -117,37 +145,100 @@ public final class SecretServiceStore: SessionStore, Sendable {
     }
 
     public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
-        let service = try connect()
-        try requireUnlockedDefaultCollection(service)
-        let table = attributes(identity, kind: Self.clientSecretKind)
-        defer { g_hash_table_unref(table) }
-        let bytes = Array(secret.utf8)
-        let value = bytes.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { secret_value_new($0.baseAddress, buffer.count, "text/plain") }
-        }
-        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
-        let label = "tokenctl client secret: \(identity.profile) (\(identity.clientID) at \(identity.issuer))"
-        var error: UnsafeMutablePointer<GError>?
-        if secret_service_store_sync(service, tokenctl_secret_schema(), table, nil, label, value, nil, &error) == 0 {
-            throw storeError(error, operation: "store the client secret")
-        }
+        try storeSecret(
+            Array(secret.utf8), contentType: "text/plain", attributes: attributes(identity, kind: Self.clientSecretKind),
+            label: "tokenctl client secret: \(identity.profile) (\(identity.clientID) at \(identity.issuer))",
+            operation: "store the client secret")
     }
 
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
         try deleteItems(matching: attributes(identity, kind: Self.clientSecretKind)) { _ throws(StoreError) in true } > 0
     }
 
-    /// Whether the default collection exists and is unlocked (for `status` and diagnostics).
+    /// Whether the default collection exists and is unlocked (for `status`, `doctor` and the
+    /// check every login makes before it spends a grant).
     public func checkAvailable() throws(StoreError) {
         try requireUnlockedDefaultCollection(try connect())
+    }
+
+    /// Whether tokenctl's items for `identity` are locked one by one although the collection is
+    /// open (KeePassXC's "Confirm when passwords are retrieved by clients"), for `doctor`.
+    public func isLockedPerItem(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+        let (unlocked, locked) = try searchPaths(attributes(identity))
+        guard unlocked.isEmpty, !locked.isEmpty else { return false }
+        do { try requireUnlockedDefaultCollection(try connect()) } catch { return false }
+        return true
+    }
+
+    /// The program that owns `org.freedesktop.secrets` on the session bus, for hints and `doctor`.
+    public func provider() -> SecretServiceProvider {
+        // Not while connecting (errors there land here): the lock is ours then.
+        func snapshot() -> (bus: BusHandle?, known: SecretServiceProvider?)? {
+            connection.withLockIfAvailable { state in (state.bus.map { BusHandle(pointer: $0) }, state.provider) }
+        }
+        guard var current = snapshot() else { return .unknown }
+        if let known = current.known { return known }
+        if current.bus == nil {
+            _ = try? connect()
+            guard let again = snapshot() else { return .unknown }
+            current = again
+        }
+        guard let bus = current.bus else { return .unknown }
+        let pid = tokenctl_bus_name_owner_pid(bus.pointer, "org.freedesktop.secrets", Int32(min(1000, max(100, (try? boundMilliseconds("ask the bus")) ?? 1000))))
+        var found = SecretServiceProvider.unknown
+        if pid != 0, let comm = try? FileIO.readFile("/proc/\(pid)/comm", limit: 256) {
+            found = SecretServiceProvider(processName: String(comm.prefix { $0 != "\n" }))
+        }
+        connection.withLock { $0.provider = found }
+        return found
+    }
+
+    // MARK: Bounds
+
+    /// The bound of the next call, in milliseconds: the per-call timeout or what is left of the
+    /// command's deadline (`floor` past it, for the write of a rotated set).
+    private func boundMilliseconds(_ operation: String, floor: Double = 0) throws(StoreError) -> Int32 {
+        var seconds = options.callTimeout
+        if let deadline = options.deadline {
+            let left = max(deadline - Clock.system.now(), floor)
+            guard left > 0.05 else {
+                throw StoreError(
+                    .timeout, "the command's time ran out (--timeout) before tokenctl could \(operation)",
+                    hint: "Give it more time with --timeout SECONDS.")
+            }
+            seconds = min(seconds, left)
+        }
+        return Int32(max(50, min(seconds * 1000, Double(Int32.max))))
+    }
+
+    /// Run `body` with a GCancellable that a watchdog cancels after `milliseconds`: prompts
+    /// (CreateItem, Delete, Unlock) and the bus connection have no D-Bus timeout of their own.
+    /// When `prompt` is given and the call is still running after a second, `promptNotice`
+    /// hears what to approve.
+    private func withWatchdog<T>(
+        _ milliseconds: Int32, prompt: String? = nil,
+        _ body: (UnsafeMutablePointer<GCancellable>) throws(StoreError) -> T
+    ) throws(StoreError) -> T {
+        let cancellable = CancellableHandle()
+        let finished = FinishedFlag()
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(milliseconds))) { [cancellable, finished] in
+            if !finished.isSet { g_cancellable_cancel(cancellable.pointer) }
+        }
+        if let prompt, let notice = options.promptNotice, milliseconds > 1000 {
+            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(1)) { [finished] in
+                if !finished.isSet { notice(prompt) }
+            }
+        }
+        defer { finished.set() }
+        return try body(cancellable.pointer)
     }
 
     // MARK: libsecret plumbing
 
     private func connect() throws(StoreError) -> UnsafeMutablePointer<SecretService> {
-        try connection.withLock { (state) throws(StoreError) -> ServiceHandle in
+        let milliseconds = try boundMilliseconds("connect to the Secret Service", floor: 0)
+        let handle = try connection.withLock { (state) throws(StoreError) -> ServiceHandle in
             if let service = state.service { return ServiceHandle(service) }
-            var error: UnsafeMutablePointer<GError>?
             guard getenv("DBUS_SESSION_BUS_ADDRESS") != nil else {
                 // GLib would try to autolaunch a bus through X11 and report that instead.
                 throw StoreError(
@@ -156,25 +247,36 @@ public final class SecretServiceStore: SessionStore, Sendable {
                     hint: Self.noBusHint)
             }
             // GIO's shared session connection (the one the proxy below uses), kept referenced for
-            // the life of the store so that it stays open between calls.
-            guard let bus = g_bus_get_sync(G_BUS_TYPE_SESSION, nil, &error) else {
-                throw storeError(error, operation: "connect to the session bus")
+            // the life of the store so that it stays open between calls. Connecting has no
+            // timeout of its own (a stopped bus daemon never answers the handshake).
+            let bus = try withWatchdog(milliseconds) { (cancellable) throws(StoreError) -> OpaquePointer in
+                var error: UnsafeMutablePointer<GError>?
+                guard let bus = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, &error) else {
+                    let message = error.flatMap { $0.pointee.message.map { String(cString: $0) } } ?? "unknown error"
+                    if let error { g_error_free(error) }
+                    throw StoreError(.noSessionBus, "cannot connect to the D-Bus session bus: \(message)", hint: Self.noBusHint)
+                }
+                return bus
             }
             if let previous = state.bus { tokenctl_object_unref(UnsafeMutableRawPointer(previous)) }
             state.bus = bus
+            var error: UnsafeMutablePointer<GError>?
             // A lean proxy: building it sends nothing to the Secret Service, so the first call
             // that reaches the daemon is OpenSession, already under our timeout (a stopped
             // daemon must not hang a cron job for D-Bus's default 25 s).
-            guard let service = tokenctl_secret_service_open(timeoutMilliseconds, &error) else {
+            guard let service = tokenctl_secret_service_open(milliseconds, &error) else {
                 throw storeError(error, operation: "connect to the Secret Service")
             }
-            if secret_service_ensure_session_sync(service, nil, &error) == 0 {
+            let opened = try withWatchdog(milliseconds) { cancellable in secret_service_ensure_session_sync(service, cancellable, &error) }
+            if opened == 0 {
                 tokenctl_object_unref(service)
                 throw storeError(error, operation: "open a session with the Secret Service")
             }
             state.service = service
             return ServiceHandle(service)
-        }.pointer
+        }
+        tokenctl_proxy_set_timeout(handle.pointer, milliseconds)
+        return handle.pointer
     }
 
     /// The proxy pointer, handed out of the lock (it lives as long as the store).
@@ -183,14 +285,14 @@ public final class SecretServiceStore: SessionStore, Sendable {
         init(_ pointer: UnsafeMutablePointer<SecretService>) { self.pointer = pointer }
     }
 
+    private struct BusHandle: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
     static let noBusHint = "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus); for cron and timers without a login, enable lingering: loginctl enable-linger $USER."
 
-    /// The secret of the first item matching `table` (consumed), or nil when there is none.
-    ///
-    /// By D-Bus object path: SearchItems, then GetSecrets through the open session — no item
-    /// proxy is built (that would cost a property load and signal subscriptions per read).
-    /// A match that is only among the locked items is reported as locked, never as absent.
-    private func readSecret(_ table: OpaquePointer, operation: String) throws(StoreError) -> OpaquePointer? {
+    /// The D-Bus paths of the items matching `table` (consumed): unlocked, and locked.
+    private func searchPaths(_ table: OpaquePointer) throws(StoreError) -> (unlocked: [String], locked: [String]) {
         defer { g_hash_table_unref(table) }
         let service = try connect()
         var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
@@ -203,10 +305,57 @@ public final class SecretServiceStore: SessionStore, Sendable {
             g_strfreev(unlocked)
             g_strfreev(locked)
         }
-        guard let path = unlocked?.pointee else {
-            if locked?.pointee != nil { throw lockedError() }
-            return nil
+        return (Self.strings(unlocked), Self.strings(locked))
+    }
+
+    private static func strings(_ vector: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
+        var result: [String] = []
+        guard var cursor = vector else { return result }
+        while let string = cursor.pointee {
+            result.append(String(cString: string))
+            cursor += 1
         }
+        return result
+    }
+
+    /// The unlocked paths of the items matching `table` (consumed). Items locked one by one in
+    /// an open collection (KeePassXC asks the user per client) are unlocked with
+    /// `Service.Unlock` when a person can answer; otherwise, and in a locked collection, the
+    /// error says which lock it is.
+    private func unlockedPaths(_ table: OpaquePointer) throws(StoreError) -> [String] {
+        let (unlocked, locked) = try searchPaths(table)
+        guard unlocked.isEmpty, !locked.isEmpty else { return unlocked }
+        let service = try connect()
+        try requireUnlockedDefaultCollection(service)
+        // The collection is open, the items are not: a per-item lock.
+        guard options.interactive else { throw perItemLockedError() }
+        let provider = provider()
+        let milliseconds = try boundMilliseconds("ask \(provider.name) for access")
+        var error: UnsafeMutablePointer<GError>?
+        var newlyUnlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        let count = try withWatchdog(milliseconds, prompt: "\(provider.name) asks whether tokenctl may use its item: allow it in the \(provider.name) window.") { cancellable in
+            var pointers: [UnsafePointer<CChar>?] = locked.map { UnsafePointer(strdup($0)) } + [nil]
+            defer { for pointer in pointers { free(UnsafeMutableRawPointer(mutating: pointer)) } }
+            return pointers.withUnsafeMutableBufferPointer { buffer in
+                secret_service_unlock_dbus_paths_sync(service, buffer.baseAddress, cancellable, &newlyUnlocked, &error)
+            }
+        }
+        defer { g_strfreev(newlyUnlocked) }
+        if let error { throw storeError(error, operation: "ask \(provider.name) for access to tokenctl's item") }
+        let paths = Self.strings(newlyUnlocked)
+        guard count > 0, !paths.isEmpty else { throw perItemLockedError() }
+        return paths
+    }
+
+    /// The secret of the first item matching `table` (consumed), or nil when there is none.
+    ///
+    /// By D-Bus object path: SearchItems, then GetSecrets through the open session — no item
+    /// proxy is built (that would cost a property load and signal subscriptions per read).
+    /// A match that is only among the locked items is reported as locked, never as absent.
+    private func readSecret(_ table: OpaquePointer, operation: String) throws(StoreError) -> OpaquePointer? {
+        guard let path = try unlockedPaths(table).first else { return nil }
+        let service = try connect()
+        var error: UnsafeMutablePointer<GError>?
         let value = secret_service_get_secret_for_dbus_path_sync(service, path, nil, &error)
         if let error {
             // Deleted by another process between the search and the read: absent.
@@ -217,6 +366,44 @@ public final class SecretServiceStore: SessionStore, Sendable {
             throw storeError(error, operation: operation)
         }
         return value
+    }
+
+    /// Replace the secret of the item matching `attributes` (consumed) with `Item.SetSecret`, or
+    /// create the item when there is none.
+    private func storeSecret(_ bytes: [UInt8], contentType: String, attributes table: OpaquePointer, label: String, operation: String) throws(StoreError) {
+        defer { g_hash_table_unref(table) }
+        let service = try connect()
+        let value = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { secret_value_new($0.baseAddress, buffer.count, contentType) }
+        }
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        let milliseconds = try boundMilliseconds(operation, floor: Self.minimumWriteTime)
+        let provider = provider()
+        g_hash_table_ref(table)
+        if let path = try unlockedPaths(table).first {
+            let replaced = try withWatchdog(milliseconds, prompt: "\(provider.name) asks to confirm a change to tokenctl's item: allow it.") { (cancellable) throws(StoreError) -> Bool in
+                var error: UnsafeMutablePointer<GError>?
+                guard let item = secret_item_new_for_dbus_path_sync(service, path, SECRET_ITEM_NONE, cancellable, &error) else {
+                    if let error, Self.isUnknownObject(error) {
+                        g_error_free(error)
+                        return false  // deleted meanwhile: create it below
+                    }
+                    throw storeError(error, operation: operation)
+                }
+                defer { tokenctl_object_unref(item) }
+                tokenctl_proxy_set_timeout(item, milliseconds)
+                if secret_item_set_secret_sync(item, value, cancellable, &error) == 0 { throw storeError(error, operation: operation) }
+                return true
+            }
+            if replaced { return }
+        }
+        try requireUnlockedDefaultCollection(service)
+        try withWatchdog(milliseconds, prompt: "\(provider.name) asks to confirm a new item for tokenctl: allow it.") { (cancellable) throws(StoreError) in
+            var error: UnsafeMutablePointer<GError>?
+            if secret_service_store_sync(service, tokenctl_secret_schema(), table, nil, label, value, cancellable, &error) == 0 {
+                throw storeError(error, operation: operation)
+            }
+        }
     }
 
     private func attributes(_ identity: SessionIdentity, kind: String = SecretServiceStore.sessionKind) -> OpaquePointer {
@@ -260,12 +447,15 @@ public final class SecretServiceStore: SessionStore, Sendable {
     private func search(_ table: OpaquePointer, loadSecrets: Bool) throws(StoreError) -> ItemList {
         defer { g_hash_table_unref(table) }
         let service = try connect()
+        let milliseconds = try boundMilliseconds("search the Secret Service")
         var flags = SECRET_SEARCH_ALL.rawValue
         if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
         var error: UnsafeMutablePointer<GError>?
-        let list = secret_service_search_sync(service, tokenctl_secret_schema(), table, SecretSearchFlags(flags), nil, &error)
+        let list = try withWatchdog(milliseconds) { cancellable in
+            secret_service_search_sync(service, tokenctl_secret_schema(), table, SecretSearchFlags(flags), cancellable, &error)
+        }
         if let error { throw storeError(error, operation: "search the Secret Service") }
-        return ItemList(list: list, timeoutMilliseconds: timeoutMilliseconds)
+        return ItemList(list: list, timeoutMilliseconds: milliseconds)
     }
 
     private func deleteItems(
@@ -276,10 +466,17 @@ public final class SecretServiceStore: SessionStore, Sendable {
         defer { items.release() }
         var deleted = 0
         for item in items.items {
-            if secret_item_get_locked(item) != 0 { throw lockedError() }
+            if secret_item_get_locked(item) != 0 {
+                try requireUnlockedDefaultCollection(try connect())
+                throw perItemLockedError()
+            }
             guard try shouldDelete(item) else { continue }
+            let milliseconds = try boundMilliseconds("delete the session", floor: Self.minimumWriteTime)
             var error: UnsafeMutablePointer<GError>?
-            if secret_item_delete_sync(item, nil, &error) == 0 {
+            let ok = try withWatchdog(milliseconds, prompt: "\(provider().name) asks to confirm deleting tokenctl's item: allow it.") { cancellable in
+                secret_item_delete_sync(item, cancellable, &error)
+            }
+            if ok == 0 {
                 // Another process deleted it between our search and our delete: that is done too.
                 if let error, Self.isUnknownObject(error) {
                     g_error_free(error)
@@ -293,14 +490,13 @@ public final class SecretServiceStore: SessionStore, Sendable {
     }
 
     private static func isUnknownObject(_ error: UnsafeMutablePointer<GError>) -> Bool {
-        var remoteName = ""
-        if let remote = tokenctl_error_remote_name(error) {
-            remoteName = String(cString: remote)
-            g_free(remote)
+        let domain = error.pointee.domain, code = error.pointee.code
+        if domain == g_dbus_error_quark() {
+            return code == Int32(G_DBUS_ERROR_UNKNOWN_OBJECT.rawValue) || code == Int32(G_DBUS_ERROR_UNKNOWN_METHOD.rawValue)
+                || code == Int32(G_DBUS_ERROR_UNKNOWN_INTERFACE.rawValue)
         }
-        let message = error.pointee.message.map { String(cString: $0) } ?? ""
-        return remoteName == "org.freedesktop.DBus.Error.UnknownObject" || remoteName == "org.freedesktop.DBus.Error.UnknownMethod"
-            || message.contains("No such interface") || message.contains("No such object")
+        if domain == secret_error_get_quark() { return code == Int32(SECRET_ERROR_NO_SUCH_OBJECT.rawValue) }
+        return false
     }
 
     private func decodeSecret(of item: UnsafeMutablePointer<SecretItem>) throws(StoreError) -> TokenSet? {
@@ -330,64 +526,178 @@ public final class SecretServiceStore: SessionStore, Sendable {
     }
 
     private func requireUnlockedDefaultCollection(_ service: UnsafeMutablePointer<SecretService>) throws(StoreError) {
+        let milliseconds = try boundMilliseconds("open the default keyring")
         var error: UnsafeMutablePointer<GError>?
-        let collection = secret_collection_for_alias_sync(service, "default", SECRET_COLLECTION_NONE, nil, &error)
+        let collection = try withWatchdog(milliseconds) { cancellable in
+            secret_collection_for_alias_sync(service, "default", SECRET_COLLECTION_NONE, cancellable, &error)
+        }
         if let error { throw storeError(error, operation: "open the default keyring") }
         guard let collection else {
+            let provider = provider()
             throw StoreError(
-                .noDefaultCollection, "the Secret Service has no default keyring (collection)",
-                hint: "Create one, e.g. by unlocking gnome-keyring once: printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets")
+                .noDefaultCollection, "the Secret Service (\(provider.name)) has no default keyring (collection)",
+                hint: provider.noDefaultCollectionHint)
         }
         defer { tokenctl_object_unref(collection) }
-        tokenctl_proxy_set_timeout(collection, timeoutMilliseconds)
+        tokenctl_proxy_set_timeout(collection, milliseconds)
         if secret_collection_get_locked(collection) != 0 { throw lockedError() }
     }
 
     private func lockedError() -> StoreError {
-        StoreError(
-            .locked, "the keyring is locked",
-            hint: "Unlock it (log in to the desktop, or run: printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets) and try again. The session is kept.")
+        let provider = provider()
+        return StoreError(.locked, "the keyring is locked (\(provider.name))", hint: provider.unlockHint + " The session is kept.")
     }
 
-    /// Classify a GError (consumed) from libsecret/GDBus.
+    private func perItemLockedError() -> StoreError {
+        let provider = provider()
+        return StoreError(
+            .itemLocked, "\(provider.name) keeps tokenctl's item locked until you allow this program to access it",
+            hint: provider.perItemUnlockHint + " The session is kept.")
+    }
+
+    /// Classify a GError (consumed) from libsecret/GDBus by its domain and code (and the
+    /// remote D-Bus error name, which is never translated), not by its translated message.
     private func storeError(_ error: UnsafeMutablePointer<GError>?, operation: String) -> StoreError {
         guard let error else { return StoreError(.other, "could not \(operation)") }
         defer { g_error_free(error) }
-        let message = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
+        let message = RefreshOutcome.sanitized(error.pointee.message.map { String(cString: $0) } ?? "unknown error")
         var remoteName = ""
         if let remote = tokenctl_error_remote_name(error) {
             remoteName = String(cString: remote)
             g_free(remote)
         }
-        let domain = String(cString: tokenctl_error_domain_name(error))
-        let hintBus = Self.noBusHint
-        if message.contains("autolaunch") || message.contains("DISPLAY") || message.contains("Could not connect")
-            || (domain == "g-io-error-quark" && remoteName.isEmpty && message.contains("bus")) {
-            return StoreError(.noSessionBus, "no D-Bus session bus: \(message)", hint: hintBus)
+        let domain = error.pointee.domain, code = error.pointee.code
+        func timedOut() -> StoreError {
+            StoreError(
+                .timeout, "the Secret Service (\(provider().name)) did not answer in time (\(operation))",
+                hint: "Check that it is running and not waiting for a prompt; the session is kept.")
         }
-        if remoteName == "org.freedesktop.DBus.Error.ServiceUnknown" || remoteName == "org.freedesktop.DBus.Error.NameHasNoOwner"
-            || remoteName == "org.freedesktop.DBus.Error.Spawn.ChildExited" || remoteName.hasPrefix("org.freedesktop.DBus.Error.Spawn") {
-            return StoreError(
-                .noSecretService, "no Secret Service on the session bus (\(remoteName))",
-                hint: "Install and start a Secret Service provider, e.g. gnome-keyring: gnome-keyring-daemon --start --components=secrets")
+        if domain == g_dbus_error_quark() {
+            switch UInt32(bitPattern: code) {
+            case G_DBUS_ERROR_SERVICE_UNKNOWN.rawValue, G_DBUS_ERROR_NAME_HAS_NO_OWNER.rawValue,
+                 G_DBUS_ERROR_SPAWN_EXEC_FAILED.rawValue, G_DBUS_ERROR_SPAWN_FORK_FAILED.rawValue,
+                 G_DBUS_ERROR_SPAWN_CHILD_EXITED.rawValue, G_DBUS_ERROR_SPAWN_CHILD_SIGNALED.rawValue,
+                 G_DBUS_ERROR_SPAWN_FAILED.rawValue, G_DBUS_ERROR_SPAWN_SETUP_FAILED.rawValue,
+                 G_DBUS_ERROR_SPAWN_CONFIG_INVALID.rawValue, G_DBUS_ERROR_SPAWN_SERVICE_INVALID.rawValue,
+                 G_DBUS_ERROR_SPAWN_SERVICE_NOT_FOUND.rawValue, G_DBUS_ERROR_SPAWN_PERMISSIONS_INVALID.rawValue,
+                 G_DBUS_ERROR_SPAWN_FILE_INVALID.rawValue, G_DBUS_ERROR_SPAWN_NO_MEMORY.rawValue:
+                return StoreError(
+                    .noSecretService, "no Secret Service on the session bus (\(remoteName.isEmpty ? "no owner" : remoteName))",
+                    hint: SecretServiceProvider.startAnyHint)
+            case G_DBUS_ERROR_NO_REPLY.rawValue, G_DBUS_ERROR_TIMEOUT.rawValue, G_DBUS_ERROR_TIMED_OUT.rawValue:
+                return timedOut()
+            case G_DBUS_ERROR_DISCONNECTED.rawValue, G_DBUS_ERROR_UNKNOWN_OBJECT.rawValue, G_DBUS_ERROR_UNKNOWN_METHOD.rawValue,
+                 G_DBUS_ERROR_UNKNOWN_INTERFACE.rawValue:
+                return StoreError(
+                    .serviceGone, "the Secret Service went away during the operation (\(operation)): \(message)",
+                    hint: "Restart your Secret Service provider and try again; the session is kept.")
+            default:
+                break
+            }
         }
-        if remoteName == "org.freedesktop.DBus.Error.NoReply" || remoteName == "org.freedesktop.DBus.Error.Timeout"
-            || message.localizedCaseInsensitiveContainsASCII("timed out") || message.localizedCaseInsensitiveContainsASCII("timeout") {
-            return StoreError(.timeout, "the Secret Service did not answer in time (\(operation))", hint: "Check that the keyring daemon is running and not waiting for a prompt.")
-        }
-        if message.contains("disconnected") || message.contains("closed") || remoteName == "org.freedesktop.DBus.Error.Disconnected"
-            || remoteName == "org.freedesktop.DBus.Error.UnknownObject" || remoteName == "org.freedesktop.DBus.Error.UnknownMethod" {
-            return StoreError(.serviceGone, "the Secret Service went away during the operation (\(operation)): \(message)", hint: "Restart the keyring daemon and try again; the session is kept.")
-        }
-        if remoteName == "org.freedesktop.Secret.Error.IsLocked" || message.contains("locked") {
+        if remoteName == "org.freedesktop.Secret.Error.IsLocked" || (domain == secret_error_get_quark() && code == Int32(SECRET_ERROR_IS_LOCKED.rawValue)) {
             return lockedError()
+        }
+        if domain == g_io_error_quark() {
+            switch UInt32(bitPattern: code) {
+            case G_IO_ERROR_TIMED_OUT.rawValue:
+                return timedOut()
+            case G_IO_ERROR_CANCELLED.rawValue:
+                // Only tokenctl's watchdog cancels: the call (or a prompt it waits for) ran out of time.
+                let provider = provider()
+                return StoreError(
+                    .promptPending,
+                    "the Secret Service (\(provider.name)) did not finish in time (\(operation)); it may be waiting for a confirmation prompt",
+                    hint: options.interactive
+                        ? "Approve the request in \(provider.name) and try again; the session is kept."
+                        : "Run the command again in a terminal of your desktop session and approve the request \(provider.name) shows; the session is kept.")
+            case G_IO_ERROR_CLOSED.rawValue, G_IO_ERROR_BROKEN_PIPE.rawValue, G_IO_ERROR_CONNECTION_CLOSED.rawValue:
+                return StoreError(
+                    .serviceGone, "the Secret Service went away during the operation (\(operation)): \(message)",
+                    hint: "Restart your Secret Service provider and try again; the session is kept.")
+            default:
+                break
+            }
         }
         return StoreError(.other, "could not \(operation): \(message)")
     }
 }
 
-extension String {
-    func localizedCaseInsensitiveContainsASCII(_ other: String) -> Bool {
-        lowercased().contains(other.lowercased())
+/// The program that provides the Secret Service, so that hints fit it.
+public enum SecretServiceProvider: Sendable, Equatable {
+    case gnomeKeyring, keePassXC, kWallet
+    case other(String)
+    case unknown
+
+    /// From the owner's `/proc/PID/comm`.
+    public init(processName: String) {
+        switch processName {
+        case "gnome-keyring-d", "gnome-keyring-daemon": self = .gnomeKeyring
+        case let name where name.lowercased().hasPrefix("keepassxc"): self = .keePassXC
+        case "kwalletd5", "kwalletd6", "ksecretd": self = .kWallet
+        default: self = .other(RefreshOutcome.sanitized(processName))
+        }
     }
+
+    public var name: String {
+        switch self {
+        case .gnomeKeyring: "gnome-keyring"
+        case .keePassXC: "KeePassXC"
+        case .kWallet: "KWallet"
+        case .other(let name): name
+        case .unknown: "the Secret Service provider"
+        }
+    }
+
+    /// How to start one when none owns the name (the user's provider is unknown then).
+    public static let startAnyHint = "Start your Secret Service provider: gnome-keyring (gnome-keyring-daemon --start --components=secrets), KeePassXC (Settings > Secret Service Integration, with a database open), or KWallet (apiEnabled=true under [org.freedesktop.secrets] in kwalletrc)."
+
+    var unlockHint: String {
+        switch self {
+        case .gnomeKeyring:
+            "Unlock it (log in to the desktop, or run: printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets) and try again."
+        case .keePassXC:
+            "Unlock the database in KeePassXC (the one exposed under Settings > Secret Service Integration) and try again."
+        case .kWallet:
+            "Open the wallet (log in to Plasma, or open 'kdewallet' in KWalletManager) and try again."
+        case .other, .unknown:
+            "Unlock it in \(name) and try again."
+        }
+    }
+
+    var perItemUnlockHint: String {
+        switch self {
+        case .keePassXC:
+            "Run 'tokenctl status' in a terminal of your desktop session and allow the access request KeePassXC shows (or turn off 'Confirm when passwords are retrieved by clients' in its Secret Service settings)."
+        default:
+            "Run 'tokenctl status' in a terminal of your desktop session and allow the access request \(name) shows."
+        }
+    }
+
+    var noDefaultCollectionHint: String {
+        switch self {
+        case .gnomeKeyring:
+            "Create one, e.g. by unlocking gnome-keyring once: printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets"
+        case .keePassXC:
+            "Expose a database group under Settings > Secret Service Integration in KeePassXC, and unlock that database."
+        case .kWallet:
+            "Create the wallet 'kdewallet' in KWalletManager."
+        case .other, .unknown:
+            "Set a default collection in \(name)."
+        }
+    }
+}
+
+/// A GCancellable shared with the watchdog, freed when both are done with it.
+private final class CancellableHandle: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<GCancellable>
+    init() { pointer = g_cancellable_new() }
+    deinit { tokenctl_object_unref(pointer) }
+}
+
+/// Set once the guarded call has returned; the watchdog then does nothing.
+private final class FinishedFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true, ordering: .releasing) }
 }

@@ -41,6 +41,12 @@ public struct SessionStatus: Sendable, Equatable {
     public var endedReason: String?
     /// The store problem, when `state` is `storeUnavailable`.
     public var storeProblem: String?
+    /// What to do about `storeProblem` (a separate sentence, a separate JSON field).
+    public var storeHint: String?
+    /// A rotation the rotation journal holds and the Secret Service does not yet: since when.
+    public var pendingWriteSince: Double?
+    /// Why that write is pending (the last Secret Service error), when known.
+    public var pendingWriteReason: String?
     /// Where sessions live.
     public var store = "secret-service"
     /// Which cache serves `token` hits: `kernel-keyring`, or `none` (the Secret Service every time).
@@ -106,9 +112,14 @@ extension TokenctlService {
             hasRefreshToken: false)
         status.cache = (hotCache?.state ?? .none).rawValue
         let stored: TokenSet?
+        if let pending = store.pendingWrite(identity) {
+            status.pendingWriteSince = pending.journaledAt
+            status.pendingWriteReason = pending.pendingReason
+        }
         do { stored = try store.read(identity) } catch {
             status.state = .storeUnavailable
-            status.storeProblem = error.message + (error.hint.map { " " + $0 } ?? "")
+            status.storeProblem = error.message
+            status.storeHint = error.hint
             return (status, nil)
         }
         guard let stored else {

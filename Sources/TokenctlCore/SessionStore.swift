@@ -26,6 +26,33 @@ public protocol SessionStore: Sendable {
     func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool
     /// Throws when items could not be written now (no service, no default keyring, locked).
     func checkAvailable() throws(StoreError)
+
+    /// Persist an accepted token set (a rotation, a login): into the rotation journal first when
+    /// this store has one (`whenJournaled` runs right after), then into the Secret Service.
+    ///
+    /// - Returns: `.stored`, or `.pending` when only the journal holds it (the Secret Service
+    ///   write failed; the next reader completes it).
+    /// - Throws: when nothing holds it (no journal, and the write failed).
+    func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, whenJournaled: () -> Void) throws(StoreError) -> PersistOutcome
+
+    /// Under the profile lock: write a pending journal entry newer than the stored set to the
+    /// Secret Service, and drop entries it already holds.
+    ///
+    /// - Returns: the set written, or nil when there was nothing to complete.
+    /// - Throws: when the Secret Service still cannot take it (the entry stays pending).
+    @discardableResult
+    func completePendingWrite(_ identity: SessionIdentity) throws(StoreError) -> TokenSet?
+
+    /// The rotation waiting in the journal for this identity, if any (for `status` and `doctor`).
+    func pendingWrite(_ identity: SessionIdentity) -> RotationJournal.Entry?
+}
+
+/// Where an accepted token set ended up.
+public enum PersistOutcome: Sendable, Equatable {
+    /// In the Secret Service.
+    case stored
+    /// In the rotation journal only; the Secret Service write failed with this error.
+    case pending(StoreError)
 }
 
 extension SessionStore {
@@ -36,6 +63,12 @@ extension SessionStore {
     }
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { false }
     public func checkAvailable() throws(StoreError) {}
+    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, whenJournaled: () -> Void) throws(StoreError) -> PersistOutcome {
+        try write(tokenSet, for: identity)
+        return .stored
+    }
+    public func completePendingWrite(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? { nil }
+    public func pendingWrite(_ identity: SessionIdentity) -> RotationJournal.Entry? { nil }
 }
 
 /// Why the Secret Service cannot be used. Every case maps to exit status 69.
@@ -45,6 +78,11 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
         case noSecretService = "no-secret-service"
         case noDefaultCollection = "no-default-collection"
         case locked = "locked"
+        /// The collection is open but the provider locks tokenctl's items one by one until the
+        /// user allows access (KeePassXC's per-client confirmation).
+        case itemLocked = "item-locked"
+        /// A call that may wait for a provider's prompt ran out of time.
+        case promptPending = "prompt-pending"
         case timeout = "timeout"
         case serviceGone = "service-gone"
         case corruptItem = "corrupt-item"

@@ -4,34 +4,48 @@ import Glibc
 import Synchronization
 
 /// Holds off SIGINT, SIGTERM and SIGHUP while a rotated refresh token is in flight: from
-/// sending the request until the new token set is written. A signal that arrives meanwhile
-/// is recorded and delivered (default action) when the last deferral ends.
+/// sending the request until the new token set is safe (journaled, or written). A signal that
+/// arrives meanwhile is recorded and delivered (default action) when the last deferral ends.
+/// Every step inside is bounded, so SIGTERM always takes effect in the end.
+///
+/// A signal the process inherited as ignored (`nohup`, a background job of a shell ignoring
+/// SIGINT) stays ignored: its disposition is left alone, and so it is never delivered later.
 public enum SignalDeferral {
     private static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
-    private static let mutex = Mutex<(depth: Int, saved: [sigaction])>((0, []))
+    /// The previous action of each signal whose handler was replaced.
+    private static let mutex = Mutex<(depth: Int, saved: [(Int32, sigaction)])>((0, []))
 
     public static func begin() {
         mutex.withLock { state in
             state.depth += 1
             guard state.depth == 1 else { return }
             pendingSignal.store(0, ordering: .sequentiallyConsistent)
-            state.saved = signals.map { signal in
+            state.saved = signals.compactMap { signal in
+                var current = sigaction()
+                sigaction(signal, nil, &current)
+                if isIgnored(current) { return nil }
                 var action = sigaction()
                 action.__sigaction_handler.sa_handler = recordSignal
                 sigemptyset(&action.sa_mask)
                 action.sa_flags = SA_RESTART
                 var old = sigaction()
                 sigaction(signal, &action, &old)
-                return old
+                return (signal, old)
             }
         }
+    }
+
+    /// SIG_IGN is `(__sighandler_t) 1` in C, a cast Swift does not import.
+    private static func isIgnored(_ action: sigaction) -> Bool {
+        guard action.sa_flags & SA_SIGINFO == 0, let handler = action.__sigaction_handler.sa_handler else { return false }
+        return unsafeBitCast(handler, to: Int.self) == 1
     }
 
     public static func end() {
         let pending: Int32 = mutex.withLock { state in
             state.depth -= 1
             guard state.depth == 0 else { return 0 }
-            for (signal, old) in zip(signals, state.saved) {
+            for (signal, old) in state.saved {
                 var previous = old
                 sigaction(signal, &previous, nil)
             }

@@ -25,8 +25,16 @@ public actor TokenBroker {
     public struct Configuration: Sendable {
         /// How long to wait for another process's refresh before giving up (exit 75).
         public var lockTimeout: Double
-        public init(lockTimeout: Double = 30) {
+        /// The command's deadline (`Clock` time): the lock wait ends there too.
+        public var commandDeadline: Double?
+        public init(lockTimeout: Double = 30, commandDeadline: Double? = nil) {
             self.lockTimeout = lockTimeout
+            self.commandDeadline = commandDeadline
+        }
+
+        /// The lock wait allowed at `now`: the lock timeout, within the deadline.
+        func lockWait(at now: Double) -> Double {
+            max(0, min(lockTimeout, (commandDeadline ?? .infinity) - now))
         }
     }
 
@@ -67,6 +75,7 @@ public actor TokenBroker {
     /// - Parameter capMargin: cap the margin at half the token's lifetime (see
     ///   `TokenSet.refreshMargin`); `false` for an explicit refresh window.
     public func validTokenSet(for profile: ResolvedProfile, minimumTimeToLive: Double, force: Bool = false, capMargin: Bool = true) async throws(TokenctlError) -> TokenSet {
+        await completePendingWrite(profile)
         let snapshot = try read(profile.identity)
         guard let snapshot else { throw Self.notLoggedIn(profile.name) }
         if !force && snapshot.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
@@ -74,6 +83,18 @@ public actor TokenBroker {
             return snapshot
         }
         return try await sharedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
+    }
+
+    /// When the rotation journal holds a set the Secret Service does not, write it there now,
+    /// under the profile lock (a refresher holding it may be journaling a newer one). Best
+    /// effort: while the Secret Service cannot take it, reads serve the journal's set.
+    public func completePendingWrite(_ profile: ResolvedProfile) async {
+        guard store.pendingWrite(profile.identity) != nil,
+              let lock = try? await locks.acquire(profile.name, timeout: min(configuration.lockWait(at: clock.now()), 5)) else { return }
+        defer { withExtendedLifetime(lock) {} }
+        if let completed = try? store.completePendingWrite(profile.identity) {
+            record(.pendingWriteCompleted, profile, subject: completed.subject)
+        }
     }
 
     /// Whether a refresh for `profile` is in flight in this process.
@@ -116,7 +137,7 @@ public actor TokenBroker {
 
     private func lockedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool, capMargin: Bool) async throws(TokenctlError) -> TokenSet {
         let lock: any HeldLock
-        do { lock = try await locks.acquire(profile.name, timeout: configuration.lockTimeout) } catch {
+        do { lock = try await locks.acquire(profile.name, timeout: configuration.lockWait(at: clock.now())) } catch {
             if error.kind == .transient { record(.refreshFailed, profile, subject: snapshot.subject, reason: TransientReason.lockTimeout.className) }
             throw error
         }
@@ -132,59 +153,80 @@ public actor TokenBroker {
         guard let refreshToken = current.refreshToken else {
             throw TokenctlError(
                 .loginRequired, "the access token of profile '\(profile.name)' has expired and the server issued no refresh token",
-                hint: "Run 'tokenctl login' again.")
+                hint: "Run '\(Self.loginCommand(profile.name))' again.")
         }
 
         let credentials = try clientCredentials(for: profile)
         let client = endpointClient(profile)
+        // From the request until the rotated set is safe (journaled, or stored when there is no
+        // journal), signals wait: a SIGTERM in between would spend the old refresh token and
+        // keep nothing. Every step inside is bounded (HTTP by its timeouts, the store by its).
+        var deferringSignals = true
         SignalDeferral.begin()
-        defer { SignalDeferral.end() }
-        do {
-            refreshRequestCount += 1
-            let (outcome, receivedAt) = await client.refresh(
-                refreshToken: refreshToken, endpoint: profile.tokenEndpoint, clientID: profile.configuration.clientID,
-                credentials: credentials)
-            switch outcome {
-            case .success(let response, let serverDate):
-                let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
-                try await persist(next, for: profile.identity)
-                didServe?(next, profile.identity)
-                record(.tokenRefreshed, profile, subject: next.subject)
-                return next
-            case .terminal(let reason):
-                // Another writer may have replaced the item meanwhile: delete only what we sent.
-                _ = try? store.delete(profile.identity, ifRefreshTokenIs: refreshToken)
-                record(.sessionEnded, profile, subject: current.subject, reason: reason.className)
-                throw TokenctlError(
-                    .loginRequired, "the server ended the session of profile '\(profile.name)': \(reason)",
-                    hint: "Run 'tokenctl login' to sign in again.")
-            case .transient(let reason, _):
-                record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
+        defer { if deferringSignals { SignalDeferral.end() } }
+        refreshRequestCount += 1
+        let (outcome, receivedAt) = await client.refresh(
+            refreshToken: refreshToken, endpoint: profile.tokenEndpoint, clientID: profile.configuration.clientID,
+            credentials: credentials)
+        switch outcome {
+        case .success(let response, let serverDate):
+            let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
+            try await persist(next, for: profile.identity) {
+                // Safe in the journal: a signal may end the process from here on.
+                deferringSignals = false
+                SignalDeferral.end()
+            }
+            didServe?(next, profile.identity)
+            record(.tokenRefreshed, profile, subject: next.subject)
+            return next
+        case .terminal(let reason):
+            // Another writer may have replaced the item meanwhile: delete only what we sent.
+            _ = try? store.delete(profile.identity, ifRefreshTokenIs: refreshToken)
+            record(.sessionEnded, profile, subject: current.subject, reason: reason.className)
+            throw TokenctlError(
+                .loginRequired, "the server ended the session of profile '\(profile.name)': \(reason)",
+                hint: "Run '\(Self.loginCommand(profile.name))' to sign in again.")
+        case .transient(let reason, _):
+            record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
+            if reason.requestMayHaveReachedServer {
                 throw TokenctlError(
                     .transient, "could not refresh profile '\(profile.name)': \(reason)",
-                    hint: "The session is kept; try again later.")
+                    hint: "The refresh request was sent but no answer came back in time: if the server rotated the refresh token meanwhile, the session is lost and 'tokenctl token' will say so; otherwise it is kept. Try again later.")
             }
+            throw TokenctlError(
+                .transient, "could not refresh profile '\(profile.name)': \(reason)",
+                hint: "The session is kept; try again later.")
         }
     }
 
-    /// Write the rotated set; a transient store hiccup gets two more tries, since the old
-    /// refresh token is already spent on a rotating server.
-    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) async throws(TokenctlError) {
+    /// Persist the rotated set: the journal first (then `whenJournaled`), then the Secret
+    /// Service; a transient store hiccup gets two more tries when there is no journal, since
+    /// the old refresh token is already spent on a rotating server.
+    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, whenJournaled: () -> Void) async throws(TokenctlError) {
         var lastError: StoreError?
+        var journaled = false
         for attempt in 0..<3 {
             do {
-                try store.write(tokenSet, for: identity)
+                let outcome = try store.persist(tokenSet, for: identity) {
+                    if !journaled { whenJournaled() }
+                    journaled = true
+                }
+                if case .pending(let error) = outcome {
+                    events?.append(EventRecord(
+                        time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer,
+                        subject: tokenSet.subject, reason: "write-pending:" + error.reason.rawValue))
+                }
                 return
             } catch {
                 lastError = error
-                if error.reason == .locked { break }
+                if error.reason == .locked || error.reason == .timeout || error.reason == .promptPending { break }
                 if attempt < 2 { try? await clock.sleep(0.1) }
             }
         }
         events?.append(EventRecord(time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer, subject: tokenSet.subject, reason: lastError!.reason.rawValue))
         throw TokenctlError(
             .storeUnavailable, "the refreshed session could not be saved: \(lastError!.message)",
-            hint: lastError!.hint ?? "The server has rotated the refresh token; you may need to log in again.")
+            hint: (lastError!.hint.map { $0 + " " } ?? "") + "The server has rotated the refresh token and the kernel keyring could not hold it meanwhile (see 'tokenctl doctor'): you will probably need to log in again.")
     }
 
     /// A confidential client's credentials (its secret from the Secret Service), or a public client's id.
@@ -214,7 +256,12 @@ public actor TokenBroker {
     }
 
     static func notLoggedIn(_ profile: ProfileName) -> TokenctlError {
-        TokenctlError(.loginRequired, "profile '\(profile)' is not logged in", hint: "Run 'tokenctl --profile \(profile) login'.")
+        TokenctlError(.loginRequired, "profile '\(profile)' is not logged in", hint: "Run '\(loginCommand(profile))'.")
+    }
+
+    /// The command that signs `profile` in again, as a user can run it.
+    static func loginCommand(_ profile: ProfileName) -> String {
+        profile == ProfileName.default ? "tokenctl login" : "tokenctl --profile \(profile) login"
     }
 }
 

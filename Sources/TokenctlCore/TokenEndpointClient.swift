@@ -24,28 +24,34 @@ public struct TokenEndpointClient: Sendable {
         var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
         if let scope { fields.append(("scope", scope)) }
         let client = credentials ?? ClientCredentials(clientID: clientID)
-        return await exchange(client.formRequest(endpoint, fields), onAttempt: onAttempt)
+        return await exchange(client.formRequest(endpoint, fields), completesOnceSent: true, onAttempt: onAttempt)
     }
 
     /// Send one token request (any grant), retrying only transient failures inside the deadline.
-    public func exchange(_ request: HTTPRequest, onAttempt: @Sendable (Int) -> Void = { _ in }) async -> (RefreshOutcome, receivedAt: Double) {
+    ///
+    /// - Parameter completesOnceSent: a request that spends a rotating refresh token: once
+    ///   connected, it gets at least `RetryPolicy.sentRefreshMinimum` to be answered.
+    public func exchange(_ request: HTTPRequest, completesOnceSent: Bool = false, onAttempt: @Sendable (Int) -> Void = { _ in }) async -> (RefreshOutcome, receivedAt: Double) {
         let start = clock.now()
+        let end = min(start + retry.deadline, retry.commandDeadline ?? .infinity)
         var attempt = 0
         while true {
-            let remaining = start + retry.deadline - clock.now()
+            let remaining = end - clock.now()
             guard remaining > 0 else {
                 return (.transient(.deadlineExceeded("no time left"), retryAfter: nil), clock.now())
             }
             onAttempt(attempt)
             let result: Result<HTTPResponse, HTTPTransportError>
-            do { result = .success(try await http.send(request, timeout: min(retry.attemptTimeout, remaining))) } catch {
+            let bounded = min(retry.attemptTimeout, remaining)
+            let timeout = completesOnceSent ? max(bounded, retry.sentRefreshMinimum) : bounded
+            do { result = .success(try await http.send(request, timeout: timeout, connectTimeout: bounded)) } catch {
                 result = .failure(error)
             }
             let receivedAt = clock.now()
             let outcome = RefreshOutcome.classify(result, now: receivedAt)
             guard case .transient(let reason, let retryAfter) = outcome else { return (outcome, receivedAt) }
             let delay = retry.delay(afterAttempt: attempt, retryAfter: retryAfter)
-            if attempt + 1 >= retry.maximumAttempts || clock.now() + delay >= start + retry.deadline {
+            if attempt + 1 >= retry.maximumAttempts || clock.now() + delay >= end {
                 // Waiting would pass the deadline: report the transient failure now.
                 return (.transient(reason, retryAfter: retryAfter), receivedAt)
             }

@@ -15,7 +15,7 @@ public final class TokenctlService: Sendable {
 
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
-        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, events: EventLog? = nil, hotCache: HotCache? = nil,
+        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, commandDeadline: Double? = nil, events: EventLog? = nil, hotCache: HotCache? = nil,
         httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
     ) {
         self.events = events
@@ -26,24 +26,34 @@ public final class TokenctlService: Sendable {
         self.retry = retry
         self.httpClient = httpClient
         self.broker = TokenBroker(
-            store: store, locks: locks, clock: clock, configuration: .init(lockTimeout: lockTimeout), events: events,
+            store: store, locks: locks, clock: clock, configuration: .init(lockTimeout: lockTimeout, commandDeadline: commandDeadline), events: events,
             didServe: { tokenSet, identity in hotCache?.remember(tokenSet, for: identity, now: clock.now()) },
             endpointClient: { profile in
                 TokenEndpointClient(http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry)
             })
         self.locks = locks
-        self.lockTimeout = lockTimeout
+        self.lockConfiguration = TokenBroker.Configuration(lockTimeout: lockTimeout, commandDeadline: commandDeadline)
     }
 
     let locks: any LockProvider
-    let lockTimeout: Double
+    private let lockConfiguration: TokenBroker.Configuration
+    /// How long a lock may be waited for now: the lock timeout, within the command's deadline.
+    var lockTimeout: Double { lockConfiguration.lockWait(at: clock.now()) }
 
-    /// The real thing: configuration under XDG paths, the Secret Service, libcurl, flock, and
-    /// the kernel keyring hot cache.
-    public static func live(paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30) -> TokenctlService {
-        TokenctlService(
-            paths: paths, store: SecretServiceStore(timeout: min(10, max(2, retry.deadline))), locks: FileLockProvider(directory: paths.lockDirectory),
-            retry: retry, lockTimeout: lockTimeout, events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(),
+    /// The real thing: configuration under XDG paths, the Secret Service behind the rotation
+    /// journal, libcurl, flock, and the kernel keyring hot cache.
+    ///
+    /// - Parameter storeOptions: the Secret Service's bounds (its deadline is `retry.commandDeadline`).
+    public static func live(
+        paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30, storeOptions: SecretServiceStore.Options = .init()
+    ) -> TokenctlService {
+        var options = storeOptions
+        options.deadline = retry.commandDeadline
+        let store = JournaledSessionStore(SecretServiceStore(options: options), journal: RotationJournal())
+        return TokenctlService(
+            paths: paths, store: store, locks: FileLockProvider(directory: paths.lockDirectory),
+            retry: retry, lockTimeout: lockTimeout, commandDeadline: retry.commandDeadline,
+            events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(),
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
     }
 
@@ -57,6 +67,13 @@ public final class TokenctlService: Sendable {
                 hint: "Run 'tokenctl login' again, or add 'token_endpoint = URL' to the file.")
         }
         return ResolvedProfile(name: name, configuration: configuration, tokenEndpoint: tokenEndpoint.string)
+    }
+
+    /// Write a rotation the journal holds to the Secret Service, under the profile lock (see
+    /// `TokenBroker.completePendingWrite`); nothing to do in the usual case.
+    public func completePendingWrite(_ name: ProfileName) async {
+        guard let profile = try? resolve(name) else { return }
+        await broker.completePendingWrite(profile)
     }
 
     // MARK: token / refresh

@@ -47,8 +47,15 @@ public enum FileIO {
     }
 
     /// Create `path` (and parents) and make sure it is a directory owned by us with mode 0700.
-    public static func ensurePrivateDirectory(_ path: String) throws(SystemError) {
-        try makeDirectories(path)
+    ///
+    /// - Parameter createParents: `false` creates only the last component: for directories
+    ///   under a place tokenctl does not own (`/run/user/<uid>`, `/tmp`), whose parents must exist.
+    public static func ensurePrivateDirectory(_ path: String, createParents: Bool = true) throws(SystemError) {
+        if createParents {
+            try makeDirectories(path)
+        } else if mkdir(path, 0o700) != 0 && errno != EEXIST {
+            throw SystemError(errno: errno, operation: "mkdir", path: path)
+        }
         var info = stat()
         guard lstat(path, &info) == 0 else { throw SystemError(errno: errno, operation: "stat", path: path) }
         guard (info.st_mode & S_IFMT) == S_IFDIR else { throw SystemError(errno: ENOTDIR, operation: "mkdir", path: path) }

@@ -10,7 +10,8 @@ import Darwin
 public struct Paths: Sendable, Equatable {
     /// `$XDG_CONFIG_HOME/tokenctl` (default `~/.config/tokenctl`).
     public var configDirectory: String
-    /// `$XDG_RUNTIME_DIR/tokenctl`, or `$XDG_STATE_HOME/tokenctl/locks` when there is no runtime directory.
+    /// Where the per-profile refresh locks live: `/run/user/<uid>/tokenctl`, or `/tmp/tokenctl-<uid>`
+    /// where systemd-logind made no runtime directory (see `runtimeLockDirectory`).
     public var lockDirectory: String
     /// `$XDG_STATE_HOME/tokenctl` (default `~/.local/state/tokenctl`).
     public var stateDirectory: String
@@ -42,13 +43,32 @@ public struct Paths: Sendable, Equatable {
         let state = try base("XDG_STATE_HOME", ".local/state") + "/tokenctl"
         // The cache is optional: without HOME or XDG_CACHE_HOME it lives under the state directory.
         let cache = (try? base("XDG_CACHE_HOME", ".cache")).map { $0 + "/tokenctl" } ?? state + "/cache"
-        let lock: String
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            lock = runtime + "/tokenctl"
-        } else {
-            lock = state + "/locks"
-        }
+        let lock = runtimeLockDirectory(environment)
         return Paths(configDirectory: config, lockDirectory: lock, stateDirectory: state, cacheDirectory: cache)
+    }
+
+    /// The variable that moves the lock directory (tests, unusual setups): every process of the
+    /// user that shares a session must then see the same value, or two of them refresh at once.
+    public static let runtimeDirectoryVariable = "TOKENCTL_RUNTIME_DIR"
+
+    /// The lock directory, derived from the user id alone, so that every process of one user
+    /// agrees on it however its environment is set: cron and `env -i` lack `XDG_RUNTIME_DIR`,
+    /// `su -` and some `sudo` shells carry another user's. Two processes locking two files both
+    /// refresh, and a strict server then revokes the whole token family.
+    ///
+    /// `/run/user/<uid>/tokenctl` when `/run/user/<uid>` is a directory owned by the user with
+    /// mode 0700 (systemd-logind's runtime directory); otherwise `/tmp/tokenctl-<uid>`, which the
+    /// lock provider creates with mode 0700 and refuses when another user owns it.
+    public static func runtimeLockDirectory(_ environment: Environment, userID: uid_t = getuid()) -> String {
+        if let override = environment[runtimeDirectoryVariable], override.hasPrefix("/"), override.count < 1024 {
+            return override + "/tokenctl"
+        }
+        let runtime = "/run/user/\(userID)"
+        var info = stat()
+        if stat(runtime, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == userID, info.st_mode & 0o777 == 0o700 {
+            return runtime + "/tokenctl"
+        }
+        return "/tmp/tokenctl-\(userID)"
     }
 
     /// The directory of profile files.

@@ -67,6 +67,13 @@ enum Output {
 
     static func jsonString(_ text: String) -> String { JSONText.quoted(text) }
 
+    /// A message as a sentence of its own: a final full stop unless it has one, so a hint
+    /// printed after it never runs on from it.
+    static func sentence(_ text: String) -> String {
+        guard let last = text.last, !".!?".contains(last) else { return text }
+        return text + "."
+    }
+
     /// `text` padded with spaces to `width` columns, for aligned human output.
     static func padded(_ text: String, to width: Int) -> String {
         text.count >= width ? text : text + String(repeating: " ", count: width - text.count)

@@ -16,7 +16,10 @@ enum StatusCommand {
         let names = all ? try service.profiles.all() : [context.profile]
         let offline = context.options.has("--offline")
         var statuses: [SessionStatus] = []
-        for name in names { statuses.append(try await service.status(name, offline: offline)) }
+        for name in names {
+            await service.completePendingWrite(name)
+            statuses.append(try await service.status(name, offline: offline))
+        }
         // Residue: items no profile uses any more (listed with --all, never used for tokens).
         let orphans = all && !statuses.contains(where: { $0.state == .storeUnavailable }) ? (try? service.orphanedSessions()) ?? [] : []
         if json {
@@ -56,7 +59,9 @@ enum StatusCommand {
         if let subject = status.subject { text += " as \(subject)" }
         if status.state == .authenticated, let left = status.accessTokenTimeLeft { text += ", access token valid for \(Output.duration(left))" }
         if let reason = status.endedReason { text += " (\(reason))" }
-        if let problem = status.storeProblem { text += ": \(problem)" }
+        if let problem = status.storeProblem { text += ": " + Output.sentence(problem) }
+        if let hint = status.storeHint { text += " " + hint }
+        if status.pendingWriteSince != nil { text += " (rotation pending in the kernel keyring)" }
         return text
     }
 
@@ -64,7 +69,8 @@ enum StatusCommand {
         var lines = ["Profile \(status.profile): \(status.state.rawValue)", "  issuer:        \(status.issuer)", "  client id:     \(status.clientID)"]
         switch status.state {
         case .storeUnavailable:
-            lines.append("  problem:       \(status.storeProblem ?? "unknown")")
+            lines.append("  problem:       " + Output.sentence(status.storeProblem ?? "unknown"))
+            if let hint = status.storeHint { lines.append("  hint:          \(hint)") }
         case .signedOut:
             lines.append("  Run 'tokenctl --profile \(status.profile) login' to sign in.")
         case .ended:
@@ -84,6 +90,10 @@ enum StatusCommand {
             if let last = status.lastRefreshAt { lines.append("  last refresh:  \(Output.timestamp(last))") }
             else if let obtained = status.obtainedAt { lines.append("  logged in:     \(Output.timestamp(obtained))") }
             lines.append("  store:         \(status.store)")
+        }
+        if let since = status.pendingWriteSince {
+            lines.append("  pending write: since \(Output.timestamp(since)), the rotated session is held in memory (kernel keyring) until the Secret Service takes it"
+                         + (status.pendingWriteReason.map { "; last error: " + Output.printable($0) } ?? ""))
         }
         return lines.joined(separator: "\n") + "\n"
     }
@@ -130,6 +140,11 @@ enum StatusCommand {
         ]
         // Every key in every state (null when it does not apply): a stable schema for scripts.
         fields.append(("store_problem", .string(status.storeProblem)))
+        fields.append(("store_hint", .string(status.storeHint)))
+        let pending = status.pendingWriteSince.map { since in
+            JSONText.Value(raw: JSONText.object([("since", .string(Output.timestamp(since))), ("reason", .string(status.pendingWriteReason))]))
+        }
+        fields.append(("pending_write", pending ?? .null))
         return JSONText.object(fields)
     }
 

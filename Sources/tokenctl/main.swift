@@ -13,6 +13,9 @@ struct CommandContext {
     let verbose: Bool
     let paths: Paths
     let timeout: Double
+    /// `--timeout` from the start of the command: the lock wait, every HTTP attempt and every
+    /// Secret Service call end by then. Nil for `login`, whose flows wait for a person.
+    let deadline: Double?
 
     func service() -> TokenctlService { serviceAndBus().service }
 
@@ -20,9 +23,14 @@ struct CommandContext {
     /// DBUS_SESSION_BUS_ADDRESS), and the bus found, with where it was found.
     func serviceAndBus() -> (service: TokenctlService, bus: (address: String, source: String)?) {
         let bus = SessionBus.locateForUnattendedUse(verbose: verbose)
+        var retry = RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout))
+        retry.commandDeadline = deadline
+        // A provider's prompt can be answered only by a person at a terminal; say what it asks.
+        let interactive = isatty(2) == 1
+        let notice: @Sendable (String) -> Void = { notice in Output.standardError("tokenctl: \(notice)\n") }
+        let storeOptions = SecretServiceStore.Options(callTimeout: 10, interactive: interactive, promptNotice: interactive ? notice : nil)
         let service = TokenctlService.live(
-            paths: paths, retry: RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout)),
-            userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout)
+            paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, storeOptions: storeOptions)
         return (service, bus)
     }
 
@@ -41,6 +49,7 @@ struct CommandContext {
 }
 
 func run(_ arguments: [String]) async -> ExitStatus {
+    let startedAt = TokenctlCore.Clock.system.now()
     let invocation: Invocation
     do { invocation = try Commands.parser.parse(arguments) } catch { return Output.usageError(error) }
     let formatter = HelpFormatter(toolName: "tokenctl")
@@ -77,14 +86,18 @@ func run(_ arguments: [String]) async -> ExitStatus {
     let timeoutOption = invocation.options.value("--timeout")
     let timeout: Double
     if let timeoutOption {
-        guard let value = Double(timeoutOption), value.isFinite, value > 0, value <= 3600 else {
-            return Output.usageError(UsageError("Invalid value '\(timeoutOption)' for '--timeout': expected seconds between 0 and 3600.", command: commandName))
+        // Under a second cannot hold a lock wait, a round trip and a keyring write: a refresh
+        // sent and then abandoned may leave the server's rotation unseen.
+        guard let value = Double(timeoutOption), value.isFinite, value >= 1, value <= 3600 else {
+            return Output.usageError(UsageError("Invalid value '\(timeoutOption.prefix(40))' for '--timeout': expected seconds between 1 and 3600.", command: commandName))
         }
         timeout = value
     } else {
         timeout = 30
     }
-    let context = CommandContext(options: invocation.options, profile: profile, verbose: invocation.verbose, paths: paths, timeout: timeout)
+    let context = CommandContext(
+        options: invocation.options, profile: profile, verbose: invocation.verbose, paths: paths, timeout: timeout,
+        deadline: commandName == "login" ? nil : startedAt + timeout)
 
     do {
         switch commandName {

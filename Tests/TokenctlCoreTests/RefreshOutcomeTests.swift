@@ -81,7 +81,7 @@ struct RefreshOutcomeTests {
         #expect(classify(.text(403, "Forbidden", contentType: "text/plain")) == .terminal(.unexpectedStatus(403, contentType: "text/plain")))
     }
 
-    @Test("other 4xx statuses → terminal", arguments: [402, 404, 405, 408, 409, 410, 413, 415, 418, 422, 451])
+    @Test("other 4xx statuses → terminal", arguments: [402, 404, 405, 409, 410, 413, 415, 418, 422, 451])
     func other4xx(status: Int) {
         #expect(isTerminal(classify(.text(status, "whatever", contentType: "text/plain"))))
     }
@@ -146,6 +146,14 @@ struct RefreshOutcomeTests {
     @Test("unparseable or negative Retry-After is ignored", arguments: ["soon", "-5", "", "nan", "Sun, 99 Nov 1994 08:49:37 GMT"])
     func badRetryAfter(value: String) {
         #expect(classify(.text(429, "", headers: ["retry-after": value])) == .transient(.rateLimited, retryAfter: nil))
+    }
+
+    @Test("408 Request Timeout → transient: the server gave up waiting, nothing was decided")
+    func requestTimeout() {
+        #expect(classify(.text(408, "<html>timeout</html>", contentType: "text/html")) == .transient(.serverError(408), retryAfter: nil))
+        #expect(TransientReason.serverError(408).requestMayHaveReachedServer == false)
+        #expect(TransientReason.transport(.timeout, "t").requestMayHaveReachedServer)
+        #expect(TransientReason.transport(.connect, "c").requestMayHaveReachedServer == false)
     }
 
     @Test("500, 502, 503, 504 → transient whatever the body", arguments: [500, 502, 503, 504])

@@ -38,7 +38,7 @@ final class VirtualClock: Sendable {
 final class FakeHTTPClient: HTTPClient {
     typealias Handler = @Sendable (_ request: HTTPRequest, _ index: Int) async -> Result<HTTPResponse, HTTPTransportError>
 
-    private let log = Mutex<[(request: HTTPRequest, timeout: Double)]>([])
+    private let log = Mutex<[(request: HTTPRequest, timeout: Double, connectTimeout: Double)]>([])
     private let handler: Handler
 
     init(_ handler: @escaping Handler) {
@@ -52,11 +52,16 @@ final class FakeHTTPClient: HTTPClient {
 
     var requests: [HTTPRequest] { log.withLock { $0.map(\.request) } }
     var timeouts: [Double] { log.withLock { $0.map(\.timeout) } }
+    var connectTimeouts: [Double] { log.withLock { $0.map(\.connectTimeout) } }
     var requestCount: Int { log.withLock { $0.count } }
 
     func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+        try await send(request, timeout: timeout, connectTimeout: timeout)
+    }
+
+    func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
         let index = log.withLock { log in
-            log.append((request, timeout))
+            log.append((request, timeout, connectTimeout))
             return log.count - 1
         }
         return try await handler(request, index).get()

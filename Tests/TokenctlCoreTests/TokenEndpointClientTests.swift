@@ -134,6 +134,35 @@ struct TokenEndpointClientTests {
         #expect(clock.now - start <= 10)
     }
 
+    @Test("fake server: a grant other than the refresh gets no minimum once sent: each attempt's timeout is what is left")
+    func slowAttemptsOtherGrant() async {
+        let clock = VirtualClock()
+        let http = FakeHTTPClient { _, _ in
+            clock.advance(4)
+            return .failure(HTTPTransportError(.timeout, "timed out"))
+        }
+        let request = ClientCredentials(clientID: "cli").formRequest(endpoint, [("grant_type", "urn:ietf:params:oauth:grant-type:device_code")])
+        _ = await client(http, clock, deadline: 10, random: 0.5).exchange(request)
+        #expect(http.timeouts == [10, 5.75, 1.25])
+    }
+
+    @Test("a command deadline ends the retries before the exchange's own deadline")
+    func commandDeadline() async {
+        let clock = VirtualClock()
+        let http = FakeHTTPClient { _, _ in
+            clock.advance(1)
+            return .failure(HTTPTransportError(.connect, "refused"))
+        }
+        var retry = RetryPolicy(deadline: 30, attemptTimeout: 15, random: { 0.5 })
+        retry.commandDeadline = clock.now + 3
+        let (outcome, _) = await TokenEndpointClient(http: http, clock: clock.clock, retry: retry)
+            .refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        #expect(outcome == .transient(.transport(.connect, "refused"), retryAfter: nil))
+        // t=0 (3 left), t=1.25 (1.75 left), t=2.75 (0.25 left); no attempt starts past t=3.
+        #expect(http.connectTimeouts == [3, 1.75, 0.25])
+        #expect(http.timeouts == [5, 5, 5])
+    }
+
     @Test("fake server: slow attempts eat the deadline; each attempt's timeout is what is left")
     func slowAttempts() async {
         let clock = VirtualClock()
@@ -145,7 +174,10 @@ struct TokenEndpointClientTests {
         let (outcome, _) = await client(http, clock, deadline: 10, random: 0.5).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.transport(.timeout, "timed out"), retryAfter: nil))
         // t=0 send (15 → capped to 10) ... t=4 wait 0.25, t=4.25 send (5.75 left), t=8.25 wait 0.5, t=8.75 send (1.25 left), t=12.75 stop.
-        #expect(http.timeouts == [10, 5.75, 1.25])
+        // Connecting stays inside the deadline; a refresh request once sent gets at least 5 s
+        // (RetryPolicy.sentRefreshMinimum) to be answered, so a rotation is not abandoned unseen.
+        #expect(http.connectTimeouts == [10, 5.75, 1.25])
+        #expect(http.timeouts == [10, 5.75, 5])
         #expect(clock.sleeps == [0.25, 0.5])
         #expect(clock.now - start == 12.75)
     }

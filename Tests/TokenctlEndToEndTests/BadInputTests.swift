@@ -223,7 +223,7 @@ struct BadInputTests {
         try sandbox.login(server)
         let before = try #require(try sandbox.storedTokenSet(issuer: server.url))
 
-        // Another process holds the profile's refresh lock (flock on $XDG_RUNTIME_DIR/tokenctl/default.lock).
+        // Another process holds the profile's refresh lock (flock on $TOKENCTL_RUNTIME_DIR/tokenctl/default.lock).
         let lockPath = sandbox.root + "/runtime/tokenctl/default.lock"
         let marker = sandbox.root + "/lock-held"
         let holder = try RunningCommand(

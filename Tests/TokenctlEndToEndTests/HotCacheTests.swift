@@ -225,7 +225,7 @@ struct HotCacheTests {
             try probe.plant(String(decoding: try entry.encoded(), as: UTF8.self), issuer: server.url)
         }
         // "Another process" is this test, holding the profile's refresh lock as a refresher does.
-        let lockPath = sandbox.variables["XDG_RUNTIME_DIR"]! + "/tokenctl/default.lock"
+        let lockPath = sandbox.variables["TOKENCTL_RUNTIME_DIR"]! + "/tokenctl/default.lock"
         func holdLock() throws -> Int32 {
             let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard descriptor >= 0, flock(descriptor, LOCK_EX) == 0 else { throw HarnessError("cannot lock \(lockPath)") }

@@ -6,12 +6,12 @@ import TokenctlEssentials
 
 @Suite("Paths")
 struct PathsTests {
-    @Test("HOME alone: XDG defaults, locks under the state directory")
+    @Test("HOME alone: XDG defaults, locks in the uid's runtime directory")
     func homeDefaults() throws {
         let paths = try Paths.resolve(.fixed(["HOME": "/home/u"]))
         #expect(paths == Paths(
             configDirectory: "/home/u/.config/tokenctl",
-            lockDirectory: "/home/u/.local/state/tokenctl/locks",
+            lockDirectory: Paths.runtimeLockDirectory(.fixed([:])),
             stateDirectory: "/home/u/.local/state/tokenctl",
             cacheDirectory: "/home/u/.cache/tokenctl"))
     }
@@ -23,7 +23,7 @@ struct PathsTests {
         ]))
         #expect(paths.configDirectory == "/cfg/tokenctl")
         #expect(paths.stateDirectory == "/state/tokenctl")
-        #expect(paths.lockDirectory == "/run/user/1000/tokenctl")
+        #expect(paths.lockDirectory == Paths.runtimeLockDirectory(.fixed([:])), "XDG_RUNTIME_DIR does not move the lock")
     }
 
     @Test("relative XDG paths are ignored, as the specification requires")
@@ -33,20 +33,34 @@ struct PathsTests {
         ]))
         #expect(paths.configDirectory == "/home/u/.config/tokenctl")
         #expect(paths.stateDirectory == "/home/u/.local/state/tokenctl")
-        #expect(paths.lockDirectory == "/home/u/.local/state/tokenctl/locks")
+        #expect(paths.lockDirectory == Paths.runtimeLockDirectory(.fixed([:])))
     }
 
     @Test("empty variables count as unset")
     func emptyVariables() throws {
         let paths = try Paths.resolve(.fixed(["HOME": "/h", "XDG_CONFIG_HOME": "", "XDG_RUNTIME_DIR": ""]))
         #expect(paths.configDirectory == "/h/.config/tokenctl")
-        #expect(paths.lockDirectory == "/h/.local/state/tokenctl/locks")
+        #expect(paths.lockDirectory == Paths.runtimeLockDirectory(.fixed([:])))
     }
 
-    @Test("XDG_RUNTIME_DIR unset: locks fall back under XDG_STATE_HOME")
-    func runtimeFallback() throws {
-        let paths = try Paths.resolve(.fixed(["HOME": "/home/u", "XDG_STATE_HOME": "/state"]))
-        #expect(paths.lockDirectory == "/state/tokenctl/locks")
+    @Test("one lock directory for every environment of one user: XDG_RUNTIME_DIR set, unset, another user's, bogus", arguments: [
+        [:], ["XDG_RUNTIME_DIR": "/run/user/\(getuid())"], ["XDG_RUNTIME_DIR": "/run/user/4242"],
+        ["XDG_RUNTIME_DIR": "/nonexistent/q"], ["XDG_RUNTIME_DIR": "/dev/null"], ["XDG_RUNTIME_DIR": "relative"],
+    ] as [[String: String]])
+    func oneLockDirectory(environment: [String: String]) throws {
+        let paths = try Paths.resolve(.fixed(environment.merging(["HOME": "/home/u"]) { $1 }))
+        let expected = Paths.runtimeLockDirectory(.fixed([:]))
+        #expect(paths.lockDirectory == expected)
+        let uid = getuid()
+        #expect(expected == "/run/user/\(uid)/tokenctl" || expected == "/tmp/tokenctl-\(uid)")
+    }
+
+    @Test("the runtime directory is /run/user/<uid> only when it is the user's own, mode 0700")
+    func runtimeDirectoryChecked() throws {
+        // Another uid's /run/user entry (absent, or not ours): the /tmp fallback for that uid.
+        #expect(Paths.runtimeLockDirectory(.fixed([:]), userID: 4242) == "/tmp/tokenctl-4242")
+        #expect(Paths.runtimeLockDirectory(.fixed([Paths.runtimeDirectoryVariable: "/x/y"])) == "/x/y/tokenctl")
+        #expect(Paths.runtimeLockDirectory(.fixed([Paths.runtimeDirectoryVariable: "rel"])) == Paths.runtimeLockDirectory(.fixed([:])))
     }
 
     @Test("no HOME and no XDG variables is an error", arguments: [
@@ -61,12 +75,12 @@ struct PathsTests {
     func xdgWithoutHome() throws {
         let paths = try Paths.resolve(.fixed(["XDG_CONFIG_HOME": "/cfg", "XDG_STATE_HOME": "/state"]))
         #expect(paths.configDirectory == "/cfg/tokenctl")
-        #expect(paths.lockDirectory == "/state/tokenctl/locks")
+        #expect(paths.lockDirectory == Paths.runtimeLockDirectory(.fixed([:])))
     }
 
     @Test("profile and lock files")
     func files() throws {
-        let paths = try Paths.resolve(.fixed(["HOME": "/h", "XDG_RUNTIME_DIR": "/run/user/7"]))
+        let paths = try Paths.resolve(.fixed(["HOME": "/h", Paths.runtimeDirectoryVariable: "/run/user/7"]))
         let work = ProfileName(rawValue: "work")!
         #expect(paths.profilesDirectory == "/h/.config/tokenctl/profiles")
         #expect(paths.profileFile(work) == "/h/.config/tokenctl/profiles/work.conf")

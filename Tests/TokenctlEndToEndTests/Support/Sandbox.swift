@@ -24,6 +24,9 @@ final class Sandbox: @unchecked Sendable {
             "XDG_CONFIG_HOME": root + "/config",
             "XDG_STATE_HOME": root + "/state",
             "XDG_RUNTIME_DIR": root + "/runtime",
+            // Each test's locks of its own (profile names repeat across tests run in parallel);
+            // without it they would all meet in /run/user/<uid>/tokenctl, as a user's processes do.
+            "TOKENCTL_RUNTIME_DIR": root + "/runtime",
             "DBUS_SESSION_BUS_ADDRESS": environment.busAddress,
             "LANG": "C.UTF-8",
         ]

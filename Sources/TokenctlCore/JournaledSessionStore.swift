@@ -1,0 +1,81 @@
+import TokenctlEssentials
+
+/// A session store behind the rotation journal (see `RotationJournal`): what tokenctl really
+/// uses. Accepted sets go to the journal, then to the wrapped store (the Secret Service); reads
+/// prefer a pending journal entry newer than the stored set, and serve it while the Secret
+/// Service cannot be read (locked, hung, a prompt pending), so refreshes go on from it.
+public final class JournaledSessionStore: SessionStore, Sendable {
+    public let inner: any SessionStore
+    public let journal: RotationJournal
+    private let clock: Clock
+
+    public init(_ inner: any SessionStore, journal: RotationJournal, clock: Clock = .system) {
+        self.inner = inner
+        self.journal = journal
+        self.clock = clock
+    }
+
+    public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
+        guard let pending = journal.pending(identity) else { return try inner.read(identity) }
+        let stored: TokenSet?
+        do { stored = try inner.read(identity) } catch {
+            // The journal is the session's truth until the Secret Service takes it.
+            return pending.tokenSet
+        }
+        return pending.isNewer(than: stored) ? pending.tokenSet : stored
+    }
+
+    public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
+        _ = try persist(tokenSet, for: identity, whenJournaled: {})
+    }
+
+    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, whenJournaled: () -> Void) throws(StoreError) -> PersistOutcome {
+        let journaled = journal.record(tokenSet, for: identity, now: clock.now())
+        if journaled { whenJournaled() }
+        do { try inner.write(tokenSet, for: identity) } catch {
+            guard journaled else { throw error }
+            journal.record(tokenSet, for: identity, now: clock.now(), pendingReason: error.message)
+            return .pending(error)
+        }
+        if journaled { journal.clear(identity, holding: tokenSet) }
+        return .stored
+    }
+
+    public func completePendingWrite(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
+        guard let pending = journal.pending(identity) else { return nil }
+        let stored = try inner.read(identity)
+        guard pending.isNewer(than: stored) else {
+            journal.clear(identity, holding: pending.tokenSet)
+            return nil
+        }
+        do { try inner.write(pending.tokenSet, for: identity) } catch {
+            journal.record(pending.tokenSet, for: identity, now: pending.journaledAt, pendingReason: error.message)
+            throw error
+        }
+        journal.clear(identity, holding: pending.tokenSet)
+        return pending.tokenSet
+    }
+
+    public func pendingWrite(_ identity: SessionIdentity) -> RotationJournal.Entry? {
+        journal.pending(identity)
+    }
+
+    public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+        let hadPending = journal.pending(identity) != nil
+        journal.clear(identity)
+        return try inner.delete(identity) || hadPending
+    }
+
+    public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
+        journal.clear(identity, ifRefreshTokenIs: refreshToken)
+        return try inner.delete(identity, ifRefreshTokenIs: refreshToken)
+    }
+
+    public func storedIdentities() throws(StoreError) -> [SessionIdentity] { try inner.storedIdentities() }
+    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? { try inner.readClientSecret(identity) }
+    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
+        try inner.writeClientSecret(secret, for: identity)
+    }
+    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { try inner.deleteClientSecret(identity) }
+    public func checkAvailable() throws(StoreError) { try inner.checkAvailable() }
+}

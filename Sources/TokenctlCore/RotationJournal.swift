@@ -1,0 +1,167 @@
+import TokenctlEssentials
+
+/// The rotation journal: accepted token sets that the Secret Service does not hold yet, kept in
+/// memory only, as one `user` key per session in the kernel user keyring.
+///
+/// The window between "the server rotated the refresh token" and "the keyring holds the new
+/// set" is where sessions die: a crash, a SIGKILL, a power cut, or a keyring write that hangs
+/// on a provider's prompt. A rotated set goes here first, then to the Secret Service, and the
+/// entry is removed once the Secret Service holds it. Every reader prefers a pending entry
+/// newer than the stored set, and the next refresher (under the profile lock) completes the
+/// write, so a rotation accepted here is never lost while the user's keyring lives (until
+/// logout or reboot: the kernel keeps it in memory, never on disk, and sets no timeout).
+///
+/// Keys are readable and writable by this user only (possessor and user permissions, as the
+/// hot cache). Not a source of truth once written through: the Secret Service is.
+public struct RotationJournal: Sendable {
+    /// One pending rotation.
+    public struct Entry: Sendable, Equatable {
+        public var identity: SessionIdentity
+        public var tokenSet: TokenSet
+        /// When the entry was written (local clock).
+        public var journaledAt: Double
+        /// Why the Secret Service does not hold it yet (nil: the write was still running).
+        public var pendingReason: String?
+
+        /// Whether this entry holds a newer rotation than `stored` (or `stored` is missing).
+        public func isNewer(than stored: TokenSet?) -> Bool {
+            guard let stored else { return true }
+            return tokenSet.obtainedAt > stored.obtainedAt
+        }
+    }
+
+    /// The first line of every payload.
+    public static let versionLine = "tokenctl-journal-v1"
+
+    /// True when the test switch that simulates an unusable kernel keyring is set (the journal
+    /// and the hot cache share it: both live in the kernel keyring).
+    public let isDisabled: Bool
+
+    public init(environment: Environment = .process) {
+        isDisabled = environment[HotCache.disableVariable] == "1"
+    }
+
+    /// Whether rotations can be journaled in this process (the kernel keyring is usable).
+    public var isAvailable: Bool { !isDisabled && KernelKeyring.isAvailable() }
+
+    /// `tokenctl:journal:v1:<profile>:<FNV-1a 64 of profile, issuer, client ID>`.
+    public static func keyDescription(_ identity: SessionIdentity) -> String {
+        var hash = FNV1a64()
+        hash.update("journal-v1")
+        for part in [identity.profile.rawValue, identity.issuer, identity.clientID] {
+            hash.update([0])
+            hash.update(part)
+        }
+        return "tokenctl:journal:v1:" + identity.profile.rawValue + ":" + hash.hexDigest
+    }
+
+    /// Journal `tokenSet` for `identity`, replacing any entry there in one step.
+    ///
+    /// - Returns: whether the entry is now in the kernel keyring (false: journaling unavailable
+    ///   here, e.g. seccomp or the quota; the caller goes on as without a journal).
+    @discardableResult
+    public func record(_ tokenSet: TokenSet, for identity: SessionIdentity, now: Double, pendingReason: String? = nil) -> Bool {
+        guard !isDisabled else { return false }
+        guard var payload = try? Self.encode(Entry(identity: identity, tokenSet: tokenSet, journaledAt: now, pendingReason: pendingReason)) else {
+            return false
+        }
+        defer { KernelKeyring.scrub(&payload) }
+        if case .success = KernelKeyring.replace(
+            Self.keyDescription(identity), payload: payload, permissions: KernelKeyring.userOnlyPermissions, timeout: 0) {
+            return true
+        }
+        return false
+    }
+
+    /// The pending entry for exactly this identity, if any.
+    public func pending(_ identity: SessionIdentity) -> Entry? {
+        guard !isDisabled else { return nil }
+        guard let (_, entry) = Self.lookup(Self.keyDescription(identity)), entry.identity == identity else { return nil }
+        return entry
+    }
+
+    /// Remove the entry of `identity`: always (`holding: nil`), or only while it still holds a
+    /// set with this refresh token and time (another process may have journaled a newer one).
+    public func clear(_ identity: SessionIdentity, holding tokenSet: TokenSet? = nil) {
+        let description = Self.keyDescription(identity)
+        // Loop: a concurrent writer could link a new key between search and invalidate.
+        for _ in 0..<4 {
+            guard case .success(let key?) = KernelKeyring.search(description) else { return }
+            if let tokenSet {
+                guard case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize) else { return }
+                defer { KernelKeyring.scrub(&payload) }
+                if let entry = try? Self.decode(payload),
+                   entry.tokenSet.refreshToken != tokenSet.refreshToken || entry.tokenSet.obtainedAt != tokenSet.obtainedAt {
+                    return
+                }
+            }
+            _ = KernelKeyring.invalidate(key)
+        }
+    }
+
+    /// Remove the entry of `identity` only while it holds `refreshToken` (a terminal failure
+    /// of that token).
+    public func clear(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) {
+        guard let entry = pending(identity), entry.tokenSet.refreshToken == refreshToken else { return }
+        clear(identity, holding: entry.tokenSet)
+    }
+
+    private static func lookup(_ description: String) -> (KernelKeyring.KeyID, Entry)? {
+        guard case .success(let key?) = KernelKeyring.search(description),
+              case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize) else { return nil }
+        defer { KernelKeyring.scrub(&payload) }
+        guard let entry = try? decode(payload) else { return nil }
+        return (key, entry)
+    }
+
+    // MARK: Payload: a version line, then key=value lines; the token set's JSON last.
+
+    enum FormatError: Error { case malformed, tooLarge }
+
+    static func encode(_ entry: Entry) throws -> [UInt8] {
+        let json = try entry.tokenSet.encoded()
+        var fields: [(String, String)] = [
+            ("profile", entry.identity.profile.rawValue),
+            ("issuer", entry.identity.issuer),
+            ("client_id", entry.identity.clientID),
+            ("journaled_at", String(entry.journaledAt.isFinite && abs(entry.journaledAt) < 1e12 ? Int64(entry.journaledAt) : 0)),
+        ]
+        if let reason = entry.pendingReason { fields.append(("pending_reason", String(reason.prefix(300)))) }
+        var bytes = Array(versionLine.utf8) + [0x0A]
+        for (key, value) in fields {
+            // One line per field: a line break (or any control character) cannot be represented.
+            guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else { throw FormatError.malformed }
+            bytes += Array(key.utf8) + [UInt8(ascii: "=")] + Array(value.utf8) + [0x0A]
+        }
+        guard !json.contains(0x0A) else { throw FormatError.malformed }
+        bytes += Array("token_set=".utf8) + json + [0x0A]
+        guard bytes.count <= HotCacheEntry.maximumPayloadSize else { throw FormatError.tooLarge }
+        return bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> Entry {
+        guard bytes.count <= HotCacheEntry.maximumPayloadSize, bytes.last == 0x0A else { throw FormatError.malformed }
+        var lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false)
+        lines.removeLast()
+        guard let first = lines.first, first.elementsEqual(versionLine.utf8) else { throw FormatError.malformed }
+        var values: [String: [UInt8]] = [:]
+        for line in lines.dropFirst() {
+            guard let equals = line.firstIndex(of: UInt8(ascii: "=")) else { throw FormatError.malformed }
+            let key = String(decoding: line[line.startIndex..<equals], as: UTF8.self)
+            guard values[key] == nil else { throw FormatError.malformed }
+            values[key] = Array(line[line.index(after: equals)...])
+        }
+        func text(_ key: String) throws -> String {
+            guard let bytes = values[key] else { throw FormatError.malformed }
+            let string = String(decoding: bytes, as: UTF8.self)
+            guard string.utf8.elementsEqual(bytes), !string.isEmpty else { throw FormatError.malformed }
+            return string
+        }
+        guard let profile = ProfileName(rawValue: try text("profile")), let json = values["token_set"],
+              let journaledAt = Int64(try text("journaled_at")) else { throw FormatError.malformed }
+        let tokenSet = try TokenSet.decode(json)
+        return Entry(
+            identity: SessionIdentity(profile: profile, issuer: try text("issuer"), clientID: try text("client_id")),
+            tokenSet: tokenSet, journaledAt: Double(journaledAt), pendingReason: try? text("pending_reason"))
+    }
+}

@@ -1,0 +1,214 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Synchronization
+import Testing
+@testable import TokenctlCore
+import TokenctlEssentials
+
+/// The rotation journal against the real kernel user keyring (each test its own identity, every
+/// key removed at the end), and the broker over a journaled store whose Secret Service side is
+/// an in-memory fake that can be made to fail (a fault a real keyring cannot produce on demand).
+@Suite("Rotation journal", .serialized)
+struct RotationJournalTests {
+    /// A fresh identity per test: the user keyring is shared by every process of the uid.
+    private static func identity() -> SessionIdentity {
+        SessionIdentity(
+            profile: ProfileName(rawValue: "journal-" + String(UUID().uuidString.prefix(8)).lowercased())!,
+            issuer: "https://issuer.example", clientID: "cli")
+    }
+
+    private static let journal = RotationJournal(environment: .fixed([:]))
+
+    @Test("an entry reads back for exactly its identity, and clear removes it")
+    func roundTrip() throws {
+        try #require(Self.journal.isAvailable, "the kernel keyring must be usable where the tests run")
+        let identity = Self.identity()
+        defer { Self.journal.clear(identity) }
+        let set = TokenSet.fixture(accessToken: "at", refreshToken: "rt-2", obtainedAt: 1_700_000_000)
+        #expect(Self.journal.record(set, for: identity, now: 1_700_000_001, pendingReason: "the keyring is locked"))
+        let entry = try #require(Self.journal.pending(identity))
+        #expect(entry.tokenSet == set)
+        #expect(entry.identity == identity)
+        #expect(entry.pendingReason == "the keyring is locked")
+        var other = identity
+        other.clientID = "another"
+        #expect(Self.journal.pending(other) == nil)
+        Self.journal.clear(identity)
+        #expect(Self.journal.pending(identity) == nil)
+    }
+
+    @Test("clear(holding:) leaves a newer entry that another process journaled meanwhile")
+    func clearOnlyWhatWasWritten() throws {
+        let identity = Self.identity()
+        defer { Self.journal.clear(identity) }
+        let older = TokenSet.fixture(refreshToken: "rt-2", obtainedAt: 1_700_000_000)
+        let newer = TokenSet.fixture(refreshToken: "rt-3", obtainedAt: 1_700_000_100)
+        Self.journal.record(newer, for: identity, now: 1_700_000_100)
+        Self.journal.clear(identity, holding: older)
+        #expect(Self.journal.pending(identity)?.tokenSet == newer)
+        Self.journal.clear(identity, ifRefreshTokenIs: "rt-2")
+        #expect(Self.journal.pending(identity)?.tokenSet == newer)
+        Self.journal.clear(identity, ifRefreshTokenIs: "rt-3")
+        #expect(Self.journal.pending(identity) == nil)
+    }
+
+    @Test("the key is memory-only, private to the user, and never expires while pending")
+    func keyPermissions() throws {
+        let identity = Self.identity()
+        defer { Self.journal.clear(identity) }
+        Self.journal.record(TokenSet.fixture(obtainedAt: 1_700_000_000), for: identity, now: 1_700_000_000)
+        let description = RotationJournal.keyDescription(identity)
+        let keys = try String(contentsOfFile: "/proc/keys", encoding: .utf8)
+        let line = try #require(keys.split(separator: "\n").first { $0.contains(description) })
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        // /proc/keys: serial flags usage timeout perm uid gid type description
+        #expect(fields[3] == "perm", "no kernel timeout while pending: \(line)")
+        #expect(fields[4] == "3f3f0000", "possessor and user only: \(line)")
+    }
+
+    @Test("the test switch that disables the kernel keyring disables the journal")
+    func disabled() {
+        let journal = RotationJournal(environment: .fixed([HotCache.disableVariable: "1"]))
+        #expect(!journal.isAvailable)
+        #expect(!journal.record(TokenSet.fixture(obtainedAt: 1), for: Self.identity(), now: 1))
+    }
+
+    @Test("a malformed payload is no entry")
+    func malformed() {
+        for payload in ["", "tokenctl-journal-v1\n", "tokenctl-journal-v2\nprofile=p\n", "tokenctl-journal-v1\nprofile=p\nissuer=i\nclient_id=c\njournaled_at=1\ntoken_set={}\n"] {
+            #expect(throws: (any Error).self) { try RotationJournal.decode(Array(payload.utf8)) }
+        }
+    }
+
+    // MARK: The journaled store
+
+    @Test("fake Secret Service write failure: the set is journaled, reads serve it, a later completion writes it")
+    func pendingThenCompleted() throws {
+        let identity = Self.identity()
+        defer { Self.journal.clear(identity) }
+        let memory = InMemorySessionStore()
+        let keyring = FailingWritesStore(memory)
+        let store = JournaledSessionStore(keyring, journal: Self.journal)
+        let old = TokenSet.fixture(refreshToken: "rt-1", obtainedAt: 1_700_000_000)
+        try memory.write(old, for: identity)
+        let rotated = TokenSet.fixture(refreshToken: "rt-2", obtainedAt: 1_700_000_100)
+
+        keyring.failure = StoreError(.locked, "the keyring is locked")
+        var journaledFirst = false
+        #expect(try store.persist(rotated, for: identity) { journaledFirst = true } == .pending(StoreError(.locked, "the keyring is locked")))
+        #expect(journaledFirst)
+        #expect(try memory.read(identity) == old, "the Secret Service still holds the old set")
+        #expect(try store.read(identity) == rotated, "readers prefer the newer journal entry")
+        #expect(store.pendingWrite(identity)?.pendingReason == "the keyring is locked")
+
+        // The Secret Service unreadable as well: the journal is the truth.
+        memory.failure = StoreError(.locked, "locked")
+        #expect(try store.read(identity) == rotated)
+        #expect(throws: StoreError.self) { try store.completePendingWrite(identity) }
+        memory.failure = nil
+
+        keyring.failure = nil
+        #expect(try store.completePendingWrite(identity) == rotated)
+        #expect(try memory.read(identity) == rotated)
+        #expect(store.pendingWrite(identity) == nil)
+        #expect(try store.completePendingWrite(identity) == nil, "nothing left to complete")
+    }
+
+    @Test("an entry older than the stored set is dropped, never written over it")
+    func staleEntryDropped() throws {
+        let identity = Self.identity()
+        defer { Self.journal.clear(identity) }
+        let memory = InMemorySessionStore()
+        let store = JournaledSessionStore(memory, journal: Self.journal)
+        let stored = TokenSet.fixture(refreshToken: "rt-3", obtainedAt: 1_700_000_200)
+        try memory.write(stored, for: identity)
+        Self.journal.record(TokenSet.fixture(refreshToken: "rt-2", obtainedAt: 1_700_000_100), for: identity, now: 1_700_000_100)
+        #expect(try store.read(identity) == stored)
+        #expect(try store.completePendingWrite(identity) == nil)
+        #expect(try memory.read(identity) == stored)
+        #expect(store.pendingWrite(identity) == nil)
+    }
+
+    @Test("logout removes a pending entry with the item; a terminal failure removes it only when it holds the token sent")
+    func deleteClears() throws {
+        let identity = Self.identity()
+        defer { Self.journal.clear(identity) }
+        let memory = InMemorySessionStore()
+        let store = JournaledSessionStore(memory, journal: Self.journal)
+        Self.journal.record(TokenSet.fixture(refreshToken: "rt-2", obtainedAt: 1_700_000_100), for: identity, now: 1)
+        #expect(try store.delete(identity, ifRefreshTokenIs: "rt-1") == false)
+        #expect(store.pendingWrite(identity) != nil)
+        _ = try store.delete(identity, ifRefreshTokenIs: "rt-2")
+        #expect(store.pendingWrite(identity) == nil)
+        Self.journal.record(TokenSet.fixture(refreshToken: "rt-2", obtainedAt: 1_700_000_100), for: identity, now: 1)
+        #expect(try store.delete(identity), "a pending entry counts as a session to log out")
+        #expect(store.pendingWrite(identity) == nil)
+    }
+
+    @Test("broker: a rotation whose Secret Service write fails is served and kept in the journal; the next call writes it and refreshes from it")
+    func brokerGoesOnFromJournal() async throws {
+        let identity = Self.identity()
+        defer { Self.journal.clear(identity) }
+        let profile = ResolvedProfile(
+            name: identity.profile,
+            configuration: ProfileConfiguration(issuer: try EndpointURL(identity.issuer), clientID: identity.clientID),
+            tokenEndpoint: "https://issuer.example/token")
+        let clock = VirtualClock()
+        let memory = InMemorySessionStore()
+        let keyring = FailingWritesStore(memory)
+        let store = JournaledSessionStore(keyring, journal: Self.journal, clock: clock.clock)
+        let http = FakeHTTPClient { request, _ in
+            let sent = formFields(request)["refresh_token"] ?? "?"
+            return .success(.tokens(access: "access-for-\(sent)", refresh: sent + "-n", expiresIn: 3600))
+        }
+        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 })
+        let broker = TokenBroker(store: store, locks: NoLockProvider(), clock: clock.clock) { _ in
+            TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
+        }
+        try memory.write(TokenSet.fixture(accessToken: "old", refreshToken: "rt", obtainedAt: clock.now - 4000), for: identity)
+
+        keyring.failure = StoreError(.timeout, "the Secret Service did not answer in time")
+        let first = try await broker.validTokenSet(for: profile, minimumTimeToLive: 60)
+        #expect(first.refreshToken == "rt-n")
+        #expect(try memory.read(identity)?.refreshToken == "rt", "the write failed")
+        #expect(store.pendingWrite(identity)?.tokenSet == first)
+
+        // Still failing: a forced refresh goes on from the journal's refresh token, not the spent one.
+        clock.advance(10)
+        let second = try await broker.validTokenSet(for: profile, minimumTimeToLive: 60, force: true)
+        #expect(second.refreshToken == "rt-n-n")
+        #expect(formFields(http.requests[1])["refresh_token"] == "rt-n")
+
+        // The keyring is back: the next call completes the pending write before anything else.
+        keyring.failure = nil
+        clock.advance(10)
+        let third = try await broker.validTokenSet(for: profile, minimumTimeToLive: 60)
+        #expect(third == second)
+        #expect(try memory.read(identity) == second)
+        #expect(store.pendingWrite(identity) == nil)
+        #expect(http.requestCount == 2)
+    }
+}
+
+/// A Secret Service stand-in whose writes fail on demand (reads and deletes still work).
+final class FailingWritesStore: SessionStore, Sendable {
+    let inner: InMemorySessionStore
+    private let state = Mutex<StoreError?>(nil)
+    var failure: StoreError? {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
+    }
+    init(_ inner: InMemorySessionStore) { self.inner = inner }
+    func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? { try inner.read(identity) }
+    func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
+        if let failure { throw failure }
+        try inner.write(tokenSet, for: identity)
+    }
+    func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool { try inner.delete(identity) }
+    func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
+        try inner.delete(identity, ifRefreshTokenIs: refreshToken)
+    }
+    func storedIdentities() throws(StoreError) -> [SessionIdentity] { try inner.storedIdentities() }
+}
