@@ -132,7 +132,7 @@ extension TokenctlService {
         // refresh token on a rotating server) or approved by the user that the tokens could
         // not be kept: reachable, unlocked, no prompt pending.
         do { try store.checkAvailable() } catch {
-            throw TokenctlError(.storeUnavailable, error.message, hint: (error.hint.map { $0 + " " } ?? "").replacingSessionKept() + "Nothing was sent to the server.")
+            throw TokenctlError(.storeUnavailable, error.message, hint: (error.hint.map { $0.replacingSessionKept() + " " } ?? "") + "Nothing was sent to the server.")
         }
         var extra: [(String, String)] = []
         if let audience = request.audience { extra.append(("audience", audience)) }

@@ -216,17 +216,20 @@ public final class SecretServiceStore: SessionStore, Sendable {
     /// When `prompt` is given and the call is still running after a second, `promptNotice`
     /// hears what to approve.
     private func withWatchdog<T>(
-        _ milliseconds: Int32, prompt: String? = nil,
+        _ milliseconds: Int32, prompt: (@Sendable () -> String)? = nil,
         _ body: (UnsafeMutablePointer<GCancellable>) throws(StoreError) -> T
     ) throws(StoreError) -> T {
         let cancellable = CancellableHandle()
         let finished = FinishedFlag()
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(milliseconds))) { [cancellable, finished] in
+        // A call that cannot prompt has the proxy's D-Bus timeout, whose error says more: the
+        // watchdog is only its backstop (connecting to the bus has no timeout at all).
+        let bound = Int(milliseconds) + (prompt == nil ? 500 : 0)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(bound)) { [cancellable, finished] in
             if !finished.isSet { g_cancellable_cancel(cancellable.pointer) }
         }
         if let prompt, let notice = options.promptNotice, milliseconds > 1000 {
             DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(1)) { [finished] in
-                if !finished.isSet { notice(prompt) }
+                if !finished.isSet { notice(prompt()) }
             }
         }
         defer { finished.set() }
@@ -331,9 +334,10 @@ public final class SecretServiceStore: SessionStore, Sendable {
         guard options.interactive else { throw perItemLockedError() }
         let provider = provider()
         let milliseconds = try boundMilliseconds("ask \(provider.name) for access")
+        let name = provider.name
         var error: UnsafeMutablePointer<GError>?
         var newlyUnlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-        let count = try withWatchdog(milliseconds, prompt: "\(provider.name) asks whether tokenctl may use its item: allow it in the \(provider.name) window.") { cancellable in
+        let count = try withWatchdog(milliseconds, prompt: { "\(name) asks whether tokenctl may use its item: allow it in the \(name) window." }) { cancellable in
             var pointers: [UnsafePointer<CChar>?] = locked.map { UnsafePointer(strdup($0)) } + [nil]
             defer { for pointer in pointers { free(UnsafeMutableRawPointer(mutating: pointer)) } }
             return pointers.withUnsafeMutableBufferPointer { buffer in
@@ -341,7 +345,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
             }
         }
         defer { g_strfreev(newlyUnlocked) }
-        if let error { throw storeError(error, operation: "ask \(provider.name) for access to tokenctl's item") }
+        if let error { throw storeError(error, operation: "ask \(provider.name) for access to tokenctl's item", mayPrompt: true) }
         let paths = Self.strings(newlyUnlocked)
         guard count > 0, !paths.isEmpty else { throw perItemLockedError() }
         return paths
@@ -378,10 +382,9 @@ public final class SecretServiceStore: SessionStore, Sendable {
         }
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
         let milliseconds = try boundMilliseconds(operation, floor: Self.minimumWriteTime)
-        let provider = provider()
         g_hash_table_ref(table)
         if let path = try unlockedPaths(table).first {
-            let replaced = try withWatchdog(milliseconds, prompt: "\(provider.name) asks to confirm a change to tokenctl's item: allow it.") { (cancellable) throws(StoreError) -> Bool in
+            let replaced = try withWatchdog(milliseconds, prompt: { "\(self.provider().name) asks to confirm a change to tokenctl's item: allow it." }) { (cancellable) throws(StoreError) -> Bool in
                 var error: UnsafeMutablePointer<GError>?
                 guard let item = secret_item_new_for_dbus_path_sync(service, path, SECRET_ITEM_NONE, cancellable, &error) else {
                     if let error, Self.isUnknownObject(error) {
@@ -392,16 +395,16 @@ public final class SecretServiceStore: SessionStore, Sendable {
                 }
                 defer { tokenctl_object_unref(item) }
                 tokenctl_proxy_set_timeout(item, milliseconds)
-                if secret_item_set_secret_sync(item, value, cancellable, &error) == 0 { throw storeError(error, operation: operation) }
+                if secret_item_set_secret_sync(item, value, cancellable, &error) == 0 { throw storeError(error, operation: operation, mayPrompt: true) }
                 return true
             }
             if replaced { return }
         }
         try requireUnlockedDefaultCollection(service)
-        try withWatchdog(milliseconds, prompt: "\(provider.name) asks to confirm a new item for tokenctl: allow it.") { (cancellable) throws(StoreError) in
+        try withWatchdog(milliseconds, prompt: { "\(self.provider().name) asks to confirm a new item for tokenctl: allow it." }) { (cancellable) throws(StoreError) in
             var error: UnsafeMutablePointer<GError>?
             if secret_service_store_sync(service, tokenctl_secret_schema(), table, nil, label, value, cancellable, &error) == 0 {
-                throw storeError(error, operation: operation)
+                throw storeError(error, operation: operation, mayPrompt: true)
             }
         }
     }
@@ -473,7 +476,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
             guard try shouldDelete(item) else { continue }
             let milliseconds = try boundMilliseconds("delete the session", floor: Self.minimumWriteTime)
             var error: UnsafeMutablePointer<GError>?
-            let ok = try withWatchdog(milliseconds, prompt: "\(provider().name) asks to confirm deleting tokenctl's item: allow it.") { cancellable in
+            let ok = try withWatchdog(milliseconds, prompt: { "\(self.provider().name) asks to confirm deleting tokenctl's item: allow it." }) { cancellable in
                 secret_item_delete_sync(item, cancellable, &error)
             }
             if ok == 0 {
@@ -482,7 +485,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
                     g_error_free(error)
                     continue
                 }
-                throw storeError(error, operation: "delete the session")
+                throw storeError(error, operation: "delete the session", mayPrompt: true)
             }
             deleted += 1
         }
@@ -535,7 +538,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
         guard let collection else {
             let provider = provider()
             throw StoreError(
-                .noDefaultCollection, "the Secret Service (\(provider.name)) has no default keyring (collection)",
+                .noDefaultCollection, "the Secret Service\(provider.label) has no default keyring (collection)",
                 hint: provider.noDefaultCollectionHint)
         }
         defer { tokenctl_object_unref(collection) }
@@ -545,7 +548,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
 
     private func lockedError() -> StoreError {
         let provider = provider()
-        return StoreError(.locked, "the keyring is locked (\(provider.name))", hint: provider.unlockHint + " The session is kept.")
+        return StoreError(.locked, "the keyring is locked" + provider.label, hint: provider.unlockHint + " The session is kept.")
     }
 
     private func perItemLockedError() -> StoreError {
@@ -557,7 +560,10 @@ public final class SecretServiceStore: SessionStore, Sendable {
 
     /// Classify a GError (consumed) from libsecret/GDBus by its domain and code (and the
     /// remote D-Bus error name, which is never translated), not by its translated message.
-    private func storeError(_ error: UnsafeMutablePointer<GError>?, operation: String) -> StoreError {
+    ///
+    /// - Parameter mayPrompt: the call could have been waiting for a provider's prompt (create,
+    ///   delete, unlock), so a cancellation by the watchdog may mean an unanswered prompt.
+    private func storeError(_ error: UnsafeMutablePointer<GError>?, operation: String, mayPrompt: Bool = false) -> StoreError {
         guard let error else { return StoreError(.other, "could not \(operation)") }
         defer { g_error_free(error) }
         let message = RefreshOutcome.sanitized(error.pointee.message.map { String(cString: $0) } ?? "unknown error")
@@ -569,7 +575,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
         let domain = error.pointee.domain, code = error.pointee.code
         func timedOut() -> StoreError {
             StoreError(
-                .timeout, "the Secret Service (\(provider().name)) did not answer in time (\(operation))",
+                .timeout, "the Secret Service\(provider().label) did not answer in time (\(operation))",
                 hint: "Check that it is running and not waiting for a prompt; the session is kept.")
         }
         if domain == g_dbus_error_quark() {
@@ -604,10 +610,11 @@ public final class SecretServiceStore: SessionStore, Sendable {
                 return timedOut()
             case G_IO_ERROR_CANCELLED.rawValue:
                 // Only tokenctl's watchdog cancels: the call (or a prompt it waits for) ran out of time.
+                guard mayPrompt else { return timedOut() }
                 let provider = provider()
                 return StoreError(
                     .promptPending,
-                    "the Secret Service (\(provider.name)) did not finish in time (\(operation)); it may be waiting for a confirmation prompt",
+                    "the Secret Service\(provider.label) did not finish in time (\(operation)); it may be waiting for a confirmation prompt",
                     hint: options.interactive
                         ? "Approve the request in \(provider.name) and try again; the session is kept."
                         : "Run the command again in a terminal of your desktop session and approve the request \(provider.name) shows; the session is kept.")
@@ -638,6 +645,9 @@ public enum SecretServiceProvider: Sendable, Equatable {
         default: self = .other(RefreshOutcome.sanitized(processName))
         }
     }
+
+    /// " (KeePassXC)" after "the Secret Service" in messages; nothing when unknown.
+    var label: String { self == .unknown ? "" : " (\(name))" }
 
     public var name: String {
         switch self {

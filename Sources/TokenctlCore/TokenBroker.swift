@@ -158,12 +158,12 @@ public actor TokenBroker {
 
         let credentials = try clientCredentials(for: profile)
         let client = endpointClient(profile)
-        // From the request until the rotated set is safe (journaled, or stored when there is no
-        // journal), signals wait: a SIGTERM in between would spend the old refresh token and
-        // keep nothing. Every step inside is bounded (HTTP by its timeouts, the store by its).
-        var deferringSignals = true
+        // From the request until the rotated set is written (or the bounded write gave up with
+        // the set safe in the journal), signals wait: a SIGTERM in between would spend the old
+        // refresh token and keep nothing. Every step inside is bounded (HTTP by its timeouts,
+        // the Secret Service by its per-call bound and the deadline), so SIGTERM always acts.
         SignalDeferral.begin()
-        defer { if deferringSignals { SignalDeferral.end() } }
+        defer { SignalDeferral.end() }
         refreshRequestCount += 1
         let (outcome, receivedAt) = await client.refresh(
             refreshToken: refreshToken, endpoint: profile.tokenEndpoint, clientID: profile.configuration.clientID,
@@ -171,11 +171,7 @@ public actor TokenBroker {
         switch outcome {
         case .success(let response, let serverDate):
             let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
-            try await persist(next, for: profile.identity) {
-                // Safe in the journal: a signal may end the process from here on.
-                deferringSignals = false
-                SignalDeferral.end()
-            }
+            try await persist(next, for: profile.identity)
             didServe?(next, profile.identity)
             record(.tokenRefreshed, profile, subject: next.subject)
             return next
@@ -199,18 +195,14 @@ public actor TokenBroker {
         }
     }
 
-    /// Persist the rotated set: the journal first (then `whenJournaled`), then the Secret
-    /// Service; a transient store hiccup gets two more tries when there is no journal, since
-    /// the old refresh token is already spent on a rotating server.
-    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, whenJournaled: () -> Void) async throws(TokenctlError) {
+    /// Persist the rotated set: the journal first, then the Secret Service; a transient store
+    /// hiccup gets two more tries when there is no journal, since the old refresh token is
+    /// already spent on a rotating server.
+    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) async throws(TokenctlError) {
         var lastError: StoreError?
-        var journaled = false
         for attempt in 0..<3 {
             do {
-                let outcome = try store.persist(tokenSet, for: identity) {
-                    if !journaled { whenJournaled() }
-                    journaled = true
-                }
+                let outcome = try store.persist(tokenSet, for: identity, whenJournaled: {})
                 if case .pending(let error) = outcome {
                     events?.append(EventRecord(
                         time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer,

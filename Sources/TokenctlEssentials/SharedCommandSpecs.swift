@@ -1,7 +1,7 @@
 /// The command specifications both executables parse: the static front (`tokenctl`) serves
 /// `token` hot-cache hits with exactly the options the engine (`tokenctl-engine`) accepts.
 public enum SharedCommandSpecs {
-    public static let timeout = OptionSpec("--timeout", value: "seconds", help: "Give up on the server after this long in all, retries included (default: 30).")
+    public static let timeout = OptionSpec("--timeout", value: "seconds", help: "Give up after this long in all: the lock wait, the server (retries included) and the keyring (default: 30, at least 1). A refresh already sent gets at least 5 s to be answered.")
 
     public static let token = CommandSpec(
         name: "token",

@@ -71,12 +71,13 @@ enum Commands {
     static let status = CommandSpec(
         name: "status",
         abstract: "Show the session state (never a token).",
-        usage: "[--all] [--json] [--watch] [--offline]",
+        usage: "[--all] [--json] [--watch] [--offline] [--timeout <seconds>]",
         options: [
             OptionSpec("--all", help: "Show every configured profile, and orphaned keyring sessions."),
             OptionSpec("--json", help: "Print JSON on stdout (an array with --all); schema in tokenctl(1)."),
             OptionSpec("--watch", help: "Print the state, then one line per change (login, refresh, logout, expiry) until interrupted."),
             OptionSpec("--offline", help: "Never contact the server: the signature verdict comes from the cached keys only."),
+            timeout,
         ],
         discussion: "States: authenticated, expired-refreshable, signed-out, ended (the server ended the session), store-unavailable. Exit status: 0 authenticated or expired-refreshable, 77 signed out or ended, 69 the Secret Service cannot be read, 78 not configured.")
 
@@ -96,7 +97,7 @@ enum Commands {
         name: "doctor",
         abstract: "Check everything unattended use needs, one line per check.",
         usage: "[--json]",
-        options: [OptionSpec("--json", help: "Print the checks as JSON on stdout.")],
+        options: [OptionSpec("--json", help: "Print the checks as JSON on stdout."), timeout],
         discussion: "Checks the configuration, the session bus, the Secret Service and its lock state, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Exit status 0 only when every check passes, else 1.")
 
     static let schedule = CommandSpec(

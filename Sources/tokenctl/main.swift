@@ -48,6 +48,16 @@ struct CommandContext {
     }
 }
 
+/// Whether `--timeout` bounds the whole command: not for flows that wait for a person
+/// (`login`) or run until interrupted (`status --watch`, `events --follow`).
+func commandHasDeadline(_ command: String, _ options: ParsedOptions) -> Bool {
+    switch command {
+    case "token", "refresh", "logout", "doctor": true
+    case "status": !options.has("--watch")
+    default: false
+    }
+}
+
 func run(_ arguments: [String]) async -> ExitStatus {
     let startedAt = TokenctlCore.Clock.system.now()
     let invocation: Invocation
@@ -97,7 +107,7 @@ func run(_ arguments: [String]) async -> ExitStatus {
     }
     let context = CommandContext(
         options: invocation.options, profile: profile, verbose: invocation.verbose, paths: paths, timeout: timeout,
-        deadline: commandName == "login" ? nil : startedAt + timeout)
+        deadline: commandHasDeadline(commandName, invocation.options) ? startedAt + timeout : nil)
 
     do {
         switch commandName {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlEssentials
 
 /// Every row of the failure-class table, against the real binary, keyring and HTTP server.
 /// Faults are injected by the test server (a real server cannot fail on demand).
@@ -191,18 +192,23 @@ struct LimitsAndLocationsTests {
         #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
     }
 
-    @Test("without XDG_RUNTIME_DIR the refresh lock lives under $XDG_STATE_HOME/tokenctl/locks, in a 0700 directory")
-    func lockFallback() throws {
+    @Test("the refresh lock lives in the uid's runtime directory whatever XDG_RUNTIME_DIR says: a 0700 directory, an empty 0600 file")
+    func lockLocation() throws {
         let server = try AuthServer()
         let (sandbox, _) = try RefreshFailureTests.staleSession(server)
+        let profile = "lockplace-" + String(UUID().uuidString.prefix(8)).lowercased()
+        try sandbox.login(server, profile: profile)
+        sandbox.variables["TOKENCTL_RUNTIME_DIR"] = nil
         sandbox.variables["XDG_RUNTIME_DIR"] = nil
-        #expect(try sandbox.tokenctl("token").status == 0)
-        let directory = sandbox.root + "/state/tokenctl/locks"
+        #expect(try sandbox.tokenctl("--profile", profile, "token", "--force").status == 0)
+        let directory = Paths.runtimeLockDirectory(.fixed([:]))
+        let lockFile = directory + "/" + profile + ".lock"
+        defer { unlink(lockFile) }
         let attributes = try FileManager.default.attributesOfItem(atPath: directory)
         #expect((attributes[.posixPermissions] as? Int) == 0o700)
-        #expect(FileManager.default.fileExists(atPath: directory + "/default.lock"))
-        let lockFile = try FileManager.default.attributesOfItem(atPath: directory + "/default.lock")
-        #expect((lockFile[.posixPermissions] as? Int) == 0o600)
-        #expect((lockFile[.size] as? Int) == 0, "the lock file holds nothing")
+        let file = try FileManager.default.attributesOfItem(atPath: lockFile)
+        #expect((file[.posixPermissions] as? Int) == 0o600)
+        #expect((file[.size] as? Int) == 0, "the lock file holds nothing")
+        #expect(!FileManager.default.fileExists(atPath: sandbox.root + "/state/tokenctl/locks"))
     }
 }

@@ -77,10 +77,34 @@ struct SecretServiceDiagnosisTests {
         #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
     }
 
-    @Test("the daemon killed during a refresh: 69 saying the refreshed session could not be saved")
+    @Test("the daemon killed during a refresh: the rotated token is served from the rotation journal, and written once the daemon is back (no grace period)")
     func daemonKilledDuringRefresh() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
+        sandbox.use(keyring)
+        let server = try AuthServer(["grace_seconds": 0])
+        try sandbox.loginWithExpiredAccessToken(server)
+        try server.configure(["delay_seconds": 1.5])
+        let command = try sandbox.start(["token"])
+        try server.waitForTokenRequests(2)
+        try keyring.kill()
+        let result = command.wait()
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.hasPrefix("at_"), "the journal holds the rotation: it is served")
+        try server.configure(["delay_seconds": 0])
+        let pending = try sandbox.tokenctl("status")
+        #expect(pending.stdout.contains("pending write:"), "\(pending)")
+        try keyring.start()
+        #expect(try sandbox.tokenctl("token", "--force").status == 0)
+        #expect(try server.stats()["reuse_detected"] == 0, "the next refresh used the rotated token")
+        #expect(!(try sandbox.tokenctl("status").stdout.contains("pending write:")))
+    }
+
+    @Test("without a kernel keyring (no journal), the daemon killed during a refresh: 69 saying the refreshed session could not be saved")
+    func daemonKilledDuringRefreshWithoutJournal() throws {
+        let keyring = try PrivateKeyring()
+        let sandbox = try Sandbox()
+        sandbox.useSecretServicePathOnly()
         sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 60])
         try sandbox.loginWithExpiredAccessToken(server)
