@@ -1,0 +1,149 @@
+import Foundation
+import Testing
+
+/// The same sessions against every Secret Service provider tokenctl users meet: gnome-keyring,
+/// KeePassXC 2.7.4 and KWallet (kwalletd5, KDE Frameworks 5.103), each headless on a private
+/// bus, with the test authorization server rotating with no grace period (a lost rotation or a
+/// duplicate refresh ends the session there).
+@Suite("End to end: Secret Service providers", .serialized)
+struct ProviderTests {
+    @Test("lifecycle: login, token, status, refreshes from new processes (each replacing the item another process wrote), logout", arguments: PrivateProvider.Kind.allCases)
+    func lifecycle(kind: PrivateProvider.Kind) throws {
+        let provider = try PrivateProvider(kind)
+        let sandbox = try Sandbox()
+        sandbox.use(provider)
+        let server = try AuthServer(["grace_seconds": 0])
+        try sandbox.login(server)
+
+        let token = try sandbox.tokenctl("token")
+        #expect(token.status == 0, "\(kind): \(token)")
+        #expect(token.stdout.hasPrefix("at_"))
+        let status = try sandbox.tokenctl("status")
+        #expect(status.status == 0 && status.stdout.contains(": authenticated"), "\(kind): \(status)")
+
+        // KeePassXC before 2.7.6 opens a dialog when a client replaces an item another client
+        // created (CreateItem with replace); tokenctl updates it with Item.SetSecret instead.
+        for round in 0..<5 {
+            let started = now()
+            let refreshed = try sandbox.start(round % 2 == 0 ? ["refresh", "--timeout", "10"] : ["token", "--force", "--timeout", "10"]).wait()
+            #expect(refreshed.status == 0, "\(kind) round \(round): \(refreshed)")
+            #expect(now() - started < 8, "\(kind) round \(round): no prompt, no hang")
+        }
+        let stats = try server.stats()
+        #expect(stats["reuse_detected"] == 0 && stats["invalid_grant"] == 0, "\(kind): \(stats)")
+        #expect(!(try sandbox.tokenctl("status").stdout.contains("pending write:")), "every rotation reached \(kind)")
+
+        let logout = try sandbox.tokenctl("logout")
+        #expect(logout.status == 0, "\(kind): \(logout)")
+        let after = try sandbox.tokenctl("status")
+        #expect(after.status == 77, "\(kind): \(after)")
+    }
+
+    @Test("locked and unlocked mid-run: 69 with advice for this provider, nothing sent, the session intact after unlocking", arguments: PrivateProvider.Kind.allCases)
+    func lockAndUnlock(kind: PrivateProvider.Kind) throws {
+        let provider = try PrivateProvider(kind)
+        let sandbox = try Sandbox()
+        sandbox.use(provider)
+        sandbox.useSecretServicePathOnly()
+        let server = try AuthServer(["grace_seconds": 0])
+        try sandbox.login(server)
+        #expect(try sandbox.tokenctl("token", "--force").status == 0)
+
+        try provider.lock()
+        let requestsBefore = try server.stats()["token_requests"] ?? 0
+        let locked = try sandbox.tokenctl("token", "--force", "--timeout", "10")
+        #expect(locked.status == 69, "\(kind): \(locked)")
+        #expect(locked.stderr.contains("the keyring is locked (\(kind))"), "\(kind): \(locked)")
+        let advice: [PrivateProvider.Kind: String] = [
+            .gnomeKeyring: "gnome-keyring-daemon --replace --unlock", .keePassXC: "Unlock the database in KeePassXC", .kWallet: "Open the wallet",
+        ]
+        #expect(locked.stderr.contains(advice[kind]!), "\(kind): \(locked)")
+        if kind != .gnomeKeyring { #expect(!locked.stderr.contains("gnome-keyring"), "no gnome-keyring advice to a \(kind) user: \(locked)") }
+        #expect(try server.stats()["token_requests"] == requestsBefore, "nothing is sent while the keyring is locked")
+
+        let status = try sandbox.tokenctl("status")
+        #expect(status.status == 69, "\(kind): \(status)")
+        #expect(status.stdout.contains("  problem:       the keyring is locked (\(kind)).\n  hint:          "), "message and hint apart: \(status)")
+        let doctor = try sandbox.tokenctl("doctor")
+        #expect(doctor.stdout.contains("provider: \(kind)"), "\(kind): \(doctor)")
+        #expect(doctor.stdout.contains("[FAIL] keyring: the keyring is locked"), "\(kind): \(doctor)")
+
+        try provider.unlock()
+        let unlocked = try sandbox.tokenctl("token", "--force")
+        #expect(unlocked.status == 0, "\(kind): \(unlocked)")
+        #expect(try server.stats()["reuse_detected"] == 0)
+    }
+
+    @Test("16 processes at once on an expired token: one refresh, every process served", arguments: [PrivateProvider.Kind.gnomeKeyring, .keePassXC])
+    func fanIn(kind: PrivateProvider.Kind) throws {
+        let provider = try PrivateProvider(kind)
+        let sandbox = try Sandbox()
+        sandbox.use(provider)
+        let server = try AuthServer(["grace_seconds": 0])
+        try sandbox.loginWithExpiredAccessToken(server)
+        try server.configure(["delay_seconds": 0.2])
+        let requestsBefore = try server.tokenRequests().count
+        let results = try sandbox.concurrently(16, ["token"])
+        for result in results { #expect(result.status == 0, "\(kind): \(result)") }
+        #expect(Set(results.map(\.stdout)).count == 1, "one token for all")
+        #expect(try server.tokenRequests().count - requestsBefore == 1)
+        #expect(try server.stats()["reuse_detected"] == 0)
+    }
+
+    @Test("SIGTERM during a refresh: held until the rotated set is written, then delivered; the session survives", arguments: [PrivateProvider.Kind.gnomeKeyring, .keePassXC])
+    func interruption(kind: PrivateProvider.Kind) throws {
+        let provider = try PrivateProvider(kind)
+        let sandbox = try Sandbox()
+        sandbox.use(provider)
+        let server = try AuthServer(["grace_seconds": 0])
+        try sandbox.login(server)
+        try server.configure(["faults": [["delay": 1.0]]])
+        let before = try server.stats()["token_requests"] ?? 0
+        let command = try sandbox.start(["token", "--force"])
+        try server.waitForTokenRequests(before + 1)
+        command.signal(SIGTERM)
+        #expect(command.wait().status == 128 + SIGTERM)
+        let status = try sandbox.tokenctl("status")
+        #expect(!status.stdout.contains("pending write:"), "written before the signal took effect: \(status)")
+        #expect(try sandbox.tokenctl("token", "--force").status == 0)
+        #expect(try server.stats()["reuse_detected"] == 0)
+    }
+}
+
+/// KeePassXC with "Confirm when passwords are retrieved by clients" (ConfirmAccessItem, its
+/// default): items are locked per client until the user allows access.
+@Suite("End to end: KeePassXC per-item access confirmation", .serialized)
+struct KeePassXCConfirmationTests {
+    @Test("without a terminal: 69 naming the per-item lock and what to run; in a terminal: tokenctl asks, the user allows, the session is served")
+    func perItemConfirmation() throws {
+        let provider = try PrivateProvider(.keePassXC, confirmsAccess: true)
+        let sandbox = try Sandbox()
+        sandbox.use(provider)
+        sandbox.useSecretServicePathOnly()
+        let server = try AuthServer(["grace_seconds": 0])
+        try sandbox.login(server)
+
+        let unattended = try sandbox.tokenctl("token", "--timeout", "10")
+        #expect(unattended.status == 69, "\(unattended)")
+        #expect(unattended.stderr.contains("KeePassXC keeps tokenctl's item locked"), "\(unattended)")
+        #expect(unattended.stderr.contains("Run 'tokenctl status' in a terminal"), "\(unattended)")
+        let doctor = try sandbox.tokenctl("doctor")
+        #expect(doctor.stdout.contains("[ok]   keyring: default collection unlocked"), "\(doctor)")
+        #expect(doctor.stdout.contains("KeePassXC keeps tokenctl's item locked"), "doctor tells a per-item lock from a locked collection: \(doctor)")
+
+        // The hint, run as printed in a terminal (script(1) gives it one): tokenctl asks
+        // KeePassXC, says on stderr what to approve, and waits; the user allows.
+        let interactive = try RunningCommand(
+            executable: "/usr/bin/script",
+            arguments: ["-qec", "\(sandbox.environment.binary) status", "/dev/null"],
+            environment: sandbox.variables, stdin: nil, directory: sandbox.root)
+        // The request cannot complete before it is approved: after a second of waiting,
+        // tokenctl says what to approve.
+        sleep(seconds: 1.5)
+        try provider.approvePendingRequest(timeout: 15)
+        let answered = interactive.wait()
+        #expect(answered.status == 0, "\(answered)")
+        #expect(answered.stdout.contains("allow it in the KeePassXC window"), "tokenctl said what to approve: \(answered)")
+        #expect(answered.stdout.contains(": authenticated"), "\(answered)")
+    }
+}
