@@ -18,13 +18,27 @@
 #include "CProcessStartup.h"
 
 #include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 
 static int captured_argc;
 static char **captured_argv;
 static char *empty_argv[] = { NULL };
 
+// 3. No core dumps, before any secret is read: a crash of either executable must not write
+//    the refresh token to disk (a 47 MB core held it five times). RLIMIT_CORE 0 stops the
+//    kernel's core file; PR_SET_DUMPABLE 0 also stops a core pipe handler (systemd-coredump,
+//    apport) and ptrace attaches by other processes of the user. Both are inherited by nothing
+//    tokenctl runs that matters: children get RLIMIT_CORE 0, and dumpable resets on execve.
+static void disable_core_dumps(void) {
+    struct rlimit none = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &none);
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
 static void capture_arguments(int argc, char **argv, char **envp) {
     (void)envp;
+    disable_core_dumps();
     captured_argc = argc;
     captured_argv = argv;
 }

@@ -23,7 +23,7 @@ public struct Clock: Sendable {
         },
         sleep: { seconds in
             guard seconds > 0 else { return }
-            try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+            try await Task.sleep(nanoseconds: UInt64(seconds.clamped(to: 0...1e6) * 1e9))
         }
     )
 }

@@ -31,7 +31,8 @@ public enum ClockSkew {
         var expiry = expiresIn.map { receivedAt + $0 }
         if case .number(let exp)? = accessTokenClaims?["exp"] {
             guard isTrusted(offset) else { return receivedAt }
-            let local = exp - (offset ?? 0)
+            // A JWT exp of 2^63 or -2^63 is clamped where it arrives: nothing later traps on it.
+            let local = (exp - (offset ?? 0)).clamped(to: 0...(receivedAt + TokenResponse.maximumLifetime))
             expiry = min(expiry ?? local, local)
         }
         return expiry

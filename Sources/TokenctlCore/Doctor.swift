@@ -165,7 +165,7 @@ extension TokenctlService {
             var checks = [DoctorCheck("issuer \(configuration.issuer)", ok: true, "reachable (discovery: HTTP \(response.status))")]
             if let offset = ClockSkew.offset(serverDate: response.serverDate, receivedAt: (sentAt + receivedAt) / 2) {
                 let trusted = ClockSkew.isTrusted(offset)
-                checks.append(DoctorCheck("clock", ok: trusted, "\(offset >= 0 ? "+" : "")\(Int(offset)) s against \(configuration.issuer.host)",
+                checks.append(DoctorCheck("clock", ok: trusted, "\(offset >= 0 ? "+" : "")\(Int(saturating: offset)) s against \(configuration.issuer.host)",
                                           hint: trusted ? nil : "Beyond ±\(Int(ClockSkew.trustedBound)) s tokenctl refreshes online on every use; fix the system clock (timedatectl)."))
             }
             return checks

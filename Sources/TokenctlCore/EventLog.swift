@@ -73,7 +73,7 @@ public struct EventRecord: Sendable, Equatable {
     }
 
     private func format3(_ value: Double) -> String {
-        let milliseconds = Int64((value * 1000).rounded())
+        let milliseconds = Int64(saturating: (value * 1000).rounded())
         let fraction = milliseconds % 1000
         return "\(milliseconds / 1000).\(fraction < 10 ? "00" : fraction < 100 ? "0" : "")\(fraction)"
     }
@@ -108,9 +108,12 @@ public struct EventLog: Sendable {
     public func append(_ record: EventRecord) -> Bool {
         let directory = String(path[..<path.lastIndex(of: "/")!])
         guard (try? FileIO.ensurePrivateDirectory(directory)) != nil else { return false }
-        var descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        // Without blocking, regular files only: a FIFO in place of the log must not hang a
+        // refresh that holds the profile lock.
+        var descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
+        guard (try? FileIO.requireRegularFile(descriptor, path: path)) != nil else { return false }
         var info = stat()
         if fstat(descriptor, &info) == 0, Int(info.st_size) >= maximumBytes {
             // Rotate under the log's own lock; whoever gets it first renames, the others reopen.
@@ -121,8 +124,8 @@ public struct EventLog: Sendable {
                 }
                 flock(descriptor, LOCK_UN)
                 close(descriptor)
-                descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-                guard descriptor >= 0 else { return false }
+                descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
+                guard descriptor >= 0, (try? FileIO.requireRegularFile(descriptor, path: path)) != nil else { return false }
             }
         }
         let bytes = Array(record.jsonLine().utf8)

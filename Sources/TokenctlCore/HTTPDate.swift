@@ -26,7 +26,8 @@ public enum HTTPDate {
         default:
             return nil
         }
-        guard let day, let month, let year, let time, (1...31).contains(day), year >= 1970 else { return nil }
+        // Years past 9999 are no HTTP-date (RFC 9110 has four digits) and would not fit a tm.
+        guard let day, let month, let year, let time, (1...31).contains(day), (1970...9999).contains(year) else { return nil }
         var parts = tm()
         parts.tm_year = Int32(year - 1900)
         parts.tm_mon = Int32(month)

@@ -123,7 +123,7 @@ struct BrowserFlow: Sendable {
 
         guard let callback = await server.waitForCallback(timeout: timeout, clock: clock) else {
             throw TokenctlError(
-                .loginRequired, "no answer from the browser within \(Int(timeout)) seconds",
+                .loginRequired, "no answer from the browser within \(Int(saturating: timeout)) seconds",
                 hint: "Nothing was stored. Run 'tokenctl login --browser' again, or use --device.")
         }
         let received = callback.parameters

@@ -35,10 +35,12 @@ public struct RetryPolicy: Sendable {
     }
 
     /// The wait before attempt `attempt + 1` (attempt counts from 0): full jitter over
-    /// min(maximum, initial × 2^attempt), or the server's Retry-After when it gave one.
+    /// min(maximum, initial × 2^attempt), or the server's Retry-After when it asks for longer
+    /// (a `Retry-After: 0` or a negative one never makes requests back to back).
     public func delay(afterAttempt attempt: Int, retryAfter: Double?) -> Double {
-        if let retryAfter { return max(minimumDelay, retryAfter) }
         let ceiling = min(maximumDelay, initialDelay * Double(1 << min(attempt, 20)))
-        return max(minimumDelay, random() * ceiling)
+        let backoff = max(minimumDelay, random() * ceiling)
+        guard let retryAfter, !retryAfter.isNaN else { return backoff }
+        return max(backoff, retryAfter)
     }
 }

@@ -30,8 +30,11 @@ public struct TokenResponse: Equatable, Sendable {
             expiresIn = seconds
         default: throw .invalidField("expires_in")
         }
-        if let seconds = expiresIn, !(seconds.isFinite && seconds >= 0 && seconds < 10 * 365 * 86400) {
-            throw .invalidField("expires_in")
+        // Clamped, not refused: this response has already rotated the refresh token, and a
+        // "never" of ten years or more (or a negative lifetime) must not cost the session.
+        if let seconds = expiresIn {
+            guard !seconds.isNaN else { throw .invalidField("expires_in") }
+            expiresIn = seconds.clamped(to: 0...TokenResponse.maximumLifetime)
         }
         func optionalString(_ key: String) throws(TokenResponseError) -> String? {
             switch object[key] {
@@ -48,6 +51,9 @@ public struct TokenResponse: Equatable, Sendable {
             accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
             refreshToken: refreshToken, idToken: idToken, scope: try optionalString("scope"))
     }
+
+    /// The longest access-token lifetime tokenctl believes (ten years); longer ones are clamped.
+    public static let maximumLifetime: Double = 10 * 365 * 86400
 
     /// A token must be visible ASCII: whitespace or control characters would corrupt the
     /// `Authorization` header of whatever script uses it.

@@ -85,15 +85,24 @@ public struct TokenSet: Codable, Equatable, Sendable {
         return Array(try encoder.encode(self))
     }
 
+    /// The stored secret back into a token set, checked as a server's response is: tokens are
+    /// visible ASCII and not empty (an empty refresh or ID token counts as none), the token type
+    /// is visible ASCII, and times far outside any real session are clamped (see `validated()`).
+    ///
+    /// - Throws: `FlatJSONObjectError` for anything that is not such a token set.
+    public static func decode(_ bytes: [UInt8]) throws(FlatJSONObjectError) -> TokenSet {
+        try decodeUnvalidated(bytes).validated()
+    }
+
     /// The stored secret back into a token set, with the Codable decoding's rules (the three
     /// non-optional members required and not null, the others optional or null, unknown members
     /// ignored, a number where a string belongs an error) but without `JSONDecoder`: its first
     /// decode in a process costs ~0.4–0.5 ms, paid by every Secret Service read.
     ///
-    /// Stricter than `JSONDecoder` in what it accepts as JSON (see `FlatJSONObject`): a nested
-    /// object or array (even under an unknown key), a key given twice, a byte-order mark or a
-    /// comma before the closing brace is an error. `encoded()` writes none of them.
-    public static func decode(_ bytes: [UInt8]) throws(FlatJSONObjectError) -> TokenSet {
+    /// Stricter than `JSONDecoder` in what it accepts as JSON (see `FlatJSONObject`): a key
+    /// given twice, a byte-order mark or a comma before the closing brace is an error, and so
+    /// is nesting deeper than 32 levels. `encoded()` writes none of them.
+    static func decodeUnvalidated(_ bytes: [UInt8]) throws(FlatJSONObjectError) -> TokenSet {
         let object = try FlatJSONObject(parsing: bytes)
         return TokenSet(
             accessToken: try object.requiredString(CodingKeys.accessToken.rawValue),
@@ -107,5 +116,32 @@ public struct TokenSet: Codable, Equatable, Sendable {
             lastRefreshAt: try object.number(CodingKeys.lastRefreshAt.rawValue),
             serverClockOffset: try object.number(CodingKeys.serverClockOffset.rawValue),
             subject: try object.string(CodingKeys.subject.rawValue))
+    }
+
+    /// This set as tokenctl may use it: a hand-edited or foreign item must not put a line break
+    /// into an `Authorization` header or an empty line on stdout, and no time in it may make
+    /// anything later trap (years 1970 to about 5100; lifetimes up to ten years).
+    func validated() throws(FlatJSONObjectError) -> TokenSet {
+        func token(_ value: String?, _ key: CodingKeys) throws(FlatJSONObjectError) -> String? {
+            guard let value else { return nil }
+            do { try TokenResponse.validateToken(value, field: key.rawValue) } catch {
+                throw .wrongType(key: key.rawValue, expected: "a token (visible ASCII, not empty)", offset: 0)
+            }
+            return value
+        }
+        func time(_ value: Double?) -> Double? { value?.clamped(to: 0...1e11) }
+        var set = self
+        set.accessToken = try token(accessToken, .accessToken)!
+        guard !tokenType.isEmpty, tokenType.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw .wrongType(key: CodingKeys.tokenType.rawValue, expected: "a token type (visible ASCII)", offset: 0)
+        }
+        set.refreshToken = try token(refreshToken.flatMap { $0.isEmpty ? nil : $0 }, .refreshToken)
+        set.idToken = try token(idToken.flatMap { $0.isEmpty ? nil : $0 }, .idToken)
+        set.expiresAt = time(expiresAt)
+        set.obtainedAt = time(obtainedAt)!
+        set.lastRefreshAt = time(lastRefreshAt)
+        set.issuedLifetime = issuedLifetime?.clamped(to: 0...TokenResponse.maximumLifetime)
+        set.serverClockOffset = serverClockOffset?.clamped(to: -1e9...1e9)
+        return set
     }
 }

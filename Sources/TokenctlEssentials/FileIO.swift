@@ -10,13 +10,16 @@ public enum FileIO {
     ///
     /// - Returns: `nil` when the file does not exist.
     /// - Throws: `SystemError` for any other failure.
+    /// - Throws: `SystemError` for any other failure, also when `path` is not a regular file:
+    ///   opened without blocking, so a FIFO or a device in its place never hangs a command.
     public static func readFile(_ path: String, limit: Int = 1 << 20) throws(SystemError) -> String? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         if descriptor < 0 {
             if errno == ENOENT { return nil }
             throw SystemError(errno: errno, operation: "open", path: path)
         }
         defer { close(descriptor) }
+        try requireRegularFile(descriptor, path: path)
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
@@ -30,6 +33,14 @@ public enum FileIO {
             if bytes.count > limit { throw SystemError(errno: EFBIG, operation: "read", path: path) }
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Throws unless `descriptor` is a regular file (a FIFO, device, socket or directory in place
+    /// of one of tokenctl's files is refused, never read or written).
+    public static func requireRegularFile(_ descriptor: Int32, path: String) throws(SystemError) {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw SystemError(errno: errno, operation: "stat", path: path) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw SystemError(errno: EINVAL, operation: "open (not a regular file)", path: path) }
     }
 
     /// Create `path` and its missing parents with `mode` (0700 by default).

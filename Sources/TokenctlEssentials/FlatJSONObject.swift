@@ -11,8 +11,9 @@
 ///   UTF-16 surrogates (a lone or mis-ordered surrogate is an error, never U+FFFD);
 /// - numbers follow the RFC grammar exactly and must fit a `Double`: one that would round to
 ///   infinity, or a non-zero one that would round to zero, is an error (as in `JSONDecoder`);
-/// - a nested object or array is an error (`.nestedValue`), not skipped: the token set has none,
-///   and rejecting keeps the reader flat (no depth to bound);
+/// - a nested object or array is validated as JSON (at most 32 levels deep) and kept only as
+///   `.nested`, so that a token set written by a newer tokenctl, with members this one does not
+///   know, still reads; a known member holding one is a type error;
 /// - a key given twice is an error: which one would win is not defined by the RFC (§4).
 ///
 /// Keys compare by their exact Unicode scalars (RFC 8259 §8.3), not by canonical equivalence.
@@ -28,6 +29,8 @@ public struct FlatJSONObject: Sendable, Equatable {
         case number(Double)
         case bool(Bool)
         case null
+        /// An object or array, validated and skipped (its content is not kept).
+        case nested
     }
 
     /// A member, with the byte offset of its value (for errors about its type).
@@ -124,7 +127,7 @@ public enum FlatJSONObjectError: Error, Equatable, Sendable, CustomStringConvert
         case expectedCommaOrBrace = "expected ',' or '}'"
         case expectedValue = "expected a value"
         case trailingContent = "content after the object"
-        case nestedValue = "nested object or array (not supported)"
+        case nestedValue = "nested objects or arrays deeper than 32 levels"
         case duplicateKey = "duplicate key"
         case invalidLiteral = "invalid literal"
         case invalidNumber = "invalid number"
@@ -208,8 +211,44 @@ private struct Reader {
         case UInt8(ascii: "t"): try literal("true"); return .bool(true)
         case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
-        case UInt8(ascii: "{"), UInt8(ascii: "["): throw fail(.nestedValue)
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            try skipNested(depth: 1)
+            return .nested
         default: throw fail(.expectedValue)
+        }
+    }
+
+    /// The object or array at `index`, validated and stepped over; deeper than 32 levels is an
+    /// error (`.nestedValue`), so the recursion is bounded.
+    private mutating func skipNested(depth: Int) throws(FlatJSONObjectError) {
+        guard depth <= 32 else { throw fail(.nestedValue) }
+        let isObject = try require() == UInt8(ascii: "{")
+        let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
+        index += 1
+        skipWhitespace()
+        if try require() == close {
+            index += 1
+            return
+        }
+        while true {
+            skipWhitespace()
+            if isObject {
+                guard try require() == UInt8(ascii: "\"") else { throw fail(.expectedKey) }
+                _ = try string()
+                skipWhitespace()
+                guard try require() == UInt8(ascii: ":") else { throw fail(.expectedColon) }
+                index += 1
+                skipWhitespace()
+            }
+            switch try require() {
+            case UInt8(ascii: "{"), UInt8(ascii: "["): try skipNested(depth: depth + 1)
+            default: _ = try value()
+            }
+            skipWhitespace()
+            let separator = try require()
+            index += 1
+            if separator == close { return }
+            guard separator == UInt8(ascii: ",") else { throw fail(.expectedCommaOrBrace, at: index - 1) }
         }
     }
 

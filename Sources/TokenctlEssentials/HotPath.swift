@@ -303,9 +303,13 @@ public enum HotPath {
 
     /// The whole file at `path` if it fits in `capacity` bytes; `nil` on any error.
     static func readFile(_ path: UnsafeMutablePointer<UInt8>, into buffer: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int? {
-        let descriptor = path.withMemoryRebound(to: CChar.self, capacity: 1) { open($0, O_RDONLY | O_CLOEXEC) }
+        // Without blocking, and regular files only: a FIFO in place of the profile file must
+        // not hang the hot path (the engine then reports it).
+        let descriptor = path.withMemoryRebound(to: CChar.self, capacity: 1) { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         var count = 0
         while true {
             // One byte of room more than allowed: a file that fills it is too large.

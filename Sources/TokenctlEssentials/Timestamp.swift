@@ -3,7 +3,8 @@
 public enum Timestamp {
     /// Whole seconds since the Unix epoch, rounded down, as `YYYY-MM-DDTHH:MM:SSZ`.
     public static func iso8601(_ epochSeconds: Double) -> String {
-        let seconds = Int64(epochSeconds.rounded(.down))
+        // Years 0000 to 9999 only: a stored or served time beyond them is shown at the bound.
+        let seconds = min(max(Int64(saturating: epochSeconds.rounded(.down)), -62_167_219_200), 253_402_300_799)
         var days = seconds / 86_400
         var secondOfDay = seconds % 86_400
         if secondOfDay < 0 {

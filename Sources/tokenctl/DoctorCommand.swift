@@ -18,8 +18,8 @@ enum DoctorCommand {
             let (pass, fail) = Output.prefersUnicode ? ("✓", "✗") : ("[ok]  ", "[FAIL]")
             var text = ""
             for check in checks {
-                text += "\(check.ok ? pass : fail) \(check.name): \(check.detail)\n"
-                if !check.ok, let hint = check.hint { text += "    \(hint)\n" }
+                text += "\(check.ok ? pass : fail) \(Output.printable(check.name)): \(Output.printable(check.detail))\n"
+                if !check.ok, let hint = check.hint { text += "    \(Output.printable(hint))\n" }
             }
             Output.standardOutput(text)
         }

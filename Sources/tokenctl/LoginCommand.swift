@@ -56,7 +56,7 @@ enum LoginCommand {
 
         let method: LoginMethod
         if options.has("--refresh-token-stdin") {
-            method = .refreshToken(try readLine(what: "refresh token", prompt: "Refresh token (input hidden): "))
+            method = .refreshToken(try readLine(what: "refresh token", prompt: "Refresh token (input hidden): ", timeout: context.timeout))
         } else if options.has("--browser") || port != nil || options.has("--no-open") {
             method = .browser(port: port, openBrowser: !options.has("--no-open"), timeout: browserTimeout)
         } else if options.has("--device") || !hasDisplay() {
@@ -64,7 +64,7 @@ enum LoginCommand {
         } else {
             method = .browser(port: nil, openBrowser: true, timeout: browserTimeout)
         }
-        let clientSecret = options.has("--client-secret-stdin") ? try readLine(what: "client secret", prompt: "Client secret (input hidden): ") : nil
+        let clientSecret = options.has("--client-secret-stdin") ? try readLine(what: "client secret", prompt: "Client secret (input hidden): ", timeout: context.timeout) : nil
 
         let request = TokenctlService.LoginRequest(
             profile: context.profile, issuer: issuer, clientID: clientID, scope: scope, method: method,
@@ -76,7 +76,7 @@ enum LoginCommand {
         let presenter = TerminalLoginPresenter()
         let result = try await context.service().login(request, presenter: presenter)
         let tokenSet = result.tokenSet
-        let who = tokenSet.subject.map { " as \($0)" } ?? ""
+        let who = tokenSet.subject.map { " as \(Output.printable($0))" } ?? ""
         var summary = "Logged in profile '\(context.profile)' at \(issuer)\(who); access token valid for \(Output.duration(tokenSet.timeLeft(at: Clock.system.now()))).\n"
         if tokenSet.idToken != nil {
             summary += result.idTokenSignatureVerified
@@ -98,7 +98,9 @@ enum LoginCommand {
     }
 
     /// One line from stdin: a trailing newline is dropped; anything else must be the value.
-    static func readLine(what: String, prompt: String) throws -> String {
+    /// Input that does not end within `timeout` seconds (a pipe left open) is an error, never a
+    /// hang; a person typing at a terminal is not hurried.
+    static func readLine(what: String, prompt: String, timeout: Double) throws -> String {
         let interactive = isatty(0) == 1
         var saved = termios()
         if interactive {
@@ -116,7 +118,20 @@ enum LoginCommand {
         }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
+        let deadline = TokenctlCore.Clock.system.now() + timeout
         while bytes.count <= 65536 {
+            if !interactive {
+                var ready = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
+                let left = deadline - TokenctlCore.Clock.system.now()
+                let polled = left > 0 ? poll(&ready, 1, Int32(left * 1000)) : 0
+                if polled < 0 && errno == EINTR { continue }
+                if polled == 0 {
+                    for index in bytes.indices { bytes[index] = 0 }
+                    throw TokenctlError(
+                        .invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))",
+                        hint: "Close the input after the value, e.g. printf %s \"$VALUE\" | tokenctl login ...; or give more time with --timeout.")
+                }
+            }
             let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }

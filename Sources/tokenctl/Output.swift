@@ -35,14 +35,16 @@ enum Output {
 
     /// `Error: message` and the hint, on stderr.
     static func report(_ error: TokenctlError) {
-        var text = "Error: \(error.message)\n"
-        if let hint = error.hint { text += "\(hint)\n" }
+        // Messages quote servers, files and arguments: no escape sequence reaches a terminal,
+        // and no argument floods it (a 120 KB argument is not echoed whole).
+        var text = "Error: \(Output.printable(Output.shortened(error.message)))\n"
+        if let hint = error.hint { text += "\(Output.printable(Output.shortened(hint)))\n" }
         standardError(text)
     }
 
     static func usageError(_ error: UsageError) -> ExitStatus {
         let formatter = HelpFormatter(toolName: "tokenctl")
-        var text = "Error: \(error.message)\n"
+        var text = "Error: \(Output.printable(Output.shortened(error.message, limit: 400)))\n"
         if let name = error.command, let command = Commands.parser.command(named: name) {
             text += formatter.usageLine(for: command) + "\n  See 'tokenctl \(name) --help' for more information.\n"
         } else {
@@ -54,8 +56,8 @@ enum Output {
 
     /// A duration for humans: "59 min", "2 h 5 min", "45 s".
     static func duration(_ seconds: Double) -> String {
-        let total = Int(seconds.rounded(.down))
-        if total < 0 { return "expired \(duration(-seconds)) ago" }
+        let total = Int(saturating: seconds.rounded(.down))
+        if total < 0 { return "expired \(duration(-seconds.clamped(to: -1e15...1e15))) ago" }
         if total < 120 { return "\(total) s" }
         if total < 7200 { return "\(total / 60) min" }
         return "\(total / 3600) h \(total % 3600 / 60) min"
@@ -77,6 +79,11 @@ enum Output {
     /// `text` padded with spaces to `width` columns, for aligned human output.
     static func padded(_ text: String, to width: Int) -> String {
         text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+    }
+
+    /// At most `limit` characters of a message, marked where cut.
+    static func shortened(_ text: String, limit: Int = 2000) -> String {
+        text.count <= limit ? text : String(text.prefix(limit)) + "… (\(text.count - limit) more characters)"
     }
 
     /// Server-provided text for a terminal: control characters dropped (no escape sequences).

@@ -62,7 +62,8 @@ enum StatusCommand {
         if let problem = status.storeProblem { text += ": " + Output.sentence(problem) }
         if let hint = status.storeHint { text += " " + hint }
         if status.pendingWriteSince != nil { text += " (rotation pending in the kernel keyring)" }
-        return text
+        // Claims, issuers and errors come from outside: no escape sequence reaches a terminal.
+        return Output.printable(text)
     }
 
     static func human(_ status: SessionStatus) -> String {
@@ -95,7 +96,8 @@ enum StatusCommand {
             lines.append("  pending write: since \(Output.timestamp(since)), the rotated session is held in memory (kernel keyring) until the Secret Service takes it"
                          + (status.pendingWriteReason.map { "; last error: " + Output.printable($0) } ?? ""))
         }
-        return lines.joined(separator: "\n") + "\n"
+        // Claims, issuers and errors come from outside: no escape sequence reaches a terminal.
+        return lines.map(Output.printable).joined(separator: "\n") + "\n"
     }
 
     /// The verdict, and which token it is about when that is not the ID token.
@@ -129,7 +131,7 @@ enum StatusCommand {
             ("claims_source", .string(status.claimsSource)),
             ("access_token_format", .string(status.accessTokenFormat)),
             ("signature", .string(status.signature?.rawValue)),
-            ("access_token_expires_in", .number(status.accessTokenTimeLeft.map { Int($0.rounded(.down)) })),
+            ("access_token_expires_in", .number(status.accessTokenTimeLeft.map { Int(saturating: $0.rounded(.down)) })),
             ("refresh_token_present", status.state == .storeUnavailable ? .null : .bool(status.hasRefreshToken)),
             ("scope", .string(status.scope)),
             ("obtained_at", .string(status.obtainedAt.map(Output.timestamp))),

@@ -27,7 +27,7 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
         // A live countdown on one line, redrawn every second until polling ends.
         let task = Task.detached {
             while !Task.isCancelled {
-                let left = max(0, Int(expiresAt - Clock.system.now()))
+                let left = max(0, Int(saturating: expiresAt - Clock.system.now()))
                 Output.standardError("\r\u{1B}[KWaiting for approval... code expires in \(left / 60):\(left % 60 < 10 ? "0" : "")\(left % 60)")
                 try? await Task.sleep(nanoseconds: 1_000_000_000)
             }
@@ -47,7 +47,7 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
     }
 
     func deviceFlowSlowedDown(interval: Double) {
-        if !isTerminal { Output.standardError("The server asked to poll more slowly (every \(Int(interval)) s).\n") }
+        if !isTerminal { Output.standardError("The server asked to poll more slowly (every \(Int(saturating: interval)) s).\n") }
     }
 
     func showAuthorizationURL(_ url: String, openBrowser: Bool) -> Bool {

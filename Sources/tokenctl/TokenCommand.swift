@@ -26,7 +26,7 @@ enum TokenCommand {
             ]
             if let expiry = tokenSet.expiresAt {
                 fields.append("\"expires_at\":\(Output.jsonString(Output.timestamp(expiry)))")
-                fields.append("\"expires_in\":\(max(0, Int(expiry - now)))")
+                fields.append("\"expires_in\":\(max(0, Int(saturating: expiry - now)))")
             }
             Output.standardOutput("{" + fields.joined(separator: ",") + "}\n")
         default:

@@ -33,7 +33,7 @@ struct RefreshOutcomeTests {
 
     @Test("200 without a usable token set → terminal", arguments: [
         "", "<html>oops</html>", "{}", #"{"access_token": ""}"#, #"{"access_token": "a b"}"#,
-        #"{"access_token": "a", "token_type": "mac"}"#, #"{"access_token": "a", "expires_in": -1}"#, "[]",
+        #"{"access_token": "a", "token_type": "mac"}"#, #"{"access_token": "a", "expires_in": "soon"}"#, "[]",
     ])
     func unusable200(body: String) {
         guard case .terminal(.unusableResponse(let message)) = classify(.text(200, body, contentType: "application/json")) else {

@@ -34,11 +34,13 @@ struct RetryPolicyTests {
         #expect(policy.delay(afterAttempt: Int.max, retryAfter: nil) == 0.999 * 5)
     }
 
-    @Test("Retry-After wins over backoff, even above the cap")
+    @Test("Retry-After wins over backoff when longer, even above the cap; never shortens it")
     func retryAfterWins() {
         let policy = RetryPolicy(maximumDelay: 8, random: { 0.5 })
         #expect(policy.delay(afterAttempt: 0, retryAfter: 42) == 42)
-        #expect(policy.delay(afterAttempt: 5, retryAfter: 0) == policy.minimumDelay, "Retry-After: 0 cannot cause back-to-back requests")
+        #expect(policy.delay(afterAttempt: 5, retryAfter: 0) == 4, "Retry-After: 0 keeps the backoff: no back-to-back requests")
+        #expect(policy.delay(afterAttempt: 5, retryAfter: -10) == 4)
+        #expect(policy.delay(afterAttempt: 0, retryAfter: 0) == 0.25)
     }
 
     @Test("defaults: 0.5 s initial, 8 s cap, 30 s deadline, 15 s per attempt")

@@ -1,5 +1,6 @@
 import Testing
 @testable import TokenctlCore
+import TokenctlEssentials
 
 private func parse(_ body: String) throws(TokenResponseError) -> TokenResponse {
     try TokenResponse.parse(bytes(body))
@@ -54,17 +55,33 @@ struct TokenResponseTests {
     }
 
     @Test("invalid expires_in values", arguments: [
-        #""expires_in": -1"#, #""expires_in": -3600"#, #""expires_in": 1e12"#, #""expires_in": 315360000"#,
-        #""expires_in": "soon""#, #""expires_in": """#, #""expires_in": "-5""#, #""expires_in": true"#,
-        #""expires_in": [3600]"#, #""expires_in": {"s": 1}"#,
+        #""expires_in": "soon""#, #""expires_in": """#, #""expires_in": true"#,
+        #""expires_in": [3600]"#, #""expires_in": {"s": 1}"#, #""expires_in": "nan""#,
     ])
     func invalidExpiresIn(field: String) {
         #expect(parseError(#"{"access_token": "a", \#(field)}"#) == .invalidField("expires_in"))
     }
 
-    @Test("the largest accepted expires_in is just under ten years")
-    func expiresInUpperBound() throws {
+    @Test("absurd expires_in values are clamped, not refused: the response has already rotated the refresh token")
+    func expiresInClamped() throws {
         #expect(try parse(#"{"access_token": "a", "expires_in": 315359999}"#).expiresIn == 315_359_999)
+        #expect(try parse(#"{"access_token": "a", "expires_in": 315360000}"#).expiresIn == TokenResponse.maximumLifetime)
+        #expect(try parse(#"{"access_token": "a", "expires_in": 1e300}"#).expiresIn == TokenResponse.maximumLifetime)
+        #expect(try parse(#"{"access_token": "a", "expires_in": -1}"#).expiresIn == 0)
+        #expect(try parse(#"{"access_token": "a", "expires_in": "-5"}"#).expiresIn == 0)
+    }
+
+    @Test("a JWT exp of ±2^63 with no expires_in is clamped where it arrives: nothing later traps")
+    func hugeJWTExpiry() {
+        for exp in ["9223372036854775808", "-9223372036854775808", "1e308"] {
+            let jwt = unsignedJWT(#"{"exp":"# + exp + "}")
+            let response = TokenResponse(accessToken: jwt, tokenType: "Bearer", expiresIn: nil, refreshToken: "r", idToken: nil, scope: nil)
+            let set = TokenSet(response: response, receivedAt: 1_700_000_000, serverDate: nil, previous: nil)
+            let expiry = set.expiresAt ?? 0
+            #expect(expiry >= 0 && expiry <= 1_700_000_000 + TokenResponse.maximumLifetime)
+            _ = Timestamp.iso8601(expiry)
+            _ = set.isFresh(at: 1_700_000_000, minimumTimeToLive: 60)
+        }
     }
 
     @Test("refresh_token absent, null or empty means none")

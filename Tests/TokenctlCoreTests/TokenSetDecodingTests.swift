@@ -3,7 +3,8 @@ import TokenctlEssentials
 @testable import TokenctlCore
 
 /// `TokenSet.decode` reads the stored secret with `FlatJSONObject` instead of `JSONDecoder`; these
-/// tests hold it to the Codable decoding's results, bit for bit.
+/// tests hold its reading step (`decodeUnvalidated`) to the Codable decoding's results, bit for
+/// bit, and check what `validated()` then refuses or clamps.
 @Suite("TokenSet decoding without JSONDecoder")
 struct TokenSetDecodingTests {
     /// What the Codable decoding (the previous `TokenSet.decode`) makes of `bytes`.
@@ -18,7 +19,7 @@ struct TokenSetDecodingTests {
         for round in 0..<600 {
             let original = TokenSet.random(&random, round: round)
             let bytes = try original.encoded()
-            let decoded = try TokenSet.decode(bytes)
+            let decoded = try TokenSet.decodeUnvalidated(bytes)
             #expect(decoded == original, "round \(round)")
             #expect(decoded.isIdentical(to: original), "round \(round): a double's bits differ")
             let viaCodable = try codableDecode(bytes)
@@ -47,13 +48,13 @@ struct TokenSetDecodingTests {
     @Test("hand-written documents: reordered keys, whitespace, unknown members, escapes, nulls", arguments: handWritten)
     func handWrittenDocuments(document: String) throws {
         let bytes = Array(document.utf8)
-        let decoded = try TokenSet.decode(bytes)
+        let decoded = try TokenSet.decodeUnvalidated(bytes)
         #expect(decoded.isIdentical(to: try codableDecode(bytes)))
     }
 
     @Test("the hand-written documents decode to what they say")
     func handWrittenValues() throws {
-        let first = try TokenSet.decode(Array(handWritten[0].utf8))
+        let first = try TokenSet.decodeUnvalidated(Array(handWritten[0].utf8))
         #expect(first.accessToken == "at-1")
         #expect(first.tokenType == "Bearer")
         #expect(first.refreshToken == "rt \"quoted\" / \\ é𝄞")
@@ -62,7 +63,7 @@ struct TokenSetDecodingTests {
         #expect(first.obtainedAt == 1_700_000_000)
         #expect(first.serverClockOffset == -3)
         #expect(first.subject == nil)
-        let minimal = try TokenSet.decode(Array(handWritten[2].utf8))
+        let minimal = try TokenSet.decodeUnvalidated(Array(handWritten[2].utf8))
         #expect(minimal == TokenSet(accessToken: "a", tokenType: "DPoP", refreshToken: nil, expiresAt: nil, issuedLifetime: nil, obtainedAt: 0))
     }
 
@@ -92,14 +93,60 @@ struct TokenSetDecodingTests {
         }
     }
 
-    /// Deliberately stricter than JSONDecoder, which takes these (nested values under unknown
-    /// keys are ignored, the first of duplicate keys wins, a byte-order mark is skipped, a comma
-    /// may end the object). `TokenSet.encoded()` writes none of them.
     @Test(
-        "stricter than JSONDecoder: nested values, duplicate keys, a byte-order mark, a trailing comma",
+        "a set written by a newer version reads: unknown members holding objects or arrays are skipped",
         arguments: [
-            #"{"access_token":"a","token_type":"Bearer","obtained_at":1,"future":{"x":[1]}}"#,
+            #"{"access_token":"a","token_type":"Bearer","obtained_at":1,"future":{"x":[1,{"y":null}]}}"#,
             #"{"access_token":"a","token_type":"Bearer","obtained_at":1,"future":[]}"#,
+            #"{"future":{},"access_token":"a","token_type":"Bearer","obtained_at":1}"#,
+        ])
+    func newerVersion(document: String) throws {
+        let bytes = Array(document.utf8)
+        #expect(try TokenSet.decode(bytes).accessToken == "a")
+        #expect(try TokenSet.decodeUnvalidated(bytes).isIdentical(to: try codableDecode(bytes)))
+    }
+
+    @Test("a known member holding an object or array, or nesting beyond 32 levels, is an error")
+    func nestedWhereNotAllowed() {
+        #expect(throws: FlatJSONObjectError.self) { try TokenSet.decode(Array(#"{"access_token":{},"token_type":"Bearer","obtained_at":1}"#.utf8)) }
+        let deep = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
+        #expect(throws: FlatJSONObjectError.self) { try TokenSet.decode(Array((#"{"access_token":"a","token_type":"Bearer","obtained_at":1,"x":"# + deep + "}").utf8)) }
+    }
+
+    @Test(
+        "a stored set is checked as a server's answer is: no line break, control character or empty access token",
+        arguments: [
+            #"{"access_token":"at_x\r\nX-Injected: 1","token_type":"Bearer","obtained_at":1}"#,
+            #"{"access_token":"","token_type":"Bearer","obtained_at":1}"#,
+            #"{"access_token":"a b","token_type":"Bearer","obtained_at":1}"#,
+            #"{"access_token":"a","token_type":"Bearer\r\nX: 1","obtained_at":1}"#,
+            #"{"access_token":"a","token_type":"Bearer","obtained_at":1,"refresh_token":"r\n"}"#,
+            #"{"access_token":"é","token_type":"Bearer","obtained_at":1}"#,
+        ])
+    func storedSetValidated(document: String) {
+        #expect(throws: FlatJSONObjectError.self) { try TokenSet.decode(Array(document.utf8)) }
+    }
+
+    @Test("absurd stored times are clamped when read, so nothing later traps on them")
+    func absurdTimesClamped() throws {
+        for value in ["1e19", "-1e19", "1e308", "-1e308"] {
+            let set = try TokenSet.decode(Array((#"{"access_token":"a","token_type":"Bearer","obtained_at":"# + value + #","expires_at":"# + value
+                + #","last_refresh_at":"# + value + #","issued_lifetime":"# + value + #","server_clock_offset":"# + value + "}").utf8))
+            for time in [set.obtainedAt, set.expiresAt!, set.lastRefreshAt!] { #expect(time >= 0 && time <= 1e11) }
+            #expect(set.issuedLifetime! >= 0 && set.issuedLifetime! <= TokenResponse.maximumLifetime)
+            _ = set.timeLeft(at: 1_700_000_000)
+            _ = set.isFresh(at: 1_700_000_000, minimumTimeToLive: 60)
+            _ = Timestamp.iso8601(set.expiresAt!)
+        }
+        #expect(try TokenSet.decode(Array(#"{"access_token":"a","token_type":"Bearer","obtained_at":1,"refresh_token":""}"#.utf8)).refreshToken == nil)
+    }
+
+    /// Deliberately stricter than JSONDecoder, which takes these (the first of duplicate keys
+    /// wins, a byte-order mark is skipped, a comma may end the object). `TokenSet.encoded()`
+    /// writes none of them.
+    @Test(
+        "stricter than JSONDecoder: duplicate keys, a byte-order mark, a trailing comma",
+        arguments: [
             #"{"access_token":"a","token_type":"Bearer","obtained_at":1,"access_token":"b"}"#,
             "\u{FEFF}" + #"{"access_token":"a","token_type":"Bearer","obtained_at":1}"#,
             #"{"access_token":"a","token_type":"Bearer","obtained_at":1,}"#,

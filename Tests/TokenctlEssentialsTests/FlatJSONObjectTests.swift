@@ -110,10 +110,17 @@ struct FlatJSONObjectStructureTests {
         #expect(throws: FlatJSONObjectError.self) { try parse(#"{"a":"# + literal + "}") }
     }
 
-    @Test("a nested object or array is rejected, not skipped", arguments: ["{}", "[]", "[1]", #"{"b":1}"#, "[[]]"])
-    func nestedValues(nested: String) {
-        #expect(problem(#"{"a":"# + nested + "}") == .nestedValue)
-        #expect(problem(#"{"a":1,"unknown":"# + nested + "}") == .nestedValue)
+    @Test("a nested object or array is validated and kept only as .nested", arguments: ["{}", "[]", "[1]", #"{"b":1}"#, "[[]]", #"[{"c":[null,true,"x",1e3]}]"#])
+    func nestedValues(nested: String) throws {
+        #expect(try parse(#"{"a":"# + nested + "}")["a"] == .nested)
+        #expect(try parse(#"{"a":1,"unknown":"# + nested + "}")["a"] == .number(1))
+    }
+
+    @Test("malformed or too deep nesting is an error", arguments: ["{", "[1,]", #"{"b"}"#, #"{"b":}"#, "[1 2]", #"[{"b":1,}]"#])
+    func badNesting(nested: String) {
+        #expect(problem(#"{"a":"# + nested + "}") != nil)
+        #expect(problem(#"{"a":"# + String(repeating: "[", count: 33) + String(repeating: "]", count: 33) + "}") == .nestedValue)
+        #expect(problem(#"{"a":"# + String(repeating: "[", count: 32) + String(repeating: "]", count: 32) + "}") == nil)
     }
 
     @Test("duplicate keys are rejected, also when spelled with escapes")
@@ -252,7 +259,7 @@ struct FlatJSONObjectStringTests {
         let secret = "s3cr3t-T0KEN"
         let documents: [String] = [
             #"{"k":"s3cr3t-T0KEN\q"}"#, #"{"k":"s3cr3t-T0KEN"#, #"{"k":"s3cr3t-T0KEN"x"#, #"{"k":"s3cr3t-T0KEN"}x"#,
-            #"{"k":"s3cr3t-T0KEN","k":"s3cr3t-T0KEN"}"#, #"{"k":"s3cr3t-T0KEN\ud800"}"#, #"{"k":"s3cr3t-T0KEN","n":{}}"#,
+            #"{"k":"s3cr3t-T0KEN","k":"s3cr3t-T0KEN"}"#, #"{"k":"s3cr3t-T0KEN\ud800"}"#, #"{"k":"s3cr3t-T0KEN","n":{]}"#,
             #"{"k":"s3cr3t-T0KEN","n":s3cr3t-T0KEN}"#, #"{"s3cr3t-T0KEN"}"#, #"{"k":"s3cr3t-T0KEN" "#,
         ]
         for document in documents {
