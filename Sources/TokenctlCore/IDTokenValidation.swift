@@ -20,6 +20,32 @@ public struct IDTokenExpectations: Sendable {
 }
 
 public enum IDTokenValidation {
+    /// OpenID Connect Core 1.0 §12.2: an ID token that comes with a refresh must name the same
+    /// issuer and subject as the one the session holds, and be meant for this client. (Its
+    /// signature is not checked here: the token came straight from the token endpoint over the
+    /// connection tokenctl made, as at login without keys, §3.1.3.7 item 6.)
+    ///
+    /// - Parameter previous: the claims of the ID token stored with the session, if any.
+    /// - Throws: `JWTError.claim` naming the failed check.
+    public static func validateRefreshed(_ claims: [String: JSONValue], previous: [String: JSONValue]?, issuer: String, clientID: String) throws(JWTError) {
+        guard let newIssuer = claims["iss"]?.stringValue, EndpointURL.sameIssuer(newIssuer, issuer) else {
+            throw .claim("the refreshed ID token was issued by '\(RefreshOutcome.sanitized(claims["iss"]?.stringValue ?? "nobody"))', not '\(issuer)'")
+        }
+        if let oldIssuer = previous?["iss"]?.stringValue, oldIssuer != newIssuer {
+            throw .claim("the refreshed ID token names another issuer than the session's")
+        }
+        let audiences: [String]
+        switch claims["aud"] {
+        case .string(let audience)?: audiences = [audience]
+        case .array(let items)?: audiences = items.compactMap(\.stringValue)
+        default: audiences = []
+        }
+        guard audiences.contains(clientID) else { throw .claim("the refreshed ID token is for another client") }
+        if let oldSubject = previous?["sub"]?.stringValue, claims["sub"]?.stringValue != oldSubject {
+            throw .claim("the refreshed ID token is about another user (its 'sub' differs from the session's)")
+        }
+    }
+
     /// Check `iss`, `aud`/`azp`, `exp`, `iat` and `nonce`.
     ///
     /// - Throws: `JWTError.claim` naming the failed check.

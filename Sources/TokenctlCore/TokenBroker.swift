@@ -165,9 +165,21 @@ public actor TokenBroker {
         SignalDeferral.begin()
         defer { SignalDeferral.end() }
         refreshRequestCount += 1
-        let (outcome, receivedAt) = await client.refresh(
+        let (answer, receivedAt) = await client.refresh(
             refreshToken: refreshToken, endpoint: profile.tokenEndpoint, clientID: profile.configuration.clientID,
             credentials: credentials)
+        var outcome = answer
+        if case .success(let response, _) = outcome, let idToken = response.idToken {
+            // OIDC Core §12.2: the same issuer, subject and client, or the session is not ours.
+            do {
+                guard let claims = UnverifiedJWT.claims(of: idToken) else { throw JWTError.claim("the refreshed ID token is not a JWT") }
+                try IDTokenValidation.validateRefreshed(
+                    claims, previous: current.idToken.flatMap(UnverifiedJWT.claims(of:)), issuer: profile.configuration.issuer.string,
+                    clientID: profile.configuration.clientID)
+            } catch {
+                outcome = .terminal(.unusableResponse("\(error)"))
+            }
+        }
         switch outcome {
         case .success(let response, let serverDate):
             let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)

@@ -14,12 +14,13 @@ import CProcessStartup
 import TokenctlEssentials
 
 /// `tokenctl-engine` in the directory of this executable (found through /proc/self/exe, so a
-/// symlink to tokenctl on PATH still finds the engine beside the real file).
-func enginePath() -> String {
+/// symlink to tokenctl on PATH still finds the engine beside the real file). Without /proc, an
+/// absolute argv[0] locates it; never the current directory, where anyone could plant one.
+func enginePath() -> String? {
     var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
     let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
-    var executable = length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : (tk_front_argv()[0].map { String(cString: $0) } ?? "")
-    if !executable.contains("/") { executable = "./" + executable }
+    let executable = length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : (tk_front_argv()[0].map { String(cString: $0) } ?? "")
+    guard executable.hasPrefix("/") else { return nil }
     return String(executable[...executable.lastIndex(of: "/")!]) + "tokenctl-engine"
 }
 
@@ -40,7 +41,10 @@ func writeAll(_ descriptor: Int32, _ text: String) {
 /// environment. Only returns on failure: then a clear error naming the engine, exit 69
 /// (EX_UNAVAILABLE: "a support program does not exist").
 func runEngine() -> Never {
-    let path = enginePath()
+    guard let path = enginePath() else {
+        writeAll(2, "Error: cannot locate tokenctl's engine: /proc/self/exe cannot be read (is /proc mounted?) and tokenctl was not started by an absolute path.\nRun it by its absolute path, e.g. /usr/local/bin/tokenctl, or mount /proc.\n")
+        exit(ExitStatus.unavailable.rawValue)
+    }
     // The argv captured at start-up (CProcessStartup), not CommandLine's lazy globals.
     execv(path, tk_front_argv())
     let reason = String(cString: strerror(errno))

@@ -77,7 +77,9 @@ enum LoginCommand {
         let result = try await context.service().login(request, presenter: presenter)
         let tokenSet = result.tokenSet
         let who = tokenSet.subject.map { " as \(Output.printable($0))" } ?? ""
-        var summary = "Logged in profile '\(context.profile)' at \(issuer)\(who); access token valid for \(Output.duration(tokenSet.timeLeft(at: Clock.system.now()))).\n"
+        let left = tokenSet.timeLeft(at: Clock.system.now())
+        let validity = left >= 1 ? "access token valid for \(Output.duration(left))" : "the access token has already expired (the next 'token' refreshes it)"
+        var summary = "Logged in profile '\(context.profile)' at \(issuer)\(who); \(validity).\n"
         if tokenSet.idToken != nil {
             summary += result.idTokenSignatureVerified
                 ? "ID token checked: issuer, audience, expiry, nonce and signature.\n"

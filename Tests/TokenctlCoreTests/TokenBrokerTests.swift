@@ -447,3 +447,40 @@ struct TokenBrokerTests {
         #expect(harness.http.requestCount == 0)
     }
 }
+
+@Suite("TokenBroker: ID tokens that come with a refresh (OIDC Core §12.2)")
+struct RefreshedIDTokenTests {
+    private static func server(idTokenClaims: String) -> FakeHTTPClient {
+        FakeHTTPClient { request, _ in
+            let sent = formFields(request)["refresh_token"] ?? "?"
+            let body = #"{"access_token":"access-for-\#(sent)","refresh_token":"\#(sent)-next","expires_in":3600,"token_type":"Bearer","id_token":"\#(unsignedJWT(idTokenClaims))"}"#
+            return .success(HTTPResponse(status: 200, headers: ["content-type": "application/json"], body: Array(body.utf8)))
+        }
+    }
+
+    private static let loginClaims = #"{"iss":"https://issuer.example","sub":"alice","aud":"cli"}"#
+
+    @Test("the same iss, sub and aud: stored")
+    func sameSubject() async throws {
+        let harness = Harness(http: Self.server(idTokenClaims: Self.loginClaims))
+        var stored = TokenSet.fixture(accessToken: "old-access", refreshToken: "refresh-1", obtainedAt: harness.clock.now - 4000, expiresIn: 3600)
+        stored.idToken = unsignedJWT(Self.loginClaims)
+        try harness.memory.write(stored, for: harness.identity)
+        #expect(try await harness.token().refreshToken == "refresh-1-next")
+    }
+
+    @Test("another sub, iss or aud: terminal for the refresh, nothing of it stored", arguments: [
+        #"{"iss":"https://issuer.example","sub":"mallory","aud":"cli"}"#,
+        #"{"iss":"https://evil.example","sub":"alice","aud":"cli"}"#,
+        #"{"iss":"https://issuer.example","sub":"alice","aud":"other"}"#,
+    ])
+    func mismatch(claims: String) async throws {
+        let harness = Harness(http: Self.server(idTokenClaims: claims))
+        var stored = TokenSet.fixture(accessToken: "old-access", refreshToken: "refresh-1", obtainedAt: harness.clock.now - 4000, expiresIn: 3600)
+        stored.idToken = unsignedJWT(Self.loginClaims)
+        try harness.memory.write(stored, for: harness.identity)
+        let error = await harness.tokenError()
+        #expect(error?.kind == .loginRequired)
+        #expect(try harness.memory.read(harness.identity) == nil, "the session is ended, the mismatching set never stored")
+    }
+}
