@@ -121,7 +121,7 @@ struct BrowserFlow: Sendable {
         let url = authorizationEndpoint + separator + FormEncoding.encode(parameters)
         _ = presenter.showAuthorizationURL(url, openBrowser: openBrowser)
 
-        guard let callback = await server.waitForCallback(timeout: timeout, clock: clock) else {
+        guard let callback = await server.waitForCallback(timeout: timeout, expectedState: state, clock: clock) else {
             throw TokenctlError(
                 .loginRequired, "no answer from the browser within \(Int(saturating: timeout)) seconds",
                 hint: "Nothing was stored. Run 'tokenctl login --browser' again, or use --device.")

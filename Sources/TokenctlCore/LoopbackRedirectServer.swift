@@ -66,21 +66,26 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
         }
     }
 
-    /// Wait up to `timeout` seconds for a GET to the callback path. Other requests (a favicon,
-    /// a probe) get a 404 and waiting goes on.
+    /// Wait up to `timeout` seconds for a GET to the callback path carrying `expectedState`.
+    /// Anything else (a favicon, a probe from another local process, a wrong or missing
+    /// `state`, a malformed or oversized request) gets an error page and waiting goes on, so
+    /// no other process can end the sign-in; each connection has at most a few seconds.
     ///
     /// - Returns: `nil` on timeout.
-    public func waitForCallback(timeout: Double, clock: Clock = .system) async -> Callback? {
+    public func waitForCallback(timeout: Double, expectedState: String? = nil, clock: Clock = .system) async -> Callback? {
         // A private queue: the loop blocks in poll(2) and must not hold a shared worker.
         await withCheckedContinuation { continuation in
             DispatchQueue(label: "tokenctl.loopback-redirect").async {
-                continuation.resume(returning: self.acceptLoop(deadline: clock.now() + timeout, clock: clock))
+                continuation.resume(returning: self.acceptLoop(deadline: clock.now() + timeout, expectedState: expectedState, clock: clock))
             }
         }
     }
 
+    /// How long one connection may take to send its request head.
+    static let connectionTimeLimit: Double = 3
+
     /// The blocking loop behind `waitForCallback` (also for tests that bring their own thread).
-    func acceptLoop(deadline: Double, clock: Clock = .system) -> Callback? {
+    func acceptLoop(deadline: Double, expectedState: String? = nil, clock: Clock = .system) -> Callback? {
         while true {
             let remaining = deadline - clock.now()
             guard remaining > 0 else { return nil }
@@ -90,10 +95,10 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             let connection = accept(descriptor, nil, nil)
             guard connection >= 0 else { continue }
             _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-            // A stalled client must not hold up the login.
-            var readTimeout = timeval(tv_sec: 5, tv_usec: 0)
-            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &readTimeout, socklen_t(MemoryLayout<timeval>.size))
-            guard let head = Self.readHead(connection) else {
+            // A stalled or trickling client must not hold up the login: the whole head within
+            // a few seconds, however it arrives.
+            guard let head = Self.readHead(connection, until: min(deadline, clock.now() + Self.connectionTimeLimit), clock: clock) else {
+                Self.send(connection, status: 400, body: "Bad request\n")
                 close(connection)
                 continue
             }
@@ -115,15 +120,29 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
                 continue
             }
             let query = target.contains("?") ? String(target[target.index(after: target.firstIndex(of: "?")!)...]) : ""
-            return Callback(parameters: FormEncoding.decode(query), connection: connection)
+            let parameters = FormEncoding.decode(query)
+            // RFC 6749 §10.12: a response whose state we did not send is someone else's (CSRF,
+            // or a local process probing ports): refuse it and keep waiting for ours.
+            if let expectedState, parameters["state"] != expectedState {
+                Self.send(connection, status: 400, body: "This response is not for the sign-in tokenctl is waiting for.\n")
+                close(connection)
+                continue
+            }
+            return Callback(parameters: parameters, connection: connection)
         }
     }
 
-    /// The request head (up to the blank line), at most 16 KiB.
-    private static func readHead(_ connection: Int32) -> String? {
+    /// The request head (up to the blank line), at most 16 KiB, received before `until`.
+    private static func readHead(_ connection: Int32, until: Double, clock: Clock) -> String? {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 2048)
         while bytes.count < 16 * 1024 {
+            let remaining = until - clock.now()
+            guard remaining > 0 else { return nil }
+            var ready = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
+            let polled = poll(&ready, 1, Int32(max(1, remaining * 1000)))
+            if polled < 0 && errno == EINTR { continue }
+            guard polled > 0 else { return nil }
             let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return nil }

@@ -242,8 +242,8 @@ struct InteractiveLoginTests {
         #expect(result.stderr.contains("nonce and signature"))
     }
 
-    @Test("browser flow: a forged state, error=access_denied, or a missing code → 77, nothing stored", arguments: [
-        ("wrong_state", "state that does not match"), ("deny", "denied in the browser"), ("no_code", "no authorization code"),
+    @Test("browser flow: error=access_denied, or a missing code → 77, nothing stored", arguments: [
+        ("deny", "denied in the browser"), ("no_code", "no authorization code"),
     ])
     func browserRejected(mode: String, words: String) throws {
         let sandbox = try Sandbox()
@@ -252,6 +252,52 @@ struct InteractiveLoginTests {
         #expect(result.status == 77, "\(result)")
         #expect(result.stderr.contains(words))
         try expectNothingStored(sandbox, server)
+    }
+
+    @Test("browser flow: a forged state is refused with a 400 page and the login keeps waiting (here until --login-timeout: 77, nothing stored)")
+    func browserForgedState() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["authorize_mode": "wrong_state"])
+        let (result, page) = try browserLogin(sandbox, server, ["--login-timeout", "3"])
+        #expect(result.status == 77, "\(result)")
+        #expect(result.stderr.contains("no answer from the browser within 3 seconds"), "\(result)")
+        #expect(page.contains("not for the sign-in tokenctl is waiting for"), "\(page)")
+        try expectNothingStored(sandbox, server)
+    }
+
+    @Test("browser flow: probes from other local processes (wrong path, wrong or missing state, garbage, an idle connection) never end or block the sign-in")
+    func browserProbes() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try forgetIssuer(sandbox, server)
+        let command = try sandbox.start(["login", "--browser", "--no-open", "--issuer", server.url, "--client-id", "cli"])
+        let stderr = try #require(command.waitForStandardError(containing: "redirect_uri="))
+        let url = try #require(stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix(server.url + "/authorize?") })
+        let redirect = try #require(URLComponents(string: url)?.queryItems?.first { $0.name == "redirect_uri" }?.value)
+        let port = try #require(URL(string: redirect)?.port)
+        let base = "http://127.0.0.1:\(port)"
+        // An idle connection that never sends anything, held open while the rest happens.
+        let idle = try RunningCommand(
+            executable: sandbox.environment.python,
+            arguments: ["-c", "import socket, sys, time; s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); time.sleep(8)", String(port)],
+            environment: sandbox.variables, stdin: nil, directory: sandbox.root)
+        defer { idle.signal(SIGKILL); _ = idle.wait() }
+        for (target, status) in [("/callback?code=stolen&state=guess", "400"), ("/callback?code=stolen", "400"), ("/other", "404")] {
+            let probe = try runProgram("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", base + target])
+            #expect(probe.stdout == status, "\(target): \(probe)")
+        }
+        let garbage = try runProgram(sandbox.environment.python, ["-c", """
+            import socket, sys
+            s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+            s.sendall(b'\\x00\\xff GARBAGE\\r\\n\\r\\n'); s.settimeout(10); print(s.recv(100)[:12])
+            """, String(port)])
+        #expect(garbage.stdout.contains("400"), "\(garbage)")
+        // The real browser still completes the sign-in.
+        let page = try runProgram("/usr/bin/curl", ["-sS", "-L", "--max-time", "10", url])
+        let result = command.wait()
+        #expect(result.status == 0, "\(result)")
+        #expect(page.stdout.contains("return to the terminal"), "\(page)")
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] is String)
     }
 
     @Test("browser flow: --port already in use → 64 with a clear message; browser timeout → 77")
