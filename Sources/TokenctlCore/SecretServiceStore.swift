@@ -270,7 +270,14 @@ public final class SecretServiceStore: SessionStore, Sendable {
             guard let service = tokenctl_secret_service_open(milliseconds, &error) else {
                 throw storeError(error, operation: "connect to the Secret Service")
             }
-            let opened = try withWatchdog(milliseconds) { cancellable in secret_service_ensure_session_sync(service, cancellable, &error) }
+            var opened = try withWatchdog(milliseconds) { cancellable in secret_service_ensure_session_sync(service, cancellable, &error) }
+            // kwalletd5 now and then fails to negotiate an encrypted session ("Client public key
+            // size is invalid"): one more try, for an error of no known class only.
+            if opened == 0, let failed = error, Self.classify(domain: failed.pointee.domain, code: failed.pointee.code, remoteName: "", mayPrompt: false) == nil {
+                g_error_free(failed)
+                error = nil
+                opened = try withWatchdog(milliseconds) { cancellable in secret_service_ensure_session_sync(service, cancellable, &error) }
+            }
             if opened == 0 {
                 tokenctl_object_unref(service)
                 throw storeError(error, operation: "open a session with the Secret Service")
@@ -358,18 +365,43 @@ public final class SecretServiceStore: SessionStore, Sendable {
     /// A match that is only among the locked items is reported as locked, never as absent.
     private func readSecret(_ table: OpaquePointer, operation: String) throws(StoreError) -> OpaquePointer? {
         guard let path = try unlockedPaths(table).first else { return nil }
-        let service = try connect()
-        var error: UnsafeMutablePointer<GError>?
-        let value = secret_service_get_secret_for_dbus_path_sync(service, path, nil, &error)
-        if let error {
-            // Deleted by another process between the search and the read: absent.
-            if Self.isUnknownObject(error) {
-                g_error_free(error)
-                return nil
+        for attempt in 0..<2 {
+            let service = try connect()
+            var error: UnsafeMutablePointer<GError>?
+            let value = secret_service_get_secret_for_dbus_path_sync(service, path, nil, &error)
+            if let error {
+                // Deleted by another process between the search and the read: absent.
+                if Self.isUnknownObject(error) {
+                    g_error_free(error)
+                    return nil
+                }
+                // An error of no known class (kwalletd5 losing our session: "Can't find
+                // session"): once more on a new session.
+                if attempt == 0, Self.classify(domain: error.pointee.domain, code: error.pointee.code, remoteName: "", mayPrompt: false) == nil {
+                    g_error_free(error)
+                    dropSession()
+                    continue
+                }
+                throw storeError(error, operation: operation)
             }
-            throw storeError(error, operation: operation)
+            if let value { return value }
+            // The item exists but no secret came back (a session whose keys no longer match,
+            // as kwalletd5 now and then answers): never "signed out"; once more, then an error.
+            if attempt == 0 {
+                dropSession()
+                continue
+            }
         }
-        return value
+        throw StoreError(.other, "the Secret Service\(provider().label) returned no secret for tokenctl's item (\(operation))",
+                         hint: "Try again; if it persists, restart your Secret Service provider. The session is kept.")
+    }
+
+    /// Forget the open session (and its proxy): the next call opens a new one.
+    private func dropSession() {
+        connection.withLock { state in
+            tokenctl_object_unref(state.service)
+            state.service = nil
+        }
     }
 
     /// Replace the secret of the item matching `attributes` (consumed) with `Item.SetSecret`, or

@@ -33,7 +33,13 @@ struct InterruptionTests {
 
     @Test("SIGKILL at random moments of 20 refreshes, server with a grace period: the session is never lost")
     func sigkillWithGracePeriod() throws {
+        // A keyring of its own: gnome-keyring 42 may abort when a client dies mid-call, and that
+        // must not take the shared one down with it. If it does, it is restarted (its data is on
+        // disk) and the session must still survive.
+        let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
+        sandbox.use(keyring)
+        var keyringCrashes = 0
         let server = try AuthServer(["grace_seconds": 30])
         try sandbox.login(server)
         try server.configure(["delay_seconds": 0.15])
@@ -46,18 +52,22 @@ struct InterruptionTests {
             let result = command.wait()
             let reachedServer = try server.tokenRequests().count > requestsBefore
             if result.status == 128 + SIGKILL && reachedServer { killedMidRequest += 1 }
+            if try keyring.restartIfDead() { keyringCrashes += 1 }
             // The next run recovers: replaying the stored token inside the grace period if needed.
             let recovery = try sandbox.tokenctl("token", "--force")
             #expect(recovery.status == 0, "session lost after a SIGKILL: \(recovery)")
         }
         #expect(try sandbox.tokenctl("status").status == 0)
         #expect(try server.stats()["reuse_detected"] == 0)
-        print("sigkill with grace: 20 kills, \(killedMidRequest) after the request reached the server, 0 sessions lost")
+        print("sigkill with grace: 20 kills, \(killedMidRequest) after the request reached the server, \(keyringCrashes) keyring daemon crashes, 0 sessions lost")
     }
 
     @Test("SIGKILL without a grace period: a session can only be lost inside the request/write window, and then cleanly (77)")
     func sigkillWithoutGracePeriod() throws {
+        let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
+        sandbox.use(keyring)
+        var keyringCrashes = 0
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.login(server)
         try server.configure(["delay_seconds": 0.15])
@@ -67,6 +77,7 @@ struct InterruptionTests {
             sleep(seconds: Double.random(in: 0.05...0.35))
             command.signal(SIGKILL)
             _ = command.wait()
+            if try keyring.restartIfDead() { keyringCrashes += 1 }
             let recovery = try sandbox.tokenctl("token", "--force")
             #expect([0, 77].contains(recovery.status), "only success or a clean 'login required': \(recovery)")
             if recovery.status == 77 {
@@ -75,6 +86,6 @@ struct InterruptionTests {
                 try sandbox.login(server)
             }
         }
-        print("sigkill without grace: 20 kills, \(lost) sessions lost (server rotated, process died before the write)")
+        print("sigkill without grace: 20 kills, \(lost) sessions lost (server rotated, process died before the answer came), \(keyringCrashes) keyring daemon crashes")
     }
 }

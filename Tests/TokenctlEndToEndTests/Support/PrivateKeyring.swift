@@ -29,6 +29,17 @@ final class PrivateKeyring: @unchecked Sendable {
     func kill() throws { try shell("tk_kill_keyring") }
     func start() throws { try shell("tk_start_keyring test") }
 
+    /// Start the daemon again if it died (gnome-keyring 42 can abort when a client is killed
+    /// in the middle of a call: upstream issues 190/196/199). Returns whether it had to.
+    @discardableResult
+    func restartIfDead() throws -> Bool {
+        let result = try shell("""
+            pid=$(cat "$TK_SERVICES_DIR/pids/keyring.pid" 2>/dev/null || true)
+            if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat") != Z ]]; then echo alive; else tk_start_keyring test; echo restarted; fi
+            """)
+        return result.stdout.contains("restarted")
+    }
+
     /// SIGSTOP / SIGCONT the daemon (a hung keyring).
     func pause(_ paused: Bool) throws {
         try shell("kill -\(paused ? "STOP" : "CONT") \"$(cat \"$TK_SERVICES_DIR/pids/keyring.pid\")\"")
