@@ -203,8 +203,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
             let left = max(deadline - Clock.system.now(), floor)
             guard left > 0.05 else {
                 throw StoreError(
-                    .timeout, "the command's time ran out (--timeout) before tokenctl could \(operation)",
-                    hint: "Give it more time with --timeout SECONDS.")
+                    .deadline, "the command's time ran out (--timeout) before tokenctl could \(operation)",
+                    hint: "Give it more time with --timeout SECONDS; the session is kept.")
             }
             seconds = min(seconds, left)
         }

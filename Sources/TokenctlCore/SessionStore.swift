@@ -83,6 +83,9 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
         case itemLocked = "item-locked"
         /// A call that may wait for a provider's prompt ran out of time.
         case promptPending = "prompt-pending"
+        /// The command's own deadline (`--timeout`) ran out before the call could be made: a
+        /// transient condition of this command, not of the Secret Service (exit 75).
+        case deadline = "deadline"
         case timeout = "timeout"
         case serviceGone = "service-gone"
         case corruptItem = "corrupt-item"

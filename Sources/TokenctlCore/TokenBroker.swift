@@ -223,7 +223,7 @@ public actor TokenBroker {
                 return
             } catch {
                 lastError = error
-                if error.reason == .locked || error.reason == .timeout || error.reason == .promptPending { break }
+                if [.locked, .timeout, .promptPending, .deadline].contains(error.reason) { break }
                 if attempt < 2 { try? await clock.sleep(0.1) }
             }
         }
@@ -250,7 +250,8 @@ public actor TokenBroker {
 
     private func read(_ identity: SessionIdentity) throws(TokenctlError) -> TokenSet? {
         do { return try store.read(identity) } catch {
-            events?.append(EventRecord(time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer, reason: error.reason.rawValue))
+            let event: SessionEvent = error.reason == .deadline ? .refreshFailed : .storeUnavailable
+            events?.append(EventRecord(time: clock.now(), event: event, profile: identity.profile.rawValue, issuer: identity.issuer, reason: error.reason.rawValue))
             throw TokenctlError(error)
         }
     }

@@ -46,7 +46,8 @@ public struct TokenctlError: Error, Equatable, CustomStringConvertible {
 
 extension TokenctlError {
     init(_ error: StoreError) {
-        self.init(.storeUnavailable, error.message, hint: error.hint)
+        // Running out of --timeout is this command's transient failure, not the store's.
+        self.init(error.reason == .deadline ? .transient : .storeUnavailable, error.message, hint: error.hint)
     }
 
     init(_ error: ConfigurationError) {
