@@ -58,14 +58,22 @@ struct RotationJournalTests {
     func keyPermissions() throws {
         let identity = Self.identity()
         defer { Self.journal.clear(identity) }
-        Self.journal.record(TokenSet.fixture(obtainedAt: 1_700_000_000), for: identity, now: 1_700_000_000)
+        #expect(Self.journal.record(TokenSet.fixture(obtainedAt: 1_700_000_000), for: identity, now: 1_700_000_000))
         let description = RotationJournal.keyDescription(identity)
-        let keys = try String(contentsOfFile: "/proc/keys", encoding: .utf8)
-        let line = try #require(keys.split(separator: "\n").first { $0.contains(description) })
-        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        // Not String(contentsOfFile:): for a procfs file it returns only the first page, and
+        // the kernel pages /proc/keys while other tests add and drop keys: read it whole, a few times.
+        var line: Substring?
+        for _ in 0..<5 where line == nil {
+            guard let handle = FileHandle(forReadingAtPath: "/proc/keys") else { break }
+            let keys = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+            try? handle.close()
+            line = keys.split(separator: "\n").first { $0.contains(description) }
+        }
+        let found = try #require(line)
+        let fields = found.split(separator: " ", omittingEmptySubsequences: true)
         // /proc/keys: serial flags usage timeout perm uid gid type description
-        #expect(fields[3] == "perm", "no kernel timeout while pending: \(line)")
-        #expect(fields[4] == "3f3f0000", "possessor and user only: \(line)")
+        #expect(fields[3] == "perm", "no kernel timeout while pending: \(found)")
+        #expect(fields[4] == "3f3f0000", "possessor and user only: \(found)")
     }
 
     @Test("the test switch that disables the kernel keyring disables the journal")
