@@ -49,7 +49,8 @@ let package = Package(
         // No argv, no printing.
         .target(
             name: "TokenctlCore",
-            dependencies: ["TokenctlEssentials", "CSecret", "CCurl", "CCrypto", "CQRencode"]
+            dependencies: ["TokenctlEssentials", "CSecret", "CCurl", "CCrypto", "CQRencode"],
+            exclude: ["README.md"]
         ),
 
         // The engine: every command, output and exit code (thin over the core). Runs as
@@ -57,14 +58,14 @@ let package = Package(
         .executableTarget(
             name: "tokenctl-engine",
             dependencies: ["TokenctlEssentials", "TokenctlCore", "CProcessStartup"],
-            path: "Sources/tokenctl",
+            path: "Sources/tokenctl-engine",
             exclude: ["StaticLibstdcxx"],
             // The Swift runtime and FoundationEssentials linked in: ~12 fewer shared libraries to
             // map on every call that reaches the engine (cache misses, the fallback, refresh waves);
             // libstdc++ too, through the linker script in StaticLibstdcxx (see its comment).
             linkerSettings: [.unsafeFlags([
                 "-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims",
-                "-L\(packageDirectory)Sources/tokenctl/StaticLibstdcxx",
+                "-L\(packageDirectory)Sources/tokenctl-engine/StaticLibstdcxx",
             ])]
         ),
 
@@ -78,7 +79,7 @@ let package = Package(
         .executableTarget(
             name: "tokenctl",
             dependencies: ["TokenctlEssentials", "CProcessStartup"],
-            path: "Sources/TokenctlFront",
+            path: "Sources/tokenctl",
             swiftSettings: [.unsafeFlags(["-static-executable"])],
             linkerSettings: [.unsafeFlags(["-static-executable"])]
         ),

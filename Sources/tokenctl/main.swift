@@ -1,138 +1,59 @@
+// tokenctl's front: a fully static executable (Swift stdlib and glibc only, no Foundation, no
+// shared library, no D-Bus, no network) that serves `tokenctl token` from the kernel keyring
+// hot cache and hands everything else to the engine, `tokenctl-engine`, installed beside it.
+//
+// A hit costs about as much as starting a process: the measured alternatives (one dynamic
+// binary loading its libraries with dlopen, or linking them) pay the dynamic loader and the
+// Swift runtime's start-up on every call (DESIGN.md §4, Scripts/bench). The hit itself is
+// `HotPath`: bytes, C strings and system calls only, so that it pages in as little of the Swift
+// runtime as possible; any invocation it does not recognize as a plain hit goes to the engine.
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlCore
+import CProcessStartup
 import TokenctlEssentials
 
-let toolVersion = "0.1.0"
+/// `tokenctl-engine` in the directory of this executable (found through /proc/self/exe, so a
+/// symlink to tokenctl on PATH still finds the engine beside the real file). Without /proc, an
+/// absolute argv[0] locates it; never the current directory, where anyone could plant one.
+func enginePath() -> String? {
+    var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+    let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+    let executable = length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : (tk_front_argv()[0].map { String(cString: $0) } ?? "")
+    guard executable.hasPrefix("/") else { return nil }
+    return String(executable[...executable.lastIndex(of: "/")!]) + "tokenctl-engine"
+}
 
-/// Everything a command needs: the parsed options, the profile and the core service.
-struct CommandContext {
-    let options: ParsedOptions
-    let profile: ProfileName
-    let verbose: Bool
-    let paths: Paths
-    let timeout: Double
-    /// `--timeout` from the start of the command: the lock wait, every HTTP attempt and every
-    /// Secret Service call end by then. Nil for `login`, whose flows wait for a person.
-    let deadline: Double?
-
-    func service() -> TokenctlService { serviceAndBus().service }
-
-    /// The core service, after locating the session bus once (cron gives no
-    /// DBUS_SESSION_BUS_ADDRESS), and the bus found, with where it was found.
-    func serviceAndBus() -> (service: TokenctlService, bus: (address: String, source: String)?) {
-        let bus = SessionBus.locateForUnattendedUse(verbose: verbose)
-        var retry = RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout))
-        retry.commandDeadline = deadline
-        // A provider's prompt can be answered only by a person at a terminal; say what it asks.
-        let interactive = isatty(2) == 1
-        let notice: @Sendable (String) -> Void = { notice in Output.standardError("tokenctl: \(notice)\n") }
-        let storeOptions = SecretServiceStore.Options(callTimeout: 10, interactive: interactive, promptNotice: interactive ? notice : nil)
-        let service = TokenctlService.live(
-            paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, storeOptions: storeOptions)
-        return (service, bus)
-    }
-
-    func verboseLog(_ message: String) {
-        if verbose { Output.standardError("tokenctl: \(message)\n") }
-    }
-
-    /// A non-negative number of seconds from an option, or a usage error naming it.
-    func seconds(_ key: String, command: String, default value: Double, allowZero: Bool = true) throws(UsageError) -> Double {
-        guard let text = options.value(key) else { return value }
-        guard let number = Double(text), number.isFinite, allowZero ? number >= 0 : number > 0, number <= 31_536_000 else {
-            throw UsageError("Invalid value '\(text)' for '\(key)': expected \(allowZero ? "a non-negative" : "a positive") number of seconds.", command: command)
+func writeAll(_ descriptor: Int32, _ text: String) {
+    let bytes = Array(text.utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+        if written < 0 {
+            if errno == EINTR { continue }
+            return
         }
-        return number
+        offset += written
     }
 }
 
-/// Whether `--timeout` bounds the whole command: not for flows that wait for a person
-/// (`login`) or run until interrupted (`status --watch`, `events --follow`).
-func commandHasDeadline(_ command: String, _ options: ParsedOptions) -> Bool {
-    switch command {
-    case "token", "refresh", "logout", "doctor": true
-    case "status": !options.has("--watch")
-    default: false
+/// Replace this process with the engine, passing the original argv (argv[0] included) and
+/// environment. Only returns on failure: then a clear error naming the engine, exit 69
+/// (EX_UNAVAILABLE: "a support program does not exist").
+func runEngine() -> Never {
+    guard let path = enginePath() else {
+        writeAll(2, "Error: cannot locate tokenctl's engine: /proc/self/exe cannot be read (is /proc mounted?) and tokenctl was not started by an absolute path.\nRun it by its absolute path, e.g. /usr/local/bin/tokenctl, or mount /proc.\n")
+        exit(ExitStatus.unavailable.rawValue)
     }
+    // The argv captured at start-up (CProcessStartup), not CommandLine's lazy globals.
+    execv(path, tk_front_argv())
+    let reason = String(cString: strerror(errno))
+    writeAll(2, "Error: cannot run tokenctl's engine '\(path)': \(reason).\ntokenctl-engine must be installed in the same directory as tokenctl (Scripts/install installs both).\n")
+    exit(ExitStatus.unavailable.rawValue)
 }
 
-func run(_ arguments: [String]) async -> ExitStatus {
-    let startedAt = TokenctlCore.Clock.system.now()
-    let invocation: Invocation
-    do { invocation = try Commands.parser.parse(arguments) } catch { return Output.usageError(error) }
-    let formatter = HelpFormatter(toolName: "tokenctl")
-
-    let commandName: String
-    switch invocation.action {
-    case .version:
-        Output.standardOutput("tokenctl \(toolVersion)\n")
-        return .success
-    case .topLevelHelp:
-        Output.standardOutput(formatter.topLevelHelp(
-            overview: "OAuth 2.0 / OpenID Connect access tokens for shells, scripts and cron, kept in the Secret Service.",
-            commands: Commands.all,
-            footer: "  See 'tokenctl help <command>' for detailed help, and tokenctl(1) for exit statuses and files."))
-        return .success
-    case .commandHelp(let name):
-        Output.standardOutput(formatter.help(for: Commands.parser.command(named: name)!))
-        return .success
-    case .run(let name):
-        commandName = name
-    }
-
-    let profileText = invocation.profileName ?? Environment.process["TOKENCTL_PROFILE"] ?? ProfileName.default.rawValue
-    guard let profile = ProfileName(rawValue: profileText) else {
-        return Output.usageError(UsageError(
-            "Invalid profile name '\(profileText)': use 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'.",
-            command: commandName))
-    }
-    let paths: Paths
-    do { paths = try Paths.resolve() } catch {
-        Output.report(TokenctlError(.configuration, error.description))
-        return .configuration
-    }
-    let timeoutOption = invocation.options.value("--timeout")
-    let timeout: Double
-    if let timeoutOption {
-        // Under a second cannot hold a lock wait, a round trip and a keyring write: a refresh
-        // sent and then abandoned may leave the server's rotation unseen.
-        guard let value = Double(timeoutOption), value.isFinite, value >= 1, value <= 3600 else {
-            return Output.usageError(UsageError("Invalid value '\(timeoutOption.prefix(40))' for '--timeout': expected seconds between 1 and 3600.", command: commandName))
-        }
-        timeout = value
-    } else {
-        timeout = 30
-    }
-    let context = CommandContext(
-        options: invocation.options, profile: profile, verbose: invocation.verbose, paths: paths, timeout: timeout,
-        deadline: commandHasDeadline(commandName, invocation.options) ? startedAt + timeout : nil)
-
-    do {
-        switch commandName {
-        case "login": return try await LoginCommand.run(context)
-        case "token": return try await TokenCommand.run(context)
-        case "refresh": return try await RefreshCommand.run(context)
-        case "logout": return try await LogoutCommand.run(context)
-        case "status": return try await StatusCommand.run(context)
-        case "events": return try await EventsCommand.run(context, profileFilter: invocation.profileName ?? Environment.process["TOKENCTL_PROFILE"])
-        case "doctor": return try await DoctorCommand.run(context)
-        case "schedule": return try await ScheduleCommand.run(context)
-        default: return .failure
-        }
-    } catch let error as UsageError {
-        return Output.usageError(error)
-    } catch let error as TokenctlError {
-        Output.report(error)
-        return error.exitStatus
-    } catch {
-        Output.standardError("Error: \(error)\n")
-        return .failure
-    }
+// argv from CProcessStartup, not CommandLine: a hit then needs none of CommandLine's lazy globals.
+if HotPath.serve(argc: tk_front_argc(), argv: tk_front_argv(), now: .now(), environment: { UnsafePointer(getenv($0)) }) {
+    exit(ExitStatus.success.rawValue)
 }
-
-// Scripts read our stdout through pipes that may close early: never die of SIGPIPE.
-signal(SIGPIPE, SIG_IGN)
-let status = await run(Array(CommandLine.arguments.dropFirst()))
-exit(status.rawValue)
+runEngine()

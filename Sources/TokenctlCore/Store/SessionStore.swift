@@ -1,8 +1,8 @@
 import Synchronization
 import TokenctlEssentials
 
-/// Where token sets live. The real one is the freedesktop Secret Service (`SecretServiceStore`);
-/// `InMemorySessionStore` serves the core's unit tests.
+/// Where token sets live. The real one is the freedesktop Secret Service (`SecretServiceStore`)
+/// behind the rotation journal (`JournaledSessionStore`); the unit tests bring their own.
 public protocol SessionStore: Sendable {
     /// The token set stored for exactly this identity, or `nil` when signed out.
     func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet?
@@ -104,75 +104,4 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
     }
 
     public var description: String { message }
-}
-
-/// A store in memory, for unit tests of the broker.
-public final class InMemorySessionStore: SessionStore, Sendable {
-    private struct State {
-        var items: [SessionIdentity: TokenSet] = [:]
-        var clientSecrets: [SessionIdentity: String] = [:]
-        var failure: StoreError?
-        var writeCount = 0
-    }
-    private let state = Mutex(State())
-
-    /// When set, every operation fails with it (forces a store outage in tests).
-    public var failure: StoreError? {
-        get { state.withLock { $0.failure } }
-        set { state.withLock { $0.failure = newValue } }
-    }
-    public var writeCount: Int { state.withLock { $0.writeCount } }
-
-    public init() {}
-
-    /// Run `body` on the state, unless a failure is set.
-    private func access<T: Sendable>(_ body: (inout State) throws(StoreError) -> T) throws(StoreError) -> T {
-        try state.withLock { (state) throws(StoreError) -> T in
-            if let failure = state.failure { throw failure }
-            return try body(&state)
-        }
-    }
-
-    public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
-        try access { $0.items[identity] }
-    }
-
-    public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
-        try access {
-            $0.items[identity] = tokenSet
-            $0.writeCount += 1
-        }
-    }
-
-    public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try access { $0.items.removeValue(forKey: identity) != nil }
-    }
-
-    public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
-        try access {
-            guard $0.items[identity]?.refreshToken == refreshToken else { return false }
-            $0.items[identity] = nil
-            return true
-        }
-    }
-
-    public func storedIdentities() throws(StoreError) -> [SessionIdentity] {
-        try access { Array($0.items.keys) }
-    }
-
-    public func checkAvailable() throws(StoreError) {
-        try access { _ in }
-    }
-
-    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
-        try access { $0.clientSecrets[identity] }
-    }
-
-    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
-        try access { $0.clientSecrets[identity] = secret }
-    }
-
-    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try access { $0.clientSecrets.removeValue(forKey: identity) != nil }
-    }
 }

@@ -11,15 +11,16 @@ enum DoctorCommand {
         let allPassed = checks.allSatisfy(\.ok)
         if context.options.has("--json") {
             let items = checks.map { check in
-                "{\"name\":\(Output.jsonString(check.name)),\"ok\":\(check.ok),\"detail\":\(Output.jsonString(check.detail)),\"hint\":\(check.hint.map(Output.jsonString) ?? "null")}"
+                "{\"name\":\(Output.jsonString(check.name)),\"ok\":\(check.ok),\"level\":\"\(check.level.rawValue)\",\"detail\":\(Output.jsonString(check.detail)),\"hint\":\(check.hint.map(Output.jsonString) ?? "null")}"
             }
             Output.standardOutput("{\"ok\":\(allPassed),\"checks\":[\(items.joined(separator: ","))]}\n")
         } else {
-            let (pass, fail) = Output.prefersUnicode ? ("✓", "✗") : ("[ok]  ", "[FAIL]")
+            let (pass, warn, fail) = Output.prefersUnicode ? ("✓", "!", "✗") : ("[ok]  ", "[warn]", "[FAIL]")
             var text = ""
             for check in checks {
-                text += "\(check.ok ? pass : fail) \(Output.printable(check.name)): \(Output.printable(check.detail))\n"
-                if !check.ok, let hint = check.hint { text += "    \(Output.printable(hint))\n" }
+                let mark = check.level == .ok ? pass : check.level == .warn ? warn : fail
+                text += "\(mark) \(Output.printable(check.name)): \(Output.printable(check.detail))\n"
+                if check.level != .ok, let hint = check.hint { text += "    \(Output.printable(hint))\n" }
             }
             Output.standardOutput(text)
         }

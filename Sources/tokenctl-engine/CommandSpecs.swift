@@ -98,7 +98,7 @@ enum Commands {
         abstract: "Check everything unattended use needs, one line per check.",
         usage: "[--json]",
         options: [OptionSpec("--json", help: "Print the checks as JSON on stdout."), timeout],
-        discussion: "Checks the configuration, the session bus, the Secret Service and its lock state, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Exit status 0 only when every check passes, else 1.")
+        discussion: "Checks the configuration, the session bus, the Secret Service and its lock state, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Each check is ok, warn (advice: tokens work) or fail (what breaks 'token'). Exit status 0 unless a check fails, else 1.")
 
     static let schedule = CommandSpec(
         name: "schedule",

@@ -108,10 +108,3 @@ final class FileLock: HeldLock {
     init(descriptor: Int32) { self.descriptor = descriptor }
     deinit { close(descriptor) }
 }
-
-/// No cross-process locking (unit tests of the broker's in-process behaviour).
-public struct NoLockProvider: LockProvider {
-    public init() {}
-    final class Token: HeldLock {}
-    public func acquire(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> any HeldLock { Token() }
-}

@@ -5,14 +5,27 @@ import TokenctlEssentials
 
 /// One line of `tokenctl doctor`.
 public struct DoctorCheck: Sendable, Equatable {
+    /// `fail`: something that breaks `token`; `warn`: advice (it works, but could work better
+    /// or keep working longer); `ok`: fine.
+    public enum Level: String, Sendable, Equatable {
+        case ok, warn, fail
+    }
+
     public var name: String
-    public var ok: Bool
+    public var level: Level
     public var detail: String
     public var hint: String?
 
+    /// Whether the check did not fail (a warning passes).
+    public var ok: Bool { level != .fail }
+
     public init(_ name: String, ok: Bool, _ detail: String, hint: String? = nil) {
+        self.init(name, level: ok ? .ok : .fail, detail, hint: hint)
+    }
+
+    public init(_ name: String, level: Level, _ detail: String, hint: String? = nil) {
         self.name = name
-        self.ok = ok
+        self.level = level
         self.detail = detail
         self.hint = hint
     }
@@ -74,7 +87,7 @@ extension TokenctlService {
         case .kernelKeyring:
             checks.append(DoctorCheck("hot cache", ok: true, "kernel user keyring (token hits need no D-Bus)"))
         case .none:
-            checks.append(DoctorCheck("hot cache", ok: true, "none: the kernel keyring is unavailable here, so every 'token' reads the Secret Service"))
+            checks.append(DoctorCheck("hot cache", level: .warn, "none: the kernel keyring is unavailable here, so every 'token' reads the Secret Service"))
         }
 
         // The rotation journal lives in the kernel keyring too.
@@ -83,7 +96,7 @@ extension TokenctlService {
             checks.append(DoctorCheck("rotation journal", ok: true, "kernel user keyring (a rotated session is held in memory until the Secret Service has it)"))
         } else {
             checks.append(DoctorCheck(
-                "rotation journal", ok: true,
+                "rotation journal", level: .warn,
                 "unavailable: the kernel keyring cannot be used here, so a crash or a hung keyring between a rotation and its keyring write can lose the session"))
         }
 
@@ -117,7 +130,7 @@ extension TokenctlService {
                 }
             }
             if let orphans = try? orphanedSessions(), !orphans.isEmpty {
-                checks.append(DoctorCheck("keyring residue", ok: false, "\(orphans.count) orphaned session(s) no profile uses",
+                checks.append(DoctorCheck("keyring residue", level: .warn, "\(orphans.count) orphaned session(s) no profile uses",
                                           hint: "See 'tokenctl status --all'; remove them with 'tokenctl logout --orphans'."))
             }
         }
@@ -144,7 +157,7 @@ extension TokenctlService {
         // Unattended refresh.
         let installed = schedule.status().filter(\.installed)
         if installed.isEmpty {
-            checks.append(DoctorCheck("refresh schedule", ok: false, "no systemd timer or crontab entry",
+            checks.append(DoctorCheck("refresh schedule", level: .warn, "no systemd timer or crontab entry",
                                       hint: "Run 'tokenctl schedule install' to keep sessions alive unattended."))
         } else {
             for entry in installed {
@@ -165,7 +178,7 @@ extension TokenctlService {
             var checks = [DoctorCheck("issuer \(configuration.issuer)", ok: true, "reachable (discovery: HTTP \(response.status))")]
             if let offset = ClockSkew.offset(serverDate: response.serverDate, receivedAt: (sentAt + receivedAt) / 2) {
                 let trusted = ClockSkew.isTrusted(offset)
-                checks.append(DoctorCheck("clock", ok: trusted, "\(offset >= 0 ? "+" : "")\(Int(saturating: offset)) s against \(configuration.issuer.host)",
+                checks.append(DoctorCheck("clock", level: trusted ? .ok : .warn, "\(offset >= 0 ? "+" : "")\(Int(saturating: offset)) s against \(configuration.issuer.host)",
                                           hint: trusted ? nil : "Beyond ±\(Int(ClockSkew.trustedBound)) s tokenctl refreshes online on every use; fix the system clock (timedatectl)."))
             }
             return checks

@@ -1,0 +1,29 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TokenctlEssentials
+
+/// Finding the D-Bus session bus where scripts run (cron, systemd timers, SSH).
+public enum SessionBus {
+    /// The session bus to use: `DBUS_SESSION_BUS_ADDRESS` when set, else `$XDG_RUNTIME_DIR/bus`,
+    /// then `/run/user/$UID/bus`, if it is a socket owned by this user. Without this, GLib tries
+    /// to autolaunch a bus through X11 and fails with "Cannot autolaunch D-Bus without X11 $DISPLAY".
+    /// Changes nothing: the engine exports the address it returns (GLib reads the variable).
+    ///
+    /// - Returns: the address, where it came from, and whether the variable was set already;
+    ///   nil when there is no bus.
+    public static func locate(environment: Environment = .process) -> (address: String, source: String, fromVariable: Bool)? {
+        if let address = environment["DBUS_SESSION_BUS_ADDRESS"] {
+            return (address, "DBUS_SESSION_BUS_ADDRESS", true)
+        }
+        var candidates: [(String, String)] = []
+        if let runtime = environment["XDG_RUNTIME_DIR"] { candidates.append((runtime + "/bus", "$XDG_RUNTIME_DIR/bus")) }
+        candidates.append(("/run/user/\(getuid())/bus", "/run/user/\(getuid())/bus"))
+        for (path, source) in candidates {
+            var info = stat()
+            guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK, info.st_uid == getuid() else { continue }
+            return ("unix:path=" + path, source, false)
+        }
+        return nil
+    }
+}
