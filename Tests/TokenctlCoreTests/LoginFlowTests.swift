@@ -257,6 +257,44 @@ struct LoginServiceTests {
         #expect(http.requests.filter { $0.url.hasSuffix("/.well-known/openid-configuration") }.count == 1)
     }
 
+    @Test("fake Secret Service whose write fails after the exchange: the session goes to the rotation journal, the profile is saved, the message says exactly that")
+    func writeFailsAfterExchange() async throws {
+        let http = FakeHTTPClient { request, _ in
+            switch request.url {
+            case let url where url.hasSuffix("/.well-known/openid-configuration"): .success(.json(200, Self.discovery))
+            case "https://issuer.example/device": .success(DeviceFlowTests.deviceResponse)
+            default: .success(.tokens(access: "at", refresh: "rt"))
+            }
+        }
+        let memory = InMemorySessionStore()
+        let keyring = FailingWritesStore(memory)
+        keyring.failure = StoreError(.timeout, "the Secret Service did not answer in time (store the session)")
+        let journal = RotationJournal(environment: .fixed([:]))
+        let store = JournaledSessionStore(keyring, journal: journal)
+        let root = "/tmp/tokenctl-login-test-\(getpid())-\(Int.random(in: 0..<1_000_000_000))"
+        let paths = Paths(configDirectory: root + "/config", lockDirectory: root + "/locks", stateDirectory: root + "/state", cacheDirectory: root + "/cache")
+        let service = TokenctlService(paths: paths, store: store, locks: NoLockProvider(), clock: VirtualClock().clock, httpClient: { _ in http })
+        let profile = ProfileName(rawValue: "login-" + String(UInt32.random(in: 0...UInt32.max), radix: 16))!
+        let identity = SessionIdentity(profile: profile, issuer: "https://issuer.example", clientID: "cli")
+        defer { journal.clear(identity) }
+        let request = TokenctlService.LoginRequest(profile: profile, issuer: try EndpointURL("https://issuer.example"), clientID: "cli", scope: nil, method: .device)
+        do {
+            _ = try await service.login(request, presenter: RecordingPresenter())
+            Issue.record("the failed write was not reported")
+        } catch {
+            #expect(error.kind == .storeUnavailable)
+            #expect(error.message.contains("signed in, but the Secret Service could not save the session"))
+            #expect(error.hint?.contains("held in memory only") == true)
+            #expect(error.hint?.contains("The session is kept") != true)
+        }
+        #expect(journal.pending(identity)?.tokenSet.refreshToken == "rt", "the journal holds the session")
+        #expect(try service.profiles.load(profile) != nil, "the profile is saved, so the next command can complete the write")
+        keyring.failure = nil
+        await service.completePendingWrite(profile)
+        #expect(try memory.read(identity)?.refreshToken == "rt")
+        #expect(journal.pending(identity) == nil)
+    }
+
     @Test("an unusable keyring is reported before the user is asked to approve anything")
     func preflight() async throws {
         let http = FakeHTTPClient { request, _ in
