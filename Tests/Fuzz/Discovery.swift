@@ -21,7 +21,8 @@ public func fuzzDiscovery(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let object = JSONValue.parseObject(bytes), let named = object["issuer"]?.stringValue,
           let issuer = try? EndpointURL(named) else { return 0 }
     let urls = ServerMetadata.discoveryURLs(for: issuer)
-    check(urls.count == 2 && urls.allSatisfy { $0.hasPrefix(issuer.scheme) }, "discovery URLs lost the issuer's scheme")
+    // EndpointURL keeps the URL as written (the scheme may be "HtTpS"); `scheme` is lower-cased.
+    check(urls.count == 2 && urls.allSatisfy { $0.lowercased().hasPrefix(issuer.scheme + "://") }, "discovery URLs lost the issuer's scheme")
     do {
         var metadata = try ServerMetadata.parse(bytes, expectedIssuer: issuer, url: urls[0])
         check(EndpointURL.sameIssuer(metadata.issuer, issuer.string), "metadata accepted for another issuer")

@@ -28,8 +28,23 @@ public func fuzzFlatJSON(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         let codable = try JSONDecoder().decode(TokenSet.self, from: Data(bytes))
         check(codable == set, "TokenSet.decode and JSONDecoder read different token sets")
     } catch {
+        // JSONDecoder (swift-foundation, Swift 6.3.1) rejects some valid RFC 8259 numbers whose
+        // mantissa is zero and that have an exponent: "0e1", "-0.0e+1", "0.00e2" (not "0.0e1").
+        // Not tokenctl's to fix, and JSONEncoder never writes them: not a finding here.
+        if hasZeroWithExponent(bytes) { return 0 }
         fail("TokenSet.decode accepts what JSONDecoder rejects: \(error)")
     }
     TokenSetUse.exercise(set, now: 1_764_425_000)
     return 0
+}
+
+/// Whether a member's number is zero written with an exponent (the JSONDecoder quirk above).
+func hasZeroWithExponent(_ bytes: [UInt8]) -> Bool {
+    guard let object = try? FlatJSONObject(parsing: bytes) else { return false }
+    return object.members.contains { member in
+        guard case .number(let value) = member.value, value == 0 else { return false }
+        let text = bytes[member.offset...].prefix { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: ".")
+            || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) }
+        return text.contains(UInt8(ascii: "e")) || text.contains(UInt8(ascii: "E"))
+    }
 }
