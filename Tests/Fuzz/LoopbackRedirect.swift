@@ -4,8 +4,8 @@
 // query). The parsing is inline in acceptLoop, which reads from an accepted socket, so the input
 // goes through a real TCP connection to 127.0.0.1: one listener for the whole run, one client
 // connection per input (sent whole, then shut down for writing, then closed with a reset so no
-// TIME_WAIT piles up). acceptLoop runs under a clock that expires right after the first
-// connection, so a rejected request ends the call instead of waiting for another.
+// TIME_WAIT piles up). acceptLoop runs under a clock that expires once this input's connection
+// has been dealt with, so a rejected request ends the call instead of waiting for another.
 //
 // Input: the bytes the client sends; every "$PORT" in it is replaced by the listener's port, so
 // the seeds can carry a valid `Host: 127.0.0.1:$PORT`.
@@ -18,10 +18,16 @@ import Glibc
 let listener = try! LoopbackRedirectServer(port: 0)
 let portText = Array(String(listener.port).utf8)
 nonisolated(unsafe) var clockCalls = 0
-/// Before the deadline at the first reading, long past it afterwards.
+nonisolated(unsafe) var currentClient: Int32 = -1
+/// Before the deadline until the listener has dealt with this input's connection (answered or
+/// closed it: the client socket turns readable), long past it afterwards. Not a fixed number of
+/// readings: an accept or poll interrupted by libFuzzer's timer signal (EINTR) goes round the
+/// loop again, and must still take this input's connection, not leave it for the next input.
 let oneShotClock = Clock(now: {
     clockCalls += 1
-    return clockCalls == 1 ? 0 : 100
+    var client = pollfd(fd: currentClient, events: Int16(POLLIN), revents: 0)
+    let answered = poll(&client, 1, 0) > 0
+    return answered || clockCalls > 100 ? 100 : 0
 }, sleep: { _ in })
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -49,10 +55,15 @@ public func fuzzLoopbackRedirect(_ data: UnsafePointer<UInt8>?, _ size: Int) -> 
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = listener.port.bigEndian
     address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    // A connect interrupted by libFuzzer's timer signal goes on in the background: retry until
+    // it says so (EALREADY while in progress, EISCONN once done).
+    while true {
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if connected == 0 || errno == EISCONN { break }
+        check(errno == EINTR || errno == EALREADY, "connect: \(errno)")
     }
-    check(connected == 0, "connect: \(errno)")
     var sent = 0
     while sent < request.count {
         let count = request[sent...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
@@ -63,6 +74,7 @@ public func fuzzLoopbackRedirect(_ data: UnsafePointer<UInt8>?, _ size: Int) -> 
     shutdown(client, Int32(SHUT_WR))
 
     clockCalls = 0
+    currentClient = client
     if let callback = listener.acceptLoop(deadline: 1, clock: oneShotClock) {
         // Only a GET to /callback with our own Host gets here.
         _ = callback.parameters["code"]
