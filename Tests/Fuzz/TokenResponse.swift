@@ -1,0 +1,66 @@
+// Fuzz target: a token endpoint's answer, through what the engine does with it:
+// RefreshOutcome.classify (status, headers, body: TokenResponse.parse for a 200, the OAuth
+// error otherwise, Retry-After for 429/5xx), then the token set built from a success
+// (TokenSet(response:): expiry from expires_in or the access token's JWT exp, clock skew from
+// Date) stored, read back and printed (Shared/TokenSetUse.swift). The same body also goes to
+// DeviceAuthorization.parse (the other JSON a login reads from a token-like endpoint).
+//
+// Input: optionally a head, then a blank line, then the body:
+//   STATUS "\n" (NAME ":" VALUE "\n")* "\n" BODY
+// Without a blank line the whole input is the body of a 200 without headers.
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl/Output.swift Sources/tokenctl/CommandSpecs.swift
+@testable import TokenctlCore
+import TokenctlEssentials
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let bytes = FuzzSupport.bytes(data, size)
+    let response = exchange(bytes)
+    let now = 1_764_425_000.0
+
+    _ = try? TokenResponse.parse(response.body)
+    _ = try? DeviceAuthorization.parse(response.body, endpoint: "https://login.example.com/device")
+
+    let outcome = RefreshOutcome.classify(.success(response), now: now)
+    switch outcome {
+    case .success(let token, let serverDate):
+        check(token.accessToken.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "an access token with whitespace was accepted")
+        check(token.tokenType == "Bearer", "token type not normalized")
+        if let expiresIn = token.expiresIn { check(expiresIn.isFinite && expiresIn >= 0, "expires_in out of range accepted") }
+        let previous = TokenSet(accessToken: "old", refreshToken: "r0", expiresAt: now - 1, issuedLifetime: 300, obtainedAt: now - 301)
+        for prior in [nil, previous] {
+            let set = TokenSet(response: token, receivedAt: now, serverDate: serverDate, previous: prior)
+            TokenSetUse.exercise(set, now: now)
+        }
+    case .terminal(let reason):
+        _ = reason.description
+        _ = reason.className
+    case .transient(let reason, let retryAfter):
+        _ = reason.description
+        _ = reason.className
+        _ = reason.requestMayHaveReachedServer
+        if let retryAfter { check(retryAfter >= 0, "negative Retry-After") }
+    }
+    return 0
+}
+
+/// The response the input describes. Header lines are read as CurlHTTPClient's (private)
+/// ResponseAccumulator.appendHeaderLine reads them: UTF-8 with repair, the name lower-cased, the
+/// value trimmed of " \t\r\n", the last of a repeated header kept.
+func exchange(_ bytes: [UInt8]) -> HTTPResponse {
+    guard let blank = (0..<max(0, bytes.count - 1)).first(where: { bytes[$0] == 0x0A && bytes[$0 + 1] == 0x0A }) else {
+        return HTTPResponse(status: 200, headers: [:], body: bytes)
+    }
+    let head = bytes[..<blank].split(separator: 0x0A, omittingEmptySubsequences: false)
+    let statusText = String(decoding: head.first ?? [], as: UTF8.self)
+    let status = Int(statusText).map { min(max($0, 0), 999) } ?? 200
+    var headers: [String: String] = [:]
+    for bytes in head.dropFirst() {
+        let line = String(decoding: bytes, as: UTF8.self)
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        let name = line[..<colon].lowercased()
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
+        headers[name] = value
+    }
+    return HTTPResponse(status: status, headers: headers, body: Array(bytes[(blank + 2)...]))
+}
