@@ -113,6 +113,31 @@ static inline const char *tokenctl_error_domain_name(const GError *error) {
     return g_quark_to_string(error->domain);
 }
 
+// gnome-keyring 42 aborts (g_variant_new on a NULL value: "assertion 'client' failed") when the
+// first message of a connection is a call that needs its per-caller record and, on a busy
+// daemon, runs before that record is created (upstream issues 190/196/199; reproduced with
+// tokenctl: 4 of 21 loaded trials, 0 of 18 with this). A blocking Properties.Get of the
+// Service's Collections, answered from the daemon's main loop after the record is queued,
+// makes every later call safe; Ping and Introspect do not (GLib answers them on a worker
+// thread). On the proxy's own connection, since the record is per caller; C because
+// g_variant_new is variadic.
+static inline gboolean tokenctl_secret_service_prime(SecretService *service, int timeout_ms, GCancellable *cancellable, GError **error) {
+    GDBusConnection *connection = g_dbus_proxy_get_connection(G_DBUS_PROXY(service));
+    GVariant *reply = g_dbus_connection_call_sync(
+        connection, "org.freedesktop.secrets", "/org/freedesktop/secrets", "org.freedesktop.DBus.Properties", "Get",
+        g_variant_new("(ss)", "org.freedesktop.Secret.Service", "Collections"), G_VARIANT_TYPE("(v)"),
+        G_DBUS_CALL_FLAGS_NONE, timeout_ms, cancellable, error);
+    if (reply == NULL) return FALSE;
+    g_variant_unref(reply);
+    return TRUE;
+}
+
+// The unique name that owns the proxy's well-known name now (a restarted daemon has a new one),
+// or NULL. Caller frees with g_free. G_DBUS_PROXY is a macro.
+static inline char *tokenctl_proxy_name_owner(void *proxy) {
+    return g_dbus_proxy_get_name_owner(G_DBUS_PROXY(proxy));
+}
+
 // The process id of the connection owning `name` on the bus (org.freedesktop.DBus
 // GetConnectionUnixProcessID), or 0: its argument is built with g_variant_new, which is
 // variadic. Names the Secret Service provider in hints (gnome-keyring, KeePassXC, KWallet).

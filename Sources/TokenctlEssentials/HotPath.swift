@@ -273,10 +273,18 @@ public enum HotPath {
     ) -> Int? {
         // `Paths` takes a value that `hasPrefix("/")`, a test on Characters: a non-ASCII byte
         // after the slash (a combining mark?) is a doubt.
+        // after the slash (a combining mark?) is a doubt. So is any non-ASCII byte at all: the
+        // engine reads the variable as a String (invalid UTF-8 becomes U+FFFD), and the two must
+        // name the same file; the engine answers such environments (found by the differential
+        // fuzz target).
         var doubt = false
         func absolute(_ name: StaticString) -> UnsafePointer<CChar>? {
             guard let value = variable(name, environment), value[0] == CChar(UInt8(ascii: "/")) else { return nil }
-            if UInt8(bitPattern: value[1]) >= 0x80 { doubt = true }
+            var index = 1
+            while value[index] != 0 {
+                if UInt8(bitPattern: value[index]) >= 0x80 { doubt = true }
+                index += 1
+            }
             return value
         }
         let home = absolute("HOME")

@@ -4,7 +4,7 @@
 // a decoded set goes through what the engine does with one (Shared/TokenSetUse.swift).
 //
 // Input: the JSON bytes.
-// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl/Output.swift Sources/tokenctl/CommandSpecs.swift
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine/Output.swift Sources/tokenctl-engine/CommandSpecs.swift
 @testable import TokenctlCore
 import TokenctlEssentials
 
@@ -25,7 +25,9 @@ public func fuzzFlatJSON(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         return 0
     }
     do {
-        let codable = try JSONDecoder().decode(TokenSet.self, from: Data(bytes))
+        // decode() = the JSON reading (held to JSONDecoder's) + validated() (tokens checked,
+        // absurd times clamped): the same two steps on JSONDecoder's result must agree.
+        let codable = try JSONDecoder().decode(TokenSet.self, from: Data(bytes)).validated()
         check(codable == set, "TokenSet.decode and JSONDecoder read different token sets")
     } catch {
         // JSONDecoder (swift-foundation, Swift 6.3.1) rejects some valid RFC 8259 numbers whose

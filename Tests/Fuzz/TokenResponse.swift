@@ -8,7 +8,7 @@
 // Input: optionally a head, then a blank line, then the body:
 //   STATUS "\n" (NAME ":" VALUE "\n")* "\n" BODY
 // Without a blank line the whole input is the body of a 200 without headers.
-// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl/Output.swift Sources/tokenctl/CommandSpecs.swift
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine/Output.swift Sources/tokenctl-engine/CommandSpecs.swift
 @testable import TokenctlCore
 import TokenctlEssentials
 

@@ -121,7 +121,7 @@ public struct TokenSet: Codable, Equatable, Sendable {
     /// This set as tokenctl may use it: a hand-edited or foreign item must not put a line break
     /// into an `Authorization` header or an empty line on stdout, and no time in it may make
     /// anything later trap (years 1970 to about 5100; lifetimes up to ten years).
-    func validated() throws(FlatJSONObjectError) -> TokenSet {
+    public func validated() throws(FlatJSONObjectError) -> TokenSet {
         func token(_ value: String?, _ key: CodingKeys) throws(FlatJSONObjectError) -> String? {
             guard let value else { return nil }
             do { try TokenResponse.validateToken(value, field: key.rawValue) } catch {

@@ -73,7 +73,8 @@ public struct EventRecord: Sendable, Equatable {
     }
 
     private func format3(_ value: Double) -> String {
-        let milliseconds = Int64(saturating: (value * 1000).rounded())
+        // Epoch seconds are never negative; a negative one would print as "-1.-644".
+        let milliseconds = Int64(saturating: (value.clamped(to: 0...1e11) * 1000).rounded())
         let fraction = milliseconds % 1000
         return "\(milliseconds / 1000).\(fraction < 10 ? "00" : fraction < 100 ? "0" : "")\(fraction)"
     }

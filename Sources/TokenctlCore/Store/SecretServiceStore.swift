@@ -55,6 +55,9 @@ public final class SecretServiceStore: SessionStore, Sendable {
         var service: UnsafeMutablePointer<SecretService>?
         var bus: OpaquePointer?
         var provider: SecretServiceProvider?
+        /// The daemon (unique bus name) this connection primed (`prime`): a restarted one
+        /// must be primed again.
+        var primedOwner: String?
     }
     private let connection = Mutex(Connection())
 
@@ -241,7 +244,14 @@ public final class SecretServiceStore: SessionStore, Sendable {
     private func connect() throws(StoreError) -> UnsafeMutablePointer<SecretService> {
         let milliseconds = try boundMilliseconds("connect to the Secret Service", floor: 0)
         let handle = try connection.withLock { (state) throws(StoreError) -> ServiceHandle in
-            if let service = state.service { return ServiceHandle(service) }
+            if let service = state.service {
+                // A daemon restarted since (`status --watch`): prime it before anything else.
+                if let owner = Self.nameOwner(service), owner != state.primedOwner {
+                    try prime(service, milliseconds: milliseconds)
+                    state.primedOwner = owner
+                }
+                return ServiceHandle(service)
+            }
             guard getenv("DBUS_SESSION_BUS_ADDRESS") != nil else {
                 // GLib would try to autolaunch a bus through X11 and report that instead.
                 throw StoreError(
@@ -270,6 +280,11 @@ public final class SecretServiceStore: SessionStore, Sendable {
             guard let service = tokenctl_secret_service_open(milliseconds, &error) else {
                 throw storeError(error, operation: "connect to the Secret Service")
             }
+            do throws(StoreError) { try prime(service, milliseconds: milliseconds) } catch {
+                tokenctl_object_unref(service)
+                throw error
+            }
+            state.primedOwner = Self.nameOwner(service)
             var opened = try withWatchdog(milliseconds) { cancellable in secret_service_ensure_session_sync(service, cancellable, &error) }
             // kwalletd5 now and then fails to negotiate an encrypted session ("Client public key
             // size is invalid"): one more try, for an error of no known class only.
@@ -287,6 +302,20 @@ public final class SecretServiceStore: SessionStore, Sendable {
         }
         tokenctl_proxy_set_timeout(handle.pointer, milliseconds)
         return handle.pointer
+    }
+
+    /// The first call of a connection to the Secret Service: see `tokenctl_secret_service_prime`
+    /// (gnome-keyring 42 aborts when a connection's first call loses a race on a busy daemon).
+    private func prime(_ service: UnsafeMutablePointer<SecretService>, milliseconds: Int32) throws(StoreError) {
+        var error: UnsafeMutablePointer<GError>?
+        let primed = try withWatchdog(milliseconds) { cancellable in tokenctl_secret_service_prime(service, milliseconds, cancellable, &error) }
+        if primed == 0 { throw storeError(error, operation: "connect to the Secret Service") }
+    }
+
+    private static func nameOwner(_ service: UnsafeMutablePointer<SecretService>) -> String? {
+        guard let owner = tokenctl_proxy_name_owner(service) else { return nil }
+        defer { g_free(owner) }
+        return String(cString: owner)
     }
 
     /// The proxy pointer, handed out of the lock (it lives as long as the store).
@@ -401,6 +430,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
         connection.withLock { state in
             tokenctl_object_unref(state.service)
             state.service = nil
+            state.primedOwner = nil
         }
     }
 
