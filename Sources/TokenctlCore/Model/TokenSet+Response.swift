@@ -23,5 +23,19 @@ extension TokenSet {
             serverClockOffset: offset,
             subject: subject
         )
+        // The bounds a stored set is read back with (`validated()`), applied where the values
+        // arrive, so that what is written reads back unchanged (a server Date in year 9790 made
+        // an offset that reading clamped: found by the TokenResponse fuzz target).
+        clampToStoredBounds()
+    }
+
+    /// Times within years 1970 to about 5100, lifetimes up to ten years, clock offsets within
+    /// ±1e9 s: the ranges `validated()` allows.
+    mutating func clampToStoredBounds() {
+        expiresAt = expiresAt?.clamped(to: 0...1e11)
+        obtainedAt = obtainedAt.clamped(to: 0...1e11)
+        lastRefreshAt = lastRefreshAt?.clamped(to: 0...1e11)
+        issuedLifetime = issuedLifetime?.clamped(to: 0...TokenResponse.maximumLifetime)
+        serverClockOffset = serverClockOffset?.clamped(to: -1e9...1e9)
     }
 }

@@ -129,7 +129,6 @@ public struct TokenSet: Codable, Equatable, Sendable {
             }
             return value
         }
-        func time(_ value: Double?) -> Double? { value?.clamped(to: 0...1e11) }
         var set = self
         set.accessToken = try token(accessToken, .accessToken)!
         guard !tokenType.isEmpty, tokenType.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
@@ -137,11 +136,7 @@ public struct TokenSet: Codable, Equatable, Sendable {
         }
         set.refreshToken = try token(refreshToken.flatMap { $0.isEmpty ? nil : $0 }, .refreshToken)
         set.idToken = try token(idToken.flatMap { $0.isEmpty ? nil : $0 }, .idToken)
-        set.expiresAt = time(expiresAt)
-        set.obtainedAt = time(obtainedAt)!
-        set.lastRefreshAt = time(lastRefreshAt)
-        set.issuedLifetime = issuedLifetime?.clamped(to: 0...TokenResponse.maximumLifetime)
-        set.serverClockOffset = serverClockOffset?.clamped(to: -1e9...1e9)
+        set.clampToStoredBounds()
         return set
     }
 }
