@@ -214,7 +214,7 @@ public actor TokenBroker {
         var lastError: StoreError?
         for attempt in 0..<3 {
             do {
-                let outcome = try store.persist(tokenSet, for: identity, whenJournaled: {})
+                let outcome = try store.persist(tokenSet, for: identity)
                 if case .pending(let error) = outcome {
                     events?.append(EventRecord(
                         time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer,

@@ -351,7 +351,7 @@ extension TokenctlService {
             do { try store.writeClientSecret(clientSecret, for: identity) } catch { throw TokenctlError(error) }
         }
         let outcome: PersistOutcome
-        do { outcome = try store.persist(tokenSet, for: identity, whenJournaled: {}) } catch {
+        do { outcome = try store.persist(tokenSet, for: identity) } catch {
             undoSecret()
             throw TokenctlError(
                 .storeUnavailable, "the server issued the session but it could not be saved: \(error.message)",

@@ -26,12 +26,11 @@ public final class JournaledSessionStore: SessionStore, Sendable {
     }
 
     public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
-        _ = try persist(tokenSet, for: identity, whenJournaled: {})
+        _ = try persist(tokenSet, for: identity)
     }
 
-    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, whenJournaled: () -> Void) throws(StoreError) -> PersistOutcome {
+    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) -> PersistOutcome {
         let journaled = journal.record(tokenSet, for: identity, now: clock.now())
-        if journaled { whenJournaled() }
         do { try inner.write(tokenSet, for: identity) } catch {
             guard journaled else { throw error }
             journal.record(tokenSet, for: identity, now: clock.now(), pendingReason: error.message)

@@ -164,15 +164,6 @@ public final class SecretServiceStore: SessionStore, Sendable {
         try requireUnlockedDefaultCollection(try connect())
     }
 
-    /// Whether tokenctl's items for `identity` are locked one by one although the collection is
-    /// open (KeePassXC's "Confirm when passwords are retrieved by clients"), for `doctor`.
-    public func isLockedPerItem(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        let (unlocked, locked) = try searchPaths(attributes(identity))
-        guard unlocked.isEmpty, !locked.isEmpty else { return false }
-        do { try requireUnlockedDefaultCollection(try connect()) } catch { return false }
-        return true
-    }
-
     /// The program that owns `org.freedesktop.secrets` on the session bus, for hints and `doctor`.
     public func provider() -> SecretServiceProvider {
         // Not while connecting (errors there land here): the lock is ours then.

@@ -28,12 +28,12 @@ public protocol SessionStore: Sendable {
     func checkAvailable() throws(StoreError)
 
     /// Persist an accepted token set (a rotation, a login): into the rotation journal first when
-    /// this store has one (`whenJournaled` runs right after), then into the Secret Service.
+    /// this store has one, then into the Secret Service.
     ///
     /// - Returns: `.stored`, or `.pending` when only the journal holds it (the Secret Service
     ///   write failed; the next reader completes it).
     /// - Throws: when nothing holds it (no journal, and the write failed).
-    func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, whenJournaled: () -> Void) throws(StoreError) -> PersistOutcome
+    func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) -> PersistOutcome
 
     /// Under the profile lock: write a pending journal entry newer than the stored set to the
     /// Secret Service, and drop entries it already holds.
@@ -63,7 +63,7 @@ extension SessionStore {
     }
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { false }
     public func checkAvailable() throws(StoreError) {}
-    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, whenJournaled: () -> Void) throws(StoreError) -> PersistOutcome {
+    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) -> PersistOutcome {
         try write(tokenSet, for: identity)
         return .stored
     }
