@@ -34,8 +34,9 @@ enum Commands {
         cached for a day under $XDG_CACHE_HOME/tokenctl/; explicit options win. Without
         --device, --browser or --refresh-token-stdin, tokenctl uses the browser when a display
         (DISPLAY or WAYLAND_DISPLAY) and a terminal are present, and the device flow otherwise.
-        An ID token is checked (issuer, audience, expiry, nonce, RS256/ES256 signature) before
-        anything is stored. The token set (and a client secret) go to the Secret Service; the
+        An ID token is checked (issuer, audience, expiry; the nonce after a browser login; its
+        RS256, PS256, ES256 or EdDSA signature when the issuer's JWKS is known) before anything
+        is stored. The token set (and a client secret) go to the Secret Service; the
         profile is written to $XDG_CONFIG_HOME/tokenctl/profiles/<name>.conf. Nothing is stored
         if anything fails. Exit status: 77 denied, expired or rejected; 75 server unreachable;
         78 discovery or endpoint problems; 69 the keyring cannot be used (checked before you

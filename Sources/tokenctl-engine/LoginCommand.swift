@@ -81,9 +81,12 @@ enum LoginCommand {
         let validity = left >= 1 ? "access token valid for \(Output.duration(left))" : "the access token has already expired (the next 'token' refreshes it)"
         var summary = "Logged in profile '\(context.profile)' at \(issuer)\(who); \(validity).\n"
         if tokenSet.idToken != nil {
-            summary += result.idTokenSignatureVerified
-                ? "ID token checked: issuer, audience, expiry, nonce and signature.\n"
-                : "ID token checked: issuer, audience and expiry (no JWKS known, so not its signature).\n"
+            // Name only the checks that were made: the device flow and an import send no nonce.
+            var checks = ["issuer", "audience", "expiry"]
+            if result.idTokenNonceChecked { checks.append("nonce") }
+            if result.idTokenSignatureVerified { checks.append("signature") }
+            summary += "ID token checked: " + checks.dropLast().joined(separator: ", ") + " and " + checks.last! + "."
+            summary += result.idTokenSignatureVerified ? "\n" : " (No JWKS known, so not its signature.)\n"
         }
         if !tokenSet.hasRefreshToken {
             summary += "The server issued no refresh token: 'tokenctl token' works until the access token expires, then you must log in again.\n"

@@ -77,6 +77,37 @@ struct SignatureVerdictEndToEndTests {
         #expect(try jwksRequests(server) == 2, "the new key is cached")
     }
 
+    @Test("a refreshed ID token with a bad signature or a forbidden alg ends the refresh: exit 77, nothing of it stored", arguments: [
+        #"{"id_token_bad_signature": true}"#, #"{"id_token_alg": "HS256"}"#,
+    ])
+    func refreshedIDTokenSignature(faultJSON: String) throws {
+        let fault = try #require(try JSONSerialization.jsonObject(with: Data(faultJSON.utf8)) as? [String: Any])
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server, profile: Self.profile)
+        let before = try #require(try sandbox.storedTokenSet(profile: Self.profile, issuer: server.url)?["refresh_token"] as? String)
+        try server.configure(fault)
+        let result = try sandbox.tokenctl("--profile", Self.profile, "token", "--force")
+        #expect(result.status == 77, "\(result)")
+        #expect(result.stderr.contains("refreshed ID token"), "\(result)")
+        let after = try sandbox.storedTokenSet(profile: Self.profile, issuer: server.url)?["refresh_token"] as? String
+        #expect(after == nil || after == before, "the set that came with the bad ID token is never stored")
+        #expect(try jwksRequests(server) <= 2, "at most one re-fetch")
+    }
+
+    @Test("a refreshed ID token signed by a key the issuer rotated to: one re-fetch during the refresh, stored")
+    func refreshedAfterKeyRotation() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server, profile: Self.profile)
+        try server.configure(["rotate_signing_key": true])
+        let result = try sandbox.tokenctl("--profile", Self.profile, "token", "--force")
+        #expect(result.status == 0, "\(result)")
+        #expect(try jwksRequests(server) == 2, "login, then one re-fetch for the new kid during the refresh")
+        #expect(try status(sandbox).verdict as? String == "verified")
+        #expect(try jwksRequests(server) == 2)
+    }
+
     @Test("a forged kid: unverified: unknown key after one re-fetch; a second status within the window asks nothing")
     func forgedKid() throws {
         let sandbox = try Sandbox()

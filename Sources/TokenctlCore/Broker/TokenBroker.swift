@@ -48,6 +48,12 @@ public actor TokenBroker {
     /// refreshed); a refreshed set right after it is stored, while the profile lock is still held,
     /// so processes waiting for this refresh may be served what it hands over here.
     private let didServe: (@Sendable (TokenSet, SessionIdentity) -> Void)?
+    /// The issuer's keys for checking a refreshed ID token's signature: the cached ones
+    /// (`refetch` false), or fetched now because the cache does not know the token's key
+    /// (`refetch` true; rate-limited, nil when not fetched). Nil closure: signatures of refreshed
+    /// ID tokens are not checked (unit tests).
+    public typealias IssuerKeys = @Sendable (_ profile: ResolvedProfile, _ refetch: Bool) async -> JSONWebKeySet?
+    private let issuerKeys: IssuerKeys?
     private var inFlight: [ProfileName: (id: UInt64, task: Task<TokenSet, any Error>)] = [:]
     private var nextFlightID: UInt64 = 0
     /// Refreshes this broker sent to a server (for tests and `--verbose`).
@@ -56,8 +62,10 @@ public actor TokenBroker {
     public init(
         store: any SessionStore, locks: any LockProvider, clock: Clock, configuration: Configuration = Configuration(),
         events: EventLog? = nil, didServe: (@Sendable (TokenSet, SessionIdentity) -> Void)? = nil,
+        issuerKeys: IssuerKeys? = nil,
         endpointClient: @escaping @Sendable (ResolvedProfile) -> TokenEndpointClient
     ) {
+        self.issuerKeys = issuerKeys
         self.events = events
         self.didServe = didServe
         self.store = store
@@ -170,12 +178,14 @@ public actor TokenBroker {
             credentials: credentials)
         var outcome = answer
         if case .success(let response, _) = outcome, let idToken = response.idToken {
-            // OIDC Core §12.2: the same issuer, subject and client, or the session is not ours.
+            // OIDC Core §12.2: the same issuer, subject and client, signed by the issuer, or the
+            // session is not ours: terminal, and nothing is stored.
             do {
                 guard let claims = UnverifiedJWT.claims(of: idToken) else { throw JWTError.claim("the refreshed ID token is not a JWT") }
                 try IDTokenValidation.validateRefreshed(
                     claims, previous: current.idToken.flatMap(UnverifiedJWT.claims(of:)), issuer: profile.configuration.issuer.string,
                     clientID: profile.configuration.clientID)
+                try await checkSignature(ofRefreshed: idToken, profile)
             } catch {
                 outcome = .terminal(.unusableResponse("\(error)"))
             }
@@ -204,6 +214,33 @@ public actor TokenBroker {
             throw TokenctlError(
                 .transient, "could not refresh profile '\(profile.name)': \(reason)",
                 hint: "The session is kept; try again later.")
+        }
+    }
+
+    /// The signature of an ID token that came with a refresh, as at login: against the issuer's
+    /// cached keys (those that verified the login's ID token), fetched again once when they do
+    /// not know its key (an issuer that rotated its keys). It fails when a check was possible and
+    /// failed: a forbidden algorithm, a bad signature, a key that cannot make it, or a key the
+    /// issuer's current JWKS does not have. When no keys can be had (no JWKS URI, the fetch
+    /// failed or is rate-limited) or libcrypto is missing, the claims checks stand alone: the
+    /// token came straight from the token endpoint over TLS (OIDC Core §3.1.3.7 item 6), and the
+    /// refresh token it came with is already spent.
+    private func checkSignature(ofRefreshed idToken: String, _ profile: ResolvedProfile) async throws(JWTError) {
+        guard let issuerKeys else { return }
+        var keys = await issuerKeys(profile, false)
+        var fetched = false
+        if SignatureVerdict.evaluate(idToken, keys: keys).fetchMightHelp, let fresh = await issuerKeys(profile, true) {
+            keys = fresh
+            fetched = true
+        }
+        switch SignatureVerdict.evaluate(idToken, keys: keys) {
+        case .verified, .noKeysCached, .cryptoUnavailable:
+            return
+        case .unknownKey:
+            if fetched { throw .claim("the refreshed ID token is signed with a key the issuer's JWKS does not have") }
+        case .invalid:
+            guard let keys else { throw .claim("the refreshed ID token is not signed with an accepted algorithm") }
+            do { _ = try JWTVerifier.verify(idToken, keys: keys) } catch { throw .claim("the refreshed ID token was rejected: \(error)") }
         }
     }
 

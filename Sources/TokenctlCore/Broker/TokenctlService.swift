@@ -28,6 +28,15 @@ public final class TokenctlService: Sendable {
         self.broker = TokenBroker(
             store: store, locks: locks, clock: clock, configuration: .init(lockTimeout: lockTimeout, commandDeadline: commandDeadline), events: events,
             didServe: { tokenSet, identity in hotCache?.remember(tokenSet, for: identity, now: clock.now()) },
+            issuerKeys: { profile, refetch in
+                let cache = JWKSCache(directory: paths.jwksCacheDirectory, clock: clock)
+                let issuer = profile.configuration.issuer.string
+                guard refetch else { return cache.keys(issuer) }
+                guard let jwksURI = profile.configuration.jwksURI?.string ?? cache.load(issuer)?.jwksURI else { return nil }
+                // Bounded and rate-limited: it runs while the rotated set waits to be stored.
+                return await cache.refetch(
+                    issuer, jwksURI: jwksURI, http: httpClient(profile.configuration.caBundle), timeout: min(retry.attemptTimeout, 5))
+            },
             endpointClient: { profile in
                 TokenEndpointClient(http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry)
             })

@@ -9,6 +9,9 @@ public struct IDTokenExpectations: Sendable {
     public var now: Double
     /// Tolerated clock difference for `exp` and `iat`.
     public var leeway: Double
+    /// Refuse an ID token carrying a `nonce` when none was sent: in the device flow, which
+    /// sends none, a nonce means the token was issued for another sign-in.
+    public var refusesUnsolicitedNonce = false
 
     public init(issuer: String, clientID: String, nonce: String?, now: Double, leeway: Double = 300) {
         self.issuer = issuer
@@ -77,6 +80,8 @@ public enum IDTokenValidation {
         if let nonce = expected.nonce {
             guard let received = claims["nonce"]?.stringValue else { throw .claim("the ID token has no 'nonce' although one was sent") }
             guard received == nonce else { throw .claim("the ID token's nonce does not match the one sent (possible replay)") }
+        } else if expected.refusesUnsolicitedNonce, claims["nonce"] != nil {
+            throw .claim("the ID token carries a 'nonce' although this sign-in sent none (it was issued for another sign-in)")
         }
     }
 }

@@ -49,6 +49,8 @@ public struct LoginResult: Sendable {
     public var tokenSet: TokenSet
     /// Whether an ID token came back and passed every check, including its signature.
     public var idTokenSignatureVerified: Bool
+    /// Whether the ID token's `nonce` was checked against one this login sent (browser logins).
+    public var idTokenNonceChecked = false
     /// The scope requested (after defaults), or nil when the server's default was used.
     public var requestedScope: String?
 }
@@ -195,7 +197,8 @@ extension TokenctlService {
         if let idToken = exchanged.response.idToken {
             verified = try await checkIDToken(
                 idToken, issuer: request.issuer.string, clientID: request.clientID, nonce: exchanged.nonce,
-                jwksURI: endpoints.jwks, http: http, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate)
+                jwksURI: endpoints.jwks, http: http, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate,
+                refusesUnsolicitedNonce: { if case .device = request.method { true } else { false } }())
         }
 
         var tokenSet = TokenSet(response: exchanged.response, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate, previous: seed)
@@ -208,7 +211,9 @@ extension TokenctlService {
         try await persistLogin(
             tokenSet, configuration: configuration, profile: request.profile, clientSecret: request.clientSecret, previous: previous,
             alreadyLocked: importLock != nil)
-        return LoginResult(tokenSet: tokenSet, idTokenSignatureVerified: verified, requestedScope: scope)
+        return LoginResult(
+            tokenSet: tokenSet, idTokenSignatureVerified: verified, idTokenNonceChecked: exchanged.response.idToken != nil && exchanged.nonce != nil,
+            requestedScope: scope)
     }
 
     /// `openid offline_access`, limited to what the server advertises; `nil` (the server's
@@ -285,7 +290,7 @@ extension TokenctlService {
     /// Claims always; the signature when the issuer's JWKS is known. Returns whether the signature was verified.
     private func checkIDToken(
         _ idToken: String, issuer: String, clientID: String, nonce: String?, jwksURI: EndpointURL?, http: any HTTPClient,
-        receivedAt: Double, serverDate: Double?
+        receivedAt: Double, serverDate: Double?, refusesUnsolicitedNonce: Bool
     ) async throws(TokenctlError) -> Bool {
         func rejected(_ error: JWTError) -> TokenctlError {
             // A missing libcrypto is this machine's problem, not the token's: not "log in again".
@@ -325,7 +330,8 @@ extension TokenctlService {
         }
         // exp and iat are on the server's clock: compare with the server's own Date when it sent one.
         let serverNow = serverDate.map { $0 + (clock.now() - receivedAt) } ?? clock.now()
-        let expectations = IDTokenExpectations(issuer: issuer, clientID: clientID, nonce: nonce, now: serverNow)
+        var expectations = IDTokenExpectations(issuer: issuer, clientID: clientID, nonce: nonce, now: serverNow)
+        expectations.refusesUnsolicitedNonce = refusesUnsolicitedNonce
         do { try IDTokenValidation.validate(claims, expectations) } catch { throw rejected(error) }
         return verified
     }
