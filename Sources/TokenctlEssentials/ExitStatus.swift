@@ -10,6 +10,9 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case unavailable = 69
     /// EX_TEMPFAIL: a transient failure talking to the server; the session is kept.
     case temporaryFailure = 75
+    /// EX_PROTOCOL: `logout` removed the session here, but the server did not confirm the
+    /// revocation (refused or unreachable): the token may stay valid at the server.
+    case revocationFailed = 76
     /// EX_NOPERM: login required (no session, or the server ended it).
     case loginRequired = 77
     /// EX_CONFIG: the configuration is missing or invalid.
@@ -23,6 +26,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .usage: "EX_USAGE"
         case .unavailable: "EX_UNAVAILABLE"
         case .temporaryFailure: "EX_TEMPFAIL"
+        case .revocationFailed: "EX_PROTOCOL"
         case .loginRequired: "EX_NOPERM"
         case .configuration: "EX_CONFIG"
         }

@@ -114,6 +114,14 @@ public enum FileIO {
         }
     }
 
+    /// Remove a file if there is one. Returns whether there was.
+    @discardableResult
+    public static func removeFileIfPresent(_ path: String) throws(SystemError) -> Bool {
+        if unlink(path) == 0 { return true }
+        if errno == ENOENT { return false }
+        throw SystemError(errno: errno, operation: "unlink", path: path)
+    }
+
     /// The names in a directory (no `.`/`..`); an absent directory has none.
     public static func listDirectory(_ path: String) throws(SystemError) -> [String] {
         guard let directory = opendir(path) else {

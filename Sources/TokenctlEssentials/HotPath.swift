@@ -387,6 +387,10 @@ public enum HotPath {
                     // ProfileConfiguration: empty, client_secret_basic or client_secret_post.
                     guard value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post") else { return nil }
                     bit = 512
+                } else if isEqual(key, "audience") {
+                    bit = 1024
+                } else if isEqual(key, "resource") {
+                    bit = 2048
                 } else {
                     return nil
                 }
@@ -652,6 +656,14 @@ public enum HotPath {
                 writer.append(" min")
             }
             writer.append(" (kernel keyring cache)\n")
+            if margin < request.minimumTimeToLive * nanosecondsPerSecond {
+                // The engine's wording (TokenBroker.narrateMargin), in whole seconds.
+                writer.append("tokenctl: min-ttl ")
+                writer.append(decimal: request.minimumTimeToLive)
+                writer.append(" s capped at ")
+                writer.append(decimal: margin / nanosecondsPerSecond)
+                writer.append(" s, half the access token's lifetime (a longer one could never be met)\n")
+            }
         }
         let logCount = writer.count
         switch request.format {

@@ -20,6 +20,10 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public var tokenEndpointAuthMethod: ClientAuthenticationMethod?
     /// A PEM bundle of extra trusted CAs for this issuer (private PKI).
     public var caBundle: String?
+    /// The `audience` parameter sent at login (Auth0 and others), saved so a new login sends it again.
+    public var audience: String?
+    /// RFC 8707 resource indicators sent at login (`resource = URI URI…`), saved likewise.
+    public var resources: [String] = []
 
     public init(
         issuer: EndpointURL, clientID: String, scope: String? = nil,
@@ -42,7 +46,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// Every key the file may hold, in the order they are written.
     public static let keys = [
         "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
-        "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert",
+        "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
     ]
 
     /// Parse a profile file.
@@ -104,7 +108,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
             }
             authMethod = method
         }
-        return ProfileConfiguration(
+        var configuration = ProfileConfiguration(
             issuer: issuer,
             clientID: clientID.value,
             scope: entry("scope").flatMap { $0.value.isEmpty ? nil : $0.value },
@@ -116,6 +120,9 @@ public struct ProfileConfiguration: Equatable, Sendable {
             jwksURI: try url("jwks_uri"),
             tokenEndpointAuthMethod: authMethod
         )
+        configuration.audience = entry("audience").flatMap { $0.value.isEmpty ? nil : $0.value }
+        configuration.resources = entry("resource").map { $0.value.split(separator: " ").map(String.init) } ?? []
+        return configuration
     }
 
     /// The file text: a header comment, then one line per set key.
@@ -134,6 +141,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let jwksURI { lines.append("jwks_uri = \(jwksURI)") }
         if let tokenEndpointAuthMethod { lines.append("token_endpoint_auth_method = \(tokenEndpointAuthMethod.rawValue)") }
         if let caBundle { lines.append("cacert = \(caBundle)") }
+        if let audience { lines.append("audience = \(audience)") }
+        if !resources.isEmpty { lines.append("resource = \(resources.joined(separator: " "))") }
         return lines.joined(separator: "\n") + "\n"
     }
 }

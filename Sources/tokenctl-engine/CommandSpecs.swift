@@ -7,10 +7,10 @@ enum Commands {
     static let login = CommandSpec(
         name: "login",
         abstract: "Sign in a profile: device code, browser, or an imported refresh token.",
-        usage: "--issuer <url> --client-id <id> [--device | --browser | --refresh-token-stdin] [<options>]",
+        usage: "[--issuer <url> --client-id <id>] [--device | --browser | --refresh-token-stdin] [<options>]",
         options: [
-            OptionSpec("--issuer", value: "url", help: "The authorization server's issuer URL (https://, or http:// to loopback)."),
-            OptionSpec("--client-id", value: "id", help: "The OAuth client ID."),
+            OptionSpec("--issuer", value: "url", help: "The authorization server's issuer URL (https://, or http:// to loopback). Default: the profile's saved one."),
+            OptionSpec("--client-id", value: "id", help: "The OAuth client ID. Default: the profile's saved one."),
             OptionSpec("--device", help: "Device authorization grant (RFC 8628): show a code to enter on any device. The default without a display or terminal."),
             OptionSpec("--browser", help: "Authorization code with PKCE in the system browser, redirected to 127.0.0.1 (RFC 8252)."),
             OptionSpec("--port", value: "port", help: "With --browser: listen on this loopback port instead of a free one."),
@@ -30,8 +30,12 @@ enum Commands {
             timeout,
         ],
         discussion: """
-        Endpoints come from the issuer's discovery document (OpenID Connect, then RFC 8414),
-        cached for a day under $XDG_CACHE_HOME/tokenctl/; explicit options win. Without
+        A profile that logged in before signs in again with a plain 'tokenctl login' (with
+        --profile for another profile): the issuer, client id, scope, audience, resources,
+        endpoints, CA bundle and client authentication it saved apply; options given replace
+        them and are saved. Endpoints come from the issuer's discovery document (OpenID
+        Connect, then RFC 8414), cached for a day under $XDG_CACHE_HOME/tokenctl/; options
+        given now win, then the profile's saved endpoints. Without
         --device, --browser or --refresh-token-stdin, tokenctl uses the browser when a display
         (DISPLAY or WAYLAND_DISPLAY) and a terminal are present, and the device flow otherwise.
         An ID token is checked (issuer, audience, expiry; the nonce after a browser login; its
@@ -60,14 +64,21 @@ enum Commands {
     static let logout = CommandSpec(
         name: "logout",
         abstract: "Revoke the refresh token and remove the stored session.",
-        usage: "[--all | --orphans] [--no-revoke]",
+        usage: "[--all] [--forget] [--no-revoke] | --orphans",
         options: [
             OptionSpec("--all", help: "Log out every configured profile."),
+            OptionSpec("--forget", help: "Also remove the profile: its configuration file, client secret and caches (other profiles are left alone)."),
             OptionSpec("--orphans", help: "Remove keyring sessions that no profile uses any more (see 'status --all')."),
             OptionSpec("--no-revoke", help: "Remove the local session without asking the server to revoke it."),
             timeout,
         ],
-        discussion: "The profile's configuration is kept; only its session is removed. A failed revocation is reported, and the local session is removed anyway.")
+        discussion: """
+        Without --forget the profile's configuration is kept, so 'tokenctl login' signs it
+        in again with the same settings, and 'refresh --all' skips it (signed out by you)
+        until then. When the server refuses the revocation or cannot be reached, the local
+        session is removed anyway, the event log records revocationFailed, and the exit
+        status is 76: the refresh token may stay valid at the server until it expires.
+        """)
 
     static let status = CommandSpec(
         name: "status",

@@ -7,8 +7,18 @@ import TokenctlEssentials
 enum LoginCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = context.options
-        guard options.value("--issuer") != nil else { throw UsageError("Missing '--issuer <url>'.", command: "login") }
-        guard let clientID = options.value("--client-id") else { throw UsageError("Missing '--client-id <id>'.", command: "login") }
+        // Signing a profile in again needs no options: what it saved (issuer, client id, scope,
+        // audience, resources, endpoints, client authentication, CA bundle) applies; options
+        // given now replace it and are saved.
+        let saved = options.value("--issuer") == nil || options.value("--client-id") == nil
+            ? try ProfileRepository(paths: context.paths).load(context.profile) : nil
+        let profileOption = context.profile == .default ? "" : " --profile \(context.profile)"
+        guard let issuerText = options.value("--issuer") ?? saved?.issuer.string else {
+            throw UsageError("Missing '--issuer <url>': profile '\(context.profile)' has none saved (tokenctl\(profileOption) login --issuer URL --client-id ID).", command: "login")
+        }
+        guard let clientID = options.value("--client-id") ?? saved?.clientID else {
+            throw UsageError("Missing '--client-id <id>': profile '\(context.profile)' has none saved.", command: "login")
+        }
         let chosen = ["--device", "--browser", "--refresh-token-stdin"].filter(options.has)
         guard chosen.count <= 1 else {
             throw UsageError("Choose one of --device, --browser and --refresh-token-stdin, not \(chosen.joined(separator: " and ")).", command: "login")
@@ -20,7 +30,8 @@ enum LoginCommand {
             guard let text = options.value(key) else { return nil }
             do { return try EndpointURL(text) } catch { throw UsageError("Invalid value for '\(key)': \(error).", command: "login") }
         }
-        let issuer = try url("--issuer")!
+        let issuer: EndpointURL
+        do { issuer = try EndpointURL(issuerText) } catch { throw UsageError("Invalid value for '--issuer': \(error).", command: "login") }
         guard !clientID.isEmpty, clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else {
             throw UsageError("Invalid value for '--client-id': it must be non-empty, without spaces or control characters.", command: "login")
         }
@@ -89,7 +100,7 @@ enum LoginCommand {
             summary += result.idTokenSignatureVerified ? "\n" : " (No JWKS known, so not its signature.)\n"
         }
         if !tokenSet.hasRefreshToken {
-            summary += "The server issued no refresh token: 'tokenctl token' works until the access token expires, then you must log in again.\n"
+            summary += "The server issued no refresh token: '\(CommandHint.tokenctl(context.profile, "token"))' works until the access token expires, then you must log in again.\n"
         }
         Output.standardError(summary)
         return .success

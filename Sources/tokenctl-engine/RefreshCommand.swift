@@ -22,6 +22,10 @@ enum RefreshCommand {
         }
         var worst = ExitStatus.success
         for report in reports {
+            if report.signedOutByUser {
+                Output.standardError("\(report.profile): skipped, signed out by 'logout' (sign it in again with '\(CommandHint.login(report.profile))', or remove it with '\(CommandHint.tokenctl(report.profile, "logout --forget"))')\n")
+                continue
+            }
             switch report.result {
             case .success(let tokenSet):
                 let expiry = tokenSet.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no expiry given"

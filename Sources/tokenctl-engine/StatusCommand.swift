@@ -73,9 +73,10 @@ enum StatusCommand {
             lines.append("  problem:       " + Output.sentence(status.storeProblem ?? "unknown"))
             if let hint = status.storeHint { lines.append("  hint:          \(hint)") }
         case .signedOut:
-            lines.append("  Run 'tokenctl --profile \(status.profile) login' to sign in.")
+            lines.append("  Run '\(CommandHint.login(status.profile))' to sign in.")
         case .ended:
-            lines.append("  The server ended the session (\(status.endedReason ?? "terminal failure")). Run 'tokenctl --profile \(status.profile) login' to sign in again.")
+            lines.append("  The server ended the session (\(status.endedReason ?? "terminal failure")).")
+            lines.append("  Run '\(CommandHint.login(status.profile))' to sign in again.")
         case .authenticated, .expiredRefreshable:
             if let subject = status.subject { lines.append("  subject:       \(subject)") }
             for (name, value) in status.claims where name != "sub" {
@@ -119,6 +120,18 @@ enum StatusCommand {
         }
     }
 
+    /// What stands in the way of `token` for this profile, and the command or step that helps;
+    /// nil when nothing does.
+    static func problemAndHint(_ status: SessionStatus) -> (problem: String?, hint: String?) {
+        switch status.state {
+        case .storeUnavailable: (status.storeProblem, status.storeHint)
+        case .signedOut: ("profile '\(status.profile)' is not logged in", "Run '\(CommandHint.login(status.profile))' to sign in.")
+        case .ended:
+            ("the server ended the session (\(status.endedReason ?? "terminal failure"))", "Run '\(CommandHint.login(status.profile))' to sign in again.")
+        case .authenticated, .expiredRefreshable: (nil, nil)
+        }
+    }
+
     /// The stable JSON schema documented in tokenctl(1), STATUS JSON.
     static func json(_ status: SessionStatus) -> String {
         var fields: [(String, JSONText.Value)] = [
@@ -143,6 +156,10 @@ enum StatusCommand {
         // Every key in every state (null when it does not apply): a stable schema for scripts.
         fields.append(("store_problem", .string(status.storeProblem)))
         fields.append(("store_hint", .string(status.storeHint)))
+        // What is wrong and what to run, as separate fields, whatever the state.
+        let (problem, hint) = problemAndHint(status)
+        fields.append(("problem", .string(problem)))
+        fields.append(("hint", .string(hint)))
         let pending = status.pendingWriteSince.map { since in
             JSONText.Value(raw: JSONText.object([("since", .string(Output.timestamp(since))), ("reason", .string(status.pendingWriteReason))]))
         }

@@ -29,8 +29,10 @@ struct CommandContext {
         let interactive = isatty(2) == 1
         let notice: @Sendable (String) -> Void = { notice in Output.standardError("tokenctl: \(notice)\n") }
         let storeOptions = SecretServiceStore.Options(callTimeout: 10, interactive: interactive, promptNotice: interactive ? notice : nil)
+        let narrate: TokenBroker.Narrator? = verbose ? { @Sendable (line: String) in Output.standardError("tokenctl: " + Output.printable(line) + "\n") } : nil
         let service = TokenctlService.live(
-            paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, storeOptions: storeOptions)
+            paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, storeOptions: storeOptions,
+            narrate: narrate)
         return (service, bus)
     }
 

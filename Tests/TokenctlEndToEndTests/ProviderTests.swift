@@ -126,7 +126,7 @@ struct KeePassXCConfirmationTests {
         let unattended = try sandbox.tokenctl("token", "--timeout", "10")
         #expect(unattended.status == 69, "\(unattended)")
         #expect(unattended.stderr.contains("KeePassXC keeps tokenctl's item locked"), "\(unattended)")
-        #expect(unattended.stderr.contains("Run 'tokenctl status' in a terminal"), "\(unattended)")
+        #expect(unattended.stderr.contains("Run 'tokenctl status --all' in a terminal"), "\(unattended)")
         let doctor = try sandbox.tokenctl("doctor")
         #expect(doctor.stdout.contains("[ok]   keyring: default collection unlocked"), "\(doctor)")
         #expect(doctor.stdout.contains("KeePassXC keeps tokenctl's item locked"), "doctor tells a per-item lock from a locked collection: \(doctor)")
@@ -135,7 +135,7 @@ struct KeePassXCConfirmationTests {
         // KeePassXC, says on stderr what to approve, and waits; the user allows.
         let interactive = try RunningCommand(
             executable: "/usr/bin/script",
-            arguments: ["-qec", "\(sandbox.environment.binary) status", "/dev/null"],
+            arguments: ["-qec", "\(sandbox.environment.binary) status --all", "/dev/null"],
             environment: sandbox.variables, stdin: nil, directory: sandbox.root)
         // The request cannot complete before it is approved: after a second of waiting,
         // tokenctl says what to approve.

@@ -108,15 +108,45 @@ struct RealServerLoginTests {
         #expect(try server.tryRefresh(refreshToken, clientID: "tokenctl-confidential", secret: "tokenctl-secret").error == "invalid_grant")
     }
 
-    func browserLogin(_ sandbox: Sandbox, _ server: DotServer, profile: String, deny: Bool = false) throws -> (RunResult, RunResult) {
-        let command = try sandbox.start(["--profile", profile, "login", "--browser", "--no-open", "--issuer", server.issuer, "--client-id", "tokenctl-browser"])
+    func browserLogin(_ sandbox: Sandbox, _ server: DotServer, profile: String, deny: Bool = false, fromSavedProfile: Bool = false) throws -> (RunResult, RunResult) {
+        try browserLoginShowingURL(sandbox, server, profile: profile, deny: deny, fromSavedProfile: fromSavedProfile).result
+    }
+
+    func browserLoginShowingURL(_ sandbox: Sandbox, _ server: DotServer, profile: String, deny: Bool = false, fromSavedProfile: Bool = false) throws -> (result: (RunResult, RunResult), url: String) {
+        let given = fromSavedProfile ? [] : ["--issuer", server.issuer, "--client-id", "tokenctl-browser"]
+        let command = try sandbox.start(["--profile", profile, "login", "--browser", "--no-open"] + given)
         guard let stderr = command.waitForStandardError(containing: "Waiting for the browser"),
               let url = stderr.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }).first(where: { $0.hasPrefix(server.issuer + "/authorize/?") }) else {
             command.signal(SIGKILL)
             throw HarnessError("no authorization URL shown: \(command.wait())")
         }
         let page = try server.authorize(url: url, deny: deny)
-        return (command.wait(), page)
+        return ((command.wait(), page), url)
+    }
+
+    @Test("logging in again with no options (after logout) sends what the first login sent: scope, nonce, PKCE")
+    func secondBrowserLogin() throws {
+        let server = try DotServer.require()
+        let sandbox = try Sandbox()
+        let (first, firstURL) = try browserLoginShowingURL(sandbox, server, profile: "dot-again")
+        #expect(first.0.status == 0, "\(first.0)")
+        #expect(try sandbox.tokenctl("--profile", "dot-again", "logout").status == 0)
+        let (second, secondURL) = try browserLoginShowingURL(sandbox, server, profile: "dot-again", fromSavedProfile: true)
+        #expect(second.0.status == 0, "\(second.0)")
+        #expect(second.0.stderr.contains("nonce and signature"), "\(second.0)")
+        func query(_ url: String) -> [String: String] {
+            var fields: [String: String] = [:]
+            for item in URLComponents(string: url)?.queryItems ?? [] { fields[item.name] = item.value }
+            return fields
+        }
+        let (a, b) = (query(firstURL), query(secondURL))
+        for key in ["client_id", "scope", "code_challenge_method", "response_type"] {
+            #expect(a[key] != nil && a[key] == b[key], "\(key): \(a) vs \(b)")
+        }
+        #expect(b["nonce"]?.count == 43 && b["nonce"] != a["nonce"], "a fresh nonce: \(b)")
+        #expect(b["code_challenge"] != nil && b["code_challenge"] != a["code_challenge"], "a fresh PKCE challenge")
+        #expect(try sandbox.tokenctl("--profile", "dot-again", "token").status == 0)
+        _ = try sandbox.tokenctl("--profile", "dot-again", "logout", "--forget")
     }
 
     @Test("browser flow (PKCE, loopback redirect, consent page) → token → logout revokes")

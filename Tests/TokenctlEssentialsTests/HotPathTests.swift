@@ -283,7 +283,11 @@ private func reference(
     case .raw:
         output = entry.accessToken + "\n"
     }
-    let log = verbose ? "tokenctl: access token for '\(profile)' valid for \(duration(entry.effectiveExpiry - now)) (kernel keyring cache)\n" : ""
+    var log = verbose ? "tokenctl: access token for '\(profile)' valid for \(duration(entry.effectiveExpiry - now)) (kernel keyring cache)\n" : ""
+    let margin = AccessTokenLifetime.refreshMargin(issuedLifetime: entry.issuedLifetime, minimumTimeToLive: minimumTimeToLive)
+    if verbose, margin < minimumTimeToLive {
+        log += "tokenctl: min-ttl \(Int(minimumTimeToLive)) s capped at \(Int(margin.rounded(.down))) s, half the access token's lifetime (a longer one could never be met)\n"
+    }
     return (log, output)
 }
 

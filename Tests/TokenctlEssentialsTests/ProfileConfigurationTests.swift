@@ -171,7 +171,7 @@ struct ProfileConfigurationTests {
     func allKeys() throws {
         #expect(ProfileConfiguration.keys == [
             "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
-            "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert",
+            "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
         ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {
@@ -179,6 +179,7 @@ struct ProfileConfigurationTests {
             case "token_endpoint", "revocation_endpoint", "device_authorization_endpoint", "authorization_endpoint", "jwks_uri":
                 "\(key) = https://a.example/\(key)"
             case "token_endpoint_auth_method": "\(key) = client_secret_post"
+            case "resource": "resource = https://api.example/ urn:example:ledger"
             default: "\(key) = v"
             }
         }.joined(separator: "\n")
@@ -189,6 +190,8 @@ struct ProfileConfigurationTests {
         #expect(configuration.authorizationEndpoint?.string == "https://a.example/authorization_endpoint")
         #expect(configuration.jwksURI?.string == "https://a.example/jwks_uri")
         #expect(configuration.tokenEndpointAuthMethod == .clientSecretPost)
+        #expect(configuration.audience == "v")
+        #expect(configuration.resources == ["https://api.example/", "urn:example:ledger"])
         let again = try ProfileConfiguration.parse(configuration.serialized(profile: ProfileName(rawValue: "p")!), path: path)
         #expect(again == configuration)
     }

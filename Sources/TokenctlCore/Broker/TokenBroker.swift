@@ -54,6 +54,10 @@ public actor TokenBroker {
     /// ID tokens are not checked (unit tests).
     public typealias IssuerKeys = @Sendable (_ profile: ResolvedProfile, _ refetch: Bool) async -> JSONWebKeySet?
     private let issuerKeys: IssuerKeys?
+    /// Told, in a sentence each, what this broker does and why (`--verbose`): where a set came
+    /// from, why it refreshes, how long the lock wait took, a capped min-ttl. Never a token.
+    public typealias Narrator = @Sendable (String) -> Void
+    private let narrate: Narrator?
     private var inFlight: [ProfileName: (id: UInt64, task: Task<TokenSet, any Error>)] = [:]
     private var nextFlightID: UInt64 = 0
     /// Refreshes this broker sent to a server (for tests and `--verbose`).
@@ -62,10 +66,11 @@ public actor TokenBroker {
     public init(
         store: any SessionStore, locks: any LockProvider, clock: Clock, configuration: Configuration = Configuration(),
         events: EventLog? = nil, didServe: (@Sendable (TokenSet, SessionIdentity) -> Void)? = nil,
-        issuerKeys: IssuerKeys? = nil,
+        issuerKeys: IssuerKeys? = nil, narrate: Narrator? = nil,
         endpointClient: @escaping @Sendable (ResolvedProfile) -> TokenEndpointClient
     ) {
         self.issuerKeys = issuerKeys
+        self.narrate = narrate
         self.events = events
         self.didServe = didServe
         self.store = store
@@ -86,11 +91,36 @@ public actor TokenBroker {
         await completePendingWrite(profile)
         let snapshot = try read(profile.identity)
         guard let snapshot else { throw Self.notLoggedIn(profile.name) }
+        if let narrate {
+            narrate(store.pendingWrite(profile.identity) != nil
+                ? "read the session of '\(profile.name)' from the rotation journal in the kernel keyring (its Secret Service write is pending)"
+                : "read the session of '\(profile.name)' from the Secret Service")
+            narrateMargin(snapshot, minimumTimeToLive: minimumTimeToLive, capped: capMargin)
+        }
         if !force && snapshot.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
             didServe?(snapshot, profile.identity)
             return snapshot
         }
+        if let narrate {
+            let left = snapshot.timeLeft(at: clock.now())
+            let margin = snapshot.refreshMargin(minimumTimeToLive: minimumTimeToLive, capped: capMargin)
+            narrate(force ? "refreshing: forced"
+                : left <= 0 ? "refreshing: the access token expired \(Self.seconds(-left)) ago"
+                : "refreshing: the access token has \(Self.seconds(left)) left, not more than the \(Self.seconds(margin)) asked for")
+        }
         return try await sharedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
+    }
+
+    /// Say when the min-ttl asked for is more than half the token's lifetime, and so capped.
+    private func narrateMargin(_ tokenSet: TokenSet, minimumTimeToLive: Double, capped: Bool) {
+        let margin = tokenSet.refreshMargin(minimumTimeToLive: minimumTimeToLive, capped: capped)
+        if margin < minimumTimeToLive {
+            narrate?("min-ttl \(Self.seconds(minimumTimeToLive)) capped at \(Self.seconds(margin)), half the access token's lifetime (a longer one could never be met)")
+        }
+    }
+
+    static func seconds(_ value: Double) -> String {
+        value < 10 && value != value.rounded() ? "\(Double(Int(saturating: value * 10)) / 10) s" : "\(Int(saturating: value.rounded())) s"
     }
 
     /// When the rotation journal holds a set the Secret Service does not, write it there now,
@@ -102,6 +132,7 @@ public actor TokenBroker {
         defer { withExtendedLifetime(lock) {} }
         if let completed = try? store.completePendingWrite(profile.identity) {
             record(.pendingWriteCompleted, profile, subject: completed.subject)
+            narrate?("wrote the session of '\(profile.name)' held in the rotation journal to the Secret Service")
         }
     }
 
@@ -145,16 +176,19 @@ public actor TokenBroker {
 
     private func lockedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool, capMargin: Bool) async throws(TokenctlError) -> TokenSet {
         let lock: any HeldLock
+        let waitStarted = clock.now()
         do { lock = try await locks.acquire(profile.name, timeout: configuration.lockWait(at: clock.now())) } catch {
             if error.kind == .transient { record(.refreshFailed, profile, subject: snapshot.subject, reason: TransientReason.lockTimeout.className) }
             throw error
         }
+        narrate?("took the profile lock of '\(profile.name)' after \(Self.seconds(clock.now() - waitStarted))")
         defer { withExtendedLifetime(lock) {} }
 
         // Values read before the await are snapshots: re-read under the lock.
         guard let current = try read(profile.identity) else { throw Self.notLoggedIn(profile.name) }
         let rotatedElsewhere = current.refreshToken != snapshot.refreshToken || current.obtainedAt != snapshot.obtainedAt
         if (rotatedElsewhere || !force) && current.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
+            narrate?("another process refreshed '\(profile.name)' meanwhile: serving its token, no request sent")
             didServe?(current, profile.identity)
             return current
         }
@@ -193,7 +227,11 @@ public actor TokenBroker {
         switch outcome {
         case .success(let response, let serverDate):
             let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
+            narrate?(next.refreshToken != current.refreshToken && response.refreshToken != nil
+                ? "the token endpoint answered with a new access token and a rotated refresh token"
+                : "the token endpoint answered with a new access token (the refresh token is unchanged)")
             try await persist(next, for: profile.identity)
+            narrate?("stored the refreshed session of '\(profile.name)'")
             didServe?(next, profile.identity)
             record(.tokenRefreshed, profile, subject: next.subject)
             return next
@@ -209,7 +247,7 @@ public actor TokenBroker {
             if reason.requestMayHaveReachedServer {
                 throw TokenctlError(
                     .transient, "could not refresh profile '\(profile.name)': \(reason)",
-                    hint: "The refresh request was sent but no answer came back in time: if the server rotated the refresh token meanwhile, the session is lost and 'tokenctl token' will say so; otherwise it is kept. Try again later.")
+                    hint: "The refresh request was sent but no answer came back in time: if the server rotated the refresh token meanwhile, the session is lost and '\(CommandHint.tokenctl(profile.name, "token"))' will say so; otherwise it is kept. Try again later.")
             }
             throw TokenctlError(
                 .transient, "could not refresh profile '\(profile.name)': \(reason)",
@@ -280,7 +318,7 @@ public actor TokenBroker {
         guard let secret else {
             throw TokenctlError(
                 .configuration, "profile '\(profile.name)' uses \(method.rawValue) but no client secret is stored",
-                hint: "Run 'tokenctl --profile \(profile.name) login ... --client-secret-stdin' again.")
+                hint: "Run '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))' and give the secret on standard input.")
         }
         return ClientCredentials(clientID: profile.configuration.clientID, secret: secret, method: method)
     }
@@ -302,9 +340,7 @@ public actor TokenBroker {
     }
 
     /// The command that signs `profile` in again, as a user can run it.
-    static func loginCommand(_ profile: ProfileName) -> String {
-        profile == ProfileName.default ? "tokenctl login" : "tokenctl --profile \(profile) login"
-    }
+    static func loginCommand(_ profile: ProfileName) -> String { CommandHint.login(profile) }
 }
 
 #if canImport(Glibc)

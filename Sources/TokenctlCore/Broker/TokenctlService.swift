@@ -16,6 +16,7 @@ public final class TokenctlService: Sendable {
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
         retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, commandDeadline: Double? = nil, events: EventLog? = nil, hotCache: HotCache? = nil,
+        narrate: TokenBroker.Narrator? = nil,
         httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
     ) {
         self.events = events
@@ -37,6 +38,7 @@ public final class TokenctlService: Sendable {
                 return await cache.refetch(
                     issuer, jwksURI: jwksURI, http: httpClient(profile.configuration.caBundle), timeout: min(retry.attemptTimeout, 5))
             },
+            narrate: narrate,
             endpointClient: { profile in
                 TokenEndpointClient(http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry)
             })
@@ -54,7 +56,8 @@ public final class TokenctlService: Sendable {
     ///
     /// - Parameter storeOptions: the Secret Service's bounds (its deadline is `retry.commandDeadline`).
     public static func live(
-        paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30, storeOptions: SecretServiceStore.Options = .init()
+        paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30, storeOptions: SecretServiceStore.Options = .init(),
+        narrate: TokenBroker.Narrator? = nil
     ) -> TokenctlService {
         var options = storeOptions
         options.deadline = retry.commandDeadline
@@ -62,7 +65,7 @@ public final class TokenctlService: Sendable {
         return TokenctlService(
             paths: paths, store: store, locks: FileLockProvider(directory: paths.lockDirectory),
             retry: retry, lockTimeout: lockTimeout, commandDeadline: retry.commandDeadline,
-            events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(),
+            events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(), narrate: narrate,
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
     }
 
@@ -73,7 +76,7 @@ public final class TokenctlService: Sendable {
         guard let tokenEndpoint = configuration.tokenEndpoint else {
             throw TokenctlError(
                 .configuration, "profile '\(name)' has no token_endpoint in \(profiles.paths.profileFile(name))",
-                hint: "Run 'tokenctl login' again, or add 'token_endpoint = URL' to the file.")
+                hint: "Run '\(CommandHint.login(name))' again, or add 'token_endpoint = URL' to the file.")
         }
         return ResolvedProfile(name: name, configuration: configuration, tokenEndpoint: tokenEndpoint.string)
     }
@@ -156,6 +159,9 @@ public final class TokenctlService: Sendable {
         public var result: Result<TokenSet, TokenctlError>
         /// True when the profile was not due and was left alone.
         public var skipped: Bool
+        /// True when the profile has no session because the user logged it out (`refresh
+        /// --all` reports it and goes on; a session the server ended still fails).
+        public var signedOutByUser = false
     }
 
     /// Refresh now; with `ifExpiringWithin`, only when the access token expires within that many seconds.
@@ -185,12 +191,27 @@ public final class TokenctlService: Sendable {
         let names = try profiles.all()
         return await withTaskGroup(of: RefreshReport.self) { group in
             for name in names {
-                group.addTask { await self.refresh(name, ifExpiringWithin: window) }
+                group.addTask {
+                    var report = await self.refresh(name, ifExpiringWithin: window)
+                    if case .failure(let error) = report.result, error.kind == .loginRequired, self.wasSignedOutByUser(name) {
+                        report.signedOutByUser = true
+                    }
+                    return report
+                }
             }
             var reports: [RefreshReport] = []
             for await report in group { reports.append(report) }
             return reports.sorted { $0.profile < $1.profile }
         }
+    }
+
+    /// Whether the profile has no session because its last sign-out was the user's own
+    /// `logout` (the event log says so), rather than the server ending it or a lost item.
+    func wasSignedOutByUser(_ name: ProfileName) -> Bool {
+        guard let configuration = try? profiles.load(name), (try? store.read(SessionIdentity(profile: name, configuration: configuration))) == .some(nil),
+              let last = events?.records(minimumSignificance: .high, profile: name.rawValue).last(where: { $0.issuer == configuration.issuer.string })
+        else { return false }
+        return last.event == .signedOut || last.event == .revocationFailed
     }
 
     // MARK: logout
@@ -201,12 +222,32 @@ public final class TokenctlService: Sendable {
         public var removed: Bool
         /// `nil`: not attempted (no endpoint, --no-revoke, nothing stored). Otherwise the revocation result.
         public var revocation: Result<Void, TokenctlError>?
+        /// Which token the revocation was about: `refresh_token`, or `access_token` when the
+        /// server issued no refresh token.
+        public var revokedTokenType = "refresh_token"
+        /// When the token that was not revoked expires, if known (an access token's expiry;
+        /// servers do not say when a refresh token expires).
+        public var unrevokedTokenExpiresAt: Double?
+        /// With `forget`: whether the profile's file was removed.
+        public var forgotten = false
     }
 
     /// Revoke the refresh token (RFC 7009) when asked and possible, then remove this
-    /// profile's item only. A failed revocation is reported; the local session is removed anyway.
-    public func logout(_ name: ProfileName, revoke: Bool) async throws(TokenctlError) -> LogoutReport {
-        let configuration = try profiles.require(name)
+    /// profile's item only. A failed revocation is reported and recorded (`revocationFailed`);
+    /// the local session is removed anyway.
+    ///
+    /// - Parameter forget: also remove the profile: its file, its client secret item, its
+    ///   rotation journal entry and cached access token, and the issuer's discovery and JWKS
+    ///   caches unless another profile uses the same issuer. A profile file that no longer
+    ///   parses is removed too (its keyring items are then left to `logout --orphans`).
+    public func logout(_ name: ProfileName, revoke: Bool, forget: Bool = false) async throws(TokenctlError) -> LogoutReport {
+        let configuration: ProfileConfiguration
+        do { configuration = try profiles.require(name) } catch {
+            if forget, error.kind == .configuration, try profiles.remove(name) {
+                return LogoutReport(profile: name, removed: false, revocation: nil, forgotten: true)
+            }
+            throw error
+        }
         let identity = SessionIdentity(profile: name, configuration: configuration)
         // First, whatever else fails: no cached access token outlives a logout.
         hotCache?.forget(identity)
@@ -218,7 +259,7 @@ public final class TokenctlService: Sendable {
             guard error.reason == .corruptItem else { throw TokenctlError(error) }
             stored = nil
         }
-        var revocation: Result<Void, TokenctlError>?
+        var revocation: Result<Void, RevocationFailure>?
         if revoke, let stored, let endpoint = configuration.revocationEndpoint {
             let token = stored.refreshToken ?? stored.accessToken
             let hint = stored.refreshToken == nil ? "access_token" : "refresh_token"
@@ -232,16 +273,44 @@ public final class TokenctlService: Sendable {
         do { removed = try store.delete(identity) } catch { throw TokenctlError(error) }
         // Again after the delete: a `token` racing the logout may have cached meanwhile.
         hotCache?.forget(identity)
-        if case .success? = revocation {
+        var report = LogoutReport(profile: name, removed: removed, revocation: revocation.map { $0.mapError(\.error) })
+        switch revocation {
+        case .success?:
             events?.append(EventRecord(time: clock.now(), event: .sessionRevoked, profile: name.rawValue, issuer: identity.issuer, subject: stored?.subject))
+        case .failure(let failure)?:
+            events?.append(EventRecord(
+                time: clock.now(), event: .revocationFailed, profile: name.rawValue, issuer: identity.issuer, subject: stored?.subject,
+                reason: failure.reason))
+            if stored?.refreshToken == nil {
+                report.revokedTokenType = "access_token"
+                report.unrevokedTokenExpiresAt = stored?.expiresAt
+            }
+        case nil:
+            break
         }
         if removed {
             events?.append(EventRecord(time: clock.now(), event: .signedOut, profile: name.rawValue, issuer: identity.issuer, subject: stored?.subject))
         }
-        return LogoutReport(profile: name, removed: removed, revocation: revocation)
+        if forget {
+            _ = try? store.deleteClientSecret(identity)
+            report.forgotten = try profiles.remove(name)
+            let others = ((try? profiles.all()) ?? []).compactMap { try? profiles.load($0) }
+            if !others.contains(where: { $0.issuer == configuration.issuer }) {
+                DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock).remove(configuration.issuer)
+                jwksCache.remove(configuration.issuer.string)
+            }
+        }
+        return report
     }
 
-    private func revoke(token: String, hint: String, endpoint: String, credentials: ClientCredentials, caBundle: String?) async -> Result<Void, TokenctlError> {
+    /// A revocation the server did not confirm: the error to show, and its class for the event log.
+    struct RevocationFailure: Error {
+        var error: TokenctlError
+        /// `http-STATUS` or `unreachable`.
+        var reason: String
+    }
+
+    private func revoke(token: String, hint: String, endpoint: String, credentials: ClientCredentials, caBundle: String?) async -> Result<Void, RevocationFailure> {
         // RFC 7009 §2.1: confidential clients authenticate as at the token endpoint.
         let request = credentials.formRequest(endpoint, [("token", token), ("token_type_hint", hint)])
         do {
@@ -249,9 +318,10 @@ public final class TokenctlService: Sendable {
             // RFC 7009 §2.2: 200 whether or not the token was valid.
             if response.status == 200 { return .success(()) }
             let kind: TokenctlError.Kind = response.isTransientFailure ? .transient : .unexpected
-            return .failure(TokenctlError(kind, "the server refused to revoke the token (HTTP \(response.status))"))
+            return .failure(RevocationFailure(
+                error: TokenctlError(kind, "the server refused to revoke the token (HTTP \(response.status))"), reason: "http-\(response.status)"))
         } catch {
-            return .failure(TokenctlError(.transient, "could not reach the revocation endpoint: \(error)"))
+            return .failure(RevocationFailure(error: TokenctlError(.transient, "could not reach the revocation endpoint: \(error)"), reason: "unreachable"))
         }
     }
 

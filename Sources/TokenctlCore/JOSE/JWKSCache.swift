@@ -57,6 +57,11 @@ public struct JWKSCache: Sendable {
         return try? JSONWebKeySet.parse(Array(document.utf8))
     }
 
+    /// Forget the issuer's keys (`logout --forget` of the last profile using the issuer).
+    public func remove(_ issuer: String) {
+        try? FileIO.removeFile(file(for: issuer))
+    }
+
     func save(_ entry: Entry) {
         guard let data = try? JSONEncoder().encode(entry) else { return }
         do {

@@ -65,7 +65,7 @@ struct DeviceFlow: Sendable {
                     interval += 5
                     presenter.deviceFlowSlowedDown(interval: interval)
                 case "access_denied":
-                    throw TokenctlError(.loginRequired, "the sign-in was denied on the verification page", hint: "Nothing was stored. Run 'tokenctl login' to try again.")
+                    throw TokenctlError(.loginRequired, "the sign-in was denied on the verification page", hint: "Nothing was stored. Run the same login command to try again.")
                 case "expired_token":
                     throw expired()
                 default:
@@ -79,7 +79,7 @@ struct DeviceFlow: Sendable {
     }
 
     private func expired() -> TokenctlError {
-        TokenctlError(.loginRequired, "the device code expired before the sign-in was approved", hint: "Nothing was stored. Run 'tokenctl login' again and approve it in time.")
+        TokenctlError(.loginRequired, "the device code expired before the sign-in was approved", hint: "Nothing was stored. Run the same login command again and approve it in time.")
     }
 }
 
@@ -124,7 +124,7 @@ struct BrowserFlow: Sendable {
         guard let callback = await server.waitForCallback(timeout: timeout, expectedState: state, clock: clock) else {
             throw TokenctlError(
                 .loginRequired, "no answer from the browser within \(Int(saturating: timeout)) seconds",
-                hint: "Nothing was stored. Run 'tokenctl login --browser' again, or use --device.")
+                hint: "Nothing was stored. Run the same login command again, or with --device instead of --browser.")
         }
         let received = callback.parameters
         // RFC 6749 §10.12: a response whose state we did not send is someone else's (CSRF).
@@ -132,7 +132,7 @@ struct BrowserFlow: Sendable {
             callback.respond(status: 400, title: "Sign-in rejected", message: "The response did not match this login (wrong state). Return to the terminal.")
             throw TokenctlError(
                 .loginRequired, "the redirect carried a state that does not match this login (a forged or stale response)",
-                hint: "Nothing was stored. Run 'tokenctl login --browser' again.")
+                hint: "Nothing was stored. Run the same login command again.")
         }
         if let error = received["error"] {
             let code = RefreshOutcome.sanitized(error)

@@ -94,18 +94,25 @@ extension TokenctlService {
     public func login(_ request: LoginRequest, presenter: any LoginPresenter) async throws(TokenctlError) -> LoginResult {
         var request = request
         let previous = try? profiles.load(request.profile)
-        // Endpoints in the profile (given once, or hand-edited, for a server whose discovery is
-        // incomplete) still apply when this profile logs in again at the same issuer; options win.
+        // Logging in again at the same issuer sends what the first login sent: the saved scope,
+        // audience, resources and CA bundle apply unless options replace them. Saved endpoints
+        // (discovered then, given once, or hand-edited for a server whose discovery is
+        // incomplete) win over discovery, which still runs (cached for a day) for what only it
+        // knows: the scopes, PKCE methods and client authentication the server supports.
+        var saved = ExplicitEndpoints()
         if let configured = previous, configured.issuer == request.issuer {
-            request.endpoints.token = request.endpoints.token ?? configured.tokenEndpoint
-            request.endpoints.revocation = request.endpoints.revocation ?? configured.revocationEndpoint
-            request.endpoints.deviceAuthorization = request.endpoints.deviceAuthorization ?? configured.deviceAuthorizationEndpoint
-            request.endpoints.authorization = request.endpoints.authorization ?? configured.authorizationEndpoint
-            request.endpoints.jwks = request.endpoints.jwks ?? configured.jwksURI
+            saved = ExplicitEndpoints(
+                token: configured.tokenEndpoint, revocation: configured.revocationEndpoint,
+                deviceAuthorization: configured.deviceAuthorizationEndpoint, authorization: configured.authorizationEndpoint,
+                jwks: configured.jwksURI)
+            if case .refreshToken = request.method {} else { request.scope = request.scope ?? configured.scope }
+            request.audience = request.audience ?? configured.audience
+            if request.resources.isEmpty { request.resources = configured.resources }
+            request.caBundle = request.caBundle ?? configured.caBundle
         }
         let http = httpClient(request.caBundle)
-        let metadata = try await discoverForLogin(request, http: http)
-        let endpoints = try resolveEndpoints(request, metadata: metadata)
+        let metadata = try await discoverForLogin(request, saved: saved, http: http)
+        let endpoints = try resolveEndpoints(request, saved: saved, metadata: metadata)
 
         var credentials = ClientCredentials(clientID: request.clientID)
         var authMethod: ClientAuthenticationMethod?
@@ -203,11 +210,13 @@ extension TokenctlService {
 
         var tokenSet = TokenSet(response: exchanged.response, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate, previous: seed)
         tokenSet.lastRefreshAt = nil
-        let configuration = ProfileConfiguration(
+        var configuration = ProfileConfiguration(
             issuer: request.issuer, clientID: request.clientID, scope: scope,
             tokenEndpoint: endpoints.token, revocationEndpoint: endpoints.revocation, caBundle: request.caBundle,
             deviceAuthorizationEndpoint: endpoints.deviceAuthorization, authorizationEndpoint: endpoints.authorization,
             jwksURI: endpoints.jwks, tokenEndpointAuthMethod: authMethod)
+        configuration.audience = request.audience
+        configuration.resources = request.resources
         try await persistLogin(
             tokenSet, configuration: configuration, profile: request.profile, clientSecret: request.clientSecret, previous: previous,
             alreadyLocked: importLock != nil)
@@ -224,7 +233,9 @@ extension TokenctlService {
         return wanted.isEmpty ? nil : wanted.joined(separator: " ")
     }
 
-    private func discoverForLogin(_ request: LoginRequest, http: any HTTPClient) async throws(TokenctlError) -> ServerMetadata? {
+    /// - Parameter saved: the endpoints the profile saved; discovery runs even when they cover
+    ///   the flow (only options given now skip it), and its absence is no error when they do.
+    private func discoverForLogin(_ request: LoginRequest, saved: ExplicitEndpoints, http: any HTTPClient) async throws(TokenctlError) -> ServerMetadata? {
         let explicit = request.endpoints
         let needsFlowEndpoint: Bool
         switch request.method {
@@ -232,10 +243,17 @@ extension TokenctlService {
         case .device: needsFlowEndpoint = explicit.deviceAuthorization == nil
         case .browser: needsFlowEndpoint = explicit.authorization == nil
         }
-        // The refresh-token import keeps its old behaviour: an explicit token endpoint skips discovery.
-        let interactive: Bool
-        if case .refreshToken = request.method { interactive = false } else { interactive = true }
-        if explicit.token != nil && !needsFlowEndpoint && (!interactive || explicit.jwks != nil) {
+        let covered: Bool
+        switch request.method {
+        case .refreshToken: covered = (explicit.token ?? saved.token) != nil
+        case .device: covered = (explicit.token ?? saved.token) != nil && (explicit.deviceAuthorization ?? saved.deviceAuthorization) != nil
+        case .browser: covered = (explicit.token ?? saved.token) != nil && (explicit.authorization ?? saved.authorization) != nil
+        }
+        // The refresh-token import needs only the token endpoint: a given or saved one skips
+        // discovery. Interactive logins skip it only when options give every endpoint.
+        if case .refreshToken = request.method {
+            if covered { return nil }
+        } else if explicit.token != nil && !needsFlowEndpoint && explicit.jwks != nil {
             return nil
         }
         let cache = DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock)
@@ -244,14 +262,14 @@ extension TokenctlService {
             // is fetched again before a missing endpoint is reported (a fresh one is not).
             return try await ServerMetadata.discover(request.issuer, http: http, timeout: retry.attemptTimeout, cache: cache) { metadata in
                 switch request.method {
-                case .refreshToken: metadata.tokenEndpoint != nil
-                case .device: explicit.deviceAuthorization != nil || metadata.deviceAuthorizationEndpoint != nil
-                case .browser: explicit.authorization != nil || metadata.authorizationEndpoint != nil
+                case .refreshToken: true  // a document always names its token endpoint
+                case .device: (explicit.deviceAuthorization ?? saved.deviceAuthorization) != nil || metadata.deviceAuthorizationEndpoint != nil
+                case .browser: (explicit.authorization ?? saved.authorization) != nil || metadata.authorizationEndpoint != nil
                 }
             }
         } catch {
-            // Explicit endpoints cover everything the flow needs: discovery was only for extras.
-            if explicit.token != nil && !needsFlowEndpoint, error.kind == .configuration { return nil }
+            // Given or saved endpoints cover everything the flow needs: discovery was only for extras.
+            if covered, error.kind == .configuration { return nil }
             throw error
         }
     }
@@ -264,16 +282,17 @@ extension TokenctlService {
         var jwks: EndpointURL?
     }
 
-    private func resolveEndpoints(_ request: LoginRequest, metadata: ServerMetadata?) throws(TokenctlError) -> ResolvedEndpoints {
+    /// Each endpoint from the options, else the profile's saved one, else discovery.
+    private func resolveEndpoints(_ request: LoginRequest, saved: ExplicitEndpoints, metadata: ServerMetadata?) throws(TokenctlError) -> ResolvedEndpoints {
         let explicit = request.endpoints
-        guard let token = explicit.token ?? metadata?.tokenEndpoint else {
+        guard let token = explicit.token ?? saved.token ?? metadata?.tokenEndpoint else {
             throw TokenctlError(.configuration, "no token endpoint for \(request.issuer)", hint: "Give it with --token-endpoint.")
         }
         return ResolvedEndpoints(
-            token: token, revocation: explicit.revocation ?? metadata?.revocationEndpoint,
-            deviceAuthorization: explicit.deviceAuthorization ?? metadata?.deviceAuthorizationEndpoint,
-            authorization: explicit.authorization ?? metadata?.authorizationEndpoint,
-            jwks: explicit.jwks ?? metadata?.jwksURI)
+            token: token, revocation: explicit.revocation ?? saved.revocation ?? metadata?.revocationEndpoint,
+            deviceAuthorization: explicit.deviceAuthorization ?? saved.deviceAuthorization ?? metadata?.deviceAuthorizationEndpoint,
+            authorization: explicit.authorization ?? saved.authorization ?? metadata?.authorizationEndpoint,
+            jwks: explicit.jwks ?? saved.jwks ?? metadata?.jwksURI)
     }
 
     static func successOrThrow(_ outcome: RefreshOutcome, what: String) throws(TokenctlError) -> (TokenResponse, Double?) {
@@ -385,7 +404,7 @@ extension TokenctlService {
             throw TokenctlError(
                 .storeUnavailable,
                 "signed in, but the Secret Service could not save the session: \(error.message)",
-                hint: "The session is held in memory only (the kernel keyring's rotation journal) and any tokenctl command writes it to the Secret Service once it can; 'tokenctl status' shows it as pending. It is lost on reboot or logout until then.")
+                hint: "The session is held in memory only (the kernel keyring's rotation journal) and any tokenctl command writes it to the Secret Service once it can; '\(CommandHint.tokenctl(profile, "status"))' shows it as pending. It is lost on reboot or logout until then.")
         }
     }
 }

@@ -24,7 +24,7 @@ public struct ProfileRepository: Sendable {
         guard let configuration = try load(name) else {
             throw TokenctlError(
                 .configuration, "profile '\(name)' is not configured (no \(paths.profileFile(name)))",
-                hint: "Run 'tokenctl --profile \(name) login --issuer URL --client-id ID ...' first.")
+                hint: "Sign it in first: tokenctl --profile \(name) login --issuer URL --client-id ID")
         }
         return configuration
     }
@@ -36,6 +36,14 @@ public struct ProfileRepository: Sendable {
             try FileIO.writeAtomically(configuration.serialized(profile: name), to: paths.profileFile(name))
         } catch {
             throw TokenctlError(.configuration, "cannot write the profile: \(error)")
+        }
+    }
+
+    /// Remove the profile's file. Returns whether there was one.
+    public func remove(_ name: ProfileName) throws(TokenctlError) -> Bool {
+        let path = paths.profileFile(name)
+        do { return try FileIO.removeFileIfPresent(path) } catch {
+            throw TokenctlError(.configuration, "cannot remove \(path): \(error)")
         }
     }
 

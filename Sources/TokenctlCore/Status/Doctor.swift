@@ -41,7 +41,7 @@ extension TokenctlService {
         do {
             let names = try profiles.all()
             if names.isEmpty {
-                checks.append(DoctorCheck("configuration", ok: false, "no profiles in \(profiles.paths.profilesDirectory)", hint: "Run 'tokenctl login --issuer URL --client-id ID ...'."))
+                checks.append(DoctorCheck("configuration", ok: false, "no profiles in \(profiles.paths.profilesDirectory)", hint: "Sign a profile in: tokenctl login --issuer URL --client-id ID"))
             }
             for name in names {
                 do {
@@ -121,10 +121,10 @@ extension TokenctlService {
                     checks.append(DoctorCheck("session '\(name)'", ok: true, "\(status.state.rawValue)" + (status.subject.map { " as \($0)" } ?? "")))
                 case .signedOut:
                     checks.append(DoctorCheck("session '\(name)'", ok: false, "signed out (no session for \(status.issuer), client \(status.clientID))",
-                                              hint: "Run 'tokenctl --profile \(name) login'."))
+                                              hint: "Run '\(CommandHint.login(name))'."))
                 case .ended:
                     checks.append(DoctorCheck("session '\(name)'", ok: false, "ended by the server (\(status.endedReason ?? "terminal failure"))",
-                                              hint: "Run 'tokenctl --profile \(name) login'."))
+                                              hint: "Run '\(CommandHint.login(name))'."))
                 case .storeUnavailable:
                     checks.append(DoctorCheck("session '\(name)'", ok: false, status.storeProblem ?? "store unavailable", hint: status.storeHint))
                 }

@@ -8,10 +8,13 @@ public enum SessionEvent: String, Sendable, CaseIterable {
     case signedIn, signedOut, tokenRefreshed, sessionEnded, refreshFailed, sessionRevoked, storeUnavailable
     /// A rotation held in the rotation journal reached the Secret Service.
     case pendingWriteCompleted
+    /// A logout removed the session here, but the server did not revoke its token (the reason
+    /// says why): the refresh token may stay valid at the server until it expires.
+    case revocationFailed
 
     public var significance: EventSignificance {
         switch self {
-        case .signedIn, .signedOut, .sessionEnded, .sessionRevoked: .high
+        case .signedIn, .signedOut, .sessionEnded, .sessionRevoked, .revocationFailed: .high
         case .storeUnavailable, .refreshFailed, .pendingWriteCompleted: .medium
         case .tokenRefreshed: .low
         }

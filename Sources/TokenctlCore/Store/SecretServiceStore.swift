@@ -85,7 +85,14 @@ public final class SecretServiceStore: SessionStore, Sendable {
             try requireUnlockedDefaultCollection(try connect())
             return nil
         }
-        return try decode(value)
+        do { return try decode(value) } catch {
+            var error = error
+            // Spelled for this profile, so it runs as printed.
+            if error.reason == .corruptItem {
+                error.hint = "Run '\(CommandHint.tokenctl(identity.profile, "logout --no-revoke"))', then '\(CommandHint.login(identity.profile))'."
+            }
+            throw error
+        }
     }
 
     public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
@@ -577,7 +584,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
         do { return try TokenSet.decode(bytes) } catch {
             throw StoreError(
                 .corruptItem, "the stored session is not a tokenctl token set",
-                hint: "Run 'tokenctl logout --no-revoke' and log in again.")
+                hint: "Run 'tokenctl logout --no-revoke' for its profile and log in again.")
         }
     }
 
@@ -740,9 +747,9 @@ public enum SecretServiceProvider: Sendable, Equatable {
     var perItemUnlockHint: String {
         switch self {
         case .keePassXC:
-            "Run 'tokenctl status' in a terminal of your desktop session and allow the access request KeePassXC shows (or turn off 'Confirm when passwords are retrieved by clients' in its Secret Service settings)."
+            "Run 'tokenctl status --all' in a terminal of your desktop session and allow the access request KeePassXC shows (or turn off 'Confirm when passwords are retrieved by clients' in its Secret Service settings)."
         default:
-            "Run 'tokenctl status' in a terminal of your desktop session and allow the access request \(name) shows."
+            "Run 'tokenctl status --all' in a terminal of your desktop session and allow the access request \(name) shows."
         }
     }
 
