@@ -104,33 +104,55 @@ struct EverydayPathsTests {
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
         try writeExecutable(bin + "/systemctl", "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n")
         sandbox.variables["PATH"] = bin + ":" + (sandbox.variables["PATH"] ?? "/usr/bin:/bin")
+        var ran: [String] = []
+        /// Run every quoted command in `printed` as printed (a removal last): never a usage error.
+        func runHints(_ printed: [String], _ situation: String) throws {
+            var commands: [String] = []
+            for command in printed.flatMap(Self.quotedCommands) where !commands.contains(command) { commands.append(command) }
+            commands.sort { !$0.contains("--forget") && $1.contains("--forget") }
+            for command in commands {
+                let result = try sandbox.start(command.split(separator: " ").dropFirst().map(String.init)).wait()
+                #expect(result.status != 64, "\(situation): '\(command)' as printed: \(result)")
+                ran.append(command)
+            }
+        }
+        func outputs(_ commands: [[String]]) throws -> [String] {
+            try commands.map { arguments in
+                let result = try sandbox.runTokenctl(["--profile", profile] + arguments, stdin: nil)
+                return result.stdout + result.stderr
+            }
+        }
+
+        // Signed out by logout.
         try sandbox.login(server, profile: profile)
         #expect(try sandbox.tokenctl("--profile", profile, "logout").status == 0)
-        var printed: [String] = []
-        for arguments in [["status"], ["status", "--json"], ["token"], ["doctor"], ["refresh"], ["refresh", "--all"], ["status", "--all"]] {
-            let result = try sandbox.runTokenctl(["--profile", profile] + arguments, stdin: nil)
-            printed.append(result.stdout + result.stderr)
-        }
+        try runHints(try outputs([["status"], ["status", "--json"], ["token"], ["doctor"], ["refresh"], ["refresh", "--all"], ["status", "--all"]]), "signed out")
+
         // A session the server ended.
         _ = try sandbox.login(server, profile: profile)
         try server.configure(["faults": [["status": 400, "body": ["error": "invalid_grant"], "content_type": "application/json"]]])
         let ended = try sandbox.tokenctl("--profile", profile, "token", "--force")
         #expect(ended.status == 77, "\(ended)")
-        printed.append(ended.stderr)
-        for arguments in [["status"], ["status", "--json"], ["doctor"], ["token"]] {
-            let result = try sandbox.runTokenctl(["--profile", profile] + arguments, stdin: nil)
-            printed.append(result.stdout + result.stderr)
-        }
-        var commands: [String] = []
-        for command in printed.flatMap(Self.quotedCommands) where !commands.contains(command) { commands.append(command) }
-        #expect(commands.contains("tokenctl --profile \(profile) login"), "\(commands)")
-        #expect(commands.contains("tokenctl --profile \(profile) logout --forget"), "\(commands)")
-        // The removal last: the other hints need the profile.
-        commands.sort { !$0.contains("--forget") && $1.contains("--forget") }
-        for command in commands {
-            let words = command.split(separator: " ").dropFirst().map(String.init)
-            let result = try sandbox.start(words).wait()
-            #expect(result.status != 64, "'\(command)' as printed: \(result)")
+        try runHints([ended.stderr] + (try outputs([["status"], ["status", "--json"], ["doctor"], ["token"]])), "ended")
+
+        // A keyring item that is not a token set.
+        _ = try sandbox.login(server, profile: profile)
+        try sandbox.overwriteStoredTokenSet("not a token set", profile: profile, issuer: server.url)
+        let damaged = try outputs([["status"], ["status", "--json"]])
+        #expect(damaged.joined().contains("logout --no-revoke"), "\(damaged)")
+        try runHints(damaged, "damaged item")
+
+        // A hand-edited profile without its token endpoint.
+        _ = try sandbox.login(server, profile: profile)
+        let file = sandbox.profileFile(profile)
+        let text = try String(contentsOfFile: file, encoding: .utf8)
+        try text.split(separator: "\n").filter { !$0.hasPrefix("token_endpoint =") }.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let noEndpoint = try sandbox.tokenctl("--profile", profile, "token", "--force")
+        #expect(noEndpoint.status == 78, "\(noEndpoint)")
+        try runHints([noEndpoint.stderr], "no token endpoint")
+
+        for expected in ["login", "logout --forget", "logout --no-revoke"] {
+            #expect(ran.contains("tokenctl --profile \(profile) \(expected)"), "\(expected) among \(ran)")
         }
     }
 
