@@ -4,7 +4,14 @@ import Glibc
 import TokenctlCore
 import TokenctlEssentials
 
-enum DoctorCommand {
+enum DoctorCommand: EngineCommand {
+    static let spec = CommandSpec(
+        name: "doctor",
+        abstract: "Check everything unattended use needs, one line per check.",
+        usage: "[--json]",
+        options: [OptionSpec("--json", help: "Print the checks as JSON on stdout."), Commands.timeout],
+        discussion: "Checks the configuration, the session bus, the Secret Service and its lock state, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Each check is ok, warn (advice: tokens work) or fail (what breaks 'token'). Exit status 0 unless a check fails, else 1.")
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let (service, bus) = context.serviceAndBus()
         let checks = await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule())

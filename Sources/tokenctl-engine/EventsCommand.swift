@@ -1,8 +1,24 @@
 import TokenctlCore
 import TokenctlEssentials
 
-enum EventsCommand {
-    static func run(_ context: CommandContext, profileFilter: String?) async throws -> ExitStatus {
+enum EventsCommand: EngineCommand {
+    static let spec = CommandSpec(
+        name: "events",
+        abstract: "Show the audit event log (logins, refreshes, logouts, ended sessions).",
+        usage: "[--follow] [--since <time>] [--min-significance <level>] [--json]",
+        options: [
+            OptionSpec("-f", "--follow", help: "Keep printing events as they are appended, until interrupted."),
+            OptionSpec("--since", value: "time", help: "Only events at or after this time: an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d)."),
+            OptionSpec("--min-significance", value: "level", help: "low (everything, default), medium, or high."),
+            OptionSpec("--json", help: "Print the log's JSON lines as they are."),
+        ],
+        discussion: "Events of all profiles are shown unless --profile names one. The log is $XDG_STATE_HOME/tokenctl/events.jsonl; it never holds a token and is never sent anywhere.")
+
+    /// --follow runs until interrupted.
+    static func hasDeadline(_ options: ParsedOptions) -> Bool { false }
+
+    static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let profileFilter = context.profileChosen ? context.profile.rawValue : nil
         let options = context.options
         let log = EventLog(stateDirectory: context.paths.stateDirectory)
         var since: Double?

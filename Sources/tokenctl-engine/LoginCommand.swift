@@ -4,7 +4,53 @@ import Glibc
 import TokenctlCore
 import TokenctlEssentials
 
-enum LoginCommand {
+enum LoginCommand: EngineCommand {
+    static let spec = CommandSpec(
+        name: "login",
+        abstract: "Sign in a profile: device code, browser, or an imported refresh token.",
+        usage: "[--issuer <url> --client-id <id>] [--device | --browser | --refresh-token-stdin] [<options>]",
+        options: [
+            OptionSpec("--issuer", value: "url", help: "The authorization server's issuer URL (https://, or http:// to loopback). Default: the profile's saved one."),
+            OptionSpec("--client-id", value: "id", help: "The OAuth client ID. Default: the profile's saved one."),
+            OptionSpec("--device", help: "Device authorization grant (RFC 8628): show a code to enter on any device. The default without a display or terminal."),
+            OptionSpec("--browser", help: "Authorization code with PKCE in the system browser, redirected to 127.0.0.1 (RFC 8252)."),
+            OptionSpec("--port", value: "port", help: "With --browser: listen on this loopback port instead of a free one."),
+            OptionSpec("--no-open", help: "With --browser: print the URL instead of starting xdg-open."),
+            OptionSpec("--login-timeout", value: "seconds", help: "With --browser: how long to wait for the browser (default: 300)."),
+            OptionSpec("--refresh-token-stdin", help: "Import a refresh token read from standard input (one line)."),
+            OptionSpec("--client-secret-stdin", help: "A confidential client: read its secret from standard input and keep it in the Secret Service."),
+            OptionSpec("--scope", value: "scope", help: "Scopes to request (default: openid offline_access, as far as the server supports them)."),
+            OptionSpec("--audience", value: "audience", help: "Pass an 'audience' parameter (e.g. Auth0 APIs)."),
+            OptionSpec("--resource", value: "uri", help: "Resource indicator(s) (RFC 8707), space-separated."),
+            OptionSpec("--token-endpoint", value: "url", help: "Token endpoint, for servers without (complete) discovery."),
+            OptionSpec("--revocation-endpoint", value: "url", help: "Revocation endpoint (RFC 7009)."),
+            OptionSpec("--device-authorization-endpoint", value: "url", help: "Device authorization endpoint (RFC 8628)."),
+            OptionSpec("--authorization-endpoint", value: "url", help: "Authorization endpoint, for --browser."),
+            OptionSpec("--jwks-uri", value: "url", help: "The issuer's JSON Web Key Set, to verify ID token signatures."),
+            OptionSpec("--cacert", value: "file", help: "CA certificates (PEM) to trust for this issuer instead of the system bundle."),
+            Commands.timeout,
+        ],
+        discussion: """
+        A profile that logged in before signs in again with a plain 'tokenctl login' (with
+        --profile for another profile): the issuer, client id, scope, audience, resources,
+        endpoints, CA bundle and client authentication it saved apply; options given replace
+        them and are saved. Endpoints come from the issuer's discovery document (OpenID
+        Connect, then RFC 8414), cached for a day under $XDG_CACHE_HOME/tokenctl/; options
+        given now win, then the profile's saved endpoints. Without
+        --device, --browser or --refresh-token-stdin, tokenctl uses the browser when a display
+        (DISPLAY or WAYLAND_DISPLAY) and a terminal are present, and the device flow otherwise.
+        An ID token is checked (issuer, audience, expiry; the nonce after a browser login; its
+        RS256, PS256, ES256 or EdDSA signature when the issuer's JWKS is known) before anything
+        is stored. The token set (and a client secret) go to the Secret Service; the
+        profile is written to $XDG_CONFIG_HOME/tokenctl/profiles/<name>.conf. Nothing is stored
+        if anything fails. Exit status: 77 denied, expired or rejected; 75 server unreachable;
+        78 discovery or endpoint problems; 69 the keyring cannot be used (checked before you
+        approve anything); 64 bad options or a --port already in use.
+        """)
+
+    /// Waits for a person: --timeout bounds each request and keyring call, not the whole login.
+    static func hasDeadline(_ options: ParsedOptions) -> Bool { false }
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = context.options
         // Signing a profile in again needs no options: what it saved (issuer, client id, scope,

@@ -1,7 +1,26 @@
 import TokenctlCore
 import TokenctlEssentials
 
-enum LogoutCommand {
+enum LogoutCommand: EngineCommand {
+    static let spec = CommandSpec(
+        name: "logout",
+        abstract: "Revoke the refresh token and remove the stored session.",
+        usage: "[--all] [--forget] [--no-revoke] | --orphans",
+        options: [
+            OptionSpec("--all", help: "Log out every configured profile."),
+            OptionSpec("--forget", help: "Also remove the profile: its configuration file, client secret and caches (other profiles are left alone)."),
+            OptionSpec("--orphans", help: "Remove keyring sessions that no profile uses any more (see 'status --all')."),
+            OptionSpec("--no-revoke", help: "Remove the local session without asking the server to revoke it."),
+            Commands.timeout,
+        ],
+        discussion: """
+        Without --forget the profile's configuration is kept, so 'tokenctl login' signs it
+        in again with the same settings, and 'refresh --all' skips it (signed out by you)
+        until then. When the server refuses the revocation or cannot be reached, the local
+        session is removed anyway, the event log records revocationFailed, and the exit
+        status is 76: the refresh token may stay valid at the server until it expires.
+        """)
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let service = context.service()
         if context.options.has("--orphans") && context.options.has("--all") {

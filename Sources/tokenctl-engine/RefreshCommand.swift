@@ -1,7 +1,18 @@
 import TokenctlCore
 import TokenctlEssentials
 
-enum RefreshCommand {
+enum RefreshCommand: EngineCommand {
+    static let spec = CommandSpec(
+        name: "refresh",
+        abstract: "Refresh the session now (for cron and timers).",
+        usage: "[--all] [--if-expiring-within <seconds>]",
+        options: [
+            OptionSpec("--all", help: "Refresh every configured profile; one line per profile on stderr."),
+            OptionSpec("--if-expiring-within", value: "seconds", help: "Only refresh when the access token expires within this time."),
+            Commands.timeout,
+        ],
+        discussion: "Exit status with --all is the worst outcome: 77 if any session ended, else 75 if any failed transiently, else 0.")
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let window: Double? = context.options.value("--if-expiring-within") == nil
             ? nil : try context.seconds("--if-expiring-within", command: "refresh", default: 0)

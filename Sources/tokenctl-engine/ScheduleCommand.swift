@@ -1,7 +1,22 @@
 import TokenctlCore
 import TokenctlEssentials
 
-enum ScheduleCommand {
+enum ScheduleCommand: EngineCommand {
+    static let spec = CommandSpec(
+        name: "schedule",
+        abstract: "Install, remove or show the unattended refresh (systemd timer or cron).",
+        usage: "install|remove|status [--every <interval>] [--systemd | --cron]",
+        options: [
+            OptionSpec("--every", value: "interval", help: "How often to refresh: 15m (default), 30m, 1h, 900s …"),
+            OptionSpec("--systemd", help: "Use a systemd user timer (the default when 'systemctl --user' works)."),
+            OptionSpec("--cron", help: "Use a crontab entry."),
+        ],
+        arguments: [("action", "install, remove or status.")],
+        discussion: "The job runs 'tokenctl refresh --all --if-expiring-within <2 x interval + 60 s>'. Installing twice replaces the entry; 'remove' deletes exactly what 'install' created.")
+
+    /// systemctl and crontab are bounded on their own.
+    static func hasDeadline(_ options: ParsedOptions) -> Bool { false }
+
     static func schedule() -> RefreshSchedule {
         // The user-facing `tokenctl` beside the running binary, so schedules survive upgrades in place.
         // After the front's exec this process is tokenctl-engine; schedules run the front.

@@ -4,7 +4,23 @@ import Glibc
 import TokenctlCore
 import TokenctlEssentials
 
-enum StatusCommand {
+enum StatusCommand: EngineCommand {
+    static let spec = CommandSpec(
+        name: "status",
+        abstract: "Show the session state (never a token).",
+        usage: "[--all] [--json] [--watch] [--offline] [--timeout <seconds>]",
+        options: [
+            OptionSpec("--all", help: "Show every configured profile, and orphaned keyring sessions."),
+            OptionSpec("--json", help: "Print JSON on stdout (an array with --all); schema in tokenctl(1)."),
+            OptionSpec("--watch", help: "Print the state, then one line per change (login, refresh, logout, expiry) until interrupted."),
+            OptionSpec("--offline", help: "Never contact the server: the signature verdict comes from the cached keys only."),
+            Commands.timeout,
+        ],
+        discussion: "States: authenticated, expired-refreshable, signed-out, ended (the server ended the session), store-unavailable. Exit status: 0 authenticated or expired-refreshable, 77 signed out or ended, 69 the Secret Service cannot be read, 78 not configured.")
+
+    /// --watch runs until interrupted.
+    static func hasDeadline(_ options: ParsedOptions) -> Bool { !options.has("--watch") }
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let service = context.service()
         let json = context.options.has("--json")

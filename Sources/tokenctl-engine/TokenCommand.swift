@@ -1,7 +1,10 @@
 import TokenctlCore
 import TokenctlEssentials
 
-enum TokenCommand {
+enum TokenCommand: EngineCommand {
+    /// Shared with the front, which parses `token` hits with exactly the engine's options.
+    static let spec = SharedCommandSpecs.token
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let minimumTimeToLive = try context.seconds("--min-ttl", command: "token", default: AccessTokenLifetime.defaultMinimumTimeToLive)
         let format = context.options.value("--format") ?? "raw"

@@ -10,6 +10,8 @@ let toolVersion = "0.1.0"
 struct CommandContext {
     let options: ParsedOptions
     let profile: ProfileName
+    /// Whether the profile was chosen (--profile or TOKENCTL_PROFILE) rather than the default.
+    let profileChosen: Bool
     let verbose: Bool
     let paths: Paths
     let timeout: Double
@@ -64,23 +66,13 @@ func locateSessionBus(verbose: Bool) -> (address: String, source: String)? {
     return (bus.address, bus.source)
 }
 
-/// Whether `--timeout` bounds the whole command: not for flows that wait for a person
-/// (`login`) or run until interrupted (`status --watch`, `events --follow`).
-func commandHasDeadline(_ command: String, _ options: ParsedOptions) -> Bool {
-    switch command {
-    case "token", "refresh", "logout", "doctor": true
-    case "status": !options.has("--watch")
-    default: false
-    }
-}
-
 func run(_ arguments: [String]) async -> ExitStatus {
     let startedAt = TokenctlCore.Clock.system.now()
     let invocation: Invocation
     do { invocation = try Commands.parser.parse(arguments) } catch { return Output.usageError(error) }
     let formatter = HelpFormatter(toolName: "tokenctl")
 
-    let commandName: String
+    let command: any EngineCommand.Type
     switch invocation.action {
     case .version:
         Output.standardOutput("tokenctl \(toolVersion)\n")
@@ -88,15 +80,17 @@ func run(_ arguments: [String]) async -> ExitStatus {
     case .topLevelHelp:
         Output.standardOutput(formatter.topLevelHelp(
             overview: "OAuth 2.0 / OpenID Connect access tokens for shells, scripts and cron, kept in the Secret Service.",
-            commands: Commands.all,
+            commands: Commands.all.map { $0.spec },
             footer: "  See 'tokenctl help <command>' for detailed help, and tokenctl(1) for exit statuses and files."))
         return .success
     case .commandHelp(let name):
         Output.standardOutput(formatter.help(for: Commands.parser.command(named: name)!))
         return .success
     case .run(let name):
-        commandName = name
+        guard let named = Commands.named(name) else { return .failure }  // the parser knows only these
+        command = named
     }
+    let commandName = command.spec.name
 
     let profileText = invocation.profileName ?? Environment.process["TOKENCTL_PROFILE"] ?? ProfileName.default.rawValue
     guard let profile = ProfileName(rawValue: profileText) else {
@@ -122,21 +116,13 @@ func run(_ arguments: [String]) async -> ExitStatus {
         timeout = 30
     }
     let context = CommandContext(
-        options: invocation.options, profile: profile, verbose: invocation.verbose, paths: paths, timeout: timeout,
-        deadline: commandHasDeadline(commandName, invocation.options) ? startedAt + timeout : nil)
+        options: invocation.options, profile: profile,
+        profileChosen: invocation.profileName != nil || !(Environment.process["TOKENCTL_PROFILE"] ?? "").isEmpty,
+        verbose: invocation.verbose, paths: paths, timeout: timeout,
+        deadline: command.hasDeadline(invocation.options) ? startedAt + timeout : nil)
 
     do {
-        switch commandName {
-        case "login": return try await LoginCommand.run(context)
-        case "token": return try await TokenCommand.run(context)
-        case "refresh": return try await RefreshCommand.run(context)
-        case "logout": return try await LogoutCommand.run(context)
-        case "status": return try await StatusCommand.run(context)
-        case "events": return try await EventsCommand.run(context, profileFilter: invocation.profileName ?? Environment.process["TOKENCTL_PROFILE"])
-        case "doctor": return try await DoctorCommand.run(context)
-        case "schedule": return try await ScheduleCommand.run(context)
-        default: return .failure
-        }
+        return try await command.run(context)
     } catch let error as UsageError {
         return Output.usageError(error)
     } catch let error as TokenctlError {

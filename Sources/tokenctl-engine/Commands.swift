@@ -1,0 +1,33 @@
+import TokenctlEssentials
+
+/// One engine command: the specification that help prints and the parser accepts, and the code
+/// that runs it, in one type (in the spirit of swift-argument-parser, hand-written). Adding a
+/// command is one file with one such type, plus its line in `Commands.all`.
+protocol EngineCommand {
+    static var spec: CommandSpec { get }
+    /// Whether `--timeout` bounds the whole command (from its start: the lock wait, every HTTP
+    /// attempt and every Secret Service call end by then). False for commands that wait for a
+    /// person or run until interrupted.
+    static func hasDeadline(_ options: ParsedOptions) -> Bool
+    static func run(_ context: CommandContext) async throws -> ExitStatus
+}
+
+extension EngineCommand {
+    static func hasDeadline(_ options: ParsedOptions) -> Bool { true }
+}
+
+/// The engine's commands, in the order help lists them.
+enum Commands {
+    static let timeout = SharedCommandSpecs.timeout
+
+    static let all: [any EngineCommand.Type] = [
+        LoginCommand.self, TokenCommand.self, RefreshCommand.self, LogoutCommand.self, StatusCommand.self, EventsCommand.self,
+        DoctorCommand.self, ScheduleCommand.self,
+    ]
+
+    static let parser = CommandLineParser(toolName: "tokenctl", commands: all.map { $0.spec })
+
+    static func named(_ name: String) -> (any EngineCommand.Type)? {
+        all.first { $0.spec.name == name }
+    }
+}
