@@ -57,6 +57,7 @@ public struct CommandLineParser: Sendable {
                     continue
                 }
                 invocation.options.arguments.append(argument)
+                if command!.takesCommandLine { endOfOptions = true }
                 if invocation.options.arguments.count > command!.maximumArguments {
                     throw UsageError("Unexpected argument '\(argument)'.", command: command!.name)
                 }

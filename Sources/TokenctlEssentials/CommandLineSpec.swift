@@ -28,18 +28,22 @@ public struct CommandSpec: Sendable {
     /// `(placeholder, help)` for each positional argument.
     public let arguments: [(String, String)]
     public let discussion: String?
+    /// The first positional argument starts a command line of its own (`exec -- COMMAND ARGS…`):
+    /// it and everything after it are arguments, never tokenctl's options.
+    public let takesCommandLine: Bool
 
     public init(
         name: String, abstract: String, usage: String, options: [OptionSpec],
-        arguments: [(String, String)] = [], discussion: String? = nil
+        arguments: [(String, String)] = [], discussion: String? = nil, takesCommandLine: Bool = false
     ) {
         self.name = name
         self.abstract = abstract
         self.usage = usage
         self.options = options
         self.arguments = arguments
-        self.maximumArguments = arguments.count
+        self.maximumArguments = takesCommandLine ? Int.max : arguments.count
         self.discussion = discussion
+        self.takesCommandLine = takesCommandLine
     }
 }
 

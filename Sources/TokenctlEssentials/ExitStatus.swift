@@ -17,6 +17,10 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case loginRequired = 77
     /// EX_CONFIG: the configuration is missing or invalid.
     case configuration = 78
+    /// `exec`: the program was found but cannot be run (as a shell says).
+    case commandNotRunnable = 126
+    /// `exec`: the program was not found (as a shell says).
+    case commandNotFound = 127
 
     /// The sysexits.h name, for documentation and diagnostics.
     public var name: String {
@@ -29,6 +33,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .revocationFailed: "EX_PROTOCOL"
         case .loginRequired: "EX_NOPERM"
         case .configuration: "EX_CONFIG"
+        case .commandNotRunnable: "NOT_RUNNABLE"
+        case .commandNotFound: "NOT_FOUND"
         }
     }
 }

@@ -391,6 +391,8 @@ public enum HotPath {
                     bit = 1024
                 } else if isEqual(key, "resource") {
                     bit = 2048
+                } else if isEqual(key, "git_username") {
+                    bit = 4096
                 } else {
                     return nil
                 }

@@ -24,6 +24,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public var audience: String?
     /// RFC 8707 resource indicators sent at login (`resource = URI URI…`), saved likewise.
     public var resources: [String] = []
+    /// The user name `git-credential` answers with (default `oauth2`; some forges want another).
+    public var gitUsername: String?
 
     public init(
         issuer: EndpointURL, clientID: String, scope: String? = nil,
@@ -46,7 +48,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// Every key the file may hold, in the order they are written.
     public static let keys = [
         "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
-        "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
+        "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource", "git_username",
     ]
 
     /// Parse a profile file.
@@ -122,6 +124,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         )
         configuration.audience = entry("audience").flatMap { $0.value.isEmpty ? nil : $0.value }
         configuration.resources = entry("resource").map { $0.value.split(separator: " ").map(String.init) } ?? []
+        configuration.gitUsername = entry("git_username").flatMap { $0.value.isEmpty ? nil : $0.value }
         return configuration
     }
 
@@ -143,6 +146,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let caBundle { lines.append("cacert = \(caBundle)") }
         if let audience { lines.append("audience = \(audience)") }
         if !resources.isEmpty { lines.append("resource = \(resources.joined(separator: " "))") }
+        if let gitUsername { lines.append("git_username = \(gitUsername)") }
         return lines.joined(separator: "\n") + "\n"
     }
 }

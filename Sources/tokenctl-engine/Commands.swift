@@ -20,9 +20,9 @@ extension EngineCommand {
 enum Commands {
     static let timeout = SharedCommandSpecs.timeout
 
-    static let all: [any EngineCommand.Type] = [
+    nonisolated(unsafe) static let all: [any EngineCommand.Type] = [  // immutable: metatypes only
         LoginCommand.self, TokenCommand.self, RefreshCommand.self, LogoutCommand.self, StatusCommand.self, EventsCommand.self,
-        DoctorCommand.self, ScheduleCommand.self,
+        DoctorCommand.self, ScheduleCommand.self, GitCredentialCommand.self, ExecCommand.self,
     ]
 
     static let parser = CommandLineParser(toolName: "tokenctl", commands: all.map { $0.spec })

@@ -8,11 +8,13 @@ enum TokenCommand: EngineCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let minimumTimeToLive = try context.seconds("--min-ttl", command: "token", default: AccessTokenLifetime.defaultMinimumTimeToLive)
         let format = context.options.value("--format") ?? "raw"
-        guard ["raw", "header", "json"].contains(format) else {
-            throw UsageError("Invalid value '\(format)' for '--format': expected raw, header or json.", command: "token")
+        guard ["raw", "header", "json", "exec-credential"].contains(format) else {
+            throw UsageError("Invalid value '\(format)' for '--format': expected raw, header, json or exec-credential.", command: "token")
         }
+        // The front serves raw, header and json hits itself; exec-credential comes here first.
         let served = try await context.service().token(
-            context.profile, minimumTimeToLive: minimumTimeToLive, force: context.options.has("--force"))
+            context.profile, minimumTimeToLive: minimumTimeToLive, force: context.options.has("--force"),
+            consultHotCache: format == "exec-credential")
         let tokenSet = served.tokenSet
         if served.fromAnotherProcessRefresh {
             context.verboseLog("waited for another process's refresh of '\(context.profile)'; serving the token it cached")
@@ -32,9 +34,33 @@ enum TokenCommand: EngineCommand {
                 fields.append("\"expires_in\":\(max(0, Int(saturating: expiry - now)))")
             }
             Output.standardOutput("{" + fields.joined(separator: ",") + "}\n")
+        case "exec-credential":
+            Output.standardOutput(execCredential(tokenSet, minimumTimeToLive: minimumTimeToLive) + "\n")
         default:
             Output.standardOutput(tokenSet.accessToken + "\n")
         }
         return .success
+    }
+
+    /// A kubectl exec credential (client.authentication.k8s.io, v1 or the v1beta1 that
+    /// KUBERNETES_EXEC_INFO asks for). It expires when tokenctl would refresh (the token's
+    /// expiry minus the min-ttl margin), so kubectl asks again in time.
+    static func execCredential(_ tokenSet: TokenSet, minimumTimeToLive: Double) -> String {
+        let group = "client.authentication.k8s.io/"
+        var apiVersion = group + "v1"
+        if let info = Environment.process["KUBERNETES_EXEC_INFO"],
+           let requested = try? FlatJSONObject(parsing: Array(info.utf8)).string("apiVersion"),
+           requested == group + "v1beta1" {
+            apiVersion = requested
+        }
+        var status = [("token", JSONText.Value.string(tokenSet.accessToken))]
+        if let expiry = tokenSet.expiresAt {
+            let margin = tokenSet.refreshMargin(minimumTimeToLive: minimumTimeToLive)
+            status.append(("expirationTimestamp", .string(Timestamp.iso8601((expiry - margin).rounded(.down)))))
+        }
+        return JSONText.object([
+            ("apiVersion", .string(apiVersion)), ("kind", .string("ExecCredential")),
+            ("status", JSONText.Value(raw: JSONText.object(status))),
+        ])
     }
 }

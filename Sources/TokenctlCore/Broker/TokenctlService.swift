@@ -97,6 +97,8 @@ public final class TokenctlService: Sendable {
         /// True when this process waited for another process's refresh and served the token
         /// that refresh cached, without reading the Secret Service.
         public var fromAnotherProcessRefresh: Bool
+        /// True when it came from the hot cache without waiting (`consultHotCache`).
+        public var fromHotCache = false
     }
 
     /// A token set whose access token is valid for at least `minimumTimeToLive` (see
@@ -109,8 +111,19 @@ public final class TokenctlService: Sendable {
     /// another process is refreshing (it holds the profile lock), this one waits for it first,
     /// then serves what that refresh cached: in a wave of calls on an expired token, only the
     /// first few read the Secret Service.
-    public func token(_ name: ProfileName, minimumTimeToLive: Double, force: Bool) async throws(TokenctlError) -> ServedToken {
+    ///
+    /// - Parameter consultHotCache: look in the hot cache first, as the front does for `token`
+    ///   (for the engine's own ways of handing out a token: git-credential, exec, exec-credential).
+    public func token(_ name: ProfileName, minimumTimeToLive: Double, force: Bool, consultHotCache: Bool = false) async throws(TokenctlError) -> ServedToken {
         let profile = try resolve(name)
+        if consultHotCache, !force, let hotCache, let entry = hotCache.lookup(profile: name, issuer: profile.identity.issuer, clientID: profile.identity.clientID),
+           entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) {
+            return ServedToken(
+                tokenSet: TokenSet(
+                    accessToken: entry.accessToken, tokenType: entry.tokenType, refreshToken: nil, expiresAt: entry.expiresAt,
+                    issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt),
+                fromAnotherProcessRefresh: false, fromHotCache: true)
+        }
         if !force, let tokenSet = try await servedAfterAnotherRefresh(profile, minimumTimeToLive: minimumTimeToLive) {
             return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: true)
         }
@@ -151,6 +164,30 @@ public final class TokenctlService: Sendable {
             if error.kind == .loginRequired { hotCache?.forget(identity) }
             throw error
         }
+    }
+
+    /// A resource server rejected `rejected` (git's `erase`): mark the stored access token
+    /// expired and drop it from the hot cache, so the next request refreshes. Nothing happens
+    /// when the session already holds another access token (another process refreshed), and
+    /// the session itself is never removed. Returns whether the token was discarded.
+    public func discardAccessToken(_ name: ProfileName, ifAccessTokenIs rejected: String?) async throws(TokenctlError) -> Bool {
+        let profile = try resolve(name)
+        let lock = try await locks.acquire(name, timeout: lockTimeout)
+        defer { withExtendedLifetime(lock) {} }
+        let stored: TokenSet?
+        do { stored = try store.read(profile.identity) } catch { throw TokenctlError(error) }
+        guard var tokenSet = stored else { return false }
+        if let rejected, rejected != tokenSet.accessToken {
+            return false
+        }
+        hotCache?.forget(profile.identity)
+        let now = clock.now()
+        if tokenSet.expiresAt.map({ $0 > now - 1 }) ?? true {
+            tokenSet.expiresAt = now - 1
+            do { try store.write(tokenSet, for: profile.identity) } catch { throw TokenctlError(error) }
+        }
+        hotCache?.forget(profile.identity)
+        return true
     }
 
     /// The outcome of refreshing one profile (for `refresh --all`).

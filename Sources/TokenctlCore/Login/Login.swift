@@ -216,6 +216,8 @@ extension TokenctlService {
             deviceAuthorizationEndpoint: endpoints.deviceAuthorization, authorizationEndpoint: endpoints.authorization,
             jwksURI: endpoints.jwks, tokenEndpointAuthMethod: authMethod)
         configuration.audience = request.audience
+        // Hand-set keys a login has no option for survive it.
+        configuration.gitUsername = previous?.gitUsername
         configuration.resources = request.resources
         try await persistLogin(
             tokenSet, configuration: configuration, profile: request.profile, clientSecret: request.clientSecret, previous: previous,

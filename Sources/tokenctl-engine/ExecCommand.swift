@@ -1,0 +1,68 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TokenctlCore
+import TokenctlEssentials
+
+/// `tokenctl exec -- COMMAND [ARGS…]`: run a program with a valid access token in its
+/// environment. tokenctl replaces itself with the program (execvp): no wrapper stays behind,
+/// signals and the exit status are the program's own, and the token is never in any argv.
+enum ExecCommand: EngineCommand {
+    static let defaultVariable = "TOKENCTL_ACCESS_TOKEN"
+
+    static let spec = CommandSpec(
+        name: "exec",
+        abstract: "Run a program with a valid access token in its environment.",
+        usage: "[--env <name>] [--min-ttl <seconds>] [--] <command> [<argument>…]",
+        options: [
+            OptionSpec("--env", value: "name", help: "The variable that holds the token (default: \(defaultVariable)); its expiry goes to <name>_EXPIRES_AT."),
+            OptionSpec("--min-ttl", value: "seconds", help: "The token stays valid at least this long after the program starts (default: 60; capped at half its lifetime)."),
+            Commands.timeout,
+        ],
+        arguments: [("command", "The program to run (found in PATH), then its arguments: everything after it is the program's.")],
+        discussion: """
+        For example: tokenctl exec -- sh -c 'curl -H "Authorization: Bearer $TOKENCTL_ACCESS_TOKEN" https://api.example.com/'
+        tokenctl replaces itself with the program, so its exit status and signals are the
+        program's own. The expiry is an ISO 8601 UTC time (empty when the server gave none). The
+        token lives for the program's lifetime; a long-running program should ask again with
+        'tokenctl token' when it nears that time. Like tokenctl itself, the program runs with core
+        dumps off (RLIMIT_CORE 0): its environment holds the token.
+        """,
+        takesCommandLine: true)
+
+    /// A shell identifier: a letter or '_', then letters, digits or '_'.
+    static func isIdentifier(_ name: String) -> Bool {
+        guard let first = name.utf8.first, first == UInt8(ascii: "_") || (first | 0x20) >= UInt8(ascii: "a") && (first | 0x20) <= UInt8(ascii: "z") else { return false }
+        return name.utf8.allSatisfy { byte in
+            byte == UInt8(ascii: "_") || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                || ((byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z"))
+        }
+    }
+
+    static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let variable = context.options.value("--env") ?? defaultVariable
+        guard isIdentifier(variable), variable.utf8.count <= 200 else {
+            throw UsageError("Invalid value '\(Output.printable(String(variable.prefix(40))))' for '--env': expected a shell variable name (letters, digits and '_', not starting with a digit).", command: spec.name)
+        }
+        let arguments = context.options.arguments
+        guard let program = arguments.first, !program.isEmpty else {
+            throw UsageError("Missing the command to run: tokenctl exec [--env NAME] -- COMMAND [ARGUMENTS...]", command: spec.name)
+        }
+        let minimumTimeToLive = try context.seconds("--min-ttl", command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
+        let tokenSet = try await context.service().token(context.profile, minimumTimeToLive: minimumTimeToLive, force: false, consultHotCache: true).tokenSet
+        setenv(variable, tokenSet.accessToken, 1)
+        setenv(variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? "", 1)
+        context.verboseLog("running \(Output.printable(program)) with the access token of '\(context.profile)' in \(variable), valid for \(Output.duration(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))")
+        // Signals back to their defaults for the program (tokenctl ignores SIGPIPE).
+        signal(SIGPIPE, SIG_DFL)
+        let argv = arguments.map { strdup($0) } + [nil]
+        execvp(program, argv)
+        let reason = errno
+        signal(SIGPIPE, SIG_IGN)
+        unsetenv(variable)
+        // As a shell does: 127 when not found, 126 when found but not runnable.
+        let notFound = reason == ENOENT || reason == ENOTDIR
+        Output.standardError("Error: cannot run '\(Output.printable(program))': \(String(cString: strerror(reason))).\n")
+        return notFound ? .commandNotFound : .commandNotRunnable
+    }
+}
