@@ -6,7 +6,7 @@ import Testing
 /// stay in the manual.
 @Suite("End to end: --help agrees with tokenctl(1)")
 struct DocumentationAgreementTests {
-    static let commands = ["login", "token", "refresh", "logout", "status", "events", "doctor", "schedule"]
+    static let commands = ["login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec"]
     /// Global options, documented once in the manual's DESCRIPTION.
     static let global: Set<String> = ["--profile", "--verbose", "--help", "-v", "-h"]
 
