@@ -5,11 +5,20 @@ public struct OptionSpec: Sendable, Equatable {
     /// The value's placeholder in help (`seconds`); `nil` for a flag.
     public let valueName: String?
     public let help: String
+    /// The values the option accepts, when they are a fixed list (`--format raw|header|…`): the
+    /// command checks them and shell completion offers them.
+    public let choices: [String]
+    /// What the value is, for shell completion: a file, a profile name, or anything.
+    public let valueKind: ValueKind
 
-    public init(_ names: String..., value: String? = nil, help: String) {
+    public enum ValueKind: Sendable, Equatable { case text, file, profile }
+
+    public init(_ names: String..., value: String? = nil, choices: [String] = [], valueKind: ValueKind = .text, help: String) {
         self.names = names
         self.valueName = value
         self.help = help
+        self.choices = choices
+        self.valueKind = valueKind
     }
 
     public var key: String { names.last! }
@@ -31,11 +40,15 @@ public struct CommandSpec: Sendable {
     /// The first positional argument starts a command line of its own (`exec -- COMMAND ARGS…`):
     /// it and everything after it are arguments, never tokenctl's options.
     public let takesCommandLine: Bool
+    /// The values the first positional argument accepts, when they are a fixed list
+    /// (`schedule install|remove|status`): the command checks them and completion offers them.
+    public let argumentChoices: [String]
 
     public init(
         name: String, abstract: String, usage: String, options: [OptionSpec],
-        arguments: [(String, String)] = [], discussion: String? = nil, takesCommandLine: Bool = false
+        arguments: [(String, String)] = [], argumentChoices: [String] = [], discussion: String? = nil, takesCommandLine: Bool = false
     ) {
+        self.argumentChoices = argumentChoices
         self.name = name
         self.abstract = abstract
         self.usage = usage
@@ -49,7 +62,7 @@ public struct CommandSpec: Sendable {
 
 /// Options shared by every command.
 public enum GlobalOptions {
-    public static let profile = OptionSpec("--profile", value: "name", help: "The profile to use (default: $TOKENCTL_PROFILE, else 'default').")
+    public static let profile = OptionSpec("--profile", value: "name", valueKind: .profile, help: "The profile to use (default: $TOKENCTL_PROFILE, else 'default').")
     public static let verbose = OptionSpec("-v", "--verbose", help: "Explain what tokenctl does on stderr (never a secret).")
     public static let help = OptionSpec("-h", "--help", help: "Show help information.")
     public static let version = OptionSpec("--version", help: "Show the version.")

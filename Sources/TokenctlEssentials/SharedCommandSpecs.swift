@@ -10,7 +10,7 @@ public enum SharedCommandSpecs {
         options: [
             OptionSpec("--min-ttl", value: "seconds", help: "Refresh when the token expires within this time (default: 60; capped at half the token's lifetime)."),
             OptionSpec("--force", help: "Refresh even if the cached token is still valid."),
-            OptionSpec("--format", value: "format", help: "raw (default): the token; header: 'Authorization: Bearer …'; json: token and expiry; exec-credential: a kubectl ExecCredential."),
+            OptionSpec("--format", value: "format", choices: ["raw", "header", "json", "exec-credential"], help: "raw (default): the token; header: 'Authorization: Bearer …'; json: token and expiry; exec-credential: a kubectl ExecCredential."),
             timeout,
         ],
         discussion: """

@@ -23,6 +23,7 @@ enum Commands {
     nonisolated(unsafe) static let all: [any EngineCommand.Type] = [  // immutable: metatypes only
         LoginCommand.self, TokenCommand.self, RefreshCommand.self, LogoutCommand.self, StatusCommand.self, EventsCommand.self,
         DoctorCommand.self, ScheduleCommand.self, GitCredentialCommand.self, ExecCommand.self,
+        CompletionCommand.self,
     ]
 
     static let parser = CommandLineParser(toolName: "tokenctl", commands: all.map { $0.spec })

@@ -9,7 +9,7 @@ enum EventsCommand: EngineCommand {
         options: [
             OptionSpec("-f", "--follow", help: "Keep printing events as they are appended, until interrupted."),
             OptionSpec("--since", value: "time", help: "Only events at or after this time: an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d)."),
-            OptionSpec("--min-significance", value: "level", help: "low (everything, default), medium, or high."),
+            OptionSpec("--min-significance", value: "level", choices: EventSignificance.allCases.map(\.rawValue), help: "low (everything, default), medium, or high."),
             OptionSpec("--json", help: "Print the log's JSON lines as they are."),
         ],
         discussion: "Events of all profiles are shown unless --profile names one. The log is $XDG_STATE_HOME/tokenctl/events.jsonl; it never holds a token and is never sent anywhere.")

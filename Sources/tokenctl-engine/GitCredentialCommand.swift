@@ -17,6 +17,7 @@ enum GitCredentialCommand: EngineCommand {
             Commands.timeout,
         ],
         arguments: [("action", "get, store or erase (git gives it).")],
+        argumentChoices: ["get", "store", "erase"],
         discussion: """
         Configure it per URL, for example:
           git config --global credential.https://git.example.com.helper '!tokenctl --profile work git-credential'
@@ -32,7 +33,7 @@ enum GitCredentialCommand: EngineCommand {
         guard let action = context.options.arguments.first else {
             throw UsageError("Missing the action: get, store or erase (git gives it).", command: spec.name)
         }
-        guard ["get", "store", "erase"].contains(action) else {
+        guard spec.argumentChoices.contains(action) else {
             throw UsageError("Unknown action '\(Output.printable(String(action.prefix(40))))': expected get, store or erase.", command: spec.name)
         }
         let minimumTimeToLive = try context.seconds("--min-ttl", command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)

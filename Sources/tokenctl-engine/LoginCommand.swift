@@ -27,7 +27,7 @@ enum LoginCommand: EngineCommand {
             OptionSpec("--device-authorization-endpoint", value: "url", help: "Device authorization endpoint (RFC 8628)."),
             OptionSpec("--authorization-endpoint", value: "url", help: "Authorization endpoint, for --browser."),
             OptionSpec("--jwks-uri", value: "url", help: "The issuer's JSON Web Key Set, to verify ID token signatures."),
-            OptionSpec("--cacert", value: "file", help: "CA certificates (PEM) to trust for this issuer instead of the system bundle."),
+            OptionSpec("--cacert", value: "file", valueKind: .file, help: "CA certificates (PEM) to trust for this issuer instead of the system bundle."),
             Commands.timeout,
         ],
         discussion: """

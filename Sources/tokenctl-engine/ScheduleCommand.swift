@@ -12,6 +12,7 @@ enum ScheduleCommand: EngineCommand {
             OptionSpec("--cron", help: "Use a crontab entry."),
         ],
         arguments: [("action", "install, remove or status.")],
+        argumentChoices: ["install", "remove", "status"],
         discussion: "The job runs 'tokenctl refresh --all --if-expiring-within <2 x interval + 60 s>'. Installing twice replaces the entry; 'remove' deletes exactly what 'install' created.")
 
     /// systemctl and crontab are bounded on their own.

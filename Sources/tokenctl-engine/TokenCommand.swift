@@ -8,7 +8,7 @@ enum TokenCommand: EngineCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let minimumTimeToLive = try context.seconds("--min-ttl", command: "token", default: AccessTokenLifetime.defaultMinimumTimeToLive)
         let format = context.options.value("--format") ?? "raw"
-        guard ["raw", "header", "json", "exec-credential"].contains(format) else {
+        guard spec.options.first(where: { $0.key == "--format" })!.choices.contains(format) else {
             throw UsageError("Invalid value '\(format)' for '--format': expected raw, header, json or exec-credential.", command: "token")
         }
         // The front serves raw, header and json hits itself; exec-credential comes here first.
