@@ -89,7 +89,7 @@ public actor TokenBroker {
     ///   `TokenSet.refreshMargin`); `false` for an explicit refresh window.
     public func validTokenSet(for profile: ResolvedProfile, minimumTimeToLive: Double, force: Bool = false, capMargin: Bool = true) async throws(TokenctlError) -> TokenSet {
         await completePendingWrite(profile)
-        let snapshot = try read(profile.identity)
+        let snapshot = try await read(profile.identity)
         guard let snapshot else { throw Self.notLoggedIn(profile.name) }
         if let narrate {
             narrate(store.pendingWrite(profile.identity) != nil
@@ -130,7 +130,9 @@ public actor TokenBroker {
         guard store.pendingWrite(profile.identity) != nil,
               let lock = try? await locks.acquire(profile.name, timeout: min(configuration.lockWait(at: clock.now()), 5)) else { return }
         defer { withExtendedLifetime(lock) {} }
-        if let completed = try? store.completePendingWrite(profile.identity) {
+        let store = self.store
+        let identity = profile.identity
+        if let completed = try? await BlockingCall.run({ () throws(StoreError) -> TokenSet? in try store.completePendingWrite(identity) }) {
             record(.pendingWriteCompleted, profile, subject: completed.subject)
             narrate?("wrote the session of '\(profile.name)' held in the rotation journal to the Secret Service")
         }
@@ -185,7 +187,7 @@ public actor TokenBroker {
         defer { withExtendedLifetime(lock) {} }
 
         // Values read before the await are snapshots: re-read under the lock.
-        guard let current = try read(profile.identity) else { throw Self.notLoggedIn(profile.name) }
+        guard let current = try await read(profile.identity) else { throw Self.notLoggedIn(profile.name) }
         let rotatedElsewhere = current.refreshToken != snapshot.refreshToken || current.obtainedAt != snapshot.obtainedAt
         if (rotatedElsewhere || !force) && current.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
             narrate?("another process refreshed '\(profile.name)' meanwhile: serving its token, no request sent")
@@ -198,7 +200,7 @@ public actor TokenBroker {
                 hint: "Run '\(Self.loginCommand(profile.name))' again.")
         }
 
-        let credentials = try clientCredentials(for: profile)
+        let credentials = try await clientCredentials(for: profile)
         let client = endpointClient(profile)
         // From the request until the rotated set is written (or the bounded write gave up with
         // the set safe in the journal), signals wait: a SIGTERM in between would spend the old
@@ -237,7 +239,8 @@ public actor TokenBroker {
             return next
         case .terminal(let reason):
             // Another writer may have replaced the item meanwhile: delete only what we sent.
-            _ = try? store.delete(profile.identity, ifRefreshTokenIs: refreshToken)
+            let (store, identity) = (self.store, profile.identity)
+            _ = try? await BlockingCall.run({ () throws(StoreError) -> Bool in try store.delete(identity, ifRefreshTokenIs: refreshToken) })
             record(.sessionEnded, profile, subject: current.subject, reason: reason.className)
             throw TokenctlError(
                 .loginRequired, "the server ended the session of profile '\(profile.name)': \(reason)",
@@ -289,7 +292,8 @@ public actor TokenBroker {
         var lastError: StoreError?
         for attempt in 0..<3 {
             do {
-                let outcome = try store.persist(tokenSet, for: identity)
+                let store = self.store
+                let outcome = try await BlockingCall.run({ () throws(StoreError) -> PersistOutcome in try store.persist(tokenSet, for: identity) })
                 if case .pending(let error) = outcome {
                     events?.append(EventRecord(
                         time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer,
@@ -309,12 +313,13 @@ public actor TokenBroker {
     }
 
     /// A confidential client's credentials (its secret from the Secret Service), or a public client's id.
-    private func clientCredentials(for profile: ResolvedProfile) throws(TokenctlError) -> ClientCredentials {
+    private func clientCredentials(for profile: ResolvedProfile) async throws(TokenctlError) -> ClientCredentials {
         guard let method = profile.configuration.tokenEndpointAuthMethod else {
             return ClientCredentials(clientID: profile.configuration.clientID)
         }
         let secret: String?
-        do { secret = try store.readClientSecret(profile.identity) } catch { throw TokenctlError(error) }
+        let (store, identity) = (self.store, profile.identity)
+        do { secret = try await BlockingCall.run({ () throws(StoreError) -> String? in try store.readClientSecret(identity) }) } catch { throw TokenctlError(error) }
         guard let secret else {
             throw TokenctlError(
                 .configuration, "profile '\(profile.name)' uses \(method.rawValue) but no client secret is stored",
@@ -323,8 +328,10 @@ public actor TokenBroker {
         return ClientCredentials(clientID: profile.configuration.clientID, secret: secret, method: method)
     }
 
-    private func read(_ identity: SessionIdentity) throws(TokenctlError) -> TokenSet? {
-        do { return try store.read(identity) } catch {
+    /// The stored set, read off the broker's executor (see `BlockingCall`).
+    private func read(_ identity: SessionIdentity) async throws(TokenctlError) -> TokenSet? {
+        let store = self.store
+        do { return try await BlockingCall.run({ () throws(StoreError) -> TokenSet? in try store.read(identity) }) } catch {
             let event: SessionEvent = error.reason == .deadline ? .refreshFailed : .storeUnavailable
             events?.append(EventRecord(time: clock.now(), event: event, profile: identity.profile.rawValue, issuer: identity.issuer, reason: error.reason.rawValue))
             throw TokenctlError(error)

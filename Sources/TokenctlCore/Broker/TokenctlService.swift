@@ -223,11 +223,16 @@ public final class TokenctlService: Sendable {
         }
     }
 
-    /// Refresh every configured profile concurrently (each single-flight).
+    /// How many profiles `refresh --all` works on at once: enough to overlap the server's and
+    /// the keyring's round trips, few enough not to flood either.
+    public static let refreshAllConcurrency = 8
+
+    /// Refresh every configured profile, `refreshAllConcurrency` at a time (each single-flight).
     public func refreshAll(ifExpiringWithin window: Double?) async throws(TokenctlError) -> [RefreshReport] {
         let names = try profiles.all()
         return await withTaskGroup(of: RefreshReport.self) { group in
-            for name in names {
+            var pending = names[...]
+            func start(_ name: ProfileName) {
                 group.addTask {
                     var report = await self.refresh(name, ifExpiringWithin: window)
                     if case .failure(let error) = report.result, error.kind == .loginRequired, self.wasSignedOutByUser(name) {
@@ -236,8 +241,14 @@ public final class TokenctlService: Sendable {
                     return report
                 }
             }
+            for _ in 0..<min(Self.refreshAllConcurrency, names.count) {
+                if let name = pending.popFirst() { start(name) }
+            }
             var reports: [RefreshReport] = []
-            for await report in group { reports.append(report) }
+            while let report = await group.next() {
+                reports.append(report)
+                if let name = pending.popFirst() { start(name) }
+            }
             return reports.sorted { $0.profile < $1.profile }
         }
     }
