@@ -14,7 +14,9 @@ enum DoctorCommand: EngineCommand {
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let (service, bus) = context.serviceAndBus()
-        let checks = await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule())
+        // Which engine runs (beside the front, or the package's under libexec), then the checks.
+        let checks = [DoctorCheck("engine", ok: true, "tokenctl \(toolVersion) at \(enginePath)")]
+            + (await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule()))
         let allPassed = checks.allSatisfy(\.ok)
         if context.options.has("--json") {
             let items = checks.map { check in

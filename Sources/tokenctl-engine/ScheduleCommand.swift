@@ -24,7 +24,14 @@ enum ScheduleCommand: EngineCommand {
         var executable = Subprocess.currentExecutable() ?? "tokenctl"
         if executable.hasSuffix("/tokenctl-engine") {
             let front = String(executable.dropLast("-engine".count))
-            if Subprocess.locate(front) != nil { executable = front }
+            // The package keeps the engine in PREFIX/libexec/tokenctl/, the front in PREFIX/bin/.
+            let packagedFront = executable.hasSuffix("/libexec/tokenctl/tokenctl-engine")
+                ? String(executable.dropLast("/libexec/tokenctl/tokenctl-engine".count)) + "/bin/tokenctl" : nil
+            if Subprocess.locate(front) != nil {
+                executable = front
+            } else if let packagedFront, Subprocess.locate(packagedFront) != nil {
+                executable = packagedFront
+            }
         }
         return RefreshSchedule(executable: executable)
     }

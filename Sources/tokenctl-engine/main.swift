@@ -4,7 +4,7 @@ import Glibc
 import TokenctlCore
 import TokenctlEssentials
 
-let toolVersion = "0.1.0"
+let toolVersion = TokenctlVersion.string
 
 /// Everything a command needs: the parsed options, the profile and the core service.
 struct CommandContext {
@@ -66,6 +66,14 @@ func locateSessionBus(verbose: Bool) -> (address: String, source: String)? {
     return (bus.address, bus.source)
 }
 
+/// This engine's own path (what `--version` and `doctor` report: beside the front, or under
+/// libexec in a package).
+let enginePath: String = {
+    var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+    let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+    return length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : "unknown"
+}()
+
 func run(_ arguments: [String]) async -> ExitStatus {
     let startedAt = TokenctlCore.Clock.system.now()
     let invocation: Invocation
@@ -75,7 +83,7 @@ func run(_ arguments: [String]) async -> ExitStatus {
     let command: any EngineCommand.Type
     switch invocation.action {
     case .version:
-        Output.standardOutput("tokenctl \(toolVersion)\n")
+        Output.standardOutput("tokenctl \(toolVersion) (engine \(enginePath))\n")
         return .success
     case .topLevelHelp:
         Output.standardOutput(formatter.topLevelHelp(

@@ -13,15 +13,20 @@ import Glibc
 import CProcessStartup
 import TokenctlEssentials
 
-/// `tokenctl-engine` in the directory of this executable (found through /proc/self/exe, so a
-/// symlink to tokenctl on PATH still finds the engine beside the real file). Without /proc, an
+/// `tokenctl-engine` in the directory of this executable (Scripts/install, the tarball), else
+/// in `../libexec/tokenctl/` from it (the Debian package: /usr/bin/tokenctl runs
+/// /usr/libexec/tokenctl/tokenctl-engine). The directory is found through /proc/self/exe, so a
+/// symlink to tokenctl on PATH still finds the engine of the real file. Without /proc, an
 /// absolute argv[0] locates it; never the current directory, where anyone could plant one.
 func enginePath() -> String? {
     var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
     let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
     let executable = length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : (tk_front_argv()[0].map { String(cString: $0) } ?? "")
     guard executable.hasPrefix("/") else { return nil }
-    return String(executable[...executable.lastIndex(of: "/")!]) + "tokenctl-engine"
+    let directory = String(executable[...executable.lastIndex(of: "/")!])
+    let beside = directory + "tokenctl-engine"
+    let packaged = directory + "../libexec/tokenctl/tokenctl-engine"
+    return access(beside, X_OK) != 0 && access(packaged, X_OK) == 0 ? packaged : beside
 }
 
 func writeAll(_ descriptor: Int32, _ text: String) {
@@ -48,7 +53,7 @@ func runEngine() -> Never {
     // The argv captured at start-up (CProcessStartup), not CommandLine's lazy globals.
     execv(path, tk_front_argv())
     let reason = String(cString: strerror(errno))
-    writeAll(2, "Error: cannot run tokenctl's engine '\(path)': \(reason).\ntokenctl-engine must be installed in the same directory as tokenctl (Scripts/install installs both).\n")
+    writeAll(2, "Error: cannot run tokenctl's engine '\(path)': \(reason).\ntokenctl-engine must be installed in the same directory as tokenctl (Scripts/install installs both), or in ../libexec/tokenctl/ from it (the Debian package).\n")
     exit(ExitStatus.unavailable.rawValue)
 }
 

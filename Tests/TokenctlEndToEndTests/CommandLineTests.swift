@@ -262,7 +262,12 @@ struct CommandLineTests {
         let result = try sandbox.tokenctl("--version")
         #expect(result.status == 0, "\(result)")
         #expect(result.stderr.isEmpty, "\(result)")
-        #expect(result.stdout.wholeMatch(of: /tokenctl [0-9]+\.[0-9]+\.[0-9]+[^\s]*\n/) != nil, "\(result)")
+        #expect(result.stdout.wholeMatch(of: /tokenctl [0-9]+\.[0-9]+\.[0-9]+[^\s]* \(engine \/[^\n]*tokenctl-engine\)\n/) != nil, "\(result)")
+        // One version: the man page's footer says the same.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let manual = try String(contentsOf: root.appendingPathComponent("man/tokenctl.1"), encoding: .utf8)
+        let version = result.stdout.split(separator: " ")[1]
+        #expect(manual.contains("\n.Os tokenctl \(version)\n"), "tokenctl(1) names version \(version)")
     }
 
     // MARK: A bad command line touches nothing

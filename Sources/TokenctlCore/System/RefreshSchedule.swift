@@ -20,10 +20,28 @@ public struct RefreshSchedule: Sendable {
     /// implementations, and tests that must not touch the real crontab).
     public var crontab: String
 
-    public init(executable: String, environment: Environment = .process) {
+    /// Where the Debian package installs its user units (`tokenctl-refresh.service` and
+    /// `.timer`, running /usr/bin/tokenctl every 15 minutes).
+    public var packagedUnitDirectory: String
+
+    public init(executable: String, environment: Environment = .process, packagedUnitDirectory: String = "/usr/lib/systemd/user") {
         self.executable = executable
         self.environment = environment
         self.crontab = environment["TOKENCTL_CRONTAB"] ?? "crontab"
+        self.packagedUnitDirectory = packagedUnitDirectory
+    }
+
+    /// The interval of the packaged timer.
+    public static let packagedInterval = 900
+
+    /// Whether the package's units can serve this schedule: they are installed, run this very
+    /// executable, and the interval is theirs. Then `install` enables them instead of writing
+    /// units of its own (which, in ~/.config/systemd/user, would shadow them).
+    func packagedUnitsServe(interval: Int) -> Bool {
+        guard interval == Self.packagedInterval,
+              let service = (try? FileIO.readFile(packagedUnitDirectory + "/\(Self.unitName).service")) ?? nil,
+              (try? FileIO.readFile(packagedUnitDirectory + "/\(Self.unitName).timer")) ?? nil != nil else { return false }
+        return service.split(separator: "\n").contains { $0.hasPrefix("ExecStart=\(executable) ") }
     }
 
     // MARK: Interval
@@ -142,6 +160,17 @@ public struct RefreshSchedule: Sendable {
             guard let servicePath, let timerPath, let unitDirectory else {
                 throw TokenctlError(.configuration, "HOME is not set: cannot find the systemd user unit directory")
             }
+            if packagedUnitsServe(interval: interval), (try? FileIO.readFile(timerPath)) ?? nil == nil {
+                let command = ["systemctl", "--user", "enable", "--now", "\(Self.unitName).timer"]
+                let result = Subprocess.run(command)
+                guard result.status == 0 else {
+                    throw TokenctlError(
+                        .serviceUnavailable,
+                        "cannot enable the packaged systemd timer: '\(command.joined(separator: " "))' failed: \(result.output.trimmingCharacters(in: " \n"))",
+                        hint: "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed.")
+                }
+                return "systemd user timer \(Self.unitName).timer (every \(Self.describe(interval))), installed by the package: \(packagedUnitDirectory)/\(Self.unitName).timer"
+            }
             do {
                 try FileIO.makeDirectories(unitDirectory, mode: 0o700)
                 try FileIO.writeAtomically(serviceUnit(interval: interval), to: servicePath)
@@ -181,7 +210,15 @@ public struct RefreshSchedule: Sendable {
                 let ours = [timerPath, servicePath].compactMap { $0 }.filter { path in
                     (try? FileIO.readFile(path))??.hasPrefix(Self.marker) == true
                 }
-                if ours.isEmpty { continue }
+                if ours.isEmpty {
+                    // The package's timer, enabled by 'install': disable it (its files stay the package's).
+                    if packagedUnitsServe(interval: Self.packagedInterval),
+                       Subprocess.run(["systemctl", "--user", "is-enabled", "\(Self.unitName).timer"]).status == 0 {
+                        _ = Subprocess.run(["systemctl", "--user", "disable", "--now", "\(Self.unitName).timer"])
+                        removed.append("the packaged systemd timer \(Self.unitName).timer (disabled)")
+                    }
+                    continue
+                }
                 _ = Subprocess.run(["systemctl", "--user", "disable", "--now", "\(Self.unitName).timer"])
                 for path in ours {
                     do { try FileIO.removeFile(path) } catch { throw TokenctlError(.unexpected, "cannot remove \(path): \(error)") }
@@ -212,8 +249,11 @@ public struct RefreshSchedule: Sendable {
 
     public func status() -> [Status] {
         var result: [Status] = []
-        let timerInstalled = timerPath.map { (try? FileIO.readFile($0))??.hasPrefix(Self.marker) == true } ?? false
-        var detail = timerInstalled ? timerPath! : "not installed"
+        let ownTimer = timerPath.map { (try? FileIO.readFile($0))??.hasPrefix(Self.marker) == true } ?? false
+        let packagedTimer = !ownTimer && packagedUnitsServe(interval: Self.packagedInterval)
+            && Subprocess.run(["systemctl", "--user", "is-enabled", "\(Self.unitName).timer"]).status == 0
+        let timerInstalled = ownTimer || packagedTimer
+        var detail = ownTimer ? timerPath! : packagedTimer ? "\(packagedUnitDirectory)/\(Self.unitName).timer (the package's)" : "not installed"
         var active = false
         if timerInstalled {
             let answer = Subprocess.run(["systemctl", "--user", "is-active", "\(Self.unitName).timer"])
