@@ -235,7 +235,7 @@ public enum HotPath {
 
     // MARK: Environment, profile and paths
 
-    static let disableVariable: StaticString = "TOKENCTL_TEST_DISABLE_KERNEL_KEYRING"
+    static let disableVariable = EnvironmentSwitches.disableKernelKeyring
 
     /// `getenv` with an empty value treated as unset (as `Environment` does).
     static func variable(_ name: StaticString, _ environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?) -> UnsafePointer<CChar>? {
@@ -245,7 +245,7 @@ public enum HotPath {
 
     /// The profile's name (`--profile`, else `$TOKENCTL_PROFILE`, else `default`) if it is valid.
     public static func profileName(_ request: Request, environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?) -> Bytes? {
-        let name = request.profile ?? variable("TOKENCTL_PROFILE", environment) ?? cString("default")
+        let name = request.profile ?? variable(EnvironmentSwitches.profile, environment) ?? cString("default")
         let bytes = Bytes(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name))
         return isValidProfileName(bytes) ? bytes : nil
     }

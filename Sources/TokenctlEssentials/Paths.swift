@@ -49,7 +49,7 @@ public struct Paths: Sendable, Equatable {
 
     /// The variable that moves the lock directory (tests, unusual setups): every process of the
     /// user that shares a session must then see the same value, or two of them refresh at once.
-    public static let runtimeDirectoryVariable = "TOKENCTL_RUNTIME_DIR"
+    public static let runtimeDirectoryVariable = EnvironmentSwitches.runtimeDirectory
 
     /// The lock directory, derived from the user id alone, so that every process of one user
     /// agrees on it however its environment is set: cron and `env -i` lack `XDG_RUNTIME_DIR`,

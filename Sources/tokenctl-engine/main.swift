@@ -100,7 +100,7 @@ func run(_ arguments: [String]) async -> ExitStatus {
     }
     let commandName = command.spec.name
 
-    let profileText = invocation.profileName ?? Environment.process["TOKENCTL_PROFILE"] ?? ProfileName.default.rawValue
+    let profileText = invocation.profileName ?? Environment.process[EnvironmentSwitches.profile.description] ?? ProfileName.default.rawValue
     guard let profile = ProfileName(rawValue: profileText) else {
         return Output.usageError(UsageError(
             "Invalid profile name '\(profileText)': use 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'.",
@@ -125,7 +125,7 @@ func run(_ arguments: [String]) async -> ExitStatus {
     }
     let context = CommandContext(
         options: invocation.options, profile: profile,
-        profileChosen: invocation.profileName != nil || !(Environment.process["TOKENCTL_PROFILE"] ?? "").isEmpty,
+        profileChosen: invocation.profileName != nil || !(Environment.process[EnvironmentSwitches.profile.description] ?? "").isEmpty,
         verbose: invocation.verbose, paths: paths, timeout: timeout,
         deadline: command.hasDeadline(invocation.options) ? startedAt + timeout : nil)
 

@@ -171,7 +171,7 @@ struct ProfileConfigurationTests {
     func allKeys() throws {
         #expect(ProfileConfiguration.keys == [
             "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
-            "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
+            "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource", "git_username",
         ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {
@@ -192,6 +192,7 @@ struct ProfileConfigurationTests {
         #expect(configuration.tokenEndpointAuthMethod == .clientSecretPost)
         #expect(configuration.audience == "v")
         #expect(configuration.resources == ["https://api.example/", "urn:example:ledger"])
+        #expect(configuration.gitUsername == "v")
         let again = try ProfileConfiguration.parse(configuration.serialized(profile: ProfileName(rawValue: "p")!), path: path)
         #expect(again == configuration)
     }

@@ -27,7 +27,7 @@ public struct RefreshSchedule: Sendable {
     public init(executable: String, environment: Environment = .process, packagedUnitDirectory: String = "/usr/lib/systemd/user") {
         self.executable = executable
         self.environment = environment
-        self.crontab = environment["TOKENCTL_CRONTAB"] ?? "crontab"
+        self.crontab = environment[EnvironmentSwitches.crontab] ?? "crontab"
         self.packagedUnitDirectory = packagedUnitDirectory
     }
 
@@ -104,7 +104,7 @@ public struct RefreshSchedule: Sendable {
 
     /// Variables the refresh needs when they are not the defaults (where the profiles are).
     var passedEnvironment: [(String, String)] {
-        ["XDG_CONFIG_HOME", "XDG_STATE_HOME", "TOKENCTL_PROFILE"].compactMap { name in environment[name].map { (name, $0) } }
+        ["XDG_CONFIG_HOME", "XDG_STATE_HOME", EnvironmentSwitches.profile.description].compactMap { name in environment[name].map { (name, $0) } }
     }
 
     public func serviceUnit(interval: Int) -> String {
