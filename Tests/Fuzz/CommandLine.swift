@@ -1,10 +1,10 @@
 // Fuzz target: the engine's argv parser (CommandLineParser with every command of
-// Sources/tokenctl-engine/CommandSpecs.swift, compiled in), and the help it prints for help actions and
+// Sources/tokenctl-engine, compiled in), and the help it prints for help actions and
 // the "did you mean" hints of its errors.
 //
 // Input: argv after argv[0], split on NUL; each argument decoded as UTF-8 with repair (as
 // CommandLine.arguments decodes the process's argv).
-// fuzz-extra-sources: Sources/tokenctl-engine/CommandSpecs.swift
+// fuzz-extra-sources: Sources/tokenctl-engine
 import TokenctlEssentials
 
 @_cdecl("LLVMFuzzerTestOneInput")

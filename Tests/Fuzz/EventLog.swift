@@ -5,7 +5,7 @@
 // in) and as `events --json` prints it (EventRecord.jsonLine), whose line must parse back.
 //
 // Input: the live file's bytes (written to a private temporary directory each run).
-// fuzz-extra-sources: Sources/tokenctl-engine/Output.swift Sources/tokenctl-engine/CommandSpecs.swift
+// fuzz-extra-sources: Sources/tokenctl-engine
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -4,7 +4,7 @@
 // a decoded set goes through what the engine does with one (Shared/TokenSetUse.swift).
 //
 // Input: the JSON bytes.
-// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine/Output.swift Sources/tokenctl-engine/CommandSpecs.swift
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine
 @testable import TokenctlCore
 import TokenctlEssentials
 

@@ -26,7 +26,7 @@
 //     argv (NUL-separated) | environment (NUL-separated NAME=value) | profile file | payload |
 //     now ("SECONDS.NANOSECONDS"), rendered by HotPath.render and by the old front's general
 //     rendering (Tests/TokenctlEssentialsTests/HotPathTests.swift, `reference`).
-// fuzz-extra-sources: Sources/tokenctl-engine/CommandSpecs.swift
+// fuzz-extra-sources: Sources/tokenctl-engine
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -5,7 +5,7 @@
 // (ClockSkew), stored, read back and printed (Shared/TokenSetUse.swift).
 //
 // Input: the token text (UTF-8 with repair).
-// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine/Output.swift Sources/tokenctl-engine/CommandSpecs.swift
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine
 @testable import TokenctlCore
 import TokenctlEssentials
 

@@ -4,7 +4,7 @@
 // encode/decode when it can be encoded.
 //
 // Input: the payload bytes.
-// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine/Output.swift Sources/tokenctl-engine/CommandSpecs.swift
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine
 @testable import TokenctlCore
 import TokenctlEssentials
 

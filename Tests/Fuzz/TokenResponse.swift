@@ -8,7 +8,7 @@
 // Input: optionally a head, then a blank line, then the body:
 //   STATUS "\n" (NAME ":" VALUE "\n")* "\n" BODY
 // Without a blank line the whole input is the body of a 200 without headers.
-// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Tests/Fuzz/Shared/KnownHTTPDateCrash.swift Sources/tokenctl-engine/Output.swift Sources/tokenctl-engine/CommandSpecs.swift
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Tests/Fuzz/Shared/KnownHTTPDateCrash.swift Sources/tokenctl-engine
 @testable import TokenctlCore
 import TokenctlEssentials
 
@@ -47,9 +47,10 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
     return 0
 }
 
-/// The response the input describes. Header lines are read as CurlHTTPClient's (private)
-/// ResponseAccumulator.appendHeaderLine reads them: UTF-8 with repair, the name lower-cased, the
-/// value trimmed of " \t\r\n", the last of a repeated header kept.
+/// The response the input describes, its header lines read by CurlHTTPClient's own
+/// ResponseAccumulator.appendHeaderLine, one line at a time as libcurl hands them over: every
+/// header as it arrives (Date, Retry-After, WWW-Authenticate, DPoP-Nonce, anything), though
+/// tokenctl reads only the first two.
 func exchange(_ bytes: [UInt8]) -> HTTPResponse {
     guard let blank = (0..<max(0, bytes.count - 1)).first(where: { bytes[$0] == 0x0A && bytes[$0 + 1] == 0x0A }) else {
         return HTTPResponse(status: 200, headers: [:], body: bytes)
@@ -57,13 +58,13 @@ func exchange(_ bytes: [UInt8]) -> HTTPResponse {
     let head = bytes[..<blank].split(separator: 0x0A, omittingEmptySubsequences: false)
     let statusText = String(decoding: head.first ?? [], as: UTF8.self)
     let status = Int(statusText).map { min(max($0, 0), 999) } ?? 200
-    var headers: [String: String] = [:]
-    for bytes in head.dropFirst() {
-        let line = String(decoding: bytes, as: UTF8.self)
-        guard let colon = line.firstIndex(of: ":") else { continue }
-        let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
-        headers[name] = value
+    let accumulator = ResponseAccumulator(limit: 1 << 20)
+    for line in head.dropFirst() {
+        (Array(line) + [0x0D, 0x0A]).withUnsafeBufferPointer { accumulator.appendHeaderLine($0) }
     }
-    return HTTPResponse(status: status, headers: headers, body: Array(bytes[(blank + 2)...]))
+    for (name, value) in accumulator.headers {
+        check(name == name.lowercased(), "a header name kept upper case")
+        check(value == value.trimmingCharacters(in: " \t\r\n"), "a header value kept surrounding whitespace")
+    }
+    return HTTPResponse(status: status, headers: accumulator.headers, body: Array(bytes[(blank + 2)...]))
 }

@@ -127,8 +127,9 @@ private final class CurlEasyHandle {
     deinit { tokenctl_curl_easy_cleanup(pointer) }
 }
 
-/// Collects one response; callbacks reach it through libcurl's user-data pointer.
-private final class ResponseAccumulator {
+/// Collects one response; callbacks reach it through libcurl's user-data pointer. (Internal,
+/// not private: the TokenResponse fuzz target feeds header lines through it, as libcurl does.)
+final class ResponseAccumulator {
     let limit: Int
     var body: [UInt8] = []
     var headers: [String: String] = [:]

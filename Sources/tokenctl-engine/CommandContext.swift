@@ -1,0 +1,77 @@
+// What every engine command gets: the parsed options, the profile, the paths, the deadline,
+// and the core service; the version, and where this engine runs from.
+#if canImport(Glibc)
+import Glibc
+#endif
+import TokenctlCore
+import TokenctlEssentials
+
+let toolVersion = TokenctlVersion.string
+
+/// Everything a command needs: the parsed options, the profile and the core service.
+struct CommandContext {
+    let options: ParsedOptions
+    let profile: ProfileName
+    /// Whether the profile was chosen (--profile or TOKENCTL_PROFILE) rather than the default.
+    let profileChosen: Bool
+    let verbose: Bool
+    let paths: Paths
+    let timeout: Double
+    /// `--timeout` from the start of the command: the lock wait, every HTTP attempt and every
+    /// Secret Service call end by then. Nil for `login`, whose flows wait for a person.
+    let deadline: Double?
+
+    func service() -> TokenctlService { serviceAndBus().service }
+
+    /// The core service, after locating the session bus once (cron gives no
+    /// DBUS_SESSION_BUS_ADDRESS), and the bus found, with where it was found.
+    func serviceAndBus() -> (service: TokenctlService, bus: (address: String, source: String)?) {
+        let bus = locateSessionBus(verbose: verbose)
+        var retry = RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout))
+        retry.commandDeadline = deadline
+        // A provider's prompt can be answered only by a person at a terminal; say what it asks.
+        let interactive = isatty(2) == 1
+        let notice: @Sendable (String) -> Void = { notice in Output.standardError("tokenctl: \(notice)\n") }
+        let storeOptions = SecretServiceStore.Options(callTimeout: 10, interactive: interactive, promptNotice: interactive ? notice : nil)
+        let narrate: TokenBroker.Narrator? = verbose ? { @Sendable (line: String) in Output.standardError("tokenctl: " + Output.printable(line) + "\n") } : nil
+        let service = TokenctlService.live(
+            paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, storeOptions: storeOptions,
+            narrate: narrate)
+        return (service, bus)
+    }
+
+    func verboseLog(_ message: String) {
+        if verbose { Output.standardError("tokenctl: \(message)\n") }
+    }
+
+    /// A non-negative number of seconds from an option, or a usage error naming it.
+    func seconds(_ key: String, command: String, default value: Double, allowZero: Bool = true) throws(UsageError) -> Double {
+        guard let text = options.value(key) else { return value }
+        guard let number = Double(text), number.isFinite, allowZero ? number >= 0 : number > 0, number <= 31_536_000 else {
+            throw UsageError("Invalid value '\(text)' for '\(key)': expected \(allowZero ? "a non-negative" : "a positive") number of seconds.", command: command)
+        }
+        return number
+    }
+}
+
+/// The session bus for this process (cron gives no DBUS_SESSION_BUS_ADDRESS): found by the core,
+/// exported here for GLib, and reported with -v.
+func locateSessionBus(verbose: Bool) -> (address: String, source: String)? {
+    guard let bus = SessionBus.locate() else {
+        if verbose { Output.standardError("tokenctl: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS unset, no bus socket in the runtime directory)\n") }
+        return nil
+    }
+    if !bus.fromVariable {
+        setenv("DBUS_SESSION_BUS_ADDRESS", bus.address, 1)
+        if verbose { Output.standardError("tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(bus.address.dropFirst("unix:path=".count)) (\(bus.source))\n") }
+    }
+    return (bus.address, bus.source)
+}
+
+/// This engine's own path (what `--version` and `doctor` report: beside the front, or under
+/// libexec in a package).
+let enginePath: String = {
+    var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+    let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+    return length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : "unknown"
+}()
