@@ -12,7 +12,7 @@ final class InMemorySessionStore: SessionStore, Sendable {
         var failure: StoreError?
         var writeCount = 0
     }
-    private let state = Mutex(State())
+    private let state = TestLock(State())
 
     /// When set, every operation fails with it (forces a store outage in tests).
     var failure: StoreError? {

@@ -1,15 +1,45 @@
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import TokenctlCore
 import TokenctlEssentials
+
+// MARK: A lock ThreadSanitizer sees
+
+/// A pthread mutex around a value, for the test doubles. Not Synchronization.Mutex: its futex
+/// path runs in the uninstrumented standard library, so `Scripts/test --sanitize thread` cannot
+/// see the order it imposes and reports the accesses it guards as races (false positives, once
+/// the broker reads the store from several Dispatch threads at a time).
+final class TestLock<State>: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private var state: State
+
+    init(_ state: State) {
+        self.state = state
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func withLock<T, E: Error>(_ body: (inout State) throws(E) -> T) throws(E) -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&state)
+    }
+}
 
 // MARK: Virtual time
 
 /// A clock whose `sleep` advances virtual time instantly and records the requested delay.
 final class VirtualClock: Sendable {
-    private let state: Mutex<(now: Double, sleeps: [Double])>
+    private let state: TestLock<(now: Double, sleeps: [Double])>
 
     init(now: Double = 1_700_000_000) {
-        state = Mutex((now, []))
+        state = TestLock((now, []))
     }
 
     var now: Double { state.withLock { $0.now } }

@@ -96,7 +96,7 @@ private final class WriteFailingStore: SessionStore {
 /// A store that counts the reads that returned the expired set (callers that saw it).
 private final class ExpiredReadCountingStore: SessionStore {
     let inner: InMemorySessionStore
-    private let expiredReads = Mutex(0)
+    private let expiredReads = TestLock(0)
     init(_ inner: InMemorySessionStore) { self.inner = inner }
     var expiredReadCount: Int { expiredReads.withLock { $0 } }
     func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
