@@ -16,10 +16,9 @@
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 #include <openssl/rsa.h>
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
+#include "../CLazyLoader/lazy_loader.h"
 #include <sys/random.h>
 
 // The soname of OpenSSL 3's libcrypto (Debian: libssl3, libssl3t64).
@@ -62,66 +61,10 @@
     X(ECDSA_SIG_set0) \
     X(i2d_ECDSA_SIG)
 
-// One pointer per function, typed from OpenSSL's own declaration.
-struct tokenctl_crypto_api {
-#define TOKENCTL_CRYPTO_FIELD(name) __typeof__(name) *name;
-    TOKENCTL_CRYPTO_FUNCTIONS(TOKENCTL_CRYPTO_FIELD)
-#undef TOKENCTL_CRYPTO_FIELD
-};
-
-struct tokenctl_crypto_state {
-    struct tokenctl_crypto_api api;
-    const char *error;
-    char message[256];
-    pthread_once_t once;
-};
-
-// The one loader state of the process. A function-local static, since Swift emits a header's
-// functions but never its global variables; and a weak, never-inlined function, since every
-// Swift module that uses this header (with cross-module optimization, also the modules that
-// inline TokenctlCore's code) emits its own copy: a `static inline` copy would give each module
-// its own state, loaded in one and empty in another. The linker keeps one weak definition.
-__attribute__((weak, noinline)) struct tokenctl_crypto_state *tokenctl_crypto_state(void) {
-    static struct tokenctl_crypto_state state = { .once = PTHREAD_ONCE_INIT };
-    return &state;
-}
-
+// The table, its one state and its loader (Sources/CLazyLoader/lazy_loader.h):
+// tokenctl_crypto_open (a test points it at another library) and tokenctl_crypto_load.
+TOKENCTL_LAZY_LIBRARY(tokenctl_crypto, TOKENCTL_CRYPTO_FUNCTIONS, TOKENCTL_CRYPTO_SONAME, (void)0)
 #define tokenctl_crypto (tokenctl_crypto_state()->api)
-
-// Open `soname` and fill `api` with every function above. Returns NULL on success, else why
-// not (dlerror's text, or which function the library lacks), written to `message`. Separate
-// from the one-time load so a test can point it at a library that is absent or not libcrypto.
-static inline const char *tokenctl_crypto_open(const char *soname, struct tokenctl_crypto_api *api, char *message, size_t size) {
-    void *library = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) {
-        const char *why = dlerror();
-        snprintf(message, size, "%s", why ? why : "dlopen failed");
-        return message;
-    }
-#define TOKENCTL_CRYPTO_SYMBOL(name) \
-    api->name = (__typeof__(name) *)dlsym(library, #name); \
-    if (api->name == NULL) { \
-        snprintf(message, size, "%s lacks a function tokenctl needs (%s)", soname, #name); \
-        dlclose(library); \
-        return message; \
-    }
-    TOKENCTL_CRYPTO_FUNCTIONS(TOKENCTL_CRYPTO_SYMBOL)
-#undef TOKENCTL_CRYPTO_SYMBOL
-    return NULL;
-}
-
-static inline void tokenctl_crypto_load_once(void) {
-    struct tokenctl_crypto_state *state = tokenctl_crypto_state();
-    struct tokenctl_crypto_api api;
-    state->error = tokenctl_crypto_open(TOKENCTL_CRYPTO_SONAME, &api, state->message, sizeof state->message);
-    if (state->error == NULL) tokenctl_crypto = api;
-}
-
-// Load libcrypto once (thread-safe). Returns NULL on success, else why it could not be loaded.
-static inline const char *tokenctl_crypto_load(void) {
-    pthread_once(&tokenctl_crypto_state()->once, tokenctl_crypto_load_once);
-    return tokenctl_crypto.i2d_ECDSA_SIG ? NULL : (tokenctl_crypto_state()->error ? tokenctl_crypto_state()->error : "unknown error");
-}
 
 // The functions tokenctl calls, through the table (call tokenctl_crypto_load first).
 static inline unsigned long tokenctl_err_get_error(void) { return tokenctl_crypto.ERR_get_error(); }

@@ -61,7 +61,7 @@ typedef struct { SecretService parent; } TokenctlLeanService;
 typedef struct { SecretServiceClass parent_class; } TokenctlLeanServiceClass;
 
 // One type and one parent-class pointer per process: weak, never-inlined accessors, for the
-// reason given in CCurl/shim.h (every Swift module using this header emits its own copies).
+// reason given in CLazyLoader/lazy_loader.h (every Swift module using this header emits its own copies).
 __attribute__((weak, noinline)) GObjectClass **tokenctl_lean_service_parent_class(void) {
     static GObjectClass *parent_class;
     return &parent_class;
