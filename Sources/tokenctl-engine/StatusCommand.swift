@@ -31,11 +31,7 @@ enum StatusCommand: EngineCommand {
         let all = context.options.has("--all")
         let names = all ? try service.profiles.all() : [context.profile]
         let offline = context.options.has("--offline")
-        var statuses: [SessionStatus] = []
-        for name in names {
-            await service.completePendingWrite(name)
-            statuses.append(try await service.status(name, offline: offline))
-        }
+        let statuses = try await service.statuses(names, offline: offline)
         // Residue: items no profile uses any more (listed with --all, never used for tokens).
         let orphans = all && !statuses.contains(where: { $0.state == .storeUnavailable }) ? (try? service.orphanedSessions()) ?? [] : []
         if json {

@@ -77,7 +77,10 @@ extension TokenctlService {
     /// they do not know the token's key (or none are cached) and `offline` is false, after one
     /// rate-limited fetch of the issuer's JWKS. An unreachable server leaves the cached verdict.
     public func status(_ name: ProfileName, offline: Bool) async throws(TokenctlError) -> SessionStatus {
-        let (status, token) = try statusAndSignedToken(name)
+        // The keyring read blocks: on Dispatch's threads, so that `statuses` overlaps profiles.
+        let (status, token) = try await BlockingCall.run { () throws(TokenctlError) -> (SessionStatus, String?) in
+            try self.statusAndSignedToken(name)
+        }
         guard !offline, let token, let verdict = status.signature, verdict.fetchMightHelp else { return status }
         let configuration = try profiles.require(name)
         let issuer = configuration.issuer.string
@@ -95,6 +98,42 @@ extension TokenctlService {
         var updated = status
         updated.signature = SignatureVerdict.evaluate(token, keys: keys)
         return updated
+    }
+
+    /// The states of several profiles (`status --all`), in the order given, up to
+    /// `refreshAllConcurrency` at a time; each completes a pending journal write first. The first
+    /// error, in that order, is thrown.
+    public func statuses(_ names: [ProfileName], offline: Bool) async throws(TokenctlError) -> [SessionStatus] {
+        let results = await withTaskGroup(of: (Int, Result<SessionStatus, TokenctlError>).self) { group in
+            var pending = Array(names.enumerated())[...]
+            func start(_ index: Int, _ name: ProfileName) {
+                group.addTask {
+                    await self.completePendingWrite(name)
+                    do throws(TokenctlError) {
+                        return (index, .success(try await self.status(name, offline: offline)))
+                    } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            for _ in 0..<min(Self.refreshAllConcurrency, names.count) {
+                if let (index, name) = pending.popFirst() { start(index, name) }
+            }
+            var results = [Result<SessionStatus, TokenctlError>?](repeating: nil, count: names.count)
+            while let (index, result) = await group.next() {
+                results[index] = result
+                if let (next, name) = pending.popFirst() { start(next, name) }
+            }
+            return results
+        }
+        var statuses: [SessionStatus] = []
+        for result in results {
+            switch result! {
+            case .success(let status): statuses.append(status)
+            case .failure(let error): throw error
+            }
+        }
+        return statuses
     }
 
     /// The state of one profile's session, from the keyring (and the event log for `ended`); the
