@@ -173,9 +173,12 @@ public struct HotCacheEntry: Equatable, Sendable {
     }
 
     private static func number(_ value: Double, _ key: String) throws(HotCacheFormatError) -> String {
-        guard value.isFinite, value >= 0, value < 1e12 else { throw .unrepresentable(key) }
-        // Milliseconds are plenty, and keep `description` out of exponent notation (1e-05).
-        let text = ((value * 1000).rounded() / 1000).description
+        // Milliseconds are plenty, and keep `description` out of exponent notation (1e-05). The
+        // range is checked after rounding: 999999999999.9997 rounds to 1e12, which `decode`
+        // refuses (found by the HotCacheEntry fuzz target).
+        let rounded = (value * 1000).rounded() / 1000
+        guard rounded.isFinite, rounded >= 0, rounded < 1e12 else { throw .unrepresentable(key) }
+        let text = rounded.description
         guard text.utf8.allSatisfy({ ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: ".") }) else {
             throw .unrepresentable(key)
         }

@@ -35,6 +35,16 @@ struct HotCachePayloadTests {
         }
     }
 
+    @Test("a time that rounds to 1e12 is not written (decode would refuse it): found by the HotCacheEntry fuzz target")
+    func timeRoundingToTheLimit() throws {
+        let payload = Array("tokenctl-hotcache-v1\nprofile=w\nissuer=httpsa\nclient_id=mFDFFF\ntoken_type=r\nobtained_at=999999999999.9997000\naccess_token=t\n".utf8)
+        let decoded = try HotCacheEntry.decode(payload)
+        #expect(throws: HotCacheFormatError.self) { _ = try decoded.encoded() }
+        var nearLimit = decoded
+        nearLimit.obtainedAt = 999_999_999_999.999
+        #expect(try HotCacheEntry.decode(try nearLimit.encoded()).obtainedAt == 999_999_999_999.999)
+    }
+
     @Test("the payload is the documented text, access token last")
     func layout() throws {
         let text = String(decoding: try entry().encoded(), as: UTF8.self)
