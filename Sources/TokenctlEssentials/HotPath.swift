@@ -345,25 +345,10 @@ public enum HotPath {
         var revocationEndpoint: Bytes?
         var otherEndpoints: (Bytes?, Bytes?, Bytes?)
         var seen: UInt16 = 0
-        let count = file.count
-        var lineStart = 0
-        while true {
-            var lineEnd = lineStart
-            while lineEnd < count && file[lineEnd] != 0x0A { lineEnd += 1 }
-            var start = lineStart
-            var end = lineEnd
-            while start < end && isSpace(file[start]) { start += 1 }
-            while end > start && isSpace(file[end - 1]) { end -= 1 }
-            if start < end && file[start] != UInt8(ascii: "#") {
-                var equals = start
-                while equals < end && file[equals] != UInt8(ascii: "=") { equals += 1 }
-                guard equals < end else { return nil }
-                var keyEnd = equals
-                while keyEnd > start && isSpace(file[keyEnd - 1]) { keyEnd -= 1 }
-                var valueStart = equals + 1
-                while valueStart < end && isSpace(file[valueStart]) { valueStart += 1 }
-                let key = slice(file, start, keyEnd)
-                let value = slice(file, valueStart, end)
+        var accepted = true
+        let malformedLine = ProfileFileSyntax.scan(file) { entry in
+                let key = slice(file, entry.key.lowerBound, entry.key.upperBound)
+                let value = slice(file, entry.value.lowerBound, entry.value.upperBound)
                 let bit: UInt16
                 if isEqual(key, "issuer") {
                     bit = 1; issuer = value
@@ -385,7 +370,10 @@ public enum HotPath {
                     bit = 256; otherEndpoints.2 = value
                 } else if isEqual(key, "token_endpoint_auth_method") {
                     // ProfileConfiguration: empty, client_secret_basic or client_secret_post.
-                    guard value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post") else { return nil }
+                    guard value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post") else {
+                        accepted = false
+                        return false
+                    }
                     bit = 512
                 } else if isEqual(key, "audience") {
                     bit = 1024
@@ -394,15 +382,21 @@ public enum HotPath {
                 } else if isEqual(key, "git_username") {
                     bit = 4096
                 } else {
-                    return nil
+                    accepted = false
+                    return false
                 }
-                guard seen & bit == 0 else { return nil }
+                guard seen & bit == 0 else {
+                    accepted = false
+                    return false
+                }
                 seen |= bit
-                for byte in value where byte < 0x20 || byte >= 0x7F { return nil }
-            }
-            if lineEnd == count { break }
-            lineStart = lineEnd + 1
+                for byte in value where byte < 0x20 || byte >= 0x7F {
+                    accepted = false
+                    return false
+                }
+                return true
         }
+        guard accepted, malformedLine == nil else { return nil }
         guard let issuer, isValidEndpoint(issuer),
               let clientID, clientID.count > 0,
               let tokenEndpoint, isValidEndpoint(tokenEndpoint)
@@ -738,7 +732,7 @@ public enum HotPath {
         return true
     }
 
-    static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D }
+    static func isSpace(_ byte: UInt8) -> Bool { ProfileFileSyntax.isSpace(byte) }
 
     static func slice(_ bytes: Bytes, _ start: Int, _ end: Int) -> Bytes {
         Bytes(start: bytes.baseAddress.map { $0 + start }, count: end - start)

@@ -56,32 +56,35 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// - Parameter path: used only in error messages.
     /// - Throws: `ConfigurationError` naming the file and line at fault.
     public static func parse(_ text: String, path: String) throws(ConfigurationError) -> ProfileConfiguration {
-        // Bytes and small arrays, not Characters and a Dictionary: the static front reads this
-        // file on every `token` hit, and those would page in the Unicode tables and hashing.
-        // Lines end at LF; a CR before it is trimmed as whitespace (CRLF files work).
+        // The syntax is ProfileFileSyntax's, the one reader the front's hot path uses too; here
+        // each key gets its meaning and each error its message. Bytes and small arrays, not
+        // Characters and a Dictionary: the static front reads this file on every `token` hit.
         var values: [(key: String, value: String, line: Int)] = []
-        var lineNumber = 0
-        for rawLine in text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false) {
-            lineNumber += 1
-            let line = rawLine.trimmingASCIIWhitespace()
-            if line.isEmpty || line.first == UInt8(ascii: "#") { continue }
-            guard let equals = line.firstIndex(of: UInt8(ascii: "=")) else {
-                throw ConfigurationError(path: path, line: lineNumber, message: "expected 'key = value'")
+        var failure: ConfigurationError?
+        let bytes = Array(text.utf8)
+        let malformedLine = bytes.withUnsafeBufferPointer { file in
+            ProfileFileSyntax.scan(file) { entry in
+                let key = String(decoding: file[entry.key], as: UTF8.self)
+                let value = String(decoding: file[entry.value], as: UTF8.self)
+                guard keys.contains(key) else {
+                    let hint = closestMatch(to: key, in: keys).map { " (did you mean '\($0)'?)" } ?? ""
+                    failure = ConfigurationError(path: path, line: entry.line, message: "unknown key '\(key)'\(hint)")
+                    return false
+                }
+                guard !values.contains(where: { $0.key == key }) else {
+                    failure = ConfigurationError(path: path, line: entry.line, message: "'\(key)' is set twice")
+                    return false
+                }
+                guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+                    failure = ConfigurationError(path: path, line: entry.line, message: "'\(key)' contains control characters")
+                    return false
+                }
+                values.append((key, value, entry.line))
+                return true
             }
-            let key = String(decoding: line[..<equals].trimmingASCIIWhitespace(), as: UTF8.self)
-            let value = String(decoding: line[line.index(after: equals)...].trimmingASCIIWhitespace(), as: UTF8.self)
-            guard keys.contains(key) else {
-                let hint = closestMatch(to: key, in: keys).map { " (did you mean '\($0)'?)" } ?? ""
-                throw ConfigurationError(path: path, line: lineNumber, message: "unknown key '\(key)'\(hint)")
-            }
-            guard !values.contains(where: { $0.key == key }) else {
-                throw ConfigurationError(path: path, line: lineNumber, message: "'\(key)' is set twice")
-            }
-            guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
-                throw ConfigurationError(path: path, line: lineNumber, message: "'\(key)' contains control characters")
-            }
-            values.append((key, value, lineNumber))
         }
+        if let failure { throw failure }
+        if let malformedLine { throw ConfigurationError(path: path, line: malformedLine, message: "expected 'key = value'") }
         func entry(_ key: String) -> (value: String, line: Int)? {
             values.first { $0.key == key }.map { ($0.value, $0.line) }
         }
@@ -174,20 +177,5 @@ public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         if let line { return "\(path):\(line): \(message)" }
         return "\(path): \(message)"
-    }
-}
-
-extension Collection<UInt8> where SubSequence == Self {
-    /// Without leading and trailing spaces, tabs and CRs (bytes, so no Unicode tables).
-    func trimmingASCIIWhitespace() -> SubSequence {
-        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
-        guard let start = firstIndex(where: { !isSpace($0) }) else { return self[endIndex...] }
-        var end = start
-        var index = start
-        while index != endIndex {
-            if !isSpace(self[index]) { end = index }
-            index = self.index(after: index)
-        }
-        return self[start...end]
     }
 }
