@@ -122,25 +122,34 @@ public struct HotCacheEntry: Equatable, Sendable {
     ///
     /// - Throws: `HotCacheFormatError` for anything but a well-formed payload of this version.
     public static func decode(_ bytes: [UInt8]) throws(HotCacheFormatError) -> HotCacheEntry {
-        guard bytes.count <= maximumPayloadSize else { throw .tooLarge(bytes.count) }
-        guard bytes.last == 0x0A else { throw .malformed("no final line break") }
-        var lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false)
-        lines.removeLast()  // after the final line break
-        guard let first = lines.first, first.elementsEqual(versionLine.utf8) else { throw .unsupportedVersion }
-
-        // Fields by position in `fieldKeys`: no Dictionary, whose String hashing would page in
-        // about a megabyte of the runtime on the front's hit path.
+        // The syntax is HotCacheEntrySyntax's, the one reader the front's hit uses too; here each
+        // field gets its meaning. Fields by position in `fieldKeys`: no Dictionary, whose String
+        // hashing would page in about a megabyte of the runtime on the front's hit path.
         var values = [String?](repeating: nil, count: fieldKeys.count)
-        for line in lines.dropFirst() {
-            guard let equals = line.firstIndex(of: UInt8(ascii: "=")) else { throw .malformed("a line without '='") }
-            guard let key = text(line[line.startIndex..<equals]), let value = text(line[line.index(after: equals)...]) else {
-                throw .malformed("not UTF-8")
+        var fieldError: HotCacheFormatError?
+        let failure = bytes.withUnsafeBufferPointer { payload in
+            HotCacheEntrySyntax.scan(payload) { keyRange, valueRange in
+                do throws(HotCacheFormatError) {
+                    guard let key = text(payload[keyRange]), let value = text(payload[valueRange]) else { throw .malformed("not UTF-8") }
+                    guard let position = fieldKeys.firstIndex(of: key) else { throw .malformed("unknown field") }
+                    guard values[position] == nil else { throw .malformed("a field given twice") }
+                    try validate(key, value)
+                    values[position] = value
+                    return true
+                } catch {
+                    fieldError = error
+                    return false
+                }
             }
-            guard let position = fieldKeys.firstIndex(of: key) else { throw .malformed("unknown field") }
-            guard values[position] == nil else { throw .malformed("a field given twice") }
-            try validate(key, value)
-            values[position] = value
         }
+        switch failure {
+        case .tooLarge(let count)?: throw .tooLarge(count)
+        case .noFinalLineBreak?: throw .malformed("no final line break")
+        case .unsupportedVersion?: throw .unsupportedVersion
+        case .lineWithoutEquals?: throw .malformed("a line without '='")
+        case nil: break
+        }
+        if let fieldError { throw fieldError }
         func field(_ key: String) -> String? { fieldKeys.firstIndex(of: key).flatMap { values[$0] } }
         func required(_ key: String) throws(HotCacheFormatError) -> String {
             guard let value = field(key) else { throw .malformed("'" + key + "' is missing") }

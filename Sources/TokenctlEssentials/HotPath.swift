@@ -508,50 +508,44 @@ public enum HotPath {
     /// The token in a payload that `HotCacheEntry.decode` accepts and that belongs to exactly
     /// this identity; `nil` for anything else and on any doubt.
     public static func cachedToken(_ payload: Bytes, profile: Bytes, issuer: Bytes, clientID: Bytes) -> CachedToken? {
-        let count = payload.count
-        guard count > 0, count <= HotCacheEntry.maximumPayloadSize, payload[count - 1] == 0x0A else { return nil }
-        var position = 0
-        while payload[position] != 0x0A { position += 1 }
-        guard isEqual(slice(payload, 0, position), "tokenctl-hotcache-v1") else { return nil }
-        position += 1
-
         // profile, issuer, client_id, token_type, obtained_at, expires_at, issued_lifetime, access_token
         var values: (Bytes?, Bytes?, Bytes?, Bytes?, Bytes?, Bytes?, Bytes?, Bytes?)
-        while position < count {
-            var lineEnd = position
-            while payload[lineEnd] != 0x0A { lineEnd += 1 }  // the payload ends with one
-            var equals = position
-            while equals < lineEnd && payload[equals] != UInt8(ascii: "=") { equals += 1 }
-            guard equals < lineEnd else { return nil }
-            let key = slice(payload, position, equals)
-            let value = slice(payload, equals + 1, lineEnd)
-            guard value.count > 0 else { return nil }
+        var accepted = true
+        let failure = HotCacheEntrySyntax.scan(payload) { keyRange, valueRange in
+            let key = slice(payload, keyRange.lowerBound, keyRange.upperBound)
+            let value = slice(payload, valueRange.lowerBound, valueRange.upperBound)
             var token = false
-            if isEqual(key, "profile") {
-                guard values.0 == nil else { return nil }; values.0 = value
+            var duplicate = false
+            if value.count == 0 {
+                duplicate = true
+            } else if isEqual(key, "profile") {
+                duplicate = values.0 != nil; values.0 = value
             } else if isEqual(key, "issuer") {
-                guard values.1 == nil else { return nil }; values.1 = value
+                duplicate = values.1 != nil; values.1 = value
             } else if isEqual(key, "client_id") {
-                guard values.2 == nil else { return nil }; values.2 = value
+                duplicate = values.2 != nil; values.2 = value
             } else if isEqual(key, "token_type") {
-                guard values.3 == nil else { return nil }; values.3 = value; token = true
+                duplicate = values.3 != nil; values.3 = value; token = true
             } else if isEqual(key, "obtained_at") {
-                guard values.4 == nil else { return nil }; values.4 = value
+                duplicate = values.4 != nil; values.4 = value
             } else if isEqual(key, "expires_at") {
-                guard values.5 == nil else { return nil }; values.5 = value
+                duplicate = values.5 != nil; values.5 = value
             } else if isEqual(key, "issued_lifetime") {
-                guard values.6 == nil else { return nil }; values.6 = value
+                duplicate = values.6 != nil; values.6 = value
             } else if isEqual(key, "access_token") {
-                guard values.7 == nil else { return nil }; values.7 = value; token = true
+                duplicate = values.7 != nil; values.7 = value; token = true
             } else {
-                return nil
+                duplicate = true  // an unknown field
             }
             // Tokens: visible ASCII (as the decoder checks); other values: printable ASCII
             // (the decoder also takes other Unicode; such entries go to the engine).
             let lowest: UInt8 = token ? 0x21 : 0x20
-            for byte in value where byte < lowest || byte >= 0x7F { return nil }
-            position = lineEnd + 1
+            var printable = true
+            for byte in value where byte < lowest || byte >= 0x7F { printable = false }
+            accepted = !duplicate && printable
+            return accepted
         }
+        guard failure == nil, accepted else { return nil }
         guard let cachedProfile = values.0, isValidProfileName(cachedProfile), isEqual(cachedProfile, profile),
               let cachedIssuer = values.1, isEqual(cachedIssuer, issuer),
               let cachedClientID = values.2, isEqual(cachedClientID, clientID),
