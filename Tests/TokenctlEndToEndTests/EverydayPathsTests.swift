@@ -156,6 +156,40 @@ struct EverydayPathsTests {
         }
     }
 
+    @Test("the hints of a confidential profile whose secret is gone, and of a refresh sent without an answer, run as printed")
+    func moreHintsRunAsPrinted() throws {
+        let sandbox = try Sandbox()
+        var settings = Self.approvals
+        settings["client_secrets"] = ["cli": "s3cret"]
+        settings["auth_methods"] = ["client_secret_post"]
+        let server = try AuthServer(settings)
+        let profile = "everyday-secret"
+        let login = try sandbox.start(
+            ["--profile", profile, "login", "--device", "--issuer", server.url, "--client-id", "cli", "--client-secret-stdin"], stdin: "s3cret\n").wait()
+        #expect(login.status == 0, "\(login)")
+        // The secret item is gone (removed by hand, or by another tool).
+        _ = try runProgram("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", server.url, "kind", "client-secret"], environment: sandbox.variables)
+        let noSecret = try sandbox.tokenctl("--profile", profile, "token", "--force")
+        #expect(noSecret.status == 78, "\(noSecret)")
+        let secretHint = try #require(Self.quotedCommands(noSecret.stderr).first, "\(noSecret)")
+        #expect(secretHint == "tokenctl --profile \(profile) login --client-secret-stdin")
+        let relogin = try sandbox.start(secretHint.split(separator: " ").dropFirst().map(String.init), stdin: "s3cret\n").wait()
+        #expect(relogin.status == 0, "'\(secretHint)' as printed, with the secret on stdin: \(relogin)")
+
+        // A refresh that reached the server and got no answer in time (it gets at least 5 s).
+        try server.configure(["delay_seconds": 7])
+        let silent = try sandbox.tokenctl("--profile", profile, "token", "--force", "--timeout", "2")
+        #expect(silent.status == 75, "\(silent)")
+        try server.configure(["delay_seconds": 0])
+        let commands = Self.quotedCommands(silent.stderr)
+        #expect(commands.contains("tokenctl --profile \(profile) token"), "\(silent)")
+        for command in commands {
+            let result = try sandbox.start(command.split(separator: " ").dropFirst().map(String.init)).wait()
+            #expect(result.status != 64, "'\(command)' as printed: \(result)")
+        }
+        _ = try sandbox.tokenctl("--profile", profile, "logout", "--forget")
+    }
+
     @Test("logout --forget removes the profile and its caches, leaving other profiles (and a shared issuer's caches) alone")
     func logoutForget() throws {
         let sandbox = try Sandbox()
