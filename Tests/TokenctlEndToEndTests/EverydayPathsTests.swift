@@ -190,6 +190,27 @@ struct EverydayPathsTests {
         _ = try sandbox.tokenctl("--profile", profile, "logout", "--forget")
     }
 
+    @Test("status --all and refresh --all over 20 profiles (more than they run at once): all there, in order, exit 0")
+    func manyProfiles() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        let names = (1...20).map { String(format: "everyday-many-%02d", $0) }
+        for name in names { try sandbox.login(server, profile: name) }
+        let status = try sandbox.tokenctl("status", "--all")
+        #expect(status.status == 0, "\(status)")
+        let shown = status.stdout.split(separator: "\n").filter { $0.hasPrefix("Profile ") }.map { String($0.split(separator: " ")[1].dropLast()) }
+        #expect(shown == names, "\(shown)")
+        let json = try sandbox.tokenctl("status", "--all", "--json")
+        let objects = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
+        // Orphaned items of other tests in the shared keyring come after the profiles.
+        #expect(objects.filter { $0["state"] as? String != "orphaned" }.compactMap { $0["profile"] as? String } == names)
+        let before = try server.tokenRequests().count
+        let refresh = try sandbox.tokenctl("refresh", "--all")
+        #expect(refresh.status == 0, "\(refresh)")
+        #expect(try server.tokenRequests().count - before == 20, "one request per profile")
+        #expect(try server.stats()["reuse_detected"] == 0)
+    }
+
     @Test("logout --forget removes the profile and its caches, leaving other profiles (and a shared issuer's caches) alone")
     func logoutForget() throws {
         let sandbox = try Sandbox()

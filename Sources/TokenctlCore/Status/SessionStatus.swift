@@ -104,36 +104,35 @@ extension TokenctlService {
     /// `refreshAllConcurrency` at a time; each completes a pending journal write first. The first
     /// error, in that order, is thrown.
     public func statuses(_ names: [ProfileName], offline: Bool) async throws(TokenctlError) -> [SessionStatus] {
-        let results = await withTaskGroup(of: (Int, Result<SessionStatus, TokenctlError>).self) { group in
-            var pending = Array(names.enumerated())[...]
-            func start(_ index: Int, _ name: ProfileName) {
-                group.addTask {
-                    await self.completePendingWrite(name)
-                    do throws(TokenctlError) {
-                        return (index, .success(try await self.status(name, offline: offline)))
-                    } catch {
-                        return (index, .failure(error))
-                    }
+        var results: [(index: Int, status: SessionStatus?, error: TokenctlError?)] = []
+        // In rounds of `refreshAllConcurrency` profiles.
+        var first = 0
+        while first < names.count {
+            let round = Array(names.enumerated())[first..<min(first + Self.refreshAllConcurrency, names.count)]
+            first += round.count
+            let answers = await withTaskGroup(of: (index: Int, status: SessionStatus?, error: TokenctlError?).self) { group in
+                for (index, name) in round {
+                    group.addTask { await self.statusOrError(index, name, offline: offline) }
                 }
+                var answers: [(index: Int, status: SessionStatus?, error: TokenctlError?)] = []
+                for await answer in group { answers.append(answer) }
+                return answers
             }
-            for _ in 0..<min(Self.refreshAllConcurrency, names.count) {
-                if let (index, name) = pending.popFirst() { start(index, name) }
-            }
-            var results = [Result<SessionStatus, TokenctlError>?](repeating: nil, count: names.count)
-            while let (index, result) = await group.next() {
-                results[index] = result
-                if let (next, name) = pending.popFirst() { start(next, name) }
-            }
-            return results
+            results += answers
         }
         var statuses: [SessionStatus] = []
-        for result in results {
-            switch result! {
-            case .success(let status): statuses.append(status)
-            case .failure(let error): throw error
-            }
+        for result in results.sorted(by: { $0.index < $1.index }) {
+            if let error = result.error { throw error }
+            if let status = result.status { statuses.append(status) }
         }
         return statuses
+    }
+
+    /// One profile's state for `statuses`, after completing its pending journal write; an error
+    /// as a value.
+    private func statusOrError(_ index: Int, _ name: ProfileName, offline: Bool) async -> (index: Int, status: SessionStatus?, error: TokenctlError?) {
+        await completePendingWrite(name)
+        do { return (index, try await status(name, offline: offline), nil) } catch { return (index, nil, error) }
     }
 
     /// The state of one profile's session, from the keyring (and the event log for `ended`); the
