@@ -197,7 +197,7 @@ public actor TokenBroker {
         guard let refreshToken = current.refreshToken else {
             throw TokenctlError(
                 .loginRequired, "the access token of profile '\(profile.name)' has expired and the server issued no refresh token",
-                hint: "Run '\(Self.loginCommand(profile.name))' again.")
+                hint: "Run '\(CommandHint.login(profile.name))' again.")
         }
 
         let credentials = try await clientCredentials(for: profile)
@@ -244,7 +244,7 @@ public actor TokenBroker {
             record(.sessionEnded, profile, subject: current.subject, reason: reason.className)
             throw TokenctlError(
                 .loginRequired, "the server ended the session of profile '\(profile.name)': \(reason)",
-                hint: "Run '\(Self.loginCommand(profile.name))' to sign in again.")
+                hint: "Run '\(CommandHint.login(profile.name))' to sign in again.")
         case .transient(let reason, _):
             record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
             if reason.requestMayHaveReachedServer {
@@ -343,11 +343,9 @@ public actor TokenBroker {
     }
 
     static func notLoggedIn(_ profile: ProfileName) -> TokenctlError {
-        TokenctlError(.loginRequired, "profile '\(profile)' is not logged in", hint: "Run '\(loginCommand(profile))'.")
+        TokenctlError(.loginRequired, "profile '\(profile)' is not logged in", hint: "Run '\(CommandHint.login(profile))'.")
     }
 
-    /// The command that signs `profile` in again, as a user can run it.
-    static func loginCommand(_ profile: ProfileName) -> String { CommandHint.login(profile) }
 }
 
 #if canImport(Glibc)
