@@ -181,6 +181,9 @@ DEFAULT_CONFIG = {
     "auth_methods": ["none", "client_secret_basic", "client_secret_post"],
     # /authorize: "approve", "deny" (error=access_denied), "wrong_state", "no_code".
     "authorize_mode": "approve",
+    # Refresh with resource indicators (RFC 8707): the resources the server serves; any other
+    # is refused with invalid_target. None: every absolute URI is accepted.
+    "allowed_resources": None,
 }
 
 LOCK = threading.Lock()
@@ -428,6 +431,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             fault = take_fault()
             delay = float(STATE.config.get("delay_seconds") or 0)
             entry = {"grant_type": grant_type, "client_id": client_id, "refresh_token": rt,
+                     "scope": form.get("scope"), "audience": form.get("audience"),
+                     "resource": form.get_all("resource"),
                      "client_secret_sent": bool(form.get("client_secret") or basic_secret(self.headers.get("Authorization")))}
             if fault is not None and "delay" not in fault:
                 kind = "hang" if "hang" in fault else "close" if fault.get("close") else "status"
@@ -457,7 +462,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             elif grant_type == "authorization_code":
                 status, obj, outcome = code_grant(self.issuer, form, client_id)
             else:
-                status, obj, outcome = token_grant(self.issuer, grant_type, rt, client_id, form.get("scope"))
+                status, obj, outcome = token_grant(self.issuer, grant_type, rt, client_id, form.get("scope"),
+                                                   form.get("audience"), form.get_all("resource"))
             if status == 200:
                 STATE.stats["issued"] += 1
             elif obj.get("error") == "invalid_grant":
@@ -658,12 +664,21 @@ ROUTES = {
 # -- helpers below are called with LOCK held (except the pure ones) ----------
 
 
+class Form(dict):
+    """The first value of each field; get_all gives every value of a repeated one (resource)."""
+
+    def __init__(self, pairs):
+        super().__init__()
+        self.pairs = pairs
+        for k, v in pairs:
+            self.setdefault(k, v)
+
+    def get_all(self, key):
+        return [v for k, v in self.pairs if k == key]
+
+
 def parse_form(body):
-    pairs = urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
-    form = {}
-    for k, v in pairs:
-        form.setdefault(k, v)
-    return form
+    return Form(urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
 
 
 def basic_client_id(auth):
@@ -766,7 +781,7 @@ def new_refresh(family, client_id):
     return rt
 
 
-def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None):
+def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=None, resources=()):
     fam = STATE.families[fam_id]
     # The server's own clock, which tests may set off from the client's.
     now = int(time.time() + (STATE.config.get("date_offset_seconds") or 0))
@@ -777,7 +792,7 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None):
     else:
         at = "at_" + secrets.token_urlsafe(32)
     STATE.access[at] = {"family": fam_id, "client_id": rec_client, "expires_at": time.time() + ttl,
-                        "revoked": False}
+                        "revoked": False, "scope": scope, "audience": audience, "resource": list(resources)}
     resp = {
         "access_token": at,
         "token_type": "Bearer",
@@ -797,7 +812,7 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None):
     return resp
 
 
-def token_grant(issuer, grant_type, rt, client_id, scope):
+def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resources=()):
     """Returns (status, body, outcome)."""
     if not grant_type:
         return 400, {"error": "invalid_request", "error_description": "missing grant_type"}, "invalid_request"
@@ -821,16 +836,20 @@ def token_grant(issuer, grant_type, rt, client_id, scope):
         if not set(scope.split()) <= set(granted.split()):
             return 400, {"error": "invalid_scope"}, "invalid_scope"
         granted = " ".join(scope.split())
+    allowed = STATE.config.get("allowed_resources")
+    for resource in resources:
+        if ":" not in resource or "#" in resource or (allowed is not None and resource not in allowed):
+            return 400, {"error": "invalid_target"}, "invalid_target"
     cfg = STATE.config
     rotate = bool(cfg["rotate"])
     now = time.time()
     if rec["spent_at"] is not None:
         grace = float(cfg["grace_seconds"] or 0)
         if grace > 0 and now - rec["spent_at"] < grace:
-            return 200, issue_pair(issuer, rec["family"], client_id, granted, True), "grace_replay"
+            return 200, issue_pair(issuer, rec["family"], client_id, granted, True, audience=audience, resources=resources), "grace_replay"
         fam["revoked"] = True
         return 400, {"error": "invalid_grant", "error_description": "refresh token reuse detected"}, "reuse_detected"
-    resp = issue_pair(issuer, rec["family"], client_id, granted, rotate)
+    resp = issue_pair(issuer, rec["family"], client_id, granted, rotate, audience=audience, resources=resources)
     if rotate:
         rec["spent_at"] = now
     return 200, resp, "issued"
@@ -863,7 +882,8 @@ def token_status(token):
     if rec is not None:
         fam_revoked = STATE.families[rec["family"]]["revoked"]
         active = not fam_revoked and not rec["revoked"] and time.time() < rec["expires_at"]
-        return {"active": active, "kind": "access", "spent": False, "family_revoked": fam_revoked}
+        return {"active": active, "kind": "access", "spent": False, "family_revoked": fam_revoked,
+                "scope": rec.get("scope"), "audience": rec.get("audience"), "resource": rec.get("resource")}
     return {"active": False, "kind": "unknown", "spent": False, "family_revoked": False}
 
 

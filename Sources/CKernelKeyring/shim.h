@@ -32,6 +32,11 @@ static inline long tk_keyctl_read(int32_t key, void *buffer, size_t length) {
     return syscall(__NR_keyctl, KEYCTL_READ, key, buffer, length);
 }
 
+// keyctl(KEYCTL_DESCRIBE): "type;uid;gid;perm;description", NUL-terminated; the full size.
+static inline long tk_keyctl_describe(int32_t key, char *buffer, size_t length) {
+    return syscall(__NR_keyctl, KEYCTL_DESCRIBE, key, buffer, length);
+}
+
 static inline long tk_keyctl_setperm(int32_t key, uint32_t permissions) {
     return syscall(__NR_keyctl, KEYCTL_SETPERM, key, permissions);
 }

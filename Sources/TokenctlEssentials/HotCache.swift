@@ -29,10 +29,10 @@ public struct HotCache: Sendable {
 
     /// The entry cached for exactly this identity; `nil` on a miss, an identity mismatch, a
     /// payload that does not decode, or an unusable keyring.
-    public func lookup(profile: ProfileName, issuer: String, clientID: String) -> HotCacheEntry? {
+    public func lookup(profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session) -> HotCacheEntry? {
         guard !isDisabled else { return nil }
-        return HotCache.cached(HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID))
-            .flatMap { $0.entry.belongs(to: profile, issuer: issuer, clientID: clientID) ? $0.entry : nil }
+        return HotCache.cached(HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID, target: target))
+            .flatMap { $0.entry.belongs(to: profile, issuer: issuer, clientID: clientID, target: target) ? $0.entry : nil }
     }
 
     /// Cache `entry` until its expiry minus the default margin, unless the key already holds a
@@ -45,7 +45,7 @@ public struct HotCache: Sendable {
         guard !isDisabled else { return false }
         let description = entry.keyDescription
         let existing = HotCache.cached(description)
-        if let existing, existing.entry.belongs(to: entry.profile, issuer: entry.issuer, clientID: entry.clientID) {
+        if let existing, existing.entry.belongs(to: entry.profile, issuer: entry.issuer, clientID: entry.clientID, target: entry.target) {
             if existing.entry == entry { return true }
             let existingServable = existing.entry.isFresh(at: now, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive)
             if existing.entry.obtainedAt > entry.obtainedAt && existingServable { return false }
@@ -67,11 +67,24 @@ public struct HotCache: Sendable {
 
     /// Remove the key of this identity, whatever it holds. Done even under the test switch:
     /// a key written before the switch was set must not outlive a logout.
-    public func invalidate(profile: ProfileName, issuer: String, clientID: String) {
-        let description = HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID)
+    public func invalidate(profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session) {
+        let description = HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID, target: target)
         // Loop: a concurrent writer could link a new key between search and invalidate.
         for _ in 0..<4 {
             guard case .success(let key?) = KernelKeyring.search(description) else { return }
+            _ = KernelKeyring.invalidate(key)
+        }
+    }
+
+    /// Remove every key of this identity: its own token's and those of every target (logout, an
+    /// ended session, a re-pointed login). Keys of the same profile name for another issuer or
+    /// client (another configuration directory of the same user) are left alone.
+    public func invalidateAll(profile: ProfileName, issuer: String, clientID: String) {
+        for key in KernelKeyring.keys(withPrefix: HotCacheEntry.keyPrefix(profile: profile)) {
+            guard case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize) else { continue }
+            defer { KernelKeyring.scrub(&payload) }
+            guard let entry = try? HotCacheEntry.decode(payload), entry.profile == profile, entry.issuer == issuer, entry.clientID == clientID
+            else { continue }
             _ = KernelKeyring.invalidate(key)
         }
     }

@@ -17,6 +17,10 @@
 /// issued_lifetime=3600            (absent likewise)
 /// access_token=eyJhbGciOi...
 /// ```
+///
+/// The token of a `TokenTarget` other than the session's own (`token --scope …`) has its own
+/// key and adds its target, in canonical form, before `access_token`: `scope=a b`,
+/// `audience=api`, `resource=https://r1 https://r2` (each only when given).
 public struct HotCacheEntry: Equatable, Sendable {
     public var profile: ProfileName
     public var issuer: String
@@ -26,11 +30,14 @@ public struct HotCacheEntry: Equatable, Sendable {
     public var obtainedAt: Double
     public var expiresAt: Double?
     public var issuedLifetime: Double?
+    /// What the token is for: the session's own scope, or a call's narrower one.
+    public var target: TokenTarget
 
     public init(
         profile: ProfileName, issuer: String, clientID: String, accessToken: String, tokenType: String,
-        obtainedAt: Double, expiresAt: Double?, issuedLifetime: Double?
+        obtainedAt: Double, expiresAt: Double?, issuedLifetime: Double?, target: TokenTarget = .session
     ) {
+        self.target = target
         self.profile = profile
         self.issuer = issuer
         self.clientID = clientID
@@ -49,26 +56,32 @@ public struct HotCacheEntry: Equatable, Sendable {
     // MARK: Identity and naming
 
     /// The key's description in the user keyring: `tokenctl:v1:<profile>:<16 hex digits>`, the hex
-    /// being FNV-1a 64 of profile, issuer and client ID. Not secret and not a security boundary
-    /// (the payload's identity is checked on every read); it keeps profiles, issuers and clients
-    /// from sharing a key.
-    public static func keyDescription(profile: ProfileName, issuer: String, clientID: String) -> String {
-        var hash = FNV1a64()
-        hash.update("v1")
-        for part in [profile.rawValue, issuer, clientID] {
-            hash.update([0])
-            hash.update(part)
-        }
-        return "tokenctl:v1:" + profile.rawValue + ":" + hash.hexDigest
+    /// being FNV-1a 64 of profile, issuer and client ID (and the target's digest, for a target
+    /// other than the session's own). Not secret and not a security boundary (the payload's
+    /// identity is checked on every read); it keeps profiles, issuers, clients and targets from
+    /// sharing a key. Written by `HotPath.keyDescription`, the one implementation the front's
+    /// hit uses too.
+    public static func keyDescription(profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session) -> String {
+        var (profile, issuer, clientID) = (profile.rawValue, issuer, clientID)
+        let digest = target.digest
+        let capacity = profile.utf8.count + 64
+        return profile.withUTF8 { p in issuer.withUTF8 { i in clientID.withUTF8 { c in
+            String(unsafeUninitializedCapacity: capacity) { buffer in
+                HotPath.keyDescription(profile: p, issuer: i, clientID: c, targetDigest: digest, into: buffer.baseAddress!, capacity: capacity) ?? 0
+            }
+        } } }
     }
+
+    /// The prefix every key of `profile` starts with (to drop them all at logout).
+    public static func keyPrefix(profile: ProfileName) -> String { "tokenctl:v1:" + profile.rawValue + ":" }
 
     public var keyDescription: String {
-        HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID)
+        HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID, target: target)
     }
 
-    /// Whether this entry was cached for exactly this profile, issuer and client.
-    public func belongs(to profile: ProfileName, issuer: String, clientID: String) -> Bool {
-        self.profile == profile && self.issuer == issuer && self.clientID == clientID
+    /// Whether this entry was cached for exactly this profile, issuer, client and target.
+    public func belongs(to profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session) -> Bool {
+        self.profile == profile && self.issuer == issuer && self.clientID == clientID && self.target == target
     }
 
     // MARK: Freshness (the same rule as the refresh engine's)
@@ -107,6 +120,9 @@ public struct HotCacheEntry: Equatable, Sendable {
         ]
         if let expiresAt { fields.append(("expires_at", try HotCacheEntry.number(expiresAt, "expires_at"))) }
         if let issuedLifetime { fields.append(("issued_lifetime", try HotCacheEntry.number(issuedLifetime, "issued_lifetime"))) }
+        if let scope = target.scopeField { fields.append(("scope", scope)) }
+        if let audience = target.audience { fields.append(("audience", audience)) }
+        if let resource = target.resourceField { fields.append(("resource", resource)) }
         fields.append(("access_token", accessToken))
 
         var bytes = Array(HotCacheEntry.versionLine.utf8) + [0x0A]
@@ -164,15 +180,23 @@ public struct HotCacheEntry: Equatable, Sendable {
         }
         guard let profile = ProfileName(rawValue: try required("profile")) else { throw .malformed("invalid profile name") }
         guard let obtainedAt = try number("obtained_at") else { throw .malformed("'obtained_at' is missing") }
+        var target = TokenTarget.session
+        if field("scope") != nil || field("audience") != nil || field("resource") != nil {
+            guard let stored = TokenTarget(storedScope: field("scope"), audience: field("audience"), resource: field("resource")) else {
+                throw .malformed("not a canonical target")
+            }
+            target = stored
+        }
         return HotCacheEntry(
             profile: profile, issuer: try required("issuer"), clientID: try required("client_id"),
             accessToken: try required("access_token"), tokenType: try required("token_type"),
             obtainedAt: obtainedAt,
-            expiresAt: try number("expires_at"), issuedLifetime: try number("issued_lifetime"))
+            expiresAt: try number("expires_at"), issuedLifetime: try number("issued_lifetime"), target: target)
     }
 
     private static let fieldKeys: [String] = [
         "profile", "issuer", "client_id", "token_type", "obtained_at", "expires_at", "issued_lifetime", "access_token",
+        "scope", "audience", "resource",
     ]
 
     /// Bytes as a String only if they are valid UTF-8 (no silent replacement characters).

@@ -18,7 +18,8 @@ import CKernelKeyring
 ///
 /// Accepted argv (after argv[0]): `token` once; before or after it `--profile NAME`,
 /// `--profile=NAME` (once) and `-v`/`--verbose`; after it `--format raw|header|json` and
-/// `--min-ttl N` (decimal digits, at most 31536000), each once, also as `--opt=value`.
+/// `--min-ttl N` (decimal digits, at most 31536000), and `--scope S`, `--audience A`,
+/// `--resource R` (a target, see `TokenTarget`), each once, also as `--opt=value`.
 /// Anything else (`--force`, `--timeout`, `--`, `-h`, `help`, other values) is the engine's.
 public enum HotPath {
     public typealias Bytes = UnsafeBufferPointer<UInt8>
@@ -35,8 +36,15 @@ public enum HotPath {
         /// Whole seconds.
         public var minimumTimeToLive = Int64(AccessTokenLifetime.defaultMinimumTimeToLive)
         public var verbose = false
+        /// `--scope`, `--audience` and `--resource` as given (C strings in argv), else `nil`.
+        public var scope: UnsafePointer<CChar>?
+        public var audience: UnsafePointer<CChar>?
+        public var resource: UnsafePointer<CChar>?
 
         public init() {}
+
+        /// Whether a target other than the session's own is asked for.
+        public var hasTarget: Bool { scope != nil || audience != nil || resource != nil }
     }
 
     /// A wall-clock time, as `clock_gettime` gives it.
@@ -125,8 +133,11 @@ public enum HotPath {
               let identity = profileIdentity(Bytes(start: file, count: fileCount))
         else { return false }
         let description = file + fileCount
+        let target = requestedTarget(request)
         guard let descriptionCount = keyDescription(
-            profile: profile, issuer: identity.issuer, clientID: identity.clientID, into: description, capacity: descriptionCapacity)
+            profile: profile, issuer: identity.issuer, clientID: identity.clientID,
+            targetDigest: request.hasTarget ? TokenTargetSyntax.digest(scope: target.scope, audience: target.audience, resource: target.resource) : nil,
+            into: description, capacity: descriptionCapacity)
         else { return false }
         description[descriptionCount] = 0
 
@@ -142,7 +153,8 @@ public enum HotPath {
         output = payload + payloadCount
 
         guard let token = cachedToken(
-            Bytes(start: payload, count: payloadCount), profile: profile, issuer: identity.issuer, clientID: identity.clientID)
+            Bytes(start: payload, count: payloadCount), profile: profile, issuer: identity.issuer, clientID: identity.clientID,
+            scope: target.scope, audience: target.audience, resource: target.resource)
         else { return false }
         rendered = render(
             token, profile: profile, request: request, now: now,
@@ -207,6 +219,15 @@ public enum HotPath {
                 } else {
                     return nil
                 }
+            } else if sawToken, case let (true, scope) = value(argument, "--scope") {
+                guard request.scope == nil, let scope else { return nil }
+                request.scope = scope
+            } else if sawToken, case let (true, audience) = value(argument, "--audience") {
+                guard request.audience == nil, let audience else { return nil }
+                request.audience = audience
+            } else if sawToken, case let (true, resource) = value(argument, "--resource") {
+                guard request.resource == nil, let resource else { return nil }
+                request.resource = resource
             } else if sawToken, case let (true, seconds) = value(argument, "--min-ttl") {
                 guard !sawMinimumTimeToLive, let seconds, let parsed = wholeSeconds(seconds) else { return nil }
                 sawMinimumTimeToLive = true
@@ -216,7 +237,8 @@ public enum HotPath {
             }
             index += 1
         }
-        return sawToken ? request : nil
+        guard sawToken, requestedTarget(request).acceptable else { return nil }
+        return request
     }
 
     /// 1–9 decimal digits, at most a year (the engine's limit for `--min-ttl`).
@@ -231,6 +253,20 @@ public enum HotPath {
         }
         guard index > 0, value <= 31_536_000 else { return nil }
         return value
+    }
+
+    /// The target's values as bytes; not `acceptable` when a value is one the engine's
+    /// `TokenTarget` refuses (the same `TokenTargetSyntax.check`): `recognize` leaves those to
+    /// the engine, which says what is wrong.
+    static func requestedTarget(_ request: Request) -> (scope: Bytes?, audience: Bytes?, resource: Bytes?, acceptable: Bool) {
+        var acceptable = true
+        func bytes(_ value: UnsafePointer<CChar>?, _ part: TokenTargetSyntax.Part) -> Bytes? {
+            guard let value else { return nil }
+            let result = Bytes(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: strlen(value))
+            if TokenTargetSyntax.check(result, part) != nil { acceptable = false }
+            return result
+        }
+        return (bytes(request.scope, .scope), bytes(request.audience, .audience), bytes(request.resource, .resource), acceptable)
     }
 
     // MARK: Environment, profile and paths
@@ -477,9 +513,11 @@ public enum HotPath {
 
     // MARK: The key and its payload
 
-    /// `HotCacheEntry.keyDescription`, written to `buffer` (not terminated); its length.
+    /// `HotCacheEntry.keyDescription` (which calls this), written to `buffer` (not terminated);
+    /// its length. `targetDigest`: `TokenTargetSyntax.digest` of a target other than the
+    /// session's own, else nil.
     public static func keyDescription(
-        profile: Bytes, issuer: Bytes, clientID: Bytes, into buffer: UnsafeMutablePointer<UInt8>, capacity: Int
+        profile: Bytes, issuer: Bytes, clientID: Bytes, targetDigest: UInt64? = nil, into buffer: UnsafeMutablePointer<UInt8>, capacity: Int
     ) -> Int? {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         func update(_ byte: UInt8) {
@@ -491,6 +529,10 @@ public enum HotPath {
         update(0); for byte in profile { update(byte) }
         update(0); for byte in issuer { update(byte) }
         update(0); for byte in clientID { update(byte) }
+        if let targetDigest {
+            update(0); update(UInt8(ascii: "t"))
+            for shift in stride(from: 0, to: 64, by: 8) { update(UInt8(truncatingIfNeeded: targetDigest >> UInt64(shift))) }
+        }
 
         var writer = Writer(buffer, capacity: capacity - 1)
         writer.append("tokenctl:v1:")
@@ -506,10 +548,15 @@ public enum HotPath {
     }
 
     /// The token in a payload that `HotCacheEntry.decode` accepts and that belongs to exactly
-    /// this identity; `nil` for anything else and on any doubt.
-    public static func cachedToken(_ payload: Bytes, profile: Bytes, issuer: Bytes, clientID: Bytes) -> CachedToken? {
+    /// this identity and target (the same sets of words; no target fields for the session's own
+    /// token); `nil` for anything else and on any doubt.
+    public static func cachedToken(
+        _ payload: Bytes, profile: Bytes, issuer: Bytes, clientID: Bytes, scope: Bytes? = nil, audience: Bytes? = nil, resource: Bytes? = nil
+    ) -> CachedToken? {
         // profile, issuer, client_id, token_type, obtained_at, expires_at, issued_lifetime, access_token
         var values: (Bytes?, Bytes?, Bytes?, Bytes?, Bytes?, Bytes?, Bytes?, Bytes?)
+        // scope, audience, resource
+        var targetValues: (Bytes?, Bytes?, Bytes?)
         var accepted = true
         let failure = HotCacheEntrySyntax.scan(payload) { keyRange, valueRange in
             let key = slice(payload, keyRange.lowerBound, keyRange.upperBound)
@@ -534,6 +581,12 @@ public enum HotPath {
                 duplicate = values.6 != nil; values.6 = value
             } else if isEqual(key, "access_token") {
                 duplicate = values.7 != nil; values.7 = value; token = true
+            } else if isEqual(key, "scope") {
+                duplicate = targetValues.0 != nil; targetValues.0 = value
+            } else if isEqual(key, "audience") {
+                duplicate = targetValues.1 != nil; targetValues.1 = value
+            } else if isEqual(key, "resource") {
+                duplicate = targetValues.2 != nil; targetValues.2 = value
             } else {
                 duplicate = true  // an unknown field
             }
@@ -551,6 +604,15 @@ public enum HotPath {
               let cachedClientID = values.2, isEqual(cachedClientID, clientID),
               let tokenType = values.3, let accessToken = values.7,
               let obtainedText = values.4, let obtainedAt = time(obtainedText)
+        else { return nil }
+        // The target: each part present in both with the same words, or in neither; stored in
+        // canonical form, as `TokenTarget(storedScope:…)` requires.
+        func same(_ cached: Bytes?, _ asked: Bytes?, _ part: TokenTargetSyntax.Part) -> Bool {
+            guard let cached, let asked else { return cached == nil && asked == nil }
+            guard TokenTargetSyntax.isCanonical(cached, part) else { return false }
+            return part == .audience ? isEqual(cached, asked) : TokenTargetSyntax.sameWords(cached, asked)
+        }
+        guard same(targetValues.0, scope, .scope), same(targetValues.1, audience, .audience), same(targetValues.2, resource, .resource)
         else { return nil }
         var expiresAt: Time?
         if let text = values.5 {

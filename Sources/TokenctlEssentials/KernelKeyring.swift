@@ -57,6 +57,24 @@ public enum KernelKeyring {
         }
     }
 
+    /// The `user` keys linked in `keyring` whose description starts with `prefix` (for removing
+    /// every key of a profile). Keys that cannot be described are skipped.
+    public static func keys(withPrefix prefix: String, in keyring: KeyID = userKeyring) -> [KeyID] {
+        guard case .success(let bytes) = read(keyring, limit: 64 * 1024) else { return [] }
+        var result: [KeyID] = []
+        for start in stride(from: 0, to: bytes.count - bytes.count % 4, by: 4) {
+            let key = KeyID(bitPattern: UInt32(bytes[start]) | UInt32(bytes[start + 1]) << 8 | UInt32(bytes[start + 2]) << 16 | UInt32(bytes[start + 3]) << 24)
+            var buffer = [CChar](repeating: 0, count: 512)
+            let size = buffer.withUnsafeMutableBufferPointer { tk_keyctl_describe(key, $0.baseAddress, $0.count) }
+            guard size > 0, size <= buffer.count else { continue }
+            let text = String(decoding: buffer.prefix(Int(size) - 1).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            // type;uid;gid;perm;description (the description may itself hold ';').
+            let fields = text.split(separator: ";", maxSplits: 4, omittingEmptySubsequences: false)
+            if fields.count == 5, fields[0] == "user", fields[4].hasPrefix(prefix) { result.append(key) }
+        }
+        return result
+    }
+
     /// Create a `user` key with `payload`, permissions and timeout already set, then link it into
     /// `keyring`, displacing a key of the same description there in one step. It is staged in the
     /// process keyring, which this process always possesses: setting permissions on a key created

@@ -3,20 +3,29 @@
 public enum SharedCommandSpecs {
     public static let timeout = OptionSpec("--timeout", value: "seconds", help: "Give up after this long in all: the lock wait, the server (retries included) and the keyring (default: 30, at least 1). A refresh already sent gets at least 5 s to be answered.")
 
+    /// A call's own target (see `TokenTarget`): `token`, `git-credential` and `exec` take them.
+    public static let target = [
+        OptionSpec("--scope", value: "scopes", help: "A token for just these scopes (space-separated, a subset of the session's: RFC 6749 §6), with its own cache."),
+        OptionSpec("--audience", value: "audience", help: "A token for this audience (the 'audience' parameter of Auth0 and others), with its own cache."),
+        OptionSpec("--resource", value: "uris", help: "A token for these resources (RFC 8707 resource indicators, space-separated), with its own cache."),
+    ]
+
     public static let token = CommandSpec(
         name: "token",
         abstract: "Print a valid access token, refreshing it if needed.",
-        usage: "[--min-ttl <seconds>] [--force] [--format <format>]",
+        usage: "[--min-ttl <seconds>] [--force] [--format <format>] [--scope <scopes>] [--audience <audience>] [--resource <uris>]",
         options: [
             OptionSpec("--min-ttl", value: "seconds", help: "Refresh when the token expires within this time (default: 60; capped at half the token's lifetime)."),
             OptionSpec("--force", help: "Refresh even if the cached token is still valid."),
             OptionSpec("--format", value: "format", choices: ["raw", "header", "json", "exec-credential"], help: "raw (default): the token; header: 'Authorization: Bearer …'; json: token and expiry; exec-credential: a kubectl ExecCredential."),
-            timeout,
-        ],
+        ] + target + [timeout],
         discussion: """
         Standard output carries only the token and one newline, so it can be used as
         curl -H "Authorization: Bearer $(tokenctl token)" https://api.example.com/
         A valid token is served from a memory-only cache in the kernel user keyring when it can
         be; the Secret Service is asked otherwise.
+        With --scope, --audience or --resource, the token is one for just that, obtained from
+        the session's refresh token (under the same single-flight and rotation rules) and
+        cached apart from the session's own; 'tokenctl status' lists them, logout removes them.
         """)
 }

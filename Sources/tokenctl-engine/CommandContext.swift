@@ -44,6 +44,15 @@ struct CommandContext {
         if verbose { Output.standardError("tokenctl: \(message)\n") }
     }
 
+    /// The target asked for with --scope, --audience and --resource (`.session` without them).
+    func target(command: String) throws(UsageError) -> TokenTarget {
+        do {
+            return try TokenTarget(scope: options.value("--scope"), audience: options.value("--audience"), resource: options.value("--resource"))
+        } catch {
+            throw UsageError(error.description, command: command)
+        }
+    }
+
     /// A non-negative number of seconds from an option, or a usage error naming it.
     func seconds(_ key: String, command: String, default value: Double, allowZero: Bool = true) throws(UsageError) -> Double {
         guard let text = options.value(key) else { return value }

@@ -13,12 +13,11 @@ enum ExecCommand: EngineCommand {
     static let spec = CommandSpec(
         name: "exec",
         abstract: "Run a program with a valid access token in its environment.",
-        usage: "[--env <name>] [--min-ttl <seconds>] [--] <command> [<argument>…]",
+        usage: "[--env <name>] [--min-ttl <seconds>] [--scope <scopes>] [--audience <audience>] [--resource <uris>] [--] <command> [<argument>…]",
         options: [
             OptionSpec("--env", value: "name", help: "The variable that holds the token (default: \(defaultVariable)); its expiry goes to <name>_EXPIRES_AT."),
             OptionSpec("--min-ttl", value: "seconds", help: "The token stays valid at least this long after the program starts (default: 60; capped at half its lifetime)."),
-            Commands.timeout,
-        ],
+        ] + SharedCommandSpecs.target + [Commands.timeout],
         arguments: [("command", "The program to run (found in PATH), then its arguments: everything after it is the program's.")],
         discussion: """
         For example: tokenctl exec -- sh -c 'curl -H "Authorization: Bearer $TOKENCTL_ACCESS_TOKEN" https://api.example.com/'
@@ -49,7 +48,9 @@ enum ExecCommand: EngineCommand {
             throw UsageError("Missing the command to run: tokenctl exec [--env NAME] -- COMMAND [ARGUMENTS...]", command: spec.name)
         }
         let minimumTimeToLive = try context.seconds("--min-ttl", command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
-        let tokenSet = try await context.service().token(context.profile, minimumTimeToLive: minimumTimeToLive, force: false, consultHotCache: true).tokenSet
+        let target = try context.target(command: spec.name)
+        let tokenSet = try await context.service().token(
+            context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: false, consultHotCache: true).tokenSet
         setenv(variable, tokenSet.accessToken, 1)
         setenv(variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? "", 1)
         context.verboseLog("running \(Output.printable(program)) with the access token of '\(context.profile)' in \(variable), valid for \(Output.duration(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))")

@@ -11,11 +11,10 @@ enum GitCredentialCommand: EngineCommand {
     static let spec = CommandSpec(
         name: "git-credential",
         abstract: "Act as a git credential helper: hand git a valid access token.",
-        usage: "get|store|erase [--min-ttl <seconds>]",
+        usage: "get|store|erase [--min-ttl <seconds>] [--scope <scopes>] [--audience <audience>] [--resource <uris>]",
         options: [
             OptionSpec("--min-ttl", value: "seconds", help: "The token handed to git stays valid at least this long (default: 60; capped at half its lifetime)."),
-            Commands.timeout,
-        ],
+        ] + SharedCommandSpecs.target + [Commands.timeout],
         arguments: [("action", "get, store or erase (git gives it).")],
         argumentChoices: ["get", "store", "erase"],
         discussion: """
@@ -26,7 +25,8 @@ enum GitCredentialCommand: EngineCommand {
         authtype=Bearer and credential instead. It never answers for plain http to another host
         than the loopback. Without a session it prints nothing and exits 0, so git asks the next
         helper, and says why on stderr. erase (git's "this credential was rejected") makes the
-        next get refresh; it never logs out. store does nothing.
+        next get refresh; it never logs out. store does nothing. With --scope, --audience or
+        --resource, git is given a token for just that (see 'tokenctl help token').
         """)
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
@@ -79,9 +79,10 @@ enum GitCredentialCommand: EngineCommand {
             Output.standardError("tokenctl: not sending a token over plain http to \(Output.printable(host)); use https (git asks the next helper).\n")
             return .success
         }
+        let target = try context.target(command: spec.name)
         let served: TokenctlService.ServedToken
         do {
-            served = try await context.service().token(context.profile, minimumTimeToLive: minimumTimeToLive, force: false, consultHotCache: true)
+            served = try await context.service().token(context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: false, consultHotCache: true)
         } catch {
             guard error.kind == .loginRequired || error.kind == .configuration else { throw error }
             // Nothing on stdout: git goes on to the next helper, or asks.
@@ -106,8 +107,9 @@ enum GitCredentialCommand: EngineCommand {
 
     static func erase(_ context: CommandContext, _ attributes: Attributes) async throws -> ExitStatus {
         let rejected = attributes["credential"] ?? attributes["password"]
+        let target = try context.target(command: spec.name)
         do {
-            let discarded = try await context.service().discardAccessToken(context.profile, ifAccessTokenIs: rejected)
+            let discarded = try await context.service().discardAccessToken(context.profile, target: target, ifAccessTokenIs: rejected)
             context.verboseLog(discarded
                 ? "git says the access token of '\(context.profile)' was rejected: the next get refreshes"
                 : "git rejected a token that is no longer the session's: nothing to do")

@@ -101,9 +101,16 @@ enum StatusCommand: EngineCommand {
             }
             lines.append("  refresh token: \(status.hasRefreshToken ? "present" : "none (log in again when the access token expires)")")
             if let scope = status.scope { lines.append("  scope:         \(scope)") }
+            for (target, left) in status.targetedTokens {
+                lines.append("  token for:     \(target): " + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"))
+            }
             if let last = status.lastRefreshAt { lines.append("  last refresh:  \(Output.timestamp(last))") }
             else if let obtained = status.obtainedAt { lines.append("  logged in:     \(Output.timestamp(obtained))") }
             lines.append("  store:         \(status.store)")
+            if status.scopeNarrowedByServer, case let (problem?, hint?) = problemAndHint(status) {
+                lines.append("  warning:       " + Output.sentence(problem))
+                lines.append("  hint:          \(hint)")
+            }
         }
         if let since = status.pendingWriteSince {
             lines.append("  pending write: since \(Output.timestamp(since)), the rotated session is held in memory (kernel keyring) until the Secret Service takes it"
@@ -140,7 +147,11 @@ enum StatusCommand: EngineCommand {
         case .signedOut: ("profile '\(status.profile)' is not logged in", "Run '\(CommandHint.login(status.profile))' to sign in.")
         case .ended:
             ("the server ended the session (\(status.endedReason ?? "terminal failure"))", "Run '\(CommandHint.login(status.profile))' to sign in again.")
-        case .authenticated, .expiredRefreshable: (nil, nil)
+        case .authenticated, .expiredRefreshable:
+            status.scopeNarrowedByServer
+                ? ("the server narrowed this session's scope on a refresh (some servers tie the refresh token of a 'token --scope' refresh to that scope)",
+                   "Run '\(CommandHint.login(status.profile))' to sign in with the full scope again.")
+                : (nil, nil)
         }
     }
 
@@ -159,6 +170,12 @@ enum StatusCommand: EngineCommand {
             ("access_token_expires_in", .number(status.accessTokenTimeLeft.map { Int(saturating: $0.rounded(.down)) })),
             ("refresh_token_present", status.state == .storeUnavailable ? .null : .bool(status.hasRefreshToken)),
             ("scope", .string(status.scope)),
+            ("targeted_tokens", .array(status.targetedTokens.map { target, left in
+                JSONText.Value(raw: JSONText.object([
+                    ("scope", .string(target.scopeField)), ("audience", .string(target.audience)), ("resource", .string(target.resourceField)),
+                    ("expires_in", .number(Int(saturating: left.rounded(.down)))),
+                ]))
+            })),
             ("obtained_at", .string(status.obtainedAt.map(Output.timestamp))),
             ("last_refresh_at", .string(status.lastRefreshAt.map(Output.timestamp))),
             ("ended_reason", .string(status.endedReason)),

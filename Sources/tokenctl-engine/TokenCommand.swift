@@ -12,15 +12,16 @@ enum TokenCommand: EngineCommand {
             throw UsageError("Invalid value '\(format)' for '--format': expected raw, header, json or exec-credential.", command: "token")
         }
         // The front serves raw, header and json hits itself; exec-credential comes here first.
+        let target = try context.target(command: "token")
         let served = try await context.service().token(
-            context.profile, minimumTimeToLive: minimumTimeToLive, force: context.options.has("--force"),
+            context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: context.options.has("--force"),
             consultHotCache: format == "exec-credential")
         let tokenSet = served.tokenSet
         if served.fromAnotherProcessRefresh {
             context.verboseLog("waited for another process's refresh of '\(context.profile)'; serving the token it cached")
         }
         let now = Clock.system.now()
-        context.verboseLog("access token for '\(context.profile)' valid for \(Output.duration(tokenSet.timeLeft(at: now)))")
+        context.verboseLog("access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") valid for \(Output.duration(tokenSet.timeLeft(at: now)))")
         switch format {
         case "header":
             Output.standardOutput("Authorization: \(tokenSet.tokenType) \(tokenSet.accessToken)\n")

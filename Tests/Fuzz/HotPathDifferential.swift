@@ -59,13 +59,16 @@ enum Differential {
         var format: HotPath.Format
         var minimumTimeToLive: Double
         var verbose: Bool
+        /// `--scope`, `--audience`, `--resource` as given.
+        var target: [String?] = [nil, nil, nil]
     }
 
     static func argv(_ arguments: [[UInt8]]) {
         withCArguments(arguments) { count, vector in
             let mine = HotPath.recognize(argc: count, argv: vector).map {
                 Recognized(profile: $0.profile.map { String(cString: $0) }, format: $0.format,
-                           minimumTimeToLive: Double($0.minimumTimeToLive), verbose: $0.verbose)
+                           minimumTimeToLive: Double($0.minimumTimeToLive), verbose: $0.verbose,
+                           target: [$0.scope, $0.audience, $0.resource].map { $0.map { String(cString: $0) } })
             }
             let strings = arguments.map { String(decoding: $0, as: UTF8.self) }
             let general = plainTokenInvocation(strings)
@@ -98,7 +101,10 @@ enum Differential {
             guard let number = Double(text), number.isFinite, number >= 0, number <= 31_536_000 else { return nil }
             minimumTimeToLive = number
         }
-        return Recognized(profile: invocation.profileName, format: format, minimumTimeToLive: minimumTimeToLive, verbose: invocation.verbose)
+        // A target TokenTarget refuses is a usage error, not a hit.
+        let target = ["--scope", "--audience", "--resource"].map { invocation.options.value($0) }
+        guard (try? TokenTarget(scope: target[0], audience: target[1], resource: target[2])) != nil else { return nil }
+        return Recognized(profile: invocation.profileName, format: format, minimumTimeToLive: minimumTimeToLive, verbose: invocation.verbose, target: target)
     }
 
     /// HotPath's documented grammar (HotPath.swift, above `enum HotPath`): `--min-ttl` as 1–9
@@ -168,6 +174,11 @@ enum Differential {
         checkPayload(payload, general, profile: "default", issuer: defaultIssuer, clientID: defaultClientID)
         if let general {
             checkPayload(payload, general, profile: general.profile.rawValue, issuer: general.issuer, clientID: general.clientID)
+            // For the target the payload names (words reversed: a set, as the front asks).
+            let target = general.target
+            func reversed(_ field: String?) -> String? { field.map { $0.split(separator: " ").reversed().joined(separator: "  ") } }
+            checkPayload(payload, general, profile: general.profile.rawValue, issuer: general.issuer, clientID: general.clientID,
+                         target: [reversed(target.scopeField), target.audience, reversed(target.resourceField)])
         }
     }
 
@@ -178,25 +189,36 @@ enum Differential {
         return Double("\(time.seconds).\(String(repeating: "0", count: 3 - milliseconds.count))\(milliseconds)")!
     }
 
-    static func mine(_ payload: [UInt8], profile: String, issuer: String, clientID: String) -> Token? {
+    static func withOptionalBytes<R>(_ text: String?, _ body: (HotPath.Bytes?) -> R) -> R {
+        guard let text else { return body(nil) }
+        return Array(text.utf8).withUnsafeBufferPointer { body($0) }
+    }
+
+    static func mine(_ payload: [UInt8], profile: String, issuer: String, clientID: String, target: [String?] = [nil, nil, nil]) -> Token? {
         payload.withUnsafeBufferPointer { payload in
             Array(profile.utf8).withUnsafeBufferPointer { profile in
                 Array(issuer.utf8).withUnsafeBufferPointer { issuer in
                     Array(clientID.utf8).withUnsafeBufferPointer { clientID in
-                        HotPath.cachedToken(payload, profile: profile, issuer: issuer, clientID: clientID).map {
+                        withOptionalBytes(target[0]) { s in withOptionalBytes(target[1]) { a in withOptionalBytes(target[2]) { r in
+                        HotPath.cachedToken(payload, profile: profile, issuer: issuer, clientID: clientID, scope: s, audience: a, resource: r).map {
                             Token(accessToken: Array($0.accessToken), tokenType: Array($0.tokenType), obtainedAt: seconds($0.obtainedAt),
                                   expiresAt: $0.expiresAt.map(seconds), issuedLifetime: $0.issuedLifetime.map(seconds))
                         }
+                        } } }
                     }
                 }
             }
         }
     }
 
-    static func checkPayload(_ payload: [UInt8], _ general: HotCacheEntry?, profile: String, issuer: String, clientID: String) {
-        let mine = mine(payload, profile: profile, issuer: issuer, clientID: clientID)
+    static func checkPayload(_ payload: [UInt8], _ general: HotCacheEntry?, profile: String, issuer: String, clientID: String, target: [String?] = [nil, nil, nil]) {
+        let mine = mine(payload, profile: profile, issuer: issuer, clientID: clientID, target: target)
+        // The engine's target for what the front was asked (a request TokenTarget refuses is
+        // never recognized, so any here is valid).
+        let asked = try? TokenTarget(scope: target[0], audience: target[1], resource: target[2])
         let belongs = general.map { entry in
-            ProfileName(rawValue: profile).map { entry.belongs(to: $0, issuer: issuer, clientID: clientID) } ?? false
+            guard let asked else { return false }
+            return ProfileName(rawValue: profile).map { entry.belongs(to: $0, issuer: issuer, clientID: clientID, target: asked) } ?? false
         } ?? false
         if let mine {
             guard let general, belongs else {
@@ -337,13 +359,16 @@ enum Differential {
             checkKeyDescription(profile: profile, issuer: identity.issuer, clientID: identity.clientID)
             let payload = section(3)
             let entry = try? HotCacheEntry.decode(payload)
-            checkPayload(payload, entry, profile: profile.rawValue, issuer: identity.issuer, clientID: identity.clientID)
+            let target = [request.scope, request.audience, request.resource].map { $0.map { String(cString: $0) } }
+            checkPayload(payload, entry, profile: profile.rawValue, issuer: identity.issuer, clientID: identity.clientID, target: target)
+            let asked = try? TokenTarget(scope: target[0], audience: target[1], resource: target[2])
+            check(asked != nil, "HotPath.recognize took a target TokenTarget refuses")
 
             // Rendering at `now`.
             let now = instant(section(4))
             let rendered = render(payload, profile: profile.rawValue, issuer: identity.issuer, clientID: identity.clientID, request: request, now: now)
-            guard let entry, entry.belongs(to: profile, issuer: identity.issuer, clientID: identity.clientID),
-                  Differential.mine(payload, profile: profile.rawValue, issuer: identity.issuer, clientID: identity.clientID) != nil else {
+            guard let entry, let asked, entry.belongs(to: profile, issuer: identity.issuer, clientID: identity.clientID, target: asked),
+                  Differential.mine(payload, profile: profile.rawValue, issuer: identity.issuer, clientID: identity.clientID, target: target) != nil else {
                 check(rendered == nil, "HotPath rendered a payload it does not accept")
                 return
             }
@@ -364,7 +389,11 @@ enum Differential {
             Array(profile.utf8).withUnsafeBufferPointer { profile in
                 Array(issuer.utf8).withUnsafeBufferPointer { issuer in
                     Array(clientID.utf8).withUnsafeBufferPointer { clientID in
-                        guard let token = HotPath.cachedToken(payload, profile: profile, issuer: issuer, clientID: clientID),
+                        guard let token = HotPath.cachedToken(
+                                payload, profile: profile, issuer: issuer, clientID: clientID,
+                                scope: request.scope.map { HotPath.Bytes(start: UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self), count: strlen($0)) },
+                                audience: request.audience.map { HotPath.Bytes(start: UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self), count: strlen($0)) },
+                                resource: request.resource.map { HotPath.Bytes(start: UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self), count: strlen($0)) }),
                               let rendered = out.withUnsafeMutableBufferPointer({ HotPath.render(token, profile: profile, request: request, now: now, into: $0) })
                         else { return nil }
                         return (Array(out[0..<rendered.logCount]), Array(out[rendered.logCount..<(rendered.logCount + rendered.outputCount)]))

@@ -213,6 +213,10 @@ extension TokenSet {
         return self == other && same(expiresAt, other.expiresAt) && same(issuedLifetime, other.issuedLifetime)
             && same(obtainedAt, other.obtainedAt) && same(lastRefreshAt, other.lastRefreshAt)
             && same(serverClockOffset, other.serverClockOffset)
+            && targetedTokens.count == other.targetedTokens.count
+            && zip(targetedTokens, other.targetedTokens).allSatisfy { a, b in
+                same(a.expiresAt, b.expiresAt) && same(a.issuedLifetime, b.issuedLifetime) && same(a.obtainedAt, b.obtainedAt)
+            }
     }
 
     /// A token set with each optional member nil about a third of the time, strings built from
@@ -234,13 +238,26 @@ extension TokenSet {
         return TokenSet(
             accessToken: string(), tokenType: string(), refreshToken: optionalString(), idToken: optionalString(),
             scope: optionalString(), expiresAt: optionalDouble(), issuedLifetime: optionalDouble(), obtainedAt: double(),
-            lastRefreshAt: optionalDouble(), serverClockOffset: optionalDouble(), subject: optionalString())
+            lastRefreshAt: optionalDouble(), serverClockOffset: optionalDouble(), subject: optionalString(),
+            // Every third set carries tokens for other targets (token --scope …).
+            targetedTokens: round % 3 == 0 ? (0..<Int(random.next() % 4)).map { index in
+                TargetedToken(
+                    target: targets[(index + Int(random.next() % 3)) % targets.count], accessToken: string(), tokenType: string(),
+                    grantedScope: optionalString(), expiresAt: optionalDouble(), issuedLifetime: optionalDouble(), obtainedAt: double())
+            } : [])
     }
 }
 
 private let stringPieces: [String] = [
     "a", "eyJhbGciOiJSUzI1NiJ9", "Bearer", " ", "\"", "\\", "/", "\\\"", "\u{0}", "\u{1}", "\u{1F}", "\n", "\r\n", "\t", "\u{8}", "\u{C}",
     "\u{7F}", "\u{80}", "é", "e\u{301}", "€", "𝄞", "😀", "\u{FFFF}", "\u{FEFF}", "\u{2028}", "\u{10FFFF}", "日本", "\\u0041", "null", "}",
+]
+
+private let targets: [TokenTarget] = [
+    try! TokenTarget(scope: "read", audience: nil, resource: nil),
+    try! TokenTarget(scope: "read write", audience: "api", resource: nil),
+    try! TokenTarget(scope: nil, audience: nil, resource: "https://r.test/ urn:x:y"),
+    try! TokenTarget(scope: nil, audience: "a\"b", resource: nil),
 ]
 
 private let doubles: [Double] = [

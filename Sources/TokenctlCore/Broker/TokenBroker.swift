@@ -47,7 +47,8 @@ public actor TokenBroker {
     /// Called with every set this broker serves (read, found rotated by another process, or
     /// refreshed); a refreshed set right after it is stored, while the profile lock is still held,
     /// so processes waiting for this refresh may be served what it hands over here.
-    private let didServe: (@Sendable (TokenSet, SessionIdentity) -> Void)?
+    /// The set is what was handed out for the target (`TokenSet.served(for:)`).
+    private let didServe: (@Sendable (TokenSet, SessionIdentity, TokenTarget) -> Void)?
     /// The issuer's keys for checking a refreshed ID token's signature: the cached ones
     /// (`refetch` false), or fetched now because the cache does not know the token's key
     /// (`refetch` true; rate-limited, nil when not fetched). Nil closure: signatures of refreshed
@@ -58,14 +59,21 @@ public actor TokenBroker {
     /// from, why it refreshes, how long the lock wait took, a capped min-ttl. Never a token.
     public typealias Narrator = @Sendable (String) -> Void
     private let narrate: Narrator?
-    private var inFlight: [ProfileName: (id: UInt64, task: Task<TokenSet, any Error>)] = [:]
+    /// One flight per profile and target: callers for the same target share it; flights for
+    /// different targets of one profile take turns on the profile lock (each spends the
+    /// refresh token the previous one stored).
+    private struct Flight: Hashable {
+        var profile: ProfileName
+        var target: TokenTarget
+    }
+    private var inFlight: [Flight: (id: UInt64, task: Task<TokenSet, any Error>)] = [:]
     private var nextFlightID: UInt64 = 0
     /// Refreshes this broker sent to a server (for tests and `--verbose`).
     public private(set) var refreshRequestCount = 0
 
     public init(
         store: any SessionStore, locks: any LockProvider, clock: Clock, configuration: Configuration = Configuration(),
-        events: EventLog? = nil, didServe: (@Sendable (TokenSet, SessionIdentity) -> Void)? = nil,
+        events: EventLog? = nil, didServe: (@Sendable (TokenSet, SessionIdentity, TokenTarget) -> Void)? = nil,
         issuerKeys: IssuerKeys? = nil, narrate: Narrator? = nil,
         endpointClient: @escaping @Sendable (ResolvedProfile) -> TokenEndpointClient
     ) {
@@ -87,10 +95,20 @@ public actor TokenBroker {
     ///
     /// - Parameter capMargin: cap the margin at half the token's lifetime (see
     ///   `TokenSet.refreshMargin`); `false` for an explicit refresh window.
-    public func validTokenSet(for profile: ResolvedProfile, minimumTimeToLive: Double, force: Bool = false, capMargin: Bool = true) async throws(TokenctlError) -> TokenSet {
+    /// - Parameter target: another scope, audience or resource than the session's own: the set
+    ///   returned is then that target's token (`TokenSet.served(for:)`), obtained with a refresh
+    ///   that asks for it; a refresh token that refresh rotates is the session's new one.
+    public func validTokenSet(
+        for profile: ResolvedProfile, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool = false, capMargin: Bool = true
+    ) async throws(TokenctlError) -> TokenSet {
         await completePendingWrite(profile)
-        let snapshot = try await read(profile.identity)
-        guard let snapshot else { throw Self.notLoggedIn(profile.name) }
+        let session = try await read(profile.identity)
+        guard let session else { throw Self.notLoggedIn(profile.name) }
+        try Self.checkScopes(target, within: session, profile.name)
+        guard let snapshot = session.served(for: target) else {
+            narrate?("no token for \(target) is stored for '\(profile.name)': refreshing to get one")
+            return try await sharedRefresh(profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
+        }
         if let narrate {
             narrate(store.pendingWrite(profile.identity) != nil
                 ? "read the session of '\(profile.name)' from the rotation journal in the kernel keyring (its Secret Service write is pending)"
@@ -98,7 +116,7 @@ public actor TokenBroker {
             narrateMargin(snapshot, minimumTimeToLive: minimumTimeToLive, capped: capMargin)
         }
         if !force && snapshot.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
-            didServe?(snapshot, profile.identity)
+            didServe?(snapshot, profile.identity, target)
             return snapshot
         }
         if let narrate {
@@ -108,7 +126,20 @@ public actor TokenBroker {
                 : left <= 0 ? "refreshing: the access token expired \(Self.seconds(-left)) ago"
                 : "refreshing: the access token has \(Self.seconds(left)) left, not more than the \(Self.seconds(margin)) asked for")
         }
-        return try await sharedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
+        return try await sharedRefresh(profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
+    }
+
+    /// A narrowed refresh may only ask for scopes the session was granted (RFC 6749 §6): asking
+    /// for others is refused here, before a request, when the session's scope is known.
+    static func checkScopes(_ target: TokenTarget, within session: TokenSet, _ profile: ProfileName) throws(TokenctlError) {
+        guard !target.scopes.isEmpty, let granted = session.scope.map({ Set($0.split(separator: " ").map(String.init)) }) else { return }
+        let missing = target.scopes.filter { !granted.contains($0) }
+        guard missing.isEmpty else {
+            throw TokenctlError(
+                .invalidInput,
+                "profile '\(profile)' was not granted the scope\(missing.count == 1 ? "" : "s") '\(missing.joined(separator: " "))': its session has '\(session.scope ?? "")', and a refresh can only narrow it (RFC 6749 §6)",
+                hint: "Ask for a subset of the session's scopes, or sign in with more: '\(CommandHint.tokenctl(profile, "login --scope \"\((granted.sorted() + missing).joined(separator: " "))\""))'.")
+        }
     }
 
     /// Say when the min-ttl asked for is more than half the token's lifetime, and so capped.
@@ -138,14 +169,17 @@ public actor TokenBroker {
         }
     }
 
-    /// Whether a refresh for `profile` is in flight in this process.
-    public func isRefreshing(_ profile: ProfileName) -> Bool { inFlight[profile] != nil }
+    /// Whether a refresh for `profile` (any target) is in flight in this process.
+    public func isRefreshing(_ profile: ProfileName) -> Bool { inFlight.keys.contains { $0.profile == profile } }
 
     // MARK: Single flight
 
-    private func sharedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool, capMargin: Bool) async throws(TokenctlError) -> TokenSet {
+    private func sharedRefresh(
+        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool, capMargin: Bool
+    ) async throws(TokenctlError) -> TokenSet {
         let task: Task<TokenSet, any Error>
-        if let existing = inFlight[profile.name] {
+        let flight = Flight(profile: profile.name, target: target)
+        if let existing = inFlight[flight] {
             task = existing.task
         } else {
             // Set before the first suspension, so every caller arriving later joins this flight.
@@ -153,15 +187,16 @@ public actor TokenBroker {
             let id = nextFlightID
             task = Task {
                 do {
-                    let result = try await self.lockedRefresh(profile, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
-                    self.endFlight(profile.name, id: id)
+                    let result = try await self.lockedRefresh(
+                        profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
+                    self.endFlight(flight, id: id)
                     return result
                 } catch {
-                    self.endFlight(profile.name, id: id)
+                    self.endFlight(flight, id: id)
                     throw error
                 }
             }
-            inFlight[profile.name] = (id, task)
+            inFlight[flight] = (id, task)
         }
         // An unstructured task: a caller's cancellation never cancels the shared refresh.
         do { return try await task.value } catch let error as TokenctlError { throw error } catch {
@@ -170,17 +205,19 @@ public actor TokenBroker {
     }
 
     /// Clear the in-flight entry only if it is still this flight.
-    private func endFlight(_ profile: ProfileName, id: UInt64) {
-        if inFlight[profile]?.id == id { inFlight[profile] = nil }
+    private func endFlight(_ flight: Flight, id: UInt64) {
+        if inFlight[flight]?.id == id { inFlight[flight] = nil }
     }
 
     // MARK: The refresh under the cross-process lock
 
-    private func lockedRefresh(_ profile: ResolvedProfile, snapshot: TokenSet, minimumTimeToLive: Double, force: Bool, capMargin: Bool) async throws(TokenctlError) -> TokenSet {
+    private func lockedRefresh(
+        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool, capMargin: Bool
+    ) async throws(TokenctlError) -> TokenSet {
         let lock: any HeldLock
         let waitStarted = clock.now()
         do { lock = try await locks.acquire(profile.name, timeout: configuration.lockWait(at: clock.now())) } catch {
-            if error.kind == .transient { record(.refreshFailed, profile, subject: snapshot.subject, reason: TransientReason.lockTimeout.className) }
+            if error.kind == .transient { record(.refreshFailed, profile, subject: snapshot?.subject, reason: TransientReason.lockTimeout.className) }
             throw error
         }
         narrate?("took the profile lock of '\(profile.name)' after \(Self.seconds(clock.now() - waitStarted))")
@@ -188,11 +225,13 @@ public actor TokenBroker {
 
         // Values read before the await are snapshots: re-read under the lock.
         guard let current = try await read(profile.identity) else { throw Self.notLoggedIn(profile.name) }
-        let rotatedElsewhere = current.refreshToken != snapshot.refreshToken || current.obtainedAt != snapshot.obtainedAt
-        if (rotatedElsewhere || !force) && current.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
-            narrate?("another process refreshed '\(profile.name)' meanwhile: serving its token, no request sent")
-            didServe?(current, profile.identity)
-            return current
+        if let served = current.served(for: target) {
+            let rotatedElsewhere = snapshot.map { served.accessToken != $0.accessToken || served.obtainedAt != $0.obtainedAt } ?? true
+            if (rotatedElsewhere || !force) && served.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
+                narrate?("another process refreshed '\(profile.name)' meanwhile: serving its token, no request sent")
+                didServe?(served, profile.identity, target)
+                return served
+            }
         }
         guard let refreshToken = current.refreshToken else {
             throw TokenctlError(
@@ -211,8 +250,9 @@ public actor TokenBroker {
         refreshRequestCount += 1
         let (answer, receivedAt) = await client.refresh(
             refreshToken: refreshToken, endpoint: profile.tokenEndpoint, clientID: profile.configuration.clientID,
-            credentials: credentials)
+            scope: target.scopeField, audience: target.audience, resources: target.resources, credentials: credentials)
         var outcome = answer
+        var idTokenRefused = false
         if case .success(let response, _) = outcome, let idToken = response.idToken {
             // OIDC Core §12.2: the same issuer, subject and client, signed by the issuer, or the
             // session is not ours: terminal, and nothing is stored.
@@ -224,9 +264,36 @@ public actor TokenBroker {
                 try await checkSignature(ofRefreshed: idToken, profile)
             } catch {
                 outcome = .terminal(.unusableResponse("\(error)"))
+                idTokenRefused = true
             }
         }
+        if !target.isSession, case .terminal(let reason) = outcome, !idTokenRefused, !Self.endsSession(reason) {
+            // The server refused this target (invalid_scope, invalid_target, …), not the grant:
+            // the session stays, and the refresh token was not spent.
+            record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
+            let refusedTarget: Bool
+            if case .oauthError(_, let code, _) = reason { refusedTarget = ["invalid_scope", "invalid_target", "invalid_request"].contains(code) } else { refusedTarget = false }
+            throw TokenctlError(
+                refusedTarget ? .invalidInput : .unexpected,
+                "the server refused a token for \(target) on profile '\(profile.name)': \(reason)",
+                hint: "The session is kept; '\(CommandHint.tokenctl(profile.name, "token"))' still serves its own token.")
+        }
         switch outcome {
+        case .success(let response, let serverDate) where !target.isSession:
+            let next = Self.storingTargeted(response, target: target, receivedAt: receivedAt, serverDate: serverDate, in: current)
+            narrate?(next.refreshToken != current.refreshToken
+                ? "the token endpoint answered with a token for \(target) and a rotated refresh token"
+                : "the token endpoint answered with a token for \(target) (the refresh token is unchanged)")
+            try await persist(next, for: profile.identity)
+            narrate?("stored the refreshed session of '\(profile.name)'")
+            let served = next.served(for: target)!
+            didServe?(served, profile.identity, target)
+            if next.refreshToken != current.refreshToken {
+                // The session's own token is unchanged, but the hot cache may hold it: still valid.
+                didServe?(next, profile.identity, .session)
+            }
+            record(.tokenRefreshed, profile, subject: next.subject)
+            return served
         case .success(let response, let serverDate):
             let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
             narrate?(next.refreshToken != current.refreshToken && response.refreshToken != nil
@@ -234,7 +301,13 @@ public actor TokenBroker {
                 : "the token endpoint answered with a new access token (the refresh token is unchanged)")
             try await persist(next, for: profile.identity)
             narrate?("stored the refreshed session of '\(profile.name)'")
-            didServe?(next, profile.identity)
+            if let before = current.scope, let after = response.scope, Self.isNarrower(after, than: before) {
+                // Against RFC 6749 §6, some servers tie the refresh token a narrowed refresh
+                // rotated to the narrowed scope (django-oauth-toolkit does): say so once it shows.
+                record(.scopeNarrowed, profile, subject: next.subject, reason: "server-narrowed")
+                narrate?("the server granted this refresh fewer scopes than the session had ('\(after)' of '\(before)'): it narrowed the session")
+            }
+            didServe?(next, profile.identity, .session)
             record(.tokenRefreshed, profile, subject: next.subject)
             return next
         case .terminal(let reason):
@@ -256,6 +329,35 @@ public actor TokenBroker {
                 .transient, "could not refresh profile '\(profile.name)': \(reason)",
                 hint: "The session is kept; try again later.")
         }
+    }
+
+    /// Whether the space-separated scopes `after` are a strict subset of `before`.
+    static func isNarrower(_ after: String, than before: String) -> Bool {
+        let (old, new) = (Set(before.split(separator: " ")), Set(after.split(separator: " ")))
+        return new.isSubset(of: old) && new != old
+    }
+
+    /// Whether a server's refusal of a refresh means the grant is dead (the session ends), as
+    /// opposed to a refusal of what a narrowed refresh asked for.
+    static func endsSession(_ reason: TerminalReason) -> Bool {
+        if case .oauthError(_, let code, _) = reason { return ["invalid_grant", "invalid_client", "unauthorized_client"].contains(code) }
+        return false
+    }
+
+    /// The session after a narrowed refresh: its own access token, scope and expiry unchanged;
+    /// the refresh token (and ID token) the response rotated; the target's token stored.
+    static func storingTargeted(_ response: TokenResponse, target: TokenTarget, receivedAt: Double, serverDate: Double?, in current: TokenSet) -> TokenSet {
+        let fresh = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
+        var next = current
+        next.refreshToken = fresh.refreshToken
+        next.idToken = fresh.idToken
+        next.lastRefreshAt = receivedAt
+        next.serverClockOffset = fresh.serverClockOffset
+        return next.storing(
+            TargetedToken(
+                target: target, accessToken: fresh.accessToken, tokenType: fresh.tokenType, grantedScope: response.scope,
+                expiresAt: fresh.expiresAt, issuedLifetime: fresh.issuedLifetime, obtainedAt: receivedAt),
+            now: receivedAt)
     }
 
     /// The signature of an ID token that came with a refresh, as at login: against the issuer's

@@ -17,12 +17,14 @@ public struct TokenEndpointClient: Sendable {
     ///
     /// - Returns: the final outcome and when its response arrived (local clock).
     public func refresh(
-        refreshToken: String, endpoint: String, clientID: String, scope: String? = nil,
+        refreshToken: String, endpoint: String, clientID: String, scope: String? = nil, audience: String? = nil, resources: [String] = [],
         credentials: ClientCredentials? = nil,
         onAttempt: @Sendable (Int) -> Void = { _ in }
     ) async -> (RefreshOutcome, receivedAt: Double) {
         var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
         if let scope { fields.append(("scope", scope)) }
+        if let audience { fields.append(("audience", audience)) }
+        for resource in resources { fields.append(("resource", resource)) }
         let client = credentials ?? ClientCredentials(clientID: clientID)
         return await exchange(client.formRequest(endpoint, fields), completesOnceSent: true, onAttempt: onAttempt)
     }

@@ -28,7 +28,7 @@ public final class TokenctlService: Sendable {
         self.httpClient = httpClient
         self.broker = TokenBroker(
             store: store, locks: locks, clock: clock, configuration: .init(lockTimeout: lockTimeout, commandDeadline: commandDeadline), events: events,
-            didServe: { tokenSet, identity in hotCache?.remember(tokenSet, for: identity, now: clock.now()) },
+            didServe: { tokenSet, identity, target in hotCache?.remember(tokenSet, for: identity, target: target, now: clock.now()) },
             issuerKeys: { profile, refetch in
                 let cache = JWKSCache(directory: paths.jwksCacheDirectory, clock: clock)
                 let issuer = profile.configuration.issuer.string
@@ -114,9 +114,14 @@ public final class TokenctlService: Sendable {
     ///
     /// - Parameter consultHotCache: look in the hot cache first, as the front does for `token`
     ///   (for the engine's own ways of handing out a token: git-credential, exec, exec-credential).
-    public func token(_ name: ProfileName, minimumTimeToLive: Double, force: Bool, consultHotCache: Bool = false) async throws(TokenctlError) -> ServedToken {
+    /// - Parameter target: a narrower scope, an audience or resources (`token --scope …`): that
+    ///   target's own token, refreshed from the session's refresh token when needed.
+    public func token(
+        _ name: ProfileName, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool, consultHotCache: Bool = false
+    ) async throws(TokenctlError) -> ServedToken {
         let profile = try resolve(name)
-        if consultHotCache, !force, let hotCache, let entry = hotCache.lookup(profile: name, issuer: profile.identity.issuer, clientID: profile.identity.clientID),
+        if consultHotCache, !force, let hotCache,
+           let entry = hotCache.lookup(profile: name, issuer: profile.identity.issuer, clientID: profile.identity.clientID, target: target),
            entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) {
             return ServedToken(
                 tokenSet: TokenSet(
@@ -124,11 +129,11 @@ public final class TokenctlService: Sendable {
                     issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt),
                 fromAnotherProcessRefresh: false, fromHotCache: true)
         }
-        if !force, let tokenSet = try await servedAfterAnotherRefresh(profile, minimumTimeToLive: minimumTimeToLive) {
+        if !force, let tokenSet = try await servedAfterAnotherRefresh(profile, target: target, minimumTimeToLive: minimumTimeToLive) {
             return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: true)
         }
         let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
-            try await broker.validTokenSet(for: profile, minimumTimeToLive: minimumTimeToLive, force: force)
+            try await broker.validTokenSet(for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force)
         }
         return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: false)
     }
@@ -136,7 +141,7 @@ public final class TokenctlService: Sendable {
     /// The hot cache's token, if another process held the profile lock (was refreshing) and
     /// left one valid for `minimumTimeToLive` when it let go; nil otherwise (nothing to wait
     /// for, no usable hot cache, or that refresh failed).
-    private func servedAfterAnotherRefresh(_ profile: ResolvedProfile, minimumTimeToLive: Double) async throws(TokenctlError) -> TokenSet? {
+    private func servedAfterAnotherRefresh(_ profile: ResolvedProfile, target: TokenTarget, minimumTimeToLive: Double) async throws(TokenctlError) -> TokenSet? {
         // Without a usable kernel keyring the refresher caches nothing: no reason to wait.
         guard let hotCache, hotCache.state == .kernelKeyring else { return nil }
         do {
@@ -148,7 +153,7 @@ public final class TokenctlService: Sendable {
             throw error
         }
         let identity = profile.identity
-        guard let entry = hotCache.lookup(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID),
+        guard let entry = hotCache.lookup(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target),
               entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) else { return nil }
         return TokenSet(
             accessToken: entry.accessToken, tokenType: entry.tokenType, refreshToken: nil, expiresAt: entry.expiresAt,
@@ -170,23 +175,29 @@ public final class TokenctlService: Sendable {
     /// expired and drop it from the hot cache, so the next request refreshes. Nothing happens
     /// when the session already holds another access token (another process refreshed), and
     /// the session itself is never removed. Returns whether the token was discarded.
-    public func discardAccessToken(_ name: ProfileName, ifAccessTokenIs rejected: String?) async throws(TokenctlError) -> Bool {
+    public func discardAccessToken(_ name: ProfileName, target: TokenTarget = .session, ifAccessTokenIs rejected: String?) async throws(TokenctlError) -> Bool {
         let profile = try resolve(name)
+        let identity = profile.identity
         let lock = try await locks.acquire(name, timeout: lockTimeout)
         defer { withExtendedLifetime(lock) {} }
         let stored: TokenSet?
-        do { stored = try store.read(profile.identity) } catch { throw TokenctlError(error) }
-        guard var tokenSet = stored else { return false }
-        if let rejected, rejected != tokenSet.accessToken {
+        do { stored = try store.read(identity) } catch { throw TokenctlError(error) }
+        guard var tokenSet = stored, let served = tokenSet.served(for: target) else { return false }
+        if let rejected, rejected != served.accessToken {
             return false
         }
-        hotCache?.forget(profile.identity)
+        func forget() { hotCache?.invalidate(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target) }
+        forget()
         let now = clock.now()
-        if tokenSet.expiresAt.map({ $0 > now - 1 }) ?? true {
-            tokenSet.expiresAt = now - 1
-            do { try store.write(tokenSet, for: profile.identity) } catch { throw TokenctlError(error) }
+        if served.expiresAt.map({ $0 > now - 1 }) ?? true {
+            if target.isSession {
+                tokenSet.expiresAt = now - 1
+            } else if let index = tokenSet.targetedTokens.firstIndex(where: { $0.target == target }) {
+                tokenSet.targetedTokens[index].expiresAt = now - 1
+            }
+            do { try store.write(tokenSet, for: identity) } catch { throw TokenctlError(error) }
         }
-        hotCache?.forget(profile.identity)
+        forget()
         return true
     }
 

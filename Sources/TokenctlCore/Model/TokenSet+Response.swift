@@ -21,7 +21,9 @@ extension TokenSet {
             obtainedAt: receivedAt,
             lastRefreshAt: previous == nil ? nil : receivedAt,
             serverClockOffset: offset,
-            subject: subject
+            subject: subject,
+            // The session's other tokens stay while they are valid: still good for their targets.
+            targetedTokens: previous?.targetedTokens.filter { $0.effectiveExpiry > receivedAt } ?? []
         )
         // The bounds a stored set is read back with (`validated()`), applied where the values
         // arrive, so that what is written reads back unchanged (a server Date in year 9790 made
@@ -37,5 +39,10 @@ extension TokenSet {
         lastRefreshAt = lastRefreshAt?.clamped(to: 0...1e11)
         issuedLifetime = issuedLifetime?.clamped(to: 0...TokenResponse.maximumLifetime)
         serverClockOffset = serverClockOffset?.clamped(to: -1e9...1e9)
+        for index in targetedTokens.indices {
+            targetedTokens[index].expiresAt = targetedTokens[index].expiresAt?.clamped(to: 0...1e11)
+            targetedTokens[index].obtainedAt = targetedTokens[index].obtainedAt.clamped(to: 0...1e11)
+            targetedTokens[index].issuedLifetime = targetedTokens[index].issuedLifetime?.clamped(to: 0...TokenResponse.maximumLifetime)
+        }
     }
 }

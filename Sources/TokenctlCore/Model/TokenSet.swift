@@ -20,6 +20,9 @@ public struct TokenSet: Codable, Equatable, Sendable {
     public var serverClockOffset: Double?
     /// The `sub` claim of the ID token or JWT access token, when one was seen.
     public var subject: String?
+    /// Access tokens for narrower or other targets (`token --scope …`), from this session's
+    /// refresh token; stored as members `target.N.*` (see `TargetedToken`).
+    public var targetedTokens: [TargetedToken] = []
 
     enum CodingKeys: String, CodingKey {
         case accessToken = "access_token"
@@ -38,8 +41,9 @@ public struct TokenSet: Codable, Equatable, Sendable {
     public init(
         accessToken: String, tokenType: String = "Bearer", refreshToken: String?, idToken: String? = nil,
         scope: String? = nil, expiresAt: Double?, issuedLifetime: Double?, obtainedAt: Double,
-        lastRefreshAt: Double? = nil, serverClockOffset: Double? = nil, subject: String? = nil
+        lastRefreshAt: Double? = nil, serverClockOffset: Double? = nil, subject: String? = nil, targetedTokens: [TargetedToken] = []
     ) {
+        self.targetedTokens = targetedTokens
         self.accessToken = accessToken
         self.tokenType = tokenType
         self.refreshToken = refreshToken
@@ -78,6 +82,72 @@ public struct TokenSet: Codable, Equatable, Sendable {
 
     public var hasRefreshToken: Bool { refreshToken != nil }
 
+    /// When this set's refresh token was last issued: its login or its last refresh, whether
+    /// that refresh brought the session's own access token or a target's.
+    public var rotatedAt: Double { max(obtainedAt, lastRefreshAt ?? obtainedAt) }
+
+    /// Any key: the fixed members and the targeted tokens' `target.N.*`.
+    struct StoredKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ string: String) { stringValue = string }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: StoredKey.self)
+        try container.encode(accessToken, forKey: StoredKey(CodingKeys.accessToken.rawValue))
+        try container.encode(tokenType, forKey: StoredKey(CodingKeys.tokenType.rawValue))
+        try container.encodeIfPresent(refreshToken, forKey: StoredKey(CodingKeys.refreshToken.rawValue))
+        try container.encodeIfPresent(idToken, forKey: StoredKey(CodingKeys.idToken.rawValue))
+        try container.encodeIfPresent(scope, forKey: StoredKey(CodingKeys.scope.rawValue))
+        try container.encodeIfPresent(expiresAt, forKey: StoredKey(CodingKeys.expiresAt.rawValue))
+        try container.encodeIfPresent(issuedLifetime, forKey: StoredKey(CodingKeys.issuedLifetime.rawValue))
+        try container.encode(obtainedAt, forKey: StoredKey(CodingKeys.obtainedAt.rawValue))
+        try container.encodeIfPresent(lastRefreshAt, forKey: StoredKey(CodingKeys.lastRefreshAt.rawValue))
+        try container.encodeIfPresent(serverClockOffset, forKey: StoredKey(CodingKeys.serverClockOffset.rawValue))
+        try container.encodeIfPresent(subject, forKey: StoredKey(CodingKeys.subject.rawValue))
+        for (index, token) in targetedTokens.prefix(TargetedToken.maximumPerSession).enumerated() {
+            for member in token.members(index) {
+                if let string = member.string { try container.encode(string, forKey: StoredKey(member.key)) }
+                if let number = member.number { try container.encode(number, forKey: StoredKey(member.key)) }
+            }
+        }
+    }
+
+    /// The Codable reading (the reference `decode` is held to, see TokenSetDecodingTests).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: StoredKey.self)
+        func string(_ key: CodingKeys) throws -> String? { try container.decodeIfPresent(String.self, forKey: StoredKey(key.rawValue)) }
+        func number(_ key: CodingKeys) throws -> Double? { try container.decodeIfPresent(Double.self, forKey: StoredKey(key.rawValue)) }
+        self.init(
+            accessToken: try container.decode(String.self, forKey: StoredKey(CodingKeys.accessToken.rawValue)),
+            tokenType: try container.decode(String.self, forKey: StoredKey(CodingKeys.tokenType.rawValue)),
+            refreshToken: try string(.refreshToken), idToken: try string(.idToken), scope: try string(.scope),
+            expiresAt: try number(.expiresAt), issuedLifetime: try number(.issuedLifetime),
+            obtainedAt: try container.decode(Double.self, forKey: StoredKey(CodingKeys.obtainedAt.rawValue)),
+            lastRefreshAt: try number(.lastRefreshAt), serverClockOffset: try number(.serverClockOffset), subject: try string(.subject))
+        var failure: (any Error)?
+        do {
+            targetedTokens = try TargetedToken.decodeAll(
+                string: { (key: String) throws(FlatJSONObjectError) -> String? in
+                    do { return try container.decodeIfPresent(String.self, forKey: StoredKey(key)) } catch {
+                        failure = error
+                        throw .missing(key: key)
+                    }
+                },
+                number: { (key: String) throws(FlatJSONObjectError) -> Double? in
+                    do { return try container.decodeIfPresent(Double.self, forKey: StoredKey(key)) } catch {
+                        failure = error
+                        throw .missing(key: key)
+                    }
+                })
+        } catch {
+            throw failure ?? error
+        }
+    }
+
     /// The secret as stored: compact JSON.
     public func encoded() throws -> [UInt8] {
         let encoder = JSONEncoder()
@@ -115,7 +185,8 @@ public struct TokenSet: Codable, Equatable, Sendable {
             obtainedAt: try object.requiredNumber(CodingKeys.obtainedAt.rawValue),
             lastRefreshAt: try object.number(CodingKeys.lastRefreshAt.rawValue),
             serverClockOffset: try object.number(CodingKeys.serverClockOffset.rawValue),
-            subject: try object.string(CodingKeys.subject.rawValue))
+            subject: try object.string(CodingKeys.subject.rawValue),
+            targetedTokens: try TargetedToken.decodeAll(string: object.string, number: object.number))
     }
 
     /// This set as tokenctl may use it: a hand-edited or foreign item must not put a line break
@@ -136,6 +207,11 @@ public struct TokenSet: Codable, Equatable, Sendable {
         }
         set.refreshToken = try token(refreshToken.flatMap { $0.isEmpty ? nil : $0 }, .refreshToken)
         set.idToken = try token(idToken.flatMap { $0.isEmpty ? nil : $0 }, .idToken)
+        for (index, targeted) in targetedTokens.enumerated() {
+            guard (try? TokenResponse.validateToken(targeted.accessToken, field: "access_token")) != nil,
+                  !targeted.tokenType.isEmpty, targeted.tokenType.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+            else { throw .wrongType(key: TargetedToken.key(index, .accessToken), expected: "a token (visible ASCII, not empty)", offset: 0) }
+        }
         set.clampToStoredBounds()
         return set
     }

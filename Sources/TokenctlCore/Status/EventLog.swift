@@ -11,11 +11,14 @@ public enum SessionEvent: String, Sendable, CaseIterable {
     /// A logout removed the session here, but the server did not revoke its token (the reason
     /// says why): the refresh token may stay valid at the server until it expires.
     case revocationFailed
+    /// A refresh of the session's own token was granted fewer scopes than the session had:
+    /// the server narrowed the grant (some do after a narrowed refresh, `token --scope`).
+    case scopeNarrowed
 
     public var significance: EventSignificance {
         switch self {
         case .signedIn, .signedOut, .sessionEnded, .sessionRevoked, .revocationFailed: .high
-        case .storeUnavailable, .refreshFailed, .pendingWriteCompleted: .medium
+        case .storeUnavailable, .refreshFailed, .pendingWriteCompleted, .scopeNarrowed: .medium
         case .tokenRefreshed: .low
         }
     }

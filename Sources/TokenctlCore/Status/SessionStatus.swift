@@ -35,6 +35,11 @@ public struct SessionStatus: Sendable, Equatable {
     /// Seconds of access-token validity left (negative once expired), skew-corrected.
     public var accessTokenTimeLeft: Double?
     public var hasRefreshToken: Bool
+    /// The session's tokens for other targets (`token --scope …`): each target and the seconds
+    /// its token has left (negative: expired, refreshed on next use).
+    public var targetedTokens: [(target: TokenTarget, timeLeft: Double)] = []
+    /// The server narrowed the session's scope on a refresh since the last login (`scopeNarrowed`).
+    public var scopeNarrowedByServer = false
     public var obtainedAt: Double?
     public var lastRefreshAt: Double?
     /// Why the server ended the session (state `ended`).
@@ -176,6 +181,10 @@ extension TokenctlService {
         status.scope = stored.scope
         status.accessTokenTimeLeft = stored.timeLeft(at: now)
         status.hasRefreshToken = stored.hasRefreshToken
+        status.targetedTokens = stored.targetedTokens.map { ($0.target, $0.effectiveExpiry - now) }
+        let lastOfSession = events?.records(minimumSignificance: .medium, profile: name.rawValue)
+            .last { $0.issuer == configuration.issuer.string && ($0.event == .signedIn || $0.event == .scopeNarrowed) }
+        status.scopeNarrowedByServer = lastOfSession?.event == .scopeNarrowed
         status.obtainedAt = stored.obtainedAt
         status.lastRefreshAt = stored.lastRefreshAt
         let accessClaims = UnverifiedJWT.claims(of: stored.accessToken)

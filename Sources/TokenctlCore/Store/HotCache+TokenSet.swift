@@ -3,22 +3,25 @@ import TokenctlEssentials
 extension HotCacheEntry {
     /// What the hot cache keeps of a token set: the access token and its timing, never the
     /// refresh or ID token.
-    public init(_ tokenSet: TokenSet, for identity: SessionIdentity) {
+    /// `tokenSet` is what was served for `target` (`TokenSet.served(for:)`).
+    public init(_ tokenSet: TokenSet, for identity: SessionIdentity, target: TokenTarget = .session) {
         self.init(
             profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID,
             accessToken: tokenSet.accessToken, tokenType: tokenSet.tokenType, obtainedAt: tokenSet.obtainedAt,
-            expiresAt: tokenSet.expiresAt, issuedLifetime: tokenSet.issuedLifetime)
+            expiresAt: tokenSet.expiresAt, issuedLifetime: tokenSet.issuedLifetime, target: target)
     }
 }
 
 extension HotCache {
     /// Cache the access token of a set just read from the Secret Service or just stored.
-    func remember(_ tokenSet: TokenSet, for identity: SessionIdentity, now: Double) {
-        store(HotCacheEntry(tokenSet, for: identity), now: now)
+    func remember(_ tokenSet: TokenSet, for identity: SessionIdentity, target: TokenTarget = .session, now: Double) {
+        store(HotCacheEntry(tokenSet, for: identity, target: target), now: now)
     }
 
-    /// Drop whatever is cached for this identity (logout, terminal failure, re-pointed login).
+    /// Drop whatever is cached for this identity, its own token and every target's (logout,
+    /// terminal failure, re-pointed login).
     func forget(_ identity: SessionIdentity) {
         invalidate(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID)
+        invalidateAll(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID)
     }
 }

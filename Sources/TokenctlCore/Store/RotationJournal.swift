@@ -23,10 +23,12 @@ public struct RotationJournal: Sendable {
         /// Why the Secret Service does not hold it yet (nil: the write was still running).
         public var pendingReason: String?
 
-        /// Whether this entry holds a newer rotation than `stored` (or `stored` is missing).
+        /// Whether this entry holds a newer rotation than `stored` (or `stored` is missing). A
+        /// narrowed refresh (`token --scope`) rotates without a new session access token, so the
+        /// time of the last refresh counts too (`TokenSet.rotatedAt`).
         public func isNewer(than stored: TokenSet?) -> Bool {
             guard let stored else { return true }
-            return tokenSet.obtainedAt > stored.obtainedAt
+            return tokenSet.rotatedAt > stored.rotatedAt
         }
     }
 

@@ -61,8 +61,8 @@ final class AuthServer: @unchecked Sendable {
         return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8), options: [.fragmentsAllowed])
     }
 
-    func issue(clientID: String = "cli", subject: String = "alice") throws -> String {
-        let answer = try request("POST", "/_test/issue", json: ["client_id": clientID, "sub": subject, "scope": "openid offline_access"])
+    func issue(clientID: String = "cli", subject: String = "alice", scope: String = "openid offline_access") throws -> String {
+        let answer = try request("POST", "/_test/issue", json: ["client_id": clientID, "sub": subject, "scope": scope])
         guard let token = (answer as? [String: Any])?["refresh_token"] as? String else { throw HarnessError("no refresh token issued") }
         return token
     }

@@ -59,8 +59,8 @@ final class Sandbox: @unchecked Sendable {
 
     /// Log `profile` in at `server` with a fresh refresh token for `subject`.
     @discardableResult
-    func login(_ server: AuthServer, profile: String = "default", clientID: String = "cli", subject: String = "alice") throws -> String {
-        let refreshToken = try server.issue(clientID: clientID, subject: subject)
+    func login(_ server: AuthServer, profile: String = "default", clientID: String = "cli", subject: String = "alice", scope: String = "openid offline_access") throws -> String {
+        let refreshToken = try server.issue(clientID: clientID, subject: subject, scope: scope)
         loggedIn.append((profile, server.url, clientID))
         let result = try tokenctl("--profile", profile, "login", "--issuer", server.url, "--client-id", clientID, "--refresh-token-stdin", stdin: refreshToken)
         guard result.status == 0 else { throw HarnessError("login failed: \(result)") }
