@@ -171,6 +171,23 @@ struct TokenBrokerTargetTests {
         #expect(try await broker.validTokenSet(for: profile(), target: target("read admin"), minimumTimeToLive: 60).accessToken.hasPrefix("at[admin_read|]"))
     }
 
+    @Test("a server that narrows the session on a refresh: the set records when, and keeps it until a new login")
+    func narrowedByServer() async throws {
+        let http = FakeHTTPClient(script: [
+            .success(.json(200, #"{"access_token":"a2","token_type":"Bearer","expires_in":3600,"refresh_token":"r2","scope":"read"}"#)),
+            .success(.json(200, #"{"access_token":"a3","token_type":"Bearer","expires_in":3600,"refresh_token":"r3","scope":"read"}"#)),
+        ])
+        let broker = broker(http)
+        try storeSession(scope: "openid read write")
+        _ = try await broker.validTokenSet(for: profile(), minimumTimeToLive: 60, force: true)
+        let first = try #require(try memory.read(profile().identity))
+        #expect(first.scope == "read" && first.scopeNarrowedAt == clock.now)
+        _ = try await broker.validTokenSet(for: profile(), minimumTimeToLive: 60, force: true)
+        #expect(try memory.read(profile().identity)?.scopeNarrowedAt == first.scopeNarrowedAt, "kept, not moved")
+        #expect(!TokenBroker.isNarrower("read write", than: "write read") && TokenBroker.isNarrower("read", than: "read write"))
+        #expect(!TokenBroker.isNarrower("read admin", than: "read write"), "other scopes are not a narrowing")
+    }
+
     @Test("a narrowed refresh's rotation is newer for the rotation journal, though the session's own token did not change")
     func journalOrder() throws {
         var current = TokenSet.fixture(accessToken: "session-access", refreshToken: "refresh-1", obtainedAt: 1000, expiresIn: 3600)

@@ -212,7 +212,7 @@ extension TokenSet {
         func same(_ a: Double?, _ b: Double?) -> Bool { a?.bitPattern == b?.bitPattern }
         return self == other && same(expiresAt, other.expiresAt) && same(issuedLifetime, other.issuedLifetime)
             && same(obtainedAt, other.obtainedAt) && same(lastRefreshAt, other.lastRefreshAt)
-            && same(serverClockOffset, other.serverClockOffset)
+            && same(serverClockOffset, other.serverClockOffset) && same(scopeNarrowedAt, other.scopeNarrowedAt)
             && targetedTokens.count == other.targetedTokens.count
             && zip(targetedTokens, other.targetedTokens).allSatisfy { a, b in
                 same(a.expiresAt, b.expiresAt) && same(a.issuedLifetime, b.issuedLifetime) && same(a.obtainedAt, b.obtainedAt)
@@ -244,7 +244,8 @@ extension TokenSet {
                 TargetedToken(
                     target: targets[(index + Int(random.next() % 3)) % targets.count], accessToken: string(), tokenType: string(),
                     grantedScope: optionalString(), expiresAt: optionalDouble(), issuedLifetime: optionalDouble(), obtainedAt: double())
-            } : [])
+            } : [],
+            scopeNarrowedAt: round % 5 == 0 ? double() : nil)
     }
 }
 

@@ -295,17 +295,19 @@ public actor TokenBroker {
             record(.tokenRefreshed, profile, subject: next.subject)
             return served
         case .success(let response, let serverDate):
-            let next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
+            var next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
+            // Against RFC 6749 §6, some servers tie the refresh token a narrowed refresh rotated
+            // to the narrowed scope (django-oauth-toolkit does): it shows here, as fewer scopes.
+            let narrowed = current.scope.flatMap { before in response.scope.map { Self.isNarrower($0, than: before) } } ?? false
+            if narrowed && next.scopeNarrowedAt == nil { next.scopeNarrowedAt = receivedAt }
             narrate?(next.refreshToken != current.refreshToken && response.refreshToken != nil
                 ? "the token endpoint answered with a new access token and a rotated refresh token"
                 : "the token endpoint answered with a new access token (the refresh token is unchanged)")
             try await persist(next, for: profile.identity)
             narrate?("stored the refreshed session of '\(profile.name)'")
-            if let before = current.scope, let after = response.scope, Self.isNarrower(after, than: before) {
-                // Against RFC 6749 §6, some servers tie the refresh token a narrowed refresh
-                // rotated to the narrowed scope (django-oauth-toolkit does): say so once it shows.
+            if narrowed {
                 record(.scopeNarrowed, profile, subject: next.subject, reason: "server-narrowed")
-                narrate?("the server granted this refresh fewer scopes than the session had ('\(after)' of '\(before)'): it narrowed the session")
+                narrate?("the server granted this refresh fewer scopes than the session had ('\(response.scope ?? "")' of '\(current.scope ?? "")'): it narrowed the session")
             }
             didServe?(next, profile.identity, .session)
             record(.tokenRefreshed, profile, subject: next.subject)

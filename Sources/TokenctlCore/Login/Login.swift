@@ -211,6 +211,7 @@ extension TokenctlService {
         var tokenSet = TokenSet(response: exchanged.response, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate, previous: seed)
         tokenSet.lastRefreshAt = nil
         tokenSet.targetedTokens = []  // a new session: no token of the previous one stays
+        tokenSet.scopeNarrowedAt = nil
         var configuration = ProfileConfiguration(
             issuer: request.issuer, clientID: request.clientID, scope: scope,
             tokenEndpoint: endpoints.token, revocationEndpoint: endpoints.revocation, caBundle: request.caBundle,

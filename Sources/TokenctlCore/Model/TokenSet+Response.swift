@@ -23,7 +23,8 @@ extension TokenSet {
             serverClockOffset: offset,
             subject: subject,
             // The session's other tokens stay while they are valid: still good for their targets.
-            targetedTokens: previous?.targetedTokens.filter { $0.effectiveExpiry > receivedAt } ?? []
+            targetedTokens: previous?.targetedTokens.filter { $0.effectiveExpiry > receivedAt } ?? [],
+            scopeNarrowedAt: previous?.scopeNarrowedAt
         )
         // The bounds a stored set is read back with (`validated()`), applied where the values
         // arrive, so that what is written reads back unchanged (a server Date in year 9790 made
@@ -37,6 +38,7 @@ extension TokenSet {
         expiresAt = expiresAt?.clamped(to: 0...1e11)
         obtainedAt = obtainedAt.clamped(to: 0...1e11)
         lastRefreshAt = lastRefreshAt?.clamped(to: 0...1e11)
+        scopeNarrowedAt = scopeNarrowedAt?.clamped(to: 0...1e11)
         issuedLifetime = issuedLifetime?.clamped(to: 0...TokenResponse.maximumLifetime)
         serverClockOffset = serverClockOffset?.clamped(to: -1e9...1e9)
         for index in targetedTokens.indices {

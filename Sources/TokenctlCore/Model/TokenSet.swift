@@ -23,6 +23,9 @@ public struct TokenSet: Codable, Equatable, Sendable {
     /// Access tokens for narrower or other targets (`token --scope …`), from this session's
     /// refresh token; stored as members `target.N.*` (see `TargetedToken`).
     public var targetedTokens: [TargetedToken] = []
+    /// When a refresh of the session's own token was first granted fewer scopes than the
+    /// session had (the server narrowed the grant; `status` warns until the next login).
+    public var scopeNarrowedAt: Double?
 
     enum CodingKeys: String, CodingKey {
         case accessToken = "access_token"
@@ -36,14 +39,17 @@ public struct TokenSet: Codable, Equatable, Sendable {
         case lastRefreshAt = "last_refresh_at"
         case serverClockOffset = "server_clock_offset"
         case subject
+        case scopeNarrowedAt = "scope_narrowed_at"
     }
 
     public init(
         accessToken: String, tokenType: String = "Bearer", refreshToken: String?, idToken: String? = nil,
         scope: String? = nil, expiresAt: Double?, issuedLifetime: Double?, obtainedAt: Double,
-        lastRefreshAt: Double? = nil, serverClockOffset: Double? = nil, subject: String? = nil, targetedTokens: [TargetedToken] = []
+        lastRefreshAt: Double? = nil, serverClockOffset: Double? = nil, subject: String? = nil, targetedTokens: [TargetedToken] = [],
+        scopeNarrowedAt: Double? = nil
     ) {
         self.targetedTokens = targetedTokens
+        self.scopeNarrowedAt = scopeNarrowedAt
         self.accessToken = accessToken
         self.tokenType = tokenType
         self.refreshToken = refreshToken
@@ -108,6 +114,7 @@ public struct TokenSet: Codable, Equatable, Sendable {
         try container.encodeIfPresent(lastRefreshAt, forKey: StoredKey(CodingKeys.lastRefreshAt.rawValue))
         try container.encodeIfPresent(serverClockOffset, forKey: StoredKey(CodingKeys.serverClockOffset.rawValue))
         try container.encodeIfPresent(subject, forKey: StoredKey(CodingKeys.subject.rawValue))
+        try container.encodeIfPresent(scopeNarrowedAt, forKey: StoredKey(CodingKeys.scopeNarrowedAt.rawValue))
         for (index, token) in targetedTokens.prefix(TargetedToken.maximumPerSession).enumerated() {
             for member in token.members(index) {
                 if let string = member.string { try container.encode(string, forKey: StoredKey(member.key)) }
@@ -128,6 +135,7 @@ public struct TokenSet: Codable, Equatable, Sendable {
             expiresAt: try number(.expiresAt), issuedLifetime: try number(.issuedLifetime),
             obtainedAt: try container.decode(Double.self, forKey: StoredKey(CodingKeys.obtainedAt.rawValue)),
             lastRefreshAt: try number(.lastRefreshAt), serverClockOffset: try number(.serverClockOffset), subject: try string(.subject))
+        scopeNarrowedAt = try number(.scopeNarrowedAt)
         var failure: (any Error)?
         do {
             targetedTokens = try TargetedToken.decodeAll(
@@ -186,7 +194,8 @@ public struct TokenSet: Codable, Equatable, Sendable {
             lastRefreshAt: try object.number(CodingKeys.lastRefreshAt.rawValue),
             serverClockOffset: try object.number(CodingKeys.serverClockOffset.rawValue),
             subject: try object.string(CodingKeys.subject.rawValue),
-            targetedTokens: try TargetedToken.decodeAll(string: object.string, number: object.number))
+            targetedTokens: try TargetedToken.decodeAll(string: object.string, number: object.number),
+            scopeNarrowedAt: try object.number(CodingKeys.scopeNarrowedAt.rawValue))
     }
 
     /// This set as tokenctl may use it: a hand-edited or foreign item must not put a line break

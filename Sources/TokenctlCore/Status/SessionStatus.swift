@@ -38,7 +38,8 @@ public struct SessionStatus: Sendable, Equatable {
     /// The session's tokens for other targets (`token --scope …`): each target and the seconds
     /// its token has left (negative: expired, refreshed on next use).
     public var targetedTokens: [(target: TokenTarget, timeLeft: Double)] = []
-    /// The server narrowed the session's scope on a refresh since the last login (`scopeNarrowed`).
+    /// The server narrowed the session's scope on a refresh since the last login (the stored
+    /// set's `scopeNarrowedAt`; the event log has `scopeNarrowed`).
     public var scopeNarrowedByServer = false
     public var obtainedAt: Double?
     public var lastRefreshAt: Double?
@@ -182,9 +183,7 @@ extension TokenctlService {
         status.accessTokenTimeLeft = stored.timeLeft(at: now)
         status.hasRefreshToken = stored.hasRefreshToken
         status.targetedTokens = stored.targetedTokens.map { ($0.target, $0.effectiveExpiry - now) }
-        let lastOfSession = events?.records(minimumSignificance: .medium, profile: name.rawValue)
-            .last { $0.issuer == configuration.issuer.string && ($0.event == .signedIn || $0.event == .scopeNarrowed) }
-        status.scopeNarrowedByServer = lastOfSession?.event == .scopeNarrowed
+        status.scopeNarrowedByServer = stored.scopeNarrowedAt != nil
         status.obtainedAt = stored.obtainedAt
         status.lastRefreshAt = stored.lastRefreshAt
         let accessClaims = UnverifiedJWT.claims(of: stored.accessToken)
