@@ -98,10 +98,18 @@ public actor TokenBroker {
     /// - Parameter target: another scope, audience or resource than the session's own: the set
     ///   returned is then that target's token (`TokenSet.served(for:)`), obtained with a refresh
     ///   that asks for it; a refresh token that refresh rotates is the session's new one.
+    /// - Parameter readFirst: with `force`, `false` skips the read before the lock (`refresh`:
+    ///   a forced refresh needs only the read under the lock; one Secret Service read less per
+    ///   profile in `refresh --all`, whose floor is the keyring daemon's time).
     public func validTokenSet(
-        for profile: ResolvedProfile, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool = false, capMargin: Bool = true
+        for profile: ResolvedProfile, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool = false, capMargin: Bool = true,
+        readFirst: Bool = true
     ) async throws(TokenctlError) -> TokenSet {
         await completePendingWrite(profile)
+        if force && !readFirst {
+            narrate?("refreshing: forced")
+            return try await sharedRefresh(profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: true, capMargin: capMargin)
+        }
         let session = try await read(profile.identity)
         guard let session else { throw Self.notLoggedIn(profile.name) }
         try Self.checkScopes(target, within: session, profile.name)
@@ -226,7 +234,8 @@ public actor TokenBroker {
         // Values read before the await are snapshots: re-read under the lock.
         guard let current = try await read(profile.identity) else { throw Self.notLoggedIn(profile.name) }
         if let served = current.served(for: target) {
-            let rotatedElsewhere = snapshot.map { served.accessToken != $0.accessToken || served.obtainedAt != $0.obtainedAt } ?? true
+            // Without a snapshot there is nothing to compare: a forced refresh refreshes.
+            let rotatedElsewhere = snapshot.map { served.accessToken != $0.accessToken || served.obtainedAt != $0.obtainedAt } ?? false
             if (rotatedElsewhere || !force) && served.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
                 narrate?("another process refreshed '\(profile.name)' meanwhile: serving its token, no request sent")
                 didServe?(served, profile.identity, target)

@@ -226,7 +226,7 @@ public final class TokenctlService: Sendable {
                 return RefreshReport(profile: name, result: .success(tokenSet), skipped: !refreshed)
             }
             let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
-                try await broker.validTokenSet(for: profile, minimumTimeToLive: 0, force: true)
+                try await broker.validTokenSet(for: profile, minimumTimeToLive: 0, force: true, readFirst: false)
             }
             return RefreshReport(profile: name, result: .success(tokenSet), skipped: false)
         } catch {
