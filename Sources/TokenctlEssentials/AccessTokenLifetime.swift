@@ -1,5 +1,8 @@
 /// When an access token may still be served: the one rule shared by the refresh engine
-/// (`TokenSet`) and the hot-cache front (`HotCacheEntry`), so both decide alike.
+/// (`TokenSet`), the engine's hot-cache reads (`HotCacheEntry`) and the front's hit
+/// (`HotPath.render`), so all decide alike. The rule is written once, generically, below
+/// (`Rule`): the engine applies it to seconds as `Double`, the front to exact integer
+/// nanoseconds relative to now (no floating point on the hit path).
 public enum AccessTokenLifetime {
     /// Lifetime assumed when the server gives none (`expires_in` is only RECOMMENDED, RFC 6749 §5.1).
     public static let assumedLifetime: Double = 300
@@ -11,19 +14,39 @@ public enum AccessTokenLifetime {
     /// server issuing 30-second tokens does not make every call refresh. With `capped: false`
     /// the margin is min-ttl itself: `refresh --if-expiring-within` asks exactly that question.
     public static func refreshMargin(issuedLifetime: Double?, minimumTimeToLive: Double, capped: Bool = true) -> Double {
-        guard capped else { return max(0, minimumTimeToLive) }
-        let lifetime = issuedLifetime ?? assumedLifetime
-        return max(0, min(minimumTimeToLive, lifetime / 2))
+        Rule.margin(lifetime: issuedLifetime ?? assumedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped, half: { $0 / 2 })
     }
 
     /// The expiry to act on: the server's, else the assumed lifetime from when the set arrived.
     public static func effectiveExpiry(expiresAt: Double?, obtainedAt: Double) -> Double {
-        expiresAt ?? (obtainedAt + assumedLifetime)
+        Rule.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt, assumedLifetime: assumedLifetime)
     }
 
     /// Whether a token is still valid for at least the refresh margin at `now`.
     public static func isFresh(expiresAt: Double?, issuedLifetime: Double?, obtainedAt: Double, at now: Double, minimumTimeToLive: Double, capped: Bool = true) -> Bool {
-        now + refreshMargin(issuedLifetime: issuedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped)
-            < effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt)
+        Rule.isFresh(
+            now: now, margin: refreshMargin(issuedLifetime: issuedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped),
+            expiry: effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt))
+    }
+
+    /// The rule itself, for any number type (inlined and specialized where it is used).
+    public enum Rule {
+        /// min(min-ttl, half the lifetime), never negative; min-ttl alone when not `capped`.
+        @inline(__always)
+        public static func margin<T: Comparable & AdditiveArithmetic>(lifetime: T, minimumTimeToLive: T, capped: Bool = true, half: (T) -> T) -> T {
+            max(.zero, capped ? min(minimumTimeToLive, half(lifetime)) : minimumTimeToLive)
+        }
+
+        /// The server's expiry, else the assumed lifetime from when the token arrived.
+        @inline(__always)
+        public static func effectiveExpiry<T: AdditiveArithmetic>(expiresAt: T?, obtainedAt: T, assumedLifetime: T) -> T {
+            expiresAt ?? (obtainedAt + assumedLifetime)
+        }
+
+        /// Fresh: still valid for the whole margin at `now` (strictly before the expiry).
+        @inline(__always)
+        public static func isFresh<T: Comparable & AdditiveArithmetic>(now: T, margin: T, expiry: T) -> Bool {
+            now + margin < expiry
+        }
     }
 }

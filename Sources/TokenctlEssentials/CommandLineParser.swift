@@ -1,7 +1,15 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The hand-written argv parser: global options, a command, its options.
 ///
 /// Accepts `--opt value`, `--opt=value`, `--` (everything after is an argument), global
 /// options before or after the command, `-h/--help` anywhere, `help COMMAND`, `--version`.
+/// The words are read by `ArgumentSyntax`, the reader the front's `token` hit uses too; this
+/// gives them their meaning (which options exist where, values, errors).
 public struct CommandLineParser: Sendable {
     public let toolName: String
     public let commands: [CommandSpec]
@@ -16,108 +24,98 @@ public struct CommandLineParser: Sendable {
     }
 
     public func parse(_ arguments: [String]) throws(UsageError) -> Invocation {
+        // The words as C strings for ArgumentSyntax, the reader the front's hit uses too.
+        var pointers = arguments.map { strdup($0) }
+        defer { for pointer in pointers { free(pointer) } }
+        return try pointers.withUnsafeMutableBufferPointer { buffer throws(UsageError) -> Invocation in
+            try parse(arguments, UnsafeBufferPointer(buffer))
+        }
+    }
+
+    private func parse(_ arguments: [String], _ argv: UnsafeBufferPointer<UnsafeMutablePointer<CChar>?>) throws(UsageError) -> Invocation {
         var invocation = Invocation(action: .topLevelHelp, options: ParsedOptions(), profileName: nil, verbose: false)
-        var index = 0
         var command: CommandSpec?
         var helpRequested = false
-        var endOfOptions = false
+        var failure: UsageError?
+        var early: Invocation?
+        var sawEndOfOptions = false
 
-        func takeValue(_ option: OptionSpec, inline: String?, spelled: String) throws(UsageError) -> String {
-            if let inline { return inline }
-            index += 1
-            guard index < arguments.count else {
-                throw UsageError("Missing value for '\(spelled) <\(option.valueName!)>'.", command: command?.name)
-            }
-            return arguments[index]
-        }
-
-        while index < arguments.count {
-            let argument = arguments[index]
-            defer { index += 1 }
-
-            // Byte-level tests (here and below): Character-level String operations page in the
-            // Unicode tables, which the static front's `token` hits must not pay for.
-            if endOfOptions || argument.utf8.first != UInt8(ascii: "-") || argument == "-" {
-                if command == nil {
-                    if argument == "help" && !endOfOptions {
-                        // `tokenctl help [COMMAND]`
-                        let rest = arguments[(index + 1)...]
-                        guard let topic = rest.first else { return withAction(.topLevelHelp, invocation) }
-                        if topic == "help" || GlobalOptions.help.names.contains(topic) {
-                            return withAction(.topLevelHelp, invocation)
-                        }
-                        guard rest.count == 1 else {
-                            throw UsageError("'help' takes one command name.", command: nil)
-                        }
-                        guard self.command(named: topic) != nil else { throw unknownCommand(topic) }
-                        return withAction(.commandHelp(topic), invocation)
-                    }
-                    guard let found = self.command(named: argument) else { throw unknownCommand(argument) }
-                    command = found
-                    continue
-                }
-                invocation.options.arguments.append(argument)
-                if command!.takesCommandLine { endOfOptions = true }
-                if invocation.options.arguments.count > command!.maximumArguments {
-                    throw UsageError("Unexpected argument '\(argument)'.", command: command!.name)
-                }
-                continue
-            }
-            if argument == "--" {
-                endOfOptions = true
-                continue
-            }
-
-            let spelled: String
-            let inline: String?
-            if argument.utf8.starts(with: "--".utf8), let equals = argument.utf8.firstIndex(of: UInt8(ascii: "=")) {
-                spelled = String(decoding: argument.utf8[..<equals], as: UTF8.self)
-                inline = String(decoding: argument.utf8[argument.utf8.index(after: equals)...], as: UTF8.self)
-            } else {
-                spelled = argument
-                inline = nil
-            }
-
-            if spelled == GlobalOptions.version.key && command == nil {
-                return withAction(.version, invocation)
-            }
-            if GlobalOptions.help.names.contains(spelled) {
-                helpRequested = true
-                continue
-            }
-            if spelled == GlobalOptions.profile.key {
-                guard invocation.profileName == nil else {
-                    throw UsageError("'--profile' was given more than once.", command: command?.name)
-                }
-                invocation.profileName = try takeValue(GlobalOptions.profile, inline: inline, spelled: spelled)
-                continue
-            }
-            if GlobalOptions.verbose.names.contains(spelled) {
-                guard inline == nil else { throw UsageError("'\(spelled)' does not take a value.", command: command?.name) }
-                invocation.verbose = true
-                continue
-            }
-
+        func text(_ bytes: ArgumentSyntax.Bytes) -> String { String(decoding: bytes, as: UTF8.self) }
+        func text(_ pointer: UnsafePointer<CChar>) -> String { String(cString: pointer) }
+        /// The option spelled `name` among those allowed where it stands, if any.
+        func option(named name: String) -> OptionSpec? {
             let candidates = (command?.options ?? []) + GlobalOptions.all + (command == nil ? [GlobalOptions.version] : [])
-            guard let option = candidates.first(where: { $0.names.contains(spelled) }) else {
-                let spellings = candidates.flatMap(\.names).filter { $0.hasPrefix("--") }
-                let hint = closestMatch(to: spelled, in: spellings).map { " Did you mean '\($0)'?" } ?? ""
-                if command == nil {
-                    throw UsageError("Unknown option '\(spelled)'.\(hint)", command: nil)
-                }
-                throw UsageError("Unknown option '\(spelled)' for '\(command!.name)'.\(hint)", command: command!.name)
-            }
-            if option.isFlag {
-                guard inline == nil else { throw UsageError("'\(spelled)' does not take a value.", command: command?.name) }
-                invocation.options.insertFlag(option.key)
-            } else {
-                guard invocation.options.value(option.key) == nil else {
-                    throw UsageError("'\(option.key)' was given more than once.", command: command?.name)
-                }
-                invocation.options.setValue(try takeValue(option, inline: inline, spelled: spelled), for: option.key)
-            }
+            return candidates.first { $0.names.contains(name) }
         }
 
+        ArgumentSyntax.scan(argv, takesValue: { name in option(named: text(name)).map { !$0.isFlag } ?? false }) { index, item in
+            do throws(UsageError) {
+                switch item {
+                case .endOfOptions:
+                    sawEndOfOptions = true
+                    return .proceed
+                case .operand(let pointer):
+                    let argument = arguments[index]
+                    if command == nil {
+                        if argument == "help" && !sawEndOfOptions {
+                            // `tokenctl help [COMMAND]` (after `--`, `help` is a command name like any other).
+                            early = try help(Array(arguments[(index + 1)...]), invocation)
+                            return .stop
+                        }
+                        guard let found = self.command(named: text(pointer)) else { throw unknownCommand(argument) }
+                        command = found
+                        return .proceed
+                    }
+                    invocation.options.arguments.append(argument)
+                    if invocation.options.arguments.count > command!.maximumArguments {
+                        throw UsageError("Unexpected argument '\(argument)'.", command: command!.name)
+                    }
+                    return command!.takesCommandLine ? .operandsOnly : .proceed
+                case .option(let nameBytes, let value, let inline):
+                    let spelled = text(nameBytes)
+                    if spelled == GlobalOptions.version.key && command == nil {
+                        early = withAction(.version, invocation)
+                        return .stop
+                    }
+                    if GlobalOptions.help.names.contains(spelled) {
+                        helpRequested = true
+                        return .proceed
+                    }
+                    guard let option = option(named: spelled) else {
+                        let candidates = (command?.options ?? []) + GlobalOptions.all + (command == nil ? [GlobalOptions.version] : [])
+                        let spellings = candidates.flatMap(\.names).filter { $0.hasPrefix("--") }
+                        let hint = closestMatch(to: spelled, in: spellings).map { " Did you mean '\($0)'?" } ?? ""
+                        if command == nil { throw UsageError("Unknown option '\(spelled)'.\(hint)", command: nil) }
+                        throw UsageError("Unknown option '\(spelled)' for '\(command!.name)'.\(hint)", command: command!.name)
+                    }
+                    if option.isFlag {
+                        guard !inline else { throw UsageError("'\(spelled)' does not take a value.", command: command?.name) }
+                        if option == GlobalOptions.verbose { invocation.verbose = true } else { invocation.options.insertFlag(option.key) }
+                        return .proceed
+                    }
+                    guard let value else {
+                        throw UsageError("Missing value for '\(spelled) <\(option.valueName!)>'.", command: command?.name)
+                    }
+                    if option == GlobalOptions.profile {
+                        guard invocation.profileName == nil else {
+                            throw UsageError("'--profile' was given more than once.", command: command?.name)
+                        }
+                        invocation.profileName = text(value)
+                        return .proceed
+                    }
+                    guard invocation.options.value(option.key) == nil else {
+                        throw UsageError("'\(option.key)' was given more than once.", command: command?.name)
+                    }
+                    invocation.options.setValue(text(value), for: option.key)
+                    return .proceed
+                }
+            } catch {
+                failure = error
+                return .stop
+            }
+        }
+        if let failure { throw failure }
+        if let early { return early }
         if let command {
             invocation.action = helpRequested ? .commandHelp(command.name) : .run(command.name)
         } else {
@@ -125,6 +123,19 @@ public struct CommandLineParser: Sendable {
             invocation.action = .topLevelHelp
         }
         return invocation
+    }
+
+    /// `tokenctl help [COMMAND]`: `rest` is what follows `help`.
+    private func help(_ rest: [String], _ invocation: Invocation) throws(UsageError) -> Invocation {
+        guard let topic = rest.first else { return withAction(.topLevelHelp, invocation) }
+        if topic == "help" || GlobalOptions.help.names.contains(topic) {
+            return withAction(.topLevelHelp, invocation)
+        }
+        guard rest.count == 1 else {
+            throw UsageError("'help' takes one command name.", command: nil)
+        }
+        guard self.command(named: topic) != nil else { throw unknownCommand(topic) }
+        return withAction(.commandHelp(topic), invocation)
     }
 
     private func withAction(_ action: Invocation.Action, _ invocation: Invocation) -> Invocation {

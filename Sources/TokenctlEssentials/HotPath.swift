@@ -170,74 +170,69 @@ public enum HotPath {
 
     // MARK: argv
 
-    /// The `token` invocation in argv (argv[0] skipped), or `nil` for any other shape.
+    /// The `token` invocation in argv (argv[0] skipped), or `nil` for any other shape. Read with
+    /// `ArgumentSyntax`, as the engine's parser reads it.
     public static func recognize(argc: Int32, argv: UnsafePointer<UnsafeMutablePointer<CChar>?>) -> Request? {
         var request = Request()
         var sawToken = false
         var sawFormat = false
         var sawMinimumTimeToLive = false
-        let count = Int(argc)
-        var index = 1
-
-        // The value of an option spelled `--name value` or `--name=value`; nil when `argument`
-        // is not this option. `missing` when the value is absent.
-        func value(_ argument: UnsafePointer<CChar>, _ name: StaticString) -> (found: Bool, value: UnsafePointer<CChar>?) {
-            let length = name.utf8CodeUnitCount
-            guard strncmp(argument, UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self), length) == 0 else {
-                return (false, nil)
-            }
-            if argument[length] == 0 {
-                index += 1
-                guard index < count, let next = argv[index] else { return (true, nil) }
-                return (true, UnsafePointer(next))
-            }
-            if argument[length] == CChar(UInt8(ascii: "=")) { return (true, argument + length + 1) }
-            return (false, nil)
+        var accepted = true
+        let isName = ArgumentSyntax.isName
+        // The options a hit may carry that take a value (elsewhere, any option means "not mine").
+        let takesValue = { (name: Bytes) -> Bool in
+            isName(name, "--profile") || isName(name, "--format") || isName(name, "--min-ttl")
+                || isName(name, "--scope") || isName(name, "--audience") || isName(name, "--resource")
         }
-
-        while index < count {
-            guard let mutableArgument = argv[index] else { return nil }
-            let argument = UnsafePointer(mutableArgument)
-            if argument[0] != CChar(UInt8(ascii: "-")) {
+        let arguments = UnsafeBufferPointer(start: argv + 1, count: max(0, Int(argc) - 1))
+        ArgumentSyntax.scan(arguments, takesValue: takesValue) { _, item in
+            switch item {
+            case .endOfOptions:
+                accepted = false  // `--`: the engine's
+            case .operand(let argument):
                 // A command or an argument: only the one `token`.
-                guard !sawToken, isEqual(cString: argument, "token") else { return nil }
-                sawToken = true
-            } else if isEqual(cString: argument, "-v") || isEqual(cString: argument, "--verbose") {
-                request.verbose = true
-            } else if case let (true, profile) = value(argument, "--profile") {
-                guard request.profile == nil, let profile else { return nil }
-                request.profile = profile
-            } else if sawToken, case let (true, format) = value(argument, "--format") {
-                guard !sawFormat, let format else { return nil }
-                sawFormat = true
-                if isEqual(cString: format, "raw") {
-                    request.format = .raw
-                } else if isEqual(cString: format, "header") {
-                    request.format = .header
-                } else if isEqual(cString: format, "json") {
-                    request.format = .json
+                if sawToken || !isEqual(cString: argument, "token") { accepted = false } else { sawToken = true }
+            case .option(let name, let value, let inline):
+                if isName(name, "-v") || isName(name, "--verbose") {
+                    if inline { accepted = false }
+                    request.verbose = true
+                } else if isName(name, "--profile") {
+                    if request.profile != nil || value == nil { accepted = false }
+                    request.profile = value
+                } else if !sawToken || value == nil {
+                    accepted = false  // anything else before `token`, and any flag (`--force`, `-h`)
+                } else if isName(name, "--format") {
+                    if sawFormat { accepted = false }
+                    sawFormat = true
+                    if isEqual(cString: value!, "raw") {
+                        request.format = .raw
+                    } else if isEqual(cString: value!, "header") {
+                        request.format = .header
+                    } else if isEqual(cString: value!, "json") {
+                        request.format = .json
+                    } else {
+                        accepted = false
+                    }
+                } else if isName(name, "--min-ttl") {
+                    if sawMinimumTimeToLive { accepted = false }
+                    sawMinimumTimeToLive = true
+                    if let seconds = wholeSeconds(value!) { request.minimumTimeToLive = seconds } else { accepted = false }
+                } else if isName(name, "--scope") {
+                    if request.scope != nil { accepted = false }
+                    request.scope = value
+                } else if isName(name, "--audience") {
+                    if request.audience != nil { accepted = false }
+                    request.audience = value
+                } else if isName(name, "--resource") {
+                    if request.resource != nil { accepted = false }
+                    request.resource = value
                 } else {
-                    return nil
+                    accepted = false
                 }
-            } else if sawToken, case let (true, scope) = value(argument, "--scope") {
-                guard request.scope == nil, let scope else { return nil }
-                request.scope = scope
-            } else if sawToken, case let (true, audience) = value(argument, "--audience") {
-                guard request.audience == nil, let audience else { return nil }
-                request.audience = audience
-            } else if sawToken, case let (true, resource) = value(argument, "--resource") {
-                guard request.resource == nil, let resource else { return nil }
-                request.resource = resource
-            } else if sawToken, case let (true, seconds) = value(argument, "--min-ttl") {
-                guard !sawMinimumTimeToLive, let seconds, let parsed = wholeSeconds(seconds) else { return nil }
-                sawMinimumTimeToLive = true
-                request.minimumTimeToLive = parsed
-            } else {
-                return nil
             }
-            index += 1
+            return accepted ? .proceed : .stop
         }
-        guard sawToken, requestedTarget(request).acceptable else { return nil }
+        guard accepted, sawToken, requestedTarget(request).acceptable else { return nil }
         return request
     }
 
@@ -661,7 +656,7 @@ public enum HotPath {
     /// Times further than this from now are left to the engine (keeps nanoseconds in Int64).
     static let horizon: Int64 = 4_000_000_000
 
-    /// Decide freshness (`AccessTokenLifetime.isFresh`, in exact integer nanoseconds relative to
+    /// Decide freshness (`AccessTokenLifetime.Rule`, in exact integer nanoseconds relative to
     /// `now`) and render the hit as the front always has; `nil` when the token is not fresh
     /// enough, or does not fit.
     public static func render(
@@ -683,9 +678,10 @@ public enum HotPath {
             guard time.seconds <= horizon else { return nil }
             lifetime = time.seconds * nanosecondsPerSecond + time.milliseconds * 1_000_000
         }
-        let effectiveExpiry = expiresAt ?? (obtainedAt + assumedLifetime)
-        let margin = max(0, min(request.minimumTimeToLive * nanosecondsPerSecond, lifetime / 2))
-        guard now.nanoseconds + margin < effectiveExpiry else { return nil }
+        // AccessTokenLifetime's rule, in integer nanoseconds relative to the whole second of now.
+        let effectiveExpiry = AccessTokenLifetime.Rule.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt, assumedLifetime: assumedLifetime)
+        let margin = AccessTokenLifetime.Rule.margin(lifetime: lifetime, minimumTimeToLive: request.minimumTimeToLive * nanosecondsPerSecond, half: { $0 / 2 })
+        guard AccessTokenLifetime.Rule.isFresh(now: now.nanoseconds, margin: margin, expiry: effectiveExpiry) else { return nil }
 
         guard let base = output.baseAddress else { return nil }
         var writer = Writer(base, capacity: output.count)

@@ -7,8 +7,8 @@ import TokenctlEssentials
 // The byte-level hit (HotPath) must accept only what the general readers accept, with the same
 // meaning, and render exactly what the front printed through them. Each test compares the two.
 
-/// argv as C strings (argv[0] = "tokenctl"), leaked: tests only.
-private func argv(_ arguments: [String]) -> (Int32, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
+/// argv as C strings (argv[0] = "tokenctl"), leaked: tests only (TokenTargetTests too).
+func argv(_ arguments: [String]) -> (Int32, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
     let all = ["tokenctl"] + arguments
     let vector = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: all.count + 1)
     for (index, argument) in all.enumerated() { vector[index] = strdup(argument) }

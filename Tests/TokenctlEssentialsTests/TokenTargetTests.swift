@@ -17,14 +17,6 @@ private func frontDigest(scope: String?, audience: String?, resource: String?) -
     withBytes(scope) { s in withBytes(audience) { a in withBytes(resource) { r in TokenTargetSyntax.digest(scope: s, audience: a, resource: r) } } }
 }
 
-private func argv(_ arguments: [String]) -> (Int32, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
-    let all = ["tokenctl"] + arguments
-    let vector = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: all.count + 1)
-    for (index, argument) in all.enumerated() { vector[index] = strdup(argument) }
-    vector[all.count] = nil
-    return (Int32(all.count), vector)
-}
-
 @Suite("Token targets: canonical form, digest and hot-cache payloads")
 struct TokenTargetTests {
     @Test("scopes and resources are sets: order, spacing and repeats do not make another target")

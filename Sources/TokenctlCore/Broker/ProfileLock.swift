@@ -41,16 +41,16 @@ public struct FileLockProvider: LockProvider {
             throw Self.unusable("cannot use the lock directory: \(error)")
         }
         let path = lockPath(profile)
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
+        let descriptor = system_open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
         guard descriptor >= 0 else {
-            throw Self.unusable("cannot open the lock \(path): \(String(cString: strerror(errno)))")
+            throw Self.unusable("cannot open the lock \(path): \(system_strerror(system_errno))")
         }
         let lock = FileLock(descriptor: descriptor)
         let deadline = clock.now() + timeout
         var wait = 0.002
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR else {
-                throw TokenctlError(.unexpected, "cannot lock \(path): \(String(cString: strerror(errno)))")
+        while system_flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            guard system_errno == EWOULDBLOCK || system_errno == EINTR else {
+                throw TokenctlError(.unexpected, "cannot lock \(path): \(system_strerror(system_errno))")
             }
             guard clock.now() < deadline else { throw Self.timedOut(waiting: timeout, for: path) }
             try await pause(&wait)
@@ -62,15 +62,15 @@ public struct FileLockProvider: LockProvider {
     /// shared lock is dropped at once (closing the descriptor). No lock file: nobody refreshes.
     public func waitWhileHeld(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> Bool {
         let path = lockPath(profile)
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        let descriptor = system_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
+        defer { system_close(descriptor) }
         let deadline = clock.now() + timeout
         var wait = 0.002
         var waited = false
-        while flock(descriptor, LOCK_SH | LOCK_NB) != 0 {
+        while system_flock(descriptor, LOCK_SH | LOCK_NB) != 0 {
             // Anything but "held" (an odd file system, say) is left to acquire() to report.
-            guard errno == EWOULDBLOCK || errno == EINTR else { return waited }
+            guard system_errno == EWOULDBLOCK || system_errno == EINTR else { return waited }
             guard clock.now() < deadline else { throw Self.timedOut(waiting: timeout, for: path) }
             waited = true
             try await pause(&wait)
@@ -106,5 +106,5 @@ public struct FileLockProvider: LockProvider {
 final class FileLock: HeldLock {
     let descriptor: Int32
     init(descriptor: Int32) { self.descriptor = descriptor }
-    deinit { close(descriptor) }
+    deinit { system_close(descriptor) }
 }

@@ -22,14 +22,14 @@ public enum SignalDeferral {
             pendingSignal.store(0, ordering: .sequentiallyConsistent)
             state.saved = signals.compactMap { signal in
                 var current = sigaction()
-                sigaction(signal, nil, &current)
+                system_sigaction(signal, nil, &current)
                 if isIgnored(current) { return nil }
                 var action = sigaction()
                 action.__sigaction_handler.sa_handler = recordSignal
-                sigemptyset(&action.sa_mask)
+                system_sigemptyset(&action.sa_mask)
                 action.sa_flags = SA_RESTART
                 var old = sigaction()
-                sigaction(signal, &action, &old)
+                system_sigaction(signal, &action, &old)
                 return (signal, old)
             }
         }
@@ -47,7 +47,7 @@ public enum SignalDeferral {
             guard state.depth == 0 else { return 0 }
             for (signal, old) in state.saved {
                 var previous = old
-                sigaction(signal, &previous, nil)
+                system_sigaction(signal, &previous, nil)
             }
             state.saved = []
             return pendingSignal.exchange(0, ordering: .sequentiallyConsistent)
@@ -57,8 +57,8 @@ public enum SignalDeferral {
         // signals, and a thread-directed signal would stay pending there forever. The default
         // action ends the process from whichever thread takes it; wait here until it does,
         // so nothing runs after the interruption (the fallback exit mirrors the shell's 128+n).
-        kill(getpid(), pending)
-        for _ in 0..<200 { usleep(5_000) }
+        system_kill(system_getpid(), pending)
+        for _ in 0..<200 { system_usleep(5_000) }
         _exit(128 + pending)
     }
 }

@@ -35,7 +35,7 @@ public enum HTTPDate {
         parts.tm_hour = Int32(time[0])
         parts.tm_min = Int32(time[1])
         parts.tm_sec = Int32(time[2])
-        let seconds = timegm(&parts)
+        let seconds = system_timegm(&parts)
         return seconds < 0 ? nil : Double(seconds)
     }
 
@@ -43,7 +43,7 @@ public enum HTTPDate {
     public static func format(_ seconds: Double) -> String {
         var time = time_t(seconds)
         var parts = tm()
-        gmtime_r(&time, &parts)
+        system_gmtime_r(&time, &parts)
         let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
         return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)].capitalized) \(parts.tm_year + 1900) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"

@@ -16,37 +16,37 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
     ///
     /// - Throws: `TokenctlError` — a port already in use is reported as such.
     public init(port: UInt16 = 0) throws(TokenctlError) {
-        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let socketDescriptor = system_socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard socketDescriptor >= 0 else {
-            throw TokenctlError(.unexpected, "cannot create a socket for the redirect: \(String(cString: strerror(errno)))")
+            throw TokenctlError(.unexpected, "cannot create a socket for the redirect: \(system_strerror(system_errno))")
         }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian  // 127.0.0.1 only: never reachable from the network
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { system_bind(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, listen(socketDescriptor, 8) == 0 else {
-            let code = errno
-            close(socketDescriptor)
+        guard bound == 0, system_listen(socketDescriptor, 8) == 0 else {
+            let code = system_errno
+            system_close(socketDescriptor)
             if code == EADDRINUSE {
                 throw TokenctlError(
                     .invalidInput, "port \(port) on 127.0.0.1 is already in use",
                     hint: "Choose another port with --port, or omit --port to let the system pick a free one.")
             }
-            throw TokenctlError(.unexpected, "cannot listen on 127.0.0.1:\(port): \(String(cString: strerror(code)))")
+            throw TokenctlError(.unexpected, "cannot listen on 127.0.0.1:\(port): \(system_strerror(code))")
         }
         var actual = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socketDescriptor, $0, &length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { system_getsockname(socketDescriptor, $0, &length) }
         }
         self.descriptor = socketDescriptor
         self.port = UInt16(bigEndian: actual.sin_port)
     }
 
-    deinit { close(descriptor) }
+    deinit { system_close(descriptor) }
 
     public var redirectURI: String { "http://127.0.0.1:\(port)\(Self.callbackPath)" }
 
@@ -62,7 +62,7 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             <body style="font-family:sans-serif;margin:3em"><h1>\(title)</h1><p>\(message)</p></body></html>
             """
             LoopbackRedirectServer.send(connection, status: status, body: body)
-            close(connection)
+            system_close(connection)
         }
     }
 
@@ -90,16 +90,16 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             let remaining = deadline - clock.now()
             guard remaining > 0 else { return nil }
             var descriptorSet = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&descriptorSet, 1, Int32(min(remaining, 1) * 1000))
+            let ready = system_poll(&descriptorSet, 1, Int32(min(remaining, 1) * 1000))
             if ready <= 0 { continue }
-            let connection = accept(descriptor, nil, nil)
+            let connection = system_accept(descriptor, nil, nil)
             guard connection >= 0 else { continue }
-            _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
+            _ = system_fcntl(connection, F_SETFD, FD_CLOEXEC)
             // A stalled or trickling client must not hold up the login: the whole head within
             // a few seconds, however it arrives.
             guard let head = Self.readHead(connection, until: min(deadline, clock.now() + Self.connectionTimeLimit), clock: clock) else {
                 Self.send(connection, status: 400, body: "Bad request\n")
-                close(connection)
+                system_close(connection)
                 continue
             }
             let lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
@@ -109,14 +109,14 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             let host = lines.dropFirst().first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: " \t") }
             guard parts.count == 3, parts[0] == "GET", host == "127.0.0.1:\(port)" else {
                 Self.send(connection, status: parts.count == 3 && parts[0] != "GET" ? 405 : 400, body: "Bad request\n")
-                close(connection)
+                system_close(connection)
                 continue
             }
             let target = parts[1]
             let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             guard path == Self.callbackPath else {
                 Self.send(connection, status: 404, body: "Not found\n")
-                close(connection)
+                system_close(connection)
                 continue
             }
             let query = target.contains("?") ? String(target[target.index(after: target.firstIndex(of: "?")!)...]) : ""
@@ -125,7 +125,7 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             // or a local process probing ports): refuse it and keep waiting for ours.
             if let expectedState, parameters["state"] != expectedState {
                 Self.send(connection, status: 400, body: "This response is not for the sign-in tokenctl is waiting for.\n")
-                close(connection)
+                system_close(connection)
                 continue
             }
             return Callback(parameters: parameters, connection: connection)
@@ -140,11 +140,11 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             let remaining = until - clock.now()
             guard remaining > 0 else { return nil }
             var ready = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
-            let polled = poll(&ready, 1, Int32(max(1, remaining * 1000)))
-            if polled < 0 && errno == EINTR { continue }
+            let polled = system_poll(&ready, 1, Int32(max(1, remaining * 1000)))
+            if polled < 0 && system_errno == EINTR { continue }
             guard polled > 0 else { return nil }
-            let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
-            if count < 0 && errno == EINTR { continue }
+            let count = buffer.withUnsafeMutableBytes { system_recv(connection, $0.baseAddress, $0.count, 0) }
+            if count < 0 && system_errno == EINTR { continue }
             guard count > 0 else { return nil }
             bytes += buffer[0..<count]
             if let text = String(validating: bytes, as: UTF8.self), let end = text.firstRange(of: "\r\n\r\n") {
@@ -162,8 +162,8 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             + "Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\nConnection: close\r\n\r\n"
         var bytes = Array(head.utf8) + bodyBytes
         while !bytes.isEmpty {
-            let sent = bytes.withUnsafeBytes { Glibc.send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if sent < 0 && errno == EINTR { continue }
+            let sent = bytes.withUnsafeBytes { system_send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent < 0 && system_errno == EINTR { continue }
             guard sent > 0 else { return }
             bytes.removeFirst(sent)
         }

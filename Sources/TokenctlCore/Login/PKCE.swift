@@ -12,8 +12,8 @@ public enum SecureRandom {
         while filled < count {
             let got = result.withUnsafeMutableBytes { tokenctl_getrandom($0.baseAddress! + filled, count - filled) }
             if got < 0 {
-                if errno == EINTR { continue }
-                fatalError("getrandom failed: errno \(errno)")
+                if system_errno == EINTR { continue }
+                fatalError("getrandom failed: errno \(system_errno)")
             }
             filled += got
         }

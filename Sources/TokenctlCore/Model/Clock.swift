@@ -18,7 +18,7 @@ public struct Clock: Sendable {
     public static let system = Clock(
         now: {
             var spec = timespec()
-            clock_gettime(CLOCK_REALTIME, &spec)
+            system_clock_gettime(CLOCK_REALTIME, &spec)
             return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
         },
         sleep: { seconds in

@@ -146,8 +146,8 @@ extension TokenctlService {
         do {
             try FileIO.ensurePrivateDirectory(lockDirectory, createParents: false)
             var info = stat()
-            stat(lockDirectory, &info)
-            let writable = access(lockDirectory, W_OK) == 0
+            system_stat(lockDirectory, &info)
+            let writable = system_access(lockDirectory, W_OK) == 0
             checks.append(DoctorCheck("lock directory", ok: writable && info.st_mode & 0o777 == 0o700,
                                       "\(lockDirectory) (mode \(String(info.st_mode & 0o777, radix: 8)), \(writable ? "writable" : "not writable"))"))
         } catch {

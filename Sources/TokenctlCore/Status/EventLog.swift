@@ -117,26 +117,26 @@ public struct EventLog: Sendable {
         guard (try? FileIO.ensurePrivateDirectory(directory)) != nil else { return false }
         // Without blocking, regular files only: a FIFO in place of the log must not hang a
         // refresh that holds the profile lock.
-        var descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
+        var descriptor = system_open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
         guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
+        defer { system_close(descriptor) }
         guard (try? FileIO.requireRegularFile(descriptor, path: path)) != nil else { return false }
         var info = stat()
-        if fstat(descriptor, &info) == 0, Int(info.st_size) >= maximumBytes {
+        if system_fstat(descriptor, &info) == 0, Int(info.st_size) >= maximumBytes {
             // Rotate under the log's own lock; whoever gets it first renames, the others reopen.
-            if flock(descriptor, LOCK_EX) == 0 {
+            if system_flock(descriptor, LOCK_EX) == 0 {
                 var current = stat()
-                if stat(path, &current) == 0, current.st_ino == info.st_ino {
-                    rename(path, rotatedPath)
+                if system_stat(path, &current) == 0, current.st_ino == info.st_ino {
+                    system_rename(path, rotatedPath)
                 }
-                flock(descriptor, LOCK_UN)
-                close(descriptor)
-                descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
+                system_flock(descriptor, LOCK_UN)
+                system_close(descriptor)
+                descriptor = system_open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
                 guard descriptor >= 0, (try? FileIO.requireRegularFile(descriptor, path: path)) != nil else { return false }
             }
         }
         let bytes = Array(record.jsonLine().utf8)
-        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        let written = bytes.withUnsafeBytes { system_write(descriptor, $0.baseAddress, $0.count) }
         return written == bytes.count
     }
 
@@ -177,7 +177,7 @@ public struct EventLog: Sendable {
     /// The size and inode of the live file, to notice appends and rotations cheaply.
     public func fingerprint() -> (size: Int, inode: UInt64)? {
         var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
+        guard system_stat(path, &info) == 0 else { return nil }
         return (Int(info.st_size), UInt64(info.st_ino))
     }
 }

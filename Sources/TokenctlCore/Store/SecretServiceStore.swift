@@ -250,11 +250,11 @@ public final class SecretServiceStore: SessionStore, Sendable {
                 }
                 return ServiceHandle(service)
             }
-            guard getenv("DBUS_SESSION_BUS_ADDRESS") != nil else {
+            guard system_getenv("DBUS_SESSION_BUS_ADDRESS") != nil else {
                 // GLib would try to autolaunch a bus through X11 and report that instead.
                 throw StoreError(
                     .noSessionBus,
-                    "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset and there is no bus socket at $XDG_RUNTIME_DIR/bus or /run/user/\(getuid())/bus",
+                    "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset and there is no bus socket at $XDG_RUNTIME_DIR/bus or /run/user/\(system_getuid())/bus",
                     hint: Self.noBusHint)
             }
             // GIO's shared session connection (the one the proxy below uses), kept referenced for
@@ -372,8 +372,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
         var error: UnsafeMutablePointer<GError>?
         var newlyUnlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
         let count = try withWatchdog(milliseconds, prompt: { "\(name) asks whether tokenctl may use its item: allow it in the \(name) window." }) { cancellable in
-            var pointers: [UnsafePointer<CChar>?] = locked.map { UnsafePointer(strdup($0)) } + [nil]
-            defer { for pointer in pointers { free(UnsafeMutableRawPointer(mutating: pointer)) } }
+            var pointers: [UnsafePointer<CChar>?] = locked.map { UnsafePointer(system_strdup($0)) } + [nil]
+            defer { for pointer in pointers { system_free(UnsafeMutableRawPointer(mutating: pointer)) } }
             return pointers.withUnsafeMutableBufferPointer { buffer in
                 secret_service_unlock_dbus_paths_sync(service, buffer.baseAddress, cancellable, &newlyUnlocked, &error)
             }

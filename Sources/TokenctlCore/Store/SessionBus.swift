@@ -18,10 +18,10 @@ public enum SessionBus {
         }
         var candidates: [(String, String)] = []
         if let runtime = environment["XDG_RUNTIME_DIR"] { candidates.append((runtime + "/bus", "$XDG_RUNTIME_DIR/bus")) }
-        candidates.append(("/run/user/\(getuid())/bus", "/run/user/\(getuid())/bus"))
+        candidates.append(("/run/user/\(system_getuid())/bus", "/run/user/\(system_getuid())/bus"))
         for (path, source) in candidates {
             var info = stat()
-            guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK, info.st_uid == getuid() else { continue }
+            guard system_stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK, info.st_uid == system_getuid() else { continue }
             return ("unix:path=" + path, source, false)
         }
         return nil

@@ -145,7 +145,7 @@ public struct RefreshSchedule: Sendable {
         guard let fields = Self.cronFields(forInterval: interval) else { return nil }
         // cron gives HOME, SHELL and a short PATH: point tokenctl at the user's runtime
         // directory so it finds the session bus (with lingering enabled).
-        var variables = [("XDG_RUNTIME_DIR", environment["XDG_RUNTIME_DIR"] ?? "/run/user/\(getuid())")]
+        var variables = [("XDG_RUNTIME_DIR", environment["XDG_RUNTIME_DIR"] ?? "/run/user/\(system_getuid())")]
         variables += passedEnvironment
         let assignments = variables.map { Self.quoted("\($0.0)=\($0.1)") }.joined(separator: " ")
         let command = "\(assignments) \(Self.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval)) 2>&1 | logger -t tokenctl"

@@ -18,58 +18,58 @@ public struct Subprocess: Sendable {
         }
         var inputPipe: [Int32] = [-1, -1]
         var outputPipe: [Int32] = [-1, -1]
-        guard pipe(&inputPipe) == 0, pipe(&outputPipe) == 0 else {
-            return Result(status: 126, output: "pipe: \(String(cString: strerror(errno)))")
+        guard system_pipe(&inputPipe) == 0, system_pipe(&outputPipe) == 0 else {
+            return Result(status: 126, output: "pipe: \(system_strerror(system_errno))")
         }
         var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, inputPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 2)
-        for descriptor in inputPipe + outputPipe { posix_spawn_file_actions_addclose(&actions, descriptor) }
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        system_posix_spawn_file_actions_init(&actions)
+        defer { system_posix_spawn_file_actions_destroy(&actions) }
+        system_posix_spawn_file_actions_adddup2(&actions, inputPipe[0], 0)
+        system_posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 1)
+        system_posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 2)
+        for descriptor in inputPipe + outputPipe { system_posix_spawn_file_actions_addclose(&actions, descriptor) }
+        let argv = arguments.map { system_strdup($0) } + [nil]
+        defer { argv.forEach { system_free($0) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, path, &actions, nil, argv, environ)
-        close(inputPipe[0])
-        close(outputPipe[1])
+        let spawned = system_posix_spawn(&pid, path, &actions, nil, argv, system_environ)
+        system_close(inputPipe[0])
+        system_close(outputPipe[1])
         guard spawned == 0 else {
-            close(inputPipe[1])
-            close(outputPipe[0])
-            return Result(status: 126, output: "\(program): \(String(cString: strerror(spawned)))")
+            system_close(inputPipe[1])
+            system_close(outputPipe[0])
+            return Result(status: 126, output: "\(program): \(system_strerror(spawned))")
         }
         if let input {
             var bytes = Array(input.utf8)[...]
             while !bytes.isEmpty {
-                let written = bytes.withUnsafeBytes { write(inputPipe[1], $0.baseAddress, $0.count) }
+                let written = bytes.withUnsafeBytes { system_write(inputPipe[1], $0.baseAddress, $0.count) }
                 if written <= 0 { break }
                 bytes = bytes.dropFirst(written)
             }
         }
-        close(inputPipe[1])
+        system_close(inputPipe[1])
         var output: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(outputPipe[0], $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
+            let count = buffer.withUnsafeMutableBytes { system_read(outputPipe[0], $0.baseAddress, $0.count) }
+            if count < 0 && system_errno == EINTR { continue }
             if count <= 0 { break }
             output += buffer[0..<count]
         }
-        close(outputPipe[0])
+        system_close(outputPipe[0])
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        while system_waitpid(pid, &status, 0) < 0 && system_errno == EINTR {}
         let signal = status & 0x7F
         return Result(status: signal == 0 ? (status >> 8) & 0xFF : 128 + signal, output: String(decoding: output, as: UTF8.self))
     }
 
     /// The absolute path of `program` in PATH, or nil.
     public static func locate(_ program: String) -> String? {
-        if program.contains("/") { return access(program, X_OK) == 0 ? program : nil }
-        let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
+        if program.contains("/") { return system_access(program, X_OK) == 0 ? program : nil }
+        let path = system_getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
         for directory in path.split(separator: ":") where !directory.isEmpty {
             let candidate = "\(directory)/\(program)"
-            if access(candidate, X_OK) == 0 { return candidate }
+            if system_access(candidate, X_OK) == 0 { return candidate }
         }
         return nil
     }
@@ -77,7 +77,7 @@ public struct Subprocess: Sendable {
     /// The running executable (what schedules should run), from /proc/self/exe.
     public static func currentExecutable() -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let length = system_readlink("/proc/self/exe", &buffer, buffer.count - 1)
         guard length > 0 else { return nil }
         return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
