@@ -203,6 +203,97 @@ enum OpenSSL {
         return Array(UnsafeBufferPointer(start: output, count: Int(length)))
     }
 
+    // MARK: P-256 key pairs and ES256 signatures (DPoP, RFC 9449)
+
+    /// A new P-256 key pair from OpenSSL's generator.
+    static func generateP256() throws(OpenSSLError) -> PublicKey {
+        try requireLibrary()
+        guard let context = tokenctl_evp_pkey_ctx_new_from_name(nil, "EC", nil) else { throw OpenSSLError("EVP_PKEY_CTX_new_from_name(EC)") }
+        defer { tokenctl_evp_pkey_ctx_free(context) }
+        guard tokenctl_evp_pkey_keygen_init(context) == 1, tokenctl_evp_pkey_ctx_set_group_name(context, tokenctl_curve_p256()) == 1 else {
+            throw OpenSSLError("EVP_PKEY_keygen_init(P-256)")
+        }
+        var key: OpaquePointer?
+        guard tokenctl_evp_pkey_generate(context, &key) == 1, let key else { throw OpenSSLError("EVP_PKEY_generate(P-256)") }
+        return PublicKey(key)
+    }
+
+    /// A P-256 key pair from its private scalar (32 bytes) and public point (65 bytes, 0x04 x y).
+    /// Refused unless the point is the scalar's (EVP_PKEY_pairwise_check: fromdata alone does not check).
+    static func p256KeyPair(scalar: [UInt8], point: [UInt8]) throws(OpenSSLError) -> PublicKey {
+        try requireLibrary()
+        guard scalar.count == 32, point.count == 65, point[0] == 4 else { throw OpenSSLError(unavailable: "not a P-256 key pair") }
+        guard let builder = tokenctl_ossl_param_bld_new() else { throw OpenSSLError("OSSL_PARAM_BLD_new") }
+        defer { tokenctl_ossl_param_bld_free(builder) }
+        let number = scalar.withUnsafeBufferPointer { tokenctl_bn_bin2bn($0.baseAddress, 32, nil) }
+        defer { tokenctl_bn_free(number) }
+        guard let number,
+              tokenctl_ossl_param_bld_push_utf8_string(builder, tokenctl_param_group_name(), tokenctl_curve_p256(), 0) == 1,
+              tokenctl_ossl_param_bld_push_bn(builder, tokenctl_param_private_key(), number) == 1,
+              point.withUnsafeBytes({ tokenctl_ossl_param_bld_push_octet_string(builder, tokenctl_param_public_key(), $0.baseAddress, 65) }) == 1,
+              let parameters = tokenctl_ossl_param_bld_to_param(builder)
+        else { throw OpenSSLError("OSSL_PARAM_BLD (P-256 key pair)") }
+        defer { tokenctl_ossl_param_free(parameters) }
+        guard let context = tokenctl_evp_pkey_ctx_new_from_name(nil, "EC", nil) else { throw OpenSSLError("EVP_PKEY_CTX_new_from_name(EC)") }
+        defer { tokenctl_evp_pkey_ctx_free(context) }
+        var key: OpaquePointer?
+        guard tokenctl_evp_pkey_fromdata_init(context) == 1,
+              tokenctl_evp_pkey_fromdata(context, &key, tokenctl_evp_pkey_keypair_selection(), parameters) == 1, let key
+        else { throw OpenSSLError("EVP_PKEY_fromdata(P-256 key pair)") }
+        let pair = PublicKey(key)
+        guard tokenctl_evp_pkey_pairwise_check(key) == 1 else { throw OpenSSLError("EVP_PKEY_pairwise_check (the point is not the scalar's)") }
+        return pair
+    }
+
+    /// The private scalar (32 bytes) and public point (65 bytes) of a P-256 key pair.
+    static func p256Export(_ key: PublicKey) throws(OpenSSLError) -> (scalar: [UInt8], point: [UInt8]) {
+        let exported = key.withUnsafeHandle { handle -> Result<(scalar: [UInt8], point: [UInt8]), OpenSSLError> in
+            var number: OpaquePointer?
+            guard tokenctl_evp_pkey_get_bn_param(handle, tokenctl_param_private_key(), &number) == 1, let number else {
+                return .failure(OpenSSLError("EVP_PKEY_get_bn_param(priv)"))
+            }
+            defer { tokenctl_bn_free(number) }
+            var scalar = [UInt8](repeating: 0, count: 32)
+            guard tokenctl_bn_bn2binpad(number, &scalar, 32) == 32 else { return .failure(OpenSSLError("BN_bn2binpad")) }
+            var point = [UInt8](repeating: 0, count: 65)
+            var length = 0
+            guard tokenctl_evp_pkey_get_octet_string_param(handle, tokenctl_param_public_key(), &point, 65, &length) == 1, length == 65 else {
+                return .failure(OpenSSLError("EVP_PKEY_get_octet_string_param(pub)"))
+            }
+            return .success((scalar, point))
+        }
+        return try exported.get()
+    }
+
+    /// An ES256 signature of `message` (JOSE form: raw r || s, 64 bytes, RFC 7518 §3.4).
+    static func signES256(key: PublicKey, message: [UInt8]) throws(OpenSSLError) -> [UInt8] {
+        try requireLibrary()
+        guard let context = tokenctl_evp_md_ctx_new() else { throw OpenSSLError("EVP_MD_CTX_new") }
+        defer { tokenctl_evp_md_ctx_free(context) }
+        var der = [UInt8](repeating: 0, count: 80)
+        var length = der.count
+        let signed = key.withUnsafeHandle { handle in
+            tokenctl_evp_digest_sign_init(context, nil, tokenctl_evp_sha256(), nil, handle) == 1
+                && message.withUnsafeBufferPointer { tokenctl_evp_digest_sign(context, &der, &length, $0.baseAddress, $0.count) } == 1
+        }
+        guard signed else { throw OpenSSLError("EVP_DigestSign(ES256)") }
+        let parsed = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            var input = buffer.baseAddress
+            return tokenctl_d2i_ecdsa_sig(&input, length)
+        }
+        guard let parsed else { throw OpenSSLError("d2i_ECDSA_SIG") }
+        defer { tokenctl_ecdsa_sig_free(parsed) }
+        var r: OpaquePointer?
+        var s: OpaquePointer?
+        tokenctl_ecdsa_sig_get0(parsed, &r, &s)
+        var raw = [UInt8](repeating: 0, count: 64)
+        guard let r, let s,
+              raw.withUnsafeMutableBufferPointer({ tokenctl_bn_bn2binpad(r, $0.baseAddress, 32) }) == 32,
+              raw.withUnsafeMutableBufferPointer({ tokenctl_bn_bn2binpad(s, $0.baseAddress! + 32, 32) }) == 32
+        else { throw OpenSSLError("BN_bn2binpad(r, s)") }
+        return raw
+    }
+
     /// An owned `EVP_PKEY*`, freed in deinit.
     final class PublicKey: @unchecked Sendable {
         private let handle: OpaquePointer

@@ -1,0 +1,87 @@
+import TokenctlEssentials
+
+/// DPoP (RFC 9449) building blocks: a session's P-256 key and the proofs it signs. Not wired to
+/// any command yet (issue 13): the key's stored form, its public JWK and RFC 7638 thumbprint,
+/// `htu` normalisation and the proof JWT, checked against an independent verifier (Python
+/// `cryptography`, DPoPTests).
+public struct DPoPKey: Sendable, Equatable {
+    /// The private scalar (32 bytes) and the public point (65 bytes, 0x04 x y).
+    let scalar: [UInt8]
+    let point: [UInt8]
+
+    /// A new key pair from OpenSSL's generator.
+    public static func generate() throws(OpenSSLError) -> DPoPKey {
+        let exported = try OpenSSL.p256Export(try OpenSSL.generateP256())
+        return DPoPKey(scalar: exported.scalar, point: exported.point)
+    }
+
+    /// The key as stored with the session: `d.x.y`, each base64url (a secret: never on disk,
+    /// never in the hot cache).
+    public var stored: String {
+        [scalar, Array(point[1..<33]), Array(point[33..<65])].map(Base64URL.encode).joined(separator: ".")
+    }
+
+    /// A key read back from `stored`, checked by OpenSSL (the point must be the scalar's).
+    public init(stored: String) throws(OpenSSLError) {
+        let parts = stored.split(separator: ".", omittingEmptySubsequences: false).map { UnverifiedJWT.base64URLDecode(String($0)) }
+        guard parts.count == 3, let d = parts[0], let x = parts[1], let y = parts[2], d.count == 32, x.count == 32, y.count == 32 else {
+            throw OpenSSLError(unavailable: "not a stored DPoP key")
+        }
+        let point = [4] + x + y
+        _ = try OpenSSL.p256KeyPair(scalar: d, point: point)  // checks the point is the scalar's
+        self.init(scalar: d, point: point)
+    }
+
+    init(scalar: [UInt8], point: [UInt8]) {
+        self.scalar = scalar
+        self.point = point
+    }
+
+    /// The public key as a JWK, members in RFC 7638's lexicographic order (so this text is also
+    /// the thumbprint's input).
+    public var publicJWK: String {
+        "{\"crv\":\"P-256\",\"kty\":\"EC\",\"x\":\"\(Base64URL.encode(Array(point[1..<33])))\",\"y\":\"\(Base64URL.encode(Array(point[33..<65])))\"}"
+    }
+
+    /// The JWK SHA-256 thumbprint (RFC 7638), base64url: what `cnf.jkt` must say.
+    public var thumbprint: String { Base64URL.encode(OpenSSL.sha256(Array(publicJWK.utf8))) }
+
+    /// An ES256 signature of `message` (raw r || s).
+    func sign(_ message: [UInt8]) throws(OpenSSLError) -> [UInt8] {
+        try OpenSSL.signES256(key: try OpenSSL.p256KeyPair(scalar: scalar, point: point), message: message)
+    }
+}
+
+public enum DPoPProof {
+    /// RFC 9449 §4.2 `htu`: the URI without query and fragment, scheme and host lower-cased;
+    /// nil for anything that is not an absolute http(s) URI.
+    public static func htu(_ url: String) -> String? {
+        let withoutFragment = url.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        let withoutQuery = withoutFragment.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        guard let schemeEnd = withoutQuery.firstRange(of: "://") else { return nil }
+        let scheme = withoutQuery[..<schemeEnd.lowerBound].lowercased()
+        guard scheme == "https" || scheme == "http" else { return nil }
+        let rest = withoutQuery[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        guard !authority.isEmpty, !authority.contains("@") else { return nil }
+        return scheme + "://" + authority.lowercased() + rest[authorityEnd...]
+    }
+
+    /// A proof for one request: header `typ` dpop+jwt, `alg` ES256, `jwk` (public); claims
+    /// `jti`, `htm`, `htu`, `iat`, and `ath` (base64url SHA-256 of the access token) and
+    /// `nonce` when given.
+    public static func make(
+        key: DPoPKey, method: String, url: String, issuedAt: Int, jti: String = SecureRandom.token(), accessToken: String? = nil, nonce: String? = nil
+    ) throws(OpenSSLError) -> String {
+        guard let htu = htu(url) else { throw OpenSSLError(unavailable: "not an http(s) URL for a DPoP proof") }
+        let header = JSONText.object([("typ", .string("dpop+jwt")), ("alg", .string("ES256")), ("jwk", JSONText.Value(raw: key.publicJWK))])
+        var claims: [(String, JSONText.Value)] = [
+            ("jti", .string(jti)), ("htm", .string(method.uppercased())), ("htu", .string(htu)), ("iat", .number(issuedAt)),
+        ]
+        if let accessToken { claims.append(("ath", .string(Base64URL.encode(OpenSSL.sha256(Array(accessToken.utf8)))))) }
+        if let nonce { claims.append(("nonce", .string(nonce))) }
+        let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(JSONText.object(claims).utf8))
+        return signingInput + "." + Base64URL.encode(try key.sign(Array(signingInput.utf8)))
+    }
+}
