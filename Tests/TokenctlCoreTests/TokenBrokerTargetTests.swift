@@ -192,13 +192,34 @@ struct TokenBrokerTargetTests {
     func journalOrder() throws {
         var current = TokenSet.fixture(accessToken: "session-access", refreshToken: "refresh-1", obtainedAt: 1000, expiresIn: 3600)
         current.lastRefreshAt = nil
-        let next = TokenBroker.storingTargeted(
+        let (next, _) = TokenBroker.storingTargeted(
             .fixture(accessToken: "read-access", refreshToken: "refresh-2", scope: "read"), target: target("read"),
             receivedAt: 1500, serverDate: nil, in: current)
         #expect(next.obtainedAt == current.obtainedAt && next.refreshToken == "refresh-2")
         let entry = RotationJournal.Entry(identity: profile().identity, tokenSet: next, journaledAt: 1500, pendingReason: "locked")
         #expect(entry.isNewer(than: current), "a pending write of this rotation must win over the stored set")
         #expect(!RotationJournal.Entry(identity: profile().identity, tokenSet: current, journaledAt: 1000).isNewer(than: next))
+    }
+
+    @Test("targets never grow the stored set past what the rotation journal can hold: the others expiring first go, then the new one")
+    func boundedBySize() throws {
+        var set = TokenSet.fixture(accessToken: "a", refreshToken: "r", obtainedAt: 1000, expiresIn: 3600)
+        let big = String(repeating: "x", count: 6000)
+        for index in 0..<8 {
+            set = set.storing(
+                TargetedToken(target: target("s\(index)"), accessToken: big + "\(index)", tokenType: "Bearer", expiresAt: 5000 + Double(index), issuedLifetime: 3600, obtainedAt: 1000),
+                now: 1000)
+            #expect(try set.encoded().count <= TokenSet.maximumEncodedBytesWithTargets)
+            #expect(set.targetedToken(for: target("s\(index)")) != nil, "the newest is kept")
+        }
+        #expect(set.targetedTokens.count < 8 && set.targetedToken(for: target("s0")) == nil, "the first ones, expiring first, went")
+        // A token that cannot fit even alone is handed out but not kept, and costs the others nothing.
+        let huge = TargetedToken(target: target("huge"), accessToken: String(repeating: "y", count: 40_000), tokenType: "Bearer", expiresAt: 9000, issuedLifetime: 3600, obtainedAt: 1000)
+        let after = set.storing(huge, now: 1000)
+        #expect(after.targetedToken(for: target("huge")) == nil && after.targetedTokens == set.targetedTokens)
+        #expect(try after.encoded().count <= TokenSet.maximumEncodedBytesWithTargets)
+        let journaled = try RotationJournal.encode(RotationJournal.Entry(identity: profile().identity, tokenSet: set, journaledAt: 1000, pendingReason: "locked"))
+        #expect(journaled.count <= HotCacheEntry.maximumPayloadSize, "the journal holds the set")
     }
 
     @Test("at most 16 tokens for other targets per session: expired ones go first, then the one expiring first")

@@ -289,13 +289,16 @@ public actor TokenBroker {
         }
         switch outcome {
         case .success(let response, let serverDate) where !target.isSession:
-            let next = Self.storingTargeted(response, target: target, receivedAt: receivedAt, serverDate: serverDate, in: current)
+            let (next, token) = Self.storingTargeted(response, target: target, receivedAt: receivedAt, serverDate: serverDate, in: current)
             narrate?(next.refreshToken != current.refreshToken
                 ? "the token endpoint answered with a token for \(target) and a rotated refresh token"
                 : "the token endpoint answered with a token for \(target) (the refresh token is unchanged)")
             try await persist(next, for: profile.identity)
             narrate?("stored the refreshed session of '\(profile.name)'")
-            let served = next.served(for: target)!
+            // The token as received (`next` may not keep it: see `TokenSet.storing`).
+            let served = TokenSet(
+                accessToken: token.accessToken, tokenType: token.tokenType, refreshToken: nil, scope: token.grantedScope,
+                expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: next.subject)
             didServe?(served, profile.identity, target)
             if next.refreshToken != current.refreshToken {
                 // The session's own token is unchanged, but the hot cache may hold it: still valid.
@@ -357,18 +360,19 @@ public actor TokenBroker {
 
     /// The session after a narrowed refresh: its own access token, scope and expiry unchanged;
     /// the refresh token (and ID token) the response rotated; the target's token stored.
-    static func storingTargeted(_ response: TokenResponse, target: TokenTarget, receivedAt: Double, serverDate: Double?, in current: TokenSet) -> TokenSet {
+    static func storingTargeted(
+        _ response: TokenResponse, target: TokenTarget, receivedAt: Double, serverDate: Double?, in current: TokenSet
+    ) -> (set: TokenSet, token: TargetedToken) {
         let fresh = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
         var next = current
         next.refreshToken = fresh.refreshToken
         next.idToken = fresh.idToken
         next.lastRefreshAt = receivedAt
         next.serverClockOffset = fresh.serverClockOffset
-        return next.storing(
-            TargetedToken(
-                target: target, accessToken: fresh.accessToken, tokenType: fresh.tokenType, grantedScope: response.scope,
-                expiresAt: fresh.expiresAt, issuedLifetime: fresh.issuedLifetime, obtainedAt: receivedAt),
-            now: receivedAt)
+        let token = TargetedToken(
+            target: target, accessToken: fresh.accessToken, tokenType: fresh.tokenType, grantedScope: response.scope,
+            expiresAt: fresh.expiresAt, issuedLifetime: fresh.issuedLifetime, obtainedAt: receivedAt)
+        return (next.storing(token, now: receivedAt), token)
     }
 
     /// The signature of an ID token that came with a refresh, as at login: against the issuer's

@@ -99,17 +99,35 @@ extension TokenSet {
         targetedTokens.first { $0.target == target }
     }
 
+    /// The largest stored set (its JSON) that targets may grow it to: what the rotation journal
+    /// (one kernel `user` key, 32 KiB with its header) can still hold, so a rotated refresh
+    /// token always has a place to wait when the Secret Service cannot take it.
+    public static let maximumEncodedBytesWithTargets = HotCacheEntry.maximumPayloadSize - 2048
+
     /// This set with `token` stored for its target: the one it replaces and those expired at
-    /// `now` are dropped, and past `TargetedToken.maximumPerSession` the one expiring first.
+    /// `now` are dropped, and past `TargetedToken.maximumPerSession`, or past
+    /// `maximumEncodedBytesWithTargets`, the others expiring first; if the set is still too
+    /// large, `token` is not kept either (it is still handed out; the next call refreshes again).
     public func storing(_ token: TargetedToken, now: Double) -> TokenSet {
         var set = self
-        var tokens = targetedTokens.filter { $0.target != token.target && $0.effectiveExpiry > now }
-        tokens.append(token)
-        while tokens.count > TargetedToken.maximumPerSession {
-            let oldest = tokens.indices.min { tokens[$0].effectiveExpiry < tokens[$1].effectiveExpiry }!
-            tokens.remove(at: oldest)
+        var others = targetedTokens.filter { $0.target != token.target && $0.effectiveExpiry > now }
+        func fits(_ tokens: [TargetedToken]) -> Bool {
+            var candidate = set
+            candidate.targetedTokens = tokens
+            return ((try? candidate.encoded())?.count ?? .max) <= TokenSet.maximumEncodedBytesWithTargets
         }
-        set.targetedTokens = tokens.sorted { $0.target < $1.target }
+        func dropOldest() {
+            let oldest = others.indices.min { others[$0].effectiveExpiry < others[$1].effectiveExpiry }!
+            others.remove(at: oldest)
+        }
+        guard fits([token]) else {
+            // Too large to keep even alone: keep the others (they fit before it came).
+            while !others.isEmpty && !fits(others) { dropOldest() }
+            set.targetedTokens = others.sorted { $0.target < $1.target }
+            return set
+        }
+        while !others.isEmpty && (others.count + 1 > TargetedToken.maximumPerSession || !fits(others + [token])) { dropOldest() }
+        set.targetedTokens = (others + [token]).sorted { $0.target < $1.target }
         return set
     }
 
