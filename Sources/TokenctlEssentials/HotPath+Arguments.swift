@@ -71,7 +71,7 @@ extension HotPath {
             }
             return accepted ? .proceed : .stop
         }
-        guard accepted, sawToken, requestedTarget(request).acceptable else { return nil }
+        guard accepted, sawToken, isAcceptableTarget(request) else { return nil }
         return request
     }
 
@@ -89,17 +89,20 @@ extension HotPath {
         return value
     }
 
-    /// The target's values as bytes; not `acceptable` when a value is one the engine's
-    /// `TokenTarget` refuses (the same `TokenTargetSyntax.check`): `recognize` leaves those to
-    /// the engine, which says what is wrong.
-    static func requestedTarget(_ request: Request) -> (scope: Bytes?, audience: Bytes?, resource: Bytes?, acceptable: Bool) {
-        var acceptable = true
-        func bytes(_ value: UnsafePointer<CChar>?, _ part: TokenTargetSyntax.Part) -> Bytes? {
-            guard let value else { return nil }
-            let result = Bytes(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: strlen(value))
-            if TokenTargetSyntax.check(result, part) != nil { acceptable = false }
-            return result
+    /// The target's values as bytes (nil for a part not given).
+    static func requestedTarget(_ request: Request) -> (scope: Bytes?, audience: Bytes?, resource: Bytes?) {
+        func bytes(_ value: UnsafePointer<CChar>?) -> Bytes? {
+            value.map { Bytes(start: UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self), count: strlen($0)) }
         }
-        return (bytes(request.scope, .scope), bytes(request.audience, .audience), bytes(request.resource, .resource), acceptable)
+        return (bytes(request.scope), bytes(request.audience), bytes(request.resource))
+    }
+
+    /// Whether every part given is one the engine's `TokenTarget` accepts (the same
+    /// `TokenTargetSyntax.check`): `recognize` leaves the others to the engine, which says what
+    /// is wrong. Checked once, here; `serve` only reads the bytes.
+    static func isAcceptableTarget(_ request: Request) -> Bool {
+        let target = requestedTarget(request)
+        func acceptable(_ bytes: Bytes?, _ part: TokenTargetSyntax.Part) -> Bool { bytes.map { TokenTargetSyntax.check($0, part) == nil } ?? true }
+        return acceptable(target.scope, .scope) && acceptable(target.audience, .audience) && acceptable(target.resource, .resource)
     }
 }
