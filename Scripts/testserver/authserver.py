@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Local OAuth 2.0 test authorization server for tokenctl's end-to-end tests.
 
-Standard library only.  Binds 127.0.0.1, writes the port to --port-file once
+Standard library only, except DPoP proof verification, which imports python3-cryptography
+when a request carries a proof (without it every proof is refused).  Binds 127.0.0.1, writes the port to --port-file once
 listening (atomically: temp file + rename), serves until SIGTERM/SIGINT.
 
     python3 Scripts/testserver/authserver.py --port 0 --port-file PATH [--pid-file PATH] [--verbose]
@@ -19,6 +20,7 @@ Public endpoints
                                code, or what "authorize_mode" says
   GET  /jwks                   the keys that sign ID tokens (RS256 kid "test-rsa", ES256 kid "test-ec";
                                with rotate_signing_key, RS256 kid "test-rsa-2" instead of "test-rsa")
+  GET|POST /resource           a protected resource (RFC 6750, RFC 9449 §7): see DPoP below
 
 Confidential clients: a client_id listed in config "client_secrets" must send its secret
 (HTTP Basic or client_secret in the form) to /token, /revoke and /device_authorization.
@@ -27,9 +29,12 @@ Test control (JSON in / JSON out)
   POST /_test/issue        {"client_id", "sub"?, "scope"?} -> {"refresh_token", "family"}
   POST /_test/config       partial config, merged -> full config (unknown keys: 400)
   GET  /_test/log          every /token, /revoke, /jwks and discovery request, in order
-  GET  /_test/token-status?token=X -> {"active", "kind", "spent", "family_revoked"}
-  POST /_test/reset        state, log and config back to defaults
-  GET  /_test/stats        {"token_requests", "issued", "invalid_grant", "reuse_detected"}
+  GET  /_test/token-status?token=X -> {"active", "kind", "spent", "family_revoked", "jkt"}
+                           (jkt: the DPoP key thumbprint the token's family is bound to, or null)
+  POST /_test/reset        state, log and config back to defaults (the DPoP nonce and the
+                           seen-jti set too)
+  GET  /_test/stats        {"token_requests", "issued", "invalid_grant", "reuse_detected",
+                            "dpop_proofs_valid", "dpop_proofs_invalid"}
   POST /_test/device/approve {"user_code", "sub"?}   approve a pending device code
   POST /_test/device/deny    {"user_code"}
 
@@ -39,7 +44,59 @@ Config keys (defaults in DEFAULT_CONFIG):
   revoke_fault_status, id_token_alg, id_token_bad_signature, id_token_claims, omit_id_token,
   rotate_signing_key,
   omit_refresh_token, discovery_raw, discovery_omit, device_script, device_response_override,
-  device_interval, device_expires_in, client_secrets, auth_methods, authorize_mode.
+  device_interval, device_expires_in, client_secrets, auth_methods, authorize_mode,
+  jwt_access_tokens, omit_expires_in, allowed_resources,
+  dpop_algs, dpop_iat_window, dpop_nonce_required, dpop_resource_nonce_required,
+  dpop_nonce_rotate_after, dpop_downgrade, dpop_wrong_cnf.
+
+Log (/_test/log): entries {"time", "path", ..., "status", "outcome"}.  /token, /revoke and
+/resource entries carry "dpop": null when the request had no DPoP header, else the decoded
+proof {"jkt", "jti", "htm", "htu", "iat", "nonce", ["ath"], "valid", ["error"]} (jkt: RFC 7638
+thumbprint of the header's jwk; error: what failed).  /token entries also carry "token_type"
+(what a 200 issued: "Bearer" or "DPoP"; null otherwise).  /resource entries: "method",
+"scheme" ("DPoP", "Bearer" or null), "access_token", "dpop", and outcome "ok", "invalid_token",
+"invalid_dpop_proof", "use_dpop_nonce" or "bearer_for_bound_token".  /authorize entries log
+"dpop_jkt".  A faulted request's proof is decoded and checked for the log, but not against
+state (jti, nonce) and not counted in the stats.
+
+DPoP (RFC 9449; verification written from the RFC, ES256 only):
+  Discovery advertises "dpop_signing_alg_values_supported": dpop_algs (absent when [] or null).
+  A request carries a proof when it has a DPoP header; POST /token, POST /revoke and /resource
+  check it (§4.3): exactly one header; compact JWS; header typ "dpop+jwt", alg in dpop_algs
+  (and ES256), no crit, jwk an EC P-256 public key (a private member such as "d": refused);
+  ES256 signature (raw r || s) valid for that jwk; claims jti (non-empty string never seen
+  before since start/reset), htm = the request method, htu = issuer + path (scheme and host
+  compared case-insensitively, default port dropped, the claim's query and fragment ignored,
+  path exact), iat within dpop_iat_window seconds of the server clock (time + date_offset_seconds);
+  at /resource ath = base64url(SHA-256(access token)) is required.  With dpop_nonce_required
+  (/token, /revoke) or dpop_resource_nonce_required (/resource) the nonce claim must be the
+  server's current nonce (one nonce, shared; random, made lazily, replaced after every
+  dpop_nonce_rotate_after accepted uses when that is > 0) and every answer of those endpoints
+  carries "DPoP-Nonce: <current>".
+  Refusals at /token and /revoke: 400 {"error": "invalid_dpop_proof", "error_description": why},
+  or 400 {"error": "use_dpop_nonce", ...} (nonce missing or stale) with DPoP-Nonce.
+  Binding: a token request (any grant) with a valid proof issues token_type "DPoP"; the family
+  records the proof's jkt (the first binding stays), the access token record its jkt, and a
+  JWT access token (jwt_access_tokens) gets "cnf": {"jkt": jkt} (with dpop_wrong_cnf a random
+  other thumbprint).  Refreshing a bound family's token needs a valid proof with the family's
+  key, else 400 invalid_grant "DPoP proof required" / "DPoP key mismatch", and the refresh
+  token is not spent (no rotation, no reuse detection).  /authorize's dpop_jkt parameter
+  (§10) binds the code: the token request's proof must have that jkt, else 400 invalid_grant
+  "dpop_jkt mismatch".  /revoke of a token whose family is bound needs a proof with its key,
+  else 400 invalid_grant (same descriptions).  dpop_downgrade: a server that ignores DPoP;
+  proofs are still checked and logged but never refused, nothing is bound or enforced, no
+  nonce, tokens are Bearer (at /token and /revoke; /resource is unaffected).
+  /resource (GET or POST): "Authorization: DPoP <at>" with a valid proof (htu issuer +
+  "/resource", ath, the token's jkt) -> 200 {"ok": true, "sub", "token_type": "DPoP"};
+  "Authorization: Bearer <at>" for an unbound active token -> 200 {..., "token_type": "Bearer"}.
+  Refusals are 401 with a JSON body {"error", "error_description"} and
+  WWW-Authenticate: DPoP error="<error>", error_description="<why>":
+    invalid_dpop_proof (bad or missing proof, or a key other than the token's),
+    use_dpop_nonce (with DPoP-Nonce), invalid_token (no token; a token that is unknown,
+    expired or revoked, whose challenge is Bearer when it was presented as Bearer; an unbound
+    token presented as DPoP), and a bound token presented as Bearer: error "invalid_token",
+    error_description "DPoP-bound token presented as Bearer" (log outcome
+    bearer_for_bound_token).  A proof sent along with a Bearer token is checked too.
 
 Faults (config "faults", a queue consumed one entry per /token request, before
 normal handling; a faulted request never touches token state):
@@ -184,6 +241,22 @@ DEFAULT_CONFIG = {
     # Refresh with resource indicators (RFC 8707): the resources the server serves; any other
     # is refused with invalid_target. None: every absolute URI is accepted.
     "allowed_resources": None,
+    # DPoP (RFC 9449): the proof algorithms accepted and advertised in discovery
+    # (dpop_signing_alg_values_supported; [] or null: not advertised, and every proof is refused).
+    # Only ES256 is implemented.
+    "dpop_algs": ["ES256"],
+    # A proof's iat must be within this many seconds of the server's (offset) clock.
+    "dpop_iat_window": 60,
+    # Proofs must carry the server's current nonce: at /token and /revoke, and at /resource.
+    "dpop_nonce_required": False,
+    "dpop_resource_nonce_required": False,
+    # The nonce is replaced after this many accepted uses (0: never).
+    "dpop_nonce_rotate_after": 0,
+    # A server that ignores DPoP: proofs are still checked and logged, but never refused,
+    # never bind anything, and tokens are issued as Bearer.
+    "dpop_downgrade": False,
+    # Bound JWT access tokens (jwt_access_tokens) carry cnf.jkt of another, random key.
+    "dpop_wrong_cnf": False,
 }
 
 LOCK = threading.Lock()
@@ -197,13 +270,17 @@ class State:
 
     def reset(self):
         self.config = copy.deepcopy(DEFAULT_CONFIG)
-        self.families = {}  # id -> {"sub", "client_id", "scope", "revoked"}
+        self.families = {}  # id -> {"sub", "client_id", "scope", "revoked", "jkt"}
         self.refresh = {}  # token -> {"family", "client_id", "spent_at", "revoked"}
-        self.access = {}  # token -> {"family", "client_id", "expires_at", "revoked"}
+        self.access = {}  # token -> {"family", "client_id", "expires_at", "revoked", "jkt", ...}
         self.devices = {}  # device_code -> {"user_code", "client_id", "scope", "status", "sub", "expires_at"}
-        self.codes = {}  # code -> {"client_id", "redirect_uri", "challenge", "nonce", "scope", "used"}
+        self.codes = {}  # code -> {"client_id", "redirect_uri", "challenge", "nonce", "scope", "used", "dpop_jkt"}
         self.log = []
-        self.stats = {"token_requests": 0, "issued": 0, "invalid_grant": 0, "reuse_detected": 0}
+        self.stats = {"token_requests": 0, "issued": 0, "invalid_grant": 0, "reuse_detected": 0,
+                      "dpop_proofs_valid": 0, "dpop_proofs_invalid": 0}
+        self.dpop_nonce = None  # created lazily by dpop_nonce()
+        self.dpop_nonce_uses = 0
+        self.dpop_jti_seen = set()
 
 
 STATE = State()
@@ -276,6 +353,210 @@ def jwks_document():
                       "n": b64url(int_bytes(n)), "e": b64url(int_bytes(RSA_E))},
                      {"kty": "EC", "kid": EC_KID, "use": "sig", "alg": "ES256", "crv": "P-256",
                       "x": b64url(EC_PUBLIC[0].to_bytes(32, "big")), "y": b64url(EC_PUBLIC[1].to_bytes(32, "big"))}]}
+
+
+# -- DPoP (RFC 9449), written from the RFC -------------------------------------
+# check_dpop_proof is pure (no STATE, no LOCK: the signature check runs outside the lock);
+# settle_dpop_proof then does the checks on server state (jti replay, nonce) with LOCK held.
+
+B64URL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+# Members that only a private JWK has (RFC 7518 §6.2.2, §6.3.2, §6.4.1).
+JWK_PRIVATE_MEMBERS = ("d", "p", "q", "dp", "dq", "qi", "oth", "k")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def b64url_decode(text):
+    """Strict base64url without padding (RFC 7515 §2); ValueError otherwise."""
+    if not isinstance(text, str) or not set(text) <= B64URL_CHARS or len(text) % 4 == 1:
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def jwk_thumbprint(jwk):
+    """RFC 7638 thumbprint of an EC public JWK: SHA-256 of the required members, lexicographic order."""
+    canonical = json.dumps({"crv": jwk["crv"], "kty": jwk["kty"], "x": jwk["x"], "y": jwk["y"]},
+                           separators=(",", ":"), sort_keys=True)
+    return b64url(hashlib.sha256(canonical.encode("ascii")).digest())
+
+
+def access_token_hash(token):
+    """The ath of RFC 9449 §4.2: base64url(SHA-256(ASCII of the access token))."""
+    return b64url(hashlib.sha256(token.encode("ascii")).digest())
+
+
+def normalized_uri(uri):
+    """RFC 3986 §6.2.2/§6.2.3 normalisation for htu: scheme and host lower-cased, default port
+    removed; query and fragment dropped; the path kept as it is.  None when not an absolute URI."""
+    if not isinstance(uri, str):
+        return None
+    try:
+        parts = urllib.parse.urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if not scheme or not parts.netloc or parts.hostname is None:
+        return None
+    if port == DEFAULT_PORTS.get(scheme):
+        port = None
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else None
+    return (scheme, userinfo, parts.hostname.lower(), port, parts.path)
+
+
+def htu_matches(claim, request_uri):
+    expected = normalized_uri(request_uri)
+    return expected is not None and normalized_uri(claim) == expected
+
+
+def check_dpop_proof(values, method, request_uri, algs, iat_window, clock, access_token=None):
+    """Every check of RFC 9449 §4.3 that needs no server state.
+
+    values: the request's DPoP header values (None or [] when it carries no proof);
+    clock: the server's time; access_token: the token presented at a protected resource
+    (then ath is required).  Returns (info, error): info None when there is no proof, else
+    the decoded proof for the log (jkt, jti, htm, htu, iat, nonce, ath when present); error
+    None when these checks pass, else what failed."""
+    if not values:
+        return None, None
+    info = {"jkt": None, "jti": None, "htm": None, "htu": None, "iat": None, "nonce": None}
+    if len(values) != 1:
+        return info, "more than one DPoP header"
+    parts = values[0].strip().split(".")
+    if len(parts) != 3:
+        return info, "malformed proof: not a compact JWS"
+    try:
+        header = json.loads(b64url_decode(parts[0]))
+        claims = json.loads(b64url_decode(parts[1]))
+        signature = b64url_decode(parts[2])
+    except ValueError:  # binascii.Error, UnicodeDecodeError and JSONDecodeError included
+        return info, "malformed proof: bad base64url or JSON"
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        return info, "malformed proof: header or claims not a JSON object"
+    for k in ("jti", "htm", "htu", "iat", "nonce"):
+        info[k] = claims.get(k)
+    if "ath" in claims:
+        info["ath"] = claims["ath"]
+    jwk = header.get("jwk")
+    if (isinstance(jwk, dict) and jwk.get("kty") == "EC" and jwk.get("crv") == "P-256"
+            and isinstance(jwk.get("x"), str) and isinstance(jwk.get("y"), str)):
+        info["jkt"] = jwk_thumbprint(jwk)
+    if header.get("typ") != "dpop+jwt":
+        return info, "typ is not dpop+jwt"
+    alg = header.get("alg")
+    if not isinstance(alg, str) or alg not in (algs or []) or alg != "ES256":
+        return info, "alg %s not supported" % json.dumps(alg)
+    if "crit" in header:
+        return info, "crit header not supported"
+    if not isinstance(jwk, dict):
+        return info, "jwk header missing"
+    private = [k for k in JWK_PRIVATE_MEMBERS if k in jwk]
+    if private:
+        return info, "jwk contains private key members: " + ", ".join(private)
+    if info["jkt"] is None:
+        return info, "jwk is not an EC P-256 public key"
+    try:
+        x, y = b64url_decode(jwk["x"]), b64url_decode(jwk["y"])
+    except ValueError:
+        return info, "jwk x or y is not base64url"
+    if len(x) != 32 or len(y) != 32:
+        return info, "jwk x or y is not 32 bytes"
+    if len(signature) != 64:
+        return info, "signature is not 64 bytes (raw r || s)"
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+    except ImportError:
+        return info, "cannot verify: python3-cryptography is not installed"
+    try:
+        key = ec.EllipticCurvePublicNumbers(int.from_bytes(x, "big"), int.from_bytes(y, "big"),
+                                            ec.SECP256R1()).public_key()
+    except ValueError:
+        return info, "jwk is not a point on P-256"
+    der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
+    try:
+        key.verify(der, (parts[0] + "." + parts[1]).encode("ascii"), ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        return info, "signature invalid"
+    jti = claims.get("jti")
+    if not isinstance(jti, str) or not jti:
+        return info, "jti missing"
+    if claims.get("htm") != method:
+        return info, "htm mismatch"
+    if not htu_matches(claims.get("htu"), request_uri):
+        return info, "htu mismatch"
+    iat = claims.get("iat")
+    if not isinstance(iat, (int, float)) or isinstance(iat, bool) or iat != iat or abs(iat) == float("inf"):
+        return info, "iat missing or not a number"
+    if abs(iat - clock) > float(iat_window):
+        return info, "iat outside the accepted window"
+    nonce = claims.get("nonce")
+    if nonce is not None and not isinstance(nonce, str):
+        return info, "nonce is not a string"
+    if access_token is not None:
+        ath = claims.get("ath")
+        if not isinstance(ath, str):
+            return info, "ath missing"
+        try:
+            expected = access_token_hash(access_token)
+        except UnicodeEncodeError:
+            expected = None
+        if ath != expected:
+            return info, "ath mismatch"
+    return info, None
+
+
+def dpop_nonce():
+    """The server's current DPoP nonce, made on first use.  LOCK held."""
+    if STATE.dpop_nonce is None:
+        STATE.dpop_nonce = secrets.token_urlsafe(24)
+        STATE.dpop_nonce_uses = 0
+    return STATE.dpop_nonce
+
+
+def settle_dpop_proof(info, error, nonce_required, expected_jkt=None):
+    """With LOCK held: finish the checks of a proof check_dpop_proof gave (info, error): the key
+    (expected_jkt, at /resource), jti replay, then the nonce.  Records the verdict in info
+    ("valid", "error") and in the stats.  Returns None (valid, or no proof),
+    "invalid_dpop_proof" or "use_dpop_nonce"."""
+    if info is None:
+        return None
+    verdict = "invalid_dpop_proof" if error else None
+    if error is None and expected_jkt is not None and info["jkt"] != expected_jkt:
+        error, verdict = "DPoP key mismatch: the proof's key is not the token's", "invalid_dpop_proof"
+    if error is None:
+        if info["jti"] in STATE.dpop_jti_seen:
+            error, verdict = "jti reused", "invalid_dpop_proof"
+        else:
+            STATE.dpop_jti_seen.add(info["jti"])
+    if error is None and nonce_required:
+        if info.get("nonce") is None:
+            error, verdict = "nonce missing", "use_dpop_nonce"
+        elif info["nonce"] != dpop_nonce():
+            error, verdict = "nonce stale", "use_dpop_nonce"
+        else:
+            STATE.dpop_nonce_uses += 1
+            rotate_after = int(STATE.config.get("dpop_nonce_rotate_after") or 0)
+            if rotate_after > 0 and STATE.dpop_nonce_uses >= rotate_after:
+                STATE.dpop_nonce = None
+                dpop_nonce()
+    info["valid"] = error is None
+    if error is not None:
+        info["error"] = error
+    STATE.stats["dpop_proofs_valid" if error is None else "dpop_proofs_invalid"] += 1
+    return verdict
+
+
+def dpop_settings(path):
+    """(algs, iat_window, clock, nonce_required, downgrade) for a request to path.  LOCK held.
+    dpop_downgrade turns the nonce off at /token and /revoke, not at /resource."""
+    cfg = STATE.config
+    downgrade = bool(cfg.get("dpop_downgrade"))
+    key = "dpop_resource_nonce_required" if path == "/resource" else "dpop_nonce_required"
+    return (list(cfg.get("dpop_algs") or []), float(cfg.get("dpop_iat_window") or 0),
+            time.time() + float(cfg.get("date_offset_seconds") or 0),
+            bool(cfg.get(key)) and not (downgrade and path != "/resource"), downgrade)
 
 
 class Closed(Exception):
@@ -404,6 +685,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 }
                 if cfg["advertise_revocation"]:
                     doc["revocation_endpoint"] = issuer + "/revoke"
+                if cfg.get("dpop_algs"):
+                    doc["dpop_signing_alg_values_supported"] = list(cfg["dpop_algs"])
                 for k in cfg.get("discovery_omit") or []:
                     doc.pop(k, None)
                 status = 200
@@ -426,6 +709,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         grant_type = form.get("grant_type")
         rt = form.get("refresh_token")
         client_id = form.get("client_id") or basic_client_id(self.headers.get("Authorization"))
+        proofs = self.headers.get_all("DPoP")
         with LOCK:
             STATE.stats["token_requests"] += 1
             fault = take_fault()
@@ -435,9 +719,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
                      "resource": form.get_all("resource"),
                      "client_secret_sent": bool(form.get("client_secret") or basic_secret(self.headers.get("Authorization")))}
             if fault is not None and "delay" not in fault:
+                # A faulted request never touches state: its proof is decoded for the log, not settled.
+                algs, window, clock, _, _ = dpop_settings("/token")
+                info, error = check_dpop_proof(proofs, "POST", self.issuer + "/token", algs, window, clock)
+                if info is not None:
+                    info["valid"] = error is None
+                    if error is not None:
+                        info["error"] = error
                 kind = "hang" if "hang" in fault else "close" if fault.get("close") else "status"
                 log_request("/token", fault.get("status") if kind == "status" else None,
-                            "fault", fault=kind, **entry)
+                            "fault", fault=kind, dpop=info, token_type=None, **entry)
         if fault is not None and "delay" in fault:
             time.sleep(float(fault["delay"]))
             fault = None
@@ -454,24 +745,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
 
         with LOCK:
+            algs, window, clock, nonce_required, downgrade = dpop_settings("/token")
+        info, error = check_dpop_proof(proofs, "POST", self.issuer + "/token", algs, window, clock)
+        headers = {}
+        with LOCK:
+            verdict = settle_dpop_proof(info, error, nonce_required)
+            # With dpop_downgrade the proof is ignored: nothing refused, nothing bound, Bearer.
+            dpop = None if downgrade else DPoP(info["jkt"] if info is not None and verdict is None else None)
             auth_error = check_client_secret(client_id, form, self.headers.get("Authorization"))
-            if auth_error is not None:
+            if verdict is not None and not downgrade:
+                status, obj, outcome = 400, {"error": verdict, "error_description": info["error"]}, verdict
+            elif auth_error is not None:
                 status, obj, outcome = 401, {"error": "invalid_client"}, "invalid_client"
             elif grant_type == DEVICE_GRANT:
-                status, obj, outcome = device_grant(self.issuer, form.get("device_code"), client_id)
+                status, obj, outcome = device_grant(self.issuer, form.get("device_code"), client_id, dpop)
             elif grant_type == "authorization_code":
-                status, obj, outcome = code_grant(self.issuer, form, client_id)
+                status, obj, outcome = code_grant(self.issuer, form, client_id, dpop)
             else:
                 status, obj, outcome = token_grant(self.issuer, grant_type, rt, client_id, form.get("scope"),
-                                                   form.get("audience"), form.get_all("resource"))
+                                                   form.get("audience"), form.get_all("resource"), dpop)
             if status == 200:
                 STATE.stats["issued"] += 1
             elif obj.get("error") == "invalid_grant":
                 STATE.stats["invalid_grant"] += 1
             if outcome == "reuse_detected":
                 STATE.stats["reuse_detected"] += 1
-            log_request("/token", status, outcome, **entry)
-        self.send_json(status, obj)
+            if nonce_required:
+                headers["DPoP-Nonce"] = dpop_nonce()
+            log_request("/token", status, outcome, dpop=copy.deepcopy(info),
+                        token_type=obj.get("token_type") if status == 200 else None, **entry)
+        self.send(status, obj, headers=headers)
 
     # -- /revoke ----------------------------------------------------------
 
@@ -482,69 +785,147 @@ class Handler(http.server.BaseHTTPRequestHandler):
         entry = {"token_type_hint": form.get("token_type_hint"), "client_id": client_id,
                  "refresh_token": token}
         with LOCK:
+            algs, window, clock, nonce_required, downgrade = dpop_settings("/revoke")
+        info, error = check_dpop_proof(self.headers.get_all("DPoP"), "POST", self.issuer + "/revoke",
+                                       algs, window, clock)
+        headers = {}
+        with LOCK:
             fault_status = STATE.config.get("revoke_fault_status")
             if fault_status:
-                log_request("/revoke", int(fault_status), "fault", **entry)
-            elif check_client_secret(client_id, form, self.headers.get("Authorization")) is not None:
-                fault_status = 401
-                log_request("/revoke", 401, "invalid_client", **entry)
-            elif not token:
-                log_request("/revoke", 400, "invalid_request", **entry)
+                # Answered exactly so, touching no state: the proof is decoded for the log only.
+                if info is not None:
+                    info["valid"] = error is None
+                    if error is not None:
+                        info["error"] = error
+                log_request("/revoke", int(fault_status), "fault", dpop=info, **entry)
+                status, obj = int(fault_status), b""
             else:
-                outcome = revoke_token(token, client_id)
-                log_request("/revoke", 200, outcome, **entry)
-        if fault_status:
-            self.send(int(fault_status), b"", None)
-        elif not token:
-            self.send_json(400, {"error": "invalid_request", "error_description": "missing token"})
-        else:
-            self.send(200, b"", None)
+                verdict = settle_dpop_proof(info, error, nonce_required)
+                dpop = None if downgrade else DPoP(info["jkt"] if info is not None and verdict is None else None)
+                if verdict is not None and not downgrade:
+                    status, obj, outcome = 400, {"error": verdict, "error_description": info["error"]}, verdict
+                elif check_client_secret(client_id, form, self.headers.get("Authorization")) is not None:
+                    status, obj, outcome = 401, b"", "invalid_client"
+                elif not token:
+                    status, obj, outcome = 400, {"error": "invalid_request",
+                                                 "error_description": "missing token"}, "invalid_request"
+                else:
+                    outcome, obj = revoke_token(token, client_id, dpop)
+                    status = 200 if obj is None else 400
+                    obj = b"" if obj is None else obj
+                if nonce_required:
+                    headers["DPoP-Nonce"] = dpop_nonce()
+                log_request("/revoke", status, outcome, dpop=copy.deepcopy(info), **entry)
+        self.send(status, obj, None if obj == b"" else "application/json", headers)
+
+    # -- protected resource (RFC 9449 §7, RFC 6750) ------------------------------
+
+    def resource(self, body, query):
+        method = self.command
+        scheme, _, token = (self.headers.get("Authorization") or "").strip().partition(" ")
+        scheme, token = scheme.lower(), token.strip()
+        if scheme not in ("dpop", "bearer") or not token:
+            scheme, token = None, None
+        with LOCK:
+            algs, window, clock, nonce_required, _ = dpop_settings("/resource")
+        info, error = check_dpop_proof(self.headers.get_all("DPoP"), method, self.issuer + "/resource",
+                                       algs, window, clock, access_token=token or "")
+        with LOCK:
+            rec = STATE.access.get(token) if token else None
+            fam = STATE.families[rec["family"]] if rec is not None else None
+            active = (rec is not None and not rec["revoked"] and not fam["revoked"]
+                      and time.time() < rec["expires_at"])
+            # With the DPoP scheme the proof's key must be the one the token is bound to.
+            expected_jkt = rec.get("jkt") if active and scheme == "dpop" else None
+            verdict = settle_dpop_proof(info, error, nonce_required, expected_jkt)
+            challenge = "DPoP"
+            if scheme is None:
+                outcome, description = "invalid_token", "no access token (Authorization: DPoP or Bearer)"
+            elif verdict is not None:
+                outcome, description = verdict, info["error"]
+            elif scheme == "dpop" and info is None:
+                outcome, description = "invalid_dpop_proof", "DPoP proof required"
+            elif not active:
+                outcome, description = "invalid_token", "access token unknown, expired or revoked"
+                challenge = "DPoP" if scheme == "dpop" else "Bearer"
+            elif scheme == "dpop" and rec.get("jkt") is None:
+                outcome, description = "invalid_token", "access token is not DPoP-bound"
+            elif scheme == "bearer" and rec.get("jkt") is not None:
+                outcome, description = "bearer_for_bound_token", "DPoP-bound token presented as Bearer"
+            else:
+                outcome, description = "ok", None
+            headers = {}
+            if outcome == "ok":
+                status, obj = 200, {"ok": True, "sub": fam["sub"], "token_type": "DPoP" if scheme == "dpop" else "Bearer"}
+            else:
+                error_code = "invalid_token" if outcome == "bearer_for_bound_token" else outcome
+                status, obj = 401, {"error": error_code, "error_description": description}
+                headers["WWW-Authenticate"] = '%s error="%s", error_description="%s"' % (
+                    challenge, error_code, description.replace("\\", "\\\\").replace('"', '\\"'))
+            if nonce_required:
+                headers["DPoP-Nonce"] = dpop_nonce()
+            log_request("/resource", status, outcome, method=method,
+                        scheme={"dpop": "DPoP", "bearer": "Bearer"}.get(scheme), access_token=token,
+                        dpop=copy.deepcopy(info))
+        self.send(status, obj, headers=headers)
 
     # -- device authorization (RFC 8628) ---------------------------------------
 
     def device_authorization(self, body, query):
         form = parse_form(body)
         client_id = form.get("client_id") or basic_client_id(self.headers.get("Authorization"))
+        # Answers go out after LOCK is released: send_response's Date header takes it.
         with LOCK:
             cfg = STATE.config
             if not client_id:
                 log_request("/device_authorization", 400, "invalid_request")
-                return self.send_json(400, {"error": "invalid_request"})
-            if check_client_secret(client_id, form, self.headers.get("Authorization")) is not None:
+                status, doc = 400, {"error": "invalid_request"}
+            elif check_client_secret(client_id, form, self.headers.get("Authorization")) is not None:
                 log_request("/device_authorization", 401, "invalid_client", client_id=client_id)
-                return self.send_json(401, {"error": "invalid_client"})
-            device_code = "dc_" + secrets.token_urlsafe(24)
-            user_code = secrets.token_hex(2).upper() + "-" + secrets.token_hex(2).upper()
-            expires_in = int(cfg["device_expires_in"])
-            STATE.devices[device_code] = {"user_code": user_code, "client_id": client_id,
-                                          "scope": form.get("scope") or "openid offline_access",
-                                          "status": "pending", "sub": "alice",
-                                          "expires_at": time.time() + expires_in}
-            doc = {"device_code": device_code, "user_code": user_code,
-                   "verification_uri": self.issuer + "/device",
-                   "verification_uri_complete": self.issuer + "/device?user_code=" + user_code,
-                   "expires_in": expires_in, "interval": cfg["device_interval"]}
-            for k, v in (cfg.get("device_response_override") or {}).items():
-                if v is None:
-                    doc.pop(k, None)
-                else:
-                    doc[k] = v
-            log_request("/device_authorization", 200, "issued", client_id=client_id, scope=form.get("scope"),
-                        audience=form.get("audience"), resource=form.get("resource"))
-        self.send_json(200, doc)
+                status, doc = 401, {"error": "invalid_client"}
+            else:
+                status, doc = 200, self.new_device_code(form, client_id, cfg)
+        self.send_json(status, doc)
+
+    def new_device_code(self, form, client_id, cfg):
+        """LOCK held."""
+        device_code = "dc_" + secrets.token_urlsafe(24)
+        user_code = secrets.token_hex(2).upper() + "-" + secrets.token_hex(2).upper()
+        expires_in = int(cfg["device_expires_in"])
+        STATE.devices[device_code] = {"user_code": user_code, "client_id": client_id,
+                                      "scope": form.get("scope") or "openid offline_access",
+                                      "status": "pending", "sub": "alice",
+                                      "expires_at": time.time() + expires_in}
+        doc = {"device_code": device_code, "user_code": user_code,
+               "verification_uri": self.issuer + "/device",
+               "verification_uri_complete": self.issuer + "/device?user_code=" + user_code,
+               "expires_in": expires_in, "interval": cfg["device_interval"]}
+        for k, v in (cfg.get("device_response_override") or {}).items():
+            if v is None:
+                doc.pop(k, None)
+            else:
+                doc[k] = v
+        log_request("/device_authorization", 200, "issued", client_id=client_id, scope=form.get("scope"),
+                    audience=form.get("audience"), resource=form.get("resource"))
+        return doc
 
     def t_device(self, body, query, approve):
         try:
             req = json.loads(body or b"{}")
         except ValueError:
             return self.send_json(400, {"error": "invalid_json"})
+        found = False
         with LOCK:
             for rec in STATE.devices.values():
                 if rec["user_code"] == req.get("user_code"):
                     rec["status"] = "approved" if approve else "denied"
                     rec["sub"] = req.get("sub") or rec["sub"]
-                    return self.send_json(200, {"ok": True})
-        self.send_json(404, {"error": "unknown user_code"})
+                    found = True
+                    break
+        if found:
+            self.send_json(200, {"ok": True})
+        else:
+            self.send_json(404, {"error": "unknown user_code"})
 
     def t_device_approve(self, body, query):
         self.t_device(body, query, True)
@@ -561,11 +942,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             mode = STATE.config.get("authorize_mode") or "approve"
             log_request("/authorize", 302, mode, client_id=q.get("client_id"), redirect_uri=redirect_uri,
                         scope=q.get("scope"), nonce=q.get("nonce"), state=q.get("state"),
-                        code_challenge_method=q.get("code_challenge_method"), audience=q.get("audience"))
-            if not redirect_uri.startswith("http://127.0.0.1:") or q.get("response_type") != "code":
-                return self.send_json(400, {"error": "invalid_request"})
+                        code_challenge_method=q.get("code_challenge_method"), audience=q.get("audience"),
+                        dpop_jkt=q.get("dpop_jkt"))
+            # (the 400 goes out after LOCK is released: send_response's Date header takes it)
+            refused = not redirect_uri.startswith("http://127.0.0.1:") or q.get("response_type") != "code"
             params = {"state": q.get("state", "")}
-            if mode == "deny":
+            if refused:
+                pass
+            elif mode == "deny":
                 params.update({"error": "access_denied", "error_description": "The user denied the request"})
             elif mode == "no_code":
                 pass
@@ -576,8 +960,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE.codes[code] = {"client_id": q.get("client_id"), "redirect_uri": redirect_uri,
                                      "challenge": q.get("code_challenge"), "method": q.get("code_challenge_method"),
                                      "nonce": q.get("nonce"), "scope": q.get("scope") or "openid offline_access",
-                                     "used": False}
+                                     "used": False, "dpop_jkt": q.get("dpop_jkt")}
                 params["code"] = code
+        if refused:
+            return self.send_json(400, {"error": "invalid_request"})
         self.send(302, b"", None, {"Location": redirect_uri + "?" + urllib.parse.urlencode(params)})
 
     def jwks(self, body, query):
@@ -647,6 +1033,8 @@ ROUTES = {
     ("GET", "/.well-known/oauth-authorization-server"): Handler.as_discovery,
     ("POST", "/token"): Handler.token,
     ("POST", "/revoke"): Handler.revoke,
+    ("GET", "/resource"): Handler.resource,
+    ("POST", "/resource"): Handler.resource,
     ("POST", "/device_authorization"): Handler.device_authorization,
     ("GET", "/authorize"): Handler.authorize,
     ("GET", "/jwks"): Handler.jwks,
@@ -712,11 +1100,31 @@ def check_client_secret(client_id, form, auth):
 
 def new_family(sub, client_id, scope):
     family = "fam_" + secrets.token_hex(8)
-    STATE.families[family] = {"sub": sub, "client_id": client_id, "scope": scope, "revoked": False}
+    STATE.families[family] = {"sub": sub, "client_id": client_id, "scope": scope, "revoked": False, "jkt": None}
     return family
 
 
-def device_grant(issuer, device_code, client_id):
+class DPoP:
+    """What a request's DPoP proof means to a grant or a revocation: jkt is the thumbprint of
+    the key of its valid proof, None when it carried none (or an invalid one).  Grants get None
+    instead of a DPoP when dpop_downgrade is on: the server then ignores DPoP altogether."""
+
+    def __init__(self, jkt):
+        self.jkt = jkt
+
+
+def dpop_binding_error(dpop, bound_jkt):
+    """None when a request with `dpop` may use what is bound to bound_jkt, else the error body."""
+    if dpop is None or bound_jkt is None:
+        return None
+    if dpop.jkt is None:
+        return {"error": "invalid_grant", "error_description": "DPoP proof required"}
+    if dpop.jkt != bound_jkt:
+        return {"error": "invalid_grant", "error_description": "DPoP key mismatch"}
+    return None
+
+
+def device_grant(issuer, device_code, client_id, dpop=None):
     rec = STATE.devices.get(device_code)
     if rec is None or rec["client_id"] != client_id:
         return 400, {"error": "invalid_grant"}, "invalid"
@@ -737,10 +1145,10 @@ def device_grant(issuer, device_code, client_id):
         return 400, {"error": "invalid_grant"}, "invalid"
     rec["status"] = "used"
     family = new_family(rec["sub"], client_id, rec["scope"])
-    return 200, issue_pair(issuer, family, client_id, rec["scope"], True), "issued"
+    return 200, issue_pair(issuer, family, client_id, rec["scope"], True, dpop=dpop), "issued"
 
 
-def code_grant(issuer, form, client_id):
+def code_grant(issuer, form, client_id, dpop=None):
     rec = STATE.codes.get(form.get("code"))
     if rec is None or rec["used"] or rec["client_id"] != client_id:
         return 400, {"error": "invalid_grant"}, "invalid"
@@ -750,8 +1158,11 @@ def code_grant(issuer, form, client_id):
     verifier = form.get("code_verifier") or ""
     if rec["method"] != "S256" or b64url(hashlib.sha256(verifier.encode()).digest()) != rec["challenge"]:
         return 400, {"error": "invalid_grant", "error_description": "PKCE verification failed"}, "invalid"
+    if dpop is not None and rec.get("dpop_jkt") and dpop.jkt != rec["dpop_jkt"]:
+        # RFC 9449 §10: the code is bound to the key /authorize was given (dpop_jkt).
+        return 400, {"error": "invalid_grant", "error_description": "dpop_jkt mismatch"}, "dpop_jkt_mismatch"
     family = new_family("alice", client_id, rec["scope"])
-    return 200, issue_pair(issuer, family, client_id, rec["scope"], True, nonce=rec["nonce"]), "issued"
+    return 200, issue_pair(issuer, family, client_id, rec["scope"], True, nonce=rec["nonce"], dpop=dpop), "issued"
 
 
 def log_request(path, status, outcome, **fields):
@@ -781,21 +1192,30 @@ def new_refresh(family, client_id):
     return rt
 
 
-def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=None, resources=()):
+def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=None, resources=(), dpop=None):
     fam = STATE.families[fam_id]
+    # A valid proof binds the pair, and the family (its first binding stays: the callers have
+    # refused a proof with another key by now).
+    jkt = dpop.jkt if dpop is not None else None
+    if jkt is not None and fam.get("jkt") is None:
+        fam["jkt"] = jkt
     # The server's own clock, which tests may set off from the client's.
     now = int(time.time() + (STATE.config.get("date_offset_seconds") or 0))
     ttl = int(STATE.config["access_ttl"])
     if STATE.config.get("jwt_access_tokens"):
-        at = make_jwt({"iss": issuer, "sub": fam["sub"], "aud": rec_client, "iat": now, "exp": now + ttl,
-                       "jti": secrets.token_urlsafe(16)})
+        claims = {"iss": issuer, "sub": fam["sub"], "aud": rec_client, "iat": now, "exp": now + ttl,
+                  "jti": secrets.token_urlsafe(16)}
+        if jkt is not None:
+            claims["cnf"] = {"jkt": b64url(secrets.token_bytes(32)) if STATE.config.get("dpop_wrong_cnf") else jkt}
+        at = make_jwt(claims)
     else:
         at = "at_" + secrets.token_urlsafe(32)
     STATE.access[at] = {"family": fam_id, "client_id": rec_client, "expires_at": time.time() + ttl,
-                        "revoked": False, "scope": scope, "audience": audience, "resource": list(resources)}
+                        "revoked": False, "scope": scope, "audience": audience, "resource": list(resources),
+                        "jkt": jkt}
     resp = {
         "access_token": at,
-        "token_type": "Bearer",
+        "token_type": "DPoP" if jkt is not None else "Bearer",
         "expires_in": ttl,
         "scope": scope,
     }
@@ -812,7 +1232,7 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=N
     return resp
 
 
-def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resources=()):
+def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resources=(), dpop=None):
     """Returns (status, body, outcome)."""
     if not grant_type:
         return 400, {"error": "invalid_request", "error_description": "missing grant_type"}, "invalid_request"
@@ -831,6 +1251,11 @@ def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resourc
     if rec["client_id"] != client_id:
         bad = {"error": "invalid_grant", "error_description": "refresh token was issued to another client"}
         return 400, bad, "invalid"
+    # A bound family needs a proof with its key; a refused request spends nothing (checked
+    # before the spent/reuse logic, so a stolen bound token cannot revoke the family either).
+    bad = dpop_binding_error(dpop, fam.get("jkt"))
+    if bad is not None:
+        return 400, bad, "dpop_proof_required" if dpop.jkt is None else "dpop_key_mismatch"
     granted = fam["scope"]
     if scope:
         if not set(scope.split()) <= set(granted.split()):
@@ -846,29 +1271,38 @@ def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resourc
     if rec["spent_at"] is not None:
         grace = float(cfg["grace_seconds"] or 0)
         if grace > 0 and now - rec["spent_at"] < grace:
-            return 200, issue_pair(issuer, rec["family"], client_id, granted, True, audience=audience, resources=resources), "grace_replay"
+            return 200, issue_pair(issuer, rec["family"], client_id, granted, True, audience=audience,
+                                   resources=resources, dpop=dpop), "grace_replay"
         fam["revoked"] = True
         return 400, {"error": "invalid_grant", "error_description": "refresh token reuse detected"}, "reuse_detected"
-    resp = issue_pair(issuer, rec["family"], client_id, granted, rotate, audience=audience, resources=resources)
+    resp = issue_pair(issuer, rec["family"], client_id, granted, rotate, audience=audience, resources=resources,
+                      dpop=dpop)
     if rotate:
         rec["spent_at"] = now
     return 200, resp, "issued"
 
 
-def revoke_token(token, client_id):
+def revoke_token(token, client_id, dpop=None):
+    """Returns (outcome, error body or None).  A token of a bound family needs a proof with its key."""
     rec = STATE.refresh.get(token)
     if rec is not None:
         if client_id and rec["client_id"] != client_id:
-            return "client_mismatch"
+            return "client_mismatch", None
+        bad = dpop_binding_error(dpop, STATE.families[rec["family"]].get("jkt"))
+        if bad is not None:
+            return ("dpop_proof_required" if dpop.jkt is None else "dpop_key_mismatch"), bad
         STATE.families[rec["family"]]["revoked"] = True
-        return "revoked"
+        return "revoked", None
     rec = STATE.access.get(token)
     if rec is not None:
         if client_id and rec["client_id"] != client_id:
-            return "client_mismatch"
+            return "client_mismatch", None
+        bad = dpop_binding_error(dpop, STATE.families[rec["family"]].get("jkt"))
+        if bad is not None:
+            return ("dpop_proof_required" if dpop.jkt is None else "dpop_key_mismatch"), bad
         rec["revoked"] = True
-        return "revoked"
-    return "unknown"
+        return "revoked", None
+    return "unknown", None
 
 
 def token_status(token):
@@ -877,14 +1311,15 @@ def token_status(token):
         fam_revoked = STATE.families[rec["family"]]["revoked"]
         spent = rec["spent_at"] is not None
         return {"active": not (spent or fam_revoked or rec["revoked"]), "kind": "refresh",
-                "spent": spent, "family_revoked": fam_revoked}
+                "spent": spent, "family_revoked": fam_revoked, "jkt": STATE.families[rec["family"]].get("jkt")}
     rec = STATE.access.get(token)
     if rec is not None:
         fam_revoked = STATE.families[rec["family"]]["revoked"]
         active = not fam_revoked and not rec["revoked"] and time.time() < rec["expires_at"]
         return {"active": active, "kind": "access", "spent": False, "family_revoked": fam_revoked,
-                "scope": rec.get("scope"), "audience": rec.get("audience"), "resource": rec.get("resource")}
-    return {"active": False, "kind": "unknown", "spent": False, "family_revoked": False}
+                "scope": rec.get("scope"), "audience": rec.get("audience"), "resource": rec.get("resource"),
+                "jkt": STATE.families[rec["family"]].get("jkt")}
+    return {"active": False, "kind": "unknown", "spent": False, "family_revoked": False, "jkt": None}
 
 
 class Server(http.server.ThreadingHTTPServer):

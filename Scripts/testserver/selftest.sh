@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Self-check for Scripts/testserver/authserver.py: starts it on an ephemeral
-# port, exercises rotation, reuse detection, grace period and faults, stops it
-# by PID.  Needs curl and python3.  Exit 0 = all checks passed.
+# port, exercises rotation, reuse detection, grace period, faults and DPoP, stops
+# it by PID.  Needs curl, python3 and python3-cryptography (DPoP proofs are made
+# here with it, independently of the server's verifier).  Exit 0 = all checks passed.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -194,6 +195,272 @@ expect "revoke 200 empty" "$code/$(wc -c <"$tmp/body")" 200/0
 expect "revoked family" "$(jget "$(status_of "$a3")" '[j["active"], j["family_revoked"]]')" '[false, true]'
 refresh "$f3"
 expect "revoked token refused" "$code/$(jget "$body" 'j["error"]')" 400/invalid_grant
+
+# --- DPoP (RFC 9449): proofs made here, independently, with python3-cryptography
+tjson /_test/reset '{}' >/dev/null
+cat >"$tmp/dpop.py" <<'EOF'
+# dpop.py key FILE                      -> make a P-256 key (PEM) unless FILE exists
+# dpop.py jkt FILE                      -> RFC 7638 thumbprint of its public key
+# dpop.py proof FILE METHOD URL [k=v..] -> a DPoP proof JWT.  k: nonce, ath (the access token),
+#   jti, iat (seconds added to now), alg, typ, tamper=1, private=1 (jwk with "d")
+import base64, hashlib, json, os, sys, time, uuid
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+enc = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+cmd, path = sys.argv[1], sys.argv[2]
+if cmd == "key":
+    if not os.path.exists(path):
+        k = ec.generate_private_key(ec.SECP256R1())
+        open(path, "wb").write(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+    sys.exit(0)
+key = serialization.load_pem_private_key(open(path, "rb").read(), None)
+nums = key.public_key().public_numbers()
+jwk = {"kty": "EC", "crv": "P-256", "x": enc(nums.x.to_bytes(32, "big")), "y": enc(nums.y.to_bytes(32, "big"))}
+if cmd == "jkt":
+    print(enc(hashlib.sha256(json.dumps(jwk, sort_keys=True, separators=(",", ":")).encode()).digest()))
+    sys.exit(0)
+method, url = sys.argv[3], sys.argv[4]
+opt = dict(a.split("=", 1) for a in sys.argv[5:])
+if opt.get("private"):
+    jwk["d"] = enc(key.private_numbers().private_value.to_bytes(32, "big"))
+header = {"typ": opt.get("typ", "dpop+jwt"), "alg": opt.get("alg", "ES256"), "jwk": jwk}
+claims = {"jti": opt.get("jti", str(uuid.uuid4())), "htm": method, "htu": url,
+          "iat": int(time.time()) + int(opt.get("iat", "0"))}
+if "nonce" in opt:
+    claims["nonce"] = opt["nonce"]
+if "ath" in opt:
+    claims["ath"] = enc(hashlib.sha256(opt["ath"].encode("ascii")).digest())
+si = enc(json.dumps(header).encode()) + "." + enc(json.dumps(claims).encode())
+if header["alg"] == "none":
+    sig = b""
+else:
+    r, s = decode_dss_signature(key.sign(si.encode(), ec.ECDSA(hashes.SHA256())))
+    sig = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    if opt.get("tamper"):
+        sig = sig[:10] + bytes([sig[10] ^ 1]) + sig[11:]
+print(si + "." + enc(sig))
+EOF
+dp() { "$py" "$tmp/dpop.py" "$@"; }
+dp key "$tmp/k1.pem"; dp key "$tmp/k2.pem"
+jkt1=$(dp jkt "$tmp/k1.pem"); jkt2=$(dp jkt "$tmp/k2.pem")
+dpref() { # dpref RT PROOF [CLIENT]  -- refresh with a DPoP header (none when PROOF is empty)
+  local h=(); [[ -n $2 ]] && h=(-H "DPoP: $2")
+  code=$(req -D "$tmp/headers" "${h[@]}" -X POST "$base/token" \
+    --data-urlencode grant_type=refresh_token --data-urlencode "refresh_token=$1" \
+    --data-urlencode "client_id=${3:-cli}")
+  body=$(<"$tmp/body")
+}
+err() { jget "$body" 'j.get("error")'; }
+desc() { jget "$body" 'j.get("error_description")'; }
+hdr() { sed -n "s/^$1: //Ip" "$tmp/headers" | tr -d '\r'; }
+newrt() { jget "$(tjson /_test/issue '{"client_id":"cli"}')" 'j["refresh_token"]'; }
+
+d=$(curl -sS "$base/.well-known/openid-configuration")
+expect "dpop: oidc discovery advertises ES256" "$(jget "$d" 'j.get("dpop_signing_alg_values_supported")')" '["ES256"]'
+d=$(curl -sS "$base/.well-known/oauth-authorization-server")
+expect "dpop: rfc8414 discovery advertises ES256" "$(jget "$d" 'j.get("dpop_signing_alg_values_supported")')" '["ES256"]'
+tjson /_test/config '{"dpop_algs": []}' >/dev/null
+d=$(curl -sS "$base/.well-known/openid-configuration")
+expect "dpop: dpop_algs [] -> not advertised" "$(jget "$d" '"dpop_signing_alg_values_supported" in j')" false
+tjson /_test/config '{"dpop_algs": ["ES256"]}' >/dev/null
+
+# a valid proof on a refresh: a DPoP-bound pair
+d1=$(newrt)
+dpref "$d1" "$(dp proof "$tmp/k1.pem" POST "$base/token")"
+expect "dpop: refresh with proof -> DPoP" "$code/$(jget "$body" 'j["token_type"]')" 200/DPoP
+d2=$(jget "$body" 'j["refresh_token"]'); da2=$(jget "$body" 'j["access_token"]')
+expect "dpop: token-status jkt (refresh)" "$(jget "$(status_of "$d2")" 'j["jkt"]')" "$jkt1"
+expect "dpop: token-status jkt (access)" "$(jget "$(status_of "$da2")" 'j["jkt"]')" "$jkt1"
+l=$(curl -sS "$base/_test/log")
+expect "dpop: log entry" "$(jget "$l" '[j[-1]["dpop"]["valid"], j[-1]["dpop"]["jkt"], j[-1]["dpop"]["htm"], j[-1]["token_type"]]')" \
+  "[true, \"$jkt1\", \"POST\", \"DPoP\"]"
+
+# invalid proofs: 400 invalid_dpop_proof, the refresh token untouched
+for case in "signature tampered|tamper=1|signature invalid" "alg none|alg=none|alg \"none\" not supported" \
+            "alg HS256|alg=HS256|alg \"HS256\" not supported" "jwk with d|private=1|jwk contains private key members: d" \
+            "typ JWT|typ=JWT|typ is not dpop+jwt" "iat 120 s old|iat=-120|iat outside the accepted window" \
+            "iat 120 s ahead|iat=120|iat outside the accepted window"; do
+  IFS='|' read -r what opt why <<<"$case"
+  dpref "$d2" "$(dp proof "$tmp/k1.pem" POST "$base/token" "$opt")"
+  expect "dpop: $what -> invalid_dpop_proof" "$code/$(err)/$(desc)" "400/invalid_dpop_proof/$why"
+done
+dpref "$d2" "$(dp proof "$tmp/k1.pem" POST "$base/token" iat=-50)"
+expect "dpop: iat 50 s old accepted (window 60)" "$code/$(jget "$body" 'j["token_type"]')" 200/DPoP
+d2=$(jget "$body" 'j["refresh_token"]')
+dpref "$d2" "$(dp proof "$tmp/k1.pem" GET "$base/token")"
+expect "dpop: htm wrong -> invalid_dpop_proof" "$code/$(err)/$(desc)" "400/invalid_dpop_proof/htm mismatch"
+dpref "$d2" "$(dp proof "$tmp/k1.pem" POST "$base/revoke")"
+expect "dpop: htu other path -> invalid_dpop_proof" "$code/$(err)/$(desc)" "400/invalid_dpop_proof/htu mismatch"
+dpref "$d2" "not.a-proof"
+expect "dpop: garbage -> invalid_dpop_proof" "$code/$(err)" 400/invalid_dpop_proof
+p=$(dp proof "$tmp/k1.pem" POST "$base/token")
+code=$(req -H "DPoP: $p" -H "DPoP: $p" -X POST "$base/token" --data grant_type=refresh_token \
+  --data-urlencode "refresh_token=$d2" --data client_id=cli); body=$(<"$tmp/body")
+expect "dpop: two DPoP headers -> invalid_dpop_proof" "$code/$(err)" 400/invalid_dpop_proof
+expect "dpop: invalid proofs spent nothing" "$(jget "$(status_of "$d2")" 'j["active"]')" true
+l=$(curl -sS "$base/_test/log")
+expect "dpop: invalid proof logged" "$(jget "$l" '[j[-1]["dpop"]["valid"], j[-1]["dpop"]["error"], j[-1]["outcome"], j[-1]["token_type"]]')" \
+  '[false, "more than one DPoP header", "invalid_dpop_proof", null]'
+
+# htu: upper-case scheme, query and fragment accepted; normalisation (host case, default port)
+dpref "$d2" "$(dp proof "$tmp/k1.pem" POST "HTTP://127.0.0.1:$port/token?x=1#frag")"
+expect "dpop: htu with query/fragment/upper-case scheme accepted" "$code/$(jget "$body" 'j["token_type"]')" 200/DPoP
+d3=$(jget "$body" 'j["refresh_token"]')
+expect "dpop: htu normalisation" "$(cd "$here" && "$py" -c '
+import authserver as a
+print(a.htu_matches("HTTPS://Auth.Example.TEST:443/token?q=1#f", "https://auth.example.test/token"),
+      a.htu_matches("http://EXAMPLE.test:80/token", "http://example.test/token"),
+      a.htu_matches("http://example.test/Token", "http://example.test/token"),
+      a.htu_matches("http://example.test:8080/token", "http://example.test/token"),
+      a.htu_matches("https://example.test/token", "http://example.test/token"))')" "True True False False False"
+
+# jti reuse
+p=$(dp proof "$tmp/k1.pem" POST "$base/token" jti=once-only)
+dpref "$d3" "$p"
+expect "dpop: first use of a jti" "$code" 200
+d4=$(jget "$body" 'j["refresh_token"]')
+dpref "$d4" "$p"
+expect "dpop: jti reuse -> invalid_dpop_proof" "$code/$(err)/$(desc)" "400/invalid_dpop_proof/jti reused"
+
+# a bound family: no proof, or another key -> invalid_grant, nothing spent
+dpref "$d4" ""
+expect "dpop: bound refresh without proof" "$code/$(err)/$(desc)" "400/invalid_grant/DPoP proof required"
+dpref "$d4" "$(dp proof "$tmp/k2.pem" POST "$base/token")"
+expect "dpop: bound refresh with another key" "$code/$(err)/$(desc)" "400/invalid_grant/DPoP key mismatch"
+expect "dpop: refused refreshes spent nothing" \
+  "$(jget "$(status_of "$d4")" '[j["active"], j["spent"], j["family_revoked"], j["jkt"]]')" "[true, false, false, \"$jkt1\"]"
+dpref "$d4" "$(dp proof "$tmp/k1.pem" POST "$base/token")"
+expect "dpop: bound refresh with its key" "$code/$(jget "$body" 'j["token_type"]')" 200/DPoP
+d5=$(jget "$body" 'j["refresh_token"]'); da5=$(jget "$body" 'j["access_token"]')
+
+# nonce dance (and rotation after 1 use)
+tjson /_test/config '{"dpop_nonce_required": true, "dpop_nonce_rotate_after": 1}' >/dev/null
+dpref "$d5" "$(dp proof "$tmp/k1.pem" POST "$base/token")"
+n1=$(hdr DPoP-Nonce)
+expect "dpop: no nonce -> use_dpop_nonce + DPoP-Nonce" "$code/$(err)/$([[ -n $n1 ]] && echo y)" 400/use_dpop_nonce/y
+dpref "$d5" "$(dp proof "$tmp/k1.pem" POST "$base/token" nonce=stale)"
+expect "dpop: stale nonce -> use_dpop_nonce" "$code/$(err)/$(hdr DPoP-Nonce)" "400/use_dpop_nonce/$n1"
+dpref "$d5" "$(dp proof "$tmp/k1.pem" POST "$base/token" "nonce=$n1")"
+n2=$(hdr DPoP-Nonce)
+expect "dpop: with the nonce -> 200, nonce rotated" \
+  "$code/$(jget "$body" 'j["token_type"]')/$([[ -n $n2 && $n2 != "$n1" ]] && echo y)" 200/DPoP/y
+d6=$(jget "$body" 'j["refresh_token"]')
+dpref "$d6" "$(dp proof "$tmp/k1.pem" POST "$base/token" "nonce=$n1")"
+expect "dpop: rotated-out nonce -> use_dpop_nonce" "$code/$(err)/$(hdr DPoP-Nonce)" "400/use_dpop_nonce/$n2"
+dpref "$(newrt)" ""
+expect "dpop: nonce header on a proof-less 200" "$code/$(jget "$body" 'j["token_type"]')/$(hdr DPoP-Nonce)" "200/Bearer/$n2"
+tjson /_test/config '{"dpop_nonce_required": false, "dpop_nonce_rotate_after": 0}' >/dev/null
+
+# downgrade: a server that ignores DPoP
+tjson /_test/config '{"dpop_downgrade": true}' >/dev/null
+dpref "$(newrt)" "$(dp proof "$tmp/k1.pem" POST "$base/token")"
+expect "dpop: downgrade -> Bearer" "$code/$(jget "$body" 'j["token_type"]')" 200/Bearer
+expect "dpop: downgrade binds nothing" "$(jget "$(status_of "$(jget "$body" 'j["refresh_token"]')")" 'j["jkt"]')" null
+tjson /_test/config '{"dpop_downgrade": false}' >/dev/null
+
+# JWT access tokens: cnf.jkt (and another one with dpop_wrong_cnf)
+cnf() { jget "$("$py" -c 'import base64,sys; p=sys.argv[1].split(".")[1]; print(base64.urlsafe_b64decode(p+"="*(-len(p)%4)).decode())' "$1")" 'j.get("cnf")'; }
+tjson /_test/config '{"jwt_access_tokens": true}' >/dev/null
+dpref "$(newrt)" "$(dp proof "$tmp/k2.pem" POST "$base/token")"
+expect "dpop: JWT access token cnf.jkt" "$(cnf "$(jget "$body" 'j["access_token"]')")" "{\"jkt\": \"$jkt2\"}"
+tjson /_test/config '{"dpop_wrong_cnf": true}' >/dev/null
+dpref "$(newrt)" "$(dp proof "$tmp/k2.pem" POST "$base/token")"
+c=$(cnf "$(jget "$body" 'j["access_token"]')")
+expect "dpop: dpop_wrong_cnf -> another jkt, still DPoP" \
+  "$(jget "$body" 'j["token_type"]')/$([[ $c == '{"jkt": "'* && $c != *"$jkt2"* ]] && echo y)" DPoP/y
+dpref "$(newrt)" ""
+expect "dpop: unbound JWT access token has no cnf" "$(cnf "$(jget "$body" 'j["access_token"]')")" null
+tjson /_test/config '{"jwt_access_tokens": false, "dpop_wrong_cnf": false}' >/dev/null
+
+# authorization code bound by /authorize's dpop_jkt (RFC 9449 §10)
+verifier=pkce-verifier-0123456789-0123456789-0123456789
+challenge=$("$py" -c 'import base64,hashlib,sys; print(base64.urlsafe_b64encode(hashlib.sha256(sys.argv[1].encode()).digest()).rstrip(b"=").decode())' "$verifier")
+code_for() { # code_for DPOP_JKT -> the code in /authorize's redirect
+  local loc
+  loc=$(curl -sS -o /dev/null -w '%{redirect_url}' -G "$base/authorize" --data response_type=code \
+    --data client_id=cli --data-urlencode "redirect_uri=http://127.0.0.1:1/cb" --data state=s \
+    --data code_challenge_method=S256 --data "code_challenge=$challenge" \
+    --data-urlencode "dpop_jkt=$1")
+  "$py" -c 'import sys, urllib.parse as u; print(u.parse_qs(u.urlsplit(sys.argv[1]).query)["code"][0])' "$loc"
+}
+exchange() { # exchange CODE PROOF
+  code=$(req -H "DPoP: $2" -X POST "$base/token" --data grant_type=authorization_code --data-urlencode "code=$1" \
+    --data client_id=cli --data-urlencode "redirect_uri=http://127.0.0.1:1/cb" \
+    --data "code_verifier=$verifier"); body=$(<"$tmp/body")
+}
+exchange "$(code_for "$jkt1")" "$(dp proof "$tmp/k2.pem" POST "$base/token")"
+expect "dpop: code with dpop_jkt, other key" "$code/$(err)/$(desc)" "400/invalid_grant/dpop_jkt mismatch"
+exchange "$(code_for "$jkt1")" "$(dp proof "$tmp/k1.pem" POST "$base/token")"
+expect "dpop: code with dpop_jkt, its key" "$code/$(jget "$body" 'j["token_type"]')" 200/DPoP
+expect "dpop: code grant binds" "$(jget "$(status_of "$(jget "$body" 'j["refresh_token"]')")" 'j["jkt"]')" "$jkt1"
+l=$(curl -sS "$base/_test/log")
+expect "dpop: /authorize logs dpop_jkt" "$(jget "$l" '[e["dpop_jkt"] for e in j if e["path"] == "/authorize"][-1]')" "$jkt1"
+
+# the protected resource
+res() { # res METHOD SCHEME TOKEN [PROOF]
+  local h=(-H "Authorization: $2 $3"); [[ -n ${4:-} ]] && h+=(-H "DPoP: $4")
+  code=$(req -D "$tmp/headers" -X "$1" "${h[@]}" "$base/resource"); body=$(<"$tmp/body")
+}
+res GET DPoP "$da5" "$(dp proof "$tmp/k1.pem" GET "$base/resource" "ath=$da5")"
+expect "dpop: /resource DPoP + proof" "$code/$(jget "$body" '[j["ok"], j["sub"], j["token_type"]]')" '200/[true, "alice", "DPoP"]'
+res POST DPoP "$da5" "$(dp proof "$tmp/k1.pem" POST "$base/resource" "ath=$da5")"
+expect "dpop: /resource POST" "$code" 200
+res GET DPoP "$da5" "$(dp proof "$tmp/k1.pem" GET "$base/resource" "ath=other-token")"
+expect "dpop: /resource wrong ath" "$code/$(err)/$(hdr WWW-Authenticate)" \
+  '401/invalid_dpop_proof/DPoP error="invalid_dpop_proof", error_description="ath mismatch"'
+res GET DPoP "$da5" "$(dp proof "$tmp/k1.pem" GET "$base/resource")"
+expect "dpop: /resource proof without ath" "$code/$(desc)" "401/ath missing"
+res GET DPoP "$da5" "$(dp proof "$tmp/k2.pem" GET "$base/resource" "ath=$da5")"
+expect "dpop: /resource proof with another key" "$code/$(err)" 401/invalid_dpop_proof
+res GET DPoP "$da5"
+expect "dpop: /resource DPoP without proof" "$code/$(err)" 401/invalid_dpop_proof
+res GET Bearer "$da5"
+expect "dpop: /resource Bearer for a bound token" "$code/$(hdr WWW-Authenticate)" \
+  '401/DPoP error="invalid_token", error_description="DPoP-bound token presented as Bearer"'
+dpref "$(newrt)" ""; ua=$(jget "$body" 'j["access_token"]')
+res GET Bearer "$ua"
+expect "dpop: /resource Bearer for an unbound token" "$code/$(jget "$body" 'j["token_type"]')" 200/Bearer
+res GET Bearer "at_unknown"
+expect "dpop: /resource unknown token" "$code/$(err)" 401/invalid_token
+tjson /_test/config '{"dpop_resource_nonce_required": true}' >/dev/null
+res GET DPoP "$da5" "$(dp proof "$tmp/k1.pem" GET "$base/resource" "ath=$da5")"
+rn=$(hdr DPoP-Nonce)
+expect "dpop: /resource nonce required" "$code/$(hdr WWW-Authenticate | cut -d, -f1)/$([[ -n $rn ]] && echo y)" \
+  '401/DPoP error="use_dpop_nonce"/y'
+res GET DPoP "$da5" "$(dp proof "$tmp/k1.pem" GET "$base/resource" "ath=$da5" "nonce=$rn")"
+expect "dpop: /resource with the nonce" "$code/$(hdr DPoP-Nonce)" "200/$rn"
+tjson /_test/config '{"dpop_resource_nonce_required": false}' >/dev/null
+l=$(curl -sS "$base/_test/log")
+expect "dpop: /resource log outcomes" "$(jget "$l" '[e["outcome"] for e in j if e["path"] == "/resource"]')" \
+  '["ok", "ok", "invalid_dpop_proof", "invalid_dpop_proof", "invalid_dpop_proof", "invalid_dpop_proof", "bearer_for_bound_token", "ok", "invalid_token", "use_dpop_nonce", "ok"]'
+
+# revocation of a bound family's token needs a proof with its key
+rv() { # rv TOKEN [PROOF]
+  local h=(); [[ -n ${2:-} ]] && h=(-H "DPoP: $2")
+  code=$(req "${h[@]}" -X POST "$base/revoke" --data-urlencode "token=$1" --data client_id=cli); body=$(<"$tmp/body")
+}
+rv "$d6"
+expect "dpop: revoke bound without proof" "$code/$(err)/$(desc)" "400/invalid_grant/DPoP proof required"
+rv "$d6" "$(dp proof "$tmp/k2.pem" POST "$base/revoke")"
+expect "dpop: revoke bound with another key" "$code/$(err)/$(desc)" "400/invalid_grant/DPoP key mismatch"
+rv "$d6" "$(dp proof "$tmp/k1.pem" POST "$base/token")"
+expect "dpop: revoke with an invalid proof" "$code/$(err)" 400/invalid_dpop_proof
+expect "dpop: refused revocations revoked nothing" "$(jget "$(status_of "$d6")" 'j["active"]')" true
+rv "$d6" "$(dp proof "$tmp/k1.pem" POST "$base/revoke")"
+expect "dpop: revoke with its key" "$code/$(wc -c <"$tmp/body")/$(jget "$(status_of "$d6")" '[j["active"], j["family_revoked"]]')" \
+  '200/0/[false, true]'
+res GET DPoP "$da5" "$(dp proof "$tmp/k1.pem" GET "$base/resource" "ath=$da5")"
+expect "dpop: /resource after revocation" "$code/$(err)" 401/invalid_token
+l=$(curl -sS "$base/_test/log")
+expect "dpop: /revoke log" "$(jget "$l" '[[e["outcome"], (e["dpop"] or {}).get("valid")] for e in j if e["path"] == "/revoke"]')" \
+  '[["dpop_proof_required", null], ["dpop_key_mismatch", true], ["invalid_dpop_proof", false], ["revoked", true]]'
+st=$(curl -sS "$base/_test/stats")
+expect "dpop: stats counters" "$(jget "$st" '[j["dpop_proofs_valid"] > 0, j["dpop_proofs_invalid"] > 0]')" '[true, true]'
+tjson /_test/reset '{}' >/dev/null
+expect "dpop: reset clears the counters" \
+  "$(jget "$(curl -sS "$base/_test/stats")" '[j["dpop_proofs_valid"], j["dpop_proofs_invalid"]]')" '[0, 0]'
 
 # --- concurrency: 256 parallel uses of one token: exactly one wins, the first
 # loser trips reuse detection, the rest find the family revoked

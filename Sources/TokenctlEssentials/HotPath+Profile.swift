@@ -156,6 +156,20 @@ extension HotPath {
                     bit = 2048
                 } else if isEqual(key, "git_username") {
                     bit = 4096
+                } else if isEqual(key, "dpop") {
+                    // A DPoP session's token needs a proof with it, which only the engine signs:
+                    // `dpop = true` is the engine's (ProfileConfiguration: empty, true or false).
+                    guard value.count == 0 || isEqual(value, "false") else {
+                        accepted = false
+                        return false
+                    }
+                    bit = 8192
+                } else if isEqual(key, "dpop_allow_bearer") {
+                    guard value.count == 0 || isEqual(value, "true") || isEqual(value, "false") else {
+                        accepted = false
+                        return false
+                    }
+                    bit = 16384
                 } else {
                     accepted = false
                     return false

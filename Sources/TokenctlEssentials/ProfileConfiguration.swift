@@ -26,6 +26,13 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public var resources: [String] = []
     /// The user name `git-credential` answers with (default `oauth2`; some forges want another).
     public var gitUsername: String?
+    /// DPoP (RFC 9449): a login makes the session's own key and binds its tokens to it
+    /// (`dpop = true`, `login --dpop`). The static front leaves such profiles to the engine,
+    /// which signs the proofs.
+    public var dpop = false
+    /// Accept a Bearer answer to a DPoP request (`dpop_allow_bearer = true`): for servers that
+    /// ignore DPoP for some clients. Otherwise such an answer is refused.
+    public var dpopAllowBearer = false
 
     public init(
         issuer: EndpointURL, clientID: String, scope: String? = nil,
@@ -49,6 +56,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public static let keys = [
         "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
         "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource", "git_username",
+        "dpop", "dpop_allow_bearer",
     ]
 
     /// Parse a profile file.
@@ -128,6 +136,16 @@ public struct ProfileConfiguration: Equatable, Sendable {
         configuration.audience = entry("audience").flatMap { $0.value.isEmpty ? nil : $0.value }
         configuration.resources = entry("resource").map { $0.value.split(separator: " ").map(String.init) } ?? []
         configuration.gitUsername = entry("git_username").flatMap { $0.value.isEmpty ? nil : $0.value }
+        func flag(_ key: String) throws(ConfigurationError) -> Bool {
+            guard let entry = entry(key) else { return false }
+            switch entry.value {
+            case "true": return true
+            case "false", "": return false
+            default: throw ConfigurationError(path: path, line: entry.line, message: "\(key): expected true or false, not '\(entry.value)'")
+            }
+        }
+        configuration.dpop = try flag("dpop")
+        configuration.dpopAllowBearer = try flag("dpop_allow_bearer")
         return configuration
     }
 
@@ -150,6 +168,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let audience { lines.append("audience = \(audience)") }
         if !resources.isEmpty { lines.append("resource = \(resources.joined(separator: " "))") }
         if let gitUsername { lines.append("git_username = \(gitUsername)") }
+        if dpop { lines.append("dpop = true") }
+        if dpopAllowBearer { lines.append("dpop_allow_bearer = true") }
         return lines.joined(separator: "\n") + "\n"
     }
 }

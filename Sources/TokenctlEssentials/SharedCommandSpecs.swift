@@ -13,11 +13,14 @@ public enum SharedCommandSpecs {
     public static let token = CommandSpec(
         name: "token",
         abstract: "Print a valid access token, refreshing it if needed.",
-        usage: "[--min-ttl <seconds>] [--force] [--format <format>] [--scope <scopes>] [--audience <audience>] [--resource <uris>]",
+        usage: "[--min-ttl <seconds>] [--force] [--format <format>] [--method <method> --url <url> [--nonce <nonce>]] [--scope <scopes>] [--audience <audience>] [--resource <uris>]",
         options: [
             OptionSpec("--min-ttl", value: "seconds", help: "Refresh when the token expires within this time (default: 60; capped at half the token's lifetime)."),
             OptionSpec("--force", help: "Refresh even if the cached token is still valid."),
-            OptionSpec("--format", value: "format", choices: ["raw", "header", "json", "exec-credential"], help: "raw (default): the token; header: 'Authorization: Bearer …'; json: token and expiry; exec-credential: a kubectl ExecCredential."),
+            OptionSpec("--format", value: "format", choices: ["raw", "header", "json", "exec-credential", "dpop"], help: "raw (default): the token; header: 'Authorization: Bearer …'; json: token and expiry; exec-credential: a kubectl ExecCredential; dpop: the two headers of a DPoP request (needs --method and --url)."),
+            OptionSpec("--method", value: "method", help: "With --format dpop or json on a DPoP session: the HTTP method of the request the proof is for."),
+            OptionSpec("--url", value: "url", help: "With --format dpop or json on a DPoP session: the URL of the request the proof is for (query and fragment are not signed)."),
+            OptionSpec("--nonce", value: "nonce", help: "With --method and --url: the DPoP-Nonce a resource server asked for (use_dpop_nonce)."),
         ] + target + [timeout],
         discussion: """
         Standard output carries only the token and one newline, so it can be used as
@@ -27,5 +30,7 @@ public enum SharedCommandSpecs {
         With --scope, --audience or --resource, the token is one for just that, obtained from
         the session's refresh token (under the same single-flight and rotation rules) and
         cached apart from the session's own; 'tokenctl status' lists them, logout removes them.
+        A session bound to a DPoP key (login --dpop) needs a proof with each request:
+        tokenctl token --format dpop --method GET --url https://api.example.com/x | curl -H @- https://api.example.com/x
         """)
 }

@@ -28,6 +28,8 @@ enum LoginCommand: EngineCommand {
             OptionSpec("--authorization-endpoint", value: "url", help: "Authorization endpoint, for --browser."),
             OptionSpec("--jwks-uri", value: "url", help: "The issuer's JSON Web Key Set, to verify ID token signatures."),
             OptionSpec("--cacert", value: "file", valueKind: .file, help: "CA certificates (PEM) to trust for this issuer instead of the system bundle."),
+            OptionSpec("--dpop", help: "Bind the session to a new DPoP key (RFC 9449): a copied token is useless without it. The server must advertise ES256."),
+            OptionSpec("--no-dpop", help: "Sign in with bearer tokens, although the profile saved 'dpop = true'."),
             Commands.timeout,
         ],
         discussion: """
@@ -46,6 +48,10 @@ enum LoginCommand: EngineCommand {
         if anything fails. Exit status: 77 denied, expired or rejected; 75 server unreachable;
         78 discovery or endpoint problems; 69 the keyring cannot be used (checked before you
         approve anything); 64 bad options or a --port already in use.
+        With --dpop, a new EC P-256 key is made for the session and kept with its tokens in
+        the Secret Service; every request to the token and revocation endpoints carries a
+        proof signed with it, and the server must answer with DPoP tokens (see DPOP in
+        tokenctl(1)). The choice is saved ('dpop = true') and applies to later logins.
         """)
 
     /// Waits for a person: --timeout bounds each request and keyring call, not the whole login.
@@ -109,6 +115,10 @@ enum LoginCommand: EngineCommand {
         if (port != nil || options.has("--no-open")) && (options.has("--device") || options.has("--refresh-token-stdin")) {
             throw UsageError("--port and --no-open apply to --browser only.", command: "login")
         }
+        if options.has("--dpop") && options.has("--no-dpop") {
+            throw UsageError("Choose one of --dpop and --no-dpop.", command: "login")
+        }
+        let dpop: Bool? = options.has("--dpop") ? true : options.has("--no-dpop") ? false : nil
         let browserTimeout = try context.seconds("--login-timeout", command: "login", default: 300, allowZero: false)
 
         let method: LoginMethod
@@ -129,7 +139,8 @@ enum LoginCommand: EngineCommand {
                 token: try url("--token-endpoint"), revocation: try url("--revocation-endpoint"),
                 deviceAuthorization: try url("--device-authorization-endpoint"), authorization: try url("--authorization-endpoint"),
                 jwks: try url("--jwks-uri")),
-            caBundle: caBundle.map(absolutePath), clientSecret: clientSecret, audience: audience, resources: resources)
+            caBundle: caBundle.map(absolutePath), clientSecret: clientSecret, audience: audience, resources: resources,
+            dpop: dpop)
         let presenter = TerminalLoginPresenter()
         let result = try await context.service().login(request, presenter: presenter)
         let tokenSet = result.tokenSet
@@ -144,6 +155,11 @@ enum LoginCommand: EngineCommand {
             if result.idTokenSignatureVerified { checks.append("signature") }
             summary += "ID token checked: " + checks.dropLast().joined(separator: ", ") + " and " + checks.last! + "."
             summary += result.idTokenSignatureVerified ? "\n" : " (No JWKS known, so not its signature.)\n"
+        }
+        if let stored = tokenSet.dpopKey, let key = try? DPoPKey(stored: stored) {
+            summary += tokenSet.tokenType == "DPoP"
+                ? "The session is bound to a new DPoP key (jkt \(key.thumbprint)): use '\(CommandHint.tokenctl(context.profile, "token --format dpop --method GET --url URL"))' for requests.\n"
+                : "The server issued Bearer tokens to this DPoP request (accepted: dpop_allow_bearer = true); they are not bound to the key.\n"
         }
         if !tokenSet.hasRefreshToken {
             summary += "The server issued no refresh token: '\(CommandHint.tokenctl(context.profile, "token"))' works until the access token expires, then you must log in again.\n"

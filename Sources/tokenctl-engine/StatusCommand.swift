@@ -101,6 +101,10 @@ enum StatusCommand: EngineCommand {
             }
             lines.append("  refresh token: \(status.hasRefreshToken ? "present" : "none (log in again when the access token expires)")")
             if let scope = status.scope { lines.append("  scope:         \(scope)") }
+            if let dpop = status.dpop {
+                let jkt = status.dpopThumbprint.map { " (jkt \($0))" } ?? ""
+                lines.append("  dpop:          " + (dpop == "bound" ? "bound\(jkt)" : dpop == "bearer" ? "bearer" : "key\(jkt), but the server issued Bearer tokens (dpop_allow_bearer)"))
+            }
             for (target, left) in status.targetedTokens {
                 lines.append("  token for:     \(target): " + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"))
             }
@@ -170,6 +174,8 @@ enum StatusCommand: EngineCommand {
             ("access_token_expires_in", .number(status.accessTokenTimeLeft.map { Int(saturating: $0.rounded(.down)) })),
             ("refresh_token_present", status.state == .storeUnavailable ? .null : .bool(status.hasRefreshToken)),
             ("scope", .string(status.scope)),
+            ("dpop", .string(status.dpop)),
+            ("dpop_jkt", .string(status.dpopThumbprint)),
             ("targeted_tokens", .array(status.targetedTokens.map { target, left in
                 JSONText.Value(raw: JSONText.object([
                     ("scope", .string(target.scopeField)), ("audience", .string(target.audience)), ("resource", .string(target.resourceField)),

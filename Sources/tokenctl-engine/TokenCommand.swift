@@ -9,8 +9,9 @@ enum TokenCommand: EngineCommand {
         let minimumTimeToLive = try context.seconds("--min-ttl", command: "token", default: AccessTokenLifetime.defaultMinimumTimeToLive)
         let format = context.options.value("--format") ?? "raw"
         guard spec.options.first(where: { $0.key == "--format" })!.choices.contains(format) else {
-            throw UsageError("Invalid value '\(format)' for '--format': expected raw, header, json or exec-credential.", command: "token")
+            throw UsageError("Invalid value '\(format)' for '--format': expected raw, header, json, exec-credential or dpop.", command: "token")
         }
+        let proofRequest = try proofRequest(context.options, format: format)
         // The front serves raw, header and json hits itself; exec-credential comes here first.
         let target = try context.target(command: "token")
         let served = try await context.service().token(
@@ -22,7 +23,33 @@ enum TokenCommand: EngineCommand {
         }
         let now = Clock.system.now()
         context.verboseLog("access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") valid for \(Output.duration(tokenSet.timeLeft(at: now)))")
+        // A DPoP session's token is useless without a proof: sign one when asked, else say so (once a session).
+        let dpopKey = try tokenSet.dpopKey.map { stored throws(TokenctlError) -> DPoPKey in
+            do { return try DPoPKey(stored: stored) } catch {
+                throw TokenctlError(.unexpected, "cannot use the DPoP key of profile '\(context.profile)': \(error)", hint: "Run '\(CommandHint.login(context.profile))' again.")
+            }
+        }
+        var proof: String?
+        if let proofRequest {
+            guard let dpopKey else {
+                throw TokenctlError(
+                    .configuration, "profile '\(context.profile)' is not bound to a DPoP key: its tokens are Bearer tokens",
+                    hint: "Use '\(CommandHint.tokenctl(context.profile, "token --format header"))', or sign in with DPoP: '\(CommandHint.tokenctl(context.profile, "login --dpop"))'.")
+            }
+            do {
+                proof = try DPoPProof.make(
+                    key: dpopKey, method: proofRequest.method, url: proofRequest.url,
+                    issuedAt: Int(saturating: (now + (tokenSet.serverClockOffset ?? 0)).rounded(.down)), accessToken: tokenSet.accessToken,
+                    nonce: proofRequest.nonce)
+            } catch {
+                throw TokenctlError(.unexpected, "cannot sign a DPoP proof: \(error)")
+            }
+        } else if let dpopKey, format != "json" {
+            DPoPNotice.once(profile: context.profile, thumbprint: dpopKey.thumbprint, paths: context.paths)
+        }
         switch format {
+        case "dpop":
+            Output.standardOutput("Authorization: \(tokenSet.tokenType) \(tokenSet.accessToken)\nDPoP: \(proof!)\n")
         case "header":
             Output.standardOutput("Authorization: \(tokenSet.tokenType) \(tokenSet.accessToken)\n")
         case "json":
@@ -34,6 +61,7 @@ enum TokenCommand: EngineCommand {
                 fields.append("\"expires_at\":\(Output.jsonString(Output.timestamp(expiry)))")
                 fields.append("\"expires_in\":\(max(0, Int(saturating: expiry - now)))")
             }
+            if let proof { fields.append("\"dpop_proof\":\(Output.jsonString(proof))") }
             Output.standardOutput("{" + fields.joined(separator: ",") + "}\n")
         case "exec-credential":
             Output.standardOutput(execCredential(tokenSet, minimumTimeToLive: minimumTimeToLive) + "\n")
@@ -41,6 +69,29 @@ enum TokenCommand: EngineCommand {
             Output.standardOutput(tokenSet.accessToken + "\n")
         }
         return .success
+    }
+
+    /// The request a DPoP proof is for (`--method`, `--url`, `--nonce`), checked; nil when none is asked for.
+    static func proofRequest(_ options: ParsedOptions, format: String) throws -> (method: String, url: String, nonce: String?)? {
+        let (method, url, nonce) = (options.value("--method"), options.value("--url"), options.value("--nonce"))
+        guard method != nil || url != nil || nonce != nil || format == "dpop" else { return nil }
+        guard format == "dpop" || format == "json" else {
+            throw UsageError("--method, --url and --nonce go with --format dpop or --format json.", command: "token")
+        }
+        guard let method, let url else {
+            throw UsageError("A DPoP proof needs both '--method <method>' and '--url <url>' (the request it is for).", command: "token")
+        }
+        // RFC 9110 §9.1: a method is a token; tokenctl signs the usual ones' shape (letters).
+        guard !method.isEmpty, method.utf8.count <= 32, method.utf8.allSatisfy({ (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+            throw UsageError("Invalid value '\(Output.printable(method))' for '--method': expected an HTTP method such as GET or POST.", command: "token")
+        }
+        guard url.utf8.count <= 8192, url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }), DPoPProof.htu(url) != nil else {
+            throw UsageError("Invalid value for '--url': expected an absolute http:// or https:// URL without spaces.", command: "token")
+        }
+        if let nonce, DPoPHTTPClient.usableNonce(nonce) == nil {
+            throw UsageError("Invalid value for '--nonce': expected the DPoP-Nonce header's value (printable ASCII, no quotes or backslashes).", command: "token")
+        }
+        return (method.uppercased(), url, nonce)
     }
 
     /// A kubectl exec credential (client.authentication.k8s.io, v1 or the v1beta1 that
@@ -63,5 +114,19 @@ enum TokenCommand: EngineCommand {
             ("apiVersion", .string(apiVersion)), ("kind", .string("ExecCredential")),
             ("status", JSONText.Value(raw: JSONText.object(status))),
         ])
+    }
+}
+
+/// The note a plain `token` on a DPoP session prints on stderr, once a session: scripts that
+/// send the token as Bearer see why the resource server refuses it. Remembered in the state
+/// directory (the key's thumbprint, not a secret), so a new login notes again.
+enum DPoPNotice {
+    static func once(profile: ProfileName, thumbprint: String, paths: Paths) {
+        let directory = paths.stateDirectory + "/dpop-noted"
+        let path = directory + "/" + profile.rawValue
+        if (try? FileIO.readFile(path, limit: 256)) == thumbprint { return }
+        Output.standardError("tokenctl: note: profile '\(profile)' has a DPoP-bound token: a resource server accepts it only with a DPoP proof, which '\(CommandHint.tokenctl(profile, "token --format dpop --method GET --url URL"))' prints with it. (Shown once a session.)\n")
+        try? FileIO.ensurePrivateDirectory(directory)
+        try? FileIO.writeAtomically(thumbprint, to: path)
     }
 }

@@ -10,8 +10,8 @@ struct EventLogTests {
 
     @Test("significance of every event")
     func significance() {
-        #expect(SessionEvent.allCases.filter { $0.significance == .high } == [.signedIn, .signedOut, .sessionEnded, .sessionRevoked, .revocationFailed])
-        #expect(SessionEvent.allCases.filter { $0.significance == .medium } == [.refreshFailed, .storeUnavailable, .pendingWriteCompleted, .scopeNarrowed])
+        #expect(SessionEvent.allCases.filter { $0.significance == .high } == [.signedIn, .signedOut, .sessionEnded, .sessionRevoked, .revocationFailed, .dpopDowngradeRefused])
+        #expect(SessionEvent.allCases.filter { $0.significance == .medium } == [.refreshFailed, .storeUnavailable, .pendingWriteCompleted, .scopeNarrowed, .dpopBound])
         #expect(SessionEvent.allCases.filter { $0.significance == .low } == [.tokenRefreshed])
         #expect(EventSignificance.low < .medium && EventSignificance.medium < .high)
     }

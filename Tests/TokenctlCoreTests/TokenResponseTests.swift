@@ -133,9 +133,17 @@ struct TokenResponseTests {
         #expect(parseError(#"{"access_token": "\#(token)"}"#) == .invalidField("access_token"))
     }
 
-    @Test("non-Bearer token types are rejected", arguments: ["mac", "DPoP", "N_A", ""])
+    @Test("token types other than Bearer and DPoP are rejected", arguments: ["mac", "N_A", "", "DPoP2"])
     func unsupportedTokenType(type: String) {
         #expect(parseError(#"{"access_token": "a", "token_type": "\#(type)"}"#) == .unsupportedTokenType(type))
+    }
+
+    @Test("Bearer and DPoP token types are read case-insensitively (RFC 6749 §5.1) and normalised", arguments: [
+        ("bearer", "Bearer"), ("BEARER", "Bearer"), ("DPoP", "DPoP"), ("dpop", "DPoP"), ("DPOP", "DPoP"),
+    ])
+    func knownTokenTypes(given: String, normalised: String) throws {
+        let response = try TokenResponse.parse(Array(#"{"access_token": "a", "token_type": "\#(given)"}"#.utf8))
+        #expect(response.tokenType == normalised)
     }
 
     @Test("a non-string token_type is invalid")

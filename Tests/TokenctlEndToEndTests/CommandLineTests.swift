@@ -53,7 +53,7 @@ struct CommandLineTests {
         UsageCase(label: "an option after -- is an argument", arguments: ["token", "--", "--force"], command: "token",
                   mentioning: ["Unexpected argument '--force'"]),
         UsageCase(label: "invalid --format", arguments: ["token", "--format", "xml"], command: "token",
-                  mentioning: ["Invalid value 'xml' for '--format'", "raw, header, json or exec-credential"]),
+                  mentioning: ["Invalid value 'xml' for '--format'", "raw, header, json, exec-credential or dpop"]),
         UsageCase(label: "empty --format", arguments: ["token", "--format="], command: "token",
                   mentioning: ["Invalid value '' for '--format'"]),
         UsageCase(label: "negative --min-ttl", arguments: ["token", "--min-ttl", "-5"], command: "token",

@@ -28,7 +28,7 @@ struct CompletionTests {
         let path = try script(sandbox, "bash")
         #expect(try runProgram("/bin/bash", ["-n", path]).status == 0)
         #expect(try bashCompletions(sandbox, path, ["tokenctl", "lo"]) == ["login", "logout"])
-        #expect(try bashCompletions(sandbox, path, ["tokenctl", "token", "--format", ""]) == ["raw", "header", "json", "exec-credential"])
+        #expect(try bashCompletions(sandbox, path, ["tokenctl", "token", "--format", ""]) == ["raw", "header", "json", "exec-credential", "dpop"])
         #expect(try bashCompletions(sandbox, path, ["tokenctl", "token", "--f"]) == ["--force", "--format"])
         #expect(try bashCompletions(sandbox, path, ["tokenctl", "events", "--min-significance", "m"]) == ["medium"])
         #expect(try bashCompletions(sandbox, path, ["tokenctl", "schedule", ""]) == ["install", "remove", "status"])
@@ -63,7 +63,7 @@ struct CompletionTests {
             #expect(result.status == 0, "\(result)")
             return result.stdout.split(separator: "\n").map { String($0.split(separator: "\t").first ?? "") }
         }
-        #expect(try fishComplete("tokenctl token --format ").sorted() == ["exec-credential", "header", "json", "raw"])
+        #expect(try fishComplete("tokenctl token --format ").sorted() == ["dpop", "exec-credential", "header", "json", "raw"])
         #expect(try fishComplete("tokenctl sched") == ["schedule"])
         #expect(try fishComplete("tokenctl logout --for") == ["--forget"])
     }

@@ -173,11 +173,17 @@ struct HotPathProfileTests {
     @Test("every key ProfileConfiguration writes is known to the hot path")
     func everyKeyKnown() {
         for key in ProfileConfiguration.keys {
-            let value = key == "token_endpoint_auth_method" ? "client_secret_basic" : key == "client_id" || key == "scope" || key == "cacert" ? "x" : "https://a.example/\(key)"
+            let value = key == "token_endpoint_auth_method" ? "client_secret_basic" : key == "client_id" || key == "scope" || key == "cacert" ? "x"
+                : key == "dpop" || key == "dpop_allow_bearer" ? "false" : "https://a.example/\(key)"
             var text = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\n"
             if !["issuer", "client_id", "token_endpoint"].contains(key) { text += "\(key) = \(value)\n" }
             #expect(bytes(text) { HotPath.profileIdentity($0) != nil }, "\(key)")
         }
+        // A DPoP profile is the engine's: its token is useless without a proof the engine signs.
+        let dpop = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\ndpop = true\n"
+        #expect(bytes(dpop) { HotPath.profileIdentity($0) == nil })
+        let allowBearer = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\ndpop_allow_bearer = true\n"
+        #expect(bytes(allowBearer) { HotPath.profileIdentity($0) != nil })
     }
 
     @Test("profile files: accepted only where ProfileConfiguration accepts them with a token endpoint, same issuer and client")

@@ -172,6 +172,7 @@ struct ProfileConfigurationTests {
         #expect(ProfileConfiguration.keys == [
             "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
             "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource", "git_username",
+            "dpop", "dpop_allow_bearer",
         ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {
@@ -180,6 +181,7 @@ struct ProfileConfigurationTests {
                 "\(key) = https://a.example/\(key)"
             case "token_endpoint_auth_method": "\(key) = client_secret_post"
             case "resource": "resource = https://api.example/ urn:example:ledger"
+            case "dpop", "dpop_allow_bearer": "\(key) = true"
             default: "\(key) = v"
             }
         }.joined(separator: "\n")
@@ -190,6 +192,7 @@ struct ProfileConfigurationTests {
         #expect(configuration.authorizationEndpoint?.string == "https://a.example/authorization_endpoint")
         #expect(configuration.jwksURI?.string == "https://a.example/jwks_uri")
         #expect(configuration.tokenEndpointAuthMethod == .clientSecretPost)
+        #expect(configuration.dpop && configuration.dpopAllowBearer)
         #expect(configuration.audience == "v")
         #expect(configuration.resources == ["https://api.example/", "urn:example:ledger"])
         #expect(configuration.gitUsername == "v")

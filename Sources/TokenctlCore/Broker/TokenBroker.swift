@@ -249,7 +249,14 @@ public actor TokenBroker {
         }
 
         let credentials = try await clientCredentials(for: profile)
-        let client = endpointClient(profile)
+        var client = endpointClient(profile)
+        // A DPoP session signs its refresh with its key (RFC 9449 §5): the refresh token is bound to it.
+        let dpopKey = try Self.dpopKey(of: current, profile.name)
+        if let dpopKey {
+            client.http = DPoPHTTPClient(
+                client.http, key: dpopKey, issuer: profile.configuration.issuer.string, endpoints: [profile.tokenEndpoint], clock: clock,
+                serverClockOffset: current.serverClockOffset)
+        }
         // From the request until the rotated set is written (or the bounded write gave up with
         // the set safe in the journal), signals wait: a SIGTERM in between would spend the old
         // refresh token and keep nothing. Every step inside is bounded (HTTP by its timeouts,
@@ -261,6 +268,22 @@ public actor TokenBroker {
             refreshToken: refreshToken, endpoint: profile.tokenEndpoint, clientID: profile.configuration.clientID,
             scope: target.scopeField, audience: target.audience, resources: target.resources, credentials: credentials)
         var outcome = answer
+        if case .success(let response, _) = outcome {
+            do { try DPoPBinding.check(response, key: dpopKey, allowBearer: profile.configuration.dpopAllowBearer) } catch {
+                // Not stored: a token the profile cannot use safely must not replace the session.
+                record(.dpopDowngradeRefused, profile, subject: current.subject, reason: error == .downgraded ? "bearer" : error == .unrequested ? "unrequested" : "cnf-jkt")
+                throw TokenctlError(
+                    .configuration, "refused the refreshed tokens of profile '\(profile.name)': \(error)",
+                    hint: "The stored session was not replaced, but the server may count its refresh token as used. " + DPoPBinding.hint(profile.name, error))
+            }
+        }
+        if case .terminal(.oauthError(_, let code, _)) = outcome, code == "invalid_dpop_proof" || code == "use_dpop_nonce" {
+            // The server refused the proof, not the grant: nothing was spent.
+            if case .terminal(let reason) = outcome { record(.refreshFailed, profile, subject: current.subject, reason: reason.className) }
+            throw TokenctlError(
+                .unexpected, "the server refused the DPoP proof of profile '\(profile.name)': \(code)",
+                hint: "The session is kept. A proof carries the time: check the system clock, then try again.")
+        }
         var idTokenRefused = false
         if case .success(let response, _) = outcome, let idToken = response.idToken {
             // OIDC Core §12.2: the same issuer, subject and client, signed by the issuer, or the
@@ -342,6 +365,16 @@ public actor TokenBroker {
             throw TokenctlError(
                 .transient, "could not refresh profile '\(profile.name)': \(reason)",
                 hint: "The session is kept; try again later.")
+        }
+    }
+
+    /// The session's DPoP key, checked by OpenSSL before anything is sent (nil: a bearer session).
+    static func dpopKey(of session: TokenSet, _ profile: ProfileName) throws(TokenctlError) -> DPoPKey? {
+        guard let stored = session.dpopKey else { return nil }
+        do { return try DPoPKey(stored: stored) } catch {
+            throw TokenctlError(
+                .unexpected, "cannot use the DPoP key of profile '\(profile)': \(error)",
+                hint: "The session is kept. If libcrypto is installed, the stored key is damaged: run '\(CommandHint.login(profile))' again.")
         }
     }
 

@@ -326,7 +326,11 @@ public final class TokenctlService: Sendable {
             if let method = configuration.tokenEndpointAuthMethod, let secret = try? store.readClientSecret(identity) {
                 credentials = ClientCredentials(clientID: configuration.clientID, secret: secret, method: method)
             }
-            revocation = await self.revoke(token: token, hint: hint, endpoint: endpoint.string, credentials: credentials, caBundle: configuration.caBundle)
+            // A DPoP session's tokens are bound to its key: the revocation carries a proof too.
+            let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
+            revocation = await self.revoke(
+                token: token, hint: hint, endpoint: endpoint.string, credentials: credentials, caBundle: configuration.caBundle,
+                dpop: dpopKey.map { ($0, configuration.issuer.string, stored.serverClockOffset) })
         }
         let removed: Bool
         do { removed = try store.delete(identity) } catch { throw TokenctlError(error) }
@@ -369,11 +373,18 @@ public final class TokenctlService: Sendable {
         var reason: String
     }
 
-    private func revoke(token: String, hint: String, endpoint: String, credentials: ClientCredentials, caBundle: String?) async -> Result<Void, RevocationFailure> {
+    private func revoke(
+        token: String, hint: String, endpoint: String, credentials: ClientCredentials, caBundle: String?,
+        dpop: (key: DPoPKey, issuer: String, serverClockOffset: Double?)?
+    ) async -> Result<Void, RevocationFailure> {
         // RFC 7009 §2.1: confidential clients authenticate as at the token endpoint.
         let request = credentials.formRequest(endpoint, [("token", token), ("token_type_hint", hint)])
+        var http = httpClient(caBundle)
+        if let dpop {
+            http = DPoPHTTPClient(http, key: dpop.key, issuer: dpop.issuer, endpoints: [endpoint], clock: clock, serverClockOffset: dpop.serverClockOffset)
+        }
         do {
-            let response = try await httpClient(caBundle).send(request, timeout: retry.attemptTimeout)
+            let response = try await http.send(request, timeout: retry.attemptTimeout)
             // RFC 7009 §2.2: 200 whether or not the token was valid.
             if response.status == 200 { return .success(()) }
             let kind: TokenctlError.Kind = response.isTransientFailure ? .transient : .unexpected

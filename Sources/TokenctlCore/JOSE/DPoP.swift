@@ -1,9 +1,9 @@
 import TokenctlEssentials
 
-/// DPoP (RFC 9449) building blocks: a session's P-256 key and the proofs it signs. Not wired to
-/// any command yet (issue 13): the key's stored form, its public JWK and RFC 7638 thumbprint,
-/// `htu` normalisation and the proof JWT, checked against an independent verifier (Python
-/// `cryptography`, DPoPTests).
+/// DPoP (RFC 9449) building blocks: a session's P-256 key and the proofs it signs: the key's
+/// stored form, its public JWK and RFC 7638 thumbprint, `htu` normalisation and the proof JWT,
+/// checked against an independent verifier (Python `cryptography`, DPoPTests). The proofs go
+/// on the wire through `DPoPHTTPClient`; `DPoPBinding` checks what the server issued.
 public struct DPoPKey: Sendable, Equatable {
     /// The private scalar (32 bytes) and the public point (65 bytes, 0x04 x y).
     let scalar: [UInt8]
@@ -30,6 +30,13 @@ public struct DPoPKey: Sendable, Equatable {
         let point = [4] + x + y
         _ = try OpenSSL.p256KeyPair(scalar: d, point: point)  // checks the point is the scalar's
         self.init(scalar: d, point: point)
+    }
+
+    /// Whether `stored` has the stored form's shape (three base64url parts of 32 bytes), without
+    /// loading OpenSSL: what reading a stored set checks.
+    public static func isStoredForm(_ stored: String) -> Bool {
+        let parts = stored.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 3 && parts.allSatisfy { UnverifiedJWT.base64URLDecode(String($0))?.count == 32 }
     }
 
     init(scalar: [UInt8], point: [UInt8]) {

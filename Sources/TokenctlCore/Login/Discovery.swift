@@ -16,6 +16,8 @@ public struct ServerMetadata: Equatable, Sendable {
     public var scopesSupported: [String]?
     /// `id_token_signing_alg_values_supported`; `nil` when not advertised.
     public var idTokenSigningAlgorithms: [String]?
+    /// `dpop_signing_alg_values_supported` (RFC 9449 §5.1); `nil` when not advertised.
+    public var dpopSigningAlgorithms: [String]?
 
     public init(
         issuer: String, tokenEndpoint: EndpointURL, revocationEndpoint: EndpointURL? = nil,
@@ -107,6 +109,7 @@ public struct ServerMetadata: Equatable, Sendable {
         tokenEndpointAuthMethods = tokenEndpointAuthMethods ?? other.tokenEndpointAuthMethods
         codeChallengeMethods = codeChallengeMethods ?? other.codeChallengeMethods
         scopesSupported = scopesSupported ?? other.scopesSupported
+        dpopSigningAlgorithms = dpopSigningAlgorithms ?? other.dpopSigningAlgorithms
     }
 
     static func parse(_ body: [UInt8], expectedIssuer: EndpointURL, url: String) throws(TokenctlError) -> ServerMetadata {
@@ -141,7 +144,7 @@ public struct ServerMetadata: Equatable, Sendable {
             }
             return items.compactMap(\.stringValue)
         }
-        return ServerMetadata(
+        var metadata = ServerMetadata(
             issuer: issuer, tokenEndpoint: token, revocationEndpoint: try endpoint("revocation_endpoint"),
             deviceAuthorizationEndpoint: try endpoint("device_authorization_endpoint"),
             authorizationEndpoint: try endpoint("authorization_endpoint"), jwksURI: try endpoint("jwks_uri"),
@@ -149,5 +152,7 @@ public struct ServerMetadata: Equatable, Sendable {
             codeChallengeMethods: try strings("code_challenge_methods_supported"),
             scopesSupported: try strings("scopes_supported"),
             idTokenSigningAlgorithms: try strings("id_token_signing_alg_values_supported"))
+        metadata.dpopSigningAlgorithms = try strings("dpop_signing_alg_values_supported")
+        return metadata
     }
 }

@@ -100,7 +100,7 @@ struct BrowserFlow: Sendable {
 
     func run(
         issuer: String, authorizationEndpoint: String, tokenEndpoint: String, scope: String?, extra: [(String, String)],
-        port: UInt16?, openBrowser: Bool, timeout: Double, checksIssuerParameter: Bool
+        port: UInt16?, openBrowser: Bool, timeout: Double, checksIssuerParameter: Bool, dpopThumbprint: String? = nil
     ) async throws(TokenctlError) -> Result {
         // The PKCE challenge needs libcrypto (SHA-256), loaded here on first use.
         if let reason = OpenSSL.unavailableReason {
@@ -116,6 +116,8 @@ struct BrowserFlow: Sendable {
         ]
         if let scope { parameters.append(("scope", scope)) }
         if let nonce { parameters.append(("nonce", nonce)) }
+        // RFC 9449 §10: the code is bound to the key that will redeem it.
+        if let dpopThumbprint { parameters.append(("dpop_jkt", dpopThumbprint)) }
         parameters += extra
         let separator = authorizationEndpoint.contains("?") ? "&" : "?"
         let url = authorizationEndpoint + separator + FormEncoding.encode(parameters)

@@ -70,12 +70,16 @@ extension TokenctlService {
         /// `audience` (e.g. Auth0) and RFC 8707 `resource` indicators, passed through.
         public var audience: String?
         public var resources: [String]
+        /// Bind the session to a new DPoP key (RFC 9449): true `--dpop`, false `--no-dpop`,
+        /// nil what the profile saved (a new profile: no).
+        public var dpop: Bool?
 
         public init(
             profile: ProfileName, issuer: EndpointURL, clientID: String, scope: String?, method: LoginMethod,
             endpoints: ExplicitEndpoints = ExplicitEndpoints(), caBundle: String? = nil, clientSecret: String? = nil,
-            audience: String? = nil, resources: [String] = []
+            audience: String? = nil, resources: [String] = [], dpop: Bool? = nil
         ) {
+            self.dpop = dpop
             self.profile = profile
             self.issuer = issuer
             self.clientID = clientID
@@ -110,9 +114,19 @@ extension TokenctlService {
             if request.resources.isEmpty { request.resources = configured.resources }
             request.caBundle = request.caBundle ?? configured.caBundle
         }
-        let http = httpClient(request.caBundle)
-        let metadata = try await discoverForLogin(request, saved: saved, http: http)
+        let sameIssuer = previous?.issuer == request.issuer
+        let dpop = request.dpop ?? (sameIssuer ? previous?.dpop ?? false : false)
+        let allowBearer = sameIssuer ? previous?.dpopAllowBearer ?? false : false
+        let plainHTTP = httpClient(request.caBundle)
+        let metadata = try await discoverForLogin(request, saved: saved, http: plainHTTP, dpop: dpop)
         let endpoints = try resolveEndpoints(request, saved: saved, metadata: metadata)
+        // DPoP: a new key for the new session; every request to the token endpoint carries a
+        // proof signed with it (device polls, the code exchange, the import's refresh).
+        let dpopKey = dpop ? try Self.newDPoPKey(for: request.issuer, metadata: metadata) : nil
+        var http = plainHTTP
+        if let dpopKey {
+            http = DPoPHTTPClient(plainHTTP, key: dpopKey, issuer: request.issuer.string, endpoints: [endpoints.token.string], clock: clock)
+        }
 
         var credentials = ClientCredentials(clientID: request.clientID)
         var authMethod: ClientAuthenticationMethod?
@@ -195,10 +209,17 @@ extension TokenctlService {
             let result = try await flow.run(
                 issuer: request.issuer.string, authorizationEndpoint: authorizationEndpoint.string, tokenEndpoint: endpoints.token.string,
                 scope: scope, extra: extra, port: port, openBrowser: openBrowser, timeout: timeout,
-                checksIssuerParameter: metadata != nil)
+                checksIssuerParameter: metadata != nil, dpopThumbprint: dpopKey?.thumbprint)
             exchanged = (result.response, result.receivedAt, result.serverDate, result.nonce)
         }
 
+        // RFC 9449 §5: tokens bound to our key, or (dpop_allow_bearer) Bearer ones; else nothing is stored.
+        do { try DPoPBinding.check(exchanged.response, key: dpopKey, allowBearer: allowBearer) } catch {
+            events?.append(EventRecord(
+                time: clock.now(), event: .dpopDowngradeRefused, profile: request.profile.rawValue, issuer: request.issuer.string,
+                reason: error == .downgraded ? "bearer" : error == .unrequested ? "unrequested" : "cnf-jkt"))
+            throw TokenctlError(.configuration, "refused the tokens the server issued: \(error)", hint: "Nothing was stored. " + DPoPBinding.hint(request.profile, error))
+        }
         // OIDC Core §3.1.3.7: check the ID token before anything is stored.
         var verified = false
         if let idToken = exchanged.response.idToken {
@@ -212,6 +233,7 @@ extension TokenctlService {
         tokenSet.lastRefreshAt = nil
         tokenSet.targetedTokens = []  // a new session: no token of the previous one stays
         tokenSet.scopeNarrowedAt = nil
+        tokenSet.dpopKey = dpopKey?.stored
         var configuration = ProfileConfiguration(
             issuer: request.issuer, clientID: request.clientID, scope: scope,
             tokenEndpoint: endpoints.token, revocationEndpoint: endpoints.revocation, caBundle: request.caBundle,
@@ -221,12 +243,32 @@ extension TokenctlService {
         // Hand-set keys a login has no option for survive it.
         configuration.gitUsername = previous?.gitUsername
         configuration.resources = request.resources
+        configuration.dpop = dpop
+        configuration.dpopAllowBearer = allowBearer
         try await persistLogin(
             tokenSet, configuration: configuration, profile: request.profile, clientSecret: request.clientSecret, previous: previous,
             alreadyLocked: importLock != nil)
         return LoginResult(
             tokenSet: tokenSet, idTokenSignatureVerified: verified, idTokenNonceChecked: exchanged.response.idToken != nil && exchanged.nonce != nil,
             requestedScope: scope)
+    }
+
+    /// A new DPoP key, once the server is known to take ES256 proofs (when discovery ran; a
+    /// server whose endpoints were all given is asked directly, and the binding check catches
+    /// one that ignores DPoP).
+    static func newDPoPKey(for issuer: EndpointURL, metadata: ServerMetadata?) throws(TokenctlError) -> DPoPKey {
+        if let metadata {
+            guard let algorithms = metadata.dpopSigningAlgorithms, algorithms.contains("ES256") else {
+                let advertised = metadata.dpopSigningAlgorithms.map { $0.isEmpty ? "none" : $0.map(RefreshOutcome.sanitized).joined(separator: ", ") }
+                throw TokenctlError(
+                    .configuration,
+                    "the server at \(issuer) does not support DPoP with ES256 (its dpop_signing_alg_values_supported: \(advertised ?? "not advertised"))",
+                    hint: "Nothing was sent. Sign in without --dpop (bearer tokens), or ask the server's operator to enable DPoP.")
+            }
+        }
+        do { return try DPoPKey.generate() } catch {
+            throw TokenctlError(.unexpected, "cannot make a DPoP key: \(error)", hint: "Nothing was sent. Install libssl3 (libcrypto), or sign in without --dpop.")
+        }
     }
 
     /// `openid offline_access`, limited to what the server advertises; `nil` (the server's
@@ -239,7 +281,7 @@ extension TokenctlService {
 
     /// - Parameter saved: the endpoints the profile saved; discovery runs even when they cover
     ///   the flow (only options given now skip it), and its absence is no error when they do.
-    private func discoverForLogin(_ request: LoginRequest, saved: ExplicitEndpoints, http: any HTTPClient) async throws(TokenctlError) -> ServerMetadata? {
+    private func discoverForLogin(_ request: LoginRequest, saved: ExplicitEndpoints, http: any HTTPClient, dpop: Bool) async throws(TokenctlError) -> ServerMetadata? {
         let explicit = request.endpoints
         let needsFlowEndpoint: Bool
         switch request.method {
@@ -265,7 +307,9 @@ extension TokenctlService {
             // A cached document may predate a server change: one that lacks the flow's endpoint
             // is fetched again before a missing endpoint is reported (a fresh one is not).
             return try await ServerMetadata.discover(request.issuer, http: http, timeout: retry.attemptTimeout, cache: cache) { metadata in
-                switch request.method {
+                // A server may have enabled DPoP since the document was cached.
+                if dpop && !(metadata.dpopSigningAlgorithms?.contains("ES256") ?? false) { return false }
+                return switch request.method {
                 case .refreshToken: true  // a document always names its token endpoint
                 case .device: (explicit.deviceAuthorization ?? saved.deviceAuthorization) != nil || metadata.deviceAuthorizationEndpoint != nil
                 case .browser: (explicit.authorization ?? saved.authorization) != nil || metadata.authorizationEndpoint != nil
@@ -401,6 +445,11 @@ extension TokenctlService {
             hotCache?.forget(stale)
         }
         events?.append(EventRecord(time: clock.now(), event: .signedIn, profile: profile.rawValue, issuer: configuration.issuer.string, subject: tokenSet.subject))
+        if let stored = tokenSet.dpopKey, tokenSet.tokenType == "DPoP", let key = try? DPoPKey(stored: stored) {
+            events?.append(EventRecord(
+                time: clock.now(), event: .dpopBound, profile: profile.rawValue, issuer: configuration.issuer.string, subject: tokenSet.subject,
+                reason: "jkt:" + key.thumbprint))
+        }
         if case .pending(let error) = outcome {
             events?.append(EventRecord(
                 time: clock.now(), event: .storeUnavailable, profile: profile.rawValue, issuer: configuration.issuer.string,

@@ -138,6 +138,7 @@ extension TokenSet {
         guard let token = targetedToken(for: target) else { return nil }
         return TokenSet(
             accessToken: token.accessToken, tokenType: token.tokenType, refreshToken: nil, scope: token.grantedScope,
-            expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: subject)
+            expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: subject,
+            dpopKey: dpopKey)
     }
 }

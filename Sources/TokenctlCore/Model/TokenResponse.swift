@@ -15,11 +15,16 @@ public struct TokenResponse: Equatable, Sendable {
         guard let object = JSONValue.parseObject(body) else { throw .notJSONObject }
         guard case .string(let accessToken)? = object["access_token"] else { throw .missingAccessToken }
         try validateToken(accessToken, field: "access_token")
-        let tokenType = "Bearer"
+        var tokenType = "Bearer"
         if let value = object["token_type"] {
             guard case .string(let type) = value else { throw .invalidField("token_type") }
-            // Only bearer tokens can be handed to scripts as `Authorization: Bearer …`.
-            guard type.lowercased() == "bearer" else { throw .unsupportedTokenType(type) }
+            // Bearer tokens (RFC 6750) and DPoP-bound ones (RFC 9449 §5; whether one was asked
+            // for is the caller's check, `DPoPBinding`); the type is case-insensitive (RFC 6749 §5.1).
+            switch type.lowercased() {
+            case "bearer": tokenType = "Bearer"
+            case "dpop": tokenType = "DPoP"
+            default: throw .unsupportedTokenType(type)
+            }
         }
         var expiresIn: Double?
         switch object["expires_in"] {
@@ -79,7 +84,7 @@ public enum TokenResponseError: Error, Equatable, CustomStringConvertible {
         case .emptyToken(let field): "the token endpoint's answer has an empty \(field)"
         case .invalidTokenCharacters(let field): "the token endpoint's \(field) contains whitespace or control characters"
         case .invalidField(let field): "the token endpoint's answer has an invalid \(field)"
-        case .unsupportedTokenType(let type): "the token endpoint issued a '\(type)' token; tokenctl supports Bearer tokens"
+        case .unsupportedTokenType(let type): "the token endpoint issued a '\(RefreshOutcome.sanitized(type))' token; tokenctl supports Bearer and DPoP tokens"
         }
     }
 }

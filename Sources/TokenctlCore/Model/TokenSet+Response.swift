@@ -24,7 +24,9 @@ extension TokenSet {
             subject: subject,
             // The session's other tokens stay while they are valid: still good for their targets.
             targetedTokens: previous?.targetedTokens.filter { $0.effectiveExpiry > receivedAt } ?? [],
-            scopeNarrowedAt: previous?.scopeNarrowedAt
+            scopeNarrowedAt: previous?.scopeNarrowedAt,
+            // The key the response's tokens are bound to stays with them.
+            dpopKey: previous?.dpopKey
         )
         // The bounds a stored set is read back with (`validated()`), applied where the values
         // arrive, so that what is written reads back unchanged (a server Date in year 9790 made

@@ -26,6 +26,10 @@ public struct TokenSet: Codable, Equatable, Sendable {
     /// When a refresh of the session's own token was first granted fewer scopes than the
     /// session had (the server narrowed the grant; `status` warns until the next login).
     public var scopeNarrowedAt: Double?
+    /// The session's DPoP key (RFC 9449) in `DPoPKey.stored` form, when the session is bound
+    /// to one: kept in the same item as the tokens it binds (and in the rotation journal with
+    /// them), never on disk or in the hot cache. Nil: a bearer session.
+    public var dpopKey: String?
 
     enum CodingKeys: String, CodingKey {
         case accessToken = "access_token"
@@ -40,14 +44,16 @@ public struct TokenSet: Codable, Equatable, Sendable {
         case serverClockOffset = "server_clock_offset"
         case subject
         case scopeNarrowedAt = "scope_narrowed_at"
+        case dpopKey = "dpop_key"
     }
 
     public init(
         accessToken: String, tokenType: String = "Bearer", refreshToken: String?, idToken: String? = nil,
         scope: String? = nil, expiresAt: Double?, issuedLifetime: Double?, obtainedAt: Double,
         lastRefreshAt: Double? = nil, serverClockOffset: Double? = nil, subject: String? = nil, targetedTokens: [TargetedToken] = [],
-        scopeNarrowedAt: Double? = nil
+        scopeNarrowedAt: Double? = nil, dpopKey: String? = nil
     ) {
+        self.dpopKey = dpopKey
         self.targetedTokens = targetedTokens
         self.scopeNarrowedAt = scopeNarrowedAt
         self.accessToken = accessToken
@@ -115,6 +121,7 @@ public struct TokenSet: Codable, Equatable, Sendable {
         try container.encodeIfPresent(serverClockOffset, forKey: StoredKey(CodingKeys.serverClockOffset.rawValue))
         try container.encodeIfPresent(subject, forKey: StoredKey(CodingKeys.subject.rawValue))
         try container.encodeIfPresent(scopeNarrowedAt, forKey: StoredKey(CodingKeys.scopeNarrowedAt.rawValue))
+        try container.encodeIfPresent(dpopKey, forKey: StoredKey(CodingKeys.dpopKey.rawValue))
         for (index, token) in targetedTokens.prefix(TargetedToken.maximumPerSession).enumerated() {
             for member in token.members(index) {
                 if let string = member.string { try container.encode(string, forKey: StoredKey(member.key)) }
@@ -136,6 +143,7 @@ public struct TokenSet: Codable, Equatable, Sendable {
             obtainedAt: try container.decode(Double.self, forKey: StoredKey(CodingKeys.obtainedAt.rawValue)),
             lastRefreshAt: try number(.lastRefreshAt), serverClockOffset: try number(.serverClockOffset), subject: try string(.subject))
         scopeNarrowedAt = try number(.scopeNarrowedAt)
+        dpopKey = try string(.dpopKey)
         var failure: (any Error)?
         do {
             targetedTokens = try TargetedToken.decodeAll(
@@ -195,7 +203,8 @@ public struct TokenSet: Codable, Equatable, Sendable {
             serverClockOffset: try object.number(CodingKeys.serverClockOffset.rawValue),
             subject: try object.string(CodingKeys.subject.rawValue),
             targetedTokens: try TargetedToken.decodeAll(string: object.string, number: object.number),
-            scopeNarrowedAt: try object.number(CodingKeys.scopeNarrowedAt.rawValue))
+            scopeNarrowedAt: try object.number(CodingKeys.scopeNarrowedAt.rawValue),
+            dpopKey: try object.string(CodingKeys.dpopKey.rawValue))
     }
 
     /// This set as tokenctl may use it: a hand-edited or foreign item must not put a line break
@@ -216,6 +225,10 @@ public struct TokenSet: Codable, Equatable, Sendable {
         }
         set.refreshToken = try token(refreshToken.flatMap { $0.isEmpty ? nil : $0 }, .refreshToken)
         set.idToken = try token(idToken.flatMap { $0.isEmpty ? nil : $0 }, .idToken)
+        // The key's form only (three base64url parts); OpenSSL checks the key when it signs.
+        if let dpopKey, !DPoPKey.isStoredForm(dpopKey) {
+            throw .wrongType(key: CodingKeys.dpopKey.rawValue, expected: "a DPoP key (d.x.y, base64url)", offset: 0)
+        }
         for (index, targeted) in targetedTokens.enumerated() {
             guard (try? TokenResponse.validateToken(targeted.accessToken, field: "access_token")) != nil,
                   !targeted.tokenType.isEmpty, targeted.tokenType.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })

@@ -14,10 +14,16 @@ public enum SessionEvent: String, Sendable, CaseIterable {
     /// A refresh of the session's own token was granted fewer scopes than the session had:
     /// the server narrowed the grant (some do after a narrowed refresh, `token --scope`).
     case scopeNarrowed
+    /// A login bound the new session to its DPoP key (the reason is the key's thumbprint, `jkt:…`).
+    case dpopBound
+    /// A token response to a DPoP request was refused: a Bearer token or one bound to another
+    /// key (the reason says which); the session was not replaced.
+    case dpopDowngradeRefused
 
     public var significance: EventSignificance {
         switch self {
-        case .signedIn, .signedOut, .sessionEnded, .sessionRevoked, .revocationFailed: .high
+        case .signedIn, .signedOut, .sessionEnded, .sessionRevoked, .revocationFailed, .dpopDowngradeRefused: .high
+        case .dpopBound: .medium
         case .storeUnavailable, .refreshFailed, .pendingWriteCompleted, .scopeNarrowed: .medium
         case .tokenRefreshed: .low
         }

@@ -41,6 +41,12 @@ public struct SessionStatus: Sendable, Equatable {
     /// The server narrowed the session's scope on a refresh since the last login (the stored
     /// set's `scopeNarrowedAt`; the event log has `scopeNarrowed`).
     public var scopeNarrowedByServer = false
+    /// How the session's tokens are held: `bound` (DPoP tokens bound to the session's key),
+    /// `bearer`, or `bearer-accepted` (a DPoP key, but the server issued Bearer tokens and the
+    /// profile accepts them: `dpop_allow_bearer`). Nil without a session.
+    public var dpop: String?
+    /// The DPoP key's RFC 7638 thumbprint (what the server's `cnf.jkt` names), when there is a key.
+    public var dpopThumbprint: String?
     public var obtainedAt: Double?
     public var lastRefreshAt: Double?
     /// Why the server ended the session (state `ended`).
@@ -184,6 +190,8 @@ extension TokenctlService {
         status.hasRefreshToken = stored.hasRefreshToken
         status.targetedTokens = stored.targetedTokens.map { ($0.target, $0.effectiveExpiry - now) }
         status.scopeNarrowedByServer = stored.scopeNarrowedAt != nil
+        status.dpop = stored.dpopKey == nil ? "bearer" : stored.tokenType == "DPoP" ? "bound" : "bearer-accepted"
+        status.dpopThumbprint = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }?.thumbprint
         status.obtainedAt = stored.obtainedAt
         status.lastRefreshAt = stored.lastRefreshAt
         let accessClaims = UnverifiedJWT.claims(of: stored.accessToken)

@@ -14,7 +14,10 @@ extension HotCacheEntry {
 
 extension HotCache {
     /// Cache the access token of a set just read from the Secret Service or just stored.
+    /// A DPoP session's tokens are never cached: they are useless without a proof, which only
+    /// the engine can sign (the key stays in the Secret Service).
     func remember(_ tokenSet: TokenSet, for identity: SessionIdentity, target: TokenTarget = .session, now: Double) {
+        guard tokenSet.dpopKey == nil, tokenSet.tokenType != "DPoP" else { return }
         store(HotCacheEntry(tokenSet, for: identity, target: target), now: now)
     }
 

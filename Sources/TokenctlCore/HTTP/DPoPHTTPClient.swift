@@ -1,0 +1,154 @@
+import Synchronization
+import TokenctlEssentials
+
+/// Sends requests with DPoP proofs (RFC 9449 §4): every POST to one of `endpoints` (the token
+/// and revocation endpoints) gets a fresh proof in a `DPoP` header; other requests (discovery,
+/// JWKS, the device authorization endpoint) pass through unchanged.
+///
+/// Server nonces (§8): a `use_dpop_nonce` answer that carries a `DPoP-Nonce` is retried once
+/// with that nonce; the last nonce any answer carried is kept per issuer for this process
+/// (`DPoPNonces`) and sent with later proofs.
+public struct DPoPHTTPClient: HTTPClient {
+    public var base: any HTTPClient
+    public var key: DPoPKey
+    public var issuer: String
+    public var endpoints: Set<String>
+    public var clock: Clock
+    /// Server clock minus local clock (`TokenSet.serverClockOffset`): a proof's `iat` is on the
+    /// server's clock, so a skewed local clock does not make proofs the server refuses.
+    public var serverClockOffset: Double
+    public var nonces: DPoPNonces
+
+    public init(
+        _ base: any HTTPClient, key: DPoPKey, issuer: String, endpoints: Set<String>, clock: Clock, serverClockOffset: Double? = nil,
+        nonces: DPoPNonces = .shared
+    ) {
+        self.base = base
+        self.key = key
+        self.issuer = issuer
+        self.endpoints = endpoints
+        self.clock = clock
+        self.serverClockOffset = serverClockOffset ?? 0
+        self.nonces = nonces
+    }
+
+    public func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+        try await self.send(request, timeout: timeout, connectTimeout: timeout)
+    }
+
+    public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+        guard request.method == .post, endpoints.contains(request.url) else {
+            return try await base.send(request, timeout: timeout, connectTimeout: connectTimeout)
+        }
+        let started = clock.now()
+        var response = try await base.send(try signed(request, nonce: nonces.current(issuer)), timeout: timeout, connectTimeout: connectTimeout)
+        let nonce = response.header("dpop-nonce").flatMap(Self.usableNonce)
+        if let nonce { nonces.remember(nonce, for: issuer) }
+        if let nonce, Self.asksForNonce(response) {
+            // One retry with the nonce, inside what is left of this attempt's time.
+            let left = max(1, timeout - (clock.now() - started))
+            response = try await base.send(try signed(request, nonce: nonce), timeout: left, connectTimeout: min(connectTimeout, left))
+            if let next = response.header("dpop-nonce").flatMap(Self.usableNonce) { nonces.remember(next, for: issuer) }
+        }
+        return response
+    }
+
+    /// `request` with a new proof for it.
+    func signed(_ request: HTTPRequest, nonce: String?) throws(HTTPTransportError) -> HTTPRequest {
+        let proof: String
+        do {
+            proof = try DPoPProof.make(
+                key: key, method: request.method.rawValue, url: request.url,
+                issuedAt: Int(saturating: (clock.now() + serverClockOffset).rounded(.down)), nonce: nonce)
+        } catch {
+            throw HTTPTransportError(.other, "cannot sign a DPoP proof: \(error)")
+        }
+        var signed = request
+        signed.headers.removeAll { $0.name.lowercased() == "dpop" }
+        signed.headers.append(("DPoP", proof))
+        return signed
+    }
+
+    /// An authorization server's `use_dpop_nonce` (§8: 400 with the error in the body) or a
+    /// resource server's (§9: 401 with it in `WWW-Authenticate`).
+    static func asksForNonce(_ response: HTTPResponse) -> Bool {
+        switch response.status {
+        case 400: JSONValue.parseObject(response.body)?["error"]?.stringValue == "use_dpop_nonce"
+        case 401: response.header("www-authenticate")?.contains("use_dpop_nonce") ?? false
+        default: false
+        }
+    }
+
+    /// A nonce as §8.1 allows it (NQCHAR: printable ASCII but `"` and `\`), bounded; nil otherwise.
+    public static func usableNonce(_ value: String) -> String? {
+        guard !value.isEmpty, value.utf8.count <= 1024,
+              value.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else { return nil }
+        return value
+    }
+}
+
+/// The last DPoP nonce each issuer gave, for this process.
+public final class DPoPNonces: Sendable {
+    public static let shared = DPoPNonces()
+    private let byIssuer = Mutex<[String: String]>([:])
+
+    public init() {}
+
+    public func current(_ issuer: String) -> String? { byIssuer.withLock { $0[issuer] } }
+
+    public func remember(_ nonce: String, for issuer: String) { byIssuer.withLock { $0[issuer] = nonce } }
+}
+
+/// What a token response must be after a request with a DPoP proof (RFC 9449 §5): a DPoP
+/// token, whose `cnf.jkt` (when the token is a JWT) names our key; and after a request without
+/// one, not a DPoP token (tokenctl could not use it).
+public enum DPoPBinding {
+    public enum Refusal: Error, Equatable, CustomStringConvertible {
+        /// The server answered a proof with a Bearer token (it ignored DPoP).
+        case downgraded
+        /// A JWT access token bound to another key, or to none.
+        case wrongConfirmation(String)
+        /// A DPoP token for a request without a proof.
+        case unrequested
+
+        public var description: String {
+            switch self {
+            case .downgraded: "the server answered a DPoP-bound request with a Bearer token (it ignored the proof)"
+            case .wrongConfirmation(let what): "the access token is not bound to this session's DPoP key: \(what)"
+            case .unrequested: "the server issued a DPoP token although no DPoP proof was sent"
+            }
+        }
+    }
+
+    /// What to do about a refusal, for `profile`.
+    public static func hint(_ profile: ProfileName, _ refusal: Refusal) -> String {
+        switch refusal {
+        case .downgraded:
+            "If the server does not bind this client's tokens, set 'dpop_allow_bearer = true' in the profile's file to accept Bearer tokens, or run '\(CommandHint.tokenctl(profile, "login --no-dpop"))'."
+        case .wrongConfirmation:
+            "The server bound the token to a key that is not this session's: report it to the server's operator; '\(CommandHint.tokenctl(profile, "login --no-dpop"))' signs in without DPoP."
+        case .unrequested:
+            "Run '\(CommandHint.tokenctl(profile, "login --dpop"))' to sign in with a DPoP key."
+        }
+    }
+
+    /// Check `response` against the key its request was signed with (nil: no proof sent).
+    ///
+    /// - Parameter allowBearer: the profile's `dpop_allow_bearer`: a Bearer answer is accepted.
+    public static func check(_ response: TokenResponse, key: DPoPKey?, allowBearer: Bool) throws(Refusal) {
+        guard let key else {
+            if response.tokenType == "DPoP" { throw .unrequested }
+            return
+        }
+        guard response.tokenType == "DPoP" else {
+            if allowBearer { return }
+            throw .downgraded
+        }
+        // §6.1: a JWT access token names its key in cnf.jkt. An opaque token cannot be checked.
+        guard let claims = UnverifiedJWT.claims(of: response.accessToken) else { return }
+        guard case .object(let confirmation)? = claims["cnf"], let jkt = confirmation["jkt"]?.stringValue else {
+            throw .wrongConfirmation("it is a JWT without cnf.jkt")
+        }
+        guard jkt == key.thumbprint else { throw .wrongConfirmation("its cnf.jkt is another key's") }
+    }
+}
