@@ -32,6 +32,12 @@ let package = Package(
             name: "CCrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // Header only at build time: libgcrypt (DPoP's ES256 keys and proofs; libsecret has
+        // already loaded it when a proof is signed) is dlopen-ed on first use.
+        .systemLibrary(
+            name: "CGcrypt",
+            providers: [.apt(["libgcrypt20-dev"])]
+        ),
         // Header only at build time: libqrencode is dlopen-ed when the device flow draws its QR code.
         .systemLibrary(
             name: "CQRencode",
@@ -49,7 +55,7 @@ let package = Package(
         // No argv, no printing.
         .target(
             name: "TokenctlCore",
-            dependencies: ["TokenctlEssentials", "CSecret", "CCurl", "CCrypto", "CQRencode"],
+            dependencies: ["TokenctlEssentials", "CSecret", "CCurl", "CCrypto", "CGcrypt", "CQRencode"],
             exclude: ["README.md"]
         ),
 

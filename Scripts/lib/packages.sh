@@ -2,7 +2,7 @@
 # Scripts/lib/packages.sh: what tokenctl needs from Debian to build, and a check for Swift.
 
 # shellcheck disable=SC2034 # used by callers
-TOKENCTL_BUILD_PACKAGES=(pkg-config libsecret-1-dev libcurl4-openssl-dev libssl-dev libqrencode-dev)
+TOKENCTL_BUILD_PACKAGES=(pkg-config libsecret-1-dev libcurl4-openssl-dev libssl-dev libgcrypt20-dev libqrencode-dev)
 # keyctl(1): the end-to-end tests and Scripts/bench look at the kernel keyring hot cache from
 # outside. tokenctl itself needs no keyutils library: it makes the two system calls directly.
 # python3-cryptography: the independent verifier of DPoP proofs (DPoPTests).

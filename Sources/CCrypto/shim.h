@@ -59,19 +59,7 @@
     X(ECDSA_SIG_new) \
     X(ECDSA_SIG_free) \
     X(ECDSA_SIG_set0) \
-    X(i2d_ECDSA_SIG) \
-    X(d2i_ECDSA_SIG) \
-    X(ECDSA_SIG_get0) \
-    X(BN_bn2binpad) \
-    X(EVP_PKEY_keygen_init) \
-    X(EVP_PKEY_CTX_set_group_name) \
-    X(EVP_PKEY_generate) \
-    X(EVP_PKEY_get_bn_param) \
-    X(EVP_PKEY_get_octet_string_param) \
-    X(EVP_DigestSignInit) \
-    X(EVP_DigestSign) \
-    X(EVP_PKEY_CTX_new_from_pkey) \
-    X(EVP_PKEY_pairwise_check)
+    X(i2d_ECDSA_SIG)
 
 // The table, its one state and its loader (Sources/CLazyLoader/lazy_loader.h):
 // tokenctl_crypto_open (a test points it at another library) and tokenctl_crypto_load.
@@ -157,46 +145,6 @@ static inline int tokenctl_ecdsa_sig_set0(ECDSA_SIG *signature, BIGNUM *r, BIGNU
 static inline int tokenctl_i2d_ecdsa_sig(const ECDSA_SIG *signature, unsigned char **output) {
     return tokenctl_crypto.i2d_ECDSA_SIG(signature, output);
 }
-
-// DPoP (RFC 9449): a P-256 key pair made here, its scalar and point exported for the Secret
-// Service item and imported again, and ES256 signatures (DER from OpenSSL, r and s read back).
-static inline ECDSA_SIG *tokenctl_d2i_ecdsa_sig(const unsigned char **input, long length) {
-    return tokenctl_crypto.d2i_ECDSA_SIG(NULL, input, length);
-}
-static inline void tokenctl_ecdsa_sig_get0(const ECDSA_SIG *signature, const BIGNUM **r, const BIGNUM **s) {
-    tokenctl_crypto.ECDSA_SIG_get0(signature, r, s);
-}
-static inline int tokenctl_bn_bn2binpad(const BIGNUM *number, unsigned char *output, int length) {
-    return tokenctl_crypto.BN_bn2binpad(number, output, length);
-}
-static inline int tokenctl_evp_pkey_keygen_init(EVP_PKEY_CTX *context) { return tokenctl_crypto.EVP_PKEY_keygen_init(context); }
-static inline int tokenctl_evp_pkey_ctx_set_group_name(EVP_PKEY_CTX *context, const char *name) {
-    return tokenctl_crypto.EVP_PKEY_CTX_set_group_name(context, name);
-}
-static inline int tokenctl_evp_pkey_generate(EVP_PKEY_CTX *context, EVP_PKEY **key) { return tokenctl_crypto.EVP_PKEY_generate(context, key); }
-static inline int tokenctl_evp_pkey_get_bn_param(const EVP_PKEY *key, const char *name, BIGNUM **number) {
-    return tokenctl_crypto.EVP_PKEY_get_bn_param(key, name, number);
-}
-static inline int tokenctl_evp_pkey_get_octet_string_param(const EVP_PKEY *key, const char *name, unsigned char *buffer, size_t size, size_t *length) {
-    return tokenctl_crypto.EVP_PKEY_get_octet_string_param(key, name, buffer, size, length);
-}
-static inline int tokenctl_evp_digest_sign_init(EVP_MD_CTX *context, EVP_PKEY_CTX **keyContext, const EVP_MD *type, ENGINE *engine, EVP_PKEY *key) {
-    return tokenctl_crypto.EVP_DigestSignInit(context, keyContext, type, engine, key);
-}
-static inline int tokenctl_evp_digest_sign(EVP_MD_CTX *context, unsigned char *signature, size_t *length, const unsigned char *message, size_t count) {
-    return tokenctl_crypto.EVP_DigestSign(context, signature, length, message, count);
-}
-// Whether a key pair's public point is its private scalar's (fromdata does not check).
-static inline int tokenctl_evp_pkey_pairwise_check(EVP_PKEY *key) {
-    EVP_PKEY_CTX *context = tokenctl_crypto.EVP_PKEY_CTX_new_from_pkey(NULL, key, NULL);
-    if (context == NULL) return 0;
-    int result = tokenctl_crypto.EVP_PKEY_pairwise_check(context);
-    tokenctl_crypto.EVP_PKEY_CTX_free(context);
-    return result;
-}
-// EVP_PKEY_KEYPAIR is a macro expression, as EVP_PKEY_PUBLIC_KEY below.
-static inline int tokenctl_evp_pkey_keypair_selection(void) { return EVP_PKEY_KEYPAIR; }
-static inline const char *tokenctl_param_private_key(void) { return OSSL_PKEY_PARAM_PRIV_KEY; }
 
 // getrandom(2) is not part of Swift's Glibc module; it feeds PKCE, state and nonce. It is libc,
 // not libcrypto: no loading needed.

@@ -2,10 +2,10 @@ import Foundation
 import Testing
 @testable import TokenctlCore
 
-/// DPoP's building blocks (issue 13, not yet wired to a command), checked by an independent
-/// verifier: Python's `cryptography` (Debian python3-cryptography, installed by Scripts/test)
+/// DPoP's building blocks (keys and proofs, signed with libgcrypt), checked by independent
+/// verifiers: Python's `cryptography` (Debian python3-cryptography, installed by Scripts/test)
 /// reads the proof, verifies its ES256 signature with the JWK in its header, and computes the
-/// RFC 7638 thumbprint itself.
+/// RFC 7638 thumbprint itself; OpenSSL (tokenctl's ID-token verifier) checks the signature too.
 @Suite("DPoP: key, thumbprint and proof (verified by Python cryptography)")
 struct DPoPTests {
     static let verifier = #"""
@@ -81,8 +81,9 @@ struct DPoPTests {
         let other = try DPoPKey.generate()
         #expect(key != other && key.thumbprint != other.thumbprint)
         let mixed = key.stored.split(separator: ".")[0] + "." + other.stored.split(separator: ".")[1...].joined(separator: ".")
-        #expect(throws: OpenSSLError.self) { try DPoPKey(stored: String(mixed)) }
-        #expect(throws: OpenSSLError.self) { try DPoPKey(stored: "a.b") }
+        #expect(throws: GcryptError.self) { try DPoPKey(stored: String(mixed)).checked() }
+        #expect(try DPoPKey(stored: key.stored).checked() == key)
+        #expect(throws: GcryptError.self) { try DPoPKey(stored: "a.b") }
     }
 
     @Test("htu: no query or fragment, scheme and host lower-cased, only absolute http(s) URIs")

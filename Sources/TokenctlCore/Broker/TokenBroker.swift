@@ -371,10 +371,10 @@ public actor TokenBroker {
     /// The session's DPoP key, checked by OpenSSL before anything is sent (nil: a bearer session).
     static func dpopKey(of session: TokenSet, _ profile: ProfileName) throws(TokenctlError) -> DPoPKey? {
         guard let stored = session.dpopKey else { return nil }
-        do { return try DPoPKey(stored: stored) } catch {
+        do { return try DPoPKey(stored: stored).checked() } catch {
             throw TokenctlError(
                 .unexpected, "cannot use the DPoP key of profile '\(profile)': \(error)",
-                hint: "The session is kept. If libcrypto is installed, the stored key is damaged: run '\(CommandHint.login(profile))' again.")
+                hint: "The session is kept. If libgcrypt20 is installed, the stored key is damaged: run '\(CommandHint.login(profile))' again.")
         }
     }
 

@@ -9,10 +9,10 @@ public struct DPoPKey: Sendable, Equatable {
     let scalar: [UInt8]
     let point: [UInt8]
 
-    /// A new key pair from OpenSSL's generator.
-    public static func generate() throws(OpenSSLError) -> DPoPKey {
-        let exported = try OpenSSL.p256Export(try OpenSSL.generateP256())
-        return DPoPKey(scalar: exported.scalar, point: exported.point)
+    /// A new key pair from libgcrypt's generator.
+    public static func generate() throws(GcryptError) -> DPoPKey {
+        let generated = try Gcrypt.generateP256()
+        return DPoPKey(scalar: generated.scalar, point: generated.point)
     }
 
     /// The key as stored with the session: `d.x.y`, each base64url (a secret: never on disk,
@@ -21,22 +21,30 @@ public struct DPoPKey: Sendable, Equatable {
         [scalar, Array(point[1..<33]), Array(point[33..<65])].map(Base64URL.encode).joined(separator: ".")
     }
 
-    /// A key read back from `stored`, checked by OpenSSL (the point must be the scalar's).
-    public init(stored: String) throws(OpenSSLError) {
+    /// A key read back from `stored`: its form only (three base64url parts of 32 bytes). Whether
+    /// the point is the scalar's is `checked()`'s question: a libgcrypt scalar multiplication,
+    /// ~1 ms, that the hot path (`token --format dpop`) skips, since a key that is not a pair only
+    /// makes proofs the server refuses; a refresh, which spends the refresh token, asks it first.
+    public init(stored: String) throws(GcryptError) {
         let parts = stored.split(separator: ".", omittingEmptySubsequences: false).map { UnverifiedJWT.base64URLDecode(String($0)) }
         guard parts.count == 3, let d = parts[0], let x = parts[1], let y = parts[2], d.count == 32, x.count == 32, y.count == 32 else {
-            throw OpenSSLError(unavailable: "not a stored DPoP key")
+            throw GcryptError("DPoP key", reason: "not a stored DPoP key")
         }
         let point = [4] + x + y
-        _ = try OpenSSL.p256KeyPair(scalar: d, point: point)  // checks the point is the scalar's
         self.init(scalar: d, point: point)
     }
 
     /// Whether `stored` has the stored form's shape (three base64url parts of 32 bytes), without
-    /// loading OpenSSL: what reading a stored set checks.
+    /// loading a crypto library: what reading a stored set checks.
     public static func isStoredForm(_ stored: String) -> Bool {
         let parts = stored.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 3 && parts.allSatisfy { UnverifiedJWT.base64URLDecode(String($0))?.count == 32 }
+    }
+
+    /// This key, once libgcrypt has checked that its point is its scalar's.
+    public func checked() throws(GcryptError) -> DPoPKey {
+        try Gcrypt.checkP256(scalar: scalar, point: point)
+        return self
     }
 
     init(scalar: [UInt8], point: [UInt8]) {
@@ -50,12 +58,13 @@ public struct DPoPKey: Sendable, Equatable {
         "{\"crv\":\"P-256\",\"kty\":\"EC\",\"x\":\"\(Base64URL.encode(Array(point[1..<33])))\",\"y\":\"\(Base64URL.encode(Array(point[33..<65])))\"}"
     }
 
-    /// The JWK SHA-256 thumbprint (RFC 7638), base64url: what `cnf.jkt` must say.
-    public var thumbprint: String { Base64URL.encode(OpenSSL.sha256(Array(publicJWK.utf8))) }
+    /// The JWK SHA-256 thumbprint (RFC 7638), base64url: what `cnf.jkt` must say (empty only
+    /// without libgcrypt, which libsecret itself needs).
+    public var thumbprint: String { Base64URL.encode((try? Gcrypt.sha256(Array(publicJWK.utf8))) ?? []) }
 
     /// An ES256 signature of `message` (raw r || s).
-    func sign(_ message: [UInt8]) throws(OpenSSLError) -> [UInt8] {
-        try OpenSSL.signES256(key: try OpenSSL.p256KeyPair(scalar: scalar, point: point), message: message)
+    func sign(_ message: [UInt8]) throws(GcryptError) -> [UInt8] {
+        try Gcrypt.signES256(scalar: scalar, point: point, message: message)
     }
 }
 
@@ -80,13 +89,13 @@ public enum DPoPProof {
     /// `nonce` when given.
     public static func make(
         key: DPoPKey, method: String, url: String, issuedAt: Int, jti: String = SecureRandom.token(), accessToken: String? = nil, nonce: String? = nil
-    ) throws(OpenSSLError) -> String {
-        guard let htu = htu(url) else { throw OpenSSLError(unavailable: "not an http(s) URL for a DPoP proof") }
+    ) throws(GcryptError) -> String {
+        guard let htu = htu(url) else { throw GcryptError("DPoP proof", reason: "not an http(s) URL for a DPoP proof") }
         let header = JSONText.object([("typ", .string("dpop+jwt")), ("alg", .string("ES256")), ("jwk", JSONText.Value(raw: key.publicJWK))])
         var claims: [(String, JSONText.Value)] = [
             ("jti", .string(jti)), ("htm", .string(method.uppercased())), ("htu", .string(htu)), ("iat", .number(issuedAt)),
         ]
-        if let accessToken { claims.append(("ath", .string(Base64URL.encode(OpenSSL.sha256(Array(accessToken.utf8)))))) }
+        if let accessToken { claims.append(("ath", .string(Base64URL.encode(try Gcrypt.sha256(Array(accessToken.utf8)))))) }
         if let nonce { claims.append(("nonce", .string(nonce))) }
         let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(JSONText.object(claims).utf8))
         return signingInput + "." + Base64URL.encode(try key.sign(Array(signingInput.utf8)))

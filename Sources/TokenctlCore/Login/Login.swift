@@ -267,7 +267,7 @@ extension TokenctlService {
             }
         }
         do { return try DPoPKey.generate() } catch {
-            throw TokenctlError(.unexpected, "cannot make a DPoP key: \(error)", hint: "Nothing was sent. Install libssl3 (libcrypto), or sign in without --dpop.")
+            throw TokenctlError(.unexpected, "cannot make a DPoP key: \(error)", hint: "Nothing was sent. Install libgcrypt20, or sign in without --dpop.")
         }
     }
 
