@@ -44,7 +44,7 @@ struct DPoPSessionTests {
         let key = try DPoPKey.generate()
         let fake = FakeHTTPClient { _, _ in .success(.json(200, "{}")) }
         let client = DPoPHTTPClient(
-            fake, key: key, issuer: "https://issuer.example", endpoints: [Self.tokenEndpoint + "?x=1"], clock: VirtualClock().clock, nonces: DPoPNonces())
+            fake, key: key, issuer: "https://issuer.example", endpoints: [Self.tokenEndpoint + "?x=1"], clock: VirtualClock().clock, issuerState: DPoPIssuerState())
         _ = try await client.send(.form(Self.tokenEndpoint + "?x=1", [("a", "b")]), timeout: 5)
         _ = try await client.send(.form(Self.tokenEndpoint + "?x=1", [("a", "b")]), timeout: 5)
         _ = try await client.send(.getJSON(Self.tokenEndpoint + "?x=1"), timeout: 5)
@@ -61,7 +61,7 @@ struct DPoPSessionTests {
         // The proof's time is on the server's clock (the session's measured offset).
         let skewed = DPoPHTTPClient(
             fake, key: key, issuer: "https://issuer.example", endpoints: [Self.tokenEndpoint], clock: VirtualClock().clock, serverClockOffset: -300,
-            nonces: DPoPNonces())
+            issuerState: DPoPIssuerState())
         _ = try await skewed.send(.form(Self.tokenEndpoint, []), timeout: 5)
         let late = try #require(Self.proof(fake.requests[4]))
         guard case .number(let iat)? = late.claims["iat"], case .number(let iat0)? = first.claims["iat"] else { Issue.record("no iat"); return }
@@ -80,23 +80,49 @@ struct DPoPSessionTests {
             default: return .success(.json(400, #"{"error":"use_dpop_nonce"}"#, headers: ["dpop-nonce": "n3"]))
             }
         }
-        let nonces = DPoPNonces()
-        let client = DPoPHTTPClient(fake, key: key, issuer: "https://issuer.example", endpoints: [Self.tokenEndpoint], clock: VirtualClock().clock, nonces: nonces)
+        let nonces = DPoPIssuerState()
+        let client = DPoPHTTPClient(fake, key: key, issuer: "https://issuer.example", endpoints: [Self.tokenEndpoint], clock: VirtualClock().clock, issuerState: nonces)
         let answer = try await client.send(.form(Self.tokenEndpoint, []), timeout: 5)
         #expect(answer.status == 200 && answer.header("x-wrong") == nil)
-        #expect(fake.requestCount == 2 && nonces.current("https://issuer.example") == "n1")
+        #expect(fake.requestCount == 2 && nonces.nonce("https://issuer.example") == "n1")
         _ = try await client.send(.form(Self.tokenEndpoint, []), timeout: 5)
         #expect(Self.proof(fake.requests[2])?.claims["nonce"] == .string("n1"))
-        #expect(nonces.current("https://issuer.example") == "n2")
+        #expect(nonces.nonce("https://issuer.example") == "n2")
         // A second use_dpop_nonce in a row is the answer: one retry, not a loop.
         let refused = try await client.send(.form(Self.tokenEndpoint, []), timeout: 5)
         #expect(refused.status == 400 && fake.requestCount == 5)
         #expect(Self.proof(fake.requests[3])?.claims["nonce"] == .string("n2") && Self.proof(fake.requests[4])?.claims["nonce"] == .string("n3"))
         // Without a usable nonce there is nothing to retry with.
         let bare = FakeHTTPClient { _, _ in .success(.json(400, #"{"error":"use_dpop_nonce"}"#, headers: ["dpop-nonce": "bad\"nonce"])) }
-        let other = DPoPHTTPClient(bare, key: key, issuer: "https://other.example", endpoints: [Self.tokenEndpoint], clock: VirtualClock().clock, nonces: nonces)
+        let other = DPoPHTTPClient(bare, key: key, issuer: "https://other.example", endpoints: [Self.tokenEndpoint], clock: VirtualClock().clock, issuerState: nonces)
         _ = try await other.send(.form(Self.tokenEndpoint, []), timeout: 5)
-        #expect(bare.requestCount == 1 && nonces.current("https://other.example") == nil)
+        #expect(bare.requestCount == 1 && nonces.nonce("https://other.example") == nil)
+    }
+
+    @Test("a proof refused while the Date header shows the local clock far off is signed again on the server's clock, once; the offset is kept")
+    func clockSkew() async throws {
+        let key = try DPoPKey.generate()
+        let clock = VirtualClock()
+        let serverAhead = 600.0
+        let fake = FakeHTTPClient { request, _ in
+            guard case .number(let iat)? = DPoPSessionTests.proof(request)?.claims["iat"] else { return .success(.json(500, "{}")) }
+            let serverNow = clock.now + serverAhead
+            let date = ["date": HTTPDate.format(serverNow)]
+            return .success(abs(iat - serverNow) <= 60 ? .json(200, "{}", headers: date) : .json(400, #"{"error":"invalid_dpop_proof","error_description":"iat"}"#, headers: date))
+        }
+        let state = DPoPIssuerState()
+        let client = DPoPHTTPClient(fake, key: key, issuer: "https://issuer.example", endpoints: [Self.tokenEndpoint], clock: clock.clock, issuerState: state)
+        #expect(try await client.send(.form(Self.tokenEndpoint, []), timeout: 5).status == 200)
+        #expect(fake.requestCount == 2)
+        #expect(abs((state.clockOffset("https://issuer.example") ?? 0) - serverAhead) < 1.5)
+        // The next request starts on the server's clock: one request.
+        #expect(try await client.send(.form(Self.tokenEndpoint, []), timeout: 5).status == 200)
+        #expect(fake.requestCount == 3)
+        // A refusal with the clocks in agreement is the answer: no retry.
+        let refusing = FakeHTTPClient { _, _ in .success(.json(400, #"{"error":"invalid_dpop_proof"}"#, headers: ["date": HTTPDate.format(clock.now)])) }
+        let other = DPoPHTTPClient(refusing, key: key, issuer: "https://other.example", endpoints: [Self.tokenEndpoint], clock: clock.clock, issuerState: state)
+        #expect(try await other.send(.form(Self.tokenEndpoint, []), timeout: 5).status == 400)
+        #expect(refusing.requestCount == 1)
     }
 
     @Test("the binding check: DPoP tokens after a proof, cnf.jkt of a JWT names our key, Bearer only when allowed")

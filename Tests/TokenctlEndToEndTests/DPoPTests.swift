@@ -176,6 +176,36 @@ struct DPoPEndToEndTests {
         #expect(nonces.count == 2, "the retries carry the server's nonce: \(nonces)")
     }
 
+    @Test("a server whose clock is 10 minutes ahead: the login's refused proof is signed again on the server's clock; refreshes start there")
+    func clockSkew() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["date_offset_seconds": 600])
+        let profile = "dpop-skew"
+        let login = try importLogin(sandbox, server, profile: profile)
+        #expect(login.status == 0, "\(login)")
+        let outcomes = try server.tokenRequests().map { ($0["dpop"] as? [String: Any])?["valid"] as? Bool }
+        #expect(outcomes == [false, true], "one refused proof, then one on the server's clock: \(outcomes)")
+        let refreshed = try sandbox.tokenctl("--profile", profile, "refresh")
+        #expect(refreshed.status == 0, "\(refreshed)")
+        #expect(try server.tokenRequests().last.flatMap { ($0["dpop"] as? [String: Any])?["valid"] as? Bool } == true)
+        #expect(try server.tokenRequests().count == 3, "the refresh used the session's measured offset: no refused proof")
+    }
+
+    @Test("a DPoP session's tokens for other targets are DPoP tokens: token --scope … --format dpop is accepted")
+    func targetedToken() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        let profile = "dpop-target"
+        #expect(try importLogin(sandbox, server, profile: profile).status == 0)
+        let resource = server.url + "/resource"
+        let headers = try sandbox.tokenctl("--profile", profile, "token", "--scope", "openid", "--format", "dpop", "--method", "GET", "--url", resource)
+        #expect(headers.status == 0, "\(headers)")
+        let grant = try #require(try server.refreshGrants().last)
+        #expect(grant["scope"] as? String == "openid" && (grant["dpop"] as? [String: Any])?["valid"] as? Bool == true, "\(grant)")
+        let answer = try runProgram("/bin/sh", ["-c", "curl -sS -H @- \"$1\"", "sh", resource], stdin: headers.stdout)
+        #expect(answer.stdout.contains("\"ok\": true") && answer.stdout.contains("\"token_type\": \"DPoP\""), "\(answer)")
+    }
+
     @Test("logout revokes with a proof of the session's key; the family is revoked")
     func revocation() throws {
         let sandbox = try Sandbox()

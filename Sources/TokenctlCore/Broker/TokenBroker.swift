@@ -321,7 +321,8 @@ public actor TokenBroker {
             // The token as received (`next` may not keep it: see `TokenSet.storing`).
             let served = TokenSet(
                 accessToken: token.accessToken, tokenType: token.tokenType, refreshToken: nil, scope: token.grantedScope,
-                expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: next.subject)
+                expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: next.subject,
+                dpopKey: next.dpopKey)
             didServe?(served, profile.identity, target)
             if next.refreshToken != current.refreshToken {
                 // The session's own token is unchanged, but the hot cache may hold it: still valid.

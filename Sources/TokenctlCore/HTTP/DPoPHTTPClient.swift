@@ -7,7 +7,12 @@ import TokenctlEssentials
 ///
 /// Server nonces (§8): a `use_dpop_nonce` answer that carries a `DPoP-Nonce` is retried once
 /// with that nonce; the last nonce any answer carried is kept per issuer for this process
-/// (`DPoPNonces`) and sent with later proofs.
+/// (`DPoPIssuerState`) and sent with later proofs.
+///
+/// Clocks (§11.1): a proof's `iat` must be near the server's time. It is the local time plus the
+/// session's measured offset from the server's clock; before a session has one (at login), an
+/// `invalid_dpop_proof` answer whose `Date` shows the local clock more than 30 s off is retried
+/// once with `iat` on the server's clock, and the offset is kept for the issuer.
 public struct DPoPHTTPClient: HTTPClient {
     public var base: any HTTPClient
     public var key: DPoPKey
@@ -16,20 +21,20 @@ public struct DPoPHTTPClient: HTTPClient {
     public var clock: Clock
     /// Server clock minus local clock (`TokenSet.serverClockOffset`): a proof's `iat` is on the
     /// server's clock, so a skewed local clock does not make proofs the server refuses.
-    public var serverClockOffset: Double
-    public var nonces: DPoPNonces
+    public var serverClockOffset: Double?
+    public var issuerState: DPoPIssuerState
 
     public init(
         _ base: any HTTPClient, key: DPoPKey, issuer: String, endpoints: Set<String>, clock: Clock, serverClockOffset: Double? = nil,
-        nonces: DPoPNonces = .shared
+        issuerState: DPoPIssuerState = .shared
     ) {
         self.base = base
         self.key = key
         self.issuer = issuer
         self.endpoints = endpoints
         self.clock = clock
-        self.serverClockOffset = serverClockOffset ?? 0
-        self.nonces = nonces
+        self.serverClockOffset = serverClockOffset
+        self.issuerState = issuerState
     }
 
     public func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
@@ -41,25 +46,38 @@ public struct DPoPHTTPClient: HTTPClient {
             return try await base.send(request, timeout: timeout, connectTimeout: connectTimeout)
         }
         let started = clock.now()
-        var response = try await base.send(try signed(request, nonce: nonces.current(issuer)), timeout: timeout, connectTimeout: connectTimeout)
-        let nonce = response.header("dpop-nonce").flatMap(Self.usableNonce)
-        if let nonce { nonces.remember(nonce, for: issuer) }
-        if let nonce, Self.asksForNonce(response) {
-            // One retry with the nonce, inside what is left of this attempt's time.
+        var offset = serverClockOffset ?? issuerState.clockOffset(issuer) ?? 0
+        var response = try await base.send(try signed(request, nonce: issuerState.nonce(issuer), offset: offset), timeout: timeout, connectTimeout: connectTimeout)
+        // One retry each, inside what is left of this attempt's time: with the nonce the server
+        // asked for, then with iat on the server's clock.
+        var retriedForNonce = false
+        var retriedForClock = false
+        while true {
+            let nonce = response.header("dpop-nonce").flatMap(Self.usableNonce)
+            if let nonce { issuerState.remember(nonce: nonce, for: issuer) }
             let left = max(1, timeout - (clock.now() - started))
-            response = try await base.send(try signed(request, nonce: nonce), timeout: left, connectTimeout: min(connectTimeout, left))
-            if let next = response.header("dpop-nonce").flatMap(Self.usableNonce) { nonces.remember(next, for: issuer) }
+            if !retriedForNonce, let nonce, Self.asksForNonce(response) {
+                retriedForNonce = true
+            } else if !retriedForClock, Self.refusesProof(response), let serverDate = response.serverDate,
+                      case let measured = serverDate - clock.now(), abs(measured - offset) > 30 {
+                retriedForClock = true
+                offset = measured
+                issuerState.remember(clockOffset: measured, for: issuer)
+            } else {
+                return response
+            }
+            response = try await base.send(
+                try signed(request, nonce: issuerState.nonce(issuer), offset: offset), timeout: left, connectTimeout: min(connectTimeout, left))
         }
-        return response
     }
 
-    /// `request` with a new proof for it.
-    func signed(_ request: HTTPRequest, nonce: String?) throws(HTTPTransportError) -> HTTPRequest {
+    /// `request` with a new proof for it, its `iat` at local time plus `offset`.
+    func signed(_ request: HTTPRequest, nonce: String?, offset: Double) throws(HTTPTransportError) -> HTTPRequest {
         let proof: String
         do {
             proof = try DPoPProof.make(
                 key: key, method: request.method.rawValue, url: request.url,
-                issuedAt: Int(saturating: (clock.now() + serverClockOffset).rounded(.down)), nonce: nonce)
+                issuedAt: Int(saturating: (clock.now() + offset.clamped(to: -1e9...1e9)).rounded(.down)), nonce: nonce)
         } catch {
             throw HTTPTransportError(.other, "cannot sign a DPoP proof: \(error)")
         }
@@ -79,6 +97,11 @@ public struct DPoPHTTPClient: HTTPClient {
         }
     }
 
+    /// An authorization server's `invalid_dpop_proof` (400, error in the body).
+    static func refusesProof(_ response: HTTPResponse) -> Bool {
+        response.status == 400 && JSONValue.parseObject(response.body)?["error"]?.stringValue == "invalid_dpop_proof"
+    }
+
     /// A nonce as §8.1 allows it (NQCHAR: printable ASCII but `"` and `\`), bounded; nil otherwise.
     public static func usableNonce(_ value: String) -> String? {
         guard !value.isEmpty, value.utf8.count <= 1024,
@@ -87,16 +110,22 @@ public struct DPoPHTTPClient: HTTPClient {
     }
 }
 
-/// The last DPoP nonce each issuer gave, for this process.
-public final class DPoPNonces: Sendable {
-    public static let shared = DPoPNonces()
-    private let byIssuer = Mutex<[String: String]>([:])
+/// What this process learnt of each issuer's DPoP: the last nonce it gave, and its clock's
+/// offset when a proof was refused for the local clock.
+public final class DPoPIssuerState: Sendable {
+    public static let shared = DPoPIssuerState()
+    private let nonces = Mutex<[String: String]>([:])
+    private let offsets = Mutex<[String: Double]>([:])
 
     public init() {}
 
-    public func current(_ issuer: String) -> String? { byIssuer.withLock { $0[issuer] } }
+    public func nonce(_ issuer: String) -> String? { nonces.withLock { $0[issuer] } }
 
-    public func remember(_ nonce: String, for issuer: String) { byIssuer.withLock { $0[issuer] = nonce } }
+    public func remember(nonce: String, for issuer: String) { nonces.withLock { $0[issuer] = nonce } }
+
+    public func clockOffset(_ issuer: String) -> Double? { offsets.withLock { $0[issuer] } }
+
+    public func remember(clockOffset: Double, for issuer: String) { offsets.withLock { $0[issuer] = clockOffset } }
 }
 
 /// What a token response must be after a request with a DPoP proof (RFC 9449 §5): a DPoP
