@@ -2,7 +2,7 @@
 #define TOKENCTL_LAZY_LOADER_H
 
 // The one loader of the libraries tokenctl opens with dlopen on first use (libcurl, OpenSSL's
-// libcrypto, libqrencode; CCurl, CCrypto and CQRencode include this header). Not a module of
+// libcrypto, libgcrypt, libqrencode; CCurl, CCrypto, CGcrypt and CQRencode include this header). Not a module of
 // its own: only those shims include it, by path.
 //
 // TOKENCTL_LAZY_LIBRARY(prefix, FUNCTIONS, soname, after_load) defines, for the functions FUNCTIONS(X)

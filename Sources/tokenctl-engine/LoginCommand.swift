@@ -158,7 +158,7 @@ enum LoginCommand: EngineCommand {
         }
         if let stored = tokenSet.dpopKey, let key = try? DPoPKey(stored: stored) {
             summary += tokenSet.tokenType == "DPoP"
-                ? "The session is bound to a new DPoP key (jkt \(key.thumbprint)): use '\(CommandHint.tokenctl(context.profile, "token --format dpop --method GET --url URL"))' for requests.\n"
+                ? "The session is bound to a new DPoP key (jkt \(key.thumbprint)): each request needs a proof, which 'token --format dpop' prints with the token ('tokenctl help token').\n"
                 : "The server issued Bearer tokens to this DPoP request (accepted: dpop_allow_bearer = true); they are not bound to the key.\n"
         }
         if !tokenSet.hasRefreshToken {

@@ -125,7 +125,7 @@ enum DPoPNotice {
         let directory = paths.stateDirectory + "/dpop-noted"
         let path = directory + "/" + profile.rawValue
         if (try? FileIO.readFile(path, limit: 256)) == thumbprint { return }
-        Output.standardError("tokenctl: note: profile '\(profile)' has a DPoP-bound token: a resource server accepts it only with a DPoP proof, which '\(CommandHint.tokenctl(profile, "token --format dpop --method GET --url URL"))' prints with it. (Shown once a session.)\n")
+        Output.standardError("tokenctl: note: profile '\(profile)' has a DPoP-bound token: a resource server accepts it only with a DPoP proof for each request, which 'token --format dpop --method M --url U' prints with it ('tokenctl help token'). (Shown once a session.)\n")
         try? FileIO.ensurePrivateDirectory(directory)
         try? FileIO.writeAtomically(thumbprint, to: path)
     }

@@ -122,6 +122,9 @@ struct DPoPEndToEndTests {
         // A plain token: printed, with a note on stderr the first time only.
         let plain = try sandbox.tokenctl("--profile", profile, "token")
         #expect(plain.status == 0 && plain.stderr.contains("DPoP-bound"), "\(plain)")
+        // The command the note names runs as printed.
+        let help = try sandbox.tokenctl("help", "token")
+        #expect(help.status == 0 && help.stdout.contains("--method") && help.stdout.contains("dpop"), "\(help)")
         let bearer = try runProgram("/bin/sh", ["-c", "curl -sS -o /dev/null -w '%{http_code}' -H \"Authorization: Bearer $2\" \"$1\"", "sh", resource, line(plain)])
         #expect(bearer.stdout == "401", "a bound token presented as Bearer is refused: \(bearer)")
         let again = try sandbox.tokenctl("--profile", profile, "token")
@@ -212,14 +215,19 @@ struct DPoPEndToEndTests {
         let server = try AuthServer()
         let profile = "dpop-logout"
         #expect(try importLogin(sandbox, server, profile: profile).status == 0)
-        let refreshToken = try #require(try sandbox.storedTokenSet(profile: profile, issuer: server.url)?["refresh_token"] as? String)
         let jkt = try statusJSON(sandbox, profile)["dpop_jkt"] as? String
+        // A new login is a new key (and the old refresh token's binding stays with the old one).
+        let first = try #require(jkt)
+        #expect(try importLogin(sandbox, server, profile: profile).status == 0)
+        let second = try #require(try statusJSON(sandbox, profile)["dpop_jkt"] as? String)
+        #expect(second != first)
+        let refreshToken = try #require(try sandbox.storedTokenSet(profile: profile, issuer: server.url)?["refresh_token"] as? String)
         let logout = try sandbox.tokenctl("--profile", profile, "logout")
         #expect(logout.status == 0, "\(logout)")
         let revoke = try #require(try server.log().last { ($0["path"] as? String) == "/revoke" })
         #expect(revoke["status"] as? Int == 200 && revoke["outcome"] as? String == "revoked", "\(revoke)")
         let proof = try #require(revoke["dpop"] as? [String: Any])
-        #expect(proof["valid"] as? Bool == true && proof["jkt"] as? String == jkt && proof["htu"] as? String == server.url + "/revoke")
+        #expect(proof["valid"] as? Bool == true && proof["jkt"] as? String == second && proof["htu"] as? String == server.url + "/revoke")
         #expect(try server.tokenStatus(refreshToken)["family_revoked"] as? Bool == true)
         #expect(try sandbox.storedTokenSet(profile: profile, issuer: server.url) == nil)
     }

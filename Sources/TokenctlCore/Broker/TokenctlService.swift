@@ -240,27 +240,13 @@ public final class TokenctlService: Sendable {
 
     /// Refresh every configured profile, `refreshAllConcurrency` at a time (each single-flight).
     public func refreshAll(ifExpiringWithin window: Double?) async throws(TokenctlError) -> [RefreshReport] {
-        let names = try profiles.all()
-        return await withTaskGroup(of: RefreshReport.self) { group in
-            var pending = names[...]
-            func start(_ name: ProfileName) {
-                group.addTask {
-                    var report = await self.refresh(name, ifExpiringWithin: window)
-                    if case .failure(let error) = report.result, error.kind == .loginRequired, self.wasSignedOutByUser(name) {
-                        report.signedOutByUser = true
-                    }
-                    return report
-                }
+        let names = try profiles.all().sorted()
+        return await BoundedConcurrency.map(names, limit: Self.refreshAllConcurrency) { name in
+            var report = await self.refresh(name, ifExpiringWithin: window)
+            if case .failure(let error) = report.result, error.kind == .loginRequired, self.wasSignedOutByUser(name) {
+                report.signedOutByUser = true
             }
-            for _ in 0..<min(Self.refreshAllConcurrency, names.count) {
-                if let name = pending.popFirst() { start(name) }
-            }
-            var reports: [RefreshReport] = []
-            while let report = await group.next() {
-                reports.append(report)
-                if let name = pending.popFirst() { start(name) }
-            }
-            return reports.sorted { $0.profile < $1.profile }
+            return report
         }
     }
 

@@ -113,38 +113,20 @@ extension TokenctlService {
     }
 
     /// The states of several profiles (`status --all`), in the order given, up to
-    /// `refreshAllConcurrency` at a time; each completes a pending journal write first. The first
-    /// error, in that order, is thrown.
+    /// `refreshAllConcurrency` at a time (`BoundedConcurrency`); each completes a pending journal
+    /// write first. The first error, in that order, is thrown.
     public func statuses(_ names: [ProfileName], offline: Bool) async throws(TokenctlError) -> [SessionStatus] {
-        var results: [(index: Int, status: SessionStatus?, error: TokenctlError?)] = []
-        // In rounds of `refreshAllConcurrency` profiles.
-        var first = 0
-        while first < names.count {
-            let round = Array(names.enumerated())[first..<min(first + Self.refreshAllConcurrency, names.count)]
-            first += round.count
-            let answers = await withTaskGroup(of: (index: Int, status: SessionStatus?, error: TokenctlError?).self) { group in
-                for (index, name) in round {
-                    group.addTask { await self.statusOrError(index, name, offline: offline) }
-                }
-                var answers: [(index: Int, status: SessionStatus?, error: TokenctlError?)] = []
-                for await answer in group { answers.append(answer) }
-                return answers
-            }
-            results += answers
+        let results = await BoundedConcurrency.map(names, limit: Self.refreshAllConcurrency) { name in
+            await self.statusOrError(name, offline: offline)
         }
-        var statuses: [SessionStatus] = []
-        for result in results.sorted(by: { $0.index < $1.index }) {
-            if let error = result.error { throw error }
-            if let status = result.status { statuses.append(status) }
-        }
-        return statuses
+        return try results.map { result throws(TokenctlError) in try result.get() }
     }
 
     /// One profile's state for `statuses`, after completing its pending journal write; an error
     /// as a value.
-    private func statusOrError(_ index: Int, _ name: ProfileName, offline: Bool) async -> (index: Int, status: SessionStatus?, error: TokenctlError?) {
+    private func statusOrError(_ name: ProfileName, offline: Bool) async -> Result<SessionStatus, TokenctlError> {
         await completePendingWrite(name)
-        do { return (index, try await status(name, offline: offline), nil) } catch { return (index, nil, error) }
+        do { return .success(try await status(name, offline: offline)) } catch { return .failure(error) }
     }
 
     /// The state of one profile's session, from the keyring (and the event log for `ended`); the
