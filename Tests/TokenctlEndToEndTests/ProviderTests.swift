@@ -39,6 +39,30 @@ struct ProviderTests {
         #expect(after.status == 77, "\(kind): \(after)")
     }
 
+    @Test("a DPoP session: the key kept in the provider's item with the tokens, proofs accepted by the test server, refreshes and logout signed with it", arguments: PrivateProvider.Kind.allCases)
+    func dpopSession(kind: PrivateProvider.Kind) throws {
+        let provider = try PrivateProvider(kind)
+        let sandbox = try Sandbox()
+        sandbox.use(provider)
+        let server = try AuthServer(["grace_seconds": 0])
+        let login = try sandbox.tokenctl("login", "--dpop", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: try server.issue())
+        #expect(login.status == 0, "\(kind): \(login)")
+        let resource = server.url + "/resource"
+        for round in 0..<3 {
+            let headers = try sandbox.tokenctl("token", "--format", "dpop", "--method", "GET", "--url", resource)
+            #expect(headers.status == 0, "\(kind) round \(round): \(headers)")
+            let answer = try runProgram("/bin/sh", ["-c", "curl -sS -H @- \"$1\"", "sh", resource], stdin: headers.stdout)
+            #expect(answer.stdout.contains("\"token_type\": \"DPoP\""), "\(kind) round \(round): \(answer)")
+            let refreshed = try sandbox.tokenctl("refresh", "--timeout", "10")
+            #expect(refreshed.status == 0, "\(kind) round \(round): \(refreshed)")
+        }
+        let stats = try server.stats()
+        #expect(stats["reuse_detected"] == 0 && stats["invalid_grant"] == 0 && stats["dpop_proofs_invalid"] == 0, "\(kind): \(stats)")
+        #expect(try sandbox.tokenctl("logout").status == 0)
+        let revoke = try #require(try server.log().last { ($0["path"] as? String) == "/revoke" })
+        #expect((revoke["dpop"] as? [String: Any])?["valid"] as? Bool == true && revoke["outcome"] as? String == "revoked", "\(kind): \(revoke)")
+    }
+
     @Test("locked and unlocked mid-run: 69 with advice for this provider, nothing sent, the session intact after unlocking", arguments: PrivateProvider.Kind.allCases)
     func lockAndUnlock(kind: PrivateProvider.Kind) throws {
         let provider = try PrivateProvider(kind)
