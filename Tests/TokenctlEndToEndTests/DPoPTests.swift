@@ -60,6 +60,8 @@ struct DPoPEndToEndTests {
         let human = try sandbox.tokenctl("--profile", profile, "status")
         #expect(human.stdout.contains("dpop:          bound (jkt \(jkt))"), "\(human)")
         #expect(try sandbox.tokenctl("--profile", profile, "events").stdout.contains("dpopBound"))
+        let doctor = try sandbox.tokenctl("doctor")
+        #expect(doctor.stdout.contains("libgcrypt loads: proofs can be signed for 1 profile(s) with dpop = true"), "\(doctor)")
         // The private key is nowhere on disk, nor in the hot cache, nor in status.
         let privatePart = String(key.split(separator: ".")[0])
         for file in sandbox.allFiles() {

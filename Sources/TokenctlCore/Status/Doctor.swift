@@ -135,6 +135,17 @@ extension TokenctlService {
             }
         }
 
+        // DPoP profiles sign a proof for every request, with libgcrypt.
+        let dpopProfiles = configured.filter { $0.1.dpop }
+        if !dpopProfiles.isEmpty {
+            do {
+                try Gcrypt.requireLibrary()
+                checks.append(DoctorCheck("dpop", ok: true, "libgcrypt loads: proofs can be signed for \(dpopProfiles.count) profile(s) with dpop = true"))
+            } catch {
+                checks.append(DoctorCheck("dpop", ok: false, error.reason, hint: "Install libgcrypt20: DPoP sessions cannot sign the proofs their tokens need without it."))
+            }
+        }
+
         // Each issuer: reachable, and our clock against its clock.
         var seen = Set<String>()
         for (_, configuration) in configured where seen.insert(configuration.issuer.string).inserted {
