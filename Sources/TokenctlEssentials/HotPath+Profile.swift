@@ -125,6 +125,8 @@ extension HotPath {
                 let key = slice(file, entry.key.lowerBound, entry.key.upperBound)
                 let value = slice(file, entry.value.lowerBound, entry.value.upperBound)
                 let bit: UInt16
+                // The keys whose values ProfileConfiguration checks; the others take any value.
+                var valueAccepted = true
                 if isEqual(key, "issuer") {
                     bit = 1; issuer = value
                 } else if isEqual(key, "client_id") {
@@ -145,10 +147,7 @@ extension HotPath {
                     bit = 256; otherEndpoints.2 = value
                 } else if isEqual(key, "token_endpoint_auth_method") {
                     // ProfileConfiguration: empty, client_secret_basic or client_secret_post.
-                    guard value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post") else {
-                        accepted = false
-                        return false
-                    }
+                    valueAccepted = value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post")
                     bit = 512
                 } else if isEqual(key, "audience") {
                     bit = 1024
@@ -159,22 +158,16 @@ extension HotPath {
                 } else if isEqual(key, "dpop") {
                     // A DPoP session's token needs a proof with it, which only the engine signs:
                     // `dpop = true` is the engine's (ProfileConfiguration: empty, true or false).
-                    guard value.count == 0 || isEqual(value, "false") else {
-                        accepted = false
-                        return false
-                    }
+                    valueAccepted = value.count == 0 || isEqual(value, "false")
                     bit = 8192
                 } else if isEqual(key, "dpop_allow_bearer") {
-                    guard value.count == 0 || isEqual(value, "true") || isEqual(value, "false") else {
-                        accepted = false
-                        return false
-                    }
+                    valueAccepted = value.count == 0 || isEqual(value, "true") || isEqual(value, "false")
                     bit = 16384
                 } else {
                     accepted = false
                     return false
                 }
-                guard seen & bit == 0 else {
+                guard valueAccepted, seen & bit == 0 else {
                     accepted = false
                     return false
                 }

@@ -24,11 +24,7 @@ enum TokenCommand: EngineCommand {
         let now = Clock.system.now()
         context.verboseLog("access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") valid for \(Output.duration(tokenSet.timeLeft(at: now)))")
         // A DPoP session's token is useless without a proof: sign one when asked, else say so (once a session).
-        let dpopKey = try tokenSet.dpopKey.map { stored throws(TokenctlError) -> DPoPKey in
-            do { return try DPoPKey(stored: stored) } catch {
-                throw TokenctlError(.unexpected, "cannot use the DPoP key of profile '\(context.profile)': \(error)", hint: "Run '\(CommandHint.login(context.profile))' again.")
-            }
-        }
+        let dpopKey = try tokenSet.dpopSigningKey(of: context.profile, checked: false)
         var proof: String?
         if let proofRequest {
             guard let dpopKey else {

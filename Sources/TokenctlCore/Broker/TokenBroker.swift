@@ -251,7 +251,7 @@ public actor TokenBroker {
         let credentials = try await clientCredentials(for: profile)
         var client = endpointClient(profile)
         // A DPoP session signs its refresh with its key (RFC 9449 §5): the refresh token is bound to it.
-        let dpopKey = try Self.dpopKey(of: current, profile.name)
+        let dpopKey = try current.dpopSigningKey(of: profile.name, checked: true)
         if let dpopKey {
             client.http = DPoPHTTPClient(
                 client.http, key: dpopKey, issuer: profile.configuration.issuer.string, endpoints: [profile.tokenEndpoint], clock: clock,
@@ -271,17 +271,17 @@ public actor TokenBroker {
         if case .success(let response, _) = outcome {
             do { try DPoPBinding.check(response, key: dpopKey, allowBearer: profile.configuration.dpopAllowBearer) } catch {
                 // Not stored: a token the profile cannot use safely must not replace the session.
-                record(.dpopDowngradeRefused, profile, subject: current.subject, reason: error == .downgraded ? "bearer" : error == .unrequested ? "unrequested" : "cnf-jkt")
+                record(.dpopDowngradeRefused, profile, subject: current.subject, reason: error.eventReason)
                 throw TokenctlError(
                     .configuration, "refused the refreshed tokens of profile '\(profile.name)': \(error)",
                     hint: "The stored session was not replaced, but the server may count its refresh token as used. " + DPoPBinding.hint(profile.name, error))
             }
         }
-        if case .terminal(.oauthError(_, let code, _)) = outcome, code == "invalid_dpop_proof" || code == "use_dpop_nonce" {
+        if case .terminal(let reason) = outcome, Self.refusesProof(reason) {
             // The server refused the proof, not the grant: nothing was spent.
-            if case .terminal(let reason) = outcome { record(.refreshFailed, profile, subject: current.subject, reason: reason.className) }
+            record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
             throw TokenctlError(
-                .unexpected, "the server refused the DPoP proof of profile '\(profile.name)': \(code)",
+                .unexpected, "the server refused the DPoP proof of profile '\(profile.name)': \(reason)",
                 hint: "The session is kept. A proof carries the time: check the system clock, then try again.")
         }
         var idTokenRefused = false
@@ -369,20 +369,17 @@ public actor TokenBroker {
         }
     }
 
-    /// The session's DPoP key, checked by OpenSSL before anything is sent (nil: a bearer session).
-    static func dpopKey(of session: TokenSet, _ profile: ProfileName) throws(TokenctlError) -> DPoPKey? {
-        guard let stored = session.dpopKey else { return nil }
-        do { return try DPoPKey(stored: stored).checked() } catch {
-            throw TokenctlError(
-                .unexpected, "cannot use the DPoP key of profile '\(profile)': \(error)",
-                hint: "The session is kept. If libgcrypt20 is installed, the stored key is damaged: run '\(CommandHint.login(profile))' again.")
-        }
-    }
-
     /// Whether the space-separated scopes `after` are a strict subset of `before`.
     static func isNarrower(_ after: String, than before: String) -> Bool {
         let (old, new) = (Set(before.split(separator: " ")), Set(after.split(separator: " ")))
         return new.isSubset(of: old) && new != old
+    }
+
+    /// Whether a server refused a refresh's DPoP proof (RFC 9449 §7.1, §8), not its grant: the
+    /// refresh token was not spent, and the session stays whatever the target.
+    static func refusesProof(_ reason: TerminalReason) -> Bool {
+        if case .oauthError(_, let code, _) = reason { return code == "invalid_dpop_proof" || code == "use_dpop_nonce" }
+        return false
     }
 
     /// Whether a server's refusal of a refresh means the grant is dead (the session ends), as

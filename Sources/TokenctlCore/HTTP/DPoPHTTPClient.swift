@@ -140,6 +140,15 @@ public enum DPoPBinding {
         /// A DPoP token for a request without a proof.
         case unrequested
 
+        /// The reason of the `dpopDowngradeRefused` event.
+        public var eventReason: String {
+            switch self {
+            case .downgraded: "bearer"
+            case .wrongConfirmation: "cnf-jkt"
+            case .unrequested: "unrequested"
+            }
+        }
+
         public var description: String {
             switch self {
             case .downgraded: "the server answered a DPoP-bound request with a Bearer token (it ignored the proof)"

@@ -101,3 +101,21 @@ public enum DPoPProof {
         return signingInput + "." + Base64URL.encode(try key.sign(Array(signingInput.utf8)))
     }
 }
+
+extension TokenSet {
+    /// The session's DPoP key (nil: a bearer session), as an error to show when it is not one.
+    ///
+    /// - Parameter checked: also check that its point is its scalar's (`DPoPKey.checked()`, a
+    ///   scalar multiplication): before a refresh spends the refresh token, not on the hot path.
+    public func dpopSigningKey(of profile: ProfileName, checked: Bool) throws(TokenctlError) -> DPoPKey? {
+        guard let dpopKey else { return nil }
+        do {
+            let key = try DPoPKey(stored: dpopKey)
+            return checked ? try key.checked() : key
+        } catch {
+            throw TokenctlError(
+                .unexpected, "cannot use the DPoP key of profile '\(profile)': \(error)",
+                hint: "The session is kept. If libgcrypt20 is installed, the stored key is damaged: run '\(CommandHint.login(profile))' again.")
+        }
+    }
+}

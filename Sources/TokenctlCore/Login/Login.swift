@@ -104,6 +104,7 @@ extension TokenctlService {
         // incomplete) win over discovery, which still runs (cached for a day) for what only it
         // knows: the scopes, PKCE methods and client authentication the server supports.
         var saved = ExplicitEndpoints()
+        var allowBearer = false
         if let configured = previous, configured.issuer == request.issuer {
             saved = ExplicitEndpoints(
                 token: configured.tokenEndpoint, revocation: configured.revocationEndpoint,
@@ -113,10 +114,10 @@ extension TokenctlService {
             request.audience = request.audience ?? configured.audience
             if request.resources.isEmpty { request.resources = configured.resources }
             request.caBundle = request.caBundle ?? configured.caBundle
+            request.dpop = request.dpop ?? configured.dpop
+            allowBearer = configured.dpopAllowBearer  // hand-set: no option changes it
         }
-        let sameIssuer = previous?.issuer == request.issuer
-        let dpop = request.dpop ?? (sameIssuer ? previous?.dpop ?? false : false)
-        let allowBearer = sameIssuer ? previous?.dpopAllowBearer ?? false : false
+        let dpop = request.dpop ?? false
         let plainHTTP = httpClient(request.caBundle)
         let metadata = try await discoverForLogin(request, saved: saved, http: plainHTTP, dpop: dpop)
         let endpoints = try resolveEndpoints(request, saved: saved, metadata: metadata)
@@ -217,7 +218,7 @@ extension TokenctlService {
         do { try DPoPBinding.check(exchanged.response, key: dpopKey, allowBearer: allowBearer) } catch {
             events?.append(EventRecord(
                 time: clock.now(), event: .dpopDowngradeRefused, profile: request.profile.rawValue, issuer: request.issuer.string,
-                reason: error == .downgraded ? "bearer" : error == .unrequested ? "unrequested" : "cnf-jkt"))
+                reason: error.eventReason))
             throw TokenctlError(.configuration, "refused the tokens the server issued: \(error)", hint: "Nothing was stored. " + DPoPBinding.hint(request.profile, error))
         }
         // OIDC Core §3.1.3.7: check the ID token before anything is stored.
