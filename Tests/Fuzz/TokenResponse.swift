@@ -3,7 +3,8 @@
 // error otherwise, Retry-After for 429/5xx), then the token set built from a success
 // (TokenSet(response:): expiry from expires_in or the access token's JWT exp, clock skew from
 // Date) stored, read back and printed (Shared/TokenSetUse.swift). The same body also goes to
-// DeviceAuthorization.parse (the other JSON a login reads from a token-like endpoint).
+// DeviceAuthorization.parse (the other JSON a login reads from a token-like endpoint), and the
+// answer to what DPoPHTTPClient reads of it (DPoP-Nonce, use_dpop_nonce, invalid_dpop_proof).
 //
 // Input: optionally a head, then a blank line, then the body:
 //   STATUS "\n" (NAME ":" VALUE "\n")* "\n" BODY
@@ -24,11 +25,23 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
     _ = try? TokenResponse.parse(response.body)
     _ = try? DeviceAuthorization.parse(response.body, endpoint: "https://login.example.com/device")
 
+    // What DPoPHTTPClient reads of any answer: a nonce (NQCHAR only, bounded) and whether the
+    // server asks for one or refuses a proof.
+    if let nonce = response.header("dpop-nonce").flatMap(DPoPHTTPClient.usableNonce) {
+        check(nonce.utf8.count <= 1024 && nonce.utf8.allSatisfy { $0 >= 0x21 && $0 <= 0x7E && $0 != 0x22 && $0 != 0x5C }, "an unusable DPoP nonce accepted")
+    }
+    _ = DPoPHTTPClient.asksForNonce(response)
+    _ = DPoPHTTPClient.refusesProof(response)
+
     let outcome = RefreshOutcome.classify(.success(response), now: now)
     switch outcome {
     case .success(let token, let serverDate):
         check(token.accessToken.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "an access token with whitespace was accepted")
-        check(token.tokenType == "Bearer", "token type not normalized")
+        check(token.tokenType == "Bearer" || token.tokenType == "DPoP", "token type not normalized")
+        // A bearer request may not be answered with a DPoP token; a Bearer answer passes.
+        do { try DPoPBinding.check(token, key: nil, allowBearer: false) } catch {
+            check(error == .unrequested && token.tokenType == "DPoP", "a bearer answer refused by the DPoP binding check")
+        }
         if let expiresIn = token.expiresIn { check(expiresIn.isFinite && expiresIn >= 0, "expires_in out of range accepted") }
         let previous = TokenSet(accessToken: "old", refreshToken: "r0", expiresAt: now - 1, issuedLifetime: 300, obtainedAt: now - 301)
         for prior in [nil, previous] {

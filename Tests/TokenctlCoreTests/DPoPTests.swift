@@ -84,6 +84,14 @@ struct DPoPTests {
         #expect(throws: GcryptError.self) { try DPoPKey(stored: String(mixed)).checked() }
         #expect(try DPoPKey(stored: key.stored).checked() == key)
         #expect(throws: GcryptError.self) { try DPoPKey(stored: "a.b") }
+        // A part whose unused low bits are set decodes to the same bytes but is not the form
+        // `stored` writes: refused (it would not read back as written; FlatJSON fuzz target).
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        var parts = key.stored.split(separator: ".").map(String.init)
+        let last = parts[0].removeLast()
+        parts[0].append(alphabet[alphabet.firstIndex(of: last)! + 1])
+        #expect(!DPoPKey.isStoredForm(parts.joined(separator: ".")))
+        #expect(throws: GcryptError.self) { try DPoPKey(stored: parts.joined(separator: ".")) }
     }
 
     @Test("htu: no query or fragment, scheme and host lower-cased, only absolute http(s) URIs")

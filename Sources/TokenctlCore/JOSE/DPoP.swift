@@ -21,24 +21,27 @@ public struct DPoPKey: Sendable, Equatable {
         [scalar, Array(point[1..<33]), Array(point[33..<65])].map(Base64URL.encode).joined(separator: ".")
     }
 
-    /// A key read back from `stored`: its form only (three base64url parts of 32 bytes). Whether
-    /// the point is the scalar's is `checked()`'s question: a libgcrypt scalar multiplication,
-    /// ~1 ms, that the hot path (`token --format dpop`) skips, since a key that is not a pair only
-    /// makes proofs the server refuses; a refresh, which spends the refresh token, asks it first.
+    /// A key read back from `stored`: its form only (`storedParts`). Whether the point is the
+    /// scalar's is `checked()`'s question: a libgcrypt scalar multiplication, ~1 ms, that the hot
+    /// path (`token --format dpop`) skips, since a key that is not a pair only makes proofs the
+    /// server refuses; a refresh, which spends the refresh token, asks it first.
     public init(stored: String) throws(GcryptError) {
-        let parts = stored.split(separator: ".", omittingEmptySubsequences: false).map { UnverifiedJWT.base64URLDecode(String($0)) }
-        guard parts.count == 3, let d = parts[0], let x = parts[1], let y = parts[2], d.count == 32, x.count == 32, y.count == 32 else {
-            throw GcryptError("DPoP key", reason: "not a stored DPoP key")
-        }
-        let point = [4] + x + y
-        self.init(scalar: d, point: point)
+        guard let parts = Self.storedParts(stored) else { throw GcryptError("DPoP key", reason: "not a stored DPoP key") }
+        self.init(scalar: parts[0], point: [4] + parts[1] + parts[2])
     }
 
-    /// Whether `stored` has the stored form's shape (three base64url parts of 32 bytes), without
-    /// loading a crypto library: what reading a stored set checks.
-    public static func isStoredForm(_ stored: String) -> Bool {
-        let parts = stored.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 3 && parts.allSatisfy { UnverifiedJWT.base64URLDecode(String($0))?.count == 32 }
+    /// Whether `stored` is in the stored form, without loading a crypto library: what reading a
+    /// stored set checks.
+    public static func isStoredForm(_ stored: String) -> Bool { storedParts(stored) != nil }
+
+    /// d, x and y of the stored form: three parts of 32 bytes each, in canonical base64url (as
+    /// `stored` writes them: a part whose unused bits are set decodes, but would not read back
+    /// as written; found by the FlatJSON fuzz target).
+    private static func storedParts(_ stored: String) -> [[UInt8]]? {
+        let texts = stored.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard texts.count == 3 else { return nil }
+        let parts = texts.compactMap { text in UnverifiedJWT.base64URLDecode(text).flatMap { $0.count == 32 && Base64URL.encode($0) == text ? $0 : nil } }
+        return parts.count == 3 ? parts : nil
     }
 
     /// This key, once libgcrypt has checked that its point is its scalar's.

@@ -22,6 +22,12 @@ enum TokenSetUse {
                 fail("TokenSet.decode rejects what TokenSet.encoded() wrote: \(error)")
             }
         }
+        // A stored DPoP key: its form, as the token command reads it (no key check, no library).
+        if let stored = set.dpopKey {
+            let key = try? DPoPKey(stored: stored)
+            check((key != nil) == DPoPKey.isStoredForm(stored), "DPoPKey(stored:) and isStoredForm disagree")
+            if let key { check(key.stored == stored, "a stored DPoP key does not read back as written") }
+        }
         _ = set.isFresh(at: now, minimumTimeToLive: 60)
         _ = set.isFresh(at: now, minimumTimeToLive: 31_536_000, capped: false)
         _ = set.timeLeft(at: now)
