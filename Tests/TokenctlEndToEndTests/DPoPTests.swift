@@ -252,6 +252,15 @@ struct DPoPEndToEndTests {
         #expect(refresh.status == 78 && refresh.stderr.contains("was not replaced"), "\(refresh)")
         let after = try #require(try sandbox.storedTokenSet(profile: profile, issuer: server.url))
         #expect(after["refresh_token"] as? String == before["refresh_token"] as? String && after["token_type"] as? String == "DPoP")
+        // The hint's way back to bearer tokens runs as printed, in a shell.
+        let hint = try #require(EverydayPathsTests.quotedCommands(refresh.stderr).first { $0.hasSuffix("login --no-dpop") }, "\(refresh)")
+        try server.configure(["device_script": ["approve"], "device_interval": 1, "dpop_downgrade": false])
+        var environment = sandbox.variables
+        environment["PATH"] = URL(fileURLWithPath: sandbox.environment.binary).deletingLastPathComponent().path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        let relogin = try RunningCommand(executable: "/bin/sh", arguments: ["-c", hint], environment: environment, stdin: nil, directory: sandbox.root).wait()
+        #expect(relogin.status == 0, "\(hint): \(relogin)")
+        #expect(try statusJSON(sandbox, profile)["dpop"] as? String == "bearer")
+        try server.configure(["dpop_downgrade": true])
 
         // The hint's way out: accept Bearer tokens for this profile.
         let file = sandbox.profileFile(profile)
