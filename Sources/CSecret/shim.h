@@ -139,6 +139,32 @@ static inline gboolean tokenctl_secret_service_prime(SecretService *service, int
     return TRUE;
 }
 
+// Item.SetSecret on the item at `path` of the daemon whose unique bus name is `owner`, with the
+// secret encoded for the service's open session: what secret_item_set_secret does, without the
+// item proxy it needs (a Properties.GetAll at the daemon and four calls to the bus daemon per
+// write; measured with a raw client, a refresh's calls at gnome-keyring took 340-370 ms per 100
+// profiles this way against 460-500 ms with a search and a proxy for the write). Addressed to the
+// unique name, so a call meant for a daemon that has since exited fails (ServiceUnknown) rather
+// than reaching its successor, whose paths may name other items. C because
+// g_variant_new_tuple takes a C array; the encoded secret may or may not be floating.
+static inline gboolean tokenctl_item_set_secret(SecretService *service, const char *owner, const char *path,
+                                                SecretValue *value, int timeout_ms, GCancellable *cancellable, GError **error) {
+    GVariant *secret = secret_service_encode_dbus_secret(service, value);
+    if (secret == NULL) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no open session to encode the secret with");
+        return FALSE;
+    }
+    g_variant_take_ref(secret);
+    GDBusConnection *connection = g_dbus_proxy_get_connection(G_DBUS_PROXY(service));
+    GVariant *reply = g_dbus_connection_call_sync(
+        connection, owner, path, "org.freedesktop.Secret.Item", "SetSecret",
+        g_variant_new_tuple(&secret, 1), G_VARIANT_TYPE("()"), G_DBUS_CALL_FLAGS_NO_AUTO_START, timeout_ms, cancellable, error);
+    g_variant_unref(secret);
+    if (reply == NULL) return FALSE;
+    g_variant_unref(reply);
+    return TRUE;
+}
+
 // The unique name that owns the proxy's well-known name now (a restarted daemon has a new one),
 // or NULL. Caller frees with g_free. G_DBUS_PROXY is a macro.
 static inline char *tokenctl_proxy_name_owner(void *proxy) {

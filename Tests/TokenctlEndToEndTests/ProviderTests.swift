@@ -39,6 +39,46 @@ struct ProviderTests {
         #expect(after.status == 77, "\(kind): \(after)")
     }
 
+    @Test("an item keeps its D-Bus path, and a deleted item's path is never given to a new one (tokenctl writes a rotated set to the path its read found); a refresh makes one search and one SetSecret", arguments: PrivateProvider.Kind.allCases)
+    func itemPaths(kind: PrivateProvider.Kind) throws {
+        let provider = try PrivateProvider(kind)
+        let sandbox = try Sandbox()
+        sandbox.use(provider)
+        let server = try AuthServer(["grace_seconds": 0])
+        func itemPath(_ profile: String) throws -> String? {
+            let reply = try runProgram(
+                "/usr/bin/dbus-send",
+                ["--session", "--print-reply", "--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
+                 "org.freedesktop.Secret.Service.SearchItems", "dict:string:string:application,tokenctl,profile,\(profile),kind,session"],
+                environment: sandbox.variables)
+            guard reply.status == 0 else { throw HarnessError("SearchItems failed: \(reply)") }
+            let paths = reply.stdout.split(separator: "\n").compactMap { line -> String? in
+                guard let start = line.range(of: "object path \"") else { return nil }
+                return String(line[start.upperBound...].prefix { $0 != "\"" })
+            }
+            return paths.first
+        }
+
+        var seen: [String] = []
+        for round in 0..<3 {
+            let profile = "paths-\(round)"
+            try sandbox.login(server, profile: profile)
+            let path = try #require(try itemPath(profile), "\(kind): no item for \(profile)")
+            #expect(!seen.contains(path), "\(kind): \(path) was a deleted item's path")
+            seen.append(path)
+            let monitor = try BusMonitor(busAddress: provider.busAddress)
+            let refreshed = try sandbox.tokenctl("--profile", profile, "refresh")
+            let calls = monitor.stop()
+            #expect(refreshed.status == 0, "\(kind): \(refreshed)")
+            #expect(try itemPath(profile) == path, "\(kind): the rotated set is in the same item")
+            #expect(calls.filter { $0.member == "SetSecret" }.map(\.path) == [path], "\(kind): \(calls.map(\.name))")
+            #expect(calls.filter { $0.member == "SearchItems" }.count == 1, "\(kind): \(calls.map(\.name))")
+            #expect(try sandbox.tokenctl("--profile", profile, "logout", "--no-revoke").status == 0)
+            #expect(try itemPath(profile) == nil, "\(kind): deleted")
+        }
+        #expect(try server.stats()["reuse_detected"] == 0)
+    }
+
     @Test("a DPoP session: the key kept in the provider's item with the tokens, proofs accepted by the test server, refreshes and logout signed with it", arguments: PrivateProvider.Kind.allCases)
     func dpopSession(kind: PrivateProvider.Kind) throws {
         let provider = try PrivateProvider(kind)

@@ -43,6 +43,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
     public static let minimumWriteTime: Double = 2
 
     public static let application = "tokenctl"
+    /// The Secret Service's well-known bus name.
+    static let busName = "org.freedesktop.secrets"
     public static let sessionKind = "session"
     /// Secret Service providers and D-Bus limit message sizes; a token set is far below this.
     public static let maximumSecretBytes = 96 * 1024
@@ -58,6 +60,24 @@ public final class SecretServiceStore: SessionStore, Sendable {
         /// The daemon (unique bus name) this connection primed (`prime`): a restarted one
         /// must be primed again.
         var primedOwner: String?
+        /// Where each item was last found (`readSecret`, `storeSecret`): a write after a read goes
+        /// straight to it (`writeKnownItem`).
+        var knownItems: [ItemKey: KnownItem] = [:]
+    }
+
+    /// Which of tokenctl's items: a profile's session or its client secret.
+    private struct ItemKey: Hashable {
+        let identity: SessionIdentity
+        let kind: String
+    }
+
+    /// An item's D-Bus path at the daemon (unique bus name) that reported it. Every provider
+    /// tokenctl knows names an item by one path for the daemon's life and never gives a deleted
+    /// item's path to another (gnome-keyring counts up, KeePassXC uses UUIDs: ProviderTests
+    /// checks all three), so the pair names that item until it is deleted or the daemon exits.
+    private struct KnownItem {
+        let path: String
+        let owner: String
     }
     private let connection = Mutex(Connection())
 
@@ -79,7 +99,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
     // MARK: SessionStore
 
     public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
-        guard let value = try readSecret(attributes(identity), operation: "read the session") else {
+        guard let value = try readSecret(ItemKey(identity: identity, kind: Self.sessionKind), operation: "read the session") else {
             // A locked keyring hides nothing from a search here, but some providers do:
             // "not found" in a locked or missing collection must not read as "signed out".
             try requireUnlockedDefaultCollection(try connect())
@@ -106,16 +126,16 @@ public final class SecretServiceStore: SessionStore, Sendable {
                 hint: "The server issues unusually large tokens; ask for fewer scopes or claims.")
         }
         try storeSecret(
-            bytes, contentType: "application/json", attributes: attributes(identity),
+            bytes, contentType: "application/json", key: ItemKey(identity: identity, kind: Self.sessionKind),
             label: "tokenctl session: \(identity.profile) (\(identity.issuer))", operation: "store the session")
     }
 
     public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try deleteItems(matching: attributes(identity)) { _ throws(StoreError) in true } > 0
+        try deleteItems(ItemKey(identity: identity, kind: Self.sessionKind)) { _ throws(StoreError) in true } > 0
     }
 
     public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
-        try deleteItems(matching: attributes(identity), loadSecrets: true) { item throws(StoreError) in
+        try deleteItems(ItemKey(identity: identity, kind: Self.sessionKind), loadSecrets: true) { item throws(StoreError) in
             try decodeSecret(of: item)?.refreshToken == refreshToken
         } > 0
     }
@@ -143,7 +163,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
     // MARK: Client secrets (kind=client-secret, same attributes otherwise)
 
     public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
-        guard let value = try readSecret(attributes(identity, kind: Self.clientSecretKind), operation: "read the client secret") else {
+        guard let value = try readSecret(ItemKey(identity: identity, kind: Self.clientSecretKind), operation: "read the client secret") else {
             return nil
         }
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
@@ -156,13 +176,13 @@ public final class SecretServiceStore: SessionStore, Sendable {
 
     public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
         try storeSecret(
-            Array(secret.utf8), contentType: "text/plain", attributes: attributes(identity, kind: Self.clientSecretKind),
+            Array(secret.utf8), contentType: "text/plain", key: ItemKey(identity: identity, kind: Self.clientSecretKind),
             label: "tokenctl client secret: \(identity.profile) (\(identity.clientID) at \(identity.issuer))",
             operation: "store the client secret")
     }
 
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try deleteItems(matching: attributes(identity, kind: Self.clientSecretKind)) { _ throws(StoreError) in true } > 0
+        try deleteItems(ItemKey(identity: identity, kind: Self.clientSecretKind)) { _ throws(StoreError) in true } > 0
     }
 
     /// Whether the default collection exists and is unlocked (for `status`, `doctor` and the
@@ -385,13 +405,15 @@ public final class SecretServiceStore: SessionStore, Sendable {
         return paths
     }
 
-    /// The secret of the first item matching `table` (consumed), or nil when there is none.
+    /// The secret of the item `key` names, or nil when there is none.
     ///
     /// By D-Bus object path: SearchItems, then GetSecrets through the open session — no item
     /// proxy is built (that would cost a property load and signal subscriptions per read).
     /// A match that is only among the locked items is reported as locked, never as absent.
-    private func readSecret(_ table: OpaquePointer, operation: String) throws(StoreError) -> OpaquePointer? {
-        guard let path = try unlockedPaths(table).first else { return nil }
+    /// The path is remembered for the write that follows a refresh.
+    private func readSecret(_ key: ItemKey, operation: String) throws(StoreError) -> OpaquePointer? {
+        let owner = Self.nameOwner(try connect())
+        guard let path = try unlockedPaths(attributes(key)).first else { return nil }
         for attempt in 0..<2 {
             let service = try connect()
             var error: UnsafeMutablePointer<GError>?
@@ -411,7 +433,10 @@ public final class SecretServiceStore: SessionStore, Sendable {
                 }
                 throw storeError(error, operation: operation)
             }
-            if let value { return value }
+            if let value {
+                remember(key, at: path, reportedBy: owner, service: service)
+                return value
+            }
             // The item exists but no secret came back (a session whose keys no longer match,
             // as kwalletd5 now and then answers): never "signed out"; once more, then an error.
             if attempt == 0 {
@@ -432,35 +457,35 @@ public final class SecretServiceStore: SessionStore, Sendable {
         }
     }
 
-    /// Replace the secret of the item matching `attributes` (consumed) with `Item.SetSecret`, or
-    /// create the item when there is none.
-    private func storeSecret(_ bytes: [UInt8], contentType: String, attributes table: OpaquePointer, label: String, operation: String) throws(StoreError) {
-        defer { g_hash_table_unref(table) }
+    /// Replace the secret of the item `key` names with `Item.SetSecret`, or create the item when
+    /// there is none. After a read of the same item (a refresh) the write goes to the path the
+    /// read found: one call at the daemon instead of a search, a property load and the write,
+    /// which is what makes `refresh --all` scale (the daemon serves one call at a time).
+    private func storeSecret(_ bytes: [UInt8], contentType: String, key: ItemKey, label: String, operation: String) throws(StoreError) {
         let service = try connect()
         let value = bytes.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { secret_value_new($0.baseAddress, buffer.count, contentType) }
         }
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
         let milliseconds = try boundMilliseconds(operation, floor: Self.minimumWriteTime)
-        g_hash_table_ref(table)
-        if let path = try unlockedPaths(table).first {
-            let replaced = try withWatchdog(milliseconds, prompt: { "\(self.provider().name) asks to confirm a change to tokenctl's item: allow it." }) { (cancellable) throws(StoreError) -> Bool in
-                var error: UnsafeMutablePointer<GError>?
-                guard let item = secret_item_new_for_dbus_path_sync(service, path, SECRET_ITEM_NONE, cancellable, &error) else {
-                    if let error, Self.isUnknownObject(error) {
-                        g_error_free(error)
-                        return false  // deleted meanwhile: create it below
-                    }
-                    throw storeError(error, operation: operation)
-                }
-                defer { tokenctl_object_unref(item) }
-                tokenctl_proxy_set_timeout(item, milliseconds)
-                if secret_item_set_secret_sync(item, value, cancellable, &error) == 0 { throw storeError(error, operation: operation, mayPrompt: true) }
-                return true
+        if let known = knownItem(key, service: service) {
+            switch try setSecret(value, at: known.path, of: known.owner, service: service, milliseconds: milliseconds, operation: operation) {
+            case .written: return
+            case .noSuchItem, .daemonGone: forget(key)  // deleted, or the daemon restarted: search as below
             }
-            if replaced { return }
+        }
+        let owner = Self.nameOwner(service)
+        if let path = try unlockedPaths(attributes(key)).first {
+            switch try setSecret(value, at: path, of: Self.busName, service: service, milliseconds: milliseconds, operation: operation) {
+            case .written:
+                remember(key, at: path, reportedBy: owner, service: service)
+                return
+            case .noSuchItem, .daemonGone: break  // deleted meanwhile: create it below (the well-known name is never "gone")
+            }
         }
         try requireUnlockedDefaultCollection(service)
+        let table = attributes(key)
+        defer { g_hash_table_unref(table) }
         try withWatchdog(milliseconds, prompt: { "\(self.provider().name) asks to confirm a new item for tokenctl: allow it." }) { (cancellable) throws(StoreError) in
             var error: UnsafeMutablePointer<GError>?
             if secret_service_store_sync(service, tokenctl_secret_schema(), table, nil, label, value, cancellable, &error) == 0 {
@@ -469,13 +494,62 @@ public final class SecretServiceStore: SessionStore, Sendable {
         }
     }
 
-    private func attributes(_ identity: SessionIdentity, kind: String = SecretServiceStore.sessionKind) -> OpaquePointer {
+    private enum SetSecretOutcome { case written, noSuchItem, daemonGone }
+
+    /// `Item.SetSecret` on the item at `path` of the daemon `destination` (a unique name, or
+    /// the well-known one): see `tokenctl_item_set_secret`.
+    private func setSecret(
+        _ value: OpaquePointer?, at path: String, of destination: String, service: UnsafeMutablePointer<SecretService>,
+        milliseconds: Int32, operation: String
+    ) throws(StoreError) -> SetSecretOutcome {
+        try withWatchdog(milliseconds, prompt: { "\(self.provider().name) asks to confirm a change to tokenctl's item: allow it." }) { (cancellable) throws(StoreError) -> SetSecretOutcome in
+            var error: UnsafeMutablePointer<GError>?
+            if tokenctl_item_set_secret(service, destination, path, value, milliseconds, cancellable, &error) != 0 { return .written }
+            if let error, Self.isUnknownObject(error) {
+                g_error_free(error)
+                return .noSuchItem
+            }
+            if let error, destination != Self.busName, Self.isGoneDaemon(error) {
+                g_error_free(error)
+                return .daemonGone
+            }
+            throw storeError(error, operation: operation, mayPrompt: true)
+        }
+    }
+
+    /// Where `key`'s item was last found, if that was at the daemon that owns the Secret Service
+    /// name now.
+    private func knownItem(_ key: ItemKey, service: UnsafeMutablePointer<SecretService>) -> KnownItem? {
+        let owner = Self.nameOwner(service)
+        return connection.withLock { state in
+            guard let known = state.knownItems[key] else { return nil }
+            guard known.owner == owner else {
+                state.knownItems[key] = nil
+                return nil
+            }
+            return known
+        }
+    }
+
+    /// Remember `path` for `key`, when the daemon that reported it (`owner`, read before the
+    /// call) still owns the name.
+    private func remember(_ key: ItemKey, at path: String, reportedBy owner: String?, service: UnsafeMutablePointer<SecretService>) {
+        guard let owner, Self.nameOwner(service) == owner else { return }
+        connection.withLock { $0.knownItems[key] = KnownItem(path: path, owner: owner) }
+    }
+
+    private func forget(_ key: ItemKey) {
+        connection.withLock { $0.knownItems[key] = nil }
+    }
+
+    /// The attributes that find `key`'s item (a new table: the caller owns it).
+    private func attributes(_ key: ItemKey) -> OpaquePointer {
         let table = tokenctl_attributes_new()!
         tokenctl_attributes_insert(table, "application", Self.application)
-        tokenctl_attributes_insert(table, "profile", identity.profile.rawValue)
-        tokenctl_attributes_insert(table, "issuer", identity.issuer)
-        tokenctl_attributes_insert(table, "client_id", identity.clientID)
-        tokenctl_attributes_insert(table, "kind", kind)
+        tokenctl_attributes_insert(table, "profile", key.identity.profile.rawValue)
+        tokenctl_attributes_insert(table, "issuer", key.identity.issuer)
+        tokenctl_attributes_insert(table, "client_id", key.identity.clientID)
+        tokenctl_attributes_insert(table, "kind", key.kind)
         return table
     }
 
@@ -522,10 +596,11 @@ public final class SecretServiceStore: SessionStore, Sendable {
     }
 
     private func deleteItems(
-        matching table: OpaquePointer, loadSecrets: Bool = false,
+        _ key: ItemKey, loadSecrets: Bool = false,
         where shouldDelete: (UnsafeMutablePointer<SecretItem>) throws(StoreError) -> Bool
     ) throws(StoreError) -> Int {
-        let items = try search(table, loadSecrets: loadSecrets)
+        forget(key)
+        let items = try search(attributes(key), loadSecrets: loadSecrets)
         defer { items.release() }
         var deleted = 0
         for item in items.items {
@@ -560,6 +635,13 @@ public final class SecretServiceStore: SessionStore, Sendable {
         }
         if domain == secret_error_get_quark() { return code == Int32(SECRET_ERROR_NO_SUCH_OBJECT.rawValue) }
         return false
+    }
+
+    /// The daemon a call was addressed to by its unique name has exited (restarted since).
+    private static func isGoneDaemon(_ error: UnsafeMutablePointer<GError>) -> Bool {
+        let code = error.pointee.code
+        return error.pointee.domain == g_dbus_error_quark()
+            && (code == Int32(G_DBUS_ERROR_SERVICE_UNKNOWN.rawValue) || code == Int32(G_DBUS_ERROR_NAME_HAS_NO_OWNER.rawValue))
     }
 
     private func decodeSecret(of item: UnsafeMutablePointer<SecretItem>) throws(StoreError) -> TokenSet? {

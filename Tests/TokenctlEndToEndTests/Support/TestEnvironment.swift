@@ -104,6 +104,9 @@ final class RunningCommand: @unchecked Sendable {
 
     func signal(_ number: Int32) { kill(pid, number) }
 
+    /// What the command has written to stdout so far.
+    var currentStandardOutput: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
+
     /// What the command has written to stderr so far.
     var currentStandardError: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
