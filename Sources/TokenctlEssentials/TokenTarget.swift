@@ -69,9 +69,11 @@ public struct TokenTarget: Sendable, Hashable, Comparable, CustomStringConvertib
             guard var value else { return true }
             return value.withUTF8 { TokenTargetSyntax.isCanonical($0, part) }
         }
-        guard canonical(storedScope, .scope), canonical(audience, .audience), canonical(resource, .resource),
-              let target = try? TokenTarget(scope: storedScope, audience: audience, resource: resource) else { return nil }
-        self = target
+        guard canonical(storedScope, .scope), canonical(audience, .audience), canonical(resource, .resource) else { return nil }
+        // Canonical includes every check the options get, and the words are already sorted and
+        // distinct: taken as they are.
+        func words(_ value: String?) -> [String] { value.map { $0.split(separator: " ").map(String.init) } ?? [] }
+        self.init(uncheckedScopes: words(storedScope), audience: audience, resources: words(resource))
     }
 
     /// The order-independent digest that names this target's hot-cache key (see

@@ -94,8 +94,7 @@ enum GitCredentialCommand: EngineCommand {
         if attributes.all("capability[]").contains("authtype") {
             answer += ["capability[]=authtype", "authtype=\(tokenSet.tokenType == "DPoP" ? "DPoP" : "Bearer")", "credential=\(tokenSet.accessToken)", "ephemeral=1"]
         } else {
-            let configuration = try? ProfileRepository(paths: context.paths).load(context.profile)
-            answer += ["username=\(configuration?.gitUsername ?? "oauth2")", "password=\(tokenSet.accessToken)"]
+            answer += ["username=\(served.configuration.gitUsername ?? "oauth2")", "password=\(tokenSet.accessToken)"]
         }
         if let expiry = tokenSet.expiresAt {
             answer.append("password_expiry_utc=\(Int(saturating: expiry.rounded(.down)))")

@@ -25,8 +25,8 @@
 //   4 a whole hit without system calls: sections split on 0x1E:
 //     argv (NUL-separated) | environment (NUL-separated NAME=value) | profile file | payload |
 //     now ("SECONDS.NANOSECONDS"), rendered by HotPath.render and by the old front's general
-//     rendering (Tests/TokenctlEssentialsTests/HotPathTests.swift, `reference`).
-// fuzz-extra-sources: Sources/tokenctl-engine
+//     rendering (Tests/TokenctlEssentialsTests/OldFrontRendering.swift, shared with HotPathTests).
+// fuzz-extra-sources: Sources/tokenctl-engine Tests/TokenctlEssentialsTests/OldFrontRendering.swift
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -436,47 +436,13 @@ enum Differential {
         }
         check(fresh || nearBoundary, "HotPath serves a token the general rule finds stale (exact distance \(expiry - margin) ns)")
         guard fresh else { return }
-        let reference = oldFrontRendering(entry, profile: profile, format: request.format, verbose: request.verbose, now: nowSeconds)
+        let reference = OldFrontRendering.render(entry, profile: profile, format: request.format, verbose: request.verbose, now: nowSeconds)
         if rendered.output != Array(reference.output.utf8) || rendered.log != Array(reference.log.utf8) {
             // Whole seconds (expires_in, the verbose duration) near a second boundary may round apart.
             let left = expiry  // relative to now, in ns
             let nearSecond = abs(left % 1_000_000_000) < 1_000_000 || abs(left % 1_000_000_000) > 999_000_000
             check(nearSecond, "HotPath renders differently from the old front: \(String(decoding: rendered.log + rendered.output, as: UTF8.self)) vs \(reference.log + reference.output)")
         }
-    }
-
-    /// Tests/TokenctlEssentialsTests/HotPathTests.swift `reference` (the front before HotPath).
-    static func oldFrontRendering(_ entry: HotCacheEntry, profile: String, format: HotPath.Format, verbose: Bool, now: Double) -> (log: String, output: String) {
-        func jsonString(_ text: String) -> String {
-            var result = "\""
-            for character in text {
-                if character == "\"" || character == "\\" { result.append("\\") }
-                result.append(character)
-            }
-            return result + "\""
-        }
-        func duration(_ seconds: Double) -> String {
-            let total = Int(seconds.rounded(.down))
-            if total < 120 { return "\(total) s" }
-            if total < 7200 { return "\(total / 60) min" }
-            return "\(total / 3600) h \(total % 3600 / 60) min"
-        }
-        let output: String
-        switch format {
-        case .header:
-            output = "Authorization: \(entry.tokenType) \(entry.accessToken)\n"
-        case .json:
-            var fields = ["\"access_token\":\(jsonString(entry.accessToken))", "\"token_type\":\(jsonString(entry.tokenType))"]
-            if let expiry = entry.expiresAt {
-                fields.append("\"expires_at\":\(jsonString(Timestamp.iso8601(expiry)))")
-                fields.append("\"expires_in\":\(max(0, Int(expiry - now)))")
-            }
-            output = "{" + fields.joined(separator: ",") + "}\n"
-        case .raw:
-            output = entry.accessToken + "\n"
-        }
-        let log = verbose ? "tokenctl: access token for '\(profile)' valid for \(duration(entry.effectiveExpiry - now)) (kernel keyring cache)\n" : ""
-        return (log, output)
     }
 
     // MARK: C argv

@@ -123,6 +123,12 @@ struct ToolIntegrationTests {
         #expect(plain.stderr.contains("plain http"), "\(plain)")
         let loopback = try sandbox.tokenctl("--profile", profile, "git-credential", "get", stdin: "protocol=http\nhost=127.0.0.1:8080\n\n")
         #expect(loopback.stdout.contains("password=\(token)\npassword_expiry_utc="), "\(loopback)")
+        #expect(loopback.stdout.hasPrefix("username=oauth2\n"), "the default user name: \(loopback)")
+        // The profile's git_username, for hosts that want a particular one.
+        let file = sandbox.profileFile(profile)
+        try (String(contentsOfFile: file, encoding: .utf8) + "git_username = x-access-token\n").write(toFile: file, atomically: false, encoding: .utf8)
+        let named = try sandbox.tokenctl("--profile", profile, "git-credential", "get", stdin: "protocol=https\nhost=h.test\n\n")
+        #expect(named.stdout.hasPrefix("username=x-access-token\npassword=\(token)\n"), "\(named)")
 
         let store = try sandbox.tokenctl("--profile", profile, "git-credential", "store", stdin: "protocol=https\nhost=h.test\nusername=u\npassword=p\n\n")
         #expect(store.status == 0 && store.stdout.isEmpty, "\(store)")

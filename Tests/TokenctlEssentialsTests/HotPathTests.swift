@@ -252,8 +252,8 @@ struct HotPathProfileTests {
     }
 }
 
-/// The old front's hit rendering, through the general readers (`HotCacheEntry.decode`, Double
-/// arithmetic, String formatting), for comparison.
+/// The old front's hit, through the general readers (`HotCacheEntry.decode`, `isFresh`) and
+/// `OldFrontRendering`, with the min-ttl note it printed, for comparison.
 private func reference(
     payload: [UInt8], profile: String, issuer: String, clientID: String,
     format: HotPath.Format, minimumTimeToLive: Double, verbose: Bool, now: Double
@@ -261,40 +261,13 @@ private func reference(
     guard let entry = try? HotCacheEntry.decode(payload),
           entry.belongs(to: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID),
           entry.isFresh(at: now, minimumTimeToLive: minimumTimeToLive) else { return nil }
-    func jsonString(_ text: String) -> String {
-        var result = "\""
-        for character in text {
-            if character == "\"" || character == "\\" { result.append("\\") }
-            result.append(character)
-        }
-        return result + "\""
-    }
-    func duration(_ seconds: Double) -> String {
-        let total = Int(seconds.rounded(.down))
-        if total < 120 { return "\(total) s" }
-        if total < 7200 { return "\(total / 60) min" }
-        return "\(total / 3600) h \(total % 3600 / 60) min"
-    }
-    let output: String
-    switch format {
-    case .header:
-        output = "Authorization: \(entry.tokenType) \(entry.accessToken)\n"
-    case .json:
-        var fields = ["\"access_token\":\(jsonString(entry.accessToken))", "\"token_type\":\(jsonString(entry.tokenType))"]
-        if let expiry = entry.expiresAt {
-            fields.append("\"expires_at\":\(jsonString(Timestamp.iso8601(expiry)))")
-            fields.append("\"expires_in\":\(max(0, Int(expiry - now)))")
-        }
-        output = "{" + fields.joined(separator: ",") + "}\n"
-    case .raw:
-        output = entry.accessToken + "\n"
-    }
-    var log = verbose ? "tokenctl: access token for '\(profile)' valid for \(duration(entry.effectiveExpiry - now)) (kernel keyring cache)\n" : ""
+    let rendered = OldFrontRendering.render(entry, profile: profile, format: format, verbose: verbose, now: now)
+    var log = rendered.log
     let margin = AccessTokenLifetime.refreshMargin(issuedLifetime: entry.issuedLifetime, minimumTimeToLive: minimumTimeToLive)
     if verbose, margin < minimumTimeToLive {
         log += "tokenctl: min-ttl \(Int(minimumTimeToLive)) s capped at \(Int(margin.rounded(.down))) s, half the access token's lifetime (a longer one could never be met)\n"
     }
-    return (log, output)
+    return (log, rendered.output)
 }
 
 private func mine(

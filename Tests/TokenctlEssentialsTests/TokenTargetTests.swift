@@ -34,6 +34,24 @@ struct TokenTargetTests {
         #expect(TokenTarget(storedScope: "write read", audience: nil, resource: nil) == nil, "stored targets are canonical")
     }
 
+    @Test("a stored target reads back as the target its options make: every canonical field, and nothing else")
+    func storedFieldsReadBack() throws {
+        let targets = [
+            try TokenTarget(scope: "read", audience: nil, resource: nil),
+            try TokenTarget(scope: "b a c", audience: "api", resource: nil),
+            try TokenTarget(scope: nil, audience: "https://api.example/", resource: "https://b.test/ https://a.test/x"),
+            try TokenTarget(scope: (0..<32).map { "s\($0)" }.joined(separator: " "), audience: nil, resource: "urn:x"),
+        ]
+        for target in targets {
+            #expect(TokenTarget(storedScope: target.scopeField, audience: target.audience, resource: target.resourceField) == target, "\(target)")
+        }
+        for (scope, audience, resource) in [("a  b", nil, nil), (" a", nil, nil), ("a b ", nil, nil), ("a a", nil, nil), ("a\"b", nil, nil),
+                                            (nil, "two words", nil), (nil, nil, "relative"), (nil, nil, "https://b.test/ https://a.test/"),
+                                            ("", nil, nil), ((0..<33).map { "s\($0)" }.sorted().joined(separator: " "), nil, nil)] as [(String?, String?, String?)] {
+            #expect(TokenTarget(storedScope: scope, audience: audience, resource: resource) == nil, "\(String(describing: scope)) \(String(describing: audience)) \(String(describing: resource))")
+        }
+    }
+
     @Test("values a server could not take are usage errors naming the option")
     func invalid() {
         let cases: [(String?, String?, String?, String)] = [

@@ -99,6 +99,8 @@ public final class TokenctlService: Sendable {
         public var fromAnotherProcessRefresh: Bool
         /// True when it came from the hot cache without waiting (`consultHotCache`).
         public var fromHotCache = false
+        /// The profile's configuration the token was served for (read once per command).
+        public var configuration: ProfileConfiguration
     }
 
     /// A token set whose access token is valid for at least `minimumTimeToLive` (see
@@ -127,15 +129,15 @@ public final class TokenctlService: Sendable {
                 tokenSet: TokenSet(
                     accessToken: entry.accessToken, tokenType: entry.tokenType, refreshToken: nil, expiresAt: entry.expiresAt,
                     issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt),
-                fromAnotherProcessRefresh: false, fromHotCache: true)
+                fromAnotherProcessRefresh: false, fromHotCache: true, configuration: profile.configuration)
         }
         if !force, let tokenSet = try await servedAfterAnotherRefresh(profile, target: target, minimumTimeToLive: minimumTimeToLive) {
-            return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: true)
+            return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: true, configuration: profile.configuration)
         }
         let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
             try await broker.validTokenSet(for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force)
         }
-        return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: false)
+        return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: false, configuration: profile.configuration)
     }
 
     /// The hot cache's token, if another process held the profile lock (was refreshing) and
