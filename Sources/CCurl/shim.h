@@ -19,6 +19,7 @@
     X(curl_global_init) \
     X(curl_easy_init) \
     X(curl_easy_cleanup) \
+    X(curl_easy_reset) \
     X(curl_easy_perform) \
     X(curl_easy_strerror) \
     X(curl_easy_setopt) \
@@ -34,6 +35,7 @@ TOKENCTL_LAZY_LIBRARY(tokenctl_curl, TOKENCTL_CURL_FUNCTIONS, TOKENCTL_CURL_SONA
 // The functions tokenctl calls, through the table (call tokenctl_curl_load first).
 static inline CURL *tokenctl_curl_easy_init(void) { return tokenctl_curl.curl_easy_init(); }
 static inline void tokenctl_curl_easy_cleanup(CURL *handle) { tokenctl_curl.curl_easy_cleanup(handle); }
+static inline void tokenctl_curl_easy_reset(CURL *handle) { tokenctl_curl.curl_easy_reset(handle); }
 static inline CURLcode tokenctl_curl_easy_perform(CURL *handle) { return tokenctl_curl.curl_easy_perform(handle); }
 static inline const char *tokenctl_curl_easy_strerror(CURLcode code) { return tokenctl_curl.curl_easy_strerror(code); }
 static inline struct curl_slist *tokenctl_curl_slist_append(struct curl_slist *list, const char *string) {

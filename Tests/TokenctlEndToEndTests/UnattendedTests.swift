@@ -32,6 +32,23 @@ struct UnattendedTests {
         #expect(try sandbox.tokenctl("refresh", "--all", "--timeout", "2").status == 75)
     }
 
+    @Test("refresh --all over 12 profiles at one issuer: one request each, over kept-alive connections (at most 8, the run's width), no reuse of a rotated token")
+    func refreshAllReusesConnections() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["grace_seconds": 0])
+        let profiles = (1...12).map { "keepalive-\($0)" }
+        for profile in profiles { try sandbox.login(server, profile: profile) }
+        let before = try server.tokenRequests().count
+        let result = try sandbox.tokenctl("refresh", "--all")
+        #expect(result.status == 0, "\(result)")
+        let requests = Array(try server.tokenRequests().dropFirst(before))
+        #expect(requests.count == 12, "one request per profile: \(requests.count)")
+        let ports = Set(requests.compactMap { $0["client_port"] as? Int })
+        #expect(ports.count <= 8, "connections: \(ports.count) for \(requests.count) requests")
+        #expect(try server.stats()["reuse_detected"] == 0)
+        for profile in profiles { #expect(try sandbox.storedTokenSet(profile: profile, issuer: server.url) != nil) }
+    }
+
     @Test("refresh --all --if-expiring-within leaves fresh profiles alone and refreshes the expiring one")
     func refreshAllWindow() throws {
         let sandbox = try Sandbox()

@@ -2,6 +2,7 @@
 // (CCurl/shim.h), so runs that never speak HTTP never map it.
 import CCurl
 import Dispatch
+import Synchronization
 
 /// HTTP over libcurl: TLS verification always on, no redirects, http/https only,
 /// connect and total timeouts, and a cap on the response size.
@@ -44,7 +45,8 @@ public struct CurlHTTPClient: HTTPClient {
         if let failure = tokenctl_curl_load() {
             throw HTTPTransportError(.other, "cannot load libcurl (\(TOKENCTL_CURL_SONAME)): \(String(cString: failure)); install libcurl4")
         }
-        guard let handle = CurlEasyHandle() else { throw HTTPTransportError(.other, "libcurl could not create a handle") }
+        guard let handle = CurlHandlePool.shared.take() else { throw HTTPTransportError(.other, "libcurl could not create a handle") }
+        defer { CurlHandlePool.shared.give(back: handle) }
         let accumulator = ResponseAccumulator(limit: maximumResponseBytes)
         var headerList: UnsafeMutablePointer<curl_slist>?
         defer { tokenctl_curl_slist_free_all(headerList) }
@@ -52,7 +54,7 @@ public struct CurlHTTPClient: HTTPClient {
         func check(_ code: CURLcode) throws(HTTPTransportError) {
             guard code == CURLE_OK else { throw HTTPTransportError(.other, "libcurl: \(String(cString: tokenctl_curl_easy_strerror(code)))") }
         }
-        let easy = handle.pointer
+        let easy = handle
         try check(tokenctl_curl_setopt_string(easy, CURLOPT_URL, request.url))
         try check(tokenctl_curl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
@@ -115,16 +117,36 @@ public struct CurlHTTPClient: HTTPClient {
     }
 }
 
-/// An owned curl easy handle, cleaned up in deinit.
-private final class CurlEasyHandle {
-    let pointer: UnsafeMutableRawPointer
+/// Easy handles kept for the next request of this process, with their open connections:
+/// `refresh --all` over many profiles at one issuer reuses a few kept-alive connections (and
+/// their TLS sessions) instead of connecting once per profile. libcurl reuses a connection only
+/// for the same host, port and TLS settings (the CA bundle among them); `curl_easy_reset`
+/// clears every option, header and callback of the request before. A handle serves one request
+/// at a time; at most `capacity` wait here (the width of `refresh --all`), the rest are closed.
+private final class CurlHandlePool: Sendable {
+    static let shared = CurlHandlePool()
+    static let capacity = 8
 
-    init?() {
-        guard let pointer = tokenctl_curl_easy_init() else { return nil }
-        self.pointer = pointer
+    private struct Handles: @unchecked Sendable { var idle: [UnsafeMutableRawPointer] = [] }
+    private let handles = Mutex(Handles())
+
+    /// A kept handle, reset, or a new one (nil when libcurl cannot make one).
+    func take() -> UnsafeMutableRawPointer? {
+        if let kept = handles.withLock({ $0.idle.popLast() }) {
+            tokenctl_curl_easy_reset(kept)
+            return kept
+        }
+        return tokenctl_curl_easy_init()
     }
 
-    deinit { tokenctl_curl_easy_cleanup(pointer) }
+    func give(back handle: UnsafeMutableRawPointer) {
+        let kept = handles.withLock { state in
+            guard state.idle.count < Self.capacity else { return false }
+            state.idle.append(handle)
+            return true
+        }
+        if !kept { tokenctl_curl_easy_cleanup(handle) }
+    }
 }
 
 /// Collects one response; callbacks reach it through libcurl's user-data pointer. (Internal,
