@@ -141,7 +141,7 @@ static inline gboolean tokenctl_secret_service_prime(SecretService *service, int
 
 // Item.SetSecret on the item at `path` of the daemon whose unique bus name is `owner`, with the
 // secret encoded for the service's open session: what secret_item_set_secret does, without the
-// item proxy it needs (a Properties.GetAll at the daemon and four calls to the bus daemon per
+// item proxy it needs (a Properties.GetAll at the daemon and seven calls to the bus daemon per
 // write; measured with a raw client, a refresh's calls at gnome-keyring took 340-370 ms per 100
 // profiles this way against 460-500 ms with a search and a proxy for the write). Addressed to the
 // unique name, so a call meant for a daemon that has since exited fails (ServiceUnknown) rather
