@@ -61,6 +61,8 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
 
     /// Start a program found on PATH without waiting for it; its output goes to /dev/null.
     private static func launch(_ arguments: [String]) -> Bool {
+        // The browser outlives tokenctl: it must not hold discovery's connection to the server.
+        CurlHTTPClient.closeKeptConnections()
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

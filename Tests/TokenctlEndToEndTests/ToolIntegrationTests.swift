@@ -240,6 +240,32 @@ struct ToolIntegrationTests {
         #expect(signedOut.stderr.contains("not logged in"), "kubectl shows tokenctl's message: \(signedOut)")
     }
 
+    @Test("exec after a refresh: the program gets exactly the descriptors tokenctl was given, not the refresh's kept-alive connection")
+    func execInheritsNoConnection() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.loginWithExpiredAccessToken(server, profile: "tools-exec-fds")
+        /// The program's descriptors past stderr, "N -> target", as `ls -l /proc/self/fd` shows
+        /// them (ls's own directory descriptor left out). A shell hands the command fd 7.
+        func descriptors(_ command: String) throws -> [String] {
+            let result = try runProgram("/bin/sh", ["-c", "exec 7</dev/null; exec " + command + " /bin/ls -l /proc/self/fd", sandbox.environment.binary], environment: sandbox.variables)
+            #expect(result.status == 0, "\(result)")
+            return result.stdout.split(separator: "\n").compactMap { line -> String? in
+                guard let arrow = line.range(of: " -> ") else { return nil }
+                let number = line[..<arrow.lowerBound].split(separator: " ").last.map(String.init) ?? ""
+                let target = String(line[arrow.upperBound...])
+                guard let fd = Int(number), fd > 2, !target.hasPrefix("/proc/") else { return nil }
+                return "\(fd) -> \(target)"
+            }.sorted()
+        }
+        let given = try descriptors("")
+        #expect(given.contains("7 -> /dev/null"), "\(given)")
+        let before = try server.tokenRequests().count
+        let seen = try descriptors("\"$0\" --profile tools-exec-fds exec --")
+        #expect(try server.tokenRequests().count == before + 1, "the token was refreshed in that process")
+        #expect(seen == given, "only what the caller gave: \(Set(seen).subtracting(given))")
+    }
+
     @Test("exec: the token and its expiry in the environment, not in argv; no wrapper left; the program's exit status")
     func execProgram() throws {
         let sandbox = try Sandbox()

@@ -37,6 +37,14 @@ public struct CurlHTTPClient: HTTPClient {
         return try result.get()
     }
 
+    /// Close the connections this process keeps for its next request. Call it before this
+    /// process runs another program (`exec`, a browser): libcurl opens its sockets without
+    /// close-on-exec, so the program would inherit a connection to the server and libcurl's
+    /// internal socket pair.
+    public static func closeKeptConnections() {
+        CurlHandlePool.shared.closeAll()
+    }
+
     func perform(_ request: HTTPRequest, timeout: Double) throws(HTTPTransportError) -> HTTPResponse {
         try perform(request, timeout: timeout, connectTimeout: min(connectTimeout, timeout))
     }
@@ -137,6 +145,12 @@ private final class CurlHandlePool: Sendable {
             return kept
         }
         return tokenctl_curl_easy_init()
+    }
+
+    func closeAll() {
+        for handle in handles.withLock({ state in defer { state.idle = [] }; return state.idle }) {
+            tokenctl_curl_easy_cleanup(handle)
+        }
     }
 
     func give(back handle: UnsafeMutableRawPointer) {
