@@ -170,6 +170,37 @@ struct ResidueTests {
         #expect(!(try sandbox.tokenctl("status", "--all").stdout.contains("Orphaned")))
     }
 
+    @Test("doctor's helpers (crontab) get no socket of tokenctl's, though the issuer checks ran before them")
+    func doctorHelpersInheritNoConnection() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        try sandbox.login(server)
+        let listing = sandbox.root + "/crontab.fds"
+        let program = sandbox.root + "/fake-crontab"
+        try writeExecutable(program, """
+            #!/bin/sh
+            ls -l /proc/$$/fd > '\(listing)'.tmp 2>&1
+            if [ "$1" = --baseline ]; then mv '\(listing)'.tmp '\(listing)'.baseline; exit 0; fi
+            mv '\(listing)'.tmp '\(listing)'
+            echo "no crontab for test" >&2
+            exit 1
+            """)
+        sandbox.variables["TOKENCTL_CRONTAB"] = program
+        func sockets(_ path: String) -> Set<String> {
+            Set(((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
+                line.range(of: " -> socket:").map { String(line[$0.upperBound...]) }  // the socket's inode
+            })
+        }
+        _ = try runProgram(program, ["--baseline"], environment: sandbox.variables)
+        let before = try server.log().count
+        let doctor = try sandbox.tokenctl("doctor")
+        #expect(doctor.stdout.contains("issuer \(server.url)"), "\(doctor)")
+        #expect(try server.log().count > before, "the issuer was asked over HTTP first")
+        #expect(FileManager.default.fileExists(atPath: listing), "doctor ran crontab -l: \(doctor)")
+        #expect(sockets(listing).subtracting(sockets(listing + ".baseline")).isEmpty,
+                "crontab got sockets tokenctl was not given: \(sockets(listing).subtracting(sockets(listing + ".baseline")))")
+    }
+
     @Test("doctor: no schedule is a warning (exit 0); all checks pass with one; --json has levels; a locked keyring fails its line")
     func doctor() throws {
         let keyring = try PrivateKeyring()

@@ -21,6 +21,9 @@ public struct Subprocess: Sendable {
         guard system_pipe(&inputPipe) == 0, system_pipe(&outputPipe) == 0 else {
             return Result(status: 126, output: "pipe: \(system_strerror(system_errno))")
         }
+        // The helper gets no connection of ours (`doctor` checks issuers first; libcurl's sockets
+        // are not close-on-exec).
+        CurlHTTPClient.closeKeptConnections()
         var actions = posix_spawn_file_actions_t()
         system_posix_spawn_file_actions_init(&actions)
         defer { system_posix_spawn_file_actions_destroy(&actions) }
