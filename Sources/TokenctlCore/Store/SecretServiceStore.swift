@@ -61,7 +61,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
         /// must be primed again.
         var primedOwner: String?
         /// Where each item was last found (`readSecret`, `storeSecret`): a write after a read goes
-        /// straight to it (`writeKnownItem`).
+        /// straight to it (`storeSecret`, `knownItem`).
         var knownItems: [ItemKey: KnownItem] = [:]
     }
 
