@@ -239,33 +239,15 @@ struct InteractiveLoginTests {
         // browser would.
         let bin = sandbox.root + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
-        let listing = sandbox.root + "/xdg-open.fds"
-        try writeExecutable(bin + "/xdg-open", """
-            #!/bin/sh
-            ls -l /proc/$$/fd > '\(listing)'.tmp 2>&1
-            if [ "$1" = --baseline ]; then mv '\(listing)'.tmp '\(listing)'.baseline; exit 0; fi
-            mv '\(listing)'.tmp '\(listing)'
-            exec /usr/bin/curl -sS -L --max-time 10 "$1"
-            """)
+        let probe = try DescriptorProbe(bin + "/xdg-open", then: "exec /usr/bin/curl -sS -L --max-time 10 \"$1\"")
         sandbox.variables["PATH"] = bin + ":" + (sandbox.variables["PATH"] ?? "/usr/bin:/bin")
-        func descriptors(_ text: String) -> [String] {
-            text.split(separator: "\n").compactMap { line -> String? in
-                guard let arrow = line.range(of: " -> ") else { return nil }
-                let number = line[..<arrow.lowerBound].split(separator: " ").last.map(String.init) ?? ""
-                guard let fd = Int(number), fd > 2 else { return nil }
-                return "\(fd) -> \(line[arrow.upperBound...])"
-            }.sorted()
-        }
-        // The same script started by the test with /dev/null for stdin, stdout and stderr, as
-        // tokenctl starts it: what it is given when nothing of tokenctl's leaks.
-        _ = try runProgram("/bin/sh", ["-c", "exec \"$0\" --baseline </dev/null >/dev/null 2>&1", bin + "/xdg-open"], environment: sandbox.variables)
-        let given = descriptors((try? String(contentsOfFile: listing + ".baseline", encoding: .utf8)) ?? "")
+        let given = try probe.baseline(environment: sandbox.variables)
 
         let result = try sandbox.start(["login", "--browser", "--issuer", server.url, "--client-id", "cli", "--timeout", "30"]).wait()
         #expect(result.status == 0, "\(result)")
         #expect(result.stderr.contains("Opened your browser"), "\(result)")
         #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] is String)
-        let seen = descriptors((try? String(contentsOfFile: listing, encoding: .utf8)) ?? "")
+        let seen = probe.seen
         #expect(seen == given, "xdg-open got more than tokenctl was given: \(Set(seen).subtracting(given))")
     }
 

@@ -12,6 +12,19 @@ struct KeyringRoundTripTests {
         calls.filter { $0.interface.hasPrefix("org.freedesktop.Secret.") || $0.interface == "org.freedesktop.DBus.Properties" }.map(\.name)
     }
 
+    /// `tokenctl refresh` while the server holds its answer for 1.5 s: `meanwhile` runs once the
+    /// request has arrived (after the read, before the write); the server answers at once again
+    /// afterwards.
+    private static func refresh(_ sandbox: Sandbox, _ server: AuthServer, meanwhile: () throws -> Void) throws -> RunResult {
+        try server.configure(["delay_seconds": 1.5])
+        let command = try sandbox.start(["refresh"])
+        try server.waitForTokenRequests(2)
+        try meanwhile()
+        let result = command.wait()
+        try server.configure(["delay_seconds": 0])
+        return result
+    }
+
     @Test("a forced refresh: one search, one read, one SetSecret on the path the search found; no item properties, no CreateItem")
     func forcedRefresh() throws {
         let keyring = try PrivateKeyring()
@@ -71,18 +84,15 @@ struct KeyringRoundTripTests {
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.login(server)
         let before = try #require(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String)
-        try server.configure(["delay_seconds": 1.5])
-        let command = try sandbox.start(["refresh"])
-        try server.waitForTokenRequests(2)
-        let cleared = try runProgram("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "profile", "default", "kind", "session"], environment: sandbox.variables)
-        #expect(cleared.status == 0, "\(cleared)")
-        #expect(try sandbox.storedTokenSet(issuer: server.url) == nil, "deleted before the answer came")
-        let result = command.wait()
+        let result = try Self.refresh(sandbox, server) {
+            let cleared = try runProgram("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "profile", "default", "kind", "session"], environment: sandbox.variables)
+            #expect(cleared.status == 0, "\(cleared)")
+            #expect(try sandbox.storedTokenSet(issuer: server.url) == nil, "deleted before the answer came")
+        }
         #expect(result.status == 0, "\(result)")
 
         let stored = try #require(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String)
         #expect(stored != before)
-        try server.configure(["delay_seconds": 0])
         // With no grace period, a stale token would be reuse and end the family.
         #expect(try sandbox.tokenctl("refresh").status == 0, "the next refresh uses the rotated token")
         #expect(try server.stats()["reuse_detected"] == 0)
@@ -95,16 +105,13 @@ struct KeyringRoundTripTests {
         sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.login(server)
-        try server.configure(["delay_seconds": 1.5])
-        let command = try sandbox.start(["refresh"])
-        try server.waitForTokenRequests(2)
-        try keyring.kill()
-        try keyring.start()
-        let result = command.wait()
+        let result = try Self.refresh(sandbox, server) {
+            try keyring.kill()
+            try keyring.start()
+        }
         // Written to the new daemon, or held in the rotation journal until the next command.
         #expect(result.status == 0, "\(result)")
 
-        try server.configure(["delay_seconds": 0])
         #expect(try sandbox.tokenctl("refresh").status == 0)
         #expect(try server.stats()["reuse_detected"] == 0, "the next refresh used the rotated token")
         #expect(!(try sandbox.tokenctl("status").stdout.contains("pending write:")))

@@ -250,13 +250,7 @@ struct ToolIntegrationTests {
         func descriptors(_ command: String) throws -> [String] {
             let result = try runProgram("/bin/sh", ["-c", "exec 7</dev/null; exec " + command + " /bin/ls -l /proc/self/fd", sandbox.environment.binary], environment: sandbox.variables)
             #expect(result.status == 0, "\(result)")
-            return result.stdout.split(separator: "\n").compactMap { line -> String? in
-                guard let arrow = line.range(of: " -> ") else { return nil }
-                let number = line[..<arrow.lowerBound].split(separator: " ").last.map(String.init) ?? ""
-                let target = String(line[arrow.upperBound...])
-                guard let fd = Int(number), fd > 2, !target.hasPrefix("/proc/") else { return nil }
-                return "\(fd) -> \(target)"
-            }.sorted()
+            return descriptorEntries(result.stdout).filter { !$0.contains(" -> /proc/") }
         }
         let given = try descriptors("")
         #expect(given.contains("7 -> /dev/null"), "\(given)")

@@ -175,30 +175,19 @@ struct ResidueTests {
         let sandbox = try Sandbox()
         let server = try AuthServer()
         try sandbox.login(server)
-        let listing = sandbox.root + "/crontab.fds"
-        let program = sandbox.root + "/fake-crontab"
-        try writeExecutable(program, """
-            #!/bin/sh
-            ls -l /proc/$$/fd > '\(listing)'.tmp 2>&1
-            if [ "$1" = --baseline ]; then mv '\(listing)'.tmp '\(listing)'.baseline; exit 0; fi
-            mv '\(listing)'.tmp '\(listing)'
-            echo "no crontab for test" >&2
-            exit 1
-            """)
-        sandbox.variables["TOKENCTL_CRONTAB"] = program
-        func sockets(_ path: String) -> Set<String> {
-            Set(((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
-                line.range(of: " -> socket:").map { String(line[$0.upperBound...]) }  // the socket's inode
-            })
+        let probe = try DescriptorProbe(sandbox.root + "/fake-crontab", then: "echo 'no crontab for test' >&2; exit 1")
+        sandbox.variables["TOKENCTL_CRONTAB"] = probe.program
+        /// The sockets (by inode) among the descriptors.
+        func sockets(_ entries: [String]) -> Set<String> {
+            Set(entries.compactMap { entry in entry.range(of: " -> socket:").map { String(entry[$0.upperBound...]) } })
         }
-        _ = try runProgram(program, ["--baseline"], environment: sandbox.variables)
+        let given = sockets(try probe.baseline(environment: sandbox.variables))
         let before = try server.log().count
         let doctor = try sandbox.tokenctl("doctor")
         #expect(doctor.stdout.contains("issuer \(server.url)"), "\(doctor)")
         #expect(try server.log().count > before, "the issuer was asked over HTTP first")
-        #expect(FileManager.default.fileExists(atPath: listing), "doctor ran crontab -l: \(doctor)")
-        #expect(sockets(listing).subtracting(sockets(listing + ".baseline")).isEmpty,
-                "crontab got sockets tokenctl was not given: \(sockets(listing).subtracting(sockets(listing + ".baseline")))")
+        #expect(probe.ran, "doctor ran crontab -l: \(doctor)")
+        #expect(sockets(probe.seen).subtracting(given).isEmpty, "crontab got sockets tokenctl was not given: \(sockets(probe.seen).subtracting(given))")
     }
 
     @Test("doctor: no schedule is a warning (exit 0); all checks pass with one; --json has levels; a locked keyring fails its line")

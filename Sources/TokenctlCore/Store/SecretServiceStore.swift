@@ -205,7 +205,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
             current = again
         }
         guard let bus = current.bus else { return .unknown }
-        let pid = tokenctl_bus_name_owner_pid(bus.pointer, "org.freedesktop.secrets", Int32(min(1000, max(100, (try? boundMilliseconds("ask the bus")) ?? 1000))))
+        let pid = tokenctl_bus_name_owner_pid(bus.pointer, Self.busName, Int32(min(1000, max(100, (try? boundMilliseconds("ask the bus")) ?? 1000))))
         var found = SecretServiceProvider.unknown
         if pid != 0, let comm = try? FileIO.readFile("/proc/\(pid)/comm", limit: 256) {
             found = SecretServiceProvider(processName: String(comm.prefix { $0 != "\n" }))
