@@ -52,11 +52,40 @@ public struct EndpointURL: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether `host` names this machine: `localhost`, `127.0.0.0/8` or `[::1]`.
+    ///
+    /// An IPv4 literal is four canonical decimal octets: the resolver reads `127.0.0.010` as
+    /// octal and `127.0.0.09` not as an address at all but as a name to look up in DNS, so a
+    /// leading zero makes a host that is not (certainly) the loopback.
     public static func isLoopback(_ host: String) -> Bool {
         if host == "localhost" || host == "[::1]" { return true }
         let parts = Array(host.utf8).split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0].elementsEqual("127".utf8) else { return false }
-        return parts.allSatisfy { part in decimal(part).map { $0 <= 255 } ?? false }
+        return parts.allSatisfy { part in
+            (part.count == 1 || part.first != UInt8(ascii: "0")) && (decimal(part).map { $0 <= 255 } ?? false)
+        }
+    }
+
+    /// Whether `authority` — a host with an optional `:port`, as git's credential protocol
+    /// gives it (`127.0.0.1:8080`, `[::1]:8080`, `localhost`) — names this machine: an IPv4
+    /// literal in 127.0.0.0/8, the IPv6 literal `[::1]` or the exact name `localhost`, and
+    /// nothing more (`127.0.0.1.example.com`, `[::1].example.com` and `127.example` are
+    /// other hosts). The host is compared without regard to case; a port must be decimal
+    /// and at most 65535.
+    public static func isLoopbackAuthority(_ authority: String) -> Bool {
+        let bytes = Array(authority.utf8)
+        let hostEnd: Int
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
+            hostEnd = close + 1
+        } else {
+            hostEnd = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.count
+        }
+        let port = bytes[hostEnd...]
+        if !port.isEmpty {
+            guard port.first == UInt8(ascii: ":"), let number = decimal(port.dropFirst()), number <= 65535 else { return false }
+        }
+        let host = bytes[..<hostEnd].map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }
+        return isLoopback(String(decoding: host, as: UTF8.self))
     }
 
     /// The value of a non-empty run of ASCII digits (saturating far above any port), else nil.

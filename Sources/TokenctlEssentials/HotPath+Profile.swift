@@ -239,7 +239,7 @@ extension HotPath {
             if parts == 0 {
                 guard isEqual(part, "127") else { return false }
             }
-            guard let value = decimal(part), value <= 255 else { return false }
+            guard part.count <= 1 || part[0] != UInt8(ascii: "0"), let value = decimal(part), value <= 255 else { return false }
             parts += 1
             partStart = index + 1
         }

@@ -22,9 +22,12 @@ enum GitCredentialCommand: EngineCommand {
           git config --global credential.https://git.example.com.helper '!tokenctl --profile work git-credential'
         get answers username (the profile's git_username, default oauth2), password (a valid
         access token) and password_expiry_utc; when git offers capability[]=authtype (git 2.46+),
-        authtype=Bearer and credential instead. It never answers for plain http to another host
-        than the loopback. Without a session it prints nothing and exits 0, so git asks the next
-        helper, and says why on stderr. erase (git's "this credential was rejected") makes the
+        authtype=Bearer and credential instead. It answers https requests, and plain http only
+        to the loopback (127.0.0.0/8, [::1] or localhost, with or without a port; never a host
+        that only starts like one). A request without protocol or host, for another protocol,
+        or with a control character in a value gets no answer. Without an answer (or without a
+        session) it prints nothing and exits 0, so git asks the next helper, and says why on
+        stderr. erase (git's "this credential was rejected") makes the
         next get refresh; it never logs out. store does nothing. With --scope, --audience or
         --resource, git is given a token for just that (see 'tokenctl help token').
         """)
@@ -62,21 +65,35 @@ enum GitCredentialCommand: EngineCommand {
         func all(_ key: String) -> [String] { values.filter { $0.key == key }.map(\.value) }
     }
 
-    /// Whether `host` (git's `host`, maybe with a port) is the loopback.
-    static func isLoopback(_ host: String) -> Bool {
-        var name = host.lowercased()
-        if name.hasPrefix("[") {
-            name = String(name.dropFirst().prefix { $0 != "]" })
-        } else if let colon = name.lastIndex(of: ":") {
-            name = String(name[..<colon])
+    /// Why tokenctl does not answer this request, or nil when it may. git always sends a
+    /// `protocol` and, for http and https, a `host`; never a control character in a value.
+    /// Anything else did not come from git for an http(s) remote (git also asks helpers for
+    /// `protocol=cert` passphrases and for mail servers): nothing is answered, and git asks the
+    /// next helper. Plain http is answered only for the loopback (an IPv4 literal in
+    /// 127.0.0.0/8, `[::1]` or `localhost`, with or without a port): anywhere else the token
+    /// would cross the network in clear text.
+    static func refusal(_ attributes: Attributes) -> String? {
+        // A tab may stand in a WWW-Authenticate header (RFC 9110 §5.5) that git passes on.
+        for (key, value) in attributes.values
+        where value.unicodeScalars.contains(where: { ($0.value < 0x20 && !($0 == "\t" && key == "wwwauth[]")) || $0.value == 0x7F }) {
+            return "the request's '\(Output.printable(String(key.prefix(40))))' has a control character, which git never sends"
         }
-        return name == "localhost" || name == "::1" || name.hasPrefix("127.")
+        guard let scheme = attributes["protocol"] else { return "the request names no protocol" }
+        guard scheme == "https" || scheme == "http" else {
+            return "tokenctl answers for https (and http to the loopback) only, not for '\(Output.printable(String(scheme.prefix(40))))'"
+        }
+        guard let host = attributes["host"], !host.isEmpty else { return "the request names no host" }
+        if scheme == "http", !EndpointURL.isLoopbackAuthority(host) {
+            return "not sending a token over plain http to \(Output.printable(String(host.prefix(100)))); use https"
+        }
+        return nil
     }
 
     static func get(_ context: CommandContext, _ attributes: Attributes, minimumTimeToLive: Double) async throws -> ExitStatus {
         let host = attributes["host"] ?? ""
-        if attributes["protocol"] == "http", !isLoopback(host) {
-            Output.standardError("tokenctl: not sending a token over plain http to \(Output.printable(host)); use https (git asks the next helper).\n")
+        if let refusal = refusal(attributes) {
+            // Nothing on stdout: git goes on to the next helper, or asks.
+            Output.standardError("tokenctl: no token for git: \(refusal) (git asks the next helper).\n")
             return .success
         }
         let target = try context.target(command: spec.name)
@@ -105,6 +122,10 @@ enum GitCredentialCommand: EngineCommand {
     }
 
     static func erase(_ context: CommandContext, _ attributes: Attributes) async throws -> ExitStatus {
+        if let refusal = refusal(attributes) {
+            context.verboseLog("nothing to erase: \(refusal)")
+            return .success
+        }
         let rejected = attributes["credential"] ?? attributes["password"]
         let target = try context.target(command: spec.name)
         do {

@@ -142,6 +142,85 @@ struct ToolIntegrationTests {
         #expect(try sandbox.tokenctl("--profile", profile, "git-credential", "fetch", stdin: "").status == 64)
     }
 
+    @Test("the helper never answers plain http to hosts that only look like the loopback; the real loopback forms are answered", arguments: [
+        "127.0.0.1.evil.example", "127.0.0.1.evil.example:8080", "127.9.9.9.attacker.example", "127.evil.example",
+        "[::1].evil.example", "[::1].evil.example:8080", "localhost.evil.example", "127.0.0.1:80:80", "[::1]evil",
+    ])
+    func gitCredentialLookAlikeLoopback(host: String) throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        let profile = "tools-git-lookalike"
+        try sandbox.login(server, profile: profile)
+        let token = try sandbox.tokenctl("--profile", profile, "token").stdout.trimmingCharacters(in: .newlines)
+        let refused = try sandbox.tokenctl("--profile", profile, "git-credential", "get", stdin: "protocol=http\nhost=\(host)\n\n")
+        #expect(refused.status == 0 && refused.stdout.isEmpty, "\(refused)")
+        #expect(refused.stderr.contains("plain http"), "\(refused)")
+        #expect(!refused.stderr.contains(token) && !refused.stdout.contains(token))
+        for loopback in ["127.0.0.1", "127.0.0.1:8080", "127.9.9.9:1", "localhost", "LOCALHOST:8080", "[::1]", "[::1]:8080"] {
+            let answered = try sandbox.tokenctl("--profile", profile, "git-credential", "get", stdin: "protocol=http\nhost=\(loopback)\n\n")
+            #expect(answered.stdout.contains("password=\(token)\n"), "\(loopback): \(answered)")
+        }
+    }
+
+    @Test("the helper answers nothing (exit 0, a reason on stderr) to requests git never sends for an http(s) remote")
+    func gitCredentialMalformedRequests() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        let profile = "tools-git-malformed"
+        try sandbox.login(server, profile: profile)
+        let requests: [(String, String)] = [
+            ("host=h.test\n\n", "no protocol"),
+            ("protocol=https\n\n", "no host"),
+            ("protocol=https\nhost=\n\n", "no host"),
+            ("protocol=ftp\nhost=h.test\n\n", "'ftp'"),
+            ("protocol=cert\npath=/home/u/cert.p12\n\n", "'cert'"),
+            ("protocol=https\nhost=h.test\u{0}evil\n\n", "control character"),
+            ("protocol=https\nhost=h.test\u{1B}[2J\n\n", "control character"),
+            ("protocol=https\u{7F}\nhost=h.test\n\n", "control character"),
+            ("protocol=https\nhost=h.test\tx\n\n", "control character"),
+            ("protocol=https\nhost=h.test\nusername=a\u{7}b\n\n", "control character"),
+        ]
+        for (request, reason) in requests {
+            let result = try sandbox.tokenctl("--profile", profile, "git-credential", "get", stdin: request)
+            #expect(result.status == 0 && result.stdout.isEmpty, "\(request.debugDescription): \(result)")
+            #expect(result.stderr.contains(reason), "\(request.debugDescription): \(result)")
+            #expect(!result.stderr.contains("\u{1B}"), "the terminal never gets the request's escape: \(result.stderr.debugDescription)")
+        }
+        // The well-formed request still gets the token, also with a server's WWW-Authenticate
+        // header (which may hold a tab) passed on by git.
+        #expect(try sandbox.tokenctl("--profile", profile, "git-credential", "get", stdin: "protocol=https\nhost=h.test\n\n").stdout.contains("password="))
+        let withHeader = try sandbox.tokenctl(
+            "--profile", profile, "git-credential", "get", stdin: "protocol=https\nhost=h.test\nwwwauth[]=Bearer\trealm=\"x\"\n\n")
+        #expect(withHeader.stdout.contains("password="), "\(withHeader)")
+    }
+
+    @Test("git itself: the helper configured for every URL gives no token to a look-alike host resolved to a local server over plain http")
+    func gitLookAlikeHostGetsNoToken() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer()
+        let profile = "tools-git-lookalike-git"
+        try sandbox.login(server, profile: profile)
+        let repositories = sandbox.root + "/repos"
+        try FileManager.default.createDirectory(atPath: repositories + "/project.git", withIntermediateDirectories: true)
+        #expect(try git(sandbox, ["init", "-q", "--bare", repositories + "/project.git"]).status == 0)
+        let resource = try ResourceServer("git", authServer: server, repositories: repositories)
+        let port = resource.url.split(separator: ":").last.map(String.init) ?? ""
+        #expect(try git(sandbox, ["config", "--global", "credential.helper", helper(sandbox, profile: profile)]).status == 0)
+        // git resolves the look-alike name to the local server (curl's --resolve), gets a 401,
+        // and asks the helper for protocol=http host=127.0.0.1.evil.example:PORT.
+        let lookAlike = "127.0.0.1.evil.example:\(port)"
+        let listed = try git(sandbox, ["-c", "http.curloptResolve=\(lookAlike):127.0.0.1", "ls-remote", "http://\(lookAlike)/project.git"])
+        #expect(listed.status != 0, "no credential, no listing: \(listed)")
+        let token = try sandbox.tokenctl("--profile", profile, "token").stdout.trimmingCharacters(in: .newlines)
+        let sent = try resource.authorizations().compactMap { $0 }
+        #expect(!sent.contains { $0.contains(token) || $0.hasPrefix("Basic") || $0.hasPrefix("Bearer") }, "nothing sent: \(sent.count) headers")
+        #expect(try resource.authorizations().count >= 1, "git reached the server under the look-alike name")
+        // The same server under its loopback address gets the token (the check is the host, not the server).
+        let direct = try git(sandbox, ["ls-remote", resource.url + "/project.git"])
+        #expect(direct.status == 0, "\(direct)")
+        #expect(try resource.authorizations().compactMap { $0 }.contains { $0.hasPrefix("Basic") })
+    }
+
     @Test("git clone and fetch over smart HTTP from a server that requires the token, through the helper")
     func gitCloneOverHTTP() throws {
         let sandbox = try Sandbox()

@@ -58,6 +58,7 @@ struct EndpointURLTests {
         "http://127.0.0.256",
         "http://127.1",
         "http://127.0.0.1.example.com",
+        "http://127.0.0.09",
         "http://localhost.example.com",
         "http://[::2]",
         "http://[0:0:0:0:0:0:0:2]",
@@ -70,9 +71,25 @@ struct EndpointURLTests {
         ("localhost", true), ("[::1]", true), ("127.0.0.1", true), ("127.1.2.3", true),
         ("127.0.0", false), ("127.0.0.1.1", false), ("127.0.0.x", false), ("128.0.0.1", false),
         ("127..0.1", false), ("::1", false), ("example.com", false),
+        // Not canonical decimal: octal to the resolver, or (with an 8 or 9) a name for DNS.
+        ("127.0.0.010", false), ("127.0.0.09", false), ("127.00.0.1", false), ("0127.0.0.1", false), ("127.0.0.0", true),
     ])
     func isLoopback(host: String, expected: Bool) {
         #expect(EndpointURL.isLoopback(host) == expected)
+    }
+
+    @Test("isLoopbackAuthority: git's host attribute, with or without a port", arguments: [
+        ("127.0.0.1", true), ("127.0.0.1:8080", true), ("127.9.9.9:1", true), ("LOCALHOST", true), ("localhost:65535", true),
+        ("[::1]", true), ("[::1]:8080", true),
+        // Look-alikes: other hosts that only start like the loopback.
+        ("127.0.0.1.evil.example", false), ("127.0.0.1.evil.example:8080", false), ("127.9.9.9.attacker.example", false),
+        ("127.evil.example", false), ("[::1].evil.example", false), ("[::1].evil.example:80", false), ("[::1]evil", false),
+        ("localhost.evil.example", false), ("evil-localhost", false), ("127.0.0.1:", false), ("127.0.0.1:80x", false),
+        ("127.0.0.1:65536", false), ("127.0.0.1:80:80", false), ("::1", false), ("[::2]", false), ("[::1", false),
+        ("", false), (":80", false), ("127.0.0", false), ("127.0.0.256", false),
+    ])
+    func isLoopbackAuthority(authority: String, expected: Bool) {
+        #expect(EndpointURL.isLoopbackAuthority(authority) == expected)
     }
 
     @Test("schemes other than http(s) are rejected", arguments: ["ftp://example.com", "file:///etc/passwd", "ws://localhost", "://example.com"])
