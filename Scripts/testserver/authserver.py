@@ -236,7 +236,8 @@ DEFAULT_CONFIG = {
     "device_expires_in": 600,
     "client_secrets": {},
     "auth_methods": ["none", "client_secret_basic", "client_secret_post"],
-    # /authorize: "approve", "deny" (error=access_denied), "wrong_state", "no_code".
+    # /authorize: "approve", "deny" (error=access_denied), "deny_without_state" (the same without
+    # the state, as some servers answer a denial), "wrong_state", "no_code".
     "authorize_mode": "approve",
     # Refresh with resource indicators (RFC 8707): the resources the server serves; any other
     # is refused with invalid_target. None: every absolute URI is accepted.
@@ -954,8 +955,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             params = {"state": q.get("state", "")}
             if refused:
                 pass
-            elif mode == "deny":
+            elif mode in ("deny", "deny_without_state"):
                 params.update({"error": "access_denied", "error_description": "The user denied the request"})
+                if mode == "deny_without_state":
+                    del params["state"]
             elif mode == "no_code":
                 pass
             else:

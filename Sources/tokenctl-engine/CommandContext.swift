@@ -72,7 +72,7 @@ func locateSessionBus(verbose: Bool) -> (address: String, source: String)? {
     }
     if !bus.fromVariable {
         setenv("DBUS_SESSION_BUS_ADDRESS", bus.address, 1)
-        if verbose { Output.standardError("tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(bus.address.dropFirst("unix:path=".count)) (\(bus.source))\n") }
+        if verbose { Output.standardError("tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(bus.address.dropFirst("unix:path=".count)) (found in \(bus.source))\n") }
     }
     return (bus.address, bus.source)
 }

@@ -53,7 +53,7 @@ enum ExecCommand: EngineCommand {
             context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: false, consultHotCache: true).tokenSet
         setenv(variable, tokenSet.accessToken, 1)
         setenv(variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? "", 1)
-        context.verboseLog("running \(Output.printable(program)) with the access token of '\(context.profile)' in \(variable), valid for \(Output.duration(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))")
+        context.verboseLog("running \(Output.printable(program)) with the access token of '\(context.profile)' in \(variable), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))")
         // The program inherits only what tokenctl was given, not the connection of a refresh.
         CurlHTTPClient.closeKeptConnections()
         // Signals back to their defaults for the program (tokenctl ignores SIGPIPE).

@@ -116,7 +116,7 @@ enum GitCredentialCommand: EngineCommand {
         if let expiry = tokenSet.expiresAt {
             answer.append("password_expiry_utc=\(Int(saturating: expiry.rounded(.down)))")
         }
-        context.verboseLog("gave git the access token of '\(context.profile)' for \(Output.printable(host)), valid for \(Output.duration(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))")
+        context.verboseLog("gave git the access token of '\(context.profile)' for \(Output.printable(host)), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))")
         Output.standardOutput(answer.joined(separator: "\n") + "\n")
         return .success
     }

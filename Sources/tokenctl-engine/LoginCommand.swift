@@ -207,7 +207,7 @@ enum LoginCommand: EngineCommand {
                     for index in bytes.indices { bytes[index] = 0 }
                     throw TokenctlError(
                         .invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))",
-                        hint: "Close the input after the value, e.g. printf %s \"$VALUE\" | tokenctl login ...; or give more time with --timeout.")
+                        hint: "Close the input after the value, e.g. 'printf %s \"$VALUE\" | tokenctl login ...'; or give more time with --timeout.")
                 }
             }
             let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
@@ -224,7 +224,7 @@ enum LoginCommand: EngineCommand {
         if text.hasSuffix("\r") { text.removeLast() }
         let flag = what == "refresh token" ? "--refresh-token-stdin" : "--client-secret-stdin"
         guard !text.isEmpty else {
-            throw TokenctlError(.invalidInput, "no \(what) on standard input", hint: "Pipe it in: printf %s \"$VALUE\" | tokenctl login ... \(flag)")
+            throw TokenctlError(.invalidInput, "no \(what) on standard input", hint: "Pipe it in: 'printf %s \"$VALUE\" | tokenctl login ... \(flag)'.")
         }
         guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw TokenctlError(.invalidInput, "the \(what) on standard input contains whitespace or control characters (only one line, with the \(what) alone, is accepted)")

@@ -55,12 +55,19 @@ enum Output {
     }
 
     /// A duration for humans: "59 min", "2 h 5 min", "45 s".
+    /// "45 s", "59 min", "2 h 5 min": a length of time (0 s for a negative one; say how long
+    /// ago something expired with `validity`).
     static func duration(_ seconds: Double) -> String {
-        let total = Int(saturating: seconds.rounded(.down))
-        if total < 0 { return "expired \(duration(-seconds.clamped(to: -1e15...1e15))) ago" }
+        let total = max(0, Int(saturating: seconds.rounded(.down)))
         if total < 120 { return "\(total) s" }
         if total < 7200 { return "\(total / 60) min" }
         return "\(total / 3600) h \(total % 3600 / 60) min"
+    }
+
+    /// "valid for 5 min", or "expired 3 s ago" for a token whose time is up (never "valid for
+    /// expired …").
+    static func validity(_ timeLeft: Double) -> String {
+        timeLeft > 0 ? "valid for \(duration(timeLeft))" : "expired \(duration((-timeLeft).clamped(to: 0...1e15).rounded(.up))) ago"
     }
 
     static func timestamp(_ seconds: Double) -> String {

@@ -20,10 +20,10 @@ enum RefreshCommand: EngineCommand {
         guard context.options.has("--all") else {
             let report = await service.refresh(context.profile, ifExpiringWithin: window)
             let tokenSet = try report.result.get()
-            let left = Output.duration(tokenSet.timeLeft(at: Clock.system.now()))
+            let validity = Output.validity(tokenSet.timeLeft(at: Clock.system.now()))
             Output.standardError(report.skipped
-                ? "Profile '\(context.profile)' not refreshed: the access token is valid for \(left).\n"
-                : "Refreshed profile '\(context.profile)'; access token valid for \(left).\n")
+                ? "Profile '\(context.profile)' not refreshed: the access token is \(validity).\n"
+                : "Refreshed profile '\(context.profile)'; access token \(validity).\n")
             return .success
         }
         let reports = try await service.refreshAll(ifExpiringWithin: window)

@@ -69,7 +69,7 @@ enum StatusCommand: EngineCommand {
     static func oneLine(_ status: SessionStatus) -> String {
         var text = "\(status.profile) \(status.state.rawValue)"
         if let subject = status.subject { text += " as \(subject)" }
-        if status.state == .authenticated, let left = status.accessTokenTimeLeft { text += ", access token valid for \(Output.duration(left))" }
+        if status.state == .authenticated, let left = status.accessTokenTimeLeft { text += ", access token \(Output.validity(left))" }
         if let reason = status.endedReason { text += " (\(reason))" }
         if let problem = status.storeProblem { text += ": " + Output.sentence(problem) }
         if let hint = status.storeHint { text += " " + hint }

@@ -22,7 +22,7 @@ enum TokenCommand: EngineCommand {
             context.verboseLog("waited for another process's refresh of '\(context.profile)'; serving the token it cached")
         }
         let now = Clock.system.now()
-        context.verboseLog("access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") valid for \(Output.duration(tokenSet.timeLeft(at: now)))")
+        context.verboseLog("access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") \(Output.validity(tokenSet.timeLeft(at: now)))")
         // A DPoP session's token is useless without a proof: sign one when asked, else say so (once a session).
         let dpopKey = try tokenSet.dpopSigningKey(of: context.profile, checked: false)
         var proof: String?

@@ -90,6 +90,26 @@ struct DeviceFlowTests {
         #expect(throws: TokenctlError.self) { try DeviceAuthorization.parse(Array(body.utf8), endpoint: "https://i.example/device") }
     }
 
+    @Test("user codes: any printable code is shown as given (spaces inside, as 'WDJB MJHT'); control, format and separator characters, edge spaces and over 64 characters are not", arguments: [
+        ("WDJB MJHT", true), ("WDJB-MJHT", true), ("1234 5678 9012", true), ("ÄÖÜ-ß", true),
+        ("WDJB\tMJHT", false), ("WDJB\u{202E}MJHT", false), ("WDJB\u{2028}MJHT", false), ("WDJB\u{00A0}MJHT", false),
+        (" WDJB", false), ("WDJB ", false), ("", false), (String(repeating: "A", count: 65), false),
+    ])
+    func userCodes(code: String, accepted: Bool) throws {
+        var body = #"{"device_code":"d","verification_uri":"https://i.example/d","user_code":""#
+        // JSON escapes for everything but printable ASCII.
+        for scalar in code.unicodeScalars {
+            let hex = String(scalar.value, radix: 16)
+            body += scalar.isASCII && scalar.value >= 0x20 ? String(scalar) : "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        }
+        body += #""}"#
+        if accepted {
+            #expect(try DeviceAuthorization.parse(Array(body.utf8), endpoint: "e").userCode == code)
+        } else {
+            #expect(throws: TokenctlError.self) { try DeviceAuthorization.parse(Array(body.utf8), endpoint: "e") }
+        }
+    }
+
     @Test("defaults: interval 5 s; verification_url (old spelling) accepted")
     func defaults() throws {
         let parsed = try DeviceAuthorization.parse(Array(#"{"device_code":"d","user_code":"A","verification_url":"https://i.example/d","expires_in":"900"}"#.utf8), endpoint: "e")

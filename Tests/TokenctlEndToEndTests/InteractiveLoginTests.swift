@@ -94,6 +94,24 @@ struct InteractiveLoginTests {
         try expectNothingStored(sandbox, server)
     }
 
+    @Test("device flow: a user_code with a space (WDJB MJHT, as some servers format it) is accepted and shown as given; one with a control character or too long is not", arguments: [
+        ("WDJB MJHT", true), ("WDJB\tMJHT", false), (String(repeating: "A", count: 65), false),
+    ])
+    func deviceUserCodeWithSpace(code: String, accepted: Bool) throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["device_script": ["approve"], "device_interval": 1, "device_response_override": ["user_code": code]])
+        let result = try device(sandbox, server)
+        if accepted {
+            #expect(result.status == 0, "\(result)")
+            #expect(result.stderr.contains("and enter the code: \(code)\n"), "\(result)")
+            #expect(try sandbox.storedTokenSet(issuer: server.url) != nil)
+        } else {
+            #expect(result.status == 77, "\(result)")
+            #expect(result.stderr.contains("without a usable user_code"), "\(result)")
+            try expectNothingStored(sandbox, server)
+        }
+    }
+
     @Test("device flow: Ctrl-C while polling stops at once and stores nothing")
     func deviceInterrupted() throws {
         let sandbox = try Sandbox()
@@ -284,8 +302,22 @@ struct InteractiveLoginTests {
         let server = try AuthServer(["authorize_mode": "wrong_state"])
         let (result, page) = try browserLogin(sandbox, server, ["--login-timeout", "3"])
         #expect(result.status == 77, "\(result)")
-        #expect(result.stderr.contains("no answer from the browser within 3 seconds"), "\(result)")
+        // The last refusal is what the user hears about, not "no answer".
+        #expect(result.stderr.contains("Error: the browser's redirect was refused: its state did not match this login (it carried a code); no other came within 3 seconds"), "\(result)")
+        #expect(!result.stderr.contains("no answer from the browser"), "\(result)")
+        let errorLines = result.stderr.split(separator: "\n").filter { $0.hasPrefix("Error:") || !$0.hasPrefix(" ") && !$0.contains("/authorize?") }
+        #expect(!errorLines.contains { $0.contains("code_") }, "the code (code_…) is never echoed: \(result)")
         #expect(page.contains("not for the sign-in tokenctl is waiting for"), "\(page)")
+        try expectNothingStored(sandbox, server)
+    }
+
+    @Test("browser flow: a denial without the state (as some servers send it) is refused, and the timeout says so: 77, nothing stored")
+    func browserDenialWithoutState() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["authorize_mode": "deny_without_state"])
+        let (result, _) = try browserLogin(sandbox, server, ["--login-timeout", "3"])
+        #expect(result.status == 77, "\(result)")
+        #expect(result.stderr.contains("Error: the browser's redirect was refused: it carried no state (it reported error 'access_denied'); no other came within 3 seconds"), "\(result)")
         try expectNothingStored(sandbox, server)
     }
 

@@ -156,7 +156,11 @@ struct SecretServiceDiagnosisTests {
         ]
         let token = try sandbox.tokenctl("--verbose", "token")
         #expect(token.status == 0, "\(token)")
-        #expect(token.stderr.contains("\(keyring.runtimeDirectory)/bus"), "verbose output names the bus used")
+        // Named once, with where it was found (it printed the path twice: "at DIR/bus ($XDG_RUNTIME_DIR/bus)").
+        #expect(token.stderr.contains("tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(keyring.runtimeDirectory)/bus (found in $XDG_RUNTIME_DIR)\n"), "\(token)")
+        #expect(token.stderr.components(separatedBy: "/bus").count == 2, "the bus path once: \(token)")
+        let doctor = try sandbox.tokenctl("doctor")
+        #expect(doctor.stdout.contains("session bus: unix:path=\(keyring.runtimeDirectory)/bus (from $XDG_RUNTIME_DIR)\n"), "\(doctor)")
         let refresh = try sandbox.tokenctl("refresh")
         #expect(refresh.status == 0, "\(refresh)")
     }

@@ -274,7 +274,7 @@ public actor TokenBroker {
                 record(.dpopDowngradeRefused, profile, subject: current.subject, reason: error.eventReason)
                 throw TokenctlError(
                     .configuration, "refused the refreshed tokens of profile '\(profile.name)': \(error)",
-                    hint: "The stored session was not replaced, but the server may count its refresh token as used. " + DPoPBinding.hint(profile.name, error))
+                    hint: Hint.sentences("The stored session was not replaced, but the server may count its refresh token as used.", DPoPBinding.hint(profile.name, error)))
             }
         }
         if case .terminal(let reason) = outcome, Self.refusesProof(reason) {
@@ -457,7 +457,7 @@ public actor TokenBroker {
         events?.append(EventRecord(time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer, subject: tokenSet.subject, reason: lastError!.reason.rawValue))
         throw TokenctlError(
             .storeUnavailable, "the refreshed session could not be saved: \(lastError!.message)",
-            hint: (lastError!.hint.map { $0 + " " } ?? "") + "The server has rotated the refresh token and the kernel keyring could not hold it meanwhile (see 'tokenctl doctor'): you will probably need to log in again.")
+            hint: Hint.sentences(lastError!.hint, "The server has rotated the refresh token and the kernel keyring could not hold it meanwhile (see 'tokenctl doctor'): you will probably need to log in again."))
     }
 
     /// A confidential client's credentials (its secret from the Secret Service), or a public client's id.

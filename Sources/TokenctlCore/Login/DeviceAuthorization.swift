@@ -11,6 +11,21 @@ public struct DeviceAuthorization: Sendable, Equatable {
     /// Seconds to wait between polls (default 5, §3.2).
     public var interval: Double
 
+    /// Whether `code` can be shown as the code to type: printable (no control, format or line
+    /// separator character, so no escape sequence or reordering reaches the terminal), spaces
+    /// only between other characters ("WDJB MJHT", as some servers format it), at most 64
+    /// characters (RFC 8628 §6.1 suggests 8 or so).
+    static func isUserCode(_ code: String) -> Bool {
+        guard !code.isEmpty, code.count <= 64, code.first != " ", code.last != " " else { return false }
+        return code.unicodeScalars.allSatisfy { scalar in
+            if scalar == " " { return true }
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .spaceSeparator, .surrogate, .privateUse, .unassigned: return false
+            default: return true
+            }
+        }
+    }
+
     /// Parse a 200 body.
     ///
     /// - Throws: a `TokenctlError` naming what is missing or unusable.
@@ -26,7 +41,7 @@ public struct DeviceAuthorization: Sendable, Equatable {
             return value
         }
         guard let deviceCode = object["device_code"]?.stringValue, !deviceCode.isEmpty else { throw problem("a device_code") }
-        guard let userCode = printable("user_code") else { throw problem("a usable user_code") }
+        guard let userCode = object["user_code"]?.stringValue, isUserCode(userCode) else { throw problem("a usable user_code") }
         // "verification_url" is the pre-RFC spelling some servers (Google) still send.
         guard let uri = printable("verification_uri") ?? printable("verification_url"), (try? EndpointURL(uri)) != nil else {
             throw problem("a usable verification_uri (https://…)")

@@ -124,8 +124,12 @@ struct BrowserFlow: Sendable {
         _ = presenter.showAuthorizationURL(url, openBrowser: openBrowser)
 
         guard let callback = await server.waitForCallback(timeout: timeout, expectedState: state, clock: clock) else {
+            // A redirect that reached the listener but was refused is what the user needs to
+            // hear about, not "no answer".
             throw TokenctlError(
-                .loginRequired, "no answer from the browser within \(Int(saturating: timeout)) seconds",
+                .loginRequired,
+                server.lastRefusal.map { "the browser's redirect was refused: \($0); no other came within \(Int(saturating: timeout)) seconds" }
+                    ?? "no answer from the browser within \(Int(saturating: timeout)) seconds",
                 hint: "Nothing was stored. Run the same login command again, or with --device instead of --browser.")
         }
         let received = callback.parameters

@@ -156,7 +156,7 @@ extension TokenctlService {
         // refresh token on a rotating server) or approved by the user that the tokens could
         // not be kept: reachable, unlocked, no prompt pending.
         do { try store.checkAvailable() } catch {
-            throw TokenctlError(.storeUnavailable, error.message, hint: (error.hint.map { $0.replacingSessionKept() + " " } ?? "") + "Nothing was sent to the server.")
+            throw TokenctlError(.storeUnavailable, error.message, hint: Hint.sentences(error.hint.map { $0.replacingSessionKept() }, "Nothing was sent to the server."))
         }
         var extra: [(String, String)] = []
         if let audience = request.audience { extra.append(("audience", audience)) }
@@ -219,7 +219,7 @@ extension TokenctlService {
             events?.append(EventRecord(
                 time: clock.now(), event: .dpopDowngradeRefused, profile: request.profile.rawValue, issuer: request.issuer.string,
                 reason: error.eventReason))
-            throw TokenctlError(.configuration, "refused the tokens the server issued: \(error)", hint: "Nothing was stored. " + DPoPBinding.hint(request.profile, error))
+            throw TokenctlError(.configuration, "refused the tokens the server issued: \(error)", hint: Hint.sentences("Nothing was stored.", DPoPBinding.hint(request.profile, error)))
         }
         // OIDC Core §3.1.3.7: check the ID token before anything is stored.
         var verified = false

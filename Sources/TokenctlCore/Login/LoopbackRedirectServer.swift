@@ -11,6 +11,10 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
 
     private let descriptor: Int32
     public let port: UInt16
+    /// Why the last redirect to the callback path was refused (its state, its Host, its
+    /// method), for the message when no accepted one comes in time. Written only by the accept
+    /// loop, read after it has returned.
+    public private(set) var lastRefusal: String?
 
     /// Bind 127.0.0.1:`port` (0: an ephemeral port chosen by the kernel).
     ///
@@ -108,13 +112,17 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             // DNS-rebinding guard: the Host must be our own address, not a name pointing at it.
             let host = lines.dropFirst().first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: " \t") }
             guard parts.count == 3, parts[0] == "GET", host == "127.0.0.1:\(port)" else {
+                if parts.count == 3, Self.path(of: parts[1]) == Self.callbackPath {
+                    lastRefusal = parts[0] != "GET"
+                        ? "it came as \(RefreshOutcome.sanitized(String(parts[0].prefix(16)))), not GET"
+                        : "it was addressed to \(host.map { "'\(RefreshOutcome.sanitized(String($0.prefix(64))))'" } ?? "no host"), not 127.0.0.1:\(port)"
+                }
                 Self.send(connection, status: parts.count == 3 && parts[0] != "GET" ? 405 : 400, body: "Bad request\n")
                 system_close(connection)
                 continue
             }
             let target = parts[1]
-            let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-            guard path == Self.callbackPath else {
+            guard Self.path(of: target) == Self.callbackPath else {
                 Self.send(connection, status: 404, body: "Not found\n")
                 system_close(connection)
                 continue
@@ -124,12 +132,30 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             // RFC 6749 §10.12: a response whose state we did not send is someone else's (CSRF,
             // or a local process probing ports): refuse it and keep waiting for ours.
             if let expectedState, parameters["state"] != expectedState {
+                lastRefusal = Self.stateRefusal(parameters)
                 Self.send(connection, status: 400, body: "This response is not for the sign-in tokenctl is waiting for.\n")
                 system_close(connection)
                 continue
             }
             return Callback(parameters: parameters, connection: connection)
         }
+    }
+
+    private static func path(of target: Substring) -> String {
+        target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+    }
+
+    /// Why a redirect with another state than ours was refused, and what it said otherwise: the
+    /// names of its parameters and a server's error code, never a value that can be a secret
+    /// (a code, a state, a token).
+    static func stateRefusal(_ parameters: [String: String]) -> String {
+        var reason = parameters["state"] == nil ? "it carried no state" : "its state did not match this login"
+        if let error = parameters["error"] {
+            reason += " (it reported error '\(RefreshOutcome.sanitized(String(error.prefix(64))))')"
+        } else if parameters["code"] != nil {
+            reason += " (it carried a code)"
+        }
+        return reason
     }
 
     /// The request head (up to the blank line), at most 16 KiB, received before `until`.

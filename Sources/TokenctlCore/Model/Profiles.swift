@@ -24,7 +24,7 @@ public struct ProfileRepository: Sendable {
         guard let configuration = try load(name) else {
             throw TokenctlError(
                 .configuration, "profile '\(name)' is not configured (no \(paths.profileFile(name)))",
-                hint: "Sign it in first: tokenctl --profile \(name) login --issuer URL --client-id ID")
+                hint: "Sign it in first: 'tokenctl --profile \(name) login --issuer URL --client-id ID'.")
         }
         return configuration
     }

@@ -41,7 +41,7 @@ extension TokenctlService {
         do {
             let names = try profiles.all()
             if names.isEmpty {
-                checks.append(DoctorCheck("configuration", ok: false, "no profiles in \(profiles.paths.profilesDirectory)", hint: "Sign a profile in: tokenctl login --issuer URL --client-id ID"))
+                checks.append(DoctorCheck("configuration", ok: false, "no profiles in \(profiles.paths.profilesDirectory)", hint: "Sign a profile in: 'tokenctl login --issuer URL --client-id ID'."))
             }
             for name in names {
                 do {
@@ -62,7 +62,7 @@ extension TokenctlService {
             checks.append(DoctorCheck("session bus", ok: true, "\(bus.address) (from \(bus.source))"))
         } else {
             checks.append(DoctorCheck("session bus", ok: false, "not found: DBUS_SESSION_BUS_ADDRESS is unset and there is no bus socket in the runtime directory",
-                                      hint: "Set DBUS_SESSION_BUS_ADDRESS, or enable lingering (loginctl enable-linger $USER) so /run/user/$UID/bus exists."))
+                                      hint: "Set DBUS_SESSION_BUS_ADDRESS, or enable lingering ('loginctl enable-linger $USER') so /run/user/$UID/bus exists."))
         }
         var storeUsable = false
         let secretService = (store as? JournaledSessionStore)?.inner as? SecretServiceStore ?? store as? SecretServiceStore
@@ -190,7 +190,7 @@ extension TokenctlService {
             if let offset = ClockSkew.offset(serverDate: response.serverDate, receivedAt: (sentAt + receivedAt) / 2) {
                 let trusted = ClockSkew.isTrusted(offset)
                 checks.append(DoctorCheck("clock", level: trusted ? .ok : .warn, "\(offset >= 0 ? "+" : "")\(Int(saturating: offset)) s against \(configuration.issuer.host)",
-                                          hint: trusted ? nil : "Beyond ±\(Int(ClockSkew.trustedBound)) s tokenctl refreshes online on every use; fix the system clock (timedatectl)."))
+                                          hint: trusted ? nil : "Beyond ±\(Int(ClockSkew.trustedBound)) s tokenctl refreshes online on every use; fix the system clock ('timedatectl')."))
             }
             return checks
         } catch {

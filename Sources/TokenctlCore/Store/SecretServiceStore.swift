@@ -346,7 +346,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
         let pointer: OpaquePointer
     }
 
-    static let noBusHint = "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus); for cron and timers without a login, enable lingering: loginctl enable-linger $USER."
+    static let noBusHint = "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus); for cron and timers without a login, enable lingering: 'loginctl enable-linger $USER'."
 
     /// The D-Bus paths of the items matching `table` (consumed): unlocked, and locked.
     private func searchPaths(_ table: OpaquePointer) throws(StoreError) -> (unlocked: [String], locked: [String]) {
@@ -690,14 +690,14 @@ public final class SecretServiceStore: SessionStore, Sendable {
 
     private func lockedError() -> StoreError {
         let provider = provider()
-        return StoreError(.locked, "the keyring is locked" + provider.label, hint: provider.unlockHint + " The session is kept.")
+        return StoreError(.locked, "the keyring is locked" + provider.label, hint: Hint.sentences(provider.unlockHint, "The session is kept."))
     }
 
     private func perItemLockedError() -> StoreError {
         let provider = provider()
         return StoreError(
             .itemLocked, "\(provider.name) keeps tokenctl's item locked until you allow this program to access it",
-            hint: provider.perItemUnlockHint + " The session is kept.")
+            hint: Hint.sentences(provider.perItemUnlockHint, "The session is kept."))
     }
 
     /// A GError's class by its domain and code, and the remote D-Bus error name (which is
@@ -811,12 +811,12 @@ public enum SecretServiceProvider: Sendable, Equatable {
     }
 
     /// How to start one when none owns the name (the user's provider is unknown then).
-    public static let startAnyHint = "Start your Secret Service provider: gnome-keyring (gnome-keyring-daemon --start --components=secrets), KeePassXC (Settings > Secret Service Integration, with a database open), or KWallet (apiEnabled=true under [org.freedesktop.secrets] in kwalletrc)."
+    public static let startAnyHint = "Start your Secret Service provider: gnome-keyring ('gnome-keyring-daemon --start --components=secrets'), KeePassXC (Settings > Secret Service Integration, with a database open), or KWallet (apiEnabled=true under [org.freedesktop.secrets] in kwalletrc)."
 
     var unlockHint: String {
         switch self {
         case .gnomeKeyring:
-            "Unlock it (log in to the desktop, or run: printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets) and try again."
+            "Unlock it (log in to the desktop, or run 'printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets') and try again."
         case .keePassXC:
             "Unlock the database in KeePassXC (the one exposed under Settings > Secret Service Integration) and try again."
         case .kWallet:
@@ -838,7 +838,7 @@ public enum SecretServiceProvider: Sendable, Equatable {
     var noDefaultCollectionHint: String {
         switch self {
         case .gnomeKeyring:
-            "Create one, e.g. by unlocking gnome-keyring once: printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets"
+            "Create one, e.g. by unlocking gnome-keyring once: 'printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets'."
         case .keePassXC:
             "Expose a database group under Settings > Secret Service Integration in KeePassXC, and unlock that database."
         case .kWallet:

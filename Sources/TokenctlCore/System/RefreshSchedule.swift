@@ -273,7 +273,7 @@ public struct RefreshSchedule: Sendable {
 
     func readCrontab() throws(TokenctlError) -> String {
         guard Subprocess.locate(crontab) != nil else {
-            throw TokenctlError(.serviceUnavailable, "crontab is not installed", hint: "Install cron (apt-get install cron), or use systemd: 'tokenctl schedule install --systemd'.")
+            throw TokenctlError(.serviceUnavailable, "crontab is not installed", hint: "Install cron ('apt-get install cron'), or use systemd: 'tokenctl schedule install --systemd'.")
         }
         let result = Subprocess.run([crontab, "-l"])
         if result.status == 0 { return result.output }

@@ -1,0 +1,62 @@
+import Testing
+import TokenctlEssentials
+@testable import TokenctlCore
+
+/// Hints are read by people who copy the commands in them: a command stands in quotes and its
+/// sentence ends before the next one starts ("…--components=secrets Nothing was sent to the
+/// server." copied the words after it). These are the hints composed at run time, from
+/// provider-specific parts; the literal hints in the sources are scanned by
+/// HintSourceTests (end-to-end target).
+@Suite("Hints: commands quoted, sentences ended")
+struct HintTests {
+    static let providers: [SecretServiceProvider] = [.gnomeKeyring, .keePassXC, .kWallet, .other("secretd"), .unknown]
+
+    /// Every provider hint, alone and as the store and login compose it.
+    static var composedHints: [String] {
+        var hints = [SecretServiceProvider.startAnyHint, SecretServiceStore.noBusHint]
+        for provider in providers {
+            hints += [provider.unlockHint, provider.perItemUnlockHint, provider.noDefaultCollectionHint]
+        }
+        var composed: [String] = []
+        for hint in hints {
+            // The store's locked-keyring hint, and login's pre-check, which drops "The session is kept."
+            let stored = Hint.sentences(hint, "The session is kept.")!
+            composed += [hint, stored, Hint.sentences(stored.replacingSessionKept(), "Nothing was sent to the server.")!,
+                         Hint.sentences(hint.replacingSessionKept(), "Nothing was sent to the server.")!]
+        }
+        for refusal: DPoPBinding.Refusal in [.downgraded, .wrongConfirmation("x"), .unrequested] {
+            composed.append(Hint.sentences("Nothing was stored.", DPoPBinding.hint(.default, refusal))!)
+            composed.append(DPoPBinding.hint(ProfileName(rawValue: "work")!, refusal))
+        }
+        return composed
+    }
+
+    @Test("every composed hint quotes its commands and ends each sentence")
+    func composedHintsAreWellFormed() {
+        for hint in Self.composedHints {
+            #expect(Hint.problems(in: hint).isEmpty, "\(Hint.problems(in: hint)): \(hint)")
+        }
+    }
+
+    @Test("the rule catches what it is for: an unquoted command run on by the next sentence, a period inside the quotes, no final stop")
+    func ruleCatchesTheDefects() {
+        let old = "Create one, e.g. by unlocking gnome-keyring once: printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets Nothing was sent to the server."
+        #expect(!Hint.problems(in: old).isEmpty)
+        #expect(!Hint.problems(in: "Run 'tokenctl login.' Then try again.").isEmpty)
+        #expect(!Hint.problems(in: "Run 'tokenctl login'").isEmpty)
+        #expect(!Hint.problems(in: "Sign it in first: tokenctl --profile work login --issuer URL --client-id ID").isEmpty)
+        #expect(!Hint.problems(in: "Run 'tokenctl status").isEmpty)
+        // What is fine: prose naming the program, apostrophes, quoted commands mid-sentence.
+        #expect(Hint.problems(in: "Run tokenctl inside your login session; the server's answer is kept.").isEmpty)
+        #expect(Hint.problems(in: "'tokenctl status' shows it as pending. It is lost on reboot.").isEmpty)
+        #expect(Hint.problems(in: "Run 'printf %s \"$PASSWORD\" | gnome-keyring-daemon --unlock'.").isEmpty)
+    }
+
+    @Test("sentences: each part ends with its stop, one space between, nil parts skipped")
+    func sentences() {
+        #expect(Hint.sentences("Run 'tokenctl login'", "Nothing was sent to the server.") == "Run 'tokenctl login'. Nothing was sent to the server.")
+        #expect(Hint.sentences(nil, "Nothing was stored.") == "Nothing was stored.")
+        #expect(Hint.sentences(nil, "") == nil)
+        #expect(Hint.sentences("Try again?", "Or not.") == "Try again? Or not.")
+    }
+}
