@@ -4,14 +4,14 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case success = 0
     /// An unexpected failure: a bug or an unclassified error.
     case failure = 1
-    /// EX_USAGE: the command line is wrong.
+    /// EX_USAGE: a bad command line.
     case usage = 64
     /// EX_UNAVAILABLE: the Secret Service cannot be used.
     case unavailable = 69
     /// EX_TEMPFAIL: a transient failure talking to the server; the session is kept.
     case temporaryFailure = 75
-    /// EX_PROTOCOL: `logout` removed the session here, but the server did not confirm the
-    /// revocation (refused or unreachable): the token may stay valid at the server.
+    /// EX_PROTOCOL: `logout` removed the session here, but the server did not revoke its
+    /// token (refused or unreachable): the token may stay valid at the server.
     case revocationFailed = 76
     /// EX_NOPERM: login required (no session, or the server ended it).
     case loginRequired = 77
