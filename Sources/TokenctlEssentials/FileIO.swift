@@ -107,6 +107,34 @@ public enum FileIO {
         committed = true
     }
 
+    /// Throws unless a private file can be created in `directory` now: a probe file (mode 0600,
+    /// a few bytes and no secret) is written, synced and removed, as `writeAtomically` would
+    /// create its temporary file there.
+    public static func probeWritable(directory: String) throws(SystemError) {
+        var template = Array((directory + "/.tokenctl-probe.XXXXXX").utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else { throw SystemError(errno: errno, operation: "create", path: directory + "/.tokenctl-probe.*") }
+        let probe = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        defer { unlink(probe) }
+        defer { close(descriptor) }
+        guard fchmod(descriptor, 0o600) == 0 else { throw SystemError(errno: errno, operation: "chmod", path: probe) }
+        let bytes = Array("tokenctl write probe\n".utf8)
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        guard written == bytes.count else { throw SystemError(errno: written < 0 ? errno : ENOSPC, operation: "write", path: probe) }
+        guard fsync(descriptor) == 0 else { throw SystemError(errno: errno, operation: "fsync", path: probe) }
+    }
+
+    /// Throws when a directory is at `path`: `writeAtomically` cannot rename over it (anything
+    /// else in its place is replaced, as a symbolic link is).
+    public static func requireReplaceable(_ path: String) throws(SystemError) {
+        var info = stat()
+        if lstat(path, &info) != 0 {
+            if errno == ENOENT { return }
+            throw SystemError(errno: errno, operation: "stat", path: path)
+        }
+        guard (info.st_mode & S_IFMT) != S_IFDIR else { throw SystemError(errno: EISDIR, operation: "replace", path: path) }
+    }
+
     /// Remove a file; a missing file is not an error.
     public static func removeFile(_ path: String) throws(SystemError) {
         if unlink(path) != 0 && errno != ENOENT {

@@ -9,11 +9,14 @@ protocol EngineCommand {
     /// attempt and every Secret Service call end by then). False for commands that wait for a
     /// person or run until interrupted.
     static func hasDeadline(_ options: ParsedOptions) -> Bool
+    /// `--timeout` when it is not given, in seconds (30; `doctor` 10).
+    static var defaultTimeout: Double { get }
     static func run(_ context: CommandContext) async throws -> ExitStatus
 }
 
 extension EngineCommand {
     static func hasDeadline(_ options: ParsedOptions) -> Bool { true }
+    static var defaultTimeout: Double { 30 }
 }
 
 /// The engine's commands, in the order help lists them.

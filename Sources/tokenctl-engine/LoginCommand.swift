@@ -30,7 +30,7 @@ enum LoginCommand: EngineCommand {
             OptionSpec("--cacert", value: "file", valueKind: .file, help: "CA certificates (PEM) to trust for this issuer instead of the system bundle."),
             OptionSpec("--dpop", help: "Bind the session to a new DPoP key (RFC 9449): a copied token is useless without it. The server must advertise ES256."),
             OptionSpec("--no-dpop", help: "Sign in with bearer tokens, although the profile saved 'dpop = true'."),
-            Commands.timeout,
+            OptionSpec("--timeout", value: "seconds", help: "Bound the keyring and profile checks before the flow, the writes after it, each request to the server and reading standard input, each by this long (default: 30, at least 1); not your wait to approve (see --login-timeout)."),
         ],
         discussion: """
         A profile that logged in before signs in again with a plain 'tokenctl login' (with
@@ -44,17 +44,25 @@ enum LoginCommand: EngineCommand {
         An ID token is checked (issuer, audience, expiry; the nonce after a browser login; its
         RS256, PS256, ES256 or EdDSA signature when the issuer's JWKS is known) before anything
         is stored. The token set (and a client secret) go to the Secret Service; the
-        profile is written to $XDG_CONFIG_HOME/tokenctl/profiles/<name>.conf. Nothing is stored
-        if anything fails. Exit status: 77 denied, expired or rejected; 75 server unreachable;
-        78 discovery or endpoint problems; 69 the keyring cannot be used (checked before you
-        approve anything); 64 bad options or a --port already in use.
+        profile is written to $XDG_CONFIG_HOME/tokenctl/profiles/<name>.conf. Before anything
+        is sent to the token endpoint or shown to you to approve, login proves it can write
+        both: the profile directory (a probe file is written and removed), the Secret Service
+        (a search in the collection it writes to, within --timeout), and the lock; the
+        rotation journal in the kernel keyring is probed too, but login goes on without it.
+        Nothing is stored if anything fails before the server issues the tokens; once it has,
+        nothing that holds them is undone: a write that still fails leaves the session in the
+        Secret Service or the rotation journal, and the message says which and what to run.
+        Exit status: 77 denied, expired or rejected; 75 server unreachable; 78 discovery or
+        endpoint problems, or the profile cannot be written; 69 the keyring cannot be used;
+        64 bad options or a --port already in use.
         With --dpop, a new EC P-256 key is made for the session and kept with its tokens in
         the Secret Service; every request to the token and revocation endpoints carries a
         proof signed with it, and the server must answer with DPoP tokens (see DPOP in
         tokenctl(1)). The choice is saved ('dpop = true') and applies to later logins.
         """)
 
-    /// Waits for a person: --timeout bounds each request and keyring call, not the whole login.
+    /// Waits for a person: --timeout bounds each request, the store checks before the flow and
+    /// the writes after it (`TokenctlService.login`), not the whole login.
     static func hasDeadline(_ options: ParsedOptions) -> Bool { false }
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {

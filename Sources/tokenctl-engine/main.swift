@@ -52,7 +52,7 @@ func run(_ arguments: [String]) async -> ExitStatus {
         }
         timeout = value
     } else {
-        timeout = 30
+        timeout = command.defaultTimeout
     }
     let context = CommandContext(
         options: invocation.options, profile: profile,

@@ -315,6 +315,63 @@ struct LoginServiceTests {
         #expect(journal.pending(identity) == nil)
     }
 
+    @Test("a profile directory that cannot be written (a file in its place) is reported before the device or token endpoint is asked")
+    func unwritableProfileDirectory() async throws {
+        let http = FakeHTTPClient { request, _ in
+            switch request.url {
+            case let url where url.hasSuffix("/.well-known/openid-configuration"): .success(.json(200, Self.discovery))
+            case "https://issuer.example/device": .success(DeviceFlowTests.deviceResponse)
+            default: .success(.tokens(access: "at", refresh: "rt"))
+            }
+        }
+        let store = InMemorySessionStore()
+        let (service, root) = service(store, http)
+        try FileIO.makeDirectories(root + "/config")
+        try FileIO.writeAtomically("not a directory\n", to: root + "/config/profiles")
+        let login = try request()
+        do {
+            _ = try await service.login(login, presenter: RecordingPresenter())
+            Issue.record("the unwritable profile directory was not reported")
+        } catch {
+            #expect(error.kind == .configuration)
+            #expect(error.message.contains("cannot write the profile") && error.message.contains(root + "/config/profiles"), "\(error.message)")
+            #expect(error.hint?.hasPrefix("Nothing was sent to the server.") == true)
+        }
+        #expect(http.requests.allSatisfy { !$0.url.hasSuffix("/device") && !$0.url.hasSuffix("/token") }, "nothing was asked of the device or token endpoint")
+    }
+
+    @Test("the profile write failing after the exchange keeps the stored set (nothing the server issued is undone) and says what to run")
+    func profileWriteFailsAfterExchange() async throws {
+        let root = "/tmp/tokenctl-login-test-\(getpid())-\(Int.random(in: 0..<1_000_000_000))"
+        let http = FakeHTTPClient { request, _ in
+            switch request.url {
+            case let url where url.hasSuffix("/.well-known/openid-configuration"): return .success(.json(200, Self.discovery))
+            case "https://issuer.example/device": return .success(DeviceFlowTests.deviceResponse)
+            case "https://issuer.example/token":
+                // The directory was checked; it goes away while the server answers.
+                rmdir(root + "/config/profiles")
+                try? FileIO.writeAtomically("not a directory\n", to: root + "/config/profiles")
+                return .success(.tokens(access: "at", refresh: "rt"))
+            default: return .success(.json(404, "{}"))
+            }
+        }
+        let store = InMemorySessionStore()
+        let paths = Paths(configDirectory: root + "/config", lockDirectory: root + "/locks", stateDirectory: root + "/state", cacheDirectory: root + "/cache")
+        let service = TokenctlService(paths: paths, store: store, locks: NoLockProvider(), clock: VirtualClock().clock, httpClient: { _ in http })
+        let login = try request()
+        do {
+            _ = try await service.login(login, presenter: RecordingPresenter())
+            Issue.record("the failed profile write was not reported")
+        } catch {
+            #expect(error.kind == .configuration)
+            #expect(error.message.hasPrefix("signed in, but cannot write the profile"), "\(error.message)")
+            #expect(error.hint?.contains("The session is saved in the Secret Service") == true, "\(error.hint ?? "")")
+            #expect(error.hint?.contains("run 'tokenctl --profile work login --issuer https://issuer.example --client-id cli' again") == true, "\(error.hint ?? "")")
+        }
+        let identity = SessionIdentity(profile: ProfileName(rawValue: "work")!, issuer: "https://issuer.example", clientID: "cli")
+        #expect(try store.read(identity)?.refreshToken == "rt", "the issued set is kept")
+    }
+
     @Test("an unusable keyring is reported before the user is asked to approve anything")
     func preflight() async throws {
         let http = FakeHTTPClient { request, _ in

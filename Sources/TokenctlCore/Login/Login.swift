@@ -97,6 +97,9 @@ extension TokenctlService {
     /// the token set (and the client secret) and write the profile. Nothing is stored on failure.
     public func login(_ request: LoginRequest, presenter: any LoginPresenter) async throws(TokenctlError) -> LoginResult {
         var request = request
+        // --timeout bounds the store calls up to the check below (a person's wait is not
+        // bounded by it; `persistLogin` gives the writes after it a bound of their own).
+        store.limitCalls(until: clock.now() + retry.deadline)
         let previous = try? profiles.load(request.profile)
         // Logging in again at the same issuer sends what the first login sent: the saved scope,
         // audience, resources and CA bundle apply unless options replace them. Saved endpoints
@@ -154,10 +157,10 @@ extension TokenctlService {
         }
         // Find out before anything is sent to the token endpoint (which spends an imported
         // refresh token on a rotating server) or approved by the user that the tokens could
-        // not be kept: reachable, unlocked, no prompt pending.
-        do { try store.checkAvailable() } catch {
-            throw TokenctlError(.storeUnavailable, error.message, hint: Hint.sentences(error.hint.map { $0.replacingSessionKept() }, "Nothing was sent to the server."))
-        }
+        // not be kept.
+        let interactive: Bool
+        if case .refreshToken = request.method { interactive = false } else { interactive = true }
+        let journalUsable = try await checkLoginCanBeKept(identity, takingTheLock: interactive)
         var extra: [(String, String)] = []
         if let audience = request.audience { extra.append(("audience", audience)) }
         for resource in request.resources { extra.append(("resource", resource)) }
@@ -248,10 +251,41 @@ extension TokenctlService {
         configuration.dpopAllowBearer = allowBearer
         try await persistLogin(
             tokenSet, configuration: configuration, profile: request.profile, clientSecret: request.clientSecret, previous: previous,
-            alreadyLocked: importLock != nil)
+            alreadyLocked: importLock != nil, journalUsable: journalUsable)
         return LoginResult(
             tokenSet: tokenSet, idTokenSignatureVerified: verified, idTokenNonceChecked: exchanged.response.idToken != nil && exchanged.nonce != nil,
             requestedScope: scope)
+    }
+
+    /// Everything a login writes, proved writable before anything goes to the token endpoint:
+    /// the profile (directories made, a probe file written and removed), the Secret Service
+    /// (the search a write begins with, in the collection it writes to: a service that answers
+    /// the session set-up and then hangs fails here), the profile lock's directory (for the
+    /// flows that take it only to store), and the rotation journal (a probe key). Every store
+    /// call is under `--timeout` (`limitCalls`).
+    ///
+    /// The journal is not required: where the kernel keyring is unusable (a container's
+    /// seccomp, a full key quota) login goes on as it always has there, and a Secret Service
+    /// write that fails after the exchange then cannot keep the new session (the message says
+    /// so). With it, such a failure leaves the session pending in the journal.
+    ///
+    /// - Returns: whether the rotation journal can hold the session if a write fails later.
+    private func checkLoginCanBeKept(_ identity: SessionIdentity, takingTheLock: Bool) async throws(TokenctlError) -> Bool {
+        let nothingSent = "Nothing was sent to the server."
+        do { try profiles.checkWritable(identity.profile) } catch {
+            throw TokenctlError(
+                .configuration, error.message,
+                hint: "\(nothingSent) Make \(profiles.paths.profilesDirectory) a directory tokenctl can write (mode 0700), then log in again.")
+        }
+        do { try store.checkWritable(identity) } catch {
+            throw TokenctlError(.storeUnavailable, error.message, hint: Hint.sentences(error.hint.map { $0.replacingSessionKept() }, nothingSent))
+        }
+        if takingTheLock {
+            do { withExtendedLifetime(try await locks.acquire(identity.profile, timeout: lockTimeout)) {} } catch {
+                throw TokenctlError(error.kind, error.message, hint: Hint.sentences(error.hint, nothingSent))
+            }
+        }
+        return (store as? JournaledSessionStore)?.journal.canRecord() ?? false
     }
 
     /// A new DPoP key, once the server is known to take ES256 proofs (when discovery ran; a
@@ -404,42 +438,41 @@ extension TokenctlService {
         return verified
     }
 
-    /// Store everything a login produced in one locked, signal-deferred step.
+    /// Store everything a login produced in one locked, signal-deferred step. The server has
+    /// issued the session by now (an imported refresh token is spent), so nothing that holds
+    /// the new set is undone: it goes to the rotation journal, then to the Secret Service; then
+    /// the client secret and the profile are written. A step that still fails (all were proved
+    /// writable before the exchange) is reported with what was kept and what to run.
     private func persistLogin(
         _ tokenSet: TokenSet, configuration: ProfileConfiguration, profile: ProfileName, clientSecret: String?,
-        previous: ProfileConfiguration?, alreadyLocked: Bool
+        previous: ProfileConfiguration?, alreadyLocked: Bool, journalUsable: Bool
     ) async throws(TokenctlError) {
         let identity = SessionIdentity(profile: profile, configuration: configuration)
+        // The writes get --timeout of their own from now: the person's wait is over.
+        store.limitCalls(until: clock.now() + retry.deadline)
         let lock = alreadyLocked ? nil : try await locks.acquire(profile, timeout: lockTimeout)
         defer { withExtendedLifetime(lock) {} }
         SignalDeferral.begin()
         defer { SignalDeferral.end() }
-        // Nothing half-stored: each step that fails undoes the ones before it.
-        let previousSecret = clientSecret == nil ? nil : try? store.readClientSecret(identity)
-        let previousSet = try? store.read(identity)
-        func undoSecret() {
-            guard clientSecret != nil else { return }
-            if let previousSecret { try? store.writeClientSecret(previousSecret, for: identity) } else { _ = try? store.deleteClientSecret(identity) }
-        }
-        if let clientSecret {
-            do { try store.writeClientSecret(clientSecret, for: identity) } catch { throw TokenctlError(error) }
-        }
         let outcome: PersistOutcome
         do { outcome = try store.persist(tokenSet, for: identity) } catch {
-            undoSecret()
+            // Only without a journal entry: the journal keeps whatever the Secret Service refuses.
+            let why = journalUsable ? "the kernel keyring's rotation journal could not hold them either" : "there is no rotation journal here: the kernel keyring is unusable"
             throw TokenctlError(
                 .storeUnavailable, "the server issued the session but it could not be saved: \(error.message)",
-                hint: "The tokens were not kept and the server may count the grant as used: log in again once the Secret Service works (see 'tokenctl doctor').")
+                hint: "The tokens were not kept (\(why)) and the server may count the grant as used: log in again once the Secret Service works (see 'tokenctl doctor').")
         }
-        do { try profiles.save(configuration, as: profile) } catch {
-            if let previousSet { try? store.write(previousSet, for: identity) } else { _ = try? store.delete(identity) }
-            undoSecret()
-            throw error
+        var secretError: StoreError?
+        if let clientSecret {
+            do { try store.writeClientSecret(clientSecret, for: identity) } catch { secretError = error }
         }
+        var profileError: TokenctlError?
+        do { try profiles.save(configuration, as: profile) } catch { profileError = error }
         hotCache?.forget(identity)
         hotCache?.remember(tokenSet, for: identity, now: clock.now())
-        // A profile re-pointed at another issuer or client leaves no stale item behind.
-        if let previous, SessionIdentity(profile: profile, configuration: previous) != identity {
+        // A profile re-pointed at another issuer or client leaves no stale item behind (unless
+        // the profile could not be re-pointed: it still uses that item).
+        if profileError == nil, let previous, SessionIdentity(profile: profile, configuration: previous) != identity {
             let stale = SessionIdentity(profile: profile, configuration: previous)
             _ = try? store.delete(stale)
             _ = try? store.deleteClientSecret(stale)
@@ -451,14 +484,35 @@ extension TokenctlService {
                 time: clock.now(), event: .dpopBound, profile: profile.rawValue, issuer: configuration.issuer.string, subject: tokenSet.subject,
                 reason: "jkt:" + key.thumbprint))
         }
+        var pendingError: StoreError?
         if case .pending(let error) = outcome {
+            pendingError = error
             events?.append(EventRecord(
                 time: clock.now(), event: .storeUnavailable, profile: profile.rawValue, issuer: configuration.issuer.string,
                 subject: tokenSet.subject, reason: "write-pending:" + error.reason.rawValue))
+        }
+        let kept = pendingError == nil
+            ? "The session is saved in the Secret Service"
+            : "The session is held in memory only (the kernel keyring's rotation journal; a reboot or logout loses it) until the Secret Service takes it"
+        if let profileError {
+            let sameIdentity = previous.map { SessionIdentity(profile: profile, configuration: $0) == identity } ?? false
+            let next = sameIdentity
+                ? "; the profile keeps its previous settings, which find it. To save the new ones, make \(profiles.paths.profilesDirectory) writable and run '\(CommandHint.login(profile))' again."
+                : " (profile '\(profile)', issuer \(configuration.issuer), client \(configuration.clientID)), but no command finds it until the profile names them: make \(profiles.paths.profilesDirectory) writable, then run '\(CommandHint.tokenctl(profile, "login --issuer \(configuration.issuer) --client-id \(configuration.clientID)"))' again."
+            throw TokenctlError(.configuration, "signed in, but \(profileError.message)", hint: kept + next)
+        }
+        if let secretError {
+            throw TokenctlError(
+                .storeUnavailable, "signed in, but the Secret Service could not save the client secret: \(secretError.message)",
+                hint: kept + ", but it cannot be refreshed without its client secret: once the Secret Service works (see 'tokenctl doctor'), run 'printf %s \"$CLIENT_SECRET\" | \(CommandHint.login(profile)) --client-secret-stdin'.")
+        }
+        if let pendingError {
             throw TokenctlError(
                 .storeUnavailable,
-                "signed in, but the Secret Service could not save the session: \(error.message)",
-                hint: "The session is held in memory only (the kernel keyring's rotation journal) and any tokenctl command writes it to the Secret Service once it can; '\(CommandHint.tokenctl(profile, "status"))' shows it as pending. It is lost on reboot or logout until then.")
+                "signed in, but the Secret Service could not save the session: \(pendingError.message)",
+                hint: Hint.sentences(
+                    "\(kept); the profile is saved.", pendingError.hint.map { $0.replacingSessionKept() },
+                    "Then run '\(CommandHint.tokenctl(profile, "status"))': it writes the session to the Secret Service (as any tokenctl command does once it can) and shows it as pending until then."))
         }
     }
 }

@@ -39,6 +39,21 @@ public struct ProfileRepository: Sendable {
         }
     }
 
+    /// Throws unless `save` could write the profile now: the directories are made (0700), a
+    /// probe file (0600, no secret in it) is written, synced and removed in the profiles
+    /// directory, and no directory is in the profile file's place. What a login
+    /// proves before it sends anything to the token endpoint.
+    public func checkWritable(_ name: ProfileName) throws(TokenctlError) {
+        do {
+            try FileIO.ensurePrivateDirectory(paths.configDirectory)
+            try FileIO.ensurePrivateDirectory(paths.profilesDirectory)
+            try FileIO.probeWritable(directory: paths.profilesDirectory)
+            try FileIO.requireReplaceable(paths.profileFile(name))
+        } catch {
+            throw TokenctlError(.configuration, "cannot write the profile: \(error)")
+        }
+    }
+
     /// Remove the profile's file. Returns whether there was one.
     public func remove(_ name: ProfileName) throws(TokenctlError) -> Bool {
         let path = paths.profileFile(name)

@@ -33,6 +33,11 @@ public struct DoctorCheck: Sendable, Equatable {
 
 extension TokenctlService {
     /// Everything that must hold for tokens to be served unattended, one check at a time.
+    ///
+    /// The whole run is bounded by the command's deadline (`retry.commandDeadline`): the
+    /// Secret Service checks share it (each call ends by then, and one that cannot start says
+    /// the time ran out), the issuers are asked meanwhile, each within it, and every check
+    /// still gets its line.
     public func diagnose(bus: (address: String, source: String)?, schedule: RefreshSchedule) async -> [DoctorCheck] {
         var checks: [DoctorCheck] = []
 
@@ -57,6 +62,17 @@ extension TokenctlService {
             checks.append(DoctorCheck("configuration", ok: false, error.message))
         }
 
+        // The issuers are asked while the local checks run (a hung Secret Service must not
+        // use up their time); their lines come where they always did.
+        let issuerChecks = Task { [configured] in
+            var checks: [DoctorCheck] = []
+            var seen = Set<String>()
+            for (_, configuration) in configured where seen.insert(configuration.issuer.string).inserted {
+                checks += await checkIssuer(configuration)
+            }
+            return checks
+        }
+
         // Session bus and Secret Service.
         if let bus {
             checks.append(DoctorCheck("session bus", ok: true, "\(bus.address) (from \(bus.source))"))
@@ -66,7 +82,8 @@ extension TokenctlService {
         }
         var storeUsable = false
         let secretService = (store as? JournaledSessionStore)?.inner as? SecretServiceStore ?? store as? SecretServiceStore
-        let providerName = secretService.map { " (provider: \($0.provider().name))" } ?? ""
+        // After the check: naming the provider connects first, and the check must get the time.
+        var providerName: String { secretService.map { " (provider: \($0.provider().name))" } ?? "" }
         do {
             try store.checkAvailable()
             checks.append(DoctorCheck("secret service", ok: true, "reachable" + providerName))
@@ -115,7 +132,11 @@ extension TokenctlService {
         // Sessions.
         if storeUsable {
             for (name, _) in configured {
-                guard let status = try? status(name) else { continue }
+                let status: SessionStatus
+                do { status = try self.status(name) } catch {
+                    checks.append(DoctorCheck("session '\(name)'", ok: false, error.message, hint: error.hint))
+                    continue
+                }
                 switch status.state {
                 case .authenticated, .expiredRefreshable:
                     checks.append(DoctorCheck("session '\(name)'", ok: true, "\(status.state.rawValue)" + (status.subject.map { " as \($0)" } ?? "")))
@@ -133,6 +154,10 @@ extension TokenctlService {
                 checks.append(DoctorCheck("keyring residue", level: .warn, "\(orphans.count) orphaned session(s) no profile uses",
                                           hint: "See 'tokenctl status --all'; remove them with 'tokenctl logout --orphans'."))
             }
+        } else {
+            for (name, _) in configured {
+                checks.append(DoctorCheck("session '\(name)'", ok: false, "not checked: the Secret Service cannot be used (see above)"))
+            }
         }
 
         // DPoP profiles sign a proof for every request, with libgcrypt.
@@ -147,10 +172,7 @@ extension TokenctlService {
         }
 
         // Each issuer: reachable, and our clock against its clock.
-        var seen = Set<String>()
-        for (_, configuration) in configured where seen.insert(configuration.issuer.string).inserted {
-            checks += await checkIssuer(configuration)
-        }
+        checks += await issuerChecks.value
 
         // Lock directory.
         let lockDirectory = profiles.paths.lockDirectory
@@ -182,9 +204,13 @@ extension TokenctlService {
     private func checkIssuer(_ configuration: ProfileConfiguration) async -> [DoctorCheck] {
         let http = httpClient(configuration.caBundle)
         let url = ServerMetadata.discoveryURLs(for: configuration.issuer)[0]
+        let left = retry.commandDeadline.map { $0 - clock.now() } ?? 5
+        guard left > 0.1 else {
+            return [DoctorCheck("issuer \(configuration.issuer)", ok: false, "not checked: doctor's time ran out (--timeout)", hint: "Run 'tokenctl doctor --timeout 30' to give the checks more time.")]
+        }
         do {
             let sentAt = clock.now()
-            let response = try await http.send(.getJSON(url), timeout: 5)
+            let response = try await http.send(.getJSON(url), timeout: min(5, left))
             let receivedAt = clock.now()
             var checks = [DoctorCheck("issuer \(configuration.issuer)", ok: true, "reachable (discovery: HTTP \(response.status))")]
             if let offset = ClockSkew.offset(serverDate: response.serverDate, receivedAt: (sentAt + receivedAt) / 2) {

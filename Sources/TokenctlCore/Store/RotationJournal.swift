@@ -46,6 +46,20 @@ public struct RotationJournal: Sendable {
     /// Whether rotations can be journaled in this process (the kernel keyring is usable).
     public var isAvailable: Bool { !isDisabled && KernelKeyring.isAvailable() }
 
+    /// Whether an entry of `size` bytes could be journaled now: a probe key of that size (no
+    /// secret in it; its own description, so no reader takes it for an entry; a 60-second
+    /// timeout, so a killed prober leaves nothing for long) is added, then removed. False where
+    /// journaling is unavailable (seccomp, disabled) or the user's key quota has no room for it.
+    public func canRecord(bytes size: Int = 4096) -> Bool {
+        guard isAvailable else { return false }
+        let description = "tokenctl:journal-probe:v1:\(system_getpid())"
+        guard case .success(let key) = KernelKeyring.replace(
+            description, payload: [UInt8](repeating: 0x2E, count: max(1, min(size, HotCacheEntry.maximumPayloadSize))),
+            permissions: KernelKeyring.userOnlyPermissions, timeout: 60) else { return false }
+        _ = KernelKeyring.invalidate(key)
+        return true
+    }
+
     /// `tokenctl:journal:v1:<profile>:<FNV-1a 64 of profile, issuer, client ID>`.
     public static func keyDescription(_ identity: SessionIdentity) -> String {
         var hash = FNV1a64()

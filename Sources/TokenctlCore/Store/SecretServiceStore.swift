@@ -80,6 +80,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
         let owner: String
     }
     private let connection = Mutex(Connection())
+    /// A bound besides `options.deadline` (`limitCalls(until:)`).
+    private let callDeadline = Mutex<Double?>(nil)
 
     public init(options: Options = Options()) {
         self.options = options
@@ -191,6 +193,18 @@ public final class SecretServiceStore: SessionStore, Sendable {
         try requireUnlockedDefaultCollection(try connect())
     }
 
+    /// `checkAvailable`, then the search `write` begins with (SearchItems for the item, and
+    /// the per-item lock check `unlockedPaths` makes): what a login proves before it spends a
+    /// grant. A provider that answers the session set-up but never a search fails here.
+    public func checkWritable(_ identity: SessionIdentity) throws(StoreError) {
+        try checkAvailable()
+        _ = try unlockedPaths(attributes(ItemKey(identity: identity, kind: Self.sessionKind)))
+    }
+
+    public func limitCalls(until deadline: Double?) {
+        callDeadline.withLock { $0 = deadline }
+    }
+
     /// The program that owns `org.freedesktop.secrets` on the session bus, for hints and `doctor`.
     public func provider() -> SecretServiceProvider {
         // Not while connecting (errors there land here): the lock is ours then.
@@ -220,7 +234,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
     /// command's deadline (`floor` past it, for the write of a rotated set).
     private func boundMilliseconds(_ operation: String, floor: Double = 0) throws(StoreError) -> Int32 {
         var seconds = options.callTimeout
-        if let deadline = options.deadline {
+        let limit = callDeadline.withLock { $0 }
+        if let deadline = [options.deadline, limit].compactMap({ $0 }).min() {
             let left = max(deadline - Clock.system.now(), floor)
             guard left > 0.05 else {
                 throw StoreError(

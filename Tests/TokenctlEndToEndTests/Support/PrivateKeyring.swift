@@ -40,6 +40,26 @@ final class PrivateKeyring: @unchecked Sendable {
         return result.stdout.contains("restarted")
     }
 
+    /// What a fake Secret Service on this bus leaves unanswered (Scripts/lib/hung_secret_service.py).
+    enum HungMode: String, Sendable {
+        /// Owns the name and answers nothing.
+        case silent
+        /// Answers the session set-up and the default collection's look-up, never a search.
+        case openSessionOnly = "open-session-only"
+    }
+
+    /// Stop gnome-keyring and put the fake Secret Service (a stand-in: gnome-keyring cannot be
+    /// made to hang after the session set-up) in its place on this bus, recorded as the keyring
+    /// (so `deinit`, `kill` and `start` treat it as one).
+    func replaceWithHungService(_ mode: HungMode) throws {
+        try shell("tk_kill_keyring && tk_start_hung_secret_service \(mode.rawValue)")
+    }
+
+    /// The calls the fake Secret Service received, one line each ("answered"/"held" INTERFACE.MEMBER PATH).
+    func hungServiceCalls() -> [String] {
+        ((try? String(contentsOfFile: directory + "/hung-secret-service.log", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
     /// SIGSTOP / SIGCONT the daemon (a hung keyring).
     func pause(_ paused: Bool) throws {
         try shell("kill -\(paused ? "STOP" : "CONT") \"$(cat \"$TK_SERVICES_DIR/pids/keyring.pid\")\"")
