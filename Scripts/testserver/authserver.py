@@ -49,7 +49,9 @@ Config keys (defaults in DEFAULT_CONFIG):
   dpop_algs, dpop_iat_window, dpop_nonce_required, dpop_resource_nonce_required,
   dpop_nonce_rotate_after, dpop_downgrade, dpop_wrong_cnf.
 
-Log (/_test/log): entries {"time", "path", ..., "status", "outcome"}.  /token, /revoke and
+Log (/_test/log): entries {"time", "path", ..., "status", "outcome"}.  /token entries also carry
+"received" (when the request arrived, before any delay), "client_port" and, for a 200,
+"issued_refresh_token" (the refresh token the answer carried, or null).  /token, /revoke and
 /resource entries carry "dpop": null when the request had no DPoP header, else the decoded
 proof {"jkt", "jti", "htm", "htu", "iat", "nonce", ["ath"], "valid", ["error"]} (jkt: RFC 7638
 thumbprint of the header's jwk; error: what failed).  /token entries also carry "token_type"
@@ -715,6 +717,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rt = form.get("refresh_token")
         client_id = form.get("client_id") or basic_client_id(self.headers.get("Authorization"))
         proofs = self.headers.get_all("DPoP")
+        received = time.time()
         with LOCK:
             STATE.stats["token_requests"] += 1
             fault = take_fault()
@@ -723,7 +726,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                      "scope": form.get("scope"), "audience": form.get("audience"),
                      "resource": form.get_all("resource"),
                      "client_secret_sent": bool(form.get("client_secret") or basic_secret(self.headers.get("Authorization"))),
-                     "client_port": self.client_address[1]}
+                     "client_port": self.client_address[1], "received": received}
             if fault is not None and "delay" not in fault:
                 # A faulted request never touches state: its proof is decoded for the log, not settled.
                 algs, window, clock, _, _ = dpop_settings("/token")
@@ -779,7 +782,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if nonce_required:
                 headers["DPoP-Nonce"] = dpop_nonce()
             log_request("/token", status, outcome, dpop=copy.deepcopy(info),
-                        token_type=obj.get("token_type") if status == 200 else None, **entry)
+                        token_type=obj.get("token_type") if status == 200 else None,
+                        issued_refresh_token=obj.get("refresh_token") if status == 200 else None, **entry)
         self.send(status, obj, headers=headers)
 
     # -- /revoke ----------------------------------------------------------
