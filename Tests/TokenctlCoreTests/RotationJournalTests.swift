@@ -137,6 +137,114 @@ struct RotationJournalTests {
         #expect(store.pendingWrite(identity) == nil)
     }
 
+    @Test("a leftover entry with a later clock than a newer stored set is never taken over it: not read, not completed, not refreshed from (fake Secret Service)")
+    func leftoverNeverWinsOverNewerStoredSet() async throws {
+        // What a refresher killed between its journal write and its clear leaves behind, once a
+        // later refresh has stored a newer set without displacing it (its journal write failed),
+        // or with timestamps that do not say which is newer (a clock that stepped back, another
+        // process's clock): an entry for rt-1, refreshed from rt-0, stamped later than the
+        // stored set for rt-2, which was refreshed from rt-1. Compared by time, the entry won:
+        // its spent rt-1 was sent, and a server with one-use tokens ended the session.
+        let identity = Self.identity()
+        defer { Self.journal.clear(identity) }
+        let memory = InMemorySessionStore()
+        let clock = VirtualClock()
+        let store = JournaledSessionStore(memory, journal: Self.journal, clock: clock.clock)
+        let original = TokenSet.fixture(accessToken: "at-0", refreshToken: "rt-0", obtainedAt: clock.now - 7200)
+        var leftover = TokenSet.fixture(accessToken: "at-1", refreshToken: "rt-1", obtainedAt: clock.now + 600)
+        leftover.lastRefreshAt = leftover.obtainedAt
+        var stored = TokenSet.fixture(accessToken: "at-2", refreshToken: "rt-2", obtainedAt: clock.now - 4000)
+        stored.lastRefreshAt = stored.obtainedAt
+        #expect(Self.journal.record(
+            leftover, for: identity, now: leftover.obtainedAt,
+            supersedes: RotationJournal.lineage(of: leftover, replacing: original, pending: nil)))
+        try memory.write(stored, for: identity)
+
+        #expect(try store.read(identity) == stored, "the stored set is not one the entry supersedes: it is newer")
+        #expect(try store.completePendingWrite(identity) == nil, "nothing to complete")
+        #expect(try memory.read(identity) == stored, "never written over the newer set")
+        #expect(store.pendingWrite(identity) == nil, "the leftover is dropped")
+
+        // And the broker refreshes from the stored set (the entry put back, as if just left).
+        Self.journal.record(leftover, for: identity, now: leftover.obtainedAt,
+                            supersedes: RotationJournal.lineage(of: leftover, replacing: original, pending: nil))
+        let profile = ResolvedProfile(
+            name: identity.profile,
+            configuration: ProfileConfiguration(issuer: try EndpointURL(identity.issuer), clientID: identity.clientID),
+            tokenEndpoint: "https://issuer.example/token")
+        let http = FakeHTTPClient { request, _ in
+            let sent = formFields(request)["refresh_token"] ?? "?"
+            return .success(.tokens(access: "access-for-\(sent)", refresh: sent + "-n", expiresIn: 3600))
+        }
+        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 })
+        let broker = TokenBroker(store: store, locks: NoLockProvider(), clock: clock.clock) { _ in
+            TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
+        }
+        let next = try await broker.validTokenSet(for: profile, minimumTimeToLive: 60)
+        #expect(http.requestCount == 1)
+        #expect(formFields(http.requests[0])["refresh_token"] == "rt-2", "the newer stored set's token is the one sent")
+        #expect(next.refreshToken == "rt-2-n")
+        #expect(try memory.read(identity) == next)
+        #expect(store.pendingWrite(identity) == nil)
+    }
+
+    @Test("a write the journal cannot take (a set over the kernel's key size) leaves no older entry behind for a reader that cannot reach the Secret Service (fake Secret Service)")
+    func unjournaledWriteDropsOlderEntry() throws {
+        // The same happens when the key quota is full. Before: the older entry (what a killed
+        // refresher left) stayed; the next reader whose Secret Service read timed out (a hung
+        // keyring) took it as the session's truth and sent its spent refresh token.
+        let identity = Self.identity()
+        defer { Self.journal.clear(identity) }
+        let memory = InMemorySessionStore()
+        let clock = VirtualClock()
+        let store = JournaledSessionStore(memory, journal: Self.journal, clock: clock.clock)
+        let set0 = TokenSet.fixture(refreshToken: "rt-0", obtainedAt: clock.now - 100)
+        let leftover = TokenSet.fixture(refreshToken: "rt-1", obtainedAt: clock.now - 50)
+        try memory.write(set0, for: identity)
+        #expect(Self.journal.record(
+            leftover, for: identity, now: clock.now - 50, supersedes: RotationJournal.lineage(of: leftover, replacing: set0, pending: nil)))
+        let large = TokenSet.fixture(accessToken: String(repeating: "a", count: HotCacheEntry.maximumPayloadSize + 1), refreshToken: "rt-2", obtainedAt: clock.now)
+        #expect(try store.persist(large, for: identity, replacing: leftover) == .stored)
+        #expect(try memory.read(identity) == large)
+        #expect(store.pendingWrite(identity) == nil, "the older entry is gone with the write it did not make")
+        memory.failure = StoreError(.timeout, "the Secret Service did not answer in time")
+        #expect(throws: StoreError.self, "nothing older is served in its place") { try store.read(identity) }
+    }
+
+    @Test("a pending entry supersedes every set it was refreshed from, across rotations the Secret Service missed (fake Secret Service)")
+    func lineageAcrossPendingRotations() throws {
+        let identity = Self.identity()
+        defer { Self.journal.clear(identity) }
+        let memory = InMemorySessionStore()
+        let keyring = FailingWritesStore(memory)
+        let clock = VirtualClock()
+        let store = JournaledSessionStore(keyring, journal: Self.journal, clock: clock.clock)
+        let set0 = TokenSet.fixture(refreshToken: "rt-0", obtainedAt: clock.now)
+        try memory.write(set0, for: identity)
+        keyring.failure = StoreError(.timeout, "the Secret Service did not answer in time")
+        // Two rotations while the Secret Service takes nothing; timestamps going backwards.
+        let set1 = TokenSet.fixture(refreshToken: "rt-1", obtainedAt: clock.now - 10)
+        let set2 = TokenSet.fixture(refreshToken: "rt-2", obtainedAt: clock.now - 20)
+        #expect(try store.persist(set1, for: identity, replacing: set0) != .stored)
+        #expect(try store.persist(set2, for: identity, replacing: set1) != .stored)
+        let entry = try #require(store.pendingWrite(identity))
+        #expect(entry.tokenSet == set2)
+        #expect(entry.supersedes == ["rt-0", "rt-1"].map(RotationJournal.digest))
+        #expect(entry.isNewer(than: set0) && entry.isNewer(than: set1))
+        #expect(!entry.isNewer(than: TokenSet.fixture(refreshToken: "rt-3", obtainedAt: clock.now - 30)), "a set it does not know is newer")
+        #expect(try store.read(identity) == set2)
+        keyring.failure = nil
+        #expect(try store.completePendingWrite(identity) == set2)
+        #expect(try memory.read(identity) == set2)
+        // The lineage survives the payload, and a hostile one is no entry.
+        #expect(try RotationJournal.decode(RotationJournal.encode(entry)) == entry)
+        let text = String(decoding: try RotationJournal.encode(entry), as: UTF8.self)
+        for bad in ["supersedes=zz", "supersedes=", "supersedes=" + Array(repeating: "0123456789abcdef", count: 17).joined(separator: ",")] {
+            let forged = text.replacingOccurrences(of: "supersedes=" + entry.supersedes.joined(separator: ","), with: bad)
+            #expect(throws: (any Error).self) { try RotationJournal.decode(Array(forged.utf8)) }
+        }
+    }
+
     @Test("logout removes a pending entry with the item; a terminal failure removes it only when it holds the token sent")
     func deleteClears() throws {
         let identity = Self.identity()

@@ -316,7 +316,7 @@ public actor TokenBroker {
             narrate?(next.refreshToken != current.refreshToken
                 ? "the token endpoint answered with a token for \(target) and a rotated refresh token"
                 : "the token endpoint answered with a token for \(target) (the refresh token is unchanged)")
-            try await persist(next, for: profile.identity)
+            try await persist(next, for: profile.identity, replacing: current)
             narrate?("stored the refreshed session of '\(profile.name)'")
             // The token as received (`next` may not keep it: see `TokenSet.storing`).
             let served = TokenSet(
@@ -339,7 +339,7 @@ public actor TokenBroker {
             narrate?(next.refreshToken != current.refreshToken && response.refreshToken != nil
                 ? "the token endpoint answered with a new access token and a rotated refresh token"
                 : "the token endpoint answered with a new access token (the refresh token is unchanged)")
-            try await persist(next, for: profile.identity)
+            try await persist(next, for: profile.identity, replacing: current)
             narrate?("stored the refreshed session of '\(profile.name)'")
             if narrowed {
                 record(.scopeNarrowed, profile, subject: next.subject, reason: "server-narrowed")
@@ -436,12 +436,14 @@ public actor TokenBroker {
     /// Persist the rotated set: the journal first, then the Secret Service; a transient store
     /// hiccup gets two more tries when there is no journal, since the old refresh token is
     /// already spent on a rotating server.
-    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) async throws(TokenctlError) {
+    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing current: TokenSet) async throws(TokenctlError) {
         var lastError: StoreError?
         for attempt in 0..<3 {
             do {
                 let store = self.store
-                let outcome = try await BlockingCall.run({ () throws(StoreError) -> PersistOutcome in try store.persist(tokenSet, for: identity) })
+                let outcome = try await BlockingCall.run({ () throws(StoreError) -> PersistOutcome in
+                    try store.persist(tokenSet, for: identity, replacing: current)
+                })
                 if case .pending(let error) = outcome {
                     events?.append(EventRecord(
                         time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer,

@@ -4,6 +4,10 @@ import TokenctlEssentials
 /// uses. Accepted sets go to the journal, then to the wrapped store (the Secret Service); reads
 /// prefer a pending journal entry newer than the stored set, and serve it while the Secret
 /// Service cannot be read (locked, hung, a prompt pending), so refreshes go on from it.
+///
+/// What a killed process leaves here never wins over a newer stored set: "newer" is decided
+/// by the refresh tokens an entry supersedes, not by clocks (`RotationJournal.Entry.isNewer`),
+/// and a write to the Secret Service never leaves an older entry behind it (`persist`).
 public final class JournaledSessionStore: SessionStore, Sendable {
     public let inner: any SessionStore
     public let journal: RotationJournal
@@ -29,11 +33,21 @@ public final class JournaledSessionStore: SessionStore, Sendable {
         _ = try persist(tokenSet, for: identity)
     }
 
-    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) -> PersistOutcome {
-        let journaled = journal.record(tokenSet, for: identity, now: clock.now())
+    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?) throws(StoreError) -> PersistOutcome {
+        // Under the profile lock every set already known (the one refreshed from, any entry
+        // there) is older than this one: the entry names their refresh tokens.
+        let existing = journal.pending(identity)
+        let supersedes = RotationJournal.lineage(of: tokenSet, replacing: previous, pending: existing)
+        var journaled = journal.record(tokenSet, for: identity, now: clock.now(), supersedes: supersedes)
+        if !journaled, existing != nil {
+            // An older entry must not outlive this write (a reader that cannot reach the Secret
+            // Service would take it); its bytes may be what the key quota lacked.
+            journal.clear(identity)
+            journaled = journal.record(tokenSet, for: identity, now: clock.now(), supersedes: supersedes)
+        }
         do { try inner.write(tokenSet, for: identity) } catch {
             guard journaled else { throw error }
-            journal.record(tokenSet, for: identity, now: clock.now(), pendingReason: error.message)
+            journal.record(tokenSet, for: identity, now: clock.now(), pendingReason: error.message, supersedes: supersedes)
             return .pending(error)
         }
         if journaled { journal.clear(identity, holding: tokenSet) }
@@ -48,7 +62,7 @@ public final class JournaledSessionStore: SessionStore, Sendable {
             return nil
         }
         do { try inner.write(pending.tokenSet, for: identity) } catch {
-            journal.record(pending.tokenSet, for: identity, now: pending.journaledAt, pendingReason: error.message)
+            journal.record(pending.tokenSet, for: identity, now: pending.journaledAt, pendingReason: error.message, supersedes: pending.supersedes)
             throw error
         }
         journal.clear(identity, holding: pending.tokenSet)

@@ -22,14 +22,64 @@ public struct RotationJournal: Sendable {
         public var journaledAt: Double
         /// Why the Secret Service does not hold it yet (nil: the write was still running).
         public var pendingReason: String?
+        /// Digests (`RotationJournal.digest`) of the refresh tokens this set replaced: the one it
+        /// was refreshed from and those the entries before it replaced (at most
+        /// `maximumLineage`, the newest last). Empty: a login, or an entry of an older tokenctl.
+        public var supersedes: [String] = []
 
-        /// Whether this entry holds a newer rotation than `stored` (or `stored` is missing). A
-        /// narrowed refresh (`token --scope`) rotates without a new session access token, so the
-        /// time of the last refresh counts too (`TokenSet.rotatedAt`).
+        public init(identity: SessionIdentity, tokenSet: TokenSet, journaledAt: Double, pendingReason: String? = nil, supersedes: [String] = []) {
+            self.identity = identity
+            self.tokenSet = tokenSet
+            self.journaledAt = journaledAt
+            self.pendingReason = pendingReason
+            self.supersedes = supersedes
+        }
+
+        /// Whether this entry holds a newer rotation than `stored` (or `stored` is missing).
+        ///
+        /// When the refresh tokens differ, the entry is newer exactly when the stored set's
+        /// refresh token is one it supersedes: a stored set it does not know was written after
+        /// it (what a killed refresher left behind, then a later refresh stored), whatever the
+        /// clocks of the processes said. Timestamps decide only what lineage cannot: the same
+        /// refresh token (a server that does not rotate; a narrowed refresh, `token --scope`,
+        /// counts by the time of the last refresh, `TokenSet.rotatedAt`), or an entry without a
+        /// lineage (a login's, or an older tokenctl's).
         public func isNewer(than stored: TokenSet?) -> Bool {
             guard let stored else { return true }
+            if let storedToken = stored.refreshToken, storedToken != tokenSet.refreshToken, !supersedes.isEmpty {
+                return supersedes.contains(RotationJournal.digest(storedToken))
+            }
             return tokenSet.rotatedAt > stored.rotatedAt
         }
+    }
+
+    /// How many superseded refresh tokens an entry remembers (a rotation chain that long with no
+    /// Secret Service write in between is not a case to expect).
+    public static let maximumLineage = 16
+
+    /// The digest an entry keeps of a superseded refresh token (FNV-1a 64, hex): enough to tell
+    /// tokens of one session apart; never the token itself.
+    public static func digest(_ refreshToken: String) -> String {
+        var hash = FNV1a64()
+        hash.update("journal-rt-v1")
+        hash.update([0])
+        hash.update(refreshToken)
+        return hash.hexDigest
+    }
+
+    /// What a new entry for `tokenSet` supersedes: the refresh token of `previous` (the set it
+    /// was refreshed from) and of `pending` (an entry there now: under the profile lock it is
+    /// never newer than what is being written), with what `pending` superseded.
+    public static func lineage(of tokenSet: TokenSet, replacing previous: TokenSet?, pending: Entry?) -> [String] {
+        var chain = pending?.supersedes ?? []
+        for token in [pending?.tokenSet.refreshToken, previous?.refreshToken] {
+            guard let token, token != tokenSet.refreshToken else { continue }
+            let digest = digest(token)
+            chain.removeAll { $0 == digest }
+            chain.append(digest)
+        }
+        if let own = tokenSet.refreshToken.map(digest) { chain.removeAll { $0 == own } }
+        return Array(chain.suffix(maximumLineage))
     }
 
     /// The first line of every payload.
@@ -76,9 +126,12 @@ public struct RotationJournal: Sendable {
     /// - Returns: whether the entry is now in the kernel keyring (false: journaling unavailable
     ///   here, e.g. seccomp or the quota; the caller goes on as without a journal).
     @discardableResult
-    public func record(_ tokenSet: TokenSet, for identity: SessionIdentity, now: Double, pendingReason: String? = nil) -> Bool {
+    public func record(
+        _ tokenSet: TokenSet, for identity: SessionIdentity, now: Double, pendingReason: String? = nil, supersedes: [String] = []
+    ) -> Bool {
         guard !isDisabled else { return false }
-        guard var payload = try? Self.encode(Entry(identity: identity, tokenSet: tokenSet, journaledAt: now, pendingReason: pendingReason)) else {
+        guard var payload = try? Self.encode(Entry(
+            identity: identity, tokenSet: tokenSet, journaledAt: now, pendingReason: pendingReason, supersedes: supersedes)) else {
             return false
         }
         defer { KernelKeyring.scrub(&payload) }
@@ -143,6 +196,7 @@ public struct RotationJournal: Sendable {
             ("journaled_at", String(entry.journaledAt.isFinite && abs(entry.journaledAt) < 1e12 ? Int64(entry.journaledAt) : 0)),
         ]
         if let reason = entry.pendingReason { fields.append(("pending_reason", String(reason.prefix(300)))) }
+        if !entry.supersedes.isEmpty { fields.append(("supersedes", entry.supersedes.suffix(maximumLineage).joined(separator: ","))) }
         var bytes = Array(versionLine.utf8) + [0x0A]
         for (key, value) in fields {
             // One line per field: a line break (or any control character) cannot be represented.
@@ -176,8 +230,15 @@ public struct RotationJournal: Sendable {
         guard let profile = ProfileName(rawValue: try text("profile")), let json = values["token_set"],
               let journaledAt = Int64(try text("journaled_at")) else { throw FormatError.malformed }
         let tokenSet = try TokenSet.decode(json)
+        var supersedes: [String] = []
+        if values["supersedes"] != nil {
+            supersedes = try text("supersedes").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            guard supersedes.count <= maximumLineage,
+                  supersedes.allSatisfy({ $0.utf8.count == 16 && $0.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) } })
+            else { throw FormatError.malformed }
+        }
         return Entry(
             identity: SessionIdentity(profile: profile, issuer: try text("issuer"), clientID: try text("client_id")),
-            tokenSet: tokenSet, journaledAt: Double(journaledAt), pendingReason: try? text("pending_reason"))
+            tokenSet: tokenSet, journaledAt: Double(journaledAt), pendingReason: try? text("pending_reason"), supersedes: supersedes)
     }
 }

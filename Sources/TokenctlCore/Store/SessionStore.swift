@@ -40,8 +40,11 @@ public protocol SessionStore: Sendable {
     ///
     /// - Returns: `.stored`, or `.pending` when only the journal holds it (the Secret Service
     ///   write failed; the next reader completes it).
+    /// - Parameter previous: the set `tokenSet` was refreshed from (nil: a login). The journal
+    ///   entry remembers the refresh tokens it supersedes, so that an entry is taken over the
+    ///   stored set only when the stored set is one of them (see `RotationJournal.Entry.isNewer`).
     /// - Throws: when nothing holds it (no journal, and the write failed).
-    func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) -> PersistOutcome
+    func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?) throws(StoreError) -> PersistOutcome
 
     /// Under the profile lock: write a pending journal entry newer than the stored set to the
     /// Secret Service, and drop entries it already holds.
@@ -73,9 +76,13 @@ extension SessionStore {
     public func checkAvailable() throws(StoreError) {}
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try checkAvailable() }
     public func limitCalls(until deadline: Double?) {}
-    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) -> PersistOutcome {
+    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?) throws(StoreError) -> PersistOutcome {
         try write(tokenSet, for: identity)
         return .stored
+    }
+    /// A set that replaces no known one (a login).
+    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) -> PersistOutcome {
+        try persist(tokenSet, for: identity, replacing: nil)
     }
     public func completePendingWrite(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? { nil }
     public func pendingWrite(_ identity: SessionIdentity) -> RotationJournal.Entry? { nil }
