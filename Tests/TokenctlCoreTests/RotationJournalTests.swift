@@ -232,6 +232,8 @@ struct RotationJournalTests {
         #expect(entry.supersedes == ["rt-0", "rt-1"].map(RotationJournal.digest))
         #expect(entry.isNewer(than: set0) && entry.isNewer(than: set1))
         #expect(!entry.isNewer(than: TokenSet.fixture(refreshToken: "rt-3", obtainedAt: clock.now - 30)), "a set it does not know is newer")
+        #expect(RotationJournal.lineage(of: TokenSet.fixture(refreshToken: "rt-login", obtainedAt: clock.now), replacing: nil, pending: entry).isEmpty,
+                "a login's lineage is unknown: it inherits none (ordered by time against the stored set)")
         #expect(try store.read(identity) == set2)
         keyring.failure = nil
         #expect(try store.completePendingWrite(identity) == set2)

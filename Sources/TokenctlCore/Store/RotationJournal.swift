@@ -69,8 +69,10 @@ public struct RotationJournal: Sendable {
 
     /// What a new entry for `tokenSet` supersedes: the refresh token of `previous` (the set it
     /// was refreshed from) and of `pending` (an entry there now: under the profile lock it is
-    /// never newer than what is being written), with what `pending` superseded.
+    /// never newer than what is being written), with what `pending` superseded. A login
+    /// (`previous` nil) starts a session whose lineage is not known: none.
     public static func lineage(of tokenSet: TokenSet, replacing previous: TokenSet?, pending: Entry?) -> [String] {
+        guard previous != nil else { return [] }
         var chain = pending?.supersedes ?? []
         for token in [pending?.tokenSet.refreshToken, previous?.refreshToken] {
             guard let token, token != tokenSet.refreshToken else { continue }
