@@ -88,4 +88,36 @@ struct InterruptionTests {
         }
         print("sigkill without grace: 20 kills, \(lost) sessions lost (server rotated, process died before the answer came), \(keyringCrashes) keyring daemon crashes")
     }
+
+    @Test("SIGKILL while the refresh request is held at a no-grace server: the next refresh succeeds, the killed one's request is answered after it as a reuse, and the session ends: the one loss a kill may cost")
+    func sigkillWithRequestHeldAtServer() throws {
+        // The trace of issue 24 point 9 (a kill, the refresh right after it succeeds, the next
+        // wave all 77 with the reuse of an older refresh token): not something the killed
+        // process left in the journal, the hot cache or the keyring, but its own request, sent
+        // before the kill and handled by the server after the next refresh had spent the same
+        // token. What the chaos harness (Scripts/chaos) counts as the refresh in flight at a kill.
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["grace_seconds": 0])
+        try sandbox.login(server)
+        let before = try server.stats()["token_requests"] ?? 0
+        try server.configure(["faults": [["delay": 2.0]]])
+        let killed = try sandbox.start(["refresh"])
+        try server.waitForTokenRequests(before + 1)
+        killed.signal(SIGKILL)
+        #expect(killed.wait().status == 128 + SIGKILL)
+
+        let next = try sandbox.tokenctl("refresh")
+        #expect(next.status == 0, "the same refresh token, answered first: \(next)")
+        let deadline = now() + 10
+        while try (server.stats()["reuse_detected"] ?? 0) == 0 && now() < deadline { sleep(seconds: 0.05) }
+        // Logged when answered: the next refresh's grant first, then the killed one's.
+        let grants = Array(try server.tokenRequests().dropFirst(before))
+        #expect(grants.count == 2, "\(grants)")
+        let first = try #require(grants.first { ($0["outcome"] as? String) == "issued" })
+        let reuse = try #require(grants.first { ($0["outcome"] as? String) == "reuse_detected" }, "the killed request, answered last")
+        #expect(reuse["refresh_token"] as? String == first["refresh_token"] as? String)
+        #expect((reuse["received"] as? Double ?? 0) < (first["received"] as? Double ?? 0), "it arrived first, before the kill")
+        let after = try sandbox.tokenctl("token", "--force")
+        #expect(after.status == 77, "the server revoked the family: \(after)")
+    }
 }
