@@ -111,6 +111,15 @@ normal handling; a faulted request never touches token state):
 Config "delay_seconds" makes every /token request sleep before it is handled
 (after its fault entry, if any, was taken from the queue).
 
+Answer overrides (config "refresh_answer_overrides", a queue consumed one entry per refresh
+that the server grants, grace replays aside, after the faults): the refresh is granted as usual (the refresh token
+sent is spent and a new pair issued, so the family and reuse detection go on), and the entry's
+members are merged into the 200 answer before it is sent, a null value removing the member:
+  {"access_token": "at with spaces"}   a rotated refresh token with an unusable access token
+  {"access_token": null}               ... with none at all
+  {"refresh_token": 42}                an unusable refresh token (the issued one is lost)
+The log entry of such a refresh has outcome "issued" and "overridden": [the members' names].
+
 Token model: /_test/issue creates a family (sub, client_id, scope) and its first
 refresh token.  Refresh tokens are strictly one-time-use when "rotate" is true:
 a spent token replayed within grace_seconds of being spent gets a fresh pair;
@@ -209,6 +218,8 @@ DEFAULT_CONFIG = {
     "date_offset_seconds": 0,
     "delay_seconds": 0.0,
     "faults": [],
+    # Members merged into the answers of the next granted refreshes, one entry each (see the header).
+    "refresh_answer_overrides": [],
     "discovery_oidc": True,
     "discovery_issuer_override": None,
     "advertise_revocation": True,
@@ -773,6 +784,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else:
                 status, obj, outcome = token_grant(self.issuer, grant_type, rt, client_id, form.get("scope"),
                                                    form.get("audience"), form.get_all("resource"), dpop)
+                if "_overridden" in obj:
+                    entry["overridden"] = obj.pop("_overridden")
             if status == 200:
                 STATE.stats["issued"] += 1
             elif obj.get("error") == "invalid_grant":
@@ -1012,6 +1025,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                         "error_description": "unknown config keys: " + ", ".join(unknown)})
         if "faults" in req and not isinstance(req["faults"], list):
             return self.send_json(400, {"error": "invalid_request", "error_description": "faults must be a list"})
+        overrides = req.get("refresh_answer_overrides", [])
+        if not isinstance(overrides, list) or not all(isinstance(o, dict) for o in overrides):
+            return self.send_json(400, {"error": "invalid_request",
+                                        "error_description": "refresh_answer_overrides must be a list of objects"})
         with LOCK:
             for k, v in req.items():
                 STATE.config[k] = copy.deepcopy(v)
@@ -1291,6 +1308,15 @@ def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resourc
                       dpop=dpop)
     if rotate:
         rec["spent_at"] = now
+    overrides = cfg.get("refresh_answer_overrides") or []
+    if overrides:
+        override = overrides.pop(0)
+        for key, value in override.items():
+            if value is None:
+                resp.pop(key, None)
+            else:
+                resp[key] = copy.deepcopy(value)
+        resp["_overridden"] = sorted(override)
     return 200, resp, "issued"
 
 

@@ -10,9 +10,11 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case unavailable = 69
     /// EX_TEMPFAIL: a transient failure talking to the server; the session is kept.
     case temporaryFailure = 75
-    /// EX_PROTOCOL: `logout` removed the session here, but the server did not revoke its
-    /// token (refused or unreachable): the token may stay valid at the server.
-    case revocationFailed = 76
+    /// EX_PROTOCOL: the server did not do its part of the protocol. `logout`: the session was
+    /// removed here, but the server did not confirm the revocation (refused or unreachable), so
+    /// the token may stay valid at the server. A refresh: the server's answer held an access or
+    /// refresh token tokenctl cannot use; what could be kept of the session was kept.
+    case protocolError = 76
     /// EX_NOPERM: login required (no session, or the server ended it).
     case loginRequired = 77
     /// EX_CONFIG: the configuration is missing or invalid.
@@ -30,7 +32,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .usage: "EX_USAGE"
         case .unavailable: "EX_UNAVAILABLE"
         case .temporaryFailure: "EX_TEMPFAIL"
-        case .revocationFailed: "EX_PROTOCOL"
+        case .protocolError: "EX_PROTOCOL"
         case .loginRequired: "EX_NOPERM"
         case .configuration: "EX_CONFIG"
         case .commandNotRunnable: "NOT_RUNNABLE"

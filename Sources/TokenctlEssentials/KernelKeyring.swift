@@ -123,4 +123,7 @@ public struct KeyringError: Error, Equatable, CustomStringConvertible {
     }
 
     public var description: String { "keyctl \(operation): \(String(cString: strerror(errno)))" }
+
+    /// EDQUOT: the user's kernel key quota (bytes or keys) has no room for it.
+    public var isQuotaExceeded: Bool { errno == EDQUOT }
 }

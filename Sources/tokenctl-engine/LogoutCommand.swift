@@ -50,7 +50,7 @@ enum LogoutCommand: EngineCommand {
                 Output.standardError(
                     "Logged out profile '\(name)' here, but the server did not revoke its \(token): \(error.message). "
                     + "The \(token) may stay valid at the server \(until).\n")
-                status = worse(status, .revocationFailed)
+                status = worse(status, .protocolError)
             case .success?:
                 Output.standardError("Logged out profile '\(name)'; the server revoked its refresh token.\n")
             case nil:

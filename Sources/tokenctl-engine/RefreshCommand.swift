@@ -11,7 +11,7 @@ enum RefreshCommand: EngineCommand {
             OptionSpec("--if-expiring-within", value: "seconds", help: "Only refresh when the access token expires within this time."),
             Commands.timeout,
         ],
-        discussion: "Exit status with --all is the worst outcome: 77 if any session ended, else 75 if any failed transiently, else 0.")
+        discussion: "Exit status with --all is the worst outcome: 77 if any session ended, else 76 if any server answered with tokens that cannot be used, else 75 if any failed transiently, else 0.")
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let window: Double? = context.options.value("--if-expiring-within") == nil
@@ -45,6 +45,7 @@ enum RefreshCommand: EngineCommand {
                 let outcome = switch error.kind {
                 case .loginRequired: "login required"
                 case .transient: "transient failure"
+                case .protocolError: "unusable answer"
                 case .storeUnavailable: "keyring unavailable"
                 case .configuration: "configuration error"
                 default: "failed"
@@ -56,12 +57,13 @@ enum RefreshCommand: EngineCommand {
         return worst
     }
 
-    /// 77 beats 75 beats everything else non-zero beats 0.
+    /// 77 beats 76 beats 75 beats everything else non-zero beats 0.
     static func worse(_ a: ExitStatus, _ b: ExitStatus) -> ExitStatus {
         func rank(_ status: ExitStatus) -> Int {
             switch status {
             case .success: 0
-            case .loginRequired: 4
+            case .loginRequired: 5
+            case .protocolError: 4
             case .temporaryFailure: 3
             default: 2
             }

@@ -31,9 +31,8 @@ struct RefreshOutcomeTests {
         #expect(serverDate == nil)
     }
 
-    @Test("200 without a usable token set → terminal", arguments: [
-        "", "<html>oops</html>", "{}", #"{"access_token": ""}"#, #"{"access_token": "a b"}"#,
-        #"{"access_token": "a", "token_type": "mac"}"#, #"{"access_token": "a", "expires_in": "soon"}"#, "[]",
+    @Test("200 that is not a token answer at all → terminal", arguments: [
+        "", "<html>oops</html>", "[]", #"{"access_token": "a", "id_token": "x y"}"#, #"{"access_token": "a", "scope": 7}"#,
     ])
     func unusable200(body: String) {
         guard case .terminal(.unusableResponse(let message)) = classify(.text(200, body, contentType: "application/json")) else {
@@ -42,6 +41,56 @@ struct RefreshOutcomeTests {
         }
         #expect(!message.isEmpty)
         #expect(TerminalReason.unusableResponse(message).className == "unusable-response")
+    }
+
+    /// The forms of an access token that cannot be used, as JSON members (with what is wrong).
+    static let unusableAccessTokens: [(members: String, problem: TokenResponseError)] = [
+        (#""token_type": "Bearer""#, .missingAccessToken),
+        (#""access_token": """#, .emptyToken("access_token")),
+        (#""access_token": "at has spaces""#, .invalidTokenCharacters("access_token")),
+        (#""access_token": "at_x\r\nX-Injected: 1""#, .invalidTokenCharacters("access_token")),
+        (#""access_token": 42"#, .invalidField("access_token")),
+        (#""access_token": null"#, .invalidField("access_token")),
+        ("\"access_token\": \"\(String(repeating: "a", count: 64 * 1024 + 1))\"", .invalidField("access_token")),
+        (#""access_token": "a", "token_type": "mac""#, .unsupportedTokenType("mac")),
+        (#""access_token": "a", "expires_in": "soon""#, .invalidField("expires_in")),
+    ]
+
+    @Test("200 whose access token cannot be used, with a usable rotated refresh token → unusable tokens carrying it",
+          arguments: unusableAccessTokens.indices)
+    func unusableAccessTokenRotated(index: Int) {
+        let (members, problem) = Self.unusableAccessTokens[index]
+        let outcome = classify(.json(200, "{" + members + #", "refresh_token": "rt-rotated", "id_token": "idt"}"#))
+        #expect(outcome == .unusableTokens(UnusableTokens(problem: problem, refreshToken: .rotated("rt-rotated"), idToken: "idt")))
+        if case .unusableTokens(let answer) = outcome {
+            #expect(answer.className == "unusable-access-token")
+            #expect(!answer.description.contains("rt-rotated") && !answer.description.contains("X-Injected"), "no token material in messages")
+        }
+    }
+
+    @Test("200 whose access token cannot be used, without a refresh token → unusable tokens, none rotated",
+          arguments: unusableAccessTokens.indices)
+    func unusableAccessTokenNotRotated(index: Int) {
+        let (members, problem) = Self.unusableAccessTokens[index]
+        #expect(classify(.json(200, "{" + members + #", "refresh_token": """#  + "}")) == .unusableTokens(UnusableTokens(problem: problem, refreshToken: .absent)))
+        #expect(classify(.json(200, "{" + members + "}")) == .unusableTokens(UnusableTokens(problem: problem, refreshToken: .absent)))
+    }
+
+    @Test("200 whose refresh token cannot be used → unusable tokens, whatever the access token", arguments: [
+        #""refresh_token": 42"#, #""refresh_token": "rt has spaces""#, #""refresh_token": "rt\nx""#,
+        "\"refresh_token\": \"\(String(repeating: "r", count: 64 * 1024 + 1))\"",
+    ])
+    func unusableRefreshToken(members: String) {
+        for access in [#""access_token": "good""#, #""access_token": "bad one""#, #""token_type": "Bearer""#] {
+            let outcome = classify(.json(200, "{" + access + ", " + members + "}"))
+            guard case .unusableTokens(let answer) = outcome else {
+                Issue.record("expected unusable tokens, got \(outcome)")
+                continue
+            }
+            #expect(answer.refreshToken == .unusable)
+            #expect(answer.problem.field == "refresh_token")
+            #expect(answer.className == "unusable-refresh-token")
+        }
     }
 
     @Test("400 invalid_grant → terminal OAuth error with its description")

@@ -373,6 +373,139 @@ struct TokenBrokerTests {
         #expect(harness.http.requestCount == 1)
     }
 
+    // MARK: Answers whose access or refresh token cannot be used (issue 24, point 4)
+
+    /// A 200 answer made of `members` (a JSON object's members).
+    private static func answer(_ members: String) -> Result<HTTPResponse, HTTPTransportError> { .success(.json(200, "{" + members + "}")) }
+
+    @Test("an unusable access token with a rotated refresh token: the rotated one is stored, 76, and the next call refreshes with it",
+          arguments: RefreshOutcomeTests.unusableAccessTokens.indices)
+    func unusableAccessTokenKeepsRotatedRefreshToken(index: Int) async throws {
+        let members = RefreshOutcomeTests.unusableAccessTokens[index].members
+        let http = FakeHTTPClient(script: [Self.answer(members + #", "refresh_token": "refresh-2""#), .success(.tokens(access: "access-3", refresh: "refresh-3"))])
+        let harness = Harness(http: http)
+        try harness.storeExpired()
+        let error = await harness.tokenError()
+        #expect(error?.kind == .protocolError)
+        #expect(error?.exitStatus == .protocolError && error?.exitStatus.rawValue == 76)
+        #expect(error?.message.contains("unusable") == true, "\(String(describing: error))")
+        #expect(error?.hint?.contains("the session is kept") == true, "\(String(describing: error))")
+        #expect(error.map { !"\($0.message) \($0.hint ?? "")".contains("refresh-2") } == true, "no token in messages")
+        #expect(http.requestCount == 1, "an unusable answer is not retried: the refresh token it answered is spent")
+        let stored = try #require(try harness.memory.read(harness.identity))
+        #expect(stored.refreshToken == "refresh-2", "the rotated refresh token is kept")
+        #expect(stored.accessToken == "old-access")
+        #expect(!stored.isFresh(at: harness.clock.now, minimumTimeToLive: 0))
+        let next = try await harness.token()
+        #expect(next.accessToken == "access-3")
+        #expect(formFields(http.requests[1])["refresh_token"] == "refresh-2", "the next refresh spends the rotated token")
+        #expect(try harness.memory.read(harness.identity)?.refreshToken == "refresh-3")
+    }
+
+    @Test("a forced refresh of a fresh token answered with an unusable access token: the old access token is not served again")
+    func unusableAccessTokenOnForcedRefresh() async throws {
+        let http = FakeHTTPClient(script: [Self.answer(#""access_token": "a b", "refresh_token": "refresh-2""#), .success(.tokens(access: "access-3", refresh: "refresh-3"))])
+        let harness = Harness(http: http)
+        _ = try harness.storeFresh()
+        #expect(await harness.tokenError(force: true)?.kind == .protocolError)
+        #expect(try await harness.token().accessToken == "access-3")
+        #expect(http.requestCount == 2)
+    }
+
+    @Test("an unusable access token and no refresh token: the stored session is left as it was (a non-rotating server), 76",
+          arguments: RefreshOutcomeTests.unusableAccessTokens.indices)
+    func unusableAccessTokenWithoutRefreshToken(index: Int) async throws {
+        let members = RefreshOutcomeTests.unusableAccessTokens[index].members
+        let http = FakeHTTPClient(script: [Self.answer(members), .success(.tokens(access: "access-3", refresh: nil))])
+        let harness = Harness(http: http)
+        try harness.storeExpired()
+        let before = try harness.memory.read(harness.identity)
+        let error = await harness.tokenError()
+        #expect(error?.kind == .protocolError)
+        #expect(error?.hint?.contains("no new refresh token") == true, "\(String(describing: error))")
+        #expect(try harness.memory.read(harness.identity) == before)
+        #expect(try await harness.token().accessToken == "access-3")
+        #expect(formFields(http.requests[1])["refresh_token"] == "refresh-1")
+    }
+
+    @Test("an unusable refresh token: nothing of the answer is stored, the session is left as it was, 76 saying it may be lost", arguments: [
+        #""access_token": "good", "refresh_token": "r t""#, #""access_token": "good", "refresh_token": 7"#, #""access_token": "a b", "refresh_token": "r\nx""#,
+    ])
+    func unusableRefreshToken(members: String) async throws {
+        let harness = Harness(http: FakeHTTPClient(script: [Self.answer(members)]))
+        try harness.storeExpired()
+        let before = try harness.memory.read(harness.identity)
+        let error = await harness.tokenError()
+        #expect(error?.kind == .protocolError)
+        #expect(error?.message.contains("refresh_token") == true, "\(String(describing: error))")
+        #expect(error?.hint?.contains("the session is lost and the next command will say so") == true, "\(String(describing: error))")
+        #expect(try harness.memory.read(harness.identity) == before)
+    }
+
+    @Test("a narrowed refresh answered with an unusable access token: the rotated refresh token becomes the session's, whose own token stays")
+    func unusableAccessTokenOnNarrowedRefresh() async throws {
+        let http = FakeHTTPClient(script: [Self.answer(#""access_token": "", "refresh_token": "refresh-2""#)])
+        let harness = Harness(http: http)
+        var session = try harness.storeFresh()
+        session.scope = "openid read"
+        try harness.memory.write(session, for: harness.identity)
+        let read = try TokenTarget(scope: "read", audience: nil, resource: nil)
+        do {
+            _ = try await harness.broker.validTokenSet(for: resolvedProfile(), target: read, minimumTimeToLive: 60)
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.kind == .protocolError)
+        }
+        let stored = try #require(try harness.memory.read(harness.identity))
+        #expect(stored.refreshToken == "refresh-2")
+        #expect(stored.accessToken == session.accessToken && stored.expiresAt == session.expiresAt, "the session's own token is untouched")
+        #expect(stored.targetedTokens.isEmpty)
+    }
+
+    @Test("an unusable access token whose rotated refresh token cannot be written anywhere: 69, saying the session is lost")
+    func unusableAccessTokenRotatedButUnsaved() async throws {
+        let harness = Harness(http: FakeHTTPClient(script: [Self.answer(#""access_token": "a b", "refresh_token": "refresh-2""#)])) { memory in
+            WriteFailingStore(memory, failure: StoreError(.locked, "the collection is locked", hint: "Unlock it. The session is kept."))
+        }
+        try harness.storeExpired()
+        let error = await harness.tokenError()
+        #expect(error?.kind == .storeUnavailable)
+        #expect(error?.hint?.contains("the session is lost") == true, "\(String(describing: error))")
+        #expect(error?.hint?.contains("kept") == false, "\(String(describing: error))")
+    }
+
+    // MARK: A rotation nothing could hold (issue 24, point 5)
+
+    @Test("fake store: a rotated set neither the journal nor the Secret Service took → the message says the session is lost, and nothing else")
+    func rotatedSetLost() async throws {
+        let journal = RotationJournal(environment: .fixed([HotCache.disableVariable: "1"]))
+        let harness = Harness(http: rotatingServer()) { memory in
+            JournaledSessionStore(WriteFailingStore(memory, failure: StoreError(.locked, "the keyring is locked", hint: "Unlock it. The session is kept.")), journal: journal)
+        }
+        try harness.storeExpired()
+        let error = try #require(await harness.tokenError())
+        #expect(error.kind == .storeUnavailable)
+        #expect(error.message.contains("could not be saved: the keyring is locked"), "\(error)")
+        #expect(error.message.contains("the rotation journal (kernel keyring) could not hold it either: the kernel keyring is switched off"), "\(error)")
+        let hint = try #require(error.hint)
+        #expect(hint.hasPrefix("Unlock it. The server rotated the refresh token"), "\(hint)")
+        #expect(hint.contains("the session is lost") && !hint.contains("kept") && !hint.contains("probably"), "\(hint)")
+    }
+
+    @Test("fake store: a set without a rotated refresh token that nothing could hold → the message says the session is kept, and nothing else")
+    func unrotatedSetUnsaved() async throws {
+        let journal = RotationJournal(environment: .fixed([HotCache.disableVariable: "1"]))
+        let http = FakeHTTPClient(script: [.success(.tokens(access: "access-2", refresh: nil))])
+        let harness = Harness(http: http) { memory in
+            JournaledSessionStore(WriteFailingStore(memory, failure: StoreError(.locked, "the keyring is locked", hint: "Unlock it. The session is kept.")), journal: journal)
+        }
+        try harness.storeExpired()
+        let hint = try #require(await harness.tokenError()?.hint)
+        #expect(hint.contains("did not rotate the refresh token") && hint.contains("the session is kept"), "\(hint)")
+        #expect(!hint.contains("lost") && !hint.contains("log in again"), "\(hint)")
+        #expect(hint.components(separatedBy: "ession is kept").count == 2, "said once: \(hint)")
+    }
+
     @Test("force refreshes even when the token is fresh")
     func force() async throws {
         let harness = Harness(http: rotatingServer())

@@ -135,8 +135,6 @@ struct RefreshFailureTests {
         ["status": 400, "body": ""],
         ["status": 403, "body": "<html>Forbidden</html>", "content_type": "text/html"],
         ["status": 200, "body": "<html>login page</html>", "content_type": "text/html"],
-        ["status": 200, "body": "{\"token_type\":\"Bearer\"}", "content_type": "application/json"],
-        ["status": 200, "body": "{\"access_token\":\"has space\",\"token_type\":\"Bearer\"}", "content_type": "application/json"],
     ] as [[String: any Sendable]])
     func unexpectedAnswersAreTerminal(fault: [String: any Sendable]) throws {
         let server = try AuthServer()
@@ -147,6 +145,103 @@ struct RefreshFailureTests {
         #expect(result.stdout.isEmpty)
         #expect(!result.stderr.contains("has space"), "no token material in messages")
         #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
+    }
+
+    /// The access tokens of issue 24 (point 4) that a refresh answer may carry and tokenctl
+    /// refuses (a null removes the member): each must leave the rotated refresh token kept.
+    static let unusableAccessTokens: [[String: any Sendable]] = [
+        ["access_token": "at with spaces"], ["access_token": "at_x\r\nX-Injected: 1"], ["access_token": ""], ["access_token": 42],
+        ["access_token": String(repeating: "a", count: 70_000)], ["access_token": NSNull()],
+    ]
+
+    @Test("a rotated refresh token with an unusable access token on a one-use server: session kept, 76, the next token refreshes with the rotated token, no reuse",
+          arguments: unusableAccessTokens)
+    func unusableAccessTokenKeepsRotatedRefreshToken(override: [String: any Sendable]) throws {
+        let server = try AuthServer()  // one-use refresh tokens, no grace period
+        let (sandbox, refreshToken) = try Self.staleSession(server)
+        try server.configure(["refresh_answer_overrides": [override]])
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 76, "\(result)")
+        #expect(result.stdout.isEmpty, "\(result)")
+        #expect(result.stderr.hasPrefix("Error: the server's answer to the refresh of profile 'default' is unusable: the token endpoint"), "\(result)")
+        #expect(result.stderr.contains("tokenctl kept the new one without this answer's access token: the session is kept, and the next command refreshes again."), "\(result)")
+        #expect(!result.stderr.contains("X-Injected") && !result.stderr.contains("at with spaces") && !result.stderr.contains("aaaa"), "no token material in messages")
+        #expect(try server.tokenRequests().last?["overridden"] as? [String] == ["access_token"])
+        let rotated = try #require(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String)
+        #expect(rotated != refreshToken, "the rotated refresh token is stored")
+        #expect(try server.tokenStatus(rotated)["active"] as? Bool == true)
+        #expect(try sandbox.tokenctl("status").stdout.contains("expired"), "no usable access token is stored")
+
+        let next = try sandbox.tokenctl("token")
+        #expect(next.status == 0, "\(next)")
+        let requests = try server.tokenRequests()
+        #expect(requests.last?["refresh_token"] as? String == rotated, "the next refresh spends the rotated token")
+        #expect(requests.last?["outcome"] as? String == "issued")
+        #expect(try server.stats()["reuse_detected"] == 0)
+        #expect(next.stdout == (try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String ?? "?") + "\n")
+    }
+
+    @Test("refresh (forced) of a fresh, hot-cached session answered with an unusable access token: 76, and the next token refreshes instead of serving the old one")
+    func unusableAccessTokenOnForcedRefresh() throws {
+        let server = try AuthServer()
+        let sandbox = try Sandbox()
+        try sandbox.login(server)
+        let old = try sandbox.tokenctl("token")  // now in the hot cache too
+        #expect(old.status == 0, "\(old)")
+        try server.configure(["refresh_answer_overrides": [["access_token": "at with spaces"]]])
+        let refresh = try sandbox.tokenctl("refresh")
+        #expect(refresh.status == 76, "\(refresh)")
+        let rotated = try #require(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String)
+        let next = try sandbox.tokenctl("token")
+        #expect(next.status == 0, "\(next)")
+        #expect(next.stdout != old.stdout, "the access token the refresh replaced is not served again")
+        #expect(try server.tokenRequests().last?["refresh_token"] as? String == rotated)
+        #expect(try server.stats()["reuse_detected"] == 0)
+    }
+
+    @Test("refresh --all: a profile answered with an unusable access token is reported as an unusable answer, and the exit status is 76")
+    func unusableAccessTokenInRefreshAll() throws {
+        let server = try AuthServer()
+        let sandbox = try Sandbox()
+        try sandbox.login(server, profile: "one")
+        try sandbox.login(server, profile: "two")
+        try server.configure(["refresh_answer_overrides": [["access_token": ""]]])
+        let result = try sandbox.tokenctl("refresh", "--all")
+        #expect(result.status == 76, "\(result)")
+        #expect(result.stderr.components(separatedBy: ": unusable answer: the server's answer to the refresh of profile").count == 2, "\(result)")
+        #expect(try sandbox.tokenctl("refresh", "--all").status == 0, "both sessions go on")
+        #expect(try server.stats()["reuse_detected"] == 0)
+    }
+
+    @Test("an answer with neither a usable access token nor a refresh token (a non-rotating server): the session is kept, 76", arguments: [
+        ["status": 200, "body": "{\"token_type\":\"Bearer\"}", "content_type": "application/json"],
+        ["status": 200, "body": "{\"access_token\":\"has space\",\"token_type\":\"Bearer\"}", "content_type": "application/json"],
+    ] as [[String: any Sendable]])
+    func unusableAccessTokenWithoutRefreshToken(fault: [String: any Sendable]) throws {
+        let server = try AuthServer(["rotate": false])
+        let (sandbox, refreshToken) = try Self.staleSession(server)
+        try server.configure(["faults": [fault]])
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 76, "\(result)")
+        #expect(result.stderr.contains("no new refresh token, so the stored one is kept"), "\(result)")
+        #expect(!result.stderr.contains("has space"), "no token material in messages")
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
+        #expect(try sandbox.tokenctl("token").status == 0)
+    }
+
+    @Test("an unusable refresh token in the answer: nothing of it is stored, the session is left as it was, 76 saying it may be lost")
+    func unusableRefreshToken() throws {
+        let server = try AuthServer()
+        let (sandbox, refreshToken) = try Self.staleSession(server)
+        try server.configure(["refresh_answer_overrides": [["refresh_token": "rt with spaces"]]])
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 76, "\(result)")
+        #expect(result.stderr.contains("refresh_token contains whitespace or control characters"), "\(result)")
+        #expect(result.stderr.contains("if the server rotated its refresh token, the session is lost and the next command will say so"), "\(result)")
+        #expect(!result.stderr.contains("rt with spaces"))
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
+        // This server did rotate: the next refresh says the session ended.
+        #expect(try sandbox.tokenctl("token").status == 77)
     }
 
     @Test("fake server: compare-and-delete — a terminal answer does not delete a set another writer stored meanwhile")

@@ -8,12 +8,16 @@
 /// | timeout, DNS/connect/TLS/reset errors                     | transient |
 /// | 429 (honouring Retry-After)                               | transient |
 /// | 408, 500, 502, 503, 504 (any body)                        | transient |
+/// | 200 JSON whose access or refresh token cannot be used      | unusable tokens (`UnusableTokens`) |
 /// | anything else (other 4xx, empty 400, HTML, 200 unusable)  | terminal  |
 ///
 /// Only a terminal outcome may end a session (RFC 6749 §5.2 errors are the server saying
-/// the grant is dead); everything transient keeps it.
+/// the grant is dead); everything transient keeps it, and so do unusable tokens: the server
+/// accepted the grant, and a rotating one has already spent the refresh token it was sent.
 public enum RefreshOutcome: Equatable, Sendable {
     case success(TokenResponse, serverDate: Double?)
+    /// A 200 JSON answer tokenctl cannot use as a whole, though the server did not end the grant.
+    case unusableTokens(UnusableTokens)
     case terminal(TerminalReason)
     case transient(TransientReason, retryAfter: Double?)
 
@@ -34,8 +38,14 @@ public enum RefreshOutcome: Equatable, Sendable {
         switch response.status {
         case 200:
             do {
-                return .success(try TokenResponse.parse(response.body), serverDate: response.serverDate)
+                switch try TokenResponse.parseAnswer(response.body) {
+                case .usable(let tokens):
+                    return .success(tokens, serverDate: response.serverDate)
+                case .unusableAccessToken(let problem, let refreshToken, let idToken):
+                    return .unusableTokens(UnusableTokens(problem: problem, refreshToken: refreshToken.map { .rotated($0) } ?? .absent, idToken: idToken))
+                }
             } catch {
+                if error.field == "refresh_token" { return .unusableTokens(UnusableTokens(problem: error, refreshToken: .unusable, idToken: nil)) }
                 return .terminal(.unusableResponse(error.description))
             }
         default:
@@ -64,6 +74,38 @@ public enum RefreshOutcome: Equatable, Sendable {
     static func sanitized(_ text: String) -> String {
         String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(200).map(Character.init))
     }
+}
+
+/// A 200 JSON answer to a token request with an access token or a refresh token tokenctl
+/// cannot use (a login cannot go on with it; a refresh keeps what it can, see `TokenBroker`).
+public struct UnusableTokens: Equatable, Sendable, CustomStringConvertible {
+    /// The answer's refresh token.
+    public enum RefreshToken: Equatable, Sendable {
+        /// A usable one: the server rotated, and the one sent is spent on a rotating server.
+        case rotated(String)
+        /// None: the one sent stays valid (RFC 6749 §6), unless the server broke that rule.
+        case absent
+        /// One that cannot be used (not a string, whitespace or control characters, too large).
+        case unusable
+    }
+
+    /// What cannot be used.
+    public var problem: TokenResponseError
+    public var refreshToken: RefreshToken
+    /// The answer's ID token, when the access token is what could not be used.
+    public var idToken: String?
+
+    public init(problem: TokenResponseError, refreshToken: RefreshToken, idToken: String? = nil) {
+        self.problem = problem
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+    }
+
+    /// Never a token: only what is wrong with the answer.
+    public var description: String { problem.description }
+
+    /// A short class name for logs and `refresh --all` lines.
+    public var className: String { refreshToken == .unusable ? "unusable-refresh-token" : "unusable-access-token" }
 }
 
 public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {

@@ -285,7 +285,13 @@ public actor TokenBroker {
                 hint: "The session is kept. A proof carries the time: check the system clock, then try again.")
         }
         var idTokenRefused = false
-        if case .success(let response, _) = outcome, let idToken = response.idToken {
+        // The ID token of a usable answer, or of one whose rotated refresh token is kept.
+        let answeredIDToken: String? = switch outcome {
+        case .success(let response, _): response.idToken
+        case .unusableTokens(let answer): answer.idToken
+        default: nil
+        }
+        if let idToken = answeredIDToken {
             // OIDC Core §12.2: the same issuer, subject and client, signed by the issuer, or the
             // session is not ours: terminal, and nothing is stored.
             do {
@@ -348,6 +354,8 @@ public actor TokenBroker {
             didServe?(next, profile.identity, .session)
             record(.tokenRefreshed, profile, subject: next.subject)
             return next
+        case .unusableTokens(let answer):
+            throw try await keepingSession(after: answer, profile, target: target, current: current, receivedAt: receivedAt)
         case .terminal(let reason):
             // Another writer may have replaced the item meanwhile: delete only what we sent.
             let (store, identity) = (self.store, profile.identity)
@@ -366,6 +374,49 @@ public actor TokenBroker {
             throw TokenctlError(
                 .transient, "could not refresh profile '\(profile.name)': \(reason)",
                 hint: "The session is kept; try again later.")
+        }
+    }
+
+    /// A 200 answer whose access or refresh token cannot be used: the server accepted the grant,
+    /// so the session is not ended. A usable rotated refresh token is kept (journal first, then
+    /// the Secret Service, like any rotation: on a rotating server the one sent is spent) with
+    /// the session's access token marked expired, so the next command refreshes with it; without
+    /// one, the stored session is left as it is. Either way the answer is reported (EX_PROTOCOL).
+    ///
+    /// - Returns: the error to throw (`.protocolError`), once what can be kept is stored.
+    /// - Throws: when the rotated refresh token could not be kept (see `persist`).
+    private func keepingSession(
+        after answer: UnusableTokens, _ profile: ResolvedProfile, target: TokenTarget, current: TokenSet, receivedAt: Double
+    ) async throws(TokenctlError) -> TokenctlError {
+        record(.refreshFailed, profile, subject: current.subject, reason: answer.className)
+        let message = "the server's answer to the refresh of profile '\(profile.name)' is unusable: \(answer)"
+        switch answer.refreshToken {
+        case .rotated(let refreshToken):
+            var next = current
+            next.refreshToken = refreshToken
+            next.lastRefreshAt = receivedAt
+            // Checked above, like a usable answer's.
+            if let idToken = answer.idToken { next.idToken = idToken }
+            if target.isSession {
+                // Never served again: the server may have revoked it with the rotation.
+                next.expiresAt = min(current.expiresAt ?? receivedAt, receivedAt)
+            }
+            narrate?("the token endpoint answered with a rotated refresh token but an unusable access token: keeping the refresh token")
+            let outcome = try await persist(next, for: profile.identity, replacing: current)
+            let whereKept = if case .pending(let error) = outcome {
+                " (in the kernel keyring's rotation journal for now: the Secret Service could not take it, \(error.message); the next tokenctl command that can writes it there)"
+            } else { "" }
+            return TokenctlError(
+                .protocolError, message,
+                hint: "The server rotated the refresh token, and tokenctl kept the new one without this answer's access token\(whereKept): the session is kept, and the next command refreshes again.")
+        case .absent:
+            return TokenctlError(
+                .protocolError, message,
+                hint: "The answer carried no new refresh token, so the stored one is kept (RFC 6749 §6): the session is kept, and the next command refreshes with it again.")
+        case .unusable:
+            return TokenctlError(
+                .protocolError, message,
+                hint: "tokenctl cannot keep that refresh token, so the stored session is left as it was: if the server rotated its refresh token, the session is lost and the next command will say so.")
         }
     }
 
@@ -436,7 +487,12 @@ public actor TokenBroker {
     /// Persist the rotated set: the journal first, then the Secret Service; a transient store
     /// hiccup gets two more tries when there is no journal, since the old refresh token is
     /// already spent on a rotating server.
-    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing current: TokenSet) async throws(TokenctlError) {
+    ///
+    /// - Throws: when nothing holds the set (the Secret Service write failed, and the journal
+    ///   could not take it either), saying whether the session is lost: it is when the set
+    ///   carries another refresh token than `current` (the server rotated).
+    @discardableResult
+    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing current: TokenSet) async throws(TokenctlError) -> PersistOutcome {
         var lastError: StoreError?
         for attempt in 0..<3 {
             do {
@@ -449,17 +505,23 @@ public actor TokenBroker {
                         time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer,
                         subject: tokenSet.subject, reason: "write-pending:" + error.reason.rawValue))
                 }
-                return
+                return outcome
             } catch {
                 lastError = error
                 if [.locked, .timeout, .promptPending, .deadline].contains(error.reason) { break }
                 if attempt < 2 { try? await clock.sleep(0.1) }
             }
         }
-        events?.append(EventRecord(time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer, subject: tokenSet.subject, reason: lastError!.reason.rawValue))
+        let error = lastError!
+        events?.append(EventRecord(time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer, subject: tokenSet.subject, reason: error.reason.rawValue))
+        let journal = error.journalFailure.map { "the rotation journal (kernel keyring) could not hold it either: \($0)" }
+            ?? "no rotation journal holds it"
+        let storeHint = error.hint?.replacingSessionKept()
+        let consequence = tokenSet.refreshToken != current.refreshToken
+            ? "The server rotated the refresh token and nothing could hold the new one, so the session is lost: once the Secret Service works again (see 'tokenctl doctor'), run '\(CommandHint.login(identity.profile))'."
+            : "The server did not rotate the refresh token, so the stored one still works: the session is kept, and the next command refreshes again."
         throw TokenctlError(
-            .storeUnavailable, "the refreshed session could not be saved: \(lastError!.message)",
-            hint: Hint.sentences(lastError!.hint, "The server has rotated the refresh token and the kernel keyring could not hold it meanwhile (see 'tokenctl doctor'): you will probably need to log in again."))
+            .storeUnavailable, "the refreshed session could not be saved: \(error.message); \(journal)", hint: Hint.sentences(storeHint, consequence))
     }
 
     /// A confidential client's credentials (its secret from the Secret Service), or a public client's id.

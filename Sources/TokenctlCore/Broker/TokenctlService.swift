@@ -163,12 +163,15 @@ public final class TokenctlService: Sendable {
     }
 
     /// Run a broker call; a session that has ended is dropped from the hot cache (what the
-    /// broker serves it caches itself, through `didServe`).
+    /// broker serves it caches itself, through `didServe`), and so is the session's access
+    /// token after an unusable refresh answer (the broker marked it expired: the next command
+    /// refreshes, with the rotated refresh token it kept).
     private func forgettingEndedSession(_ identity: SessionIdentity, _ body: () async throws(TokenctlError) -> TokenSet) async throws(TokenctlError) -> TokenSet {
         do {
             return try await body()
         } catch {
             if error.kind == .loginRequired { hotCache?.forget(identity) }
+            if error.kind == .protocolError { hotCache?.invalidate(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID) }
             throw error
         }
     }

@@ -74,6 +74,8 @@ struct DeviceFlow: Sendable {
                 }
             case .terminal(let reason):
                 throw TokenctlError(.loginRequired, "the server ended the device login: \(reason)", hint: "Nothing was stored.")
+            case .unusableTokens(let answer):
+                throw TokenctlError(.loginRequired, "the server ended the device login: \(answer)", hint: "Nothing was stored.")
             }
         }
     }

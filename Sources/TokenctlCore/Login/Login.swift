@@ -384,6 +384,8 @@ extension TokenctlService {
             return (response, serverDate)
         case .terminal(let reason):
             throw TokenctlError(.loginRequired, "the server did not accept \(what): \(reason)", hint: "Nothing was stored.")
+        case .unusableTokens(let answer):
+            throw TokenctlError(.loginRequired, "the server did not accept \(what): \(answer)", hint: "Nothing was stored.")
         case .transient(let reason, _):
             throw TokenctlError(.transient, "could not reach the token endpoint: \(reason)", hint: "Nothing was stored; try again later.")
         }

@@ -12,8 +12,48 @@ public struct TokenResponse: Equatable, Sendable {
     /// - Throws: `TokenResponseError` when the body is not a JSON object, lacks a usable
     ///   `access_token`, or carries a token that would corrupt an HTTP header downstream.
     public static func parse(_ body: [UInt8]) throws(TokenResponseError) -> TokenResponse {
+        switch try parseAnswer(body) {
+        case .usable(let response): return response
+        case .unusableAccessToken(let problem, _, _): throw problem
+        }
+    }
+
+    /// What a 200 body holds, telling an unusable access token apart from an unusable answer:
+    /// a rotating server has spent the refresh token it was sent by the time it answers, so a
+    /// usable refresh token in an answer whose access token cannot be used must still be kept.
+    ///
+    /// - Throws: `TokenResponseError` when the body is not a JSON object, or its refresh token,
+    ///   ID token or scope cannot be used (`TokenResponseError.field` names which).
+    public static func parseAnswer(_ body: [UInt8]) throws(TokenResponseError) -> TokenAnswer {
         guard let object = JSONValue.parseObject(body) else { throw .notJSONObject }
-        guard case .string(let accessToken)? = object["access_token"] else { throw .missingAccessToken }
+        func optionalString(_ key: String) throws(TokenResponseError) -> String? {
+            switch object[key] {
+            case nil, .null?: return nil
+            case .string(let value)?: return value.isEmpty ? nil : value
+            default: throw .invalidField(key)
+            }
+        }
+        // The refresh token first: it is what must survive an unusable access token.
+        let refreshToken = try optionalString("refresh_token")
+        if let refreshToken { try validateToken(refreshToken, field: "refresh_token") }
+        let idToken = try optionalString("id_token")
+        if let idToken { try validateToken(idToken, field: "id_token") }
+        let scope = try optionalString("scope")
+        do {
+            let (accessToken, tokenType, expiresIn) = try accessTokenFields(object)
+            return .usable(TokenResponse(
+                accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
+                refreshToken: refreshToken, idToken: idToken, scope: scope))
+        } catch {
+            return .unusableAccessToken(error, refreshToken: refreshToken, idToken: idToken)
+        }
+    }
+
+    /// `access_token`, `token_type` and `expires_in`: what makes the access token usable.
+    private static func accessTokenFields(_ object: [String: JSONValue]) throws(TokenResponseError) -> (String, String, Double?) {
+        guard case .string(let accessToken)? = object["access_token"] else {
+            throw object["access_token"] == nil ? .missingAccessToken : .invalidField("access_token")
+        }
         try validateToken(accessToken, field: "access_token")
         var tokenType = "Bearer"
         if let value = object["token_type"] {
@@ -41,20 +81,7 @@ public struct TokenResponse: Equatable, Sendable {
             guard !seconds.isNaN else { throw .invalidField("expires_in") }
             expiresIn = seconds.clamped(to: 0...TokenResponse.maximumLifetime)
         }
-        func optionalString(_ key: String) throws(TokenResponseError) -> String? {
-            switch object[key] {
-            case nil, .null?: return nil
-            case .string(let value)?: return value.isEmpty ? nil : value
-            default: throw .invalidField(key)
-            }
-        }
-        let refreshToken = try optionalString("refresh_token")
-        if let refreshToken { try validateToken(refreshToken, field: "refresh_token") }
-        let idToken = try optionalString("id_token")
-        if let idToken { try validateToken(idToken, field: "id_token") }
-        return TokenResponse(
-            accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
-            refreshToken: refreshToken, idToken: idToken, scope: try optionalString("scope"))
+        return (accessToken, tokenType, expiresIn)
     }
 
     /// The longest access-token lifetime tokenctl believes (ten years); longer ones are clamped.
@@ -69,6 +96,16 @@ public struct TokenResponse: Equatable, Sendable {
     }
 }
 
+/// A 200 token answer that is a JSON object with a usable refresh token (or none).
+public enum TokenAnswer: Equatable, Sendable {
+    /// Everything in it can be used.
+    case usable(TokenResponse)
+    /// Its access token cannot be used (missing, not a string, empty, with whitespace or
+    /// control characters, too large, or of an unsupported type or lifetime); its refresh
+    /// token, when it has one, can.
+    case unusableAccessToken(TokenResponseError, refreshToken: String?, idToken: String?)
+}
+
 public enum TokenResponseError: Error, Equatable, CustomStringConvertible {
     case notJSONObject
     case missingAccessToken
@@ -76,6 +113,16 @@ public enum TokenResponseError: Error, Equatable, CustomStringConvertible {
     case invalidTokenCharacters(String)
     case invalidField(String)
     case unsupportedTokenType(String)
+
+    /// The member of the answer at fault (nil: the answer as a whole).
+    public var field: String? {
+        switch self {
+        case .notJSONObject: nil
+        case .missingAccessToken: "access_token"
+        case .unsupportedTokenType: "token_type"
+        case .emptyToken(let field), .invalidTokenCharacters(let field), .invalidField(let field): field
+        }
+    }
 
     public var description: String {
         switch self {

@@ -16,6 +16,9 @@ public struct TokenctlError: Error, Equatable, CustomStringConvertible {
         case serviceUnavailable
         /// A transient failure talking to the server; the session is kept: EX_TEMPFAIL.
         case transient
+        /// The server answered against the protocol (a refresh answer with an unusable access
+        /// or refresh token); what could be kept of the session was kept: EX_PROTOCOL.
+        case protocolError
         /// Anything else: exit 1.
         case unexpected
     }
@@ -37,6 +40,7 @@ public struct TokenctlError: Error, Equatable, CustomStringConvertible {
         case .loginRequired: .loginRequired
         case .storeUnavailable, .serviceUnavailable: .unavailable
         case .transient: .temporaryFailure
+        case .protocolError: .protocolError
         case .unexpected: .failure
         }
     }

@@ -129,6 +129,11 @@ extension TokenctlService {
                 hint: "Make the Secret Service writable (see the checks above); the next tokenctl command then writes it. Until then a reboot or logout loses it."))
         }
 
+        // Room in the kernel key quota for the journal's next entry (after the pending writes above).
+        if let journal, journal.isAvailable {
+            checks.append(journalQuotaCheck(configured, storeUsable: storeUsable, quota: KernelKeyQuota.current()))
+        }
+
         // Sessions.
         if storeUsable {
             for (name, _) in configured {
@@ -200,6 +205,77 @@ extension TokenctlService {
         }
         return checks
     }
+
+    /// Whether this user's kernel key quota has room for the rotation journal to hold the next
+    /// rotation of the largest session. The quota is shared by every program of the uid, and
+    /// one that fills it leaves the journal no room: a refresh is then written to the Secret
+    /// Service alone (a warning: a crash or a failing write in between loses the session), and
+    /// a session the Secret Service does not hold yet (a pending write) is lost by its next
+    /// refresh (a failure). A session is measured as its journal entry, read from the journal
+    /// or the Secret Service; `estimatedJournalCharge` stands in when none can be read.
+    func journalQuotaCheck(_ configured: [(ProfileName, ProfileConfiguration)], storeUsable: Bool, quota: KernelKeyQuota?) -> DoctorCheck {
+        let name = "journal quota"
+        guard let quota else {
+            return DoctorCheck(name, ok: true, "unknown: /proc/key-users cannot be read here, so the room left for the rotation journal cannot be measured")
+        }
+        let room = "\(quota.bytesLeft) of \(quota.maximumBytes) bytes and \(quota.keysLeft) of \(quota.maximumKeys) keys left in this user's kernel key quota"
+        let hint = "Another program fills this user's kernel key quota: list the keys with 'keyctl show @u' and remove those no longer needed, or raise the limit (/proc/sys/kernel/keys/maxbytes, as root)."
+        func fits(_ charge: Int) -> Bool { charge <= quota.bytesLeft && quota.keysLeft >= 1 }
+
+        var largest: (profile: ProfileName, charge: Int)?
+        var tooLarge: ProfileName?
+        var lost: [(profile: ProfileName, charge: Int)] = []
+        var unreadable = false
+        for (profile, configuration) in configured {
+            let identity = SessionIdentity(profile: profile, configuration: configuration)
+            let pending = store.pendingWrite(identity)
+            let session: TokenSet
+            if let pending {
+                session = pending.tokenSet
+            } else if storeUsable, let read = try? store.read(identity) {
+                session = read
+            } else {
+                // Not signed in, or the Secret Service cannot be read: then only an estimate.
+                unreadable = unreadable || !storeUsable
+                continue
+            }
+            guard let charge = RotationJournal.quotaCharge(of: session, for: identity) else {
+                tooLarge = profile
+                continue
+            }
+            if pending != nil && !fits(charge) { lost.append((profile, charge)) }
+            if charge > largest?.charge ?? -1 { largest = (profile, charge) }
+        }
+        if let first = lost.first {
+            return DoctorCheck(
+                name, ok: false,
+                "\(room), but the next rotation of '\(first.profile)' takes \(first.charge) bytes and one key: only the journal holds that session (a pending write above), so its next refresh would lose it",
+                hint: "Make the Secret Service writable first (see the checks above), then: " + hint)
+        }
+        if let tooLarge {
+            return DoctorCheck(name, level: .warn, "the session of '\(tooLarge)' is larger than a journal entry may be (\(HotCacheEntry.maximumPayloadSize) bytes): its refreshes are written to the Secret Service alone")
+        }
+        let measured: String
+        let charge: Int
+        if let largest {
+            (measured, charge) = ("the largest session ('\(largest.profile)') takes \(largest.charge) bytes and one key in the journal", largest.charge)
+        } else if unreadable {
+            (measured, charge) = ("a session takes about \(Self.estimatedJournalCharge) bytes and one key in the journal (an estimate: the sessions cannot be read)", Self.estimatedJournalCharge)
+        } else {
+            return DoctorCheck(name, ok: true, room + " (no session to journal yet)")
+        }
+        guard fits(charge) else {
+            return DoctorCheck(
+                name, level: .warn,
+                "\(room), but \(measured): a refresh now is written to the Secret Service alone, and a crash or a failed write before it is done loses the session",
+                hint: hint)
+        }
+        return DoctorCheck(name, ok: true, "\(room); \(measured)")
+    }
+
+    /// A journal entry of a session with JWT access and ID tokens of about a kilobyte each: the
+    /// measure when no session can be read.
+    static let estimatedJournalCharge = 4096
 
     private func checkIssuer(_ configuration: ProfileConfiguration) async -> [DoctorCheck] {
         let http = httpClient(configuration.caBundle)

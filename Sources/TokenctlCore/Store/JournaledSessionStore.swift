@@ -38,15 +38,20 @@ public final class JournaledSessionStore: SessionStore, Sendable {
         // there) is older than this one: the entry names their refresh tokens.
         let existing = journal.pending(identity)
         let supersedes = RotationJournal.lineage(of: tokenSet, replacing: previous, pending: existing)
-        var journaled = journal.record(tokenSet, for: identity, now: clock.now(), supersedes: supersedes)
-        if !journaled, existing != nil {
+        var journalFailure = journal.recordReporting(tokenSet, for: identity, now: clock.now(), supersedes: supersedes)
+        if journalFailure != nil, existing != nil {
             // An older entry must not outlive this write (a reader that cannot reach the Secret
             // Service would take it); its bytes may be what the key quota lacked.
             journal.clear(identity)
-            journaled = journal.record(tokenSet, for: identity, now: clock.now(), supersedes: supersedes)
+            journalFailure = journal.recordReporting(tokenSet, for: identity, now: clock.now(), supersedes: supersedes)
         }
+        let journaled = journalFailure == nil
         do { try inner.write(tokenSet, for: identity) } catch {
-            guard journaled else { throw error }
+            guard journaled else {
+                var error = error
+                error.journalFailure = journalFailure
+                throw error
+            }
             journal.record(tokenSet, for: identity, now: clock.now(), pendingReason: error.message, supersedes: supersedes)
             return .pending(error)
         }

@@ -131,18 +131,52 @@ public struct RotationJournal: Sendable {
     public func record(
         _ tokenSet: TokenSet, for identity: SessionIdentity, now: Double, pendingReason: String? = nil, supersedes: [String] = []
     ) -> Bool {
-        guard !isDisabled else { return false }
-        guard var payload = try? Self.encode(Entry(
-            identity: identity, tokenSet: tokenSet, journaledAt: now, pendingReason: pendingReason, supersedes: supersedes)) else {
-            return false
+        recordReporting(tokenSet, for: identity, now: now, pendingReason: pendingReason, supersedes: supersedes) == nil
+    }
+
+    /// `record`, saying why the entry could not be written (nil: it was), for messages.
+    public func recordReporting(
+        _ tokenSet: TokenSet, for identity: SessionIdentity, now: Double, pendingReason: String? = nil, supersedes: [String] = []
+    ) -> String? {
+        guard !isDisabled else { return "the kernel keyring is switched off (\(HotCache.disableVariable)=1)" }
+        var payload: [UInt8]
+        do {
+            payload = try Self.encode(Entry(
+                identity: identity, tokenSet: tokenSet, journaledAt: now, pendingReason: pendingReason, supersedes: supersedes))
+        } catch {
+            return error as? FormatError == .tooLarge
+                ? "the session is larger than a journal entry may be (\(HotCacheEntry.maximumPayloadSize) bytes)"
+                : "the session cannot be written as a journal entry"
         }
         defer { KernelKeyring.scrub(&payload) }
-        if case .success = KernelKeyring.replace(
-            Self.keyDescription(identity), payload: payload, permissions: KernelKeyring.userOnlyPermissions, timeout: 0) {
-            return true
+        let description = Self.keyDescription(identity)
+        switch KernelKeyring.replace(description, payload: payload, permissions: KernelKeyring.userOnlyPermissions, timeout: 0) {
+        case .success:
+            return nil
+        case .failure(let error) where error.isQuotaExceeded:
+            // The kernel charges a key its description, a NUL and its payload.
+            let needed = Self.quotaCharge(descriptionLength: description.utf8.count, payloadLength: payload.count)
+            return "this user's kernel key quota is full (\(KernelKeyQuota.current()?.summary ?? "usage unknown"); the entry needs \(needed) bytes)"
+        case .failure(let error):
+            return "the kernel keyring refused it (\(error))"
         }
-        return false
     }
+
+    /// The bytes of the user's kernel key quota a journal entry of `tokenSet` takes while it is
+    /// written: its description, a NUL and its payload, with the longest pending reason (the
+    /// entry is written again with one when the Secret Service refuses it) and lineage.
+    public static func quotaCharge(of tokenSet: TokenSet, for identity: SessionIdentity) -> Int? {
+        let entry = Entry(
+            identity: identity, tokenSet: tokenSet, journaledAt: 0, pendingReason: String(repeating: "x", count: maximumPendingReason),
+            supersedes: Array(repeating: String(repeating: "0", count: 16), count: maximumLineage))
+        guard let payload = try? encode(entry) else { return nil }
+        return quotaCharge(descriptionLength: keyDescription(identity).utf8.count, payloadLength: payload.count)
+    }
+
+    static func quotaCharge(descriptionLength: Int, payloadLength: Int) -> Int { descriptionLength + 1 + payloadLength }
+
+    /// The longest pending reason an entry keeps.
+    static let maximumPendingReason = 300
 
     /// The pending entry for exactly this identity, if any.
     public func pending(_ identity: SessionIdentity) -> Entry? {
@@ -197,7 +231,7 @@ public struct RotationJournal: Sendable {
             ("client_id", entry.identity.clientID),
             ("journaled_at", String(entry.journaledAt.isFinite && abs(entry.journaledAt) < 1e12 ? Int64(entry.journaledAt) : 0)),
         ]
-        if let reason = entry.pendingReason { fields.append(("pending_reason", String(reason.prefix(300)))) }
+        if let reason = entry.pendingReason { fields.append(("pending_reason", String(reason.prefix(maximumPendingReason)))) }
         if !entry.supersedes.isEmpty { fields.append(("supersedes", entry.supersedes.suffix(maximumLineage).joined(separator: ","))) }
         var bytes = Array(versionLine.utf8) + [0x0A]
         for (key, value) in fields {

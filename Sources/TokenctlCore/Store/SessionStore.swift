@@ -43,7 +43,8 @@ public protocol SessionStore: Sendable {
     /// - Parameter previous: the set `tokenSet` was refreshed from (nil: a login). The journal
     ///   entry remembers the refresh tokens it supersedes, so that an entry is taken over the
     ///   stored set only when the stored set is one of them (see `RotationJournal.Entry.isNewer`).
-    /// - Throws: when nothing holds it (no journal, and the write failed).
+    /// - Throws: when nothing holds it (no journal, or the journal could not take it, and the
+    ///   write failed); with a journal, `StoreError.journalFailure` says why it could not.
     func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?) throws(StoreError) -> PersistOutcome
 
     /// Under the profile lock: write a pending journal entry newer than the stored set to the
@@ -113,6 +114,9 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
     public var reason: Reason
     public var message: String
     public var hint: String?
+    /// Why the rotation journal could not hold the set either, when a persist failed with a
+    /// journal present (`JournaledSessionStore.persist`): then nothing holds it.
+    public var journalFailure: String?
 
     public init(_ reason: Reason, _ message: String, hint: String? = nil) {
         self.reason = reason
