@@ -13,7 +13,7 @@ enum DoctorCommand: EngineCommand {
             OptionSpec("--json", help: "Print the checks as JSON on stdout."),
             OptionSpec("--timeout", value: "seconds", help: "Give up after this long in all (default: 10, at least 1): the Secret Service checks share it, the issuers are asked meanwhile."),
         ],
-        discussion: "Checks the configuration, the session bus, the Secret Service and its lock state, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Each check is ok, warn (advice: tokens work) or fail (what breaks 'token'). The whole run ends within --timeout (10 s unless given), even against a Secret Service that never answers: every check still prints its line, and one that ran out of time says so. Exit status 0 unless a check fails, else 1.")
+        discussion: "Checks the configuration, the session bus, the Secret Service and its lock state, the rotation journal and its room in the kernel key quota, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Each check is ok, warn (advice: tokens work) or fail (what breaks 'token'). The whole run ends within --timeout (10 s unless given), even against a Secret Service that never answers: every check still prints its line, and one that ran out of time says so. Exit status 0 unless a check fails, else 1.")
 
     static var defaultTimeout: Double { 10 }
 

@@ -518,7 +518,7 @@ public actor TokenBroker {
             ?? "no rotation journal holds it"
         let storeHint = error.hint?.replacingSessionKept()
         let consequence = tokenSet.refreshToken != current.refreshToken
-            ? "The server rotated the refresh token and nothing could hold the new one, so the session is lost: once the Secret Service works again (see 'tokenctl doctor'), run '\(CommandHint.login(identity.profile))'."
+            ? "The server rotated the refresh token and nothing could hold the new one, so the session is lost, unless the server accepts the previous one again for a grace period: if the next command exits 77, run '\(CommandHint.login(identity.profile))' once the Secret Service works (see 'tokenctl doctor')."
             : "The server did not rotate the refresh token, so the stored one still works: the session is kept, and the next command refreshes again."
         throw TokenctlError(
             .storeUnavailable, "the refreshed session could not be saved: \(error.message); \(journal)", hint: Hint.sentences(storeHint, consequence))
