@@ -8,8 +8,8 @@
 /// | timeout, DNS/connect/TLS/reset errors                     | transient |
 /// | 429 (honouring Retry-After)                               | transient |
 /// | 408, 500, 502, 503, 504 (any body)                        | transient |
-/// | 200 JSON whose access or refresh token cannot be used      | unusable tokens (`UnusableTokens`) |
-/// | anything else (other 4xx, empty 400, HTML, 200 unusable)  | terminal  |
+/// | 200 JSON with an access or refresh token unusable (`UnusableTokens`) | unusable tokens |
+/// | anything else (other 4xx, empty 400, HTML, 200 not a token answer)   | terminal  |
 ///
 /// Only a terminal outcome may end a session (RFC 6749 §5.2 errors are the server saying
 /// the grant is dead); everything transient keeps it, and so do unusable tokens: the server

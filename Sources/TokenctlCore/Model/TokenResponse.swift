@@ -51,9 +51,7 @@ public struct TokenResponse: Equatable, Sendable {
 
     /// `access_token`, `token_type` and `expires_in`: what makes the access token usable.
     private static func accessTokenFields(_ object: [String: JSONValue]) throws(TokenResponseError) -> (String, String, Double?) {
-        guard case .string(let accessToken)? = object["access_token"] else {
-            throw object["access_token"] == nil ? .missingAccessToken : .invalidField("access_token")
-        }
+        guard case .string(let accessToken)? = object["access_token"] else { throw .missingAccessToken }
         try validateToken(accessToken, field: "access_token")
         var tokenType = "Bearer"
         if let value = object["token_type"] {
