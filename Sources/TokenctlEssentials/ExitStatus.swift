@@ -11,9 +11,9 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// EX_TEMPFAIL: a transient failure talking to the server; the session is kept.
     case temporaryFailure = 75
     /// EX_PROTOCOL: the server did not do its part of the protocol. `logout`: the session was
-    /// removed here, but the server did not confirm the revocation (refused or unreachable), so
-    /// the token may stay valid at the server. A refresh: the server's answer held an access or
-    /// refresh token tokenctl cannot use; what could be kept of the session was kept.
+    /// removed here, but the server did not revoke its token (it refused, or could not be
+    /// reached): the token may stay valid at the server. A refresh: the server's answer held an
+    /// access token or a refresh token that cannot be used; the session is kept.
     case protocolError = 76
     /// EX_NOPERM: login required (no session, or the server ended it).
     case loginRequired = 77
