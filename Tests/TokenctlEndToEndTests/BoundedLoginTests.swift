@@ -42,6 +42,45 @@ struct LoginKeepsWhatItSpendsTests {
         #expect(try sandbox.tokenctl("token").status == 0)
     }
 
+    @Test("a device login approved while another process holds the profile lock past --timeout: the issued session is still stored, not thrown away")
+    func deviceLoginStoredWhileLockHeld() throws {
+        let sandbox = try Sandbox()
+        let server = try AuthServer(["grace_seconds": 0, "device_script": ["authorization_pending", "authorization_pending", "approve"], "device_interval": 1])
+        try forgetIssuer(sandbox, server)
+        let login = try sandbox.start(["login", "--device", "--issuer", server.url, "--client-id", "cli", "--timeout", "2"])
+        // Once the login has asked for a device code (its checks, and their lock, are behind it),
+        // another process takes the profile lock and keeps it past the login's lock wait.
+        for _ in 0..<400 {
+            if try server.log().contains(where: { $0["path"] as? String == "/device_authorization" }) { break }
+            usleep(25_000)
+        }
+        let lockPath = sandbox.variables["TOKENCTL_RUNTIME_DIR"]! + "/tokenctl/default.lock"
+        let marker = sandbox.root + "/lock-held"
+        let holder = try RunningCommand(
+            executable: sandbox.environment.python,
+            arguments: ["-c", """
+                import fcntl, os, sys, time
+                fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                open(sys.argv[2], "w").close()
+                time.sleep(20)
+                """, lockPath, marker],
+            environment: sandbox.variables, stdin: nil, directory: sandbox.root)
+        defer {
+            holder.signal(SIGKILL)
+            _ = holder.wait()
+        }
+        let result = login.wait()
+        #expect(FileManager.default.fileExists(atPath: marker), "the lock was held during the login")
+        #expect(result.status == 0, "\(result)")
+        let stored = try sandbox.storedTokenSet(issuer: server.url)
+        #expect(stored != nil, "the issued session is kept")
+        holder.signal(SIGKILL)
+        _ = holder.wait()
+        let token = try sandbox.tokenctl("token")
+        #expect(token.status == 0 && !token.stdout.isEmpty, "\(token)")
+    }
+
     @Test("a device login with the profile directory unwritable: 78 naming it before any code is shown; neither the device nor the token endpoint is asked")
     func deviceWithUnwritableProfileDirectory() throws {
         let sandbox = try Sandbox()

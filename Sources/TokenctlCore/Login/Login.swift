@@ -450,10 +450,17 @@ extension TokenctlService {
         previous: ProfileConfiguration?, alreadyLocked: Bool, journalUsable: Bool
     ) async throws(TokenctlError) {
         let identity = SessionIdentity(profile: profile, configuration: configuration)
-        // The writes get --timeout of their own from now: the person's wait is over.
-        store.limitCalls(until: clock.now() + retry.deadline)
-        let lock = alreadyLocked ? nil : try await locks.acquire(profile, timeout: lockTimeout)
+        // The server has issued the session: if another process holds the profile lock past
+        // the wait (a refresh of the old session stuck on its server), the new session is still
+        // stored, without the lock: giving it up would spend the grant for nothing, and the
+        // person asked for this session.
+        var lock: (any HeldLock)?
+        if !alreadyLocked {
+            lock = try? await locks.acquire(profile, timeout: lockTimeout)
+        }
         defer { withExtendedLifetime(lock) {} }
+        // The writes get --timeout of their own from now: the person's wait and the lock's are over.
+        store.limitCalls(until: clock.now() + retry.deadline)
         SignalDeferral.begin()
         defer { SignalDeferral.end() }
         let outcome: PersistOutcome
