@@ -59,11 +59,15 @@ let package = Package(
             exclude: ["README.md"]
         ),
 
-        // The engine: every command, output and exit code (thin over the core). Runs as
-        // `tokenctl-engine`, started by the front with the user's argv.
+        // Every command, its options, output and exit status (thin over the core), as a library
+        // that tests run in-process and the fuzz targets import.
+        .target(name: "TokenctlCommands", dependencies: ["TokenctlEssentials", "TokenctlCore"]),
+
+        // The engine: `main` over TokenctlCommands. Runs as `tokenctl-engine`, started by the
+        // front with the user's argv.
         .executableTarget(
             name: "tokenctl-engine",
-            dependencies: ["TokenctlEssentials", "TokenctlCore", "CProcessStartup"],
+            dependencies: ["TokenctlEssentials", "TokenctlCommands", "CProcessStartup"],
             path: "Sources/tokenctl-engine",
             exclude: ["StaticLibstdcxx"],
             // The Swift runtime and FoundationEssentials linked in: ~12 fewer shared libraries to
@@ -92,6 +96,7 @@ let package = Package(
 
         .testTarget(name: "TokenctlEssentialsTests", dependencies: ["TokenctlEssentials"]),
         .testTarget(name: "TokenctlCoreTests", dependencies: ["TokenctlCore"]),
+        .testTarget(name: "TokenctlCommandsTests", dependencies: ["TokenctlCommands", "TokenctlCore", "TokenctlEssentials"]),
         .testTarget(name: "TokenctlEndToEndTests", dependencies: ["TokenctlEssentials"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,11 +1,12 @@
 // Fuzz target: the engine's argv parser (CommandLineParser with every command of
-// Sources/tokenctl-engine, compiled in), and the help it prints for help actions and
+// TokenctlCommands), and the help it prints for help actions and
 // the "did you mean" hints of its errors.
 //
 // Input: argv after argv[0], split on NUL; each argument decoded as UTF-8 with repair (as
 // CommandLine.arguments decodes the process's argv).
-// fuzz-extra-sources: Sources/tokenctl-engine
+// fuzz-extra-sources:
 import TokenctlEssentials
+@testable import TokenctlCommands
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzCommandLine(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

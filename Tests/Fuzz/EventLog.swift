@@ -1,16 +1,16 @@
 // Fuzz target: the event log file ($XDG_STATE_HOME/tokenctl/events.jsonl) as `tokenctl events`
 // reads it: EventLog.records (complete lines of the rotated and the live file, EventRecord.parse
 // of each, the filter), then each record printed as `events` prints it (EventsCommand.line:
-// Output.timestamp, Output.padded, Output.printable; Sources/tokenctl-engine/Output.swift is compiled
-// in) and as `events --json` prints it (EventRecord.jsonLine), whose line must parse back.
+// Output.timestamp, Output.padded, Output.printable, from TokenctlCommands) and as `events --json` prints it (EventRecord.jsonLine), whose line must parse back.
 //
 // Input: the live file's bytes (written to a private temporary directory each run).
-// fuzz-extra-sources: Sources/tokenctl-engine
+// fuzz-extra-sources:
 #if canImport(Glibc)
 import Glibc
 #endif
 @testable import TokenctlCore
 import TokenctlEssentials
+@testable import TokenctlCommands
 
 let stateDirectory: String = {
     var template = Array("/tmp/tokenctl-fuzz-events.XXXXXX".utf8CString)

@@ -4,9 +4,10 @@
 // a decoded set goes through what the engine does with one (Shared/TokenSetUse.swift).
 //
 // Input: the JSON bytes.
-// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift
 @testable import TokenctlCore
 import TokenctlEssentials
+@testable import TokenctlCommands
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzFlatJSON(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

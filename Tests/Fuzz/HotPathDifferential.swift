@@ -26,11 +26,12 @@
 //     argv (NUL-separated) | environment (NUL-separated NAME=value) | profile file | payload |
 //     now ("SECONDS.NANOSECONDS"), rendered by HotPath.render and by the old front's general
 //     rendering (Tests/TokenctlEssentialsTests/OldFrontRendering.swift, shared with HotPathTests).
-// fuzz-extra-sources: Sources/tokenctl-engine Tests/TokenctlEssentialsTests/OldFrontRendering.swift
+// fuzz-extra-sources: Tests/TokenctlEssentialsTests/OldFrontRendering.swift
 #if canImport(Glibc)
 import Glibc
 #endif
 @testable import TokenctlEssentials
+@testable import TokenctlCommands
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzHotPathDifferential(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

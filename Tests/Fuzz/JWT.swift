@@ -5,9 +5,10 @@
 // (ClockSkew), stored, read back and printed (Shared/TokenSetUse.swift).
 //
 // Input: the token text (UTF-8 with repair).
-// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift
 @testable import TokenctlCore
 import TokenctlEssentials
+@testable import TokenctlCommands
 
 /// Public keys only; the private halves signed the seed tokens and are not kept.
 let fixedKeys = try! JSONWebKeySet.parse(Array(#"""

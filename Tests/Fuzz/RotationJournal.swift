@@ -4,9 +4,10 @@
 // encode/decode when it can be encoded.
 //
 // Input: the payload bytes.
-// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Sources/tokenctl-engine
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift
 @testable import TokenctlCore
 import TokenctlEssentials
+@testable import TokenctlCommands
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRotationJournal(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -9,9 +9,10 @@
 // Input: optionally a head, then a blank line, then the body:
 //   STATUS "\n" (NAME ":" VALUE "\n")* "\n" BODY
 // Without a blank line the whole input is the body of a 200 without headers.
-// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Tests/Fuzz/Shared/KnownHTTPDateCrash.swift Sources/tokenctl-engine
+// fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Tests/Fuzz/Shared/KnownHTTPDateCrash.swift
 @testable import TokenctlCore
 import TokenctlEssentials
+@testable import TokenctlCommands
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

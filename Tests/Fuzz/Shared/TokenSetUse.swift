@@ -2,11 +2,11 @@
 // Service, or the rotation journal), for the targets whose parsers produce one: store it and read
 // it back (Secret Service JSON, hot-cache payload, rotation journal), decide freshness, and print
 // its expiry and time left as `token`, `token --format json`, `refresh`, `status` and `login` do
-// (Output.timestamp and Output.duration: Sources/tokenctl-engine/Output.swift is compiled into the
-// targets that use this file). Round trips are checked: what one component writes, the other
-// must read back unchanged.
+// (Output.timestamp and Output.duration, from TokenctlCommands). Round trips are checked: what
+// one component writes, the other must read back unchanged.
 @testable import TokenctlCore
 import TokenctlEssentials
+@testable import TokenctlCommands
 
 enum TokenSetUse {
     static let identity = SessionIdentity(

@@ -15,6 +15,7 @@ enum StandardInput {
         var buffer = [UInt8](repeating: 0, count: 4096)
         defer { for index in buffer.indices { buffer[index] = 0 } }
         let deadline = TokenctlCore.Clock.system.now() + timeout
+        let input = IOStreams.current.input
         func endsWithBlankLine() -> Bool {
             bytes.count == 1 && bytes[0] == 0x0A || bytes.suffix(2) == [0x0A, 0x0A] || bytes.suffix(4) == [0x0D, 0x0A, 0x0D, 0x0A]
         }
@@ -22,14 +23,14 @@ enum StandardInput {
             guard bytes.count <= 65536 else {
                 throw TokenctlError(.invalidInput, "the \(what) on standard input is larger than 64 KiB")
             }
-            var ready = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
+            var ready = pollfd(fd: input, events: Int16(POLLIN), revents: 0)
             let left = deadline - TokenctlCore.Clock.system.now()
             let polled = left > 0 ? poll(&ready, 1, Int32(left * 1000)) : 0
             if polled < 0 && errno == EINTR { continue }
             if polled == 0 {
                 throw TokenctlError(.invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))")
             }
-            let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
             bytes += buffer[0..<count]

@@ -8,7 +8,7 @@ import TokenctlEssentials
 /// Shows an interactive login on stderr: the device code (with a QR code and a live countdown
 /// on a terminal, plain lines otherwise) or the authorization URL, and opens the browser.
 final class TerminalLoginPresenter: LoginPresenter, Sendable {
-    private let isTerminal = isatty(2) == 1
+    private let isTerminal = IOStreams.current.errorIsTerminal
     private let countdown = Mutex<Task<Void, Never>?>(nil)
 
     func showDeviceAuthorization(_ authorization: DeviceAuthorization, expiresAt: Double) {

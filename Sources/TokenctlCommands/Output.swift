@@ -7,11 +7,11 @@ import TokenctlEssentials
 /// Writing to stdout (the product only) and stderr (everything for humans), by file descriptor.
 enum Output {
     static func standardOutput(_ text: String) {
-        write(1, text)
+        write(IOStreams.current.output, text)
     }
 
     static func standardError(_ text: String) {
-        write(2, text)
+        write(IOStreams.current.error, text)
     }
 
     private static func write(_ descriptor: Int32, _ text: String) {
@@ -28,7 +28,7 @@ enum Output {
 
     /// Whether stdout is a terminal with a UTF-8 locale (else ASCII marks, no decoration).
     static var prefersUnicode: Bool {
-        guard isatty(1) == 1 else { return false }
+        guard IOStreams.current.outputIsTerminal else { return false }
         let locale = ["LC_ALL", "LC_CTYPE", "LANG"].lazy.compactMap { Environment.process[$0] }.first ?? ""
         return locale.uppercased().contains("UTF-8") || locale.uppercased().contains("UTF8")
     }

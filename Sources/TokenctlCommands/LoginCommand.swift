@@ -180,25 +180,26 @@ enum LoginCommand: EngineCommand {
     static func hasDisplay() -> Bool {
         let environment = Environment.process
         let display = !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
-        return display && isatty(0) == 1
+        return display && IOStreams.current.inputIsTerminal
     }
 
     /// One line from stdin: a trailing newline is dropped; anything else must be the value.
     /// Input that does not end within `timeout` seconds (a pipe left open) is an error, never a
     /// hang; a person typing at a terminal is not hurried.
     static func readLine(what: String, prompt: String, timeout: Double) throws -> String {
-        let interactive = isatty(0) == 1
+        let input = IOStreams.current.input
+        let interactive = isatty(input) == 1
         var saved = termios()
         if interactive {
             Output.standardError(prompt)
-            tcgetattr(0, &saved)
+            tcgetattr(input, &saved)
             var quiet = saved
             quiet.c_lflag &= ~tcflag_t(ECHO)
-            tcsetattr(0, TCSANOW, &quiet)
+            tcsetattr(input, TCSANOW, &quiet)
         }
         defer {
             if interactive {
-                tcsetattr(0, TCSANOW, &saved)
+                tcsetattr(input, TCSANOW, &saved)
                 Output.standardError("\n")
             }
         }
@@ -207,7 +208,7 @@ enum LoginCommand: EngineCommand {
         let deadline = TokenctlCore.Clock.system.now() + timeout
         while bytes.count <= 65536 {
             if !interactive {
-                var ready = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
+                var ready = pollfd(fd: input, events: Int16(POLLIN), revents: 0)
                 let left = deadline - TokenctlCore.Clock.system.now()
                 let polled = left > 0 ? poll(&ready, 1, Int32(left * 1000)) : 0
                 if polled < 0 && errno == EINTR { continue }
@@ -218,7 +219,7 @@ enum LoginCommand: EngineCommand {
                         hint: "Close the input after the value, e.g. 'printf %s \"$VALUE\" | tokenctl login ...'; or give more time with --timeout.")
                 }
             }
-            let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
             bytes += buffer[0..<count]

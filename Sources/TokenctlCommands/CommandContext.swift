@@ -30,7 +30,7 @@ struct CommandContext {
         var retry = RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout))
         retry.commandDeadline = deadline
         // A provider's prompt can be answered only by a person at a terminal; say what it asks.
-        let interactive = isatty(2) == 1
+        let interactive = IOStreams.current.errorIsTerminal
         let notice: @Sendable (String) -> Void = { notice in Output.standardError("tokenctl: \(notice)\n") }
         let storeOptions = SecretServiceStore.Options(callTimeout: 10, interactive: interactive, promptNotice: interactive ? notice : nil)
         let narrate: TokenBroker.Narrator? = verbose ? { @Sendable (line: String) in Output.standardError("tokenctl: " + Output.printable(line) + "\n") } : nil
