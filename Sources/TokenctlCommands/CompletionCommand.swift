@@ -10,7 +10,7 @@ enum CompletionCommand: EngineCommand {
         usage: "bash|zsh|fish",
         options: [],
         arguments: [("shell", "bash, zsh or fish.")],
-        argumentChoices: ["bash", "zsh", "fish"],
+        argumentChoices: Shell.allCases.map(\.rawValue),
         discussion: """
         For the current shell: source <(tokenctl completion bash), or in ~/.zshrc:
         source <(tokenctl completion zsh); fish: tokenctl completion fish | source.
@@ -19,16 +19,32 @@ enum CompletionCommand: EngineCommand {
 
     static func hasDeadline(_ options: ParsedOptions) -> Bool { false }
 
-    static func run(_ context: CommandContext) async throws -> ExitStatus {
-        guard let shell = context.options.arguments.first else {
-            throw UsageError("Missing the shell: bash, zsh or fish.", command: spec.name)
+    enum Shell: String, CaseIterable, Sendable {
+        case bash, zsh, fish
+    }
+
+    /// `completion`'s argument, checked.
+    struct Options: Equatable, Sendable {
+        var shell: Shell
+
+        init(_ parsed: ParsedOptions) throws(UsageError) {
+            guard let text = parsed.arguments.first else {
+                throw UsageError("Missing the shell: bash, zsh or fish.", command: spec.name)
+            }
+            guard let shell = Shell(rawValue: text) else {
+                throw UsageError("Unknown shell '\(Output.printable(String(text.prefix(40))))': expected bash, zsh or fish.", command: spec.name)
+            }
+            self.shell = shell
         }
+    }
+
+    static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let options = try Options(context.options)
         let commands = Commands.all.map { $0.spec }
-        switch shell {
-        case "bash": Output.standardOutput(CompletionScript.bash(commands))
-        case "zsh": Output.standardOutput(CompletionScript.zsh(commands))
-        case "fish": Output.standardOutput(CompletionScript.fish(commands))
-        default: throw UsageError("Unknown shell '\(Output.printable(String(shell.prefix(40))))': expected bash, zsh or fish.", command: spec.name)
+        switch options.shell {
+        case .bash: Output.standardOutput(CompletionScript.bash(commands))
+        case .zsh: Output.standardOutput(CompletionScript.zsh(commands))
+        case .fish: Output.standardOutput(CompletionScript.fish(commands))
         }
         return .success
     }

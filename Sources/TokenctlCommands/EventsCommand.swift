@@ -2,46 +2,53 @@ import TokenctlCore
 import TokenctlEssentials
 
 enum EventsCommand: EngineCommand {
+    static let followOption = OptionSpec("-f", "--follow", help: "Keep printing events as they are appended, until interrupted.")
+    static let sinceOption = OptionSpec("--since", value: "time", help: "Only events at or after this time: an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d).")
+    static let significanceOption = OptionSpec(
+        "--min-significance", value: "level", choices: EventSignificance.allCases.map(\.rawValue), help: "low (everything, default), medium, or high.")
+    static let jsonOption = OptionSpec("--json", help: "Print the log's JSON lines as they are.")
+
     static let spec = CommandSpec(
         name: "events",
         abstract: "Show the audit event log (logins, refreshes, logouts, ended sessions).",
         usage: "[--follow] [--since <time>] [--min-significance <level>] [--json]",
-        options: [
-            OptionSpec("-f", "--follow", help: "Keep printing events as they are appended, until interrupted."),
-            OptionSpec("--since", value: "time", help: "Only events at or after this time: an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d)."),
-            OptionSpec("--min-significance", value: "level", choices: EventSignificance.allCases.map(\.rawValue), help: "low (everything, default), medium, or high."),
-            OptionSpec("--json", help: "Print the log's JSON lines as they are."),
-        ],
+        options: [followOption, sinceOption, significanceOption, jsonOption],
         discussion: "Events of all profiles are shown unless --profile names one. The log is $XDG_STATE_HOME/tokenctl/events.jsonl; it never holds a token and is never sent anywhere.")
 
     /// --follow runs until interrupted.
     static func hasDeadline(_ options: ParsedOptions) -> Bool { false }
 
+    /// `events`' options, checked.
+    struct Options: Equatable, Sendable {
+        var follow: Bool
+        var since: Double?
+        var minimumSignificance: EventSignificance
+        var json: Bool
+
+        init(_ parsed: ParsedOptions, now: Double = Clock.system.now()) throws(UsageError) {
+            follow = parsed.has(followOption)
+            json = parsed.has(jsonOption)
+            if let text = parsed.value(sinceOption) {
+                guard let time = EventsCommand.parseTime(text, now: now) else {
+                    throw UsageError("Invalid value '\(Output.printable(String(text.prefix(40))))' for '--since': expected an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d).", command: "events")
+                }
+                since = time
+            }
+            minimumSignificance = try parsed.choice(significanceOption, command: "events", default: .low)
+        }
+    }
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let profileFilter = context.profileChosen ? context.profile.rawValue : nil
-        let options = context.options
+        let options = try Options(context.options)
         let log = EventLog(stateDirectory: context.paths.stateDirectory)
-        var since: Double?
-        if let text = options.value("--since") {
-            guard let time = parseTime(text, now: Clock.system.now()) else {
-                throw UsageError("Invalid value '\(text)' for '--since': expected an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d).", command: "events")
-            }
-            since = time
-        }
-        var minimum = EventSignificance.low
-        if let text = options.value("--min-significance") {
-            guard let level = EventSignificance(rawValue: text) else {
-                throw UsageError("Invalid value '\(text)' for '--min-significance': expected low, medium or high.", command: "events")
-            }
-            minimum = level
-        }
-        let json = options.has("--json")
+        let (since, minimum, json) = (options.since, options.minimumSignificance, options.json)
         func show(_ records: [EventRecord]) {
             guard !records.isEmpty else { return }
             Output.standardOutput(records.map { json ? $0.jsonLine() : line($0) }.joined())
         }
         let filter = EventLog.Filter(since: since, minimumSignificance: minimum, profile: profileFilter)
-        guard options.has("--follow") else {
+        guard options.follow else {
             show(log.records(since: since, minimumSignificance: minimum, profile: profileFilter))
             return .success
         }

@@ -10,14 +10,16 @@ import TokenctlEssentials
 enum ExecCommand: EngineCommand {
     static let defaultVariable = "TOKENCTL_ACCESS_TOKEN"
 
+    static let environmentOption = OptionSpec(
+        "--env", value: "name", help: "The variable that holds the token (default: \(defaultVariable)); its expiry goes to <name>_EXPIRES_AT.")
+    static let minimumTimeToLiveOption = OptionSpec(
+        "--min-ttl", value: "seconds", help: "The token stays valid at least this long after the program starts (default: 60; capped at half its lifetime).")
+
     static let spec = CommandSpec(
         name: "exec",
         abstract: "Run a program with a valid access token in its environment.",
         usage: "[--env <name>] [--min-ttl <seconds>] [--scope <scopes>] [--audience <audience>] [--resource <uris>] [--] <command> [<argument>…]",
-        options: [
-            OptionSpec("--env", value: "name", help: "The variable that holds the token (default: \(defaultVariable)); its expiry goes to <name>_EXPIRES_AT."),
-            OptionSpec("--min-ttl", value: "seconds", help: "The token stays valid at least this long after the program starts (default: 60; capped at half its lifetime)."),
-        ] + SharedCommandSpecs.target + [Commands.timeout],
+        options: [environmentOption, minimumTimeToLiveOption] + SharedCommandSpecs.target + [Commands.timeout],
         arguments: [("command", "The program to run (found in PATH), then its arguments: everything after it is the program's.")],
         discussion: """
         For example: tokenctl exec -- sh -c 'curl -H "Authorization: Bearer $TOKENCTL_ACCESS_TOKEN" https://api.example.com/'
@@ -38,19 +40,33 @@ enum ExecCommand: EngineCommand {
         }
     }
 
+    /// `exec`'s options and command line, checked.
+    struct Options: Equatable, Sendable {
+        var variable: String
+        /// The program and its arguments.
+        var commandLine: [String]
+        var minimumTimeToLive: Double
+        var target: TokenTarget
+
+        init(_ parsed: ParsedOptions) throws(UsageError) {
+            variable = parsed.value(environmentOption) ?? defaultVariable
+            guard isIdentifier(variable), variable.utf8.count <= 200 else {
+                throw UsageError("Invalid value '\(Output.printable(String(variable.prefix(40))))' for '--env': expected a shell variable name (letters, digits and '_', not starting with a digit).", command: spec.name)
+            }
+            commandLine = parsed.arguments
+            guard let program = commandLine.first, !program.isEmpty else {
+                throw UsageError("Missing the command to run: tokenctl exec [--env NAME] -- COMMAND [ARGUMENTS...]", command: spec.name)
+            }
+            minimumTimeToLive = try parsed.seconds(minimumTimeToLiveOption, command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
+            target = try parsed.target(command: spec.name)
+        }
+    }
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
-        let variable = context.options.value("--env") ?? defaultVariable
-        guard isIdentifier(variable), variable.utf8.count <= 200 else {
-            throw UsageError("Invalid value '\(Output.printable(String(variable.prefix(40))))' for '--env': expected a shell variable name (letters, digits and '_', not starting with a digit).", command: spec.name)
-        }
-        let arguments = context.options.arguments
-        guard let program = arguments.first, !program.isEmpty else {
-            throw UsageError("Missing the command to run: tokenctl exec [--env NAME] -- COMMAND [ARGUMENTS...]", command: spec.name)
-        }
-        let minimumTimeToLive = try context.seconds("--min-ttl", command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
-        let target = try context.target(command: spec.name)
+        let options = try Options(context.options)
+        let (variable, arguments, program) = (options.variable, options.commandLine, options.commandLine[0])
         let tokenSet = try await context.service().token(
-            context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: false, consultHotCache: true).tokenSet
+            context.profile, target: options.target, minimumTimeToLive: options.minimumTimeToLive, force: false, consultHotCache: true).tokenSet
         setenv(variable, tokenSet.accessToken, 1)
         setenv(variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? "", 1)
         context.verboseLog("running \(Output.printable(program)) with the access token of '\(context.profile)' in \(variable), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))")

@@ -8,15 +8,16 @@ import TokenctlEssentials
 ///
 ///     git config --global credential.https://git.example.com.helper '!tokenctl --profile work git-credential'
 enum GitCredentialCommand: EngineCommand {
+    static let minimumTimeToLiveOption = OptionSpec(
+        "--min-ttl", value: "seconds", help: "The token handed to git stays valid at least this long (default: 60; capped at half its lifetime).")
+
     static let spec = CommandSpec(
         name: "git-credential",
         abstract: "Act as a git credential helper: hand git a valid access token.",
         usage: "get|store|erase [--min-ttl <seconds>] [--scope <scopes>] [--audience <audience>] [--resource <uris>]",
-        options: [
-            OptionSpec("--min-ttl", value: "seconds", help: "The token handed to git stays valid at least this long (default: 60; capped at half its lifetime)."),
-        ] + SharedCommandSpecs.target + [Commands.timeout],
+        options: [minimumTimeToLiveOption] + SharedCommandSpecs.target + [Commands.timeout],
         arguments: [("action", "get, store or erase (git gives it).")],
-        argumentChoices: ["get", "store", "erase"],
+        argumentChoices: Action.allCases.map(\.rawValue),
         discussion: """
         Configure it per URL, for example:
           git config --global credential.https://git.example.com.helper '!tokenctl --profile work git-credential'
@@ -32,21 +33,39 @@ enum GitCredentialCommand: EngineCommand {
         --resource, git is given a token for just that (see 'tokenctl help token').
         """)
 
+    /// What git asks for (gitcredentials(7)).
+    enum Action: String, CaseIterable, Sendable {
+        case get, store, erase
+    }
+
+    /// `git-credential`'s options and action, checked.
+    struct Options: Equatable, Sendable {
+        var action: Action
+        var minimumTimeToLive: Double
+        var target: TokenTarget
+
+        init(_ parsed: ParsedOptions) throws(UsageError) {
+            guard let text = parsed.arguments.first else {
+                throw UsageError("Missing the action: get, store or erase (git gives it).", command: spec.name)
+            }
+            guard let action = Action(rawValue: text) else {
+                throw UsageError("Unknown action '\(Output.printable(String(text.prefix(40))))': expected get, store or erase.", command: spec.name)
+            }
+            self.action = action
+            minimumTimeToLive = try parsed.seconds(minimumTimeToLiveOption, command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
+            target = try parsed.target(command: spec.name)
+        }
+    }
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
-        guard let action = context.options.arguments.first else {
-            throw UsageError("Missing the action: get, store or erase (git gives it).", command: spec.name)
-        }
-        guard spec.argumentChoices.contains(action) else {
-            throw UsageError("Unknown action '\(Output.printable(String(action.prefix(40))))': expected get, store or erase.", command: spec.name)
-        }
-        let minimumTimeToLive = try context.seconds("--min-ttl", command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
+        let options = try Options(context.options)
         // git writes the attributes, then closes the pipe: always read them (a helper that
         // leaves them unread can make git die of SIGPIPE).
         let attributes = try Attributes(StandardInput.lines(timeout: context.timeout, what: "git credential request"))
-        switch action {
-        case "get": return try await get(context, attributes, minimumTimeToLive: minimumTimeToLive)
-        case "erase": return try await erase(context, attributes)
-        default: return .success
+        switch options.action {
+        case .get: return try await get(context, attributes, options)
+        case .erase: return try await erase(context, attributes, options)
+        case .store: return .success
         }
     }
 
@@ -89,17 +108,17 @@ enum GitCredentialCommand: EngineCommand {
         return nil
     }
 
-    static func get(_ context: CommandContext, _ attributes: Attributes, minimumTimeToLive: Double) async throws -> ExitStatus {
+    static func get(_ context: CommandContext, _ attributes: Attributes, _ options: Options) async throws -> ExitStatus {
         let host = attributes["host"] ?? ""
         if let refusal = refusal(attributes) {
             // Nothing on stdout: git goes on to the next helper, or asks.
             Output.standardError("tokenctl: no token for git: \(refusal) (git asks the next helper).\n")
             return .success
         }
-        let target = try context.target(command: spec.name)
         let served: TokenctlService.ServedToken
         do {
-            served = try await context.service().token(context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: false, consultHotCache: true)
+            served = try await context.service().token(
+                context.profile, target: options.target, minimumTimeToLive: options.minimumTimeToLive, force: false, consultHotCache: true)
         } catch {
             guard error.kind == .loginRequired || error.kind == .configuration else { throw error }
             // Nothing on stdout: git goes on to the next helper, or asks.
@@ -121,15 +140,14 @@ enum GitCredentialCommand: EngineCommand {
         return .success
     }
 
-    static func erase(_ context: CommandContext, _ attributes: Attributes) async throws -> ExitStatus {
+    static func erase(_ context: CommandContext, _ attributes: Attributes, _ options: Options) async throws -> ExitStatus {
         if let refusal = refusal(attributes) {
             context.verboseLog("nothing to erase: \(refusal)")
             return .success
         }
         let rejected = attributes["credential"] ?? attributes["password"]
-        let target = try context.target(command: spec.name)
         do {
-            let discarded = try await context.service().discardAccessToken(context.profile, target: target, ifAccessTokenIs: rejected)
+            let discarded = try await context.service().discardAccessToken(context.profile, target: options.target, ifAccessTokenIs: rejected)
             context.verboseLog(discarded
                 ? "git says the access token of '\(context.profile)' was rejected: the next get refreshes"
                 : "git rejected a token that is no longer the session's: nothing to do")

@@ -2,17 +2,16 @@ import TokenctlCore
 import TokenctlEssentials
 
 enum LogoutCommand: EngineCommand {
+    static let allOption = OptionSpec("--all", help: "Log out every configured profile.")
+    static let forgetOption = OptionSpec("--forget", help: "Also remove the profile: its configuration file, client secret and caches (other profiles are left alone).")
+    static let orphansOption = OptionSpec("--orphans", help: "Remove keyring sessions that no profile uses any more (see 'status --all').")
+    static let noRevokeOption = OptionSpec("--no-revoke", help: "Remove the local session without asking the server to revoke it.")
+
     static let spec = CommandSpec(
         name: "logout",
         abstract: "Revoke the refresh token and remove the stored session.",
         usage: "[--all] [--forget] [--no-revoke] | --orphans",
-        options: [
-            OptionSpec("--all", help: "Log out every configured profile."),
-            OptionSpec("--forget", help: "Also remove the profile: its configuration file, client secret and caches (other profiles are left alone)."),
-            OptionSpec("--orphans", help: "Remove keyring sessions that no profile uses any more (see 'status --all')."),
-            OptionSpec("--no-revoke", help: "Remove the local session without asking the server to revoke it."),
-            Commands.timeout,
-        ],
+        options: [allOption, forgetOption, orphansOption, noRevokeOption, Commands.timeout],
         discussion: """
         Without --forget the profile's configuration is kept, so 'tokenctl login' signs it
         in again with the same settings, and 'refresh --all' skips it (signed out by you)
@@ -21,16 +20,29 @@ enum LogoutCommand: EngineCommand {
         status is 76: the refresh token may stay valid at the server until it expires.
         """)
 
+    /// `logout`'s options, checked.
+    struct Options: Equatable, Sendable {
+        var all: Bool
+        var forget: Bool
+        var orphans: Bool
+        var revoke: Bool
+
+        init(_ parsed: ParsedOptions) throws(UsageError) {
+            (all, forget, orphans, revoke) = (parsed.has(allOption), parsed.has(forgetOption), parsed.has(orphansOption), !parsed.has(noRevokeOption))
+            if orphans && all {
+                throw UsageError("'--orphans' and '--all' exclude each other.", command: "logout")
+            }
+            if orphans && forget {
+                throw UsageError("'--orphans' and '--forget' exclude each other ('--orphans' removes keyring items no profile uses).", command: "logout")
+            }
+        }
+    }
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let options = try Options(context.options)
         let service = context.service()
-        if context.options.has("--orphans") && context.options.has("--all") {
-            throw UsageError("'--orphans' and '--all' exclude each other.", command: "logout")
-        }
-        if context.options.has("--orphans") && context.options.has("--forget") {
-            throw UsageError("'--orphans' and '--forget' exclude each other ('--orphans' removes keyring items no profile uses).", command: "logout")
-        }
-        let forget = context.options.has("--forget")
-        if context.options.has("--orphans") {
+        let forget = options.forget
+        if options.orphans {
             let removed = try service.removeOrphanedSessions()
             for identity in removed {
                 Output.standardError("Removed the orphaned session of profile '\(identity.profile)' (issuer \(identity.issuer), client id \(identity.clientID)).\n")
@@ -38,10 +50,10 @@ enum LogoutCommand: EngineCommand {
             if removed.isEmpty { Output.standardError("No orphaned sessions.\n") }
             return .success
         }
-        let names = context.options.has("--all") ? try service.profiles.all() : [context.profile]
+        let names = options.all ? try service.profiles.all() : [context.profile]
         var status = ExitStatus.success
         for name in names {
-            let report = try await service.logout(name, revoke: !context.options.has("--no-revoke"), forget: forget)
+            let report = try await service.logout(name, revoke: options.revoke, forget: forget)
             switch report.revocation {
             case .failure(let error)?:
                 // Honest: the session is gone here, not at the server.

@@ -2,22 +2,33 @@ import TokenctlCore
 import TokenctlEssentials
 
 enum RefreshCommand: EngineCommand {
+    static let allOption = OptionSpec("--all", help: "Refresh every configured profile; one line per profile on stderr.")
+    static let windowOption = OptionSpec("--if-expiring-within", value: "seconds", help: "Only refresh when the access token expires within this time.")
+
     static let spec = CommandSpec(
         name: "refresh",
         abstract: "Refresh the session now (for cron and timers).",
         usage: "[--all] [--if-expiring-within <seconds>]",
-        options: [
-            OptionSpec("--all", help: "Refresh every configured profile; one line per profile on stderr."),
-            OptionSpec("--if-expiring-within", value: "seconds", help: "Only refresh when the access token expires within this time."),
-            Commands.timeout,
-        ],
+        options: [allOption, windowOption, Commands.timeout],
         discussion: "Exit status with --all is the worst outcome: 77 if any session ended, else 76 if any server answered with tokens that cannot be used, else 75 if any failed transiently, else 0.")
 
+    /// `refresh`'s options, checked.
+    struct Options: Equatable, Sendable {
+        var all: Bool
+        /// Refresh only when the access token expires within this many seconds; nil: always.
+        var window: Double?
+
+        init(_ parsed: ParsedOptions) throws(UsageError) {
+            all = parsed.has(allOption)
+            window = try parsed.optionalSeconds(windowOption, command: "refresh")
+        }
+    }
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
-        let window: Double? = context.options.value("--if-expiring-within") == nil
-            ? nil : try context.seconds("--if-expiring-within", command: "refresh", default: 0)
+        let options = try Options(context.options)
+        let window = options.window
         let service = context.service()
-        guard context.options.has("--all") else {
+        guard options.all else {
             let report = await service.refresh(context.profile, ifExpiringWithin: window)
             let tokenSet = try report.result.get()
             let validity = Output.validity(tokenSet.timeLeft(at: Clock.system.now()))

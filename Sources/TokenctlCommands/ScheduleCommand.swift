@@ -2,17 +2,17 @@ import TokenctlCore
 import TokenctlEssentials
 
 enum ScheduleCommand: EngineCommand {
+    static let everyOption = OptionSpec("--every", value: "interval", help: "How often to refresh: 15m (default), 30m, 1h, 900s …")
+    static let systemdOption = OptionSpec("--systemd", help: "Use a systemd user timer (the default when 'systemctl --user' works).")
+    static let cronOption = OptionSpec("--cron", help: "Use a crontab entry.")
+
     static let spec = CommandSpec(
         name: "schedule",
         abstract: "Install, remove or show the unattended refresh (systemd timer or cron).",
         usage: "install|remove|status [--every <interval>] [--systemd | --cron]",
-        options: [
-            OptionSpec("--every", value: "interval", help: "How often to refresh: 15m (default), 30m, 1h, 900s …"),
-            OptionSpec("--systemd", help: "Use a systemd user timer (the default when 'systemctl --user' works)."),
-            OptionSpec("--cron", help: "Use a crontab entry."),
-        ],
+        options: [everyOption, systemdOption, cronOption],
         arguments: [("action", "install, remove or status.")],
-        argumentChoices: ["install", "remove", "status"],
+        argumentChoices: Action.allCases.map(\.rawValue),
         discussion: "The job runs 'tokenctl refresh --all --if-expiring-within <2 x interval + 60 s>'. Installing twice replaces the entry; 'remove' deletes exactly what 'install' created.")
 
     /// systemctl and crontab are bounded on their own.
@@ -36,44 +36,69 @@ enum ScheduleCommand: EngineCommand {
         return RefreshSchedule(executable: executable)
     }
 
-    static func run(_ context: CommandContext) async throws -> ExitStatus {
-        let options = context.options
-        guard let action = options.arguments.first else {
-            throw UsageError("Missing action: install, remove or status.", command: "schedule")
-        }
-        if options.has("--systemd") && options.has("--cron") {
-            throw UsageError("'--systemd' and '--cron' exclude each other.", command: "schedule")
-        }
-        let schedule = schedule()
-        let chosen: RefreshSchedule.Backend? = options.has("--systemd") ? .systemd : options.has("--cron") ? .cron : nil
-        switch action {
-        case "install":
-            let text = options.value("--every") ?? "15m"
-            guard let interval = RefreshSchedule.parseInterval(text) else {
-                throw UsageError("Invalid value '\(text)' for '--every': expected a duration from 1m to 24h, e.g. 15m, 1h, 900s.", command: "schedule")
+    enum Action: String, CaseIterable, Sendable {
+        case install, remove, status
+    }
+
+    /// `schedule`'s action and options, checked.
+    struct Options: Equatable, Sendable {
+        var action: Action
+        /// The backend asked for (`--systemd`, `--cron`), or nil for the default.
+        var backend: RefreshSchedule.Backend?
+        /// With `install`: the refresh interval in seconds.
+        var interval: Int?
+
+        init(_ parsed: ParsedOptions) throws(UsageError) {
+            guard let text = parsed.arguments.first else {
+                throw UsageError("Missing action: install, remove or status.", command: "schedule")
             }
+            guard let action = Action(rawValue: text) else {
+                let hint = closestMatch(to: text, in: Action.allCases.map(\.rawValue)).map { " Did you mean '\($0)'?" } ?? ""
+                throw UsageError("Unknown action '\(Output.printable(String(text.prefix(40))))'.\(hint)", command: "schedule")
+            }
+            self.action = action
+            if parsed.has(systemdOption) && parsed.has(cronOption) {
+                throw UsageError("'--systemd' and '--cron' exclude each other.", command: "schedule")
+            }
+            backend = parsed.has(systemdOption) ? .systemd : parsed.has(cronOption) ? .cron : nil
+            switch action {
+            case .install:
+                let every = parsed.value(everyOption) ?? "15m"
+                guard let interval = RefreshSchedule.parseInterval(every) else {
+                    throw UsageError("Invalid value '\(Output.printable(String(every.prefix(40))))' for '--every': expected a duration from 1m to 24h, e.g. 15m, 1h, 900s.", command: "schedule")
+                }
+                self.interval = interval
+            case .remove, .status:
+                guard parsed.value(everyOption) == nil else { throw UsageError("'--every' applies to 'install' only.", command: "schedule") }
+                interval = nil
+            }
+        }
+    }
+
+    static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let options = try Options(context.options)
+        let schedule = schedule()
+        let chosen = options.backend
+        switch options.action {
+        case .install:
             let backend = chosen ?? schedule.defaultBackend()
-            let description = try schedule.install(backend, interval: interval)
+            let description = try schedule.install(backend, interval: options.interval!)
             Output.standardError("Installed \(description).\n")
             // One schedule at a time: switching backends removes the other one, once the new one works.
             let other = RefreshSchedule.Backend.allCases.filter { $0 != backend }
             for removed in (try? schedule.remove(other)) ?? [] { Output.standardError("Removed \(removed).\n") }
             return .success
-        case "remove":
-            guard options.value("--every") == nil else { throw UsageError("'--every' applies to 'install' only.", command: "schedule") }
+        case .remove:
             let removed = try schedule.remove(chosen.map { [$0] } ?? RefreshSchedule.Backend.allCases)
             for item in removed { Output.standardError("Removed \(item).\n") }
             if removed.isEmpty { Output.standardError("No tokenctl schedule was installed.\n") }
             return .success
-        case "status":
+        case .status:
             let statuses = schedule.status()
             for entry in statuses where chosen == nil || entry.backend == chosen {
                 Output.standardOutput("\(entry.backend.rawValue): \(entry.detail)\n")
             }
             return statuses.contains(where: { $0.working && (chosen == nil || $0.backend == chosen) }) ? .success : .failure
-        default:
-            let hint = closestMatch(to: action, in: ["install", "remove", "status"]).map { " Did you mean '\($0)'?" } ?? ""
-            throw UsageError("Unknown action '\(action)'.\(hint)", command: "schedule")
         }
     }
 }

@@ -5,18 +5,46 @@ enum TokenCommand: EngineCommand {
     /// Shared with the front, which parses `token` hits with exactly the engine's options.
     static let spec = SharedCommandSpecs.token
 
-    static func run(_ context: CommandContext) async throws -> ExitStatus {
-        let minimumTimeToLive = try context.seconds("--min-ttl", command: "token", default: AccessTokenLifetime.defaultMinimumTimeToLive)
-        let format = context.options.value("--format") ?? "raw"
-        guard spec.options.first(where: { $0.key == "--format" })!.choices.contains(format) else {
-            throw UsageError("Invalid value '\(format)' for '--format': expected raw, header, json, exec-credential or dpop.", command: "token")
+    /// What `token` prints.
+    enum Format: String, CaseIterable, Sendable {
+        case raw, header, json
+        case execCredential = "exec-credential"
+        case dpop
+    }
+
+    /// The request a DPoP proof is for (`--method`, `--url`, `--nonce`).
+    struct ProofRequest: Equatable, Sendable {
+        var method: String
+        var url: String
+        var nonce: String?
+    }
+
+    /// `token`'s options, checked.
+    struct Options: Equatable, Sendable {
+        typealias Option = SharedCommandSpecs.TokenOption
+        var minimumTimeToLive: Double
+        var force: Bool
+        var format: Format
+        var proofRequest: ProofRequest?
+        var target: TokenTarget
+
+        init(_ parsed: ParsedOptions) throws(UsageError) {
+            minimumTimeToLive = try parsed.seconds(Option.minimumTimeToLive, command: "token", default: AccessTokenLifetime.defaultMinimumTimeToLive)
+            force = parsed.has(Option.force)
+            format = try parsed.choice(Option.format, command: "token", default: .raw)
+            proofRequest = try TokenCommand.proofRequest(
+                method: parsed.value(Option.method), url: parsed.value(Option.url), nonce: parsed.value(Option.nonce), format: format)
+            target = try parsed.target(command: "token")
         }
-        let proofRequest = try proofRequest(context.options, format: format)
+    }
+
+    static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let options = try Options(context.options)
+        let (minimumTimeToLive, format, proofRequest, target) = (options.minimumTimeToLive, options.format, options.proofRequest, options.target)
         // The front serves raw, header and json hits itself; exec-credential comes here first.
-        let target = try context.target(command: "token")
         let served = try await context.service().token(
-            context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: context.options.has("--force"),
-            consultHotCache: format == "exec-credential")
+            context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: options.force,
+            consultHotCache: format == .execCredential)
         let tokenSet = served.tokenSet
         if served.fromAnotherProcessRefresh {
             context.verboseLog("waited for another process's refresh of '\(context.profile)'; serving the token it cached")
@@ -40,15 +68,15 @@ enum TokenCommand: EngineCommand {
             } catch {
                 throw TokenctlError(.unexpected, "cannot sign a DPoP proof: \(error)")
             }
-        } else if let dpopKey, format != "json" {
+        } else if let dpopKey, format != .json {
             DPoPNotice.once(profile: context.profile, thumbprint: dpopKey.thumbprint, paths: context.paths)
         }
         switch format {
-        case "dpop":
+        case .dpop:
             Output.standardOutput("Authorization: \(tokenSet.tokenType) \(tokenSet.accessToken)\nDPoP: \(proof!)\n")
-        case "header":
+        case .header:
             Output.standardOutput("Authorization: \(tokenSet.tokenType) \(tokenSet.accessToken)\n")
-        case "json":
+        case .json:
             var fields = [
                 "\"access_token\":\(Output.jsonString(tokenSet.accessToken))",
                 "\"token_type\":\(Output.jsonString(tokenSet.tokenType))",
@@ -59,19 +87,18 @@ enum TokenCommand: EngineCommand {
             }
             if let proof { fields.append("\"dpop_proof\":\(Output.jsonString(proof))") }
             Output.standardOutput("{" + fields.joined(separator: ",") + "}\n")
-        case "exec-credential":
+        case .execCredential:
             Output.standardOutput(execCredential(tokenSet, minimumTimeToLive: minimumTimeToLive) + "\n")
-        default:
+        case .raw:
             Output.standardOutput(tokenSet.accessToken + "\n")
         }
         return .success
     }
 
-    /// The request a DPoP proof is for (`--method`, `--url`, `--nonce`), checked; nil when none is asked for.
-    static func proofRequest(_ options: ParsedOptions, format: String) throws -> (method: String, url: String, nonce: String?)? {
-        let (method, url, nonce) = (options.value("--method"), options.value("--url"), options.value("--nonce"))
-        guard method != nil || url != nil || nonce != nil || format == "dpop" else { return nil }
-        guard format == "dpop" || format == "json" else {
+    /// The request a DPoP proof is for, checked; nil when none is asked for.
+    static func proofRequest(method: String?, url: String?, nonce: String?, format: Format) throws(UsageError) -> ProofRequest? {
+        guard method != nil || url != nil || nonce != nil || format == .dpop else { return nil }
+        guard format == .dpop || format == .json else {
             throw UsageError("--method, --url and --nonce go with --format dpop or --format json.", command: "token")
         }
         guard let method, let url else {
@@ -87,7 +114,7 @@ enum TokenCommand: EngineCommand {
         if let nonce, DPoPHTTPClient.usableNonce(nonce) == nil {
             throw UsageError("Invalid value for '--nonce': expected the DPoP-Nonce header's value (printable ASCII, no quotes or backslashes).", command: "token")
         }
-        return (method.uppercased(), url, nonce)
+        return ProofRequest(method: method.uppercased(), url: url, nonce: nonce)
     }
 
     /// A kubectl exec credential (client.authentication.k8s.io, v1 or the v1beta1 that

@@ -1,0 +1,87 @@
+import Testing
+@testable import TokenctlCommands
+import TokenctlCore
+import TokenctlEssentials
+
+/// Each converted command's `Options`: built from what the real parser collected, every value
+/// checked into its type, usage errors thrown by the struct (command bodies read only fields).
+@Suite("TokenctlCommands: typed options")
+struct CommandOptionsTests {
+    static func parsed(_ arguments: String...) throws -> ParsedOptions {
+        try Commands.parser.parse(arguments).options
+    }
+
+    static func usageError(_ build: () throws -> Void) -> String? {
+        do { try build() } catch let error as UsageError { return error.message } catch { return "not a usage error: \(error)" }
+        return nil
+    }
+
+    @Test("token: defaults, every format, a proof request, a target")
+    func token() throws {
+        let defaults = try TokenCommand.Options(Self.parsed("token"))
+        #expect(defaults.minimumTimeToLive == AccessTokenLifetime.defaultMinimumTimeToLive)
+        #expect(defaults.format == .raw && !defaults.force && defaults.proofRequest == nil && defaults.target.isSession)
+        for format in TokenCommand.Format.allCases where format != .dpop {
+            #expect(try TokenCommand.Options(Self.parsed("token", "--format", format.rawValue)).format == format)
+        }
+        let dpop = try TokenCommand.Options(Self.parsed("token", "--format", "dpop", "--method", "post", "--url", "https://api.test/x", "--force"))
+        #expect(dpop.proofRequest == TokenCommand.ProofRequest(method: "POST", url: "https://api.test/x", nonce: nil))
+        #expect(dpop.force)
+        let targeted = try TokenCommand.Options(Self.parsed("token", "--scope", "read", "--min-ttl", "120"))
+        #expect(!targeted.target.isSession && targeted.minimumTimeToLive == 120)
+        let wrong = try Self.parsed("token", "--format", "yaml")
+        #expect(Self.usageError { _ = try TokenCommand.Options(wrong) }?.contains("expected raw, header, json, exec-credential or dpop") == true)
+        let proofless = try Self.parsed("token", "--format", "dpop")
+        #expect(Self.usageError { _ = try TokenCommand.Options(proofless) }?.contains("--method") == true)
+        let stray = try Self.parsed("token", "--url", "https://api.test/")
+        #expect(Self.usageError { _ = try TokenCommand.Options(stray) }?.contains("go with --format dpop") == true)
+    }
+
+    @Test("git-credential: the action as an enum, min-ttl, target")
+    func gitCredential() throws {
+        for action in GitCredentialCommand.Action.allCases {
+            #expect(try GitCredentialCommand.Options(Self.parsed("git-credential", action.rawValue)).action == action)
+        }
+        let options = try GitCredentialCommand.Options(Self.parsed("git-credential", "--min-ttl", "5", "get"))
+        #expect(options.minimumTimeToLive == 5 && options.target.isSession)
+        let negative = try Self.parsed("git-credential", "--min-ttl", "-1", "get")
+        #expect(Self.usageError { _ = try GitCredentialCommand.Options(negative) }?.contains("--min-ttl") == true)
+    }
+
+    @Test("exec: the variable, the command line, min-ttl")
+    func exec() throws {
+        let options = try ExecCommand.Options(Self.parsed("exec", "--env", "API_TOKEN", "--", "curl", "-s", "https://api.test/"))
+        #expect(options.variable == "API_TOKEN" && options.commandLine == ["curl", "-s", "https://api.test/"])
+        #expect(try ExecCommand.Options(Self.parsed("exec", "true")).variable == ExecCommand.defaultVariable)
+        let badName = try Self.parsed("exec", "--env", "1X", "--", "true")
+        #expect(Self.usageError { _ = try ExecCommand.Options(badName) }?.contains("shell variable name") == true)
+        let nothing = try Self.parsed("exec")
+        #expect(Self.usageError { _ = try ExecCommand.Options(nothing) }?.contains("Missing the command") == true)
+    }
+
+    @Test("refresh, logout, events, schedule, completion")
+    func others() throws {
+        let refresh = try RefreshCommand.Options(Self.parsed("refresh", "--all", "--if-expiring-within", "600"))
+        #expect(refresh.all && refresh.window == 600)
+        #expect(try RefreshCommand.Options(Self.parsed("refresh")).window == nil)
+
+        let logout = try LogoutCommand.Options(Self.parsed("logout", "--no-revoke", "--forget"))
+        #expect(!logout.revoke && logout.forget && !logout.all && !logout.orphans)
+        let exclusive = try Self.parsed("logout", "--orphans", "--all")
+        #expect(Self.usageError { _ = try LogoutCommand.Options(exclusive) }?.contains("exclude each other") == true)
+
+        let events = try EventsCommand.Options(Self.parsed("events", "-f", "--since", "90s", "--min-significance", "high"), now: 1000)
+        #expect(events.follow && events.since == 910 && events.minimumSignificance == .high && !events.json)
+        let level = try Self.parsed("events", "--min-significance", "urgent")
+        #expect(Self.usageError { _ = try EventsCommand.Options(level) }?.contains("expected low, medium or high") == true)
+
+        let install = try ScheduleCommand.Options(Self.parsed("schedule", "install", "--every", "1h", "--cron"))
+        #expect(install.action == .install && install.interval == 3600 && install.backend == .cron)
+        let misspelt = try Self.parsed("schedule", "instal")
+        #expect(Self.usageError { _ = try ScheduleCommand.Options(misspelt) }?.contains("Did you mean 'install'") == true)
+        let everyOnRemove = try Self.parsed("schedule", "remove", "--every", "1h")
+        #expect(Self.usageError { _ = try ScheduleCommand.Options(everyOnRemove) }?.contains("'--every' applies to 'install' only") == true)
+
+        #expect(try CompletionCommand.Options(Self.parsed("completion", "fish")).shell == .fish)
+    }
+}
