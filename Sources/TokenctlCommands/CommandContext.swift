@@ -43,24 +43,6 @@ struct CommandContext {
     func verboseLog(_ message: String) {
         if verbose { Output.standardError("tokenctl: \(message)\n") }
     }
-
-    /// The target asked for with --scope, --audience and --resource (`.session` without them).
-    func target(command: String) throws(UsageError) -> TokenTarget {
-        do {
-            return try TokenTarget(scope: options.value("--scope"), audience: options.value("--audience"), resource: options.value("--resource"))
-        } catch {
-            throw UsageError(error.description, command: command)
-        }
-    }
-
-    /// A non-negative number of seconds from an option, or a usage error naming it.
-    func seconds(_ key: String, command: String, default value: Double, allowZero: Bool = true) throws(UsageError) -> Double {
-        guard let text = options.value(key) else { return value }
-        guard let number = Double(text), number.isFinite, allowZero ? number >= 0 : number > 0, number <= 31_536_000 else {
-            throw UsageError("Invalid value '\(text)' for '\(key)': expected \(allowZero ? "a non-negative" : "a positive") number of seconds.", command: command)
-        }
-        return number
-    }
 }
 
 /// The session bus for this process (cron gives no DBUS_SESSION_BUS_ADDRESS): found by the core,

@@ -5,25 +5,35 @@ import TokenctlCore
 import TokenctlEssentials
 
 enum DoctorCommand: EngineCommand {
+    static let jsonOption = OptionSpec("--json", help: "Print the checks as JSON on stdout.")
+
     static let spec = CommandSpec(
         name: "doctor",
         abstract: "Check everything unattended use needs, one line per check.",
         usage: "[--json]",
         options: [
-            OptionSpec("--json", help: "Print the checks as JSON on stdout."),
+            jsonOption,
             OptionSpec("--timeout", value: "seconds", help: "Give up after this long in all (default: 10, at least 1): the Secret Service checks share it, the issuers are asked meanwhile."),
         ],
         discussion: "Checks the configuration, the session bus, the Secret Service and its lock state, the rotation journal and its room in the kernel key quota, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Each check is ok, warn (advice: tokens work) or fail (what breaks 'token'). The whole run ends within --timeout (10 s unless given), even against a Secret Service that never answers: every check still prints its line, and one that ran out of time says so. Exit status 0 unless a check fails, else 1.")
 
     static var defaultTimeout: Double { 10 }
 
+    /// `doctor`'s options.
+    struct Options: Equatable, Sendable {
+        var json: Bool
+
+        init(_ parsed: ParsedOptions) { json = parsed.has(jsonOption) }
+    }
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let options = Options(context.options)
         let (service, bus) = context.serviceAndBus()
         // Which engine runs (beside the front, or the package's under libexec), then the checks.
         let checks = [DoctorCheck("engine", ok: true, "tokenctl \(toolVersion) at \(enginePath)")]
             + (await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule()))
         let allPassed = checks.allSatisfy(\.ok)
-        if context.options.has("--json") {
+        if options.json {
             let items = checks.map { check in
                 "{\"name\":\(Output.jsonString(check.name)),\"ok\":\(check.ok),\"level\":\"\(check.level.rawValue)\",\"detail\":\(Output.jsonString(check.detail)),\"hint\":\(check.hint.map(Output.jsonString) ?? "null")}"
             }

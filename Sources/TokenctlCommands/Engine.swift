@@ -50,7 +50,7 @@ public enum Engine {
             Output.report(TokenctlError(.configuration, error.description))
             return .configuration
         }
-        let timeoutOption = invocation.options.value("--timeout")
+        let timeoutOption = invocation.options.value(SharedCommandSpecs.timeout)
         let timeout: Double
         if let timeoutOption {
             // Under a second cannot hold a lock wait, a round trip and a keyring write: a refresh

@@ -5,32 +5,57 @@ import TokenctlCore
 import TokenctlEssentials
 
 enum LoginCommand: EngineCommand {
+    /// Every option of `login`, by name.
+    enum Option {
+        static let issuer = OptionSpec("--issuer", value: "url", help: "The authorization server's issuer URL (https://, or http:// to loopback). Default: the profile's saved one.")
+        static let clientID = OptionSpec("--client-id", value: "id", help: "The OAuth client ID. Default: the profile's saved one.")
+        static let device = OptionSpec("--device", help: "Device authorization grant (RFC 8628): show a code to enter on any device. The default without a display or terminal.")
+        static let browser = OptionSpec("--browser", help: "Authorization code with PKCE in the system browser, redirected to 127.0.0.1 (RFC 8252).")
+        static let port = OptionSpec("--port", value: "port", help: "With --browser: listen on this loopback port instead of a free one.")
+        static let noOpen = OptionSpec("--no-open", help: "With --browser: print the URL instead of starting xdg-open.")
+        static let loginTimeout = OptionSpec("--login-timeout", value: "seconds", help: "With --browser: how long to wait for the browser (default: 300).")
+        static let refreshTokenStdin = OptionSpec("--refresh-token-stdin", help: "Import a refresh token read from standard input (one line).")
+        static let clientSecretStdin = OptionSpec("--client-secret-stdin", help: "A confidential client: read its secret from standard input and keep it in the Secret Service.")
+        static let scope = OptionSpec("--scope", value: "scope", help: "Scopes to request (default: openid offline_access, as far as the server supports them).")
+        static let audience = OptionSpec("--audience", value: "audience", help: "Pass an 'audience' parameter (e.g. Auth0 APIs).")
+        static let resource = OptionSpec("--resource", value: "uri", help: "Resource indicator(s) (RFC 8707), space-separated.")
+        static let tokenEndpoint = OptionSpec("--token-endpoint", value: "url", help: "Token endpoint, for servers without (complete) discovery.")
+        static let revocationEndpoint = OptionSpec("--revocation-endpoint", value: "url", help: "Revocation endpoint (RFC 7009).")
+        static let deviceAuthorizationEndpoint = OptionSpec("--device-authorization-endpoint", value: "url", help: "Device authorization endpoint (RFC 8628).")
+        static let authorizationEndpoint = OptionSpec("--authorization-endpoint", value: "url", help: "Authorization endpoint, for --browser.")
+        static let jwksURI = OptionSpec("--jwks-uri", value: "url", help: "The issuer's JSON Web Key Set, to verify ID token signatures.")
+        static let caBundle = OptionSpec("--cacert", value: "file", valueKind: .file, help: "CA certificates (PEM) to trust for this issuer instead of the system bundle.")
+        static let dpop = OptionSpec("--dpop", help: "Bind the session to a new DPoP key (RFC 9449): a copied token is useless without it. The server must advertise ES256.")
+        static let noDPoP = OptionSpec("--no-dpop", help: "Sign in with bearer tokens, although the profile saved 'dpop = true'.")
+        static let timeout = OptionSpec("--timeout", value: "seconds", help: "Bound the keyring and profile checks before the flow, the writes after it, each request to the server and reading standard input, each by this long (default: 30, at least 1); not your wait to approve (see --login-timeout).")
+    }
+
     static let spec = CommandSpec(
         name: "login",
         abstract: "Sign in a profile: device code, browser, or an imported refresh token.",
         usage: "[--issuer <url> --client-id <id>] [--device | --browser | --refresh-token-stdin] [<options>]",
         options: [
-            OptionSpec("--issuer", value: "url", help: "The authorization server's issuer URL (https://, or http:// to loopback). Default: the profile's saved one."),
-            OptionSpec("--client-id", value: "id", help: "The OAuth client ID. Default: the profile's saved one."),
-            OptionSpec("--device", help: "Device authorization grant (RFC 8628): show a code to enter on any device. The default without a display or terminal."),
-            OptionSpec("--browser", help: "Authorization code with PKCE in the system browser, redirected to 127.0.0.1 (RFC 8252)."),
-            OptionSpec("--port", value: "port", help: "With --browser: listen on this loopback port instead of a free one."),
-            OptionSpec("--no-open", help: "With --browser: print the URL instead of starting xdg-open."),
-            OptionSpec("--login-timeout", value: "seconds", help: "With --browser: how long to wait for the browser (default: 300)."),
-            OptionSpec("--refresh-token-stdin", help: "Import a refresh token read from standard input (one line)."),
-            OptionSpec("--client-secret-stdin", help: "A confidential client: read its secret from standard input and keep it in the Secret Service."),
-            OptionSpec("--scope", value: "scope", help: "Scopes to request (default: openid offline_access, as far as the server supports them)."),
-            OptionSpec("--audience", value: "audience", help: "Pass an 'audience' parameter (e.g. Auth0 APIs)."),
-            OptionSpec("--resource", value: "uri", help: "Resource indicator(s) (RFC 8707), space-separated."),
-            OptionSpec("--token-endpoint", value: "url", help: "Token endpoint, for servers without (complete) discovery."),
-            OptionSpec("--revocation-endpoint", value: "url", help: "Revocation endpoint (RFC 7009)."),
-            OptionSpec("--device-authorization-endpoint", value: "url", help: "Device authorization endpoint (RFC 8628)."),
-            OptionSpec("--authorization-endpoint", value: "url", help: "Authorization endpoint, for --browser."),
-            OptionSpec("--jwks-uri", value: "url", help: "The issuer's JSON Web Key Set, to verify ID token signatures."),
-            OptionSpec("--cacert", value: "file", valueKind: .file, help: "CA certificates (PEM) to trust for this issuer instead of the system bundle."),
-            OptionSpec("--dpop", help: "Bind the session to a new DPoP key (RFC 9449): a copied token is useless without it. The server must advertise ES256."),
-            OptionSpec("--no-dpop", help: "Sign in with bearer tokens, although the profile saved 'dpop = true'."),
-            OptionSpec("--timeout", value: "seconds", help: "Bound the keyring and profile checks before the flow, the writes after it, each request to the server and reading standard input, each by this long (default: 30, at least 1); not your wait to approve (see --login-timeout)."),
+            Option.issuer,
+            Option.clientID,
+            Option.device,
+            Option.browser,
+            Option.port,
+            Option.noOpen,
+            Option.loginTimeout,
+            Option.refreshTokenStdin,
+            Option.clientSecretStdin,
+            Option.scope,
+            Option.audience,
+            Option.resource,
+            Option.tokenEndpoint,
+            Option.revocationEndpoint,
+            Option.deviceAuthorizationEndpoint,
+            Option.authorizationEndpoint,
+            Option.jwksURI,
+            Option.caBundle,
+            Option.dpop,
+            Option.noDPoP,
+            Option.timeout,
         ],
         discussion: """
         A profile that logged in before signs in again with a plain 'tokenctl login' (with
@@ -65,90 +90,122 @@ enum LoginCommand: EngineCommand {
     /// the writes after it (`TokenctlService.login`), not the whole login.
     static func hasDeadline(_ options: ParsedOptions) -> Bool { false }
 
+    /// How the first token set is obtained.
+    enum Flow: Equatable, Sendable {
+        case device, browser, refreshTokenImport
+        /// The browser with a display and a terminal, else the device flow.
+        case automatic
+    }
+
+    /// `login`'s options, checked (the issuer and client id may come from the saved profile).
+    struct Options: Equatable, Sendable {
+        var issuer: EndpointURL?
+        var clientID: String?
+        var flow: Flow
+        var readsClientSecret: Bool
+        var scope: String?
+        var audience: String?
+        var resources: [String]
+        var caBundle: String?
+        var port: UInt16?
+        var opensBrowser: Bool
+        var browserTimeout: Double
+        var endpoints: ExplicitEndpoints
+        /// true `--dpop`, false `--no-dpop`, nil what the profile saved.
+        var dpop: Bool?
+
+        init(_ parsed: ParsedOptions) throws(UsageError) {
+            let chosen = [Option.device, Option.browser, Option.refreshTokenStdin].filter(parsed.has)
+            guard chosen.count <= 1 else {
+                throw UsageError("Choose one of --device, --browser and --refresh-token-stdin, not \(chosen.map(\.key).joined(separator: " and ")).", command: "login")
+            }
+            readsClientSecret = parsed.has(Option.clientSecretStdin)
+            if parsed.has(Option.refreshTokenStdin) && readsClientSecret {
+                throw UsageError("--refresh-token-stdin and --client-secret-stdin both read standard input; store the secret in a separate login first.", command: "login")
+            }
+            func url(_ option: OptionSpec) throws(UsageError) -> EndpointURL? {
+                guard let text = parsed.value(option) else { return nil }
+                do { return try EndpointURL(text) } catch { throw UsageError("Invalid value for '\(option.key)': \(error).", command: "login") }
+            }
+            issuer = try url(Option.issuer)
+            clientID = parsed.value(Option.clientID)
+            if let clientID, clientID.isEmpty || !clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) {
+                throw UsageError("Invalid value for '--client-id': it must be non-empty, without spaces or control characters.", command: "login")
+            }
+            func words(_ option: OptionSpec) throws(UsageError) -> String? {
+                guard let text = parsed.value(option) else { return nil }
+                let joined = text.split(separator: " ").joined(separator: " ")
+                if joined.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0 == "\"" || $0 == "\\" }) {
+                    throw UsageError("Invalid value for '\(option.key)': expected space-separated printable values.", command: "login")
+                }
+                return joined.isEmpty ? nil : joined
+            }
+            scope = try words(Option.scope)
+            audience = try words(Option.audience)
+            resources = try words(Option.resource).map { $0.split(separator: " ").map(String.init) } ?? []
+            for resource in resources where (try? EndpointURL(resource)) == nil && !resource.hasPrefix("urn:") {
+                throw UsageError("Invalid value for '--resource': '\(resource)' is not an absolute URI (RFC 8707).", command: "login")
+            }
+            caBundle = parsed.value(Option.caBundle)
+            if let caBundle, access(caBundle, R_OK) != 0 {
+                throw UsageError("Cannot read the CA bundle '\(caBundle)'.", command: "login")
+            }
+            if let text = parsed.value(Option.port) {
+                guard let number = UInt16(text), number > 0 else {
+                    throw UsageError("Invalid value '\(Output.printable(String(text.prefix(40))))' for '--port': expected a port number between 1 and 65535.", command: "login")
+                }
+                port = number
+            }
+            opensBrowser = !parsed.has(Option.noOpen)
+            if (port != nil || !opensBrowser) && (parsed.has(Option.device) || parsed.has(Option.refreshTokenStdin)) {
+                throw UsageError("--port and --no-open apply to --browser only.", command: "login")
+            }
+            if parsed.has(Option.dpop) && parsed.has(Option.noDPoP) {
+                throw UsageError("Choose one of --dpop and --no-dpop.", command: "login")
+            }
+            dpop = parsed.has(Option.dpop) ? true : parsed.has(Option.noDPoP) ? false : nil
+            browserTimeout = try parsed.seconds(Option.loginTimeout, command: "login", default: 300, allowZero: false)
+            flow = parsed.has(Option.refreshTokenStdin) ? .refreshTokenImport
+                : parsed.has(Option.browser) || port != nil || !opensBrowser ? .browser
+                : parsed.has(Option.device) ? .device : .automatic
+            endpoints = ExplicitEndpoints(
+                token: try url(Option.tokenEndpoint), revocation: try url(Option.revocationEndpoint),
+                deviceAuthorization: try url(Option.deviceAuthorizationEndpoint), authorization: try url(Option.authorizationEndpoint),
+                jwks: try url(Option.jwksURI))
+        }
+    }
+
     static func run(_ context: CommandContext) async throws -> ExitStatus {
-        let options = context.options
+        let options = try Options(context.options)
         // Signing a profile in again needs no options: what it saved (issuer, client id, scope,
         // audience, resources, endpoints, client authentication, CA bundle) applies; options
         // given now replace it and are saved.
-        let saved = options.value("--issuer") == nil || options.value("--client-id") == nil
-            ? try ProfileRepository(paths: context.paths).load(context.profile) : nil
+        let saved = options.issuer == nil || options.clientID == nil ? try ProfileRepository(paths: context.paths).load(context.profile) : nil
         let profileOption = context.profile == .default ? "" : " --profile \(context.profile)"
-        guard let issuerText = options.value("--issuer") ?? saved?.issuer.string else {
+        guard let issuer = options.issuer ?? saved?.issuer else {
             throw UsageError("Missing '--issuer <url>': profile '\(context.profile)' has none saved (tokenctl\(profileOption) login --issuer URL --client-id ID).", command: "login")
         }
-        guard let clientID = options.value("--client-id") ?? saved?.clientID else {
+        guard let clientID = options.clientID ?? saved?.clientID else {
             throw UsageError("Missing '--client-id <id>': profile '\(context.profile)' has none saved.", command: "login")
         }
-        let chosen = ["--device", "--browser", "--refresh-token-stdin"].filter(options.has)
-        guard chosen.count <= 1 else {
-            throw UsageError("Choose one of --device, --browser and --refresh-token-stdin, not \(chosen.joined(separator: " and ")).", command: "login")
-        }
-        if options.has("--refresh-token-stdin") && options.has("--client-secret-stdin") {
-            throw UsageError("--refresh-token-stdin and --client-secret-stdin both read standard input; store the secret in a separate login first.", command: "login")
-        }
-        func url(_ key: String) throws -> EndpointURL? {
-            guard let text = options.value(key) else { return nil }
-            do { return try EndpointURL(text) } catch { throw UsageError("Invalid value for '\(key)': \(error).", command: "login") }
-        }
-        let issuer: EndpointURL
-        do { issuer = try EndpointURL(issuerText) } catch { throw UsageError("Invalid value for '--issuer': \(error).", command: "login") }
-        guard !clientID.isEmpty, clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else {
-            throw UsageError("Invalid value for '--client-id': it must be non-empty, without spaces or control characters.", command: "login")
-        }
-        func words(_ key: String) throws -> String? {
-            guard let text = options.value(key) else { return nil }
-            let joined = text.split(separator: " ").joined(separator: " ")
-            if joined.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0 == "\"" || $0 == "\\" }) {
-                throw UsageError("Invalid value for '\(key)': expected space-separated printable values.", command: "login")
-            }
-            return joined.isEmpty ? nil : joined
-        }
-        let scope = try words("--scope")
-        let audience = try words("--audience")
-        let resources = try words("--resource").map { $0.split(separator: " ").map(String.init) } ?? []
-        for resource in resources where (try? EndpointURL(resource)) == nil && !resource.hasPrefix("urn:") {
-            throw UsageError("Invalid value for '--resource': '\(resource)' is not an absolute URI (RFC 8707).", command: "login")
-        }
-        let caBundle = options.value("--cacert")
-        if let caBundle, access(caBundle, R_OK) != 0 {
-            throw UsageError("Cannot read the CA bundle '\(caBundle)'.", command: "login")
-        }
-        var port: UInt16?
-        if let text = options.value("--port") {
-            guard let number = UInt16(text), number > 0 else {
-                throw UsageError("Invalid value '\(text)' for '--port': expected a port number between 1 and 65535.", command: "login")
-            }
-            port = number
-        }
-        if (port != nil || options.has("--no-open")) && (options.has("--device") || options.has("--refresh-token-stdin")) {
-            throw UsageError("--port and --no-open apply to --browser only.", command: "login")
-        }
-        if options.has("--dpop") && options.has("--no-dpop") {
-            throw UsageError("Choose one of --dpop and --no-dpop.", command: "login")
-        }
-        let dpop: Bool? = options.has("--dpop") ? true : options.has("--no-dpop") ? false : nil
-        let browserTimeout = try context.seconds("--login-timeout", command: "login", default: 300, allowZero: false)
-
         let method: LoginMethod
-        if options.has("--refresh-token-stdin") {
+        switch options.flow {
+        case .refreshTokenImport:
             method = .refreshToken(try readLine(what: "refresh token", prompt: "Refresh token (input hidden): ", timeout: context.timeout))
-        } else if options.has("--browser") || port != nil || options.has("--no-open") {
-            method = .browser(port: port, openBrowser: !options.has("--no-open"), timeout: browserTimeout)
-        } else if options.has("--device") || !hasDisplay() {
+        case .browser:
+            method = .browser(port: options.port, openBrowser: options.opensBrowser, timeout: options.browserTimeout)
+        case .device:
             method = .device
-        } else {
-            method = .browser(port: nil, openBrowser: true, timeout: browserTimeout)
+        case .automatic:
+            method = hasDisplay() ? .browser(port: nil, openBrowser: true, timeout: options.browserTimeout) : .device
         }
-        let clientSecret = options.has("--client-secret-stdin") ? try readLine(what: "client secret", prompt: "Client secret (input hidden): ", timeout: context.timeout) : nil
+        let clientSecret = options.readsClientSecret
+            ? try readLine(what: "client secret", prompt: "Client secret (input hidden): ", timeout: context.timeout) : nil
 
         let request = TokenctlService.LoginRequest(
-            profile: context.profile, issuer: issuer, clientID: clientID, scope: scope, method: method,
-            endpoints: ExplicitEndpoints(
-                token: try url("--token-endpoint"), revocation: try url("--revocation-endpoint"),
-                deviceAuthorization: try url("--device-authorization-endpoint"), authorization: try url("--authorization-endpoint"),
-                jwks: try url("--jwks-uri")),
-            caBundle: caBundle.map(absolutePath), clientSecret: clientSecret, audience: audience, resources: resources,
-            dpop: dpop)
+            profile: context.profile, issuer: issuer, clientID: clientID, scope: options.scope, method: method, endpoints: options.endpoints,
+            caBundle: options.caBundle.map(absolutePath), clientSecret: clientSecret, audience: options.audience, resources: options.resources,
+            dpop: options.dpop)
         let presenter = TerminalLoginPresenter()
         let result = try await context.service().login(request, presenter: presenter)
         let tokenSet = result.tokenSet

@@ -5,32 +5,44 @@ import TokenctlCore
 import TokenctlEssentials
 
 enum StatusCommand: EngineCommand {
+    static let allOption = OptionSpec("--all", help: "Show every configured profile, and orphaned keyring sessions.")
+    static let jsonOption = OptionSpec("--json", help: "Print JSON on stdout (an array with --all); schema in tokenctl(1).")
+    static let watchOption = OptionSpec("--watch", help: "Print the state, then one line per change (login, refresh, logout, expiry) until interrupted.")
+    static let offlineOption = OptionSpec("--offline", help: "Never contact the server: the signature verdict comes from the cached keys only.")
+
     static let spec = CommandSpec(
         name: "status",
         abstract: "Show the session state (never a token).",
         usage: "[--all] [--json] [--watch] [--offline] [--timeout <seconds>]",
-        options: [
-            OptionSpec("--all", help: "Show every configured profile, and orphaned keyring sessions."),
-            OptionSpec("--json", help: "Print JSON on stdout (an array with --all); schema in tokenctl(1)."),
-            OptionSpec("--watch", help: "Print the state, then one line per change (login, refresh, logout, expiry) until interrupted."),
-            OptionSpec("--offline", help: "Never contact the server: the signature verdict comes from the cached keys only."),
-            Commands.timeout,
-        ],
+        options: [allOption, jsonOption, watchOption, offlineOption, Commands.timeout],
         discussion: "States: authenticated, expired-refreshable, signed-out, ended (the server ended the session), store-unavailable. Exit status: 0 authenticated or expired-refreshable, 77 signed out or ended, 69 the Secret Service cannot be read, 78 not configured.")
 
+    /// `status`' options, checked.
+    struct Options: Equatable, Sendable {
+        var all: Bool
+        var json: Bool
+        var watch: Bool
+        var offline: Bool
+
+        init(_ parsed: ParsedOptions) throws(UsageError) {
+            (all, json, watch, offline) = (parsed.has(allOption), parsed.has(jsonOption), parsed.has(watchOption), parsed.has(offlineOption))
+            if watch && all { throw UsageError("'--watch' follows one profile; drop '--all'.", command: "status") }
+        }
+    }
+
     /// --watch runs until interrupted.
-    static func hasDeadline(_ options: ParsedOptions) -> Bool { !options.has("--watch") }
+    static func hasDeadline(_ options: ParsedOptions) -> Bool { !options.has(watchOption) }
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
+        let options = try Options(context.options)
         let service = context.service()
-        let json = context.options.has("--json")
-        if context.options.has("--watch") {
-            guard !context.options.has("--all") else { throw UsageError("'--watch' follows one profile; drop '--all'.", command: "status") }
+        let json = options.json
+        if options.watch {
             return await watch(service, context.profile, json: json)
         }
-        let all = context.options.has("--all")
+        let all = options.all
         let names = all ? try service.profiles.all() : [context.profile]
-        let offline = context.options.has("--offline")
+        let offline = options.offline
         let statuses = try await service.statuses(names, offline: offline)
         // Residue: items no profile uses any more (listed with --all, never used for tokens).
         let orphans = all && !statuses.contains(where: { $0.state == .storeUnavailable }) ? (try? service.orphanedSessions()) ?? [] : []

@@ -84,4 +84,47 @@ struct CommandOptionsTests {
 
         #expect(try CompletionCommand.Options(Self.parsed("completion", "fish")).shell == .fish)
     }
+
+    @Test("login: the flow, endpoints, scope words, DPoP choice, browser settings")
+    func login() throws {
+        let automatic = try LoginCommand.Options(Self.parsed("login"))
+        #expect(automatic.flow == .automatic && automatic.issuer == nil && automatic.clientID == nil && automatic.dpop == nil)
+        #expect(automatic.browserTimeout == 300 && automatic.opensBrowser && automatic.resources.isEmpty)
+        let options = try LoginCommand.Options(Self.parsed(
+            "login", "--issuer", "https://id.test/", "--client-id", "cli", "--device", "--scope", "openid  email", "--resource", "https://api.test urn:x",
+            "--token-endpoint", "https://id.test/token", "--dpop"))
+        #expect(options.flow == .device && options.issuer?.string == "https://id.test/" && options.clientID == "cli")
+        #expect(options.scope == "openid email" && options.resources == ["https://api.test", "urn:x"] && options.dpop == true)
+        #expect(options.endpoints.token?.string == "https://id.test/token" && options.endpoints.jwks == nil)
+        let browser = try LoginCommand.Options(Self.parsed("login", "--port", "8400", "--no-open", "--login-timeout", "30"))
+        #expect(browser.flow == .browser && browser.port == 8400 && !browser.opensBrowser && browser.browserTimeout == 30)
+        #expect(try LoginCommand.Options(Self.parsed("login", "--refresh-token-stdin")).flow == .refreshTokenImport)
+        let refusals: [([String], String)] = [
+            (["login", "--device", "--browser"], "Choose one of --device, --browser and --refresh-token-stdin"),
+            (["login", "--refresh-token-stdin", "--client-secret-stdin"], "both read standard input"),
+            (["login", "--issuer", "http://id.example.com"], "--issuer"),
+            (["login", "--client-id", "a b"], "--client-id"),
+            (["login", "--scope", "a\u{1}b"], "--scope"),
+            (["login", "--resource", "relative/path"], "not an absolute URI"),
+            (["login", "--port", "70000"], "--port"),
+            (["login", "--device", "--no-open"], "apply to --browser only"),
+            (["login", "--dpop", "--no-dpop"], "Choose one of --dpop and --no-dpop"),
+            (["login", "--login-timeout", "0"], "--login-timeout"),
+            (["login", "--cacert", "/nonexistent/ca.pem"], "Cannot read the CA bundle"),
+        ]
+        for (arguments, expected) in refusals {
+            let parsed = try Commands.parser.parse(arguments).options
+            let message = Self.usageError { _ = try LoginCommand.Options(parsed) }
+            #expect(message?.contains(expected) == true, "\(arguments): \(message ?? "accepted")")
+        }
+    }
+
+    @Test("status and doctor")
+    func statusAndDoctor() throws {
+        let status = try StatusCommand.Options(Self.parsed("status", "--all", "--json", "--offline"))
+        #expect(status.all && status.json && status.offline && !status.watch)
+        let watchAll = try Self.parsed("status", "--watch", "--all")
+        #expect(Self.usageError { _ = try StatusCommand.Options(watchAll) }?.contains("'--watch' follows one profile") == true)
+        #expect(DoctorCommand.Options(try Self.parsed("doctor", "--json")).json)
+    }
 }
