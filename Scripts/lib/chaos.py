@@ -305,7 +305,8 @@ class Chaos:
     def main(self):
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         # CPU-bound, and gone with this process however it ends.
-        spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(100000): pass\n"
+        # --load-nice: in the test suite they yield to the suites that run beside it.
+        spin = f"import os\nos.nice({self.args.load_nice})\nparent = os.getppid()\nwhile os.getppid() == parent:\n    for _ in range(100000): pass\n"
         busy = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
         started = time.time()
         try:
@@ -345,6 +346,7 @@ def main():
     parser.add_argument("--kill-rate", type=float, default=0.25)
     parser.add_argument("--stop-on-violation", action="store_true")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--load-nice", type=int, default=0, choices=range(0, 20), help="the nice value of the two CPU-bound processes")
     args = parser.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 2**31)

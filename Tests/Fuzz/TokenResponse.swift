@@ -49,6 +49,13 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
             let set = TokenSet(response: token, receivedAt: now, serverDate: serverDate, previous: prior)
             TokenSetUse.exercise(set, now: now)
         }
+    case .unusableTokens(let unusable):
+        // The refresh token kept from such an answer is one tokenctl could send again, and the
+        // message about the answer never carries it.
+        if case .rotated(let refreshToken) = unusable.refreshToken {
+            check(!refreshToken.isEmpty && refreshToken.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "an unusable rotated refresh token was kept")
+            check(refreshToken.utf8.count < 8 || !unusable.description.contains(refreshToken), "the message about an unusable answer shows its refresh token")
+        }
     case .terminal(let reason):
         _ = reason.description
         _ = reason.className
