@@ -1,0 +1,69 @@
+// Provider hints: the program that provides the Secret Service, so that messages and hints fit it.
+
+/// The program that provides the Secret Service, so that hints fit it.
+public enum SecretServiceProvider: Sendable, Equatable {
+    case gnomeKeyring, keePassXC, kWallet
+    case other(String)
+    case unknown
+
+    /// From the owner's `/proc/PID/comm`.
+    public init(processName: String) {
+        switch processName {
+        case "gnome-keyring-d", "gnome-keyring-daemon": self = .gnomeKeyring
+        case let name where name.lowercased().hasPrefix("keepassxc"): self = .keePassXC
+        case "kwalletd5", "kwalletd6", "ksecretd": self = .kWallet
+        default: self = .other(RefreshOutcome.sanitized(processName))
+        }
+    }
+
+    /// " (KeePassXC)" after "the Secret Service" in messages; nothing when unknown.
+    var label: String { self == .unknown ? "" : " (\(name))" }
+
+    public var name: String {
+        switch self {
+        case .gnomeKeyring: "gnome-keyring"
+        case .keePassXC: "KeePassXC"
+        case .kWallet: "KWallet"
+        case .other(let name): name
+        case .unknown: "the Secret Service provider"
+        }
+    }
+
+    /// How to start one when none owns the name (the user's provider is unknown then).
+    public static let startAnyHint = "Start your Secret Service provider: gnome-keyring ('gnome-keyring-daemon --start --components=secrets'), KeePassXC (Settings > Secret Service Integration, with a database open), or KWallet (apiEnabled=true under [org.freedesktop.secrets] in kwalletrc)."
+
+    var unlockHint: String {
+        switch self {
+        case .gnomeKeyring:
+            "Unlock it (log in to the desktop, or run 'printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets') and try again."
+        case .keePassXC:
+            "Unlock the database in KeePassXC (the one exposed under Settings > Secret Service Integration) and try again."
+        case .kWallet:
+            "Open the wallet (log in to Plasma, or open 'kdewallet' in KWalletManager) and try again."
+        case .other, .unknown:
+            "Unlock it in \(name) and try again."
+        }
+    }
+
+    var perItemUnlockHint: String {
+        switch self {
+        case .keePassXC:
+            "Run 'tokenctl status --all' in a terminal of your desktop session and allow the access request KeePassXC shows (or turn off 'Confirm when passwords are retrieved by clients' in its Secret Service settings)."
+        default:
+            "Run 'tokenctl status --all' in a terminal of your desktop session and allow the access request \(name) shows."
+        }
+    }
+
+    var noDefaultCollectionHint: String {
+        switch self {
+        case .gnomeKeyring:
+            "Create one, e.g. by unlocking gnome-keyring once: 'printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets'."
+        case .keePassXC:
+            "Expose a database group under Settings > Secret Service Integration in KeePassXC, and unlock that database."
+        case .kWallet:
+            "Create the wallet 'kdewallet' in KWalletManager."
+        case .other, .unknown:
+            "Set a default collection in \(name)."
+        }
+    }
+}
