@@ -21,6 +21,9 @@ let package = Package(
             pkgConfig: "libsecret-1",
             providers: [.apt(["libsecret-1-dev"])]
         ),
+        // tokenctl's C over libsecret (the item schema, the lean Service proxy, the calls Swift
+        // cannot make), with its bodies in a .c file, which a system-library target cannot hold.
+        .target(name: "CSecretShim", dependencies: ["CSecret"]),
         // Header only at build time: libcurl is dlopen-ed when tokenctl first speaks HTTP.
         .systemLibrary(
             name: "CCurl",
@@ -55,7 +58,7 @@ let package = Package(
         // No argv, no printing.
         .target(
             name: "TokenctlCore",
-            dependencies: ["TokenctlEssentials", "CSecret", "CCurl", "CCrypto", "CGcrypt", "CQRencode"],
+            dependencies: ["TokenctlEssentials", "CSecret", "CSecretShim", "CCurl", "CCrypto", "CGcrypt", "CQRencode"],
             exclude: ["README.md"]
         ),
 

@@ -1,5 +1,6 @@
 // The connection to the Secret Service: the bus, the proxy and its session, and the bound of every call.
 import CSecret
+import CSecretShim
 import Dispatch
 import Synchronization
 import TokenctlEssentials

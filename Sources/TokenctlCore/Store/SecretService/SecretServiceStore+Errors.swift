@@ -1,5 +1,6 @@
 // GError classification: the StoreError for what libsecret and GDBus report.
 import CSecret
+import CSecretShim
 import TokenctlEssentials
 
 extension SecretServiceStore {

@@ -1,5 +1,6 @@
 // Finding tokenctl's items: their attributes, searches, per-item locks, and the paths remembered for a write.
 import CSecret
+import CSecretShim
 
 extension SecretServiceStore {
     /// Which of tokenctl's items: a profile's session or its client secret.

@@ -1,5 +1,6 @@
 // Reading, writing and deleting the secret of an item.
 import CSecret
+import CSecretShim
 
 extension SecretServiceStore {
     /// The secret of the item `key` names, or nil when there is none.

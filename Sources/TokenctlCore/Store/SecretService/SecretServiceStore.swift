@@ -3,6 +3,7 @@
 // writing and deleting them (+Secrets), GError classification (+Errors) and provider hints
 // (SecretServiceProvider).
 import CSecret
+import CSecretShim
 import Synchronization
 import TokenctlEssentials
 
