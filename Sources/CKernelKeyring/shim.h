@@ -13,57 +13,57 @@
 #include <unistd.h>
 #include <linux/keyctl.h>
 
-#define TK_KEY_POS_ALL 0x3f000000u
-#define TK_KEY_USR_ALL 0x003f0000u
+#define TOKENCTL_KEY_POS_ALL 0x3f000000u
+#define TOKENCTL_KEY_USR_ALL 0x003f0000u
 
 // add_key(2): create the key, or atomically replace the payload of the key of the same type
 // and description already in `keyring`.
-static inline int32_t tk_add_key(const char *type, const char *description, const void *payload, size_t length, int32_t keyring) {
+static inline int32_t tokenctl_add_key(const char *type, const char *description, const void *payload, size_t length, int32_t keyring) {
     return (int32_t)syscall(__NR_add_key, type, description, payload, length, keyring);
 }
 
 // keyctl(KEYCTL_SEARCH): the id of a key reachable from `keyring`, or -1 (ENOKEY, EKEYEXPIRED...).
-static inline int32_t tk_keyctl_search(int32_t keyring, const char *type, const char *description) {
+static inline int32_t tokenctl_keyctl_search(int32_t keyring, const char *type, const char *description) {
     return (int32_t)syscall(__NR_keyctl, KEYCTL_SEARCH, keyring, type, description, 0);
 }
 
 // keyctl(KEYCTL_READ): the payload size (which may exceed `length`: then nothing is truncated silently).
-static inline long tk_keyctl_read(int32_t key, void *buffer, size_t length) {
+static inline long tokenctl_keyctl_read(int32_t key, void *buffer, size_t length) {
     return syscall(__NR_keyctl, KEYCTL_READ, key, buffer, length);
 }
 
 // keyctl(KEYCTL_DESCRIBE): "type;uid;gid;perm;description", NUL-terminated; the full size.
-static inline long tk_keyctl_describe(int32_t key, char *buffer, size_t length) {
+static inline long tokenctl_keyctl_describe(int32_t key, char *buffer, size_t length) {
     return syscall(__NR_keyctl, KEYCTL_DESCRIBE, key, buffer, length);
 }
 
-static inline long tk_keyctl_setperm(int32_t key, uint32_t permissions) {
+static inline long tokenctl_keyctl_setperm(int32_t key, uint32_t permissions) {
     return syscall(__NR_keyctl, KEYCTL_SETPERM, key, permissions);
 }
 
 // keyctl(KEYCTL_SET_TIMEOUT): expire the key `seconds` from now (0 removes the timeout).
-static inline long tk_keyctl_set_timeout(int32_t key, uint32_t seconds) {
+static inline long tokenctl_keyctl_set_timeout(int32_t key, uint32_t seconds) {
     return syscall(__NR_keyctl, KEYCTL_SET_TIMEOUT, key, seconds);
 }
 
-static inline long tk_keyctl_invalidate(int32_t key) {
+static inline long tokenctl_keyctl_invalidate(int32_t key) {
     return syscall(__NR_keyctl, KEYCTL_INVALIDATE, key);
 }
 
 // keyctl(KEYCTL_LINK): link `key` into `keyring`, displacing a key of the same type and description.
-static inline long tk_keyctl_link(int32_t key, int32_t keyring) {
+static inline long tokenctl_keyctl_link(int32_t key, int32_t keyring) {
     return syscall(__NR_keyctl, KEYCTL_LINK, key, keyring);
 }
 
-static inline long tk_keyctl_unlink(int32_t key, int32_t keyring) {
+static inline long tokenctl_keyctl_unlink(int32_t key, int32_t keyring) {
     return syscall(__NR_keyctl, KEYCTL_UNLINK, key, keyring);
 }
 
 // keyctl(KEYCTL_GET_KEYRING_ID) without creating: probes whether the keyring can be used at all.
-static inline int32_t tk_keyctl_get_keyring_id(int32_t keyring) {
+static inline int32_t tokenctl_keyctl_get_keyring_id(int32_t keyring) {
     return (int32_t)syscall(__NR_keyctl, KEYCTL_GET_KEYRING_ID, keyring, 0);
 }
 
-static inline int32_t tk_key_spec_user_keyring(void) { return KEY_SPEC_USER_KEYRING; }
+static inline int32_t tokenctl_key_spec_user_keyring(void) { return KEY_SPEC_USER_KEYRING; }
 
 #endif

@@ -46,8 +46,8 @@ static void capture_arguments(int argc, char **argv, char **envp) {
 __attribute__((section(".init_array"), used))
 static void (*const capture_arguments_entry)(int, char **, char **) = capture_arguments;
 
-int tk_front_argc(void) { return captured_argv ? captured_argc : 0; }
-char *const *tk_front_argv(void) { return captured_argv ? captured_argv : empty_argv; }
+int tokenctl_front_argc(void) { return captured_argv ? captured_argc : 0; }
+char *const *tokenctl_front_argv(void) { return captured_argv ? captured_argv : empty_argv; }
 
 // The runtime's override hook (used by test harnesses), kept with the same meaning.
 static char **override_argv;

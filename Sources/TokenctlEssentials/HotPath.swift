@@ -146,11 +146,11 @@ public enum HotPath {
         description[descriptionCount] = 0
 
         let key = description.withMemoryRebound(to: CChar.self, capacity: descriptionCount + 1) {
-            tk_keyctl_search(tk_key_spec_user_keyring(), "user", $0)
+            tokenctl_keyctl_search(tokenctl_key_spec_user_keyring(), "user", $0)
         }
         guard key >= 0 else { return false }
         payload = description + descriptionCount + 1
-        let size = tk_keyctl_read(key, payload, payloadCapacity)
+        let size = tokenctl_keyctl_read(key, payload, payloadCapacity)
         guard size > 0 else { return false }
         payloadCount = min(Int(size), payloadCapacity)
         guard Int(size) <= payloadCapacity else { return false }

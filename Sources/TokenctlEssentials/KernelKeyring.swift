@@ -11,23 +11,23 @@ public enum KernelKeyring {
     public typealias KeyID = Int32
 
     /// The user keyring (`@u`): shared by every process of this uid, kept while the user has one.
-    public static var userKeyring: KeyID { tk_key_spec_user_keyring() }
+    public static var userKeyring: KeyID { tokenctl_key_spec_user_keyring() }
     /// The process keyring (`@p`): a private staging place, created on demand, gone with the process.
     public static let processKeyring: KeyID = -2
 
     /// Possessor and user: view, read, write, search, link, setattr. Group and others: nothing.
-    public static let userOnlyPermissions: UInt32 = TK_KEY_POS_ALL | TK_KEY_USR_ALL
+    public static let userOnlyPermissions: UInt32 = TOKENCTL_KEY_POS_ALL | TOKENCTL_KEY_USR_ALL
 
     /// Whether this process can use the user keyring at all (not blocked by seccomp, not
     /// missing from the kernel).
     public static func isAvailable() -> Bool {
-        tk_keyctl_get_keyring_id(userKeyring) >= 0
+        tokenctl_keyctl_get_keyring_id(userKeyring) >= 0
     }
 
     /// The `user` key with this description reachable from `keyring`, or `nil` when there is none
     /// (or it expired, was revoked, or is not searchable by us).
     public static func search(_ description: String, in keyring: KeyID = userKeyring) -> Result<KeyID?, KeyringError> {
-        let id = tk_keyctl_search(keyring, "user", description)
+        let id = tokenctl_keyctl_search(keyring, "user", description)
         if id >= 0 { return .success(id) }
         switch errno {
         case ENOKEY, EKEYEXPIRED, EKEYREVOKED, EACCES: return .success(nil)
@@ -42,7 +42,7 @@ public enum KernelKeyring {
         var capacity = min(limit, 4096)
         while true {
             var buffer = [UInt8](repeating: 0, count: capacity)
-            let size = buffer.withUnsafeMutableBytes { tk_keyctl_read(key, $0.baseAddress, $0.count) }
+            let size = buffer.withUnsafeMutableBytes { tokenctl_keyctl_read(key, $0.baseAddress, $0.count) }
             if size < 0 {
                 scrub(&buffer)
                 return .failure(KeyringError(errno: errno, operation: "read"))
@@ -65,7 +65,7 @@ public enum KernelKeyring {
         for start in stride(from: 0, to: bytes.count - bytes.count % 4, by: 4) {
             let key = KeyID(bitPattern: UInt32(bytes[start]) | UInt32(bytes[start + 1]) << 8 | UInt32(bytes[start + 2]) << 16 | UInt32(bytes[start + 3]) << 24)
             var buffer = [CChar](repeating: 0, count: 512)
-            let size = buffer.withUnsafeMutableBufferPointer { tk_keyctl_describe(key, $0.baseAddress, $0.count) }
+            let size = buffer.withUnsafeMutableBufferPointer { tokenctl_keyctl_describe(key, $0.baseAddress, $0.count) }
             guard size > 0, size <= buffer.count else { continue }
             let text = String(decoding: buffer.prefix(Int(size) - 1).map { UInt8(bitPattern: $0) }, as: UTF8.self)
             // type;uid;gid;perm;description (the description may itself hold ';').
@@ -81,21 +81,21 @@ public enum KernelKeyring {
     /// straight in `@u` fails where the session keyring does not link `@u`, and readers never see
     /// a key without its permissions or its timeout.
     public static func replace(_ description: String, payload: [UInt8], permissions: UInt32, timeout: UInt32, in keyring: KeyID = userKeyring) -> Result<KeyID, KeyringError> {
-        let key = payload.withUnsafeBytes { tk_add_key("user", description, $0.baseAddress, $0.count, processKeyring) }
+        let key = payload.withUnsafeBytes { tokenctl_add_key("user", description, $0.baseAddress, $0.count, processKeyring) }
         guard key >= 0 else { return .failure(KeyringError(errno: errno, operation: "add_key")) }
-        defer { _ = tk_keyctl_unlink(key, processKeyring) }
-        guard tk_keyctl_setperm(key, permissions) == 0 else { return failed(key, "setperm") }
-        guard tk_keyctl_set_timeout(key, timeout) == 0 else { return failed(key, "set_timeout") }
-        guard tk_keyctl_link(key, keyring) == 0 else { return failed(key, "link") }
+        defer { _ = tokenctl_keyctl_unlink(key, processKeyring) }
+        guard tokenctl_keyctl_setperm(key, permissions) == 0 else { return failed(key, "setperm") }
+        guard tokenctl_keyctl_set_timeout(key, timeout) == 0 else { return failed(key, "set_timeout") }
+        guard tokenctl_keyctl_link(key, keyring) == 0 else { return failed(key, "link") }
         return .success(key)
     }
 
     /// Invalidate a key: the kernel removes it from every keyring at once. Falls back to unlinking
     /// it from `keyring` on kernels without KEYCTL_INVALIDATE.
     public static func invalidate(_ key: KeyID, from keyring: KeyID = userKeyring) -> Result<Void, KeyringError> {
-        if tk_keyctl_invalidate(key) == 0 { return .success(()) }
+        if tokenctl_keyctl_invalidate(key) == 0 { return .success(()) }
         let invalidateErrno = errno
-        if tk_keyctl_unlink(key, keyring) == 0 { return .success(()) }
+        if tokenctl_keyctl_unlink(key, keyring) == 0 { return .success(()) }
         return .failure(KeyringError(errno: invalidateErrno, operation: "invalidate"))
     }
 
@@ -106,7 +106,7 @@ public enum KernelKeyring {
 
     private static func failed(_ key: KeyID, _ operation: String) -> Result<KeyID, KeyringError> {
         let code = errno
-        _ = tk_keyctl_invalidate(key)
+        _ = tokenctl_keyctl_invalidate(key)
         return .failure(KeyringError(errno: code, operation: operation))
     }
 }

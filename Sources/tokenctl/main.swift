@@ -21,7 +21,7 @@ import TokenctlEssentials
 func enginePath() -> String? {
     var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
     let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
-    let executable = length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : (tk_front_argv()[0].map { String(cString: $0) } ?? "")
+    let executable = length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : (tokenctl_front_argv()[0].map { String(cString: $0) } ?? "")
     guard executable.hasPrefix("/") else { return nil }
     let directory = String(executable[...executable.lastIndex(of: "/")!])
     let beside = directory + "tokenctl-engine"
@@ -51,14 +51,14 @@ func runEngine() -> Never {
         exit(ExitStatus.unavailable.rawValue)
     }
     // The argv captured at start-up (CProcessStartup), not CommandLine's lazy globals.
-    execv(path, tk_front_argv())
+    execv(path, tokenctl_front_argv())
     let reason = String(cString: strerror(errno))
     writeAll(2, "Error: cannot run tokenctl's engine '\(path)': \(reason).\ntokenctl-engine must be installed in the same directory as tokenctl (Scripts/install installs both), or in ../libexec/tokenctl/ from it (the Debian package).\n")
     exit(ExitStatus.unavailable.rawValue)
 }
 
 // argv from CProcessStartup, not CommandLine: a hit then needs none of CommandLine's lazy globals.
-if HotPath.serve(argc: tk_front_argc(), argv: tk_front_argv(), now: .now(), environment: { UnsafePointer(getenv($0)) }) {
+if HotPath.serve(argc: tokenctl_front_argc(), argv: tokenctl_front_argv(), now: .now(), environment: { UnsafePointer(getenv($0)) }) {
     exit(ExitStatus.success.rawValue)
 }
 runEngine()

@@ -2,7 +2,7 @@
 #ifndef TOKENCTL_CPROCESSSTARTUP_H
 #define TOKENCTL_CPROCESSSTARTUP_H
 
-int tk_front_argc(void);
-char *const *tk_front_argv(void);
+int tokenctl_front_argc(void);
+char *const *tokenctl_front_argv(void);
 
 #endif
