@@ -51,6 +51,16 @@ extension SecretServiceStore {
     /// read found: one call at the daemon instead of a search, a property load and the write,
     /// which is what makes `refresh --all` scale (the daemon serves one call at a time).
     func storeSecret(_ bytes: [UInt8], contentType: String, key: ItemKey, label: String, operation: String) throws(StoreError) {
+        do { try storeSecretOnce(bytes, contentType: contentType, key: key, label: label, operation: operation) } catch {
+            // An error of no known class (kwalletd5 losing our session: "Can't find session"),
+            // as reads see it too: once more on a new session (both writes replace the secret).
+            guard error.reason == .other else { throw error }
+            dropSession()
+            try storeSecretOnce(bytes, contentType: contentType, key: key, label: label, operation: operation)
+        }
+    }
+
+    private func storeSecretOnce(_ bytes: [UInt8], contentType: String, key: ItemKey, label: String, operation: String) throws(StoreError) {
         let service = try connect()
         let value = bytes.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { secret_value_new($0.baseAddress, buffer.count, contentType) }
