@@ -224,24 +224,10 @@ struct BadInputTests {
         let before = try #require(try sandbox.storedTokenSet(issuer: server.url))
 
         // Another process holds the profile's refresh lock (flock on $TOKENCTL_RUNTIME_DIR/tokenctl/default.lock).
-        let lockPath = sandbox.root + "/runtime/tokenctl/default.lock"
-        let marker = sandbox.root + "/lock-held"
-        let holder = try RunningCommand(
-            executable: sandbox.environment.python,
-            arguments: ["-c", """
-                import fcntl, os, sys, time
-                fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                open(sys.argv[2], "w").close()
-                time.sleep(15)
-                """, lockPath, marker],
-            environment: sandbox.variables, stdin: nil, directory: sandbox.root)
-        defer {
-            holder.signal(SIGKILL)
-            _ = holder.wait()
-        }
-        for _ in 0..<400 where !FileManager.default.fileExists(atPath: marker) { usleep(25_000) }
-        try #require(FileManager.default.fileExists(atPath: marker), "the lock holder did not start")
+        let holder = try ProfileLockHolder(sandbox, seconds: 15)
+        defer { holder.release() }
+        holder.waitUntilHolding()
+        try #require(holder.isHolding, "the lock holder did not start")
 
         let token = try sandbox.tokenctl("token", "--force", "--timeout", "1")
         #expect(token.status == 75, "\(token)")

@@ -54,29 +54,13 @@ struct LoginKeepsWhatItSpendsTests {
             if try server.log().contains(where: { $0["path"] as? String == "/device_authorization" }) { break }
             usleep(25_000)
         }
-        let lockPath = sandbox.variables["TOKENCTL_RUNTIME_DIR"]! + "/tokenctl/default.lock"
-        let marker = sandbox.root + "/lock-held"
-        let holder = try RunningCommand(
-            executable: sandbox.environment.python,
-            arguments: ["-c", """
-                import fcntl, os, sys, time
-                fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                open(sys.argv[2], "w").close()
-                time.sleep(20)
-                """, lockPath, marker],
-            environment: sandbox.variables, stdin: nil, directory: sandbox.root)
-        defer {
-            holder.signal(SIGKILL)
-            _ = holder.wait()
-        }
+        let holder = try ProfileLockHolder(sandbox, seconds: 20)
         let result = login.wait()
-        #expect(FileManager.default.fileExists(atPath: marker), "the lock was held during the login")
+        #expect(holder.isHolding, "the lock was held during the login")
         #expect(result.status == 0, "\(result)")
         let stored = try sandbox.storedTokenSet(issuer: server.url)
         #expect(stored != nil, "the issued session is kept")
-        holder.signal(SIGKILL)
-        _ = holder.wait()
+        holder.release()
         let token = try sandbox.tokenctl("token")
         #expect(token.status == 0 && !token.stdout.isEmpty, "\(token)")
     }
