@@ -11,11 +11,13 @@ final class NonRootUser: @unchecked Sendable {
     let environment: TestEnvironment
     let directory: String
     private let servicesScript: String
+    /// The user's copy of the front (beside its copy of the engine).
+    private let binary: String
     private(set) var variables: [String: String]
 
     init() throws {
         environment = try TestEnvironment.require()
-        servicesScript = ProcessInfo.processInfo.environment["TOKENCTL_SERVICES_SH"]
+        let repositoryScript = ProcessInfo.processInfo.environment["TOKENCTL_SERVICES_SH"]
             ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../Scripts/lib/services.sh").standardized.path
         if try runProgram("/usr/bin/id", ["-u", Self.name]).status != 0 {
             let made = try runProgram("/usr/sbin/useradd", ["--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/bash", Self.name])
@@ -23,7 +25,19 @@ final class NonRootUser: @unchecked Sendable {
         }
         directory = NSTemporaryDirectory() + "tokenctl-nonroot-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let owned = try runProgram("/bin/chown", [Self.name + ":", directory])
+        // The user may not be able to read the checkout (a clone under a 0700 directory, as
+        // mktemp -d makes): it gets its own copy of the scripts it runs.
+        let scripts = URL(fileURLWithPath: repositoryScript).deletingLastPathComponent().deletingLastPathComponent().path
+        let copied = try runProgram("/bin/cp", ["-R", scripts + "/lib", scripts + "/testserver", directory + "/"])
+        guard copied.status == 0 else { throw HarnessError("cp of the scripts failed: \(copied)") }
+        servicesScript = directory + "/lib/services.sh"
+        // Likewise the executables: the front and the engine it runs from its own directory.
+        let built = URL(fileURLWithPath: environment.binary).deletingLastPathComponent().path
+        try FileManager.default.createDirectory(atPath: directory + "/bin", withIntermediateDirectories: true)
+        let binaries = try runProgram("/bin/cp", [built + "/tokenctl", built + "/tokenctl-engine", directory + "/bin/"])
+        guard binaries.status == 0 else { throw HarnessError("cp of the executables failed: \(binaries)") }
+        binary = directory + "/bin/tokenctl"
+        let owned = try runProgram("/bin/chown", ["-R", Self.name + ":", directory])
         guard owned.status == 0 else { throw HarnessError("chown failed: \(owned)") }
         variables = [
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -54,7 +68,7 @@ final class NonRootUser: @unchecked Sendable {
     func start(_ arguments: [String], stdin: String? = nil) throws -> RunningCommand {
         let assignments = variables.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         return try RunningCommand(
-            executable: "/usr/sbin/runuser", arguments: ["-u", Self.name, "--", "/usr/bin/env", "-i"] + assignments + [environment.binary] + arguments,
+            executable: "/usr/sbin/runuser", arguments: ["-u", Self.name, "--", "/usr/bin/env", "-i"] + assignments + [binary] + arguments,
             environment: ["PATH": "/usr/bin:/bin"], stdin: stdin, directory: directory)
     }
 
