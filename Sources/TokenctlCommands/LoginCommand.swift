@@ -132,20 +132,13 @@ enum LoginCommand: EngineCommand {
             if let clientID, clientID.isEmpty || !clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) {
                 throw UsageError("Invalid value for '--client-id': it must be non-empty, without spaces or control characters.", command: "login")
             }
-            func words(_ option: OptionSpec) throws(UsageError) -> String? {
-                guard let text = parsed.value(option) else { return nil }
-                let joined = text.split(separator: " ").joined(separator: " ")
-                if joined.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0 == "\"" || $0 == "\\" }) {
-                    throw UsageError("Invalid value for '\(option.key)': expected space-separated printable values.", command: "login")
-                }
-                return joined.isEmpty ? nil : joined
-            }
-            scope = try words(Option.scope)
-            audience = try words(Option.audience)
-            resources = try words(Option.resource).map { $0.split(separator: " ").map(String.init) } ?? []
-            for resource in resources where (try? EndpointURL(resource)) == nil && !resource.hasPrefix("urn:") {
-                throw UsageError("Invalid value for '--resource': '\(resource)' is not an absolute URI (RFC 8707).", command: "login")
-            }
+            // The checks `token --scope/--audience/--resource` makes (TokenTarget's, the same
+            // rules the front applies to a hit), so a value login accepts is one that `token`
+            // accepts too. The request keeps the words in the order given.
+            _ = try parsed.target(command: "login")
+            scope = parsed.value(Option.scope).map { $0.split(separator: " ").joined(separator: " ") }
+            audience = parsed.value(Option.audience)
+            resources = parsed.value(Option.resource).map { $0.split(separator: " ").map(String.init) } ?? []
             caBundle = parsed.value(Option.caBundle)
             if let caBundle, access(caBundle, R_OK) != 0 {
                 throw UsageError("Cannot read the CA bundle '\(caBundle)'.", command: "login")

@@ -106,6 +106,12 @@ struct CommandOptionsTests {
             (["login", "--client-id", "a b"], "--client-id"),
             (["login", "--scope", "a\u{1}b"], "--scope"),
             (["login", "--resource", "relative/path"], "not an absolute URI"),
+            // The checks are token's (TokenTarget): what login accepts, `token --scope` accepts.
+            (["login", "--scope", ""], "Invalid value for '--scope': empty"),
+            (["login", "--scope", "a\"b"], "is not a scope"),
+            (["login", "--audience", "two words"], "--audience"),
+            (["login", "--resource", "https://api.test/#frag"], "without a fragment"),
+            (["login", "--scope", Array(repeating: "s", count: TokenTarget.maximumWords + 1).joined(separator: " ")], "more than 32 values"),
             (["login", "--port", "70000"], "--port"),
             (["login", "--device", "--no-open"], "apply to --browser only"),
             (["login", "--dpop", "--no-dpop"], "Choose one of --dpop and --no-dpop"),
