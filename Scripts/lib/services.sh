@@ -378,7 +378,7 @@ tk_stop_authserver() {
   unset "$(_tk_server_var "$1")"
 }
 
-# django-oauth-toolkit: pinned versions (DESIGN.md §4: oauthlib 4.0.1 breaks its device endpoint).
+# django-oauth-toolkit: pinned versions (oauthlib 4.0.1 breaks its device endpoint: it answers 500).
 TK_DOT_REQUIREMENTS=(django-oauth-toolkit==3.4.1 oauthlib==3.3.1)
 TK_DOT_VENV=${TK_DOT_VENV:-${TOKENCTL_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tokenctl-test}/venv}
 TK_DOTSERVER_DIR=$(cd "$TK_SCRIPTS_LIB/.." && pwd)/testserver/django

@@ -28,7 +28,7 @@ public enum Engine {
             Output.standardOutput(formatter.topLevelHelp(
                 overview: "OAuth 2.0 / OpenID Connect access tokens for shells, scripts and cron, kept in the Secret Service.",
                 commands: Commands.all.map { $0.spec },
-                footer: "  See 'tokenctl help <command>' for detailed help, and tokenctl(1) for exit statuses and files."))
+                footer: "  See 'tokenctl help <command>' or 'man tokenctl-<command>' for detailed help, and tokenctl(1) for exit statuses and files."))
             return .success
         case .commandHelp(let name):
             Output.standardOutput(formatter.help(for: Commands.parser.command(named: name)!))

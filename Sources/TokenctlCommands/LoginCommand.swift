@@ -83,7 +83,7 @@ enum LoginCommand: EngineCommand {
         With --dpop, a new EC P-256 key is made for the session and kept with its tokens in
         the Secret Service; every request to the token and revocation endpoints carries a
         proof signed with it, and the server must answer with DPoP tokens (see DPOP in
-        tokenctl(1)). The choice is saved ('dpop = true') and applies to later logins.
+        tokenctl-login(1)). The choice is saved ('dpop = true') and applies to later logins.
         """)
 
     /// Waits for a person: --timeout bounds each request, the store checks before the flow and

@@ -6,7 +6,7 @@ import TokenctlEssentials
 
 enum StatusCommand: EngineCommand {
     static let allOption = OptionSpec("--all", help: "Show every configured profile, and orphaned keyring sessions.")
-    static let jsonOption = OptionSpec("--json", help: "Print JSON on stdout (an array with --all); schema in tokenctl(1).")
+    static let jsonOption = OptionSpec("--json", help: "Print JSON on stdout (an array with --all); schema in tokenctl-status(1).")
     static let watchOption = OptionSpec("--watch", help: "Print the state, then one line per change (login, refresh, logout, expiry) until interrupted.")
     static let offlineOption = OptionSpec("--offline", help: "Never contact the server: the signature verdict comes from the cached keys only.")
 
@@ -171,7 +171,7 @@ enum StatusCommand: EngineCommand {
         }
     }
 
-    /// The stable JSON schema documented in tokenctl(1), STATUS JSON.
+    /// The stable JSON schema documented in tokenctl-status(1), STATUS JSON.
     static func json(_ status: SessionStatus) -> String {
         var fields: [(String, JSONText.Value)] = [
             ("profile", .string(status.profile.rawValue)),

@@ -152,7 +152,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// The file text: a header comment, then one line per set key.
     public func serialized(profile: ProfileName) -> String {
         var lines = [
-            "# tokenctl profile '\(profile)'. Hand-editable; see tokenctl(1), FILES.",
+            "# tokenctl profile '\(profile)'. Hand-editable; see tokenctl.conf(5).",
             "# Secrets are never stored here: they live in the Secret Service.",
             "issuer = \(issuer)",
             "client_id = \(clientID)",

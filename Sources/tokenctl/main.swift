@@ -4,9 +4,12 @@
 //
 // A hit costs about as much as starting a process: the measured alternatives (one dynamic
 // binary loading its libraries with dlopen, or linking them) pay the dynamic loader and the
-// Swift runtime's start-up on every call (DESIGN.md §4, Scripts/bench). The hit itself is
-// `HotPath`: bytes, C strings and system calls only, so that it pages in as little of the Swift
-// runtime as possible; any invocation it does not recognize as a plain hit goes to the engine.
+// Swift runtime's start-up on every call (hyperfine on the development machine: a fully static
+// binary starts in about 0.6 ms, one with --static-swift-stdlib and a dynamic glibc in 2.4 ms,
+// a dynamic one in 5.4 ms; Scripts/bench measures the hit against the second on every run).
+// The hit itself is `HotPath`: bytes, C strings and system calls only, so that it pages in as
+// little of the Swift runtime as possible; any invocation it does not recognize as a plain hit
+// goes to the engine.
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -12,7 +12,9 @@ private func isTerminal(_ outcome: RefreshOutcome) -> Bool {
     return false
 }
 
-/// The failure-class table of DESIGN.md §3, one test per row.
+/// The failure classes of a refresh answer, one test per row of the table in `RefreshOutcome`'s
+/// doc comment (success; invalid_grant, other 4xx and unparseable answers terminal; network
+/// errors, 408, 429 and 5xx transient; a 200 with unusable tokens of its own class).
 @Suite("RefreshOutcome.classify")
 struct RefreshOutcomeTests {
     @Test("200 with a valid token set → success, carrying the server's Date")

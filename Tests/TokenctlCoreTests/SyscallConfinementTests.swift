@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-/// TokenctlCore calls the C library from one file, `System/Syscalls.swift` (STYLE.md): this
+/// TokenctlCore calls the C library from one file, `System/Syscalls.swift` (one file of C calls
+/// per library, as swift-system does, so that the rest of Core reads as Swift): this
 /// reads every other Core source and fails on a call to a libc function it knows, or a use of
 /// `errno` or `environ`. Swift methods that share a libc name are listed, file by file.
 @Suite("Core calls libc only from System/Syscalls.swift")

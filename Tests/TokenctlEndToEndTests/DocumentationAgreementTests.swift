@@ -5,92 +5,248 @@ import TokenctlEssentials
 /// tokenctl's exit statuses, for this target (Swift Testing has an `ExitStatus` of its own).
 typealias ExitStatus = TokenctlEssentials.ExitStatus
 
-/// The options each command's `--help` lists are the ones tokenctl(1) documents for it, in its
-/// SYNOPSIS and in its COMMANDS entry: a new option cannot land undocumented, nor a removed one
-/// stay in the manual.
-@Suite("End to end: --help agrees with tokenctl(1)")
+/// The manual pages against the program: every command has its page `man/tokenctl-COMMAND.1`
+/// and every such page a command; each page's one-line description is the command's help
+/// abstract, its SYNOPSIS the help's usage line and its OPTIONS exactly the options its help
+/// lists; tokenctl(1) lists every command with that abstract; tokenctl.conf(5) documents exactly
+/// the keys the profile parser accepts; every page renders without a warning; and the README
+/// stays a first reading (at most 15,000 bytes).
+@Suite("End to end: --help agrees with the manual pages")
 struct DocumentationAgreementTests {
-    static let commands = ["login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec"]
-    /// Global options, documented once in the manual's DESCRIPTION.
-    static let global: Set<String> = ["--profile", "--verbose", "--help", "-v", "-h"]
+    static let commands = ["login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec", "completion"]
 
-    static let manual: String = {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return (try? String(contentsOf: root.appendingPathComponent("man/tokenctl.1"), encoding: .utf8)) ?? ""
-    }()
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// `--name` words in mdoc `Fl` arguments: `Fl -all | -orphans` names --all and --orphans;
-    /// `Fl -issuer Ar url Fl -client-id Ar id` names --issuer and --client-id.
+    /// The text of `man/NAME`, or "" when it cannot be read.
+    static func page(_ name: String) -> String {
+        (try? String(contentsOf: root.appendingPathComponent("man/" + name), encoding: .utf8)) ?? ""
+    }
+
+    /// The overview, tokenctl(1).
+    static let manual = page("tokenctl.1")
+
+    /// Every page in man/, by file name.
+    static var pageNames: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("man").path)) ?? []).sorted()
+    }
+
+    static func lines(_ text: String) -> [String] {
+        text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
+
+    /// The lines of section `.Sh name` of `text`, up to the next `.Sh`.
+    static func section(_ name: String, of text: String) -> [String] {
+        let all = lines(text)
+        guard let start = all.firstIndex(of: ".Sh \(name)") else { return [] }
+        let end = all[(start + 1)...].firstIndex { $0.hasPrefix(".Sh ") } ?? all.endIndex
+        return Array(all[(start + 1)..<end])
+    }
+
+    /// Option names in an mdoc line's `Fl` arguments: `.It Fl v , Fl -verbose` names -v and
+    /// --verbose; `Fl -scope Ar scopes , Fl -audience Ar audience` names --scope and --audience.
     static func flags(inMdocLine line: String) -> Set<String> {
         var names = Set<String>()
         var afterFl = false
         for word in line.split(whereSeparator: { " |".contains($0) }) {
             if word == "Fl" { afterFl = true; continue }
             if word.first?.isUppercase == true && word.count == 2 { afterFl = false; continue }  // Ar, Cm, Op, It…
-            guard afterFl, word.hasPrefix("-"), !word.hasPrefix("--") else { continue }
+            guard afterFl, let first = word.first, first == "-" || first.isLetter else { continue }
             let name = "-" + word.prefix { $0 == "-" || $0.isLetter }
-            if name.count > 3 { names.insert(String(name)) }
+            if name.count >= 2 { names.insert(String(name)) }
         }
         return names
     }
 
-    /// The options in the COMMANDS entry `.Ss command` (its `.It Fl` tags).
-    static func manualEntryOptions(_ command: String) -> Set<String> {
-        let lines = manual.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        guard let start = lines.firstIndex(of: ".Ss \(command)") else { return [] }
+    /// The options a page's OPTIONS section documents: the tags (`.It Fl …`) of its list.
+    static func documentedOptions(_ text: String) -> Set<String> {
         var names = Set<String>()
-        for line in lines[(start + 1)...] {
-            if line.hasPrefix(".Ss ") || line.hasPrefix(".Sh ") { break }
-            if line.hasPrefix(".It Fl ") { names.formUnion(flags(inMdocLine: line)) }
+        var depth = 0
+        for line in section("OPTIONS", of: text) {
+            if line.hasPrefix(".Bl") { depth += 1 }
+            if line.hasPrefix(".El") { depth -= 1 }
+            if depth == 1, line.hasPrefix(".It Fl ") { names.formUnion(flags(inMdocLine: line)) }
         }
         return names
     }
 
-    /// The options in the SYNOPSIS lines of `command` (from `.Cm command` to the next `.Nm`).
-    static func synopsisOptions(_ command: String) -> Set<String> {
-        let lines = manual.split(separator: "\n").map(String.init)
-        guard let top = lines.firstIndex(of: ".Sh SYNOPSIS"), let end = lines[top...].firstIndex(of: ".Sh DESCRIPTION") else { return [] }
-        var names = Set<String>()
-        var inside = false
-        for line in lines[top..<end] {
-            if line == ".Nm" { inside = false }
-            if line == ".Cm \(command)" { inside = true }
-            if inside, line.contains("Fl ") { names.formUnion(flags(inMdocLine: line)) }
+    /// A SYNOPSIS in the help's notation: `.Op Fl -profile Ar name` is `[--profile <name>]`,
+    /// `.Cm bash | zsh | fish` is `bash|zsh|fish`; an `Op` lasts to the end of its line.
+    static func usageText(ofSynopsis synopsis: [String]) -> String {
+        var words: [String] = []
+        for line in synopsis where line.hasPrefix(".") {
+            var closing = 0
+            var macro = ""
+            for word in line.dropFirst().split(separator: " ").map(String.init) {
+                if word.count == 2, word.first!.isUppercase, word.last!.isLowercase {
+                    macro = word
+                    if word == "Op" { words.append("["); closing += 1 }
+                    continue
+                }
+                switch macro {
+                case _ where word == "|": words.append(word)
+                case "Fl": words.append("-" + word)
+                case "Ar": words.append(word == "..." ? "…" : "<\(word)>")
+                default: words.append(word)
+                }
+            }
+            words += Array(repeating: "]", count: closing)
         }
-        return names
+        var text = words.joined(separator: " ")
+        // `Ar argument ...` is `<argument>…`.
+        for (spaced, tight) in [("[ ", "["), (" ]", "]"), (" | ", "|"), ("> …", ">…")] {
+            text = text.replacingOccurrences(of: spaced, with: tight)
+        }
+        return text
     }
 
-    @Test("each command's --help options = its SYNOPSIS options = its COMMANDS entry options", arguments: commands)
-    func optionsAgree(command: String) throws {
-        try #require(!Self.manual.isEmpty, "man/tokenctl.1 is readable")
-        let sandbox = try Sandbox()
-        let help = try sandbox.tokenctl("help", command)
-        #expect(help.status == 0, "\(help)")
-        var listed = Set<String>()
+    /// The help's usage line in the same spacing: no blanks inside brackets or around `|`.
+    static func normalizedUsage(_ usage: String) -> String {
+        var text = usage
+        for (spaced, tight) in [("[ ", "["), (" ]", "]"), (" | ", "|")] { text = text.replacingOccurrences(of: spaced, with: tight) }
+        return text
+    }
+
+    struct Help {
+        var abstract = ""
+        var usage = ""
+        var options = Set<String>()
+    }
+
+    /// `tokenctl help COMMAND`: its OVERVIEW, its USAGE line (after "USAGE: ") and the names
+    /// of its OPTIONS.
+    static func help(_ command: String, sandbox: Sandbox) throws -> Help {
+        let result = try sandbox.tokenctl("help", command)
+        #expect(result.status == 0, "\(result)")
+        var help = Help()
         var inOptions = false
-        for line in help.stdout.split(separator: "\n", omittingEmptySubsequences: false) {
+        for line in result.stdout.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("OVERVIEW: ") { help.abstract = String(line.dropFirst("OVERVIEW: ".count)) }
+            if line.hasPrefix("USAGE: ") { help.usage = String(line.dropFirst("USAGE: ".count)) }
             if line.hasPrefix("OPTIONS:") { inOptions = true; continue }
             guard inOptions, line.hasPrefix("  -") else { continue }
             // "  -v, --verbose  Explain…", "  --port <port>  With --browser: …": the names come first.
-            for word in line.dropFirst(2).split(separator: " ").prefix(while: { $0.hasPrefix("-") || $0.hasPrefix("<") }) where word.hasPrefix("--") {
-                listed.insert(String(word.trimmingCharacters(in: CharacterSet(charactersIn: ","))))
+            for word in line.dropFirst(2).split(separator: " ").prefix(while: { $0.hasPrefix("-") || $0.hasPrefix("<") }) where word.hasPrefix("-") {
+                help.options.insert(String(word.trimmingCharacters(in: CharacterSet(charactersIn: ","))))
             }
         }
-        listed.subtract(Self.global)
-        try #require(!listed.isEmpty, "help lists options: \(help.stdout)")
-        let entry = Self.manualEntryOptions(command).subtracting(Self.global)
-        let synopsis = Self.synopsisOptions(command).subtracting(Self.global)
-        #expect(listed == entry, "--help only: \(listed.subtracting(entry).sorted()); manual entry only: \(entry.subtracting(listed).sorted())")
-        #expect(listed == synopsis, "--help only: \(listed.subtracting(synopsis).sorted()); SYNOPSIS only: \(synopsis.subtracting(listed).sorted())")
+        return help
+    }
+
+    @Test("every command has its page man/tokenctl-COMMAND.1, every such page is a command, and tokenctl(1) lists each with its abstract")
+    func everyCommandHasAPage() throws {
+        let sandbox = try Sandbox()
+        let overview = try sandbox.tokenctl("help")
+        #expect(overview.status == 0, "\(overview)")
+        var listed: [String] = []
+        var inCommands = false
+        for line in overview.stdout.split(separator: "\n") {
+            if line.hasPrefix("SUBCOMMANDS:") { inCommands = true; continue }
+            guard inCommands, line.hasPrefix("  "), !line.hasPrefix("   "), let name = line.split(separator: " ").first else { continue }
+            if name != "help" { listed.append(String(name)) }
+        }
+        #expect(listed == Self.commands, "tokenctl help lists \(listed)")
+        let pages = Self.pageNames.filter { $0.hasPrefix("tokenctl-") && $0.hasSuffix(".1") }.map { String($0.dropFirst("tokenctl-".count).dropLast(2)) }
+        #expect(Set(pages) == Set(listed), "pages without a command: \(Set(pages).subtracting(listed).sorted()); commands without a page: \(Set(listed).subtracting(pages).sorted())")
+        #expect(Set(Self.pageNames) == Set(pages.map { "tokenctl-\($0).1" } + ["tokenctl.1", "tokenctl.conf.5"]), "man/ holds \(Self.pageNames)")
+
+        // tokenctl(1), COMMANDS: `.It Cm NAME`, the abstract on the next line, then `.Xr tokenctl-NAME 1`.
+        let commandsSection = Self.section("COMMANDS", of: Self.manual)
+        for command in listed {
+            let help = try Self.help(command, sandbox: sandbox)
+            guard let tag = commandsSection.firstIndex(of: ".It Cm \(command)"), tag + 3 < commandsSection.count else {
+                Issue.record("tokenctl(1) COMMANDS has no entry '.It Cm \(command)'")
+                continue
+            }
+            #expect(commandsSection[tag + 1] == help.abstract, "tokenctl(1) says '\(commandsSection[tag + 1])' of \(command); its help '\(help.abstract)'")
+            #expect(commandsSection[(tag + 1)...].prefix(4).contains(".Xr tokenctl-\(command) 1 ."), "tokenctl(1) points \(command) to tokenctl-\(command)(1)")
+        }
+    }
+
+    @Test("each command's page has the help's abstract, usage line and options", arguments: commands)
+    func pageAgreesWithHelp(command: String) throws {
+        let text = Self.page("tokenctl-\(command).1")
+        try #require(!text.isEmpty, "man/tokenctl-\(command).1 is readable")
+        let sandbox = try Sandbox()
+        let help = try Self.help(command, sandbox: sandbox)
+        try #require(!help.options.isEmpty && !help.usage.isEmpty, "help parsed: \(help)")
+
+        let name = Self.section("NAME", of: text)
+        #expect(name.first == ".Nm tokenctl-\(command)", "NAME: \(name)")
+        let description = name.first { $0.hasPrefix(".Nd ") }.map { String($0.dropFirst(4)) } ?? ""
+        #expect(description + "." == help.abstract, "the page says '\(description)'; its help '\(help.abstract)'")
+
+        let synopsis = Self.usageText(ofSynopsis: Self.section("SYNOPSIS", of: text))
+        #expect(synopsis == Self.normalizedUsage(help.usage), "SYNOPSIS reads '\(synopsis)'; the help's usage line '\(help.usage)'")
+
+        let documented = Self.documentedOptions(text)
+        #expect(documented == help.options, "--help only: \(help.options.subtracting(documented).sorted()); page only: \(documented.subtracting(help.options).sorted())")
+    }
+
+    @Test("tokenctl.conf(5) documents exactly the keys the profile parser accepts")
+    func confPageListsEveryKey() throws {
+        let text = Self.page("tokenctl.conf.5")
+        try #require(!text.isEmpty, "man/tokenctl.conf.5 is readable")
+        var documented: [String] = []
+        var depth = 0
+        for line in Self.section("KEYS", of: text) {
+            if line.hasPrefix(".Bl") { depth += 1 }
+            if line.hasPrefix(".El") { depth -= 1 }
+            if depth == 1, line.hasPrefix(".It Cm "), let key = line.split(separator: " ").dropFirst(2).first { documented.append(String(key)) }
+        }
+        try #require(documented.count >= 2, "KEYS parsed: \(documented)")
+        #expect(documented == ProfileConfiguration.keys, "page only: \(Set(documented).subtracting(ProfileConfiguration.keys).sorted()); parser only: \(Set(ProfileConfiguration.keys).subtracting(documented).sorted()); or another order")
+        // What the parser does with each documented key, and with one it does not know.
+        func value(_ key: String) -> String {
+            switch key {
+            case "dpop", "dpop_allow_bearer": "true"
+            case "token_endpoint_auth_method": "client_secret_basic"
+            case "cacert": "/etc/ssl/certs/ca-certificates.crt"
+            case _ where key.hasSuffix("_endpoint") || key == "jwks_uri": "https://login.example.com/\(key)"
+            default: "value"
+            }
+        }
+        let base = "issuer = https://login.example.com\nclient_id = cli\n"
+        for key in documented where key != "issuer" && key != "client_id" {
+            #expect(throws: Never.self, "the parser accepts '\(key)'") { _ = try ProfileConfiguration.parse(base + "\(key) = \(value(key))\n", path: "test.conf") }
+        }
+        #expect(throws: ConfigurationError.self) { _ = try ProfileConfiguration.parse(base + "client_secret = value\n", path: "test.conf") }
+    }
+
+    @Test("every page renders without a warning (groff -mandoc -ww) and names the same version")
+    func pagesRender() throws {
+        let groff = "/usr/bin/groff"
+        try #require(FileManager.default.isExecutableFile(atPath: groff), "groff is installed (Debian: groff-base)")
+        let version = Self.lines(Self.manual).first { $0.hasPrefix(".Os ") }
+        try #require(version != nil, "tokenctl(1) has an .Os line")
+        for name in Self.pageNames {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: groff)
+            process.arguments = ["-mandoc", "-Tutf8", "-ww", "-z", Self.root.appendingPathComponent("man/" + name).path]
+            let errors = Pipe()
+            process.standardError = errors
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0 && output.isEmpty, "\(name): \(output)")
+            #expect(Self.lines(Self.page(name)).first { $0.hasPrefix(".Os ") } == version, "\(name) names the version of tokenctl(1)")
+        }
+    }
+
+    @Test("README.md is a first reading: at most 15,000 bytes")
+    func readmeIsShort() throws {
+        let size = try FileManager.default.attributesOfItem(atPath: Self.root.appendingPathComponent("README.md").path)[.size] as? Int
+        let bytes = try #require(size)
+        #expect(bytes <= 15_000, "README.md is \(bytes) bytes")
     }
 }
 
-/// DIAGNOSTICS and EXIT STATUS against the code that produces them: every exit status the
-/// manual lists is an `ExitStatus` (and every `ExitStatus` is listed) with the same meaning;
+/// DIAGNOSTICS (of every page) and EXIT STATUS (of tokenctl(1)) against the code that produces
+/// them: every exit status the manual lists is an `ExitStatus` (and every `ExitStatus` is listed) with the same meaning;
 /// every message DIAGNOSTICS lists is written in the sources (a literal, or the fixed parts of
 /// an interpolated one), and the exit status it documents is the one its producer exits with
 /// (the `TokenctlError` kind it is thrown as, through `TokenctlError.exitStatus`).
-@Suite("tokenctl(1) DIAGNOSTICS and EXIT STATUS agree with the code")
+@Suite("The manual pages' DIAGNOSTICS and tokenctl(1) EXIT STATUS agree with the code")
 struct DiagnosticsAgreementTests {
     static var manualLines: [String] { DocumentationAgreementTests.manual.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) }
 
@@ -180,6 +336,7 @@ struct DiagnosticsAgreementTests {
     // MARK: DIAGNOSTICS
 
     struct Entry {
+        var page: String
         var message: String
         var exit: Int32?
         var line: Int
@@ -191,12 +348,19 @@ struct DiagnosticsAgreementTests {
         return Int32(text[range].split(separator: " ").last!)
     }
 
-    /// The messages of DIAGNOSTICS (the `.It` tags of its lists, but the doctor's check names),
+    /// The messages of every page's DIAGNOSTICS (the `.It` tags of its lists, but the doctor's check names),
     /// each with the exit status its entry documents, else the one its list's paragraph or its
     /// subsection ("All of them exit 69") gives.
     static func diagnostics() -> [Entry] {
-        let lines = section("DIAGNOSTICS")
-        let base = (manualLines.firstIndex(of: ".Sh DIAGNOSTICS") ?? 0) + 2
+        DocumentationAgreementTests.pageNames.flatMap(diagnostics(inPage:))
+    }
+
+    /// The messages of the DIAGNOSTICS section of the page `man/NAME`, if it has one.
+    static func diagnostics(inPage name: String) -> [Entry] {
+        let all = DocumentationAgreementTests.lines(DocumentationAgreementTests.page(name))
+        guard let start = all.firstIndex(of: ".Sh DIAGNOSTICS") else { return [] }
+        let lines = DocumentationAgreementTests.section("DIAGNOSTICS", of: DocumentationAgreementTests.page(name))
+        let base = start + 2
         var entries: [Entry] = []
         var subsection = ""
         var intro: [String] = []
@@ -208,7 +372,7 @@ struct DiagnosticsAgreementTests {
         var columns = false
         func flush() {
             let own = exitStatus(in: plainWords(body).joined(separator: " "))
-            for (message, line) in pending { entries.append(Entry(message: message, exit: own ?? listDefaults.last ?? nil, line: line)) }
+            for (message, line) in pending { entries.append(Entry(page: name, message: message, exit: own ?? listDefaults.last ?? nil, line: line)) }
             pending = []
             body = []
         }
@@ -379,7 +543,7 @@ struct DiagnosticsAgreementTests {
                 }
             }
             guard let best = matches.map(\.slack).min() else {
-                Issue.record("tokenctl.1:\(entry.line): '\(entry.message)' is in no source literal (looked for \(parts))")
+                Issue.record("\(entry.page):\(entry.line): '\(entry.message)' is in no source literal (looked for \(parts))")
                 continue
             }
             guard let documented = entry.exit else { continue }
@@ -387,7 +551,7 @@ struct DiagnosticsAgreementTests {
             guard !statuses.isEmpty else { continue }
             checked += 1
             let places = matches.filter { $0.slack == best }.map { "\($0.literal.path):\($0.literal.line)" }
-            #expect(statuses.contains(documented), "tokenctl.1:\(entry.line): '\(entry.message)' is documented to exit \(documented); its producer exits \(statuses.sorted()) (\(places))")
+            #expect(statuses.contains(documented), "\(entry.page):\(entry.line): '\(entry.message)' is documented to exit \(documented); its producer exits \(statuses.sorted()) (\(places))")
         }
         // Most messages are thrown as a typed error whose status can be read.
         #expect(checked >= 50, "only \(checked) documented exit statuses could be checked against their producers")

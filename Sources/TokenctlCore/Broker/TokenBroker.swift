@@ -18,7 +18,7 @@ public struct ResolvedProfile: Sendable, Equatable {
 /// Serves valid access tokens and performs refreshes, single-flight per profile: inside the
 /// process through one shared in-flight task, across processes through the profile lock.
 ///
-/// The algorithm (DESIGN.md §3): read without locking; serve a fresh token; otherwise take
+/// The algorithm: read without locking; serve a fresh token; otherwise take
 /// the profile lock, re-read (another process may have rotated), and refresh once, with
 /// signals deferred, persisting the rotated set before returning it.
 public actor TokenBroker {
