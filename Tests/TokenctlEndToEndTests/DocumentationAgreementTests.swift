@@ -139,8 +139,9 @@ struct DocumentationAgreementTests {
         #expect(overview.status == 0, "\(overview)")
         var listed: [String] = []
         var inCommands = false
-        for line in overview.stdout.split(separator: "\n") {
+        for line in overview.stdout.split(separator: "\n", omittingEmptySubsequences: false) {
             if line.hasPrefix("SUBCOMMANDS:") { inCommands = true; continue }
+            if inCommands && line.isEmpty { break }
             guard inCommands, line.hasPrefix("  "), !line.hasPrefix("   "), let name = line.split(separator: " ").first else { continue }
             if name != "help" { listed.append(String(name)) }
         }
@@ -235,8 +236,8 @@ struct DocumentationAgreementTests {
 
     @Test("README.md is a first reading: at most 15,000 bytes")
     func readmeIsShort() throws {
-        let size = try FileManager.default.attributesOfItem(atPath: Self.root.appendingPathComponent("README.md").path)[.size] as? Int
-        let bytes = try #require(size)
+        let bytes = try Data(contentsOf: Self.root.appendingPathComponent("README.md")).count
+        try #require(bytes > 1_000, "README.md is readable")
         #expect(bytes <= 15_000, "README.md is \(bytes) bytes")
     }
 }
