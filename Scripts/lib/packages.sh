@@ -6,7 +6,8 @@ TOKENCTL_BUILD_PACKAGES=(pkg-config libsecret-1-dev libcurl4-openssl-dev libssl-
 # keyctl(1): the end-to-end tests and Scripts/bench look at the kernel keyring hot cache from
 # outside. tokenctl itself needs no keyutils library: it makes the two system calls directly.
 # python3-cryptography: the independent verifier of DPoP proofs (DPoPTests).
-TOKENCTL_TEST_PACKAGES=(keyutils python3-cryptography)
+# groff-base: DocumentationAgreementTests renders every manual page with warnings on.
+TOKENCTL_TEST_PACKAGES=(keyutils python3-cryptography groff-base)
 
 # Swift itself is not a Debian package: say so clearly instead of failing later.
 tk_require_swift() {
