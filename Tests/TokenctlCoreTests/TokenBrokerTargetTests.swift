@@ -53,7 +53,12 @@ struct TokenBrokerTargetTests {
     func broker(_ http: FakeHTTPClient) -> TokenBroker {
         let clock = self.clock
         let directory = NSTemporaryDirectory() + "tokenctl-target-locks-" + UUID().uuidString
-        return TokenBroker(store: memory, locks: FileLockProvider(directory: directory), clock: clock.clock) { _ in
+        // The lock wait is real time: generous, so a machine that starves the test's tasks (a
+        // CI run beside other builds) does not turn the fan-in into lock timeouts.
+        return TokenBroker(
+            store: memory, locks: FileLockProvider(directory: directory), clock: clock.clock,
+            configuration: TokenBroker.Configuration(lockTimeout: 600)
+        ) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 }))
         }
     }
@@ -103,7 +108,14 @@ struct TokenBrokerTargetTests {
         let results = await withTaskGroup(of: (TokenTarget, String?).self) { group in
             for index in 0..<40 {
                 let wanted = targets[index % targets.count]
-                group.addTask { (wanted, try? await broker.validTokenSet(for: profile(), target: wanted, minimumTimeToLive: 60).accessToken) }
+                group.addTask {
+                    do {
+                        return (wanted, try await broker.validTokenSet(for: profile(), target: wanted, minimumTimeToLive: 60).accessToken)
+                    } catch {
+                        Issue.record("target \(wanted): \(error)")
+                        return (wanted, nil)
+                    }
+                }
             }
             var all: [(TokenTarget, String?)] = []
             for await result in group { all.append(result) }
