@@ -219,8 +219,11 @@ final class PrivateUser: @unchecked Sendable {
                scope: String = "openid offline_access", extra: [String] = []) async throws -> InProcessResult {
         let refreshToken = try server.issue(clientID: clientID, subject: subject, scope: scope)
         loggedIn.append((profile, server.url, clientID))
+        // A generous --timeout: the suite shares the process with hundreds of parallel tests, and
+        // the Secret Service connect is bounded by it (these tests are not about the bound).
         let result = try await tokenctlArguments(
-            ["--profile", profile, "login", "--issuer", server.url, "--client-id", clientID, "--refresh-token-stdin"] + extra, stdin: refreshToken)
+            ["--profile", profile, "login", "--timeout", "300", "--issuer", server.url, "--client-id", clientID, "--refresh-token-stdin"] + extra,
+            stdin: refreshToken)
         guard result.status == .success else { throw SessionHarnessError("login failed: \(result)") }
         return result
     }
