@@ -102,15 +102,7 @@ extension HotPath {
     }
 
     static func writeAll(_ descriptor: Int32, _ bytes: UnsafeMutablePointer<UInt8>, _ count: Int) {
-        var offset = 0
-        while offset < count {
-            let written = write(descriptor, bytes + offset, count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            offset += written
-        }
+        Descriptor.writeAll(descriptor, bytes, count)
     }
 
     // MARK: Bytes

@@ -1,3 +1,5 @@
+import TokenctlEssentials
+
 /// How one token endpoint exchange ended: the failure classes of tokenctl, in one place.
 ///
 /// | response                                                  | class     |
@@ -52,7 +54,7 @@ public enum RefreshOutcome: Equatable, Sendable {
             let object = JSONValue.parseObject(response.body)
             if let code = object?["error"]?.stringValue {
                 let description = object?["error_description"]?.stringValue
-                return .terminal(.oauthError(status: response.status, code: code, description: description.map(sanitized)))
+                return .terminal(.oauthError(status: response.status, code: code, description: description.map(TerminalText.short)))
             }
             return .terminal(.unexpectedStatus(response.status, contentType: response.header("content-type")))
         }
@@ -68,11 +70,6 @@ public enum RefreshOutcome: Equatable, Sendable {
             return max(0, date - serverNow)
         }
         return nil
-    }
-
-    /// Server-provided text is shown to the user: keep it printable and short.
-    static func sanitized(_ text: String) -> String {
-        String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(200).map(Character.init))
     }
 }
 
@@ -119,9 +116,9 @@ public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .oauthError(let status, let code, let description):
-            "the server answered \(status) \(RefreshOutcome.sanitized(code))" + (description.map { ": \($0)" } ?? "")
+            "the server answered \(status) \(TerminalText.short(code))" + (description.map { ": \($0)" } ?? "")
         case .unexpectedStatus(let status, let contentType):
-            "the server answered HTTP \(status)" + (contentType.map { " (\(RefreshOutcome.sanitized($0)))" } ?? "") + " without an OAuth error"
+            "the server answered HTTP \(status)" + (contentType.map { " (\(TerminalText.short($0)))" } ?? "") + " without an OAuth error"
         case .unusableResponse(let message):
             message
         }
@@ -130,7 +127,7 @@ public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {
     /// A short class name for logs and `refresh --all` lines.
     public var className: String {
         switch self {
-        case .oauthError(_, let code, _): RefreshOutcome.sanitized(code)
+        case .oauthError(_, let code, _): TerminalText.short(code)
         case .unexpectedStatus(let status, _): "http-\(status)"
         case .unusableResponse: "unusable-response"
         }

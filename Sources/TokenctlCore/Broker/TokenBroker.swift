@@ -25,16 +25,16 @@ public actor TokenBroker {
     public struct Configuration: Sendable {
         /// How long to wait for another process's refresh before giving up (exit 75).
         public var lockTimeout: Double
-        /// The command's deadline (`Clock` time): the lock wait ends there too.
-        public var commandDeadline: Double?
-        public init(lockTimeout: Double = 30, commandDeadline: Double? = nil) {
+        /// The command's deadline: the lock wait ends there too.
+        public var commandDeadline: Deadline?
+        public init(lockTimeout: Double = 30, commandDeadline: Deadline? = nil) {
             self.lockTimeout = lockTimeout
             self.commandDeadline = commandDeadline
         }
 
         /// The lock wait allowed at `now`: the lock timeout, within the deadline.
         func lockWait(at now: Double) -> Double {
-            max(0, min(lockTimeout, (commandDeadline ?? .infinity) - now))
+            max(0, min(lockTimeout, (commandDeadline?.time ?? .infinity) - now))
         }
     }
 

@@ -25,8 +25,8 @@ struct DeviceFlow: Sendable {
                 throw TokenctlError(.transient, "the device authorization endpoint failed with HTTP \(response.status)", hint: "Nothing was stored; try again later.")
             }
             let object = JSONValue.parseObject(response.body)
-            let code = object?["error"]?.stringValue.map(RefreshOutcome.sanitized)
-            let description = object?["error_description"]?.stringValue.map(RefreshOutcome.sanitized)
+            let code = object?["error"]?.stringValue.map(TerminalText.short)
+            let description = object?["error_description"]?.stringValue.map(TerminalText.short)
             throw TokenctlError(
                 .configuration,
                 "the device authorization endpoint refused the request (HTTP \(response.status)\(code.map { " \($0)" } ?? "")\(description.map { ": \($0)" } ?? ""))",
@@ -143,8 +143,8 @@ struct BrowserFlow: Sendable {
                 hint: "Nothing was stored. Run the same login command again.")
         }
         if let error = received["error"] {
-            let code = RefreshOutcome.sanitized(error)
-            let description = received["error_description"].map(RefreshOutcome.sanitized)
+            let code = TerminalText.short(error)
+            let description = received["error_description"].map(TerminalText.short)
             callback.respond(status: 200, title: "Sign-in not completed", message: "The server answered: \(Self.html(code)). Return to the terminal.")
             if code == "access_denied" {
                 throw TokenctlError(.loginRequired, "the sign-in was denied in the browser (access_denied)\(description.map { ": \($0)" } ?? "")", hint: "Nothing was stored.")
@@ -154,7 +154,7 @@ struct BrowserFlow: Sendable {
         // RFC 9207: when the server names itself in the response, it must be our issuer (mix-up defence).
         if checksIssuerParameter, let responseIssuer = received["iss"], responseIssuer != issuer {
             callback.respond(status: 400, title: "Sign-in rejected", message: "The response came from another issuer. Return to the terminal.")
-            throw TokenctlError(.loginRequired, "the redirect came from issuer '\(RefreshOutcome.sanitized(responseIssuer))', not \(issuer)", hint: "Nothing was stored.")
+            throw TokenctlError(.loginRequired, "the redirect came from issuer '\(TerminalText.short(responseIssuer))', not \(issuer)", hint: "Nothing was stored.")
         }
         guard let code = received["code"], !code.isEmpty else {
             callback.respond(status: 400, title: "Sign-in failed", message: "The response carried no authorization code. Return to the terminal.")

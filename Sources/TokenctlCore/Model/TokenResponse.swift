@@ -1,3 +1,5 @@
+import TokenctlEssentials
+
 /// A successful token endpoint response (RFC 6749 §5.1), checked before anything is stored.
 public struct TokenResponse: Equatable, Sendable {
     public var accessToken: String
@@ -129,7 +131,7 @@ public enum TokenResponseError: Error, Equatable, CustomStringConvertible {
         case .emptyToken(let field): "the token endpoint's answer has an empty \(field)"
         case .invalidTokenCharacters(let field): "the token endpoint's \(field) contains whitespace or control characters"
         case .invalidField(let field): "the token endpoint's answer has an invalid \(field)"
-        case .unsupportedTokenType(let type): "the token endpoint issued a '\(RefreshOutcome.sanitized(type))' token; tokenctl supports Bearer and DPoP tokens"
+        case .unsupportedTokenType(let type): "the token endpoint issued a '\(TerminalText.short(type))' token; tokenctl supports Bearer and DPoP tokens"
         }
     }
 }
