@@ -111,7 +111,7 @@ public enum OAuthErrorCodes {
         // GitHub's word for a wrong client id or secret, with HTTP 200.
         "incorrect_client_credentials": Meaning(
             kind: .clientRefused, provider: "GitHub",
-            hint: "Check the profile's client id and client secret (give the secret again with 'login --client-secret-stdin')."),
+            hint: "Check the profile's client id and client secret."),
     ]
 
     public static func meaning(of code: String) -> Meaning? { table[code] }

@@ -364,7 +364,9 @@ public actor TokenBroker {
             let hint = Self.oauthErrorHint(reason)
             throw TokenctlError(
                 .configuration, "the server refused the client of profile '\(profile.name)': \(reason)",
-                hint: Hint.sentences("The session is kept.", hint))
+                hint: Hint.sentences(
+                    "The session is kept.", hint,
+                    "A new secret is given with '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))'"))
         case .terminal(let reason):
             // Another writer may have replaced the item meanwhile: delete only what we sent.
             let (store, identity) = (self.store, profile.identity)
