@@ -366,7 +366,7 @@ public actor TokenBroker {
                 .configuration, "the server refused the client of profile '\(profile.name)': \(reason)",
                 hint: Hint.sentences(
                     "The session is kept.", hint,
-                    "A new secret is given with '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))'"))
+                    "A new secret is given with '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))'."))
         case .terminal(let reason):
             // Another writer may have replaced the item meanwhile: delete only what we sent.
             let (store, identity) = (self.store, profile.identity)
@@ -412,7 +412,7 @@ public actor TokenBroker {
             return TokenctlError(
                 .loginRequired,
                 "profile '\(profile.name)' has no refresh token (the server issued none), so its access token cannot be renewed; it stays in use until the server rejects it",
-                hint: Hint.sentences("For a new access token, sign in again: '\(CommandHint.login(profile.name))'"))
+                hint: "For a new access token, sign in again: '\(CommandHint.login(profile.name))'.")
         }
         return TokenctlError(
             .loginRequired, "the access token of profile '\(profile.name)' has expired and the server issued no refresh token",
