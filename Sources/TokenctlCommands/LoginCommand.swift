@@ -201,7 +201,8 @@ enum LoginCommand: EngineCommand {
         let tokenSet = result.tokenSet
         let who = tokenSet.subject.map { " as \(Output.printable($0))" } ?? ""
         let left = tokenSet.timeLeft(at: Clock.system.now())
-        let validity = left >= 1 ? "access token valid for \(Output.duration(left))" : "the access token has already expired (the next 'token' refreshes it)"
+        let validity = left == .infinity ? "access token with no expiry stated (served until a server rejects it)"
+            : left >= 1 ? "access token valid for \(Output.duration(left))" : "the access token has already expired (the next 'token' refreshes it)"
         var summary = "Logged in profile '\(context.profile)' at \(issuer)\(who); \(validity).\n"
         if tokenSet.idToken != nil {
             // Name only the checks that were made: the device flow and an import send no nonce.

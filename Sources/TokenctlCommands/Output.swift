@@ -51,8 +51,10 @@ enum Output {
 
     /// "valid for 5 min", or "expired 3 s ago" for a token whose time is up (never "valid for
     /// expired …").
+    /// "with no expiry stated" for a token the server gave no lifetime and nothing can renew.
     static func validity(_ timeLeft: Double) -> String {
-        timeLeft > 0 ? "valid for \(duration(timeLeft))" : "expired \(duration((-timeLeft).clamped(to: 0...1e15).rounded(.up))) ago"
+        if timeLeft == .infinity { return "with no expiry stated" }
+        return timeLeft > 0 ? "valid for \(duration(timeLeft))" : "expired \(duration((-timeLeft).clamped(to: 0...1e15).rounded(.up))) ago"
     }
 
     static func timestamp(_ seconds: Double) -> String {

@@ -10,6 +10,8 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
 
     func showDeviceAuthorization(_ authorization: DeviceAuthorization, expiresAt: Double) {
         var text = "To sign in, open \(authorization.verificationURI)\nand enter the code: \(authorization.userCode)\n"
+        // The server's own words (Entra's localized instructions), after tokenctl's.
+        if let message = authorization.message { text += "The server says: \(Output.printable(message))\n" }
         if let complete = authorization.verificationURIComplete {
             text += "Or open this link, which includes the code:\n  \(complete)\n"
             if isTerminal, let code = QRCode(complete) {

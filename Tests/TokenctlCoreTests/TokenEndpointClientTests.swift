@@ -218,7 +218,7 @@ struct TokenEndpointClientTests {
     }
 
     @Test("fake server: terminal answers are never retried", arguments: [
-        HTTPResponse.invalidGrant, HTTPResponse(status: 400), .text(401, "no"), .text(200, "<html/>", contentType: "text/html"),
+        HTTPResponse.invalidGrant, HTTPResponse(status: 400), .text(401, "no"), .json(200, #"{"error":"bad_refresh_token"}"#),
     ])
     func terminalNotRetried(response: HTTPResponse) async {
         let http = FakeHTTPClient(script: [.success(response), .success(.tokens())])

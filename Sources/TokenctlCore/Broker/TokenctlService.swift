@@ -131,16 +131,14 @@ public final class TokenctlService: Sendable {
            let entry = hotCache.lookup(profile: name, issuer: profile.identity.issuer, clientID: profile.identity.clientID, target: target),
            entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) {
             return ServedToken(
-                tokenSet: TokenSet(
-                    accessToken: entry.accessToken, tokenType: entry.tokenType, refreshToken: nil, expiresAt: entry.expiresAt,
-                    issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt),
-                fromAnotherProcessRefresh: false, fromHotCache: true, configuration: profile.configuration)
+                tokenSet: TokenSet(cached: entry), fromAnotherProcessRefresh: false, fromHotCache: true, configuration: profile.configuration)
         }
         if !force, let tokenSet = try await servedAfterAnotherRefresh(profile, target: target, minimumTimeToLive: minimumTimeToLive) {
             return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: true, configuration: profile.configuration)
         }
         let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
-            try await broker.validTokenSet(for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force)
+            // `token --force` is what a user runs after a server rejected the token (a 401).
+            try await broker.validTokenSet(for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force, rejected: force)
         }
         return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: false, configuration: profile.configuration)
     }
@@ -162,9 +160,7 @@ public final class TokenctlService: Sendable {
         let identity = profile.identity
         guard let entry = hotCache.lookup(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target),
               entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) else { return nil }
-        return TokenSet(
-            accessToken: entry.accessToken, tokenType: entry.tokenType, refreshToken: nil, expiresAt: entry.expiresAt,
-            issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt)
+        return TokenSet(cached: entry)
     }
 
     /// Run a broker call; a session that has ended is dropped from the hot cache (what the

@@ -383,7 +383,11 @@ extension TokenctlService {
         case .success(let response, let serverDate):
             return (response, serverDate)
         case .terminal(let reason):
-            throw TokenctlError(.loginRequired, "the server did not accept \(what): \(reason)", hint: "Nothing was stored.")
+            let hint = TokenBroker.oauthErrorHint(reason)
+            throw TokenctlError(.loginRequired, "the server did not accept \(what): \(reason)", hint: Hint.sentences("Nothing was stored.", hint))
+        case .clientRefused(let reason):
+            let hint = TokenBroker.oauthErrorHint(reason)
+            throw TokenctlError(.configuration, "the server refused the client: \(reason)", hint: Hint.sentences("Nothing was stored.", hint))
         case .unusableTokens(let answer):
             throw TokenctlError(.loginRequired, "the server did not accept \(what): \(answer)", hint: "Nothing was stored.")
         case .transient(let reason, _):
