@@ -76,7 +76,7 @@ public enum JWTVerifier {
         }
         candidates = candidates.filter { $0.canVerify(algorithm) }
         guard !candidates.isEmpty else { throw .noMatchingKey(keyID) }
-        // libcrypto is loaded here, on first use (CCrypto/shim.h).
+        // libcrypto is loaded here, on first use (Sources/CCrypto).
         if let reason = OpenSSL.unavailableReason { throw .cryptoUnavailable(reason) }
 
         let derSignature: [UInt8]
