@@ -24,31 +24,25 @@ let package = Package(
         // tokenctl's C over libsecret (the item schema, the lean Service proxy, the calls Swift
         // cannot make), with its bodies in a .c file, which a system-library target cannot hold.
         .target(name: "CSecretShim", dependencies: ["CSecret"]),
-        // Header only at build time: libcurl is dlopen-ed when tokenctl first speaks HTTP.
-        .systemLibrary(
-            name: "CCurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
-        ),
-        // Header only at build time: OpenSSL's libcrypto is dlopen-ed on first use (PKCE, ID-token
-        // signatures at login and in `status`). Linked, it cost ~1.7 ms of every engine start.
-        .systemLibrary(
-            name: "CCrypto",
-            providers: [.apt(["libssl-dev"])]
-        ),
-        // Header only at build time: libgcrypt (DPoP's ES256 keys and proofs; libsecret has
-        // already loaded it when a proof is signed) is dlopen-ed on first use.
-        .systemLibrary(
-            name: "CGcrypt",
-            providers: [.apt(["libgcrypt20-dev"])]
-        ),
-        // Header only at build time: libqrencode is dlopen-ed when the device flow draws its QR code.
-        .systemLibrary(
-            name: "CQRencode",
-            providers: [.apt(["libqrencode-dev"])]
-        ),
+        // tokenctl's C over the libraries it loads with dlopen on first use, one C target each:
+        // the header (Sources/CName/include/CName.h) declares, the .c file holds the bodies and
+        // the library's one loader state. Only the libraries' headers are used at build time
+        // (Debian packages in parentheses); nothing links the libraries themselves.
+        // The loader they share (dlopen, dlsym, the declare/define macros).
+        .target(name: "CLazyLoader"),
+        // libcurl, dlopen-ed when tokenctl first speaks HTTP (libcurl4-openssl-dev).
+        .target(name: "CCurl", dependencies: ["CLazyLoader"]),
+        // OpenSSL's libcrypto, dlopen-ed on first use (PKCE, ID-token signatures at login and in
+        // `status`); linked, it cost ~1.7 ms of every engine start (libssl-dev).
+        .target(name: "CCrypto", dependencies: ["CLazyLoader"]),
+        // libgcrypt (DPoP's ES256 keys and proofs; libsecret has already loaded it when a proof is
+        // signed), dlopen-ed on first use (libgcrypt20-dev).
+        .target(name: "CGcrypt", dependencies: ["CLazyLoader"]),
+        // libqrencode, dlopen-ed when the device flow draws its QR code (libqrencode-dev).
+        .target(name: "CQRencode", dependencies: ["CLazyLoader"]),
 
-        // add_key(2)/keyctl(2) as raw system calls: a header, no library.
-        .systemLibrary(name: "CKernelKeyring"),
+        // add_key(2)/keyctl(2) as raw system calls: no library (the static front links it).
+        .target(name: "CKernelKeyring"),
 
         // No Foundation and no C library but Glibc: argv parsing, profile configuration,
         // paths, exit codes, and the kernel keyring hot cache. The static front links it.

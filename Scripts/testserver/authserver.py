@@ -120,6 +120,31 @@ members are merged into the 200 answer before it is sent, a null value removing 
   {"refresh_token": 42}                an unusable refresh token (the issued one is lost)
 The log entry of such a refresh has outcome "issued" and "overridden": [the members' names].
 
+Personas (config "persona", or --persona NAME for the server's default): a provider as it
+really behaves on the wire (docs: /work/shared/PROVIDERS.md and PERSONAS below).  Setting a
+persona first sets the config keys it implies (PERSONAS[name]["config"]: lifetimes, discovery,
+device interval...), then the other keys of the same /_test/config request, so a test may
+still shorten an interval; its "wire" switches shape every /token and device answer:
+  github-oauth-app  GitHub OAuth App: endpoints POST /login/device/code, GET /login/oauth/authorize,
+                    POST /login/oauth/access_token (the generic paths still work); no discovery
+                    (404); errors with HTTP 200 (authorization_pending, slow_down, bad_refresh_token,
+                    incorrect_client_credentials, device_flow_disabled...); answers form-encoded
+                    unless the request's Accept names application/json; token_type "bearer",
+                    scope comma-separated ("repo,gist"); no expires_in, no refresh token, no
+                    id_token, tokens that never expire; device answers without
+                    verification_uri_complete, verification_uri ISSUER/login/device, expires_in
+                    900, interval 5; polling before the interval has passed (since the code was
+                    issued, or since the previous poll) gets slow_down, and every slow_down
+                    carries the raised "interval" (+5 s).
+  github-app        GitHub App user tokens: the same, but expires_in 28800 (8 h), a refresh token
+                    (ghr_...) with refresh_token_expires_in 15897600 (about 6 months), scope "";
+                    a refresh kills the refresh token used and the access token it came with; a
+                    spent, unknown or expired refresh token gets 200 error=bad_refresh_token (no
+                    family revocation).
+Config "device_flow_disabled": the device endpoint answers device_flow_disabled ("Device Flow
+must be explicitly enabled for this App"; 400, or 200 under a GitHub persona).  Config
+"numbers_as_strings": numeric members of token and device answers sent as JSON strings.
+
 Token model: /_test/issue creates a family (sub, client_id, scope) and its first
 refresh token.  Refresh tokens are strictly one-time-use when "rotate" is true:
 a spent token replayed within grace_seconds of being spent gets a fresh pair;
@@ -271,7 +296,60 @@ DEFAULT_CONFIG = {
     "dpop_downgrade": False,
     # Bound JWT access tokens (jwt_access_tokens) carry cnf.jkt of another, random key.
     "dpop_wrong_cnf": False,
+    # A provider's wire behaviour (PERSONAS); None: this server's own, standard behaviour.
+    "persona": None,
+    # The device endpoint answers device_flow_disabled (GitHub, when the app's owner has not
+    # switched the device flow on).
+    "device_flow_disabled": False,
+    # Numeric members of token and device answers as JSON strings (early GitHub App answers).
+    "numbers_as_strings": False,
 }
+
+# Providers as they behave on the wire (PROVIDERS.md).  "config": the config keys a persona
+# implies, set when the persona is; "wire": the switches that shape its answers (read through
+# wire(), None when no persona is set).  A new persona (google, entra...) is one more entry here,
+# plus whatever new "wire" switch it needs, read where the answer is made.
+GITHUB_WIRE = {
+    "errors_with_200": True,          # an OAuth error body comes with HTTP 200
+    "form_unless_json": True,         # form-encoded unless Accept names application/json
+    "token_type": "bearer",
+    "device_verification_path": "/login/device",
+    "device_uri_complete": False,     # no verification_uri_complete
+    "poll_interval_rule": True,       # an early poll gets slow_down; slow_down carries "interval"
+    "dead_refresh_error": "bad_refresh_token",
+    "client_error": "incorrect_client_credentials",
+}
+PERSONAS = {
+    "github-oauth-app": {
+        "config": {"omit_expires_in": True, "omit_refresh_token": True, "omit_id_token": True,
+                   "discovery_oidc": False, "device_interval": 5, "device_expires_in": 900},
+        "wire": dict(GITHUB_WIRE, access_prefix="gho_", scope_style="comma", access_never_expires=True),
+    },
+    "github-app": {
+        "config": {"access_ttl": 28800, "rotate": True, "grace_seconds": 0, "omit_id_token": True,
+                   "omit_expires_in": False, "omit_refresh_token": False,
+                   "discovery_oidc": False, "device_interval": 5, "device_expires_in": 900},
+        "wire": dict(GITHUB_WIRE, access_prefix="ghu_", refresh_prefix="ghr_", scope_style="empty",
+                     refresh_token_expires_in=15897600, refresh_kills_access_token=True),
+    },
+}
+
+GITHUB_DESCRIPTIONS = {
+    "authorization_pending": "The authorization request is still pending.",
+    "slow_down": "Too many requests have been made in the same timeframe.",
+    "expired_token": "The device_code has expired.",
+    "access_denied": "The authorization request was denied.",
+    "bad_refresh_token": "The refresh token passed is incorrect or expired.",
+    "incorrect_client_credentials": "The client_id and/or client_secret passed are incorrect.",
+    "device_flow_disabled": "Device Flow must be explicitly enabled for this App",
+    "bad_verification_code": "The code passed is incorrect or expired.",
+}
+
+
+def wire():
+    """The current persona's wire switches, or None.  LOCK held (or a config snapshot read)."""
+    persona = STATE.config.get("persona")
+    return PERSONAS[persona]["wire"] if persona in PERSONAS else None
 
 LOCK = threading.Lock()
 
@@ -641,6 +719,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def send_json(self, status, obj):
         self.send(status, json.dumps(obj).encode(), "application/json")
 
+    def send_answer(self, status, obj, headers=None, shape=None):
+        """A /token or device answer, shaped by the persona's wire switches (`shape`: wire() and
+        numbers_as_strings, read under LOCK by the caller): errors with 200, numbers as strings,
+        form-encoded unless JSON was asked for."""
+        wire_switches, numbers_as_strings = shape or (None, False)
+        if not isinstance(obj, dict):
+            return self.send(status, obj, headers=headers)
+        obj = dict(obj)
+        if wire_switches and "error" in obj:
+            obj.setdefault("error_description", GITHUB_DESCRIPTIONS.get(obj["error"], obj["error"]))
+            obj.setdefault("error_uri", "https://docs.github.com/developers/apps/authorizing-oauth-apps")
+            if wire_switches.get("errors_with_200"):
+                status = 200
+        if numbers_as_strings:
+            obj = {k: (str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in obj.items()}
+        accept = (self.headers.get("Accept") or "").lower()
+        if wire_switches and wire_switches.get("form_unless_json") and "application/json" not in accept:
+            pairs = [(k, "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)) for k, v in obj.items()]
+            return self.send(status, urllib.parse.urlencode(pairs), "application/x-www-form-urlencoded", headers)
+        self.send(status, obj, headers=headers)
+
     def drop(self):
         self.close_connection = True
         raise Closed()
@@ -681,7 +780,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with LOCK:
             cfg = STATE.config
             raw = cfg.get("discovery_raw")
-            if oidc and not cfg["discovery_oidc"]:
+            if (oidc or wire() is not None) and not cfg["discovery_oidc"]:
+                # (a GitHub persona has neither discovery document)
                 log_request(self.path, 404, "not_found")
                 status, doc = 404, {"error": "not_found"}
             elif raw is not None:
@@ -775,6 +875,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             auth_error = check_client_secret(client_id, form, self.headers.get("Authorization"))
             if verdict is not None and not downgrade:
                 status, obj, outcome = 400, {"error": verdict, "error_description": info["error"]}, verdict
+            elif auth_error is not None and wire() is not None:
+                status, obj, outcome = 401, {"error": wire()["client_error"]}, wire()["client_error"]
             elif auth_error is not None:
                 status, obj, outcome = 401, {"error": "invalid_client"}, "invalid_client"
             elif grant_type == DEVICE_GRANT:
@@ -794,10 +896,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE.stats["reuse_detected"] += 1
             if nonce_required:
                 headers["DPoP-Nonce"] = dpop_nonce()
+            if wire() and wire().get("errors_with_200") and "error" in obj:
+                status = 200  # as sent (send_answer): the log shows what went over the wire
             log_request("/token", status, outcome, dpop=copy.deepcopy(info),
-                        token_type=obj.get("token_type") if status == 200 else None,
-                        issued_refresh_token=obj.get("refresh_token") if status == 200 else None, **entry)
-        self.send(status, obj, headers=headers)
+                        token_type=obj.get("token_type") if "error" not in obj else None,
+                        issued_refresh_token=obj.get("refresh_token") if "error" not in obj else None, **entry)
+            shape = (wire(), bool(STATE.config.get("numbers_as_strings")))
+        self.send_answer(status, obj, headers=headers, shape=shape)
 
     # -- /revoke ----------------------------------------------------------
 
@@ -905,24 +1010,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 status, doc = 400, {"error": "invalid_request"}
             elif check_client_secret(client_id, form, self.headers.get("Authorization")) is not None:
                 log_request("/device_authorization", 401, "invalid_client", client_id=client_id)
-                status, doc = 401, {"error": "invalid_client"}
+                status, doc = 401, {"error": wire()["client_error"] if wire() else "invalid_client"}
+            elif cfg.get("device_flow_disabled"):
+                log_request("/device_authorization", 400, "device_flow_disabled", client_id=client_id)
+                status, doc = 400, {"error": "device_flow_disabled",
+                                    "error_description": GITHUB_DESCRIPTIONS["device_flow_disabled"]}
             else:
                 status, doc = 200, self.new_device_code(form, client_id, cfg)
-        self.send_json(status, doc)
+            shape = (wire(), bool(cfg.get("numbers_as_strings")))
+        self.send_answer(status, doc, shape=shape)
 
     def new_device_code(self, form, client_id, cfg):
         """LOCK held."""
         device_code = "dc_" + secrets.token_urlsafe(24)
         user_code = secrets.token_hex(2).upper() + "-" + secrets.token_hex(2).upper()
         expires_in = int(cfg["device_expires_in"])
+        w = wire()
         STATE.devices[device_code] = {"user_code": user_code, "client_id": client_id,
-                                      "scope": form.get("scope") or "openid offline_access",
+                                      "scope": form.get("scope") or ("" if w else "openid offline_access"),
                                       "status": "pending", "sub": "alice",
-                                      "expires_at": time.time() + expires_in}
+                                      "expires_at": time.time() + expires_in,
+                                      # the interval in force, and when the code was issued or last polled
+                                      "interval": float(cfg["device_interval"]), "last_poll": time.time()}
         doc = {"device_code": device_code, "user_code": user_code,
-               "verification_uri": self.issuer + "/device",
+               "verification_uri": self.issuer + (w["device_verification_path"] if w else "/device"),
                "verification_uri_complete": self.issuer + "/device?user_code=" + user_code,
                "expires_in": expires_in, "interval": cfg["device_interval"]}
+        if w and not w.get("device_uri_complete"):
+            del doc["verification_uri_complete"]
         for k, v in (cfg.get("device_response_override") or {}).items():
             if v is None:
                 doc.pop(k, None)
@@ -1029,7 +1144,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not isinstance(overrides, list) or not all(isinstance(o, dict) for o in overrides):
             return self.send_json(400, {"error": "invalid_request",
                                         "error_description": "refresh_answer_overrides must be a list of objects"})
+        persona = req.get("persona")
+        if persona is not None and persona not in PERSONAS:
+            return self.send_json(400, {"error": "invalid_request",
+                                        "error_description": "unknown persona: %s (known: %s)" % (persona, ", ".join(sorted(PERSONAS)))})
         with LOCK:
+            if persona is not None:
+                # The config a persona implies first; the request's other keys may still change it.
+                for k, v in PERSONAS[persona]["config"].items():
+                    STATE.config[k] = copy.deepcopy(v)
             for k, v in req.items():
                 STATE.config[k] = copy.deepcopy(v)
             cfg = copy.deepcopy(STATE.config)
@@ -1065,6 +1188,10 @@ ROUTES = {
     ("GET", "/resource"): Handler.resource,
     ("POST", "/resource"): Handler.resource,
     ("POST", "/device_authorization"): Handler.device_authorization,
+    # GitHub's fixed paths (github-* personas; the handlers are the same).
+    ("POST", "/login/device/code"): Handler.device_authorization,
+    ("POST", "/login/oauth/access_token"): Handler.token,
+    ("GET", "/login/oauth/authorize"): Handler.authorize,
     ("GET", "/authorize"): Handler.authorize,
     ("GET", "/jwks"): Handler.jwks,
     ("POST", "/_test/device/approve"): Handler.t_device_approve,
@@ -1157,11 +1284,24 @@ def device_grant(issuer, device_code, client_id, dpop=None):
     rec = STATE.devices.get(device_code)
     if rec is None or rec["client_id"] != client_id:
         return 400, {"error": "invalid_grant"}, "invalid"
+    w = wire()
+    if w and w.get("poll_interval_rule"):
+        # GitHub: a poll before the interval has passed (since the code was issued, or since the
+        # previous poll) gets slow_down, and the interval grows by 5 s.
+        now = time.time()
+        early = now - rec["last_poll"] < rec["interval"]
+        rec["last_poll"] = now
+        if early:
+            rec["interval"] += 5
+            return 400, {"error": "slow_down", "interval": int(rec["interval"])}, "slow_down_early"
     script = STATE.config.get("device_script") or []
     if script:
         step = script.pop(0)
         if step == "approve":
             rec["status"] = "approved"
+        elif step == "slow_down" and w and w.get("poll_interval_rule"):
+            rec["interval"] += 5
+            return 400, {"error": step, "interval": int(rec["interval"])}, step
         elif step in ("authorization_pending", "slow_down", "access_denied", "expired_token"):
             return 400, {"error": step}, step
     if time.time() > rec["expires_at"]:
@@ -1215,9 +1355,11 @@ def take_fault():
     return dict(fault)
 
 
-def new_refresh(family, client_id):
-    rt = "rt_" + secrets.token_urlsafe(32)
-    STATE.refresh[rt] = {"family": family, "client_id": client_id, "spent_at": None, "revoked": False}
+def new_refresh(family, client_id, access_token=None):
+    w = wire()
+    rt = (w.get("refresh_prefix") or "rt_") + secrets.token_urlsafe(32) if w else "rt_" + secrets.token_urlsafe(32)
+    STATE.refresh[rt] = {"family": family, "client_id": client_id, "spent_at": None, "revoked": False,
+                         "issued_at": time.time(), "access_token": access_token}
     return rt
 
 
@@ -1239,7 +1381,11 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=N
         at = make_jwt(claims)
     else:
         at = "at_" + secrets.token_urlsafe(32)
-    STATE.access[at] = {"family": fam_id, "client_id": rec_client, "expires_at": time.time() + ttl,
+    w = wire()
+    if w:
+        at = w["access_prefix"] + secrets.token_hex(18)
+    never = bool(w and w.get("access_never_expires"))
+    STATE.access[at] = {"family": fam_id, "client_id": rec_client, "expires_at": float("inf") if never else time.time() + ttl,
                         "revoked": False, "scope": scope, "audience": audience, "resource": list(resources),
                         "jkt": jkt}
     resp = {
@@ -1248,6 +1394,10 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=N
         "expires_in": ttl,
         "scope": scope,
     }
+    if w:
+        resp["token_type"] = w["token_type"]
+        # GitHub: OAuth App scopes comma-separated; GitHub App user tokens "".
+        resp["scope"] = ",".join((scope or "").split()) if w["scope_style"] == "comma" else ""
     id_claims = {"iss": issuer, "sub": fam["sub"], "aud": rec_client, "iat": now, "exp": now + ttl,
                  "email": fam["sub"] + "@example.test"}
     if nonce:
@@ -1257,7 +1407,9 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=N
     if STATE.config.get("omit_expires_in"):
         del resp["expires_in"]
     if rotate and not STATE.config.get("omit_refresh_token"):
-        resp["refresh_token"] = new_refresh(fam_id, rec_client)
+        resp["refresh_token"] = new_refresh(fam_id, rec_client, access_token=at)
+        if w and w.get("refresh_token_expires_in"):
+            resp["refresh_token_expires_in"] = w["refresh_token_expires_in"]
     return resp
 
 
@@ -1272,6 +1424,16 @@ def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resourc
                      "error_description": "missing refresh_token or client_id"}, "invalid_request"
     rec = STATE.refresh.get(rt)
     bad = {"error": "invalid_grant", "error_description": "refresh token is invalid or revoked"}
+    w = wire()
+    if w and w.get("dead_refresh_error"):
+        # GitHub: a spent, unknown, revoked or expired refresh token is bad_refresh_token (with
+        # HTTP 200, see send_answer); nothing else is revoked.
+        dead = {"error": w["dead_refresh_error"]}
+        if rec is None or rec["revoked"] or rec["spent_at"] is not None or STATE.families[rec["family"]]["revoked"]:
+            return 400, dead, "bad_refresh_token"
+        lifetime = w.get("refresh_token_expires_in")
+        if lifetime and time.time() > rec.get("issued_at", 0) + lifetime:
+            return 400, dead, "bad_refresh_token"
     if rec is None or rec["revoked"]:
         return 400, bad, "invalid"
     fam = STATE.families[rec["family"]]
@@ -1308,6 +1470,9 @@ def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resourc
                       dpop=dpop)
     if rotate:
         rec["spent_at"] = now
+    if w and w.get("refresh_kills_access_token") and rec.get("access_token") in STATE.access:
+        # GitHub App: using a refresh token also kills the access token it came with.
+        STATE.access[rec["access_token"]]["revoked"] = True
     overrides = cfg.get("refresh_answer_overrides") or []
     if overrides:
         override = overrides.pop(0)
@@ -1379,11 +1544,17 @@ def main():
     ap.add_argument("--port-file")
     ap.add_argument("--pid-file")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--persona", choices=sorted(PERSONAS),
+                    help="the persona this server starts with and returns to on /_test/reset")
     ap.add_argument("--exit-with-parent", action="store_true",
                     help="stop when the process that started us ends (tests that crash leave nothing behind)")
     args = ap.parse_args()
 
     Handler.verbose = args.verbose
+    if args.persona:
+        DEFAULT_CONFIG.update(copy.deepcopy(PERSONAS[args.persona]["config"]))
+        DEFAULT_CONFIG["persona"] = args.persona
+        STATE.reset()
     server = Server(("127.0.0.1", args.port), Handler)
     port = server.server_address[1]
 

@@ -462,6 +462,65 @@ tjson /_test/reset '{}' >/dev/null
 expect "dpop: reset clears the counters" \
   "$(jget "$(curl -sS "$base/_test/stats")" '[j["dpop_proofs_valid"], j["dpop_proofs_invalid"]]')" '[0, 0]'
 
+# --- personas: GitHub as it behaves on the wire (PROVIDERS.md §1)
+tjson /_test/reset '{}' >/dev/null
+expect "persona: unknown refused" "$(req -X POST --data '{"persona":"nope"}' "$base/_test/config")" 400
+cfg=$(tjson /_test/config '{"persona": "github-oauth-app", "device_interval": 30}')
+expect "persona: implied config, then the request's keys" "$(jget "$cfg" '[j["omit_expires_in"], j["omit_refresh_token"], j["device_expires_in"], j["device_interval"]]')" '[true, true, 900, 30]'
+expect "github: no OIDC discovery" "$(req "$base/.well-known/openid-configuration")" 404
+expect "github: no RFC 8414 discovery" "$(req "$base/.well-known/oauth-authorization-server")" 404
+code=$(req -X POST "$base/login/device/code" --data client_id=Ov23li --data-urlencode "scope=repo gist")
+body=$(<"$tmp/body")
+expect "github device: 200" "$code" 200
+expect "github device: form-encoded without Accept" "$("$py" -c 'import sys,urllib.parse as u; d=dict(u.parse_qsl(sys.argv[1])); print(sorted(d), d["verification_uri"].endswith("/login/device"), d["expires_in"])' "$body")" \
+  "['device_code', 'expires_in', 'interval', 'user_code', 'verification_uri'] True 900"
+dc=$("$py" -c 'import sys,urllib.parse as u; print(dict(u.parse_qsl(sys.argv[1]))["device_code"])' "$body")
+uc=$("$py" -c 'import sys,urllib.parse as u; print(dict(u.parse_qsl(sys.argv[1]))["user_code"])' "$body")
+poll() { req -X POST "$base/login/oauth/access_token" -H "Accept: ${1:-application/json}" --data client_id=Ov23li \
+  --data-urlencode "grant_type=urn:ietf:params:oauth:grant-type:device_code" --data-urlencode "device_code=$dc"; }
+code=$(poll); body=$(<"$tmp/body")
+expect "github poll too early: 200 slow_down with the raised interval" "$code $(jget "$body" '[j["error"], j["interval"]]')" '200 ["slow_down", 35]'
+code=$(poll); body=$(<"$tmp/body")
+expect "github poll within the raised interval: slow_down again" "$(jget "$body" '[j["error"], j["interval"]]')" '["slow_down", 40]'
+tjson /_test/reset '{}' >/dev/null
+tjson /_test/config '{"persona": "github-oauth-app", "device_interval": 0}' >/dev/null
+curl -sS -o "$tmp/body" -X POST "$base/login/device/code" -H 'Accept: application/json' --data client_id=Ov23li --data-urlencode "scope=repo gist"
+body=$(<"$tmp/body")
+dc=$(jget "$body" 'j["device_code"]'); uc=$(jget "$body" 'j["user_code"]')
+expect "github device: JSON with Accept, no verification_uri_complete" "$(jget "$body" '"verification_uri_complete" in j')" false
+code=$(poll); body=$(<"$tmp/body")
+expect "github poll pending: 200 authorization_pending" "$code $(jget "$body" 'j["error"]')" "200 authorization_pending"
+tjson /_test/device/approve "{\"user_code\": \"$uc\"}" >/dev/null
+code=$(poll "application/x-www-form-urlencoded"); body=$(<"$tmp/body")
+expect "github oauth app token: form, comma scope, bearer, no expires_in/refresh_token" \
+  "$code $("$py" -c 'import sys,urllib.parse as u; d=dict(u.parse_qsl(sys.argv[1])); print(sorted(d), d["scope"], d["token_type"], d["access_token"][:4])' "$body")" \
+  "200 ['access_token', 'scope', 'token_type'] repo,gist bearer gho_"
+tjson /_test/reset '{}' >/dev/null
+tjson /_test/config '{"persona": "github-app", "client_secrets": {"Iv1.sec": "s3cret"}}' >/dev/null
+r=$(tjson /_test/issue '{"client_id":"Iv1.app","scope":""}'); g1=$(jget "$r" 'j["refresh_token"]')
+ghr() { req -X POST "$base/login/oauth/access_token" -H 'Accept: application/json' --data "client_id=${2:-Iv1.app}" \
+  --data grant_type=refresh_token --data-urlencode "refresh_token=$1"; }
+code=$(ghr "$g1"); body=$(<"$tmp/body")
+expect "github app refresh: 8 h, ~6 months, ghr_, scope \"\"" \
+  "$code $(jget "$body" '[j["expires_in"], j["refresh_token_expires_in"], j["refresh_token"][:4], j["scope"], j["token_type"]]')" \
+  '200 [28800, 15897600, "ghr_", "", "bearer"]'
+g2=$(jget "$body" 'j["refresh_token"]'); a2=$(jget "$body" 'j["access_token"]')
+code=$(ghr "$g1"); body=$(<"$tmp/body")
+expect "github app: a spent refresh token is 200 bad_refresh_token" "$code $(jget "$body" 'j["error"]')" "200 bad_refresh_token"
+code=$(ghr "$g2"); body=$(<"$tmp/body")
+expect "github app: no family revocation, the newest still works" "$code" 200
+expect "github app: the refresh killed the access token it came with" "$(jget "$(status_of "$a2")" 'j["active"]')" false
+code=$(ghr "x" "Iv1.sec"); body=$(<"$tmp/body")
+expect "github: a bad client secret is 200 incorrect_client_credentials" "$code $(jget "$body" 'j["error"]')" "200 incorrect_client_credentials"
+tjson /_test/config '{"device_flow_disabled": true, "numbers_as_strings": true}' >/dev/null
+code=$(req -X POST "$base/login/device/code" -H 'Accept: application/json' --data client_id=Iv1.app); body=$(<"$tmp/body")
+expect "github: device_flow_disabled with 200" "$code $(jget "$body" 'j["error"]')" "200 device_flow_disabled"
+tjson /_test/config '{"device_flow_disabled": false}' >/dev/null
+code=$(req -X POST "$base/login/device/code" -H 'Accept: application/json' --data client_id=Iv1.app); body=$(<"$tmp/body")
+expect "numbers_as_strings" "$(jget "$body" '[j["expires_in"], j["interval"]]')" '["900", "5"]'
+tjson /_test/reset '{}' >/dev/null
+expect "reset: no persona" "$(jget "$(tjson /_test/config '{}')" 'j["persona"]')" null
+
 # --- concurrency: 256 parallel uses of one token: exactly one wins, the first
 # loser trips reuse detection, the rest find the family revoked
 tjson /_test/reset '{}' >/dev/null

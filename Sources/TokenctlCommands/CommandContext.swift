@@ -1,8 +1,5 @@
 // What every engine command gets: the parsed options, the profile, the paths, the deadline,
 // and the core service; the version, and where this engine runs from.
-#if canImport(Glibc)
-import Glibc
-#endif
 import TokenctlCore
 import TokenctlEssentials
 
@@ -19,7 +16,7 @@ struct CommandContext {
     let timeout: Double
     /// `--timeout` from the start of the command: the lock wait, every HTTP attempt and every
     /// Secret Service call end by then. Nil for `login`, whose flows wait for a person.
-    let deadline: Double?
+    let deadline: Deadline?
 
     func service() -> TokenctlService { serviceAndBus().service }
 
@@ -27,15 +24,14 @@ struct CommandContext {
     /// DBUS_SESSION_BUS_ADDRESS), and the bus found, with where it was found.
     func serviceAndBus() -> (service: TokenctlService, bus: (address: String, source: String)?) {
         let bus = locateSessionBus(verbose: verbose)
-        var retry = RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout))
-        retry.commandDeadline = deadline
+        let retry = RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout))
         // A provider's prompt can be answered only by a person at a terminal; say what it asks.
         let interactive = IOStreams.current.errorIsTerminal
         let notice: @Sendable (String) -> Void = { notice in Output.standardError("tokenctl: \(notice)\n") }
         let storeOptions = SecretServiceStore.Options(callTimeout: 10, interactive: interactive, promptNotice: interactive ? notice : nil)
         let narrate: TokenBroker.Narrator? = verbose ? { @Sendable (line: String) in Output.standardError("tokenctl: " + Output.printable(line) + "\n") } : nil
         let service = TokenctlService.live(
-            paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, storeOptions: storeOptions,
+            paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, deadline: deadline, storeOptions: storeOptions,
             narrate: narrate)
         return (service, bus)
     }
@@ -53,7 +49,7 @@ func locateSessionBus(verbose: Bool) -> (address: String, source: String)? {
         return nil
     }
     if !bus.fromVariable {
-        setenv("DBUS_SESSION_BUS_ADDRESS", bus.address, 1)
+        Environment.setProcessVariable("DBUS_SESSION_BUS_ADDRESS", bus.address)
         if verbose { Output.standardError("tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(bus.address.dropFirst("unix:path=".count)) (found in \(bus.source))\n") }
     }
     return (bus.address, bus.source)
@@ -61,8 +57,4 @@ func locateSessionBus(verbose: Bool) -> (address: String, source: String)? {
 
 /// This engine's own path (what `--version` and `doctor` report: beside the front, or under
 /// libexec in a package).
-let enginePath: String = {
-    var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-    let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
-    return length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : "unknown"
-}()
+let enginePath: String = currentExecutable() ?? "unknown"

@@ -1,7 +1,4 @@
 // The engine's entry: parse argv, run the command it names (Commands), map errors to exit statuses.
-#if canImport(Glibc)
-import Glibc
-#endif
 import TokenctlCore
 import TokenctlEssentials
 
@@ -66,7 +63,7 @@ public enum Engine {
             options: invocation.options, profile: profile,
             profileChosen: invocation.profileName != nil || !(Environment.process[EnvironmentSwitches.profile.description] ?? "").isEmpty,
             verbose: invocation.verbose, paths: paths, timeout: timeout,
-            deadline: command.hasDeadline(invocation.options) ? startedAt + timeout : nil)
+            deadline: command.hasDeadline(invocation.options) ? Deadline(startedAt + timeout) : nil)
 
         do {
             return try await command.run(context)

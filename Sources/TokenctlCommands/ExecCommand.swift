@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import TokenctlCore
 import TokenctlEssentials
 
@@ -67,21 +64,15 @@ enum ExecCommand: EngineCommand {
         let (variable, arguments, program) = (options.variable, options.commandLine, options.commandLine[0])
         let tokenSet = try await context.service().token(
             context.profile, target: options.target, minimumTimeToLive: options.minimumTimeToLive, force: false, consultHotCache: true).tokenSet
-        setenv(variable, tokenSet.accessToken, 1)
-        setenv(variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? "", 1)
+        Environment.setProcessVariable(variable, tokenSet.accessToken)
+        Environment.setProcessVariable(variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? "")
         context.verboseLog("running \(Output.printable(program)) with the access token of '\(context.profile)' in \(variable), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))")
-        // The program inherits only what tokenctl was given, not the connection of a refresh.
-        CurlHTTPClient.closeKeptConnections()
-        // Signals back to their defaults for the program (tokenctl ignores SIGPIPE).
-        signal(SIGPIPE, SIG_DFL)
-        let argv = arguments.map { strdup($0) } + [nil]
-        execvp(program, argv)
-        let reason = errno
-        signal(SIGPIPE, SIG_IGN)
-        unsetenv(variable)
+        // The program inherits only what tokenctl was given, not the connection of a refresh,
+        // and SIGPIPE at its default (Subprocess.exec).
+        let failure = Subprocess.exec(arguments)
+        Environment.unsetProcessVariable(variable)
         // As a shell does: 127 when not found, 126 when found but not runnable.
-        let notFound = reason == ENOENT || reason == ENOTDIR
-        Output.standardError("Error: cannot run '\(Output.printable(program))': \(String(cString: strerror(reason))).\n")
-        return notFound ? .commandNotFound : .commandNotRunnable
+        Output.standardError("Error: cannot run '\(Output.printable(program))': \(failure.reason).\n")
+        return failure.notFound ? .commandNotFound : .commandNotRunnable
     }
 }

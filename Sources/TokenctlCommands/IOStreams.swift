@@ -1,6 +1,5 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import TokenctlCore
+
 
 /// A command's standard input, output and error, as file descriptors, and whether each is a
 /// terminal (gh's `iostreams.IOStreams`). Every command reads and writes through the one value
@@ -23,7 +22,7 @@ public struct IOStreams: Sendable, Equatable {
     /// The streams of the command running in this task.
     @TaskLocal public static var current = IOStreams.standard
 
-    public var inputIsTerminal: Bool { isatty(input) == 1 }
-    public var outputIsTerminal: Bool { isatty(output) == 1 }
-    public var errorIsTerminal: Bool { isatty(error) == 1 }
+    public var inputIsTerminal: Bool { Terminal.isTerminal(input) }
+    public var outputIsTerminal: Bool { Terminal.isTerminal(output) }
+    public var errorIsTerminal: Bool { Terminal.isTerminal(error) }
 }

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import TokenctlCore
 import TokenctlEssentials
 
@@ -140,7 +137,7 @@ enum LoginCommand: EngineCommand {
             audience = parsed.value(Option.audience)
             resources = parsed.value(Option.resource).map { $0.split(separator: " ").map(String.init) } ?? []
             caBundle = parsed.value(Option.caBundle)
-            if let caBundle, access(caBundle, R_OK) != 0 {
+            if let caBundle, !FileIO.isReadable(caBundle) {
                 throw UsageError("Cannot read the CA bundle '\(caBundle)'.", command: "login")
             }
             if let text = parsed.value(Option.port) {
@@ -184,7 +181,7 @@ enum LoginCommand: EngineCommand {
         let method: LoginMethod
         switch options.flow {
         case .refreshTokenImport:
-            method = .refreshToken(try readLine(what: "refresh token", prompt: "Refresh token (input hidden): ", timeout: context.timeout))
+            method = .refreshToken(try StandardInput.line(what: "refresh token", prompt: "Refresh token (input hidden): ", timeout: context.timeout))
         case .browser:
             method = .browser(port: options.port, openBrowser: options.opensBrowser, timeout: options.browserTimeout)
         case .device:
@@ -193,18 +190,19 @@ enum LoginCommand: EngineCommand {
             method = hasDisplay() ? .browser(port: nil, openBrowser: true, timeout: options.browserTimeout) : .device
         }
         let clientSecret = options.readsClientSecret
-            ? try readLine(what: "client secret", prompt: "Client secret (input hidden): ", timeout: context.timeout) : nil
+            ? try StandardInput.line(what: "client secret", prompt: "Client secret (input hidden): ", timeout: context.timeout) : nil
 
         let request = TokenctlService.LoginRequest(
             profile: context.profile, issuer: issuer, clientID: clientID, scope: options.scope, method: method, endpoints: options.endpoints,
-            caBundle: options.caBundle.map(absolutePath), clientSecret: clientSecret, audience: options.audience, resources: options.resources,
+            caBundle: options.caBundle.map(absolutePath(_:)), clientSecret: clientSecret, audience: options.audience, resources: options.resources,
             dpop: options.dpop)
         let presenter = TerminalLoginPresenter()
         let result = try await context.service().login(request, presenter: presenter)
         let tokenSet = result.tokenSet
         let who = tokenSet.subject.map { " as \(Output.printable($0))" } ?? ""
         let left = tokenSet.timeLeft(at: Clock.system.now())
-        let validity = left >= 1 ? "access token valid for \(Output.duration(left))" : "the access token has already expired (the next 'token' refreshes it)"
+        let validity = left == .infinity ? "access token with no expiry stated (served until a server rejects it)"
+            : left >= 1 ? "access token valid for \(Output.duration(left))" : "the access token has already expired (the next 'token' refreshes it)"
         var summary = "Logged in profile '\(context.profile)' at \(issuer)\(who); \(validity).\n"
         if tokenSet.idToken != nil {
             // Name only the checks that were made: the device flow and an import send no nonce.
@@ -231,70 +229,5 @@ enum LoginCommand: EngineCommand {
         let environment = Environment.process
         let display = !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
         return display && IOStreams.current.inputIsTerminal
-    }
-
-    /// One line from stdin: a trailing newline is dropped; anything else must be the value.
-    /// Input that does not end within `timeout` seconds (a pipe left open) is an error, never a
-    /// hang; a person typing at a terminal is not hurried.
-    static func readLine(what: String, prompt: String, timeout: Double) throws -> String {
-        let input = IOStreams.current.input
-        let interactive = isatty(input) == 1
-        var saved = termios()
-        if interactive {
-            Output.standardError(prompt)
-            tcgetattr(input, &saved)
-            var quiet = saved
-            quiet.c_lflag &= ~tcflag_t(ECHO)
-            tcsetattr(input, TCSANOW, &quiet)
-        }
-        defer {
-            if interactive {
-                tcsetattr(input, TCSANOW, &saved)
-                Output.standardError("\n")
-            }
-        }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let deadline = TokenctlCore.Clock.system.now() + timeout
-        while bytes.count <= 65536 {
-            if !interactive {
-                var ready = pollfd(fd: input, events: Int16(POLLIN), revents: 0)
-                let left = deadline - TokenctlCore.Clock.system.now()
-                let polled = left > 0 ? poll(&ready, 1, Int32(left * 1000)) : 0
-                if polled < 0 && errno == EINTR { continue }
-                if polled == 0 {
-                    for index in bytes.indices { bytes[index] = 0 }
-                    throw TokenctlError(
-                        .invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))",
-                        hint: "Close the input after the value, e.g. 'printf %s \"$VALUE\" | tokenctl login ...'; or give more time with --timeout.")
-                }
-            }
-            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { break }
-            bytes += buffer[0..<count]
-            if interactive && bytes.contains(UInt8(ascii: "\n")) { break }
-        }
-        // Scrub our copies once the String exists.
-        defer { for index in buffer.indices { buffer[index] = 0 } }
-        var text = String(decoding: bytes, as: UTF8.self)
-        for index in bytes.indices { bytes[index] = 0 }
-        if text.hasSuffix("\r\n") { text.removeLast(1) } else if text.hasSuffix("\n") { text.removeLast() }
-        if text.hasSuffix("\r") { text.removeLast() }
-        let flag = what == "refresh token" ? "--refresh-token-stdin" : "--client-secret-stdin"
-        guard !text.isEmpty else {
-            throw TokenctlError(.invalidInput, "no \(what) on standard input", hint: "Pipe it in: 'printf %s \"$VALUE\" | tokenctl login ... \(flag)'.")
-        }
-        guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw TokenctlError(.invalidInput, "the \(what) on standard input contains whitespace or control characters (only one line, with the \(what) alone, is accepted)")
-        }
-        return text
-    }
-
-    static func absolutePath(_ path: String) -> String {
-        if path.hasPrefix("/") { return path }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX))
-        guard getcwd(&buffer, buffer.count) != nil else { return path }
-        return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } + "/" + path
     }
 }

@@ -1,29 +1,14 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import TokenctlCore
 import TokenctlEssentials
 
 /// Writing to stdout (the product only) and stderr (everything for humans), by file descriptor.
 enum Output {
     static func standardOutput(_ text: String) {
-        write(IOStreams.current.output, text)
+        Descriptor.writeAll(IOStreams.current.output, text)
     }
 
     static func standardError(_ text: String) {
-        write(IOStreams.current.error, text)
-    }
-
-    private static func write(_ descriptor: Int32, _ text: String) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            bytes = bytes.dropFirst(written)
-        }
+        Descriptor.writeAll(IOStreams.current.error, text)
     }
 
     /// Whether stdout is a terminal with a UTF-8 locale (else ASCII marks, no decoration).
@@ -66,8 +51,10 @@ enum Output {
 
     /// "valid for 5 min", or "expired 3 s ago" for a token whose time is up (never "valid for
     /// expired …").
+    /// "with no expiry stated" for a token the server gave no lifetime and nothing can renew.
     static func validity(_ timeLeft: Double) -> String {
-        timeLeft > 0 ? "valid for \(duration(timeLeft))" : "expired \(duration((-timeLeft).clamped(to: 0...1e15).rounded(.up))) ago"
+        if timeLeft == .infinity { return "with no expiry stated" }
+        return timeLeft > 0 ? "valid for \(duration(timeLeft))" : "expired \(duration((-timeLeft).clamped(to: 0...1e15).rounded(.up))) ago"
     }
 
     static func timestamp(_ seconds: Double) -> String {
@@ -94,7 +81,5 @@ enum Output {
     }
 
     /// Server-provided text for a terminal: control characters dropped (no escape sequences).
-    static func printable(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) }))
-    }
+    static func printable(_ text: String) -> String { TerminalText.printable(text) }
 }

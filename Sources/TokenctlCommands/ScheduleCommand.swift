@@ -21,7 +21,7 @@ enum ScheduleCommand: EngineCommand {
     static func schedule() -> RefreshSchedule {
         // The user-facing `tokenctl` beside the running binary, so schedules survive upgrades in place.
         // After the front's exec this process is tokenctl-engine; schedules run the front.
-        var executable = Subprocess.currentExecutable() ?? "tokenctl"
+        var executable = currentExecutable() ?? "tokenctl"
         if executable.hasSuffix("/tokenctl-engine") {
             let front = String(executable.dropLast("-engine".count))
             // The package keeps the engine in PREFIX/libexec/tokenctl/, the front in PREFIX/bin/.

@@ -1,10 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import TokenctlCore
 import TokenctlEssentials
 
-/// Reading what another program writes to tokenctl's standard input, within the command's time.
+/// Reading what another program or a person writes to tokenctl's standard input, within the
+/// command's time (`readStandardInput`, the one reader).
 enum StandardInput {
     /// Lines until end of input or an empty line (git's credential protocol), at most 64 KiB,
     /// waiting at most `timeout` seconds in all.
@@ -12,33 +10,50 @@ enum StandardInput {
     /// - Throws: `TokenctlError(.invalidInput)` when the input does not end in time or is too large.
     static func lines(timeout: Double, what: String) throws(TokenctlError) -> [String] {
         var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        defer { for index in buffer.indices { buffer[index] = 0 } }
-        let deadline = TokenctlCore.Clock.system.now() + timeout
-        let input = IOStreams.current.input
-        func endsWithBlankLine() -> Bool {
+        let outcome = readStandardInput(IOStreams.current.input, into: &bytes, deadline: .after(timeout), limit: 65536) { bytes in
             bytes.count == 1 && bytes[0] == 0x0A || bytes.suffix(2) == [0x0A, 0x0A] || bytes.suffix(4) == [0x0D, 0x0A, 0x0D, 0x0A]
         }
-        while !endsWithBlankLine() {
-            guard bytes.count <= 65536 else {
-                throw TokenctlError(.invalidInput, "the \(what) on standard input is larger than 64 KiB")
-            }
-            var ready = pollfd(fd: input, events: Int16(POLLIN), revents: 0)
-            let left = deadline - TokenctlCore.Clock.system.now()
-            let polled = left > 0 ? poll(&ready, 1, Int32(left * 1000)) : 0
-            if polled < 0 && errno == EINTR { continue }
-            if polled == 0 {
-                throw TokenctlError(.invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))")
-            }
-            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { break }
-            bytes += buffer[0..<count]
+        switch outcome {
+        case .ended: break
+        case .tooLarge: throw TokenctlError(.invalidInput, "the \(what) on standard input is larger than 64 KiB")
+        case .timedOut: throw TokenctlError(.invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))")
         }
         return String(decoding: bytes, as: UTF8.self)
             .split(separator: "\n", omittingEmptySubsequences: false)
             .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
             .prefix { !$0.isEmpty }
             .map { $0 }
+    }
+
+    /// One line from stdin: a trailing newline is dropped; anything else must be the value.
+    /// Input that does not end within `timeout` seconds (a pipe left open) is an error, never a
+    /// hang; a person typing at a terminal is not hurried, and what they type is not echoed.
+    static func line(what: String, prompt: String, timeout: Double) throws -> String {
+        let input = IOStreams.current.input
+        let interactive = Terminal.isTerminal(input)
+        if interactive { Output.standardError(prompt) }
+        var bytes: [UInt8] = []
+        // Scrub our copy once the String exists.
+        defer { for index in bytes.indices { bytes[index] = 0 } }
+        let outcome = readStandardInput(
+            input, into: &bytes, deadline: interactive ? nil : .after(timeout), limit: 65536, echo: false
+        ) { bytes in interactive && bytes.contains(UInt8(ascii: "\n")) }
+        if interactive { Output.standardError("\n") }
+        if outcome == .timedOut {
+            throw TokenctlError(
+                .invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))",
+                hint: "Close the input after the value, e.g. 'printf %s \"$VALUE\" | tokenctl login ...'; or give more time with --timeout.")
+        }
+        var text = String(decoding: bytes, as: UTF8.self)
+        if text.hasSuffix("\r\n") { text.removeLast(1) } else if text.hasSuffix("\n") { text.removeLast() }
+        if text.hasSuffix("\r") { text.removeLast() }
+        let flag = what == "refresh token" ? "--refresh-token-stdin" : "--client-secret-stdin"
+        guard !text.isEmpty else {
+            throw TokenctlError(.invalidInput, "no \(what) on standard input", hint: "Pipe it in: 'printf %s \"$VALUE\" | tokenctl login ... \(flag)'.")
+        }
+        guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw TokenctlError(.invalidInput, "the \(what) on standard input contains whitespace or control characters (only one line, with the \(what) alone, is accepted)")
+        }
+        return text
     }
 }

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import TokenctlCore
 import TokenctlEssentials
 
@@ -108,10 +105,13 @@ enum StatusCommand: EngineCommand {
             }
             lines.append("  signature:     " + signatureLine(status))
             if let left = status.accessTokenTimeLeft {
-                lines.append("  access token:  " + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)")
-                             + (status.accessTokenFormat.map { " (\($0))" } ?? ""))
+                let validity = left == .infinity ? "no expiry stated (served until a server rejects it)"
+                    : left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"
+                lines.append("  access token:  " + validity + (status.accessTokenFormat.map { " (\($0))" } ?? ""))
             }
-            lines.append("  refresh token: \(status.hasRefreshToken ? "present" : "none (log in again when the access token expires)")")
+            let noRefreshToken = status.accessTokenTimeLeft == .infinity
+                ? "none (log in again when a server rejects the access token)" : "none (log in again when the access token expires)"
+            lines.append("  refresh token: \(status.hasRefreshToken ? "present" : noRefreshToken)")
             if let scope = status.scope { lines.append("  scope:         \(scope)") }
             if let dpop = status.dpop {
                 let jkt = status.dpopThumbprint.map { " (jkt \($0))" } ?? ""
@@ -183,7 +183,8 @@ enum StatusCommand: EngineCommand {
             ("claims_source", .string(status.claimsSource)),
             ("access_token_format", .string(status.accessTokenFormat)),
             ("signature", .string(status.signature?.rawValue)),
-            ("access_token_expires_in", .number(status.accessTokenTimeLeft.map { Int(saturating: $0.rounded(.down)) })),
+            // null also for a token with no stated expiry (status says "no expiry stated").
+            ("access_token_expires_in", .number(status.accessTokenTimeLeft.flatMap { $0.isFinite ? Int(saturating: $0.rounded(.down)) : nil })),
             ("refresh_token_present", status.state == .storeUnavailable ? .null : .bool(status.hasRefreshToken)),
             ("scope", .string(status.scope)),
             ("dpop", .string(status.dpop)),

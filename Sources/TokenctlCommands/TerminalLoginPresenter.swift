@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
 import TokenctlCore
 import TokenctlEssentials
@@ -13,6 +10,8 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
 
     func showDeviceAuthorization(_ authorization: DeviceAuthorization, expiresAt: Double) {
         var text = "To sign in, open \(authorization.verificationURI)\nand enter the code: \(authorization.userCode)\n"
+        // The server's own words (Entra's localized instructions), after tokenctl's.
+        if let message = authorization.message { text += "The server says: \(Output.printable(message))\n" }
         if let complete = authorization.verificationURIComplete {
             text += "Or open this link, which includes the code:\n  \(complete)\n"
             if isTerminal, let code = QRCode(complete) {
@@ -51,27 +50,12 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
     }
 
     func showAuthorizationURL(_ url: String, openBrowser: Bool) -> Bool {
-        if openBrowser, Self.launch(["xdg-open", url]) {
+        // The browser outlives tokenctl: Subprocess.launch gives it no connection of ours.
+        if openBrowser, Subprocess.launch(["xdg-open", url]) {
             Output.standardError("Opened your browser to sign in. If it did not open, visit:\n  \(url)\nWaiting for the browser...\n")
             return true
         }
         Output.standardError("Open this URL in a browser on this machine to sign in:\n  \(url)\nWaiting for the browser...\n")
         return false
-    }
-
-    /// Start a program found on PATH without waiting for it; its output goes to /dev/null.
-    private static func launch(_ arguments: [String]) -> Bool {
-        // The browser outlives tokenctl: it must not hold discovery's connection to the server.
-        CurlHTTPClient.closeKeptConnections()
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        return posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ) == 0
     }
 }

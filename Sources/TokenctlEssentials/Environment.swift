@@ -18,6 +18,16 @@ public struct Environment: Sendable {
         return String(cString: value)
     }
 
+    /// Set `name` to `value` in the process environment: what programs started later inherit.
+    public static func setProcessVariable(_ name: String, _ value: String) {
+        setenv(name, value, 1)
+    }
+
+    /// Remove `name` from the process environment.
+    public static func unsetProcessVariable(_ name: String) {
+        unsetenv(name)
+    }
+
     /// A fixed environment (tests).
     public static func fixed(_ values: [String: String]) -> Environment {
         Environment { values[$0] }

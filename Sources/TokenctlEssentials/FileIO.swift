@@ -23,11 +23,8 @@ public enum FileIO {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw SystemError(errno: errno, operation: "read", path: path)
-            }
+            let count = Descriptor.retryingInterrupted { buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) } }
+            if count < 0 { throw SystemError(errno: errno, operation: "read", path: path) }
             if count == 0 { break }
             bytes.append(contentsOf: buffer[0..<count])
             if bytes.count > limit { throw SystemError(errno: EFBIG, operation: "read", path: path) }
@@ -70,7 +67,7 @@ public enum FileIO {
         var info = stat()
         guard lstat(path, &info) == 0 else { throw SystemError(errno: errno, operation: "stat", path: path) }
         guard (info.st_mode & S_IFMT) == S_IFDIR else { throw SystemError(errno: ENOTDIR, operation: "mkdir", path: path) }
-        guard info.st_uid == getuid() else { throw SystemError(errno: EPERM, operation: "owner check", path: path) }
+        guard info.st_uid == userID else { throw SystemError(errno: EPERM, operation: "owner check", path: path) }
         if info.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
             throw SystemError(errno: errno, operation: "chmod", path: path)
         }
@@ -92,15 +89,8 @@ public enum FileIO {
         do {
             defer { close(descriptor) }
             guard fchmod(descriptor, mode) == 0 else { throw SystemError(errno: errno, operation: "chmod", path: temporary) }
-            var bytes = Array(contents.utf8)[...]
-            while !bytes.isEmpty {
-                let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw SystemError(errno: errno, operation: "write", path: temporary)
-                }
-                bytes = bytes.dropFirst(written)
-            }
+            let failed = Descriptor.writeAll(descriptor, contents)
+            guard failed == 0 else { throw SystemError(errno: failed, operation: "write", path: temporary) }
             guard fsync(descriptor) == 0 else { throw SystemError(errno: errno, operation: "fsync", path: temporary) }
         }
         guard rename(temporary, path) == 0 else { throw SystemError(errno: errno, operation: "rename", path: path) }
@@ -134,6 +124,18 @@ public enum FileIO {
         }
         guard (info.st_mode & S_IFMT) != S_IFDIR else { throw SystemError(errno: EISDIR, operation: "replace", path: path) }
     }
+
+    /// Whether `path` is a directory (through symbolic links) owned by `owner` with mode 0700.
+    public static func isPrivateDirectory(_ path: String, ownedBy owner: uid_t) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR && info.st_uid == owner && info.st_mode & 0o777 == 0o700
+    }
+
+    /// Whether this process may read `path` (access(2) with R_OK).
+    public static func isReadable(_ path: String) -> Bool { access(path, R_OK) == 0 }
+
+    /// This process's user: who tokenctl's files and directories must belong to.
+    public static var userID: uid_t { getuid() }
 
     /// Remove a file; a missing file is not an error.
     public static func removeFile(_ path: String) throws(SystemError) {

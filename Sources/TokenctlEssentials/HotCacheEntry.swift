@@ -13,8 +13,9 @@
 /// client_id=cli
 /// token_type=Bearer
 /// obtained_at=1764425000.25
-/// expires_at=1764428600.25        (absent when the server gave no expiry)
-/// issued_lifetime=3600            (absent likewise)
+/// expires_at=1764428600.25        (absent when the server gave no expiry; `never` when it
+///                                  stated none and nothing can renew the token)
+/// issued_lifetime=3600            (absent when the server gave no expiry)
 /// access_token=eyJhbGciOi...
 /// ```
 ///
@@ -32,12 +33,17 @@ public struct HotCacheEntry: Equatable, Sendable {
     public var issuedLifetime: Double?
     /// What the token is for: the session's own scope, or a call's narrower one.
     public var target: TokenTarget
+    /// The server stated no expiry and no refresh token can renew the token (`expires_at=never`,
+    /// `TokenSet.statesNoExpiry`): served until a server rejects it. With `expiresAt` nil and
+    /// this false, the assumed lifetime applies (`AccessTokenLifetime`).
+    public var statesNoExpiry: Bool
 
     public init(
         profile: ProfileName, issuer: String, clientID: String, accessToken: String, tokenType: String,
-        obtainedAt: Double, expiresAt: Double?, issuedLifetime: Double?, target: TokenTarget = .session
+        obtainedAt: Double, expiresAt: Double?, issuedLifetime: Double?, target: TokenTarget = .session, statesNoExpiry: Bool = false
     ) {
         self.target = target
+        self.statesNoExpiry = statesNoExpiry && expiresAt == nil
         self.profile = profile
         self.issuer = issuer
         self.clientID = clientID
@@ -86,18 +92,25 @@ public struct HotCacheEntry: Equatable, Sendable {
 
     // MARK: Freshness (the same rule as the refresh engine's)
 
+    /// `.infinity` with no stated expiry.
     public var effectiveExpiry: Double {
-        AccessTokenLifetime.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt)
+        AccessTokenLifetime.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt, renewable: !statesNoExpiry)
     }
 
     public func isFresh(at now: Double, minimumTimeToLive: Double) -> Bool {
         AccessTokenLifetime.isFresh(
-            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now, minimumTimeToLive: minimumTimeToLive)
+            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now, minimumTimeToLive: minimumTimeToLive,
+            renewable: !statesNoExpiry)
     }
+
+    /// How long the kernel keeps an entry with no stated expiry: a day, after which the engine
+    /// reads the Secret Service again (and caches it again), so no key lives on unbounded.
+    public static let noExpiryKernelTimeout: UInt32 = 86400
 
     /// Seconds the kernel should keep the key: until expiry minus the default refresh margin,
     /// rounded down; `nil` when that is under a second (the kernel would read 0 as "forever").
     public func kernelTimeout(at now: Double) -> UInt32? {
+        if statesNoExpiry { return HotCacheEntry.noExpiryKernelTimeout }
         let margin = AccessTokenLifetime.refreshMargin(issuedLifetime: issuedLifetime, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive)
         let seconds = (effectiveExpiry - margin - now).rounded(.down)
         guard seconds >= 1 else { return nil }
@@ -119,6 +132,7 @@ public struct HotCacheEntry: Equatable, Sendable {
             ("obtained_at", try HotCacheEntry.number(obtainedAt, "obtained_at")),
         ]
         if let expiresAt { fields.append(("expires_at", try HotCacheEntry.number(expiresAt, "expires_at"))) }
+        if statesNoExpiry { fields.append(("expires_at", HotCacheEntry.never)) }
         if let issuedLifetime { fields.append(("issued_lifetime", try HotCacheEntry.number(issuedLifetime, "issued_lifetime"))) }
         if let scope = target.scopeField { fields.append(("scope", scope)) }
         if let audience = target.audience { fields.append(("audience", audience)) }
@@ -187,12 +201,18 @@ public struct HotCacheEntry: Equatable, Sendable {
             }
             target = stored
         }
+        let never = field("expires_at") == HotCacheEntry.never
+        let expiresAt = never ? nil : try number("expires_at")
         return HotCacheEntry(
             profile: profile, issuer: try required("issuer"), clientID: try required("client_id"),
             accessToken: try required("access_token"), tokenType: try required("token_type"),
             obtainedAt: obtainedAt,
-            expiresAt: try number("expires_at"), issuedLifetime: try number("issued_lifetime"), target: target)
+            expiresAt: expiresAt, issuedLifetime: try number("issued_lifetime"), target: target,
+            statesNoExpiry: never)
     }
+
+    /// `expires_at`'s value for a token with no stated expiry.
+    public static let never = "never"
 
     private static let fieldKeys: [String] = [
         "profile", "issuer", "client_id", "token_type", "obtained_at", "expires_at", "issued_lifetime", "access_token",

@@ -38,14 +38,21 @@ extension HotPath {
             guard time.seconds <= horizon else { return nil }
             lifetime = time.seconds * nanosecondsPerSecond + time.milliseconds * 1_000_000
         }
-        // AccessTokenLifetime's rule, in integer nanoseconds relative to the whole second of now.
-        let effectiveExpiry = AccessTokenLifetime.Rule.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt, assumedLifetime: assumedLifetime)
+        // AccessTokenLifetime's rule, in integer nanoseconds relative to the whole second of now
+        // (nil: no stated expiry, always fresh).
+        let effectiveExpiry = AccessTokenLifetime.Rule.effectiveExpiry(
+            expiresAt: expiresAt, obtainedAt: obtainedAt, assumedLifetime: assumedLifetime, renewable: !token.statesNoExpiry)
         let margin = AccessTokenLifetime.Rule.margin(lifetime: lifetime, minimumTimeToLive: request.minimumTimeToLive * nanosecondsPerSecond, half: { $0 / 2 })
         guard AccessTokenLifetime.Rule.isFresh(now: now.nanoseconds, margin: margin, expiry: effectiveExpiry) else { return nil }
 
         guard let base = output.baseAddress else { return nil }
         var writer = Writer(base, capacity: output.count)
-        if request.verbose {
+        if request.verbose, effectiveExpiry == nil {
+            // Output.validity's wording.
+            writer.append("tokenctl: access token for '")
+            writer.append(profile)
+            writer.append("' with no expiry stated (kernel keyring cache)\n")
+        } else if request.verbose, let effectiveExpiry {
             writer.append("tokenctl: access token for '")
             writer.append(profile)
             writer.append("' valid for ")
@@ -102,15 +109,7 @@ extension HotPath {
     }
 
     static func writeAll(_ descriptor: Int32, _ bytes: UnsafeMutablePointer<UInt8>, _ count: Int) {
-        var offset = 0
-        while offset < count {
-            let written = write(descriptor, bytes + offset, count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            offset += written
-        }
+        Descriptor.writeAll(descriptor, bytes, count)
     }
 
     // MARK: Bytes

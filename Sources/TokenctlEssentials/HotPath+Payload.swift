@@ -112,9 +112,14 @@ extension HotPath {
         guard same(targetValues.0, scope, .scope), same(targetValues.1, audience, .audience), same(targetValues.2, resource, .resource)
         else { return nil }
         var expiresAt: Time?
+        var statesNoExpiry = false
         if let text = values.5 {
-            guard let value = time(text) else { return nil }
-            expiresAt = value
+            if isEqual(text, "never") {
+                statesNoExpiry = true
+            } else {
+                guard let value = time(text) else { return nil }
+                expiresAt = value
+            }
         }
         var issuedLifetime: Time?
         if let text = values.6 {
@@ -122,7 +127,8 @@ extension HotPath {
             issuedLifetime = value
         }
         return CachedToken(
-            accessToken: accessToken, tokenType: tokenType, obtainedAt: obtainedAt, expiresAt: expiresAt, issuedLifetime: issuedLifetime)
+            accessToken: accessToken, tokenType: tokenType, obtainedAt: obtainedAt, expiresAt: expiresAt, issuedLifetime: issuedLifetime,
+            statesNoExpiry: statesNoExpiry)
     }
 
     /// A payload time as the encoder writes it: 1–11 digits, optionally `.` and 1–3 digits.

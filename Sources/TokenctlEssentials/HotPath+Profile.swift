@@ -98,11 +98,8 @@ extension HotPath {
             // One byte of room more than allowed: a file that fills it is too large.
             let room = capacity + 1 - count
             guard room > 0 else { return nil }
-            let got = read(descriptor, buffer + count, room)
-            if got < 0 {
-                if errno == EINTR { continue }
-                return nil
-            }
+            let got = Descriptor.retryingInterrupted { read(descriptor, buffer + count, room) }
+            if got < 0 { return nil }
             if got == 0 { break }
             count += got
         }

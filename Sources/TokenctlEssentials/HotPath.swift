@@ -87,6 +87,8 @@ public enum HotPath {
         public var obtainedAt: Time
         public var expiresAt: Time?
         public var issuedLifetime: Time?
+        /// `expires_at=never`: no stated expiry (`HotCacheEntry.statesNoExpiry`).
+        public var statesNoExpiry = false
     }
 
     /// Where a hit's output was rendered: the `--verbose` line (maybe empty), then standard

@@ -59,13 +59,12 @@ public struct Paths: Sendable, Equatable {
     /// `/run/user/<uid>/tokenctl` when `/run/user/<uid>` is a directory owned by the user with
     /// mode 0700 (systemd-logind's runtime directory); otherwise `/tmp/tokenctl-<uid>`, which the
     /// lock provider creates with mode 0700 and refuses when another user owns it.
-    public static func runtimeLockDirectory(_ environment: Environment, userID: uid_t = getuid()) -> String {
+    public static func runtimeLockDirectory(_ environment: Environment, userID: uid_t = FileIO.userID) -> String {
         if let override = environment[runtimeDirectoryVariable], override.hasPrefix("/"), override.count < 1024 {
             return override + "/tokenctl"
         }
         let runtime = "/run/user/\(userID)"
-        var info = stat()
-        if stat(runtime, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == userID, info.st_mode & 0o777 == 0o700 {
+        if FileIO.isPrivateDirectory(runtime, ownedBy: userID) {
             return runtime + "/tokenctl"
         }
         return "/tmp/tokenctl-\(userID)"

@@ -41,7 +41,7 @@ public struct TokenTarget: Sendable, Hashable, Comparable, CustomStringConvertib
             case .tooManyWords?: throw TokenTargetError(option: option, reason: "more than \(TokenTarget.maximumWords) values")
             case .invalidWord(let start, let end)?:
                 let word = String(decoding: Array(value.utf8)[start..<end], as: UTF8.self)
-                throw TokenTargetError(option: option, reason: "'\(TokenTarget.printable(word))' is not \(expected)")
+                throw TokenTargetError(option: option, reason: "'\(TerminalText.printable(word, limit: 64, replacement: "?"))' is not \(expected)")
             }
             return part == .audience ? [value] : Array(Set(value.split(separator: " ").map(String.init))).sorted()
         }
@@ -49,10 +49,6 @@ public struct TokenTarget: Sendable, Hashable, Comparable, CustomStringConvertib
         let resources = try words(resource, .resource, "--resource", expected: "an absolute URI without a fragment (RFC 8707)")
         let audiences = try words(audience, .audience, "--audience", expected: "one value of visible ASCII (no spaces)")
         self.init(uncheckedScopes: scopes, audience: audiences.first, resources: resources)
-    }
-
-    static func printable(_ text: String) -> String {
-        String(text.unicodeScalars.prefix(64).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
     }
 
     // MARK: Stored form

@@ -22,9 +22,7 @@ import TokenctlEssentials
 /// symlink to tokenctl on PATH still finds the engine of the real file. Without /proc, an
 /// absolute argv[0] locates it; never the current directory, where anyone could plant one.
 func enginePath() -> String? {
-    var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-    let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
-    let executable = length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : (tokenctl_front_argv()[0].map { String(cString: $0) } ?? "")
+    let executable = currentExecutable() ?? tokenctl_front_argv()[0].map { String(cString: $0) } ?? ""
     guard executable.hasPrefix("/") else { return nil }
     let directory = String(executable[...executable.lastIndex(of: "/")!])
     let beside = directory + "tokenctl-engine"
@@ -32,31 +30,18 @@ func enginePath() -> String? {
     return access(beside, X_OK) != 0 && access(packaged, X_OK) == 0 ? packaged : beside
 }
 
-func writeAll(_ descriptor: Int32, _ text: String) {
-    let bytes = Array(text.utf8)
-    var offset = 0
-    while offset < bytes.count {
-        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-        if written < 0 {
-            if errno == EINTR { continue }
-            return
-        }
-        offset += written
-    }
-}
-
 /// Replace this process with the engine, passing the original argv (argv[0] included) and
 /// environment. Only returns on failure: then a clear error naming the engine, exit 69
 /// (EX_UNAVAILABLE: "a support program does not exist").
 func runEngine() -> Never {
     guard let path = enginePath() else {
-        writeAll(2, "Error: cannot locate tokenctl's engine: /proc/self/exe cannot be read (is /proc mounted?) and tokenctl was not started by an absolute path.\nRun it by its absolute path, e.g. /usr/local/bin/tokenctl, or mount /proc.\n")
+        Descriptor.writeAll(2, "Error: cannot locate tokenctl's engine: /proc/self/exe cannot be read (is /proc mounted?) and tokenctl was not started by an absolute path.\nRun it by its absolute path, e.g. /usr/local/bin/tokenctl, or mount /proc.\n")
         exit(ExitStatus.unavailable.rawValue)
     }
     // The argv captured at start-up (CProcessStartup), not CommandLine's lazy globals.
     execv(path, tokenctl_front_argv())
     let reason = String(cString: strerror(errno))
-    writeAll(2, "Error: cannot run tokenctl's engine '\(path)': \(reason).\ntokenctl-engine must be installed in the same directory as tokenctl (Scripts/install installs both), or in ../libexec/tokenctl/ from it (the Debian package).\n")
+    Descriptor.writeAll(2, "Error: cannot run tokenctl's engine '\(path)': \(reason).\ntokenctl-engine must be installed in the same directory as tokenctl (Scripts/install installs both), or in ../libexec/tokenctl/ from it (the Debian package).\n")
     exit(ExitStatus.unavailable.rawValue)
 }
 

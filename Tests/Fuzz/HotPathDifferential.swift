@@ -169,6 +169,7 @@ enum Differential {
         var obtainedAt: Double
         var expiresAt: Double?
         var issuedLifetime: Double?
+        var statesNoExpiry = false
     }
 
     static func payload(_ payload: [UInt8]) {
@@ -204,7 +205,8 @@ enum Differential {
                         withOptionalBytes(target[0]) { s in withOptionalBytes(target[1]) { a in withOptionalBytes(target[2]) { r in
                         HotPath.cachedToken(payload, profile: profile, issuer: issuer, clientID: clientID, scope: s, audience: a, resource: r).map {
                             Token(accessToken: Array($0.accessToken), tokenType: Array($0.tokenType), obtainedAt: seconds($0.obtainedAt),
-                                  expiresAt: $0.expiresAt.map(seconds), issuedLifetime: $0.issuedLifetime.map(seconds))
+                                  expiresAt: $0.expiresAt.map(seconds), issuedLifetime: $0.issuedLifetime.map(seconds),
+                                  statesNoExpiry: $0.statesNoExpiry)
                         }
                         } } }
                     }
@@ -227,7 +229,8 @@ enum Differential {
                 fail("HotPath.cachedToken accepts a payload HotCacheEntry.decode rejects, or for another identity")
             }
             let expected = Token(accessToken: Array(general.accessToken.utf8), tokenType: Array(general.tokenType.utf8),
-                                 obtainedAt: general.obtainedAt, expiresAt: general.expiresAt, issuedLifetime: general.issuedLifetime)
+                                 obtainedAt: general.obtainedAt, expiresAt: general.expiresAt, issuedLifetime: general.issuedLifetime,
+                                 statesNoExpiry: general.statesNoExpiry)
             check(mine == expected, "HotPath.cachedToken and HotCacheEntry.decode read different values: \(mine) vs \(expected)")
         } else if general != nil, belongs, payloadInsideDocumentedGrammar(payload) {
             fail("HotPath.cachedToken rejects a payload HotCacheEntry.decode accepts, inside its documented grammar")
@@ -242,6 +245,7 @@ enum Differential {
             let key = String(decoding: line[..<equals], as: UTF8.self)
             let value = line[(equals + 1)...]
             guard value.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { return false }
+            if key == "expires_at" && value.elementsEqual("never".utf8) { continue }  // no stated expiry (issue 25)
             if ["obtained_at", "expires_at", "issued_lifetime"].contains(key) {
                 let parts = value.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
                 let digits: (ArraySlice<UInt8>) -> Bool = { $0.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } }
@@ -425,6 +429,14 @@ enum Differential {
         let fresh = entry.isFresh(at: nowSeconds, minimumTimeToLive: Double(request.minimumTimeToLive))
         if leftToEngine {
             check(rendered == nil, "HotPath served a time beyond its documented horizon")
+            return
+        }
+        if entry.statesNoExpiry {
+            // No stated expiry (issue 25): always fresh, rendered exactly as the old front's words.
+            check(fresh, "the general rule finds a token with no stated expiry stale")
+            let reference = OldFrontRendering.render(entry, profile: profile, format: request.format, verbose: request.verbose, now: nowSeconds)
+            check(rendered.map { $0.output == Array(reference.output.utf8) && $0.log == Array(reference.log.utf8) } == true,
+                  "HotPath renders a token with no stated expiry differently, or not at all")
             return
         }
         let expiry = entry.expiresAt.map(nanoseconds) ?? (nanoseconds(entry.obtainedAt) + 300_000_000_000)

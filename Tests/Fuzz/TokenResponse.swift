@@ -25,6 +25,8 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
 
     _ = try? TokenResponse.parse(response.body)
     _ = try? DeviceAuthorization.parse(response.body, endpoint: "https://login.example.com/device")
+    // The same body as either encoding (issue 25: GitHub answers form-encoded).
+    _ = try? DeviceAuthorization.parse(EndpointAnswer.object(response), endpoint: "https://login.example.com/device")
 
     // What DPoPHTTPClient reads of any answer: a nonce (NQCHAR only, bounded) and whether the
     // server asks for one or refuses a proof.
@@ -56,7 +58,7 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
             check(!refreshToken.isEmpty && refreshToken.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "an unusable rotated refresh token was kept")
             check(refreshToken.utf8.count < 8 || !unusable.description.contains(refreshToken), "the message about an unusable answer shows its refresh token")
         }
-    case .terminal(let reason):
+    case .terminal(let reason), .clientRefused(let reason):
         _ = reason.description
         _ = reason.className
     case .transient(let reason, let retryAfter):

@@ -1,7 +1,7 @@
 import Testing
 @testable import TokenctlCore
 
-/// libcrypto and libqrencode are dlopen-ed on first use (CCrypto/shim.h, CQRencode/shim.h). The
+/// libcrypto and libqrencode are dlopen-ed on first use (Sources/CCrypto, Sources/CQRencode). The
 /// real libraries cannot be hidden from a test process, so the failure path is exercised by
 /// pointing the same loader at a library that is absent, and at one that is not the right one.
 @Suite("Lazily loaded libraries")

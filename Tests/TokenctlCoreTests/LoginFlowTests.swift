@@ -39,11 +39,15 @@ struct DeviceFlowTests {
 
     static func oauthError(_ code: String) -> HTTPResponse { .json(400, #"{"error":"\#(code)"}"#) }
 
-    @Test("pending, slow_down (+5 s), then tokens; every poll waits the current interval")
+    static func sleptAbout(_ sleeps: [Double], _ expected: [Double]) -> Bool {
+        sleeps.count == expected.count && zip(sleeps, expected).allSatisfy { abs($0 - $1) < 1e-9 }
+    }
+
+    @Test("pending, slow_down (+5 s), then tokens; every poll waits the current interval and a margin (20%, 40% after slow_down)")
     func pollsThenSucceeds() async throws {
         let (result, http, clock, presenter) = await run([Self.oauthError("authorization_pending"), Self.oauthError("slow_down"), Self.oauthError("authorization_pending"), .tokens()])
         #expect(try result.get().accessToken == "access-2")
-        #expect(clock.sleeps == [5, 5, 10, 10])
+        #expect(Self.sleptAbout(clock.sleeps, [6, 6, 14, 14]), "\(clock.sleeps)")
         #expect(http.requestCount == 5)
         let poll = formFields(http.requests[1])
         #expect(poll["grant_type"] == "urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code")
@@ -75,7 +79,7 @@ struct DeviceFlowTests {
     func transientWhilePolling() async throws {
         let (result, _, clock, _) = await run([.text(503, "busy"), .tokens()])
         #expect(try result.get().accessToken == "access-2")
-        #expect(clock.sleeps == [5, 10])
+        #expect(Self.sleptAbout(clock.sleeps, [6, 12]), "\(clock.sleeps)")
     }
 
     @Test("device responses without user_code, verification_uri or with control characters are rejected", arguments: [

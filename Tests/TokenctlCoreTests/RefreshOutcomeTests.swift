@@ -33,8 +33,15 @@ struct RefreshOutcomeTests {
         #expect(serverDate == nil)
     }
 
-    @Test("200 that is not a token answer at all → terminal", arguments: [
-        "", "<html>oops</html>", "[]", #"{"access_token": "a", "id_token": "x y"}"#, #"{"access_token": "a", "scope": 7}"#,
+    @Test("200 that is neither an object nor an error (empty, HTML, an array) → unusable tokens, the stored refresh token kept (issue 25: the body decides)", arguments: [
+        "", "<html>oops</html>", "[]",
+    ])
+    func notAnAnswer200(body: String) {
+        #expect(classify(.text(200, body, contentType: "application/json")) == .unusableTokens(UnusableTokens(problem: .notJSONObject, refreshToken: .absent)))
+    }
+
+    @Test("200 with an access token but an unusable ID token or scope → terminal", arguments: [
+        #"{"access_token": "a", "id_token": "x y"}"#, #"{"access_token": "a", "scope": 7}"#,
     ])
     func unusable200(body: String) {
         guard case .terminal(.unusableResponse(let message)) = classify(.text(200, body, contentType: "application/json")) else {
@@ -137,9 +144,14 @@ struct RefreshOutcomeTests {
         #expect(isTerminal(classify(.text(status, "whatever", contentType: "text/plain"))))
     }
 
-    @Test("redirects and unlisted 5xx → terminal (anything else)", arguments: [201, 204, 301, 302, 304, 501, 505, 599])
+    @Test("redirects and unlisted 5xx → terminal (anything else)", arguments: [301, 302, 304, 501, 505, 599])
     func anythingElse(status: Int) {
         #expect(classify(HTTPResponse(status: status)) == .terminal(.unexpectedStatus(status, contentType: nil)))
+    }
+
+    @Test("another 2xx without a body: no error and no access token, so unusable tokens that keep the session (issue 25)", arguments: [201, 204])
+    func other2xxWithoutBody(status: Int) {
+        #expect(classify(HTTPResponse(status: status)) == .unusableTokens(UnusableTokens(problem: .notJSONObject, refreshToken: .absent)))
     }
 
     @Test("an error field that is not a string is not an OAuth error")

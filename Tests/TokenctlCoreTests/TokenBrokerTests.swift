@@ -285,7 +285,7 @@ struct TokenBrokerTests {
     }
 
     @Test("fake server: terminal answers other than invalid_grant also end the session", arguments: [
-        HTTPResponse(status: 400), .text(401, "<html/>", contentType: "text/html"), .text(200, "not json"),
+        HTTPResponse(status: 400), .text(401, "<html/>", contentType: "text/html"), .json(200, #"{"error":"bad_refresh_token"}"#),
     ])
     func otherTerminal(response: HTTPResponse) async throws {
         let harness = Harness(http: FakeHTTPClient(script: [.success(response)]))

@@ -156,7 +156,7 @@ struct TokenEndpointClientTests {
             return .failure(HTTPTransportError(.connect, "refused"))
         }
         var retry = RetryPolicy(deadline: 30, attemptTimeout: 15, random: { 0.5 })
-        retry.commandDeadline = clock.now + 3
+        retry.commandDeadline = Deadline(clock.now + 3)
         let (outcome, _) = await TokenEndpointClient(http: http, clock: clock.clock, retry: retry)
             .refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.transport(.connect, "refused"), retryAfter: nil))
@@ -218,7 +218,7 @@ struct TokenEndpointClientTests {
     }
 
     @Test("fake server: terminal answers are never retried", arguments: [
-        HTTPResponse.invalidGrant, HTTPResponse(status: 400), .text(401, "no"), .text(200, "<html/>", contentType: "text/html"),
+        HTTPResponse.invalidGrant, HTTPResponse(status: 400), .text(401, "no"), .json(200, #"{"error":"bad_refresh_token"}"#),
     ])
     func terminalNotRetried(response: HTTPResponse) async {
         let http = FakeHTTPClient(script: [.success(response), .success(.tokens())])

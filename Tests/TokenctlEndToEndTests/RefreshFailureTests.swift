@@ -134,7 +134,6 @@ struct RefreshFailureTests {
         ["status": 401, "body": "{\"error\":\"invalid_client\"}", "content_type": "application/json"],
         ["status": 400, "body": ""],
         ["status": 403, "body": "<html>Forbidden</html>", "content_type": "text/html"],
-        ["status": 200, "body": "<html>login page</html>", "content_type": "text/html"],
     ] as [[String: any Sendable]])
     func unexpectedAnswersAreTerminal(fault: [String: any Sendable]) throws {
         let server = try AuthServer()
@@ -145,6 +144,21 @@ struct RefreshFailureTests {
         #expect(result.stdout.isEmpty)
         #expect(!result.stderr.contains("has space"), "no token material in messages")
         #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
+    }
+
+    @Test("fake server: a 200 with neither an access token nor an error (an HTML page, an empty object) is a protocol error: 76, the session kept (issue 25)", arguments: [
+        ["status": 200, "body": "<html>login page</html>", "content_type": "text/html"],
+        ["status": 200, "body": "{\"token_type\":\"bearer\"}", "content_type": "application/json"],
+    ] as [[String: any Sendable]])
+    func answersWithoutTokenOrErrorKeepTheSession(fault: [String: any Sendable]) throws {
+        let server = try AuthServer()
+        let (sandbox, refreshToken) = try Self.staleSession(server)
+        try server.configure(["faults": [fault]])
+        let result = try sandbox.tokenctl("token")
+        #expect(result.status == 76, "\(result)")
+        #expect(result.stdout.isEmpty)
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
+        #expect(try sandbox.tokenctl("token").status == 0, "the next command refreshes with the kept refresh token")
     }
 
     /// The access tokens of issue 24 (point 4) that a refresh answer may carry and tokenctl

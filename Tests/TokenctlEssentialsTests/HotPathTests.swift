@@ -264,7 +264,7 @@ private func reference(
     let rendered = OldFrontRendering.render(entry, profile: profile, format: format, verbose: verbose, now: now)
     var log = rendered.log
     let margin = AccessTokenLifetime.refreshMargin(issuedLifetime: entry.issuedLifetime, minimumTimeToLive: minimumTimeToLive)
-    if verbose, margin < minimumTimeToLive {
+    if verbose, margin < minimumTimeToLive, !entry.statesNoExpiry {
         log += "tokenctl: min-ttl \(Int(minimumTimeToLive)) s capped at \(Int(margin.rounded(.down))) s, half the access token's lifetime (a longer one could never be met)\n"
     }
     return (log, rendered.output)
@@ -299,11 +299,12 @@ struct HotPathOutputTests {
     static func entry(
         profile: String = "default", issuer: String = "https://login.example.com", clientID: String = "cli",
         accessToken: String = "at_0123456789", tokenType: String = "Bearer",
-        obtainedAt: Double = 1_764_425_000.25, expiresAt: Double? = 1_764_428_600.25, issuedLifetime: Double? = 3600
+        obtainedAt: Double = 1_764_425_000.25, expiresAt: Double? = 1_764_428_600.25, issuedLifetime: Double? = 3600,
+        statesNoExpiry: Bool = false
     ) -> HotCacheEntry {
         HotCacheEntry(
             profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID, accessToken: accessToken,
-            tokenType: tokenType, obtainedAt: obtainedAt, expiresAt: expiresAt, issuedLifetime: issuedLifetime)
+            tokenType: tokenType, obtainedAt: obtainedAt, expiresAt: expiresAt, issuedLifetime: issuedLifetime, statesNoExpiry: statesNoExpiry)
     }
 
     @Test("key description: the same as HotCacheEntry's")
@@ -323,6 +324,8 @@ struct HotPathOutputTests {
         let entries = [
             Self.entry(),
             Self.entry(expiresAt: nil, issuedLifetime: nil),
+            // No stated expiry (issue 25): served at every offset, with every min-ttl.
+            Self.entry(expiresAt: nil, issuedLifetime: nil, statesNoExpiry: true),
             Self.entry(expiresAt: 1_764_425_030, issuedLifetime: 30),  // a 30-second token: margin 15 s
             Self.entry(accessToken: "a\"b\\c~!", tokenType: "DPoP"),
             Self.entry(accessToken: String(repeating: "\"", count: 16_000)),
@@ -363,12 +366,13 @@ struct HotPathOutputTests {
         let good = String(decoding: try Self.entry().encoded(), as: UTF8.self)
         let lines = good.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         var variants = [good, String(good.dropLast()), good + "\n", "tokenctl-hotcache-v2" + good.dropFirst(20), good.replacingFirst("=", "")]
+        variants.append(String(decoding: try Self.entry(expiresAt: nil, issuedLifetime: nil, statesNoExpiry: true).encoded(), as: UTF8.self))
         // Each line dropped, doubled, or with its value emptied or changed.
         for index in 1..<(lines.count - 1) {
             var dropped = lines; dropped.remove(at: index); variants.append(dropped.joined(separator: "\n"))
             var doubled = lines; doubled.insert(lines[index], at: index); variants.append(doubled.joined(separator: "\n"))
             let key = lines[index].prefix { $0 != "=" }
-            for value in ["", " ", "x", "1e3", "0x10", "12.", ".5", "1.2345", "1.2.3", "nan", "99999999999", "999999999999",
+            for value in ["", " ", "x", "never", "Never", "never ", "1e3", "0x10", "12.", ".5", "1.2345", "1.2.3", "nan", "99999999999", "999999999999",
                           "https://login.example.com ", "cli\u{7}", "cli\u{E9}", "Bearer x", "default2", "-x", "=", "a=b"] {
                 var changed = lines; changed[index] = key + "=" + value; variants.append(changed.joined(separator: "\n"))
             }
@@ -384,7 +388,7 @@ struct HotPathOutputTests {
                 bytes("default") { p in bytes("https://login.example.com") { i in bytes("cli") { c in
                     HotPath.cachedToken(payload, profile: p, issuer: i, clientID: c).map { token in
                         (String(decoding: token.accessToken, as: UTF8.self), String(decoding: token.tokenType, as: UTF8.self),
-                         token.obtainedAt, token.expiresAt, token.issuedLifetime)
+                         token.obtainedAt, token.expiresAt, token.issuedLifetime, token.statesNoExpiry)
                     }
                 } } }
             }
@@ -394,7 +398,7 @@ struct HotPathOutputTests {
             #expect(decoded?.accessToken == token.0 && decoded?.tokenType == token.1, "\(text)")
             func double(_ time: HotPath.Time?) -> Double? { time.map { Double($0.seconds) + Double($0.milliseconds) / 1000 } }
             #expect(decoded?.obtainedAt == double(token.2) && decoded?.expiresAt == double(token.3)
-                    && decoded?.issuedLifetime == double(token.4), "\(text)")
+                    && decoded?.issuedLifetime == double(token.4) && decoded?.statesNoExpiry == token.5, "\(text)")
         }
         #expect(accepted > 10)
     }

@@ -35,7 +35,9 @@ enum OldFrontRendering {
         case .raw:
             output = entry.accessToken + "\n"
         }
-        let log = verbose ? "tokenctl: access token for '\(profile)' valid for \(duration(entry.effectiveExpiry - now)) (kernel keyring cache)\n" : ""
+        // (Issue 25: a token with no stated expiry says so.)
+        let validity = entry.statesNoExpiry ? "with no expiry stated" : "valid for \(duration(entry.effectiveExpiry - now))"
+        let log = verbose ? "tokenctl: access token for '\(profile)' \(validity) (kernel keyring cache)\n" : ""
         return (log, output)
     }
 }

@@ -1,15 +1,23 @@
+import TokenctlEssentials
+
 /// How one token endpoint exchange ended: the failure classes of tokenctl, in one place.
+///
+/// The body decides (PROVIDERS.md): an answer's `error` member is read first, whatever the
+/// status and whether the body is JSON or form-encoded (`EndpointAnswer`); GitHub sends its
+/// errors with HTTP 200.
 ///
 /// | response                                                  | class     |
 /// |-----------------------------------------------------------|-----------|
-/// | 200 with a valid token set                                | success   |
+/// | 2xx with a valid token set                                | success   |
 /// | a response over the size cap (1 MiB)                      | terminal  |
-/// | 400 `invalid_grant`                                       | terminal  |
 /// | timeout, DNS/connect/TLS/reset errors                     | transient |
 /// | 429 (honouring Retry-After)                               | transient |
 /// | 408, 500, 502, 503, 504 (any body)                        | transient |
-/// | 200 JSON with an access or refresh token unusable (`UnusableTokens`) | unusable tokens |
-/// | anything else (other 4xx, empty 400, HTML, 200 not a token answer)   | terminal  |
+/// | any other status with `error` (2xx too): `invalid_grant`, GitHub's `bad_refresh_token`, … | terminal  |
+/// | `error` that says the client is refused, not the grant (`OAuthErrorCodes`) | client refused (78, session kept) |
+/// | 2xx without `error` and without a usable access token, or not an object | unusable tokens (76, session kept) |
+/// | 2xx whose refresh token is unusable (`UnusableTokens`)    | unusable tokens |
+/// | anything else (other 4xx, empty 400, HTML 4xx, 2xx with an unusable ID token or scope) | terminal  |
 ///
 /// Only a terminal outcome may end a session (RFC 6749 §5.2 errors are the server saying
 /// the grant is dead); everything transient keeps it, and so do unusable tokens: the server
@@ -19,6 +27,9 @@ public enum RefreshOutcome: Equatable, Sendable {
     /// A 200 JSON answer tokenctl cannot use as a whole, though the server did not end the grant.
     case unusableTokens(UnusableTokens)
     case terminal(TerminalReason)
+    /// An OAuth error that refuses the client (its id or secret), not the grant: the session is
+    /// kept, and the configuration must change (`OAuthErrorCodes`, exit 78).
+    case clientRefused(TerminalReason)
     case transient(TransientReason, retryAfter: Double?)
 
     public static func classify(_ result: Result<HTTPResponse, HTTPTransportError>, now: Double) -> RefreshOutcome {
@@ -35,26 +46,27 @@ public enum RefreshOutcome: Equatable, Sendable {
         if response.isTransientFailure {
             return .transient(response.status == 429 ? .rateLimited : .serverError(response.status), retryAfter: retryAfter(response, now: now))
         }
-        switch response.status {
-        case 200:
-            do {
-                switch try TokenResponse.parseAnswer(response.body) {
-                case .usable(let tokens):
-                    return .success(tokens, serverDate: response.serverDate)
-                case .unusableAccessToken(let problem, let refreshToken, let idToken):
-                    return .unusableTokens(UnusableTokens(problem: problem, refreshToken: refreshToken.map { .rotated($0) } ?? .absent, idToken: idToken))
-                }
-            } catch {
-                if error.field == "refresh_token" { return .unusableTokens(UnusableTokens(problem: error, refreshToken: .unusable, idToken: nil)) }
-                return .terminal(.unusableResponse(error.description))
-            }
-        default:
-            let object = JSONValue.parseObject(response.body)
-            if let code = object?["error"]?.stringValue {
-                let description = object?["error_description"]?.stringValue
-                return .terminal(.oauthError(status: response.status, code: code, description: description.map(sanitized)))
-            }
+        let object = EndpointAnswer.object(response)
+        if let (code, description) = EndpointAnswer.error(in: object) {
+            let reason = TerminalReason.oauthError(status: response.status, code: code, description: description.map(TerminalText.short))
+            return OAuthErrorCodes.meaning(of: code)?.kind == .clientRefused ? .clientRefused(reason) : .terminal(reason)
+        }
+        guard (200..<300).contains(response.status) else {
             return .terminal(.unexpectedStatus(response.status, contentType: response.header("content-type")))
+        }
+        // A 2xx without an error and without an access token: the server did not do its part,
+        // but it did not end the grant either (a rotating one may have spent the refresh token).
+        guard let object else { return .unusableTokens(UnusableTokens(problem: .notJSONObject, refreshToken: .absent)) }
+        do {
+            switch try TokenResponse.parseAnswer(object: object) {
+            case .usable(let tokens):
+                return .success(tokens, serverDate: response.serverDate)
+            case .unusableAccessToken(let problem, let refreshToken, let idToken):
+                return .unusableTokens(UnusableTokens(problem: problem, refreshToken: refreshToken.map { .rotated($0) } ?? .absent, idToken: idToken))
+            }
+        } catch {
+            if error.field == "refresh_token" { return .unusableTokens(UnusableTokens(problem: error, refreshToken: .unusable, idToken: nil)) }
+            return .terminal(.unusableResponse(error.description))
         }
     }
 
@@ -69,10 +81,43 @@ public enum RefreshOutcome: Equatable, Sendable {
         }
         return nil
     }
+}
 
-    /// Server-provided text is shown to the user: keep it printable and short.
-    static func sanitized(_ text: String) -> String {
-        String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(200).map(Character.init))
+/// OAuth error codes whose meaning is not RFC 6749 §5.2's "the grant is dead", or that only
+/// some providers send: one table, a row per code and provider (PROVIDERS.md), read by
+/// `RefreshOutcome.classify` and `TokenBroker`. A code not listed is terminal, as §5.2 says.
+public enum OAuthErrorCodes {
+    public struct Meaning: Sendable, Equatable {
+        public enum Kind: Sendable, Equatable {
+            /// The grant (refresh token) is dead: the session ends, exit 77.
+            case grantEnded
+            /// The client is refused (its id or secret), not the grant: the session is kept, exit 78.
+            case clientRefused
+        }
+
+        public var kind: Kind
+        /// Who sends it (for messages and for readers of the table).
+        public var provider: String
+        /// What to do about it, shown after the server's words.
+        public var hint: String?
+    }
+
+    public static let table: [String: Meaning] = [
+        // A dead GitHub App refresh token, with HTTP 200 (orgs/community discussion #24745).
+        "bad_refresh_token": Meaning(kind: .grantEnded, provider: "GitHub", hint: nil),
+        // GitHub's word for a wrong client id or secret, with HTTP 200.
+        "incorrect_client_credentials": Meaning(
+            kind: .clientRefused, provider: "GitHub",
+            hint: "Check the profile's client id and client secret."),
+    ]
+
+    public static func meaning(of code: String) -> Meaning? { table[code] }
+
+    /// Whether `code` says the grant is dead whatever was asked for (RFC 6749 §5.2's
+    /// `invalid_grant`, a refused client, and the table's `grantEnded` rows), as opposed to a
+    /// refusal of what a narrowed refresh asked for.
+    public static func endsGrant(_ code: String) -> Bool {
+        ["invalid_grant", "invalid_client", "unauthorized_client"].contains(code) || table[code]?.kind == .grantEnded
     }
 }
 
@@ -119,9 +164,9 @@ public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .oauthError(let status, let code, let description):
-            "the server answered \(status) \(RefreshOutcome.sanitized(code))" + (description.map { ": \($0)" } ?? "")
+            "the server answered \(status) \(TerminalText.short(code))" + (description.map { ": \($0)" } ?? "")
         case .unexpectedStatus(let status, let contentType):
-            "the server answered HTTP \(status)" + (contentType.map { " (\(RefreshOutcome.sanitized($0)))" } ?? "") + " without an OAuth error"
+            "the server answered HTTP \(status)" + (contentType.map { " (\(TerminalText.short($0)))" } ?? "") + " without an OAuth error"
         case .unusableResponse(let message):
             message
         }
@@ -130,7 +175,7 @@ public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {
     /// A short class name for logs and `refresh --all` lines.
     public var className: String {
         switch self {
-        case .oauthError(_, let code, _): RefreshOutcome.sanitized(code)
+        case .oauthError(_, let code, _): TerminalText.short(code)
         case .unexpectedStatus(let status, _): "http-\(status)"
         case .unusableResponse: "unusable-response"
         }

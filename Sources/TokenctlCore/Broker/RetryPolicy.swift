@@ -8,9 +8,9 @@ public struct RetryPolicy: Sendable {
     public var deadline: Double
     /// A single request never takes longer than this.
     public var attemptTimeout: Double
-    /// The whole command's deadline (`Clock` time), if it has one: no attempt or wait starts
-    /// past it, whatever `deadline` says (the lock wait may have used part of it).
-    public var commandDeadline: Double?
+    /// The whole command's deadline, if it has one: no attempt or wait starts past it,
+    /// whatever `deadline` says (the lock wait may have used part of it).
+    public var commandDeadline: Deadline?
     /// No wait is shorter than this, so `Retry-After: 0` or a near-zero jitter cannot make
     /// back-to-back requests.
     public var minimumDelay: Double = 0.1

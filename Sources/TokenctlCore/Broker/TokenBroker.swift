@@ -25,16 +25,16 @@ public actor TokenBroker {
     public struct Configuration: Sendable {
         /// How long to wait for another process's refresh before giving up (exit 75).
         public var lockTimeout: Double
-        /// The command's deadline (`Clock` time): the lock wait ends there too.
-        public var commandDeadline: Double?
-        public init(lockTimeout: Double = 30, commandDeadline: Double? = nil) {
+        /// The command's deadline: the lock wait ends there too.
+        public var commandDeadline: Deadline?
+        public init(lockTimeout: Double = 30, commandDeadline: Deadline? = nil) {
             self.lockTimeout = lockTimeout
             self.commandDeadline = commandDeadline
         }
 
         /// The lock wait allowed at `now`: the lock timeout, within the deadline.
         func lockWait(at now: Double) -> Double {
-            max(0, min(lockTimeout, (commandDeadline ?? .infinity) - now))
+            max(0, min(lockTimeout, (commandDeadline?.time ?? .infinity) - now))
         }
     }
 
@@ -101,21 +101,24 @@ public actor TokenBroker {
     /// - Parameter readFirst: with `force`, `false` skips the read before the lock (`refresh`:
     ///   a forced refresh needs only the read under the lock; one Secret Service read less per
     ///   profile in `refresh --all`, whose floor is the keyring daemon's time).
+    /// - Parameter rejected: with `force`, the caller reports that a server rejected the access
+    ///   token (`token --force` after a 401), rather than asking for a renewal (`refresh`): a
+    ///   session without a refresh token then stops trusting its token (see `noRefreshToken`).
     public func validTokenSet(
         for profile: ResolvedProfile, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool = false, capMargin: Bool = true,
-        readFirst: Bool = true
+        readFirst: Bool = true, rejected: Bool = false
     ) async throws(TokenctlError) -> TokenSet {
         await completePendingWrite(profile)
         if force && !readFirst {
             narrate?("refreshing: forced")
-            return try await sharedRefresh(profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: true, capMargin: capMargin)
+            return try await sharedRefresh(profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: true, capMargin: capMargin, rejected: rejected)
         }
         let session = try await read(profile.identity)
         guard let session else { throw Self.notLoggedIn(profile.name) }
         try Self.checkScopes(target, within: session, profile.name)
         guard let snapshot = session.served(for: target) else {
             narrate?("no token for \(target) is stored for '\(profile.name)': refreshing to get one")
-            return try await sharedRefresh(profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
+            return try await sharedRefresh(profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin, rejected: rejected)
         }
         if let narrate {
             narrate(store.pendingWrite(profile.identity) != nil
@@ -134,13 +137,13 @@ public actor TokenBroker {
                 : left <= 0 ? "refreshing: the access token expired \(Self.seconds(-left)) ago"
                 : "refreshing: the access token has \(Self.seconds(left)) left, not more than the \(Self.seconds(margin)) asked for")
         }
-        return try await sharedRefresh(profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
+        return try await sharedRefresh(profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin, rejected: rejected)
     }
 
     /// A narrowed refresh may only ask for scopes the session was granted (RFC 6749 §6): asking
     /// for others is refused here, before a request, when the session's scope is known.
     static func checkScopes(_ target: TokenTarget, within session: TokenSet, _ profile: ProfileName) throws(TokenctlError) {
-        guard !target.scopes.isEmpty, let granted = session.scope.map({ Set($0.split(separator: " ").map(String.init)) }) else { return }
+        guard !target.scopes.isEmpty, let granted = session.scope.map({ Set(ScopeWords.words($0)) }) else { return }
         let missing = target.scopes.filter { !granted.contains($0) }
         guard missing.isEmpty else {
             throw TokenctlError(
@@ -183,7 +186,7 @@ public actor TokenBroker {
     // MARK: Single flight
 
     private func sharedRefresh(
-        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool, capMargin: Bool
+        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool, capMargin: Bool, rejected: Bool
     ) async throws(TokenctlError) -> TokenSet {
         let task: Task<TokenSet, any Error>
         let flight = Flight(profile: profile.name, target: target)
@@ -196,7 +199,8 @@ public actor TokenBroker {
             task = Task {
                 do {
                     let result = try await self.lockedRefresh(
-                        profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin)
+                        profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin,
+                        rejected: rejected)
                     self.endFlight(flight, id: id)
                     return result
                 } catch {
@@ -220,7 +224,7 @@ public actor TokenBroker {
     // MARK: The refresh under the cross-process lock
 
     private func lockedRefresh(
-        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool, capMargin: Bool
+        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool, capMargin: Bool, rejected: Bool
     ) async throws(TokenctlError) -> TokenSet {
         let lock: any HeldLock
         let waitStarted = clock.now()
@@ -243,9 +247,7 @@ public actor TokenBroker {
             }
         }
         guard let refreshToken = current.refreshToken else {
-            throw TokenctlError(
-                .loginRequired, "the access token of profile '\(profile.name)' has expired and the server issued no refresh token",
-                hint: "Run '\(CommandHint.login(profile.name))' again.")
+            throw await noRefreshToken(profile, current: current, target: target, rejected: force && rejected)
         }
 
         let credentials = try await clientCredentials(for: profile)
@@ -327,7 +329,7 @@ public actor TokenBroker {
             // The token as received (`next` may not keep it: see `TokenSet.storing`).
             let served = TokenSet(
                 accessToken: token.accessToken, tokenType: token.tokenType, refreshToken: nil, scope: token.grantedScope,
-                expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: next.subject,
+                expiresAt: token.effectiveExpiry, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: next.subject,
                 dpopKey: next.dpopKey)
             didServe?(served, profile.identity, target)
             if next.refreshToken != current.refreshToken {
@@ -356,6 +358,15 @@ public actor TokenBroker {
             return next
         case .unusableTokens(let answer):
             throw try await keepingSession(after: answer, profile, target: target, current: current, receivedAt: receivedAt)
+        case .clientRefused(let reason):
+            // The client is refused, not the grant: nothing was spent, the session stays.
+            record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
+            let hint = Self.oauthErrorHint(reason)
+            throw TokenctlError(
+                .configuration, "the server refused the client of profile '\(profile.name)': \(reason)",
+                hint: Hint.sentences(
+                    "The session is kept.", hint,
+                    "A new secret is given with '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))'."))
         case .terminal(let reason):
             // Another writer may have replaced the item meanwhile: delete only what we sent.
             let (store, identity) = (self.store, profile.identity)
@@ -363,7 +374,7 @@ public actor TokenBroker {
             record(.sessionEnded, profile, subject: current.subject, reason: reason.className)
             throw TokenctlError(
                 .loginRequired, "the server ended the session of profile '\(profile.name)': \(reason)",
-                hint: "Run '\(CommandHint.login(profile.name))' to sign in again.")
+                hint: Hint.sentences(Self.oauthErrorHint(reason), "Run '\(CommandHint.login(profile.name))' to sign in again."))
         case .transient(let reason, _):
             record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
             if reason.requestMayHaveReachedServer {
@@ -375,6 +386,37 @@ public actor TokenBroker {
                 .transient, "could not refresh profile '\(profile.name)': \(reason)",
                 hint: "The session is kept; try again later.")
         }
+    }
+
+    /// Why a session without a refresh token cannot give what was asked (exit 77).
+    ///
+    /// Such a session's token is served until the server rejects it: with no `expires_in` it
+    /// states no expiry (GitHub OAuth App tokens never expire on their own). When the caller
+    /// reports that rejection (`rejected`: `token --force` after a 401), the token is no longer
+    /// trusted: it is stored as expired (as git-credential `erase` does) so that nothing serves
+    /// it again, and only a new sign-in helps.
+    private func noRefreshToken(_ profile: ResolvedProfile, current: TokenSet, target: TokenTarget, rejected: Bool) async -> TokenctlError {
+        let now = clock.now()
+        let login = "Run '\(CommandHint.login(profile.name))' to sign in again."
+        if rejected && target.isSession && current.timeLeft(at: now) > 0 {
+            var untrusted = current
+            untrusted.expiresAt = now - 1
+            _ = try? await persist(untrusted, for: profile.identity, replacing: current)
+            narrate?("--force: the access token of '\(profile.name)' is no longer trusted, and there is no refresh token to get another")
+            return TokenctlError(
+                .loginRequired,
+                "the access token of profile '\(profile.name)' is no longer trusted (--force: a server rejected it), and the server issued no refresh token to get another",
+                hint: login)
+        }
+        if current.timeLeft(at: now) > 0 {
+            return TokenctlError(
+                .loginRequired,
+                "profile '\(profile.name)' has no refresh token (the server issued none), so its access token cannot be renewed; it stays in use until the server rejects it",
+                hint: "For a new access token, sign in again: '\(CommandHint.login(profile.name))'.")
+        }
+        return TokenctlError(
+            .loginRequired, "the access token of profile '\(profile.name)' has expired and the server issued no refresh token",
+            hint: "Run '\(CommandHint.login(profile.name))' again.")
     }
 
     /// A 200 answer whose access or refresh token cannot be used: the server accepted the grant,
@@ -420,9 +462,9 @@ public actor TokenBroker {
         }
     }
 
-    /// Whether the space-separated scopes `after` are a strict subset of `before`.
+    /// Whether the scopes `after` are a strict subset of `before` (split on spaces and commas).
     static func isNarrower(_ after: String, than before: String) -> Bool {
-        let (old, new) = (Set(before.split(separator: " ")), Set(after.split(separator: " ")))
+        let (old, new) = (Set(ScopeWords.words(before)), Set(ScopeWords.words(after)))
         return new.isSubset(of: old) && new != old
     }
 
@@ -433,10 +475,16 @@ public actor TokenBroker {
         return false
     }
 
+    /// The error-code table's advice for an OAuth error, if it has any.
+    static func oauthErrorHint(_ reason: TerminalReason) -> String? {
+        if case .oauthError(_, let code, _) = reason { return OAuthErrorCodes.meaning(of: code)?.hint }
+        return nil
+    }
+
     /// Whether a server's refusal of a refresh means the grant is dead (the session ends), as
     /// opposed to a refusal of what a narrowed refresh asked for.
     static func endsSession(_ reason: TerminalReason) -> Bool {
-        if case .oauthError(_, let code, _) = reason { return ["invalid_grant", "invalid_client", "unauthorized_client"].contains(code) }
+        if case .oauthError(_, let code, _) = reason { return OAuthErrorCodes.endsGrant(code) }
         return false
     }
 

@@ -35,7 +35,7 @@ public struct TokenEndpointClient: Sendable {
     ///   connected, it gets at least `RetryPolicy.sentRefreshMinimum` to be answered.
     public func exchange(_ request: HTTPRequest, completesOnceSent: Bool = false, onAttempt: @Sendable (Int) -> Void = { _ in }) async -> (RefreshOutcome, receivedAt: Double) {
         let start = clock.now()
-        let end = min(start + retry.deadline, retry.commandDeadline ?? .infinity)
+        let end = min(start + retry.deadline, retry.commandDeadline?.time ?? .infinity)
         var attempt = 0
         while true {
             let remaining = end - clock.now()

@@ -15,7 +15,7 @@ public final class TokenctlService: Sendable {
 
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
-        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, commandDeadline: Double? = nil, events: EventLog? = nil, hotCache: HotCache? = nil,
+        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, commandDeadline: Deadline? = nil, events: EventLog? = nil, hotCache: HotCache? = nil,
         narrate: TokenBroker.Narrator? = nil,
         httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
     ) {
@@ -54,17 +54,22 @@ public final class TokenctlService: Sendable {
     /// The real thing: configuration under XDG paths, the Secret Service behind the rotation
     /// journal, libcurl, flock, and the kernel keyring hot cache.
     ///
-    /// - Parameter storeOptions: the Secret Service's bounds (its deadline is `retry.commandDeadline`).
+    /// - Parameters:
+    ///   - deadline: the command's (`--timeout` from its start), nil for none: the one value
+    ///     that bounds the HTTP retries, the lock wait and the Secret Service calls.
+    ///   - storeOptions: the Secret Service's other bounds.
     public static func live(
-        paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30, storeOptions: SecretServiceStore.Options = .init(),
-        narrate: TokenBroker.Narrator? = nil
+        paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30, deadline: Deadline? = nil,
+        storeOptions: SecretServiceStore.Options = .init(), narrate: TokenBroker.Narrator? = nil
     ) -> TokenctlService {
+        var retry = retry
+        retry.commandDeadline = deadline
         var options = storeOptions
-        options.deadline = retry.commandDeadline
+        options.deadline = deadline
         let store = JournaledSessionStore(SecretServiceStore(options: options), journal: RotationJournal())
         return TokenctlService(
             paths: paths, store: store, locks: FileLockProvider(directory: paths.lockDirectory),
-            retry: retry, lockTimeout: lockTimeout, commandDeadline: retry.commandDeadline,
+            retry: retry, lockTimeout: lockTimeout, commandDeadline: deadline,
             events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(), narrate: narrate,
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
     }
@@ -126,16 +131,14 @@ public final class TokenctlService: Sendable {
            let entry = hotCache.lookup(profile: name, issuer: profile.identity.issuer, clientID: profile.identity.clientID, target: target),
            entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) {
             return ServedToken(
-                tokenSet: TokenSet(
-                    accessToken: entry.accessToken, tokenType: entry.tokenType, refreshToken: nil, expiresAt: entry.expiresAt,
-                    issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt),
-                fromAnotherProcessRefresh: false, fromHotCache: true, configuration: profile.configuration)
+                tokenSet: TokenSet(cached: entry), fromAnotherProcessRefresh: false, fromHotCache: true, configuration: profile.configuration)
         }
         if !force, let tokenSet = try await servedAfterAnotherRefresh(profile, target: target, minimumTimeToLive: minimumTimeToLive) {
             return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: true, configuration: profile.configuration)
         }
         let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
-            try await broker.validTokenSet(for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force)
+            // `token --force` is what a user runs after a server rejected the token (a 401).
+            try await broker.validTokenSet(for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force, rejected: force)
         }
         return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: false, configuration: profile.configuration)
     }
@@ -157,9 +160,7 @@ public final class TokenctlService: Sendable {
         let identity = profile.identity
         guard let entry = hotCache.lookup(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target),
               entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) else { return nil }
-        return TokenSet(
-            accessToken: entry.accessToken, tokenType: entry.tokenType, refreshToken: nil, expiresAt: entry.expiresAt,
-            issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt)
+        return TokenSet(cached: entry)
     }
 
     /// Run a broker call; a session that has ended is dropped from the hot cache (what the

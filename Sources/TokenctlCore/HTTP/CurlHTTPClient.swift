@@ -1,5 +1,5 @@
 // Every libcurl call of tokenctl lives in this file. libcurl is loaded on first use
-// (CCurl/shim.h), so runs that never speak HTTP never map it.
+// (Sources/CCurl), so runs that never speak HTTP never map it.
 import CCurl
 import Dispatch
 import Synchronization

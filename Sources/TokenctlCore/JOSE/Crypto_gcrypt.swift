@@ -1,5 +1,5 @@
 // Every libgcrypt call of tokenctl lives in this file: DPoP's P-256 keys and ES256 proofs
-// (see CGcrypt/shim.h for why DPoP signs with libgcrypt and not OpenSSL's libcrypto).
+// (see CGcrypt/include/CGcrypt.h for why DPoP signs with libgcrypt and not OpenSSL's libcrypto).
 import CGcrypt
 
 /// A libgcrypt failure, or the library missing. Never holds key material.

@@ -1,5 +1,5 @@
 // Every OpenSSL (libcrypto) call of tokenctl lives in this file. libcrypto is loaded on first
-// use (CCrypto/shim.h), so engine runs that neither log in nor check a signature never map it.
+// use (Sources/CCrypto), so engine runs that neither log in nor check a signature never map it.
 import CCrypto
 
 /// An OpenSSL failure, with the library's own reason from `ERR_get_error`.

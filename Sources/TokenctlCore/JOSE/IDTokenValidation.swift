@@ -32,7 +32,7 @@ public enum IDTokenValidation {
     /// - Throws: `JWTError.claim` naming the failed check.
     public static func validateRefreshed(_ claims: [String: JSONValue], previous: [String: JSONValue]?, issuer: String, clientID: String) throws(JWTError) {
         guard let newIssuer = claims["iss"]?.stringValue, EndpointURL.sameIssuer(newIssuer, issuer) else {
-            throw .claim("the refreshed ID token was issued by '\(RefreshOutcome.sanitized(claims["iss"]?.stringValue ?? "nobody"))', not '\(issuer)'")
+            throw .claim("the refreshed ID token was issued by '\(TerminalText.short(claims["iss"]?.stringValue ?? "nobody"))', not '\(issuer)'")
         }
         if let oldIssuer = previous?["iss"]?.stringValue, oldIssuer != newIssuer {
             throw .claim("the refreshed ID token names another issuer than the session's")
@@ -55,7 +55,7 @@ public enum IDTokenValidation {
     public static func validate(_ claims: [String: JSONValue], _ expected: IDTokenExpectations) throws(JWTError) {
         guard let issuer = claims["iss"]?.stringValue else { throw .claim("the ID token has no 'iss' claim") }
         guard EndpointURL.sameIssuer(issuer, expected.issuer) else {
-            throw .claim("the ID token was issued by '\(RefreshOutcome.sanitized(issuer))', not '\(expected.issuer)'")
+            throw .claim("the ID token was issued by '\(TerminalText.short(issuer))', not '\(expected.issuer)'")
         }
         let audiences: [String]
         switch claims["aud"] {
@@ -64,14 +64,14 @@ public enum IDTokenValidation {
         default: throw .claim("the ID token has no 'aud' claim")
         }
         guard audiences.contains(expected.clientID) else {
-            throw .claim("the ID token is for another client (aud: \(audiences.map(RefreshOutcome.sanitized).joined(separator: ", ")))")
+            throw .claim("the ID token is for another client (aud: \(audiences.map(TerminalText.short).joined(separator: ", ")))")
         }
         let authorizedParty = claims["azp"]?.stringValue
         if audiences.count > 1, authorizedParty == nil {
             throw .claim("the ID token has several audiences but no 'azp' claim")
         }
         if let authorizedParty, authorizedParty != expected.clientID {
-            throw .claim("the ID token's authorized party (azp) is '\(RefreshOutcome.sanitized(authorizedParty))', not this client")
+            throw .claim("the ID token's authorized party (azp) is '\(TerminalText.short(authorizedParty))', not this client")
         }
         guard case .number(let expiry)? = claims["exp"] else { throw .claim("the ID token has no numeric 'exp' claim") }
         guard expiry + expected.leeway > expected.now else { throw .claim("the ID token has expired") }

@@ -1,3 +1,5 @@
+import TokenctlEssentials
+
 /// A JSON Web Key (RFC 7517) as far as tokenctl uses it: RSA, P-256 and Ed25519 (OKP, RFC 8037) public keys.
 public struct JSONWebKey: Equatable, Sendable {
     public var keyType: String
@@ -58,7 +60,7 @@ public struct JSONWebKey: Equatable, Sendable {
                 guard curve == "Ed25519", x.count == 32 else { throw JWTError.invalidKey("the OKP key is not an Ed25519 key") }
                 return try OpenSSL.ed25519PublicKey(x)
             default:
-                throw JWTError.invalidKey("unsupported key type '\(RefreshOutcome.sanitized(keyType))'")
+                throw JWTError.invalidKey("unsupported key type '\(TerminalText.short(keyType))'")
             }
         } catch let error as JWTError {
             throw error

@@ -1,3 +1,5 @@
+import TokenctlEssentials
+
 /// The JWS algorithms tokenctl accepts. `none` and the HMAC family (HS*) are never accepted:
 /// a public client has no shared key, and accepting them lets anyone forge a token.
 public enum JWSAlgorithm: String, Sendable, CaseIterable {
@@ -23,9 +25,9 @@ public enum JWTError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .malformed(let why): "the token is malformed: \(why)"
-        case .unsupportedAlgorithm(let alg): "the token is signed with '\(RefreshOutcome.sanitized(alg))'; only RS256, PS256, ES256 and EdDSA are accepted"
-        case .noMatchingKey(let kid): "no key in the issuer's JWKS matches the token" + (kid.map { " (kid '\(RefreshOutcome.sanitized($0))')" } ?? "")
-        case .keyMismatch(let kid, let alg): "the issuer's key '\(RefreshOutcome.sanitized(kid))' cannot make a '\(RefreshOutcome.sanitized(alg))' signature (its alg, use or key type differs)"
+        case .unsupportedAlgorithm(let alg): "the token is signed with '\(TerminalText.short(alg))'; only RS256, PS256, ES256 and EdDSA are accepted"
+        case .noMatchingKey(let kid): "no key in the issuer's JWKS matches the token" + (kid.map { " (kid '\(TerminalText.short($0))')" } ?? "")
+        case .keyMismatch(let kid, let alg): "the issuer's key '\(TerminalText.short(kid))' cannot make a '\(TerminalText.short(alg))' signature (its alg, use or key type differs)"
         case .invalidKey(let why): "unusable key in the issuer's JWKS: \(why)"
         case .invalidKeySet(let why): why
         case .badSignature: "the token's signature does not verify against the issuer's keys"
@@ -74,7 +76,7 @@ public enum JWTVerifier {
         }
         candidates = candidates.filter { $0.canVerify(algorithm) }
         guard !candidates.isEmpty else { throw .noMatchingKey(keyID) }
-        // libcrypto is loaded here, on first use (CCrypto/shim.h).
+        // libcrypto is loaded here, on first use (Sources/CCrypto).
         if let reason = OpenSSL.unavailableReason { throw .cryptoUnavailable(reason) }
 
         let derSignature: [UInt8]

@@ -122,7 +122,7 @@ public struct ServerMetadata: Equatable, Sendable {
         // OIDC Discovery §4.3 / RFC 8414 §3.3: the issuer must be exactly the one configured.
         guard EndpointURL.sameIssuer(issuer, expectedIssuer.string) else {
             throw TokenctlError(
-                .configuration, "the discovery document at \(url) names issuer '\(RefreshOutcome.sanitized(issuer))', not '\(expectedIssuer)'",
+                .configuration, "the discovery document at \(url) names issuer '\(TerminalText.short(issuer))', not '\(expectedIssuer)'",
                 hint: "Use the issuer URL exactly as the server names it.")
         }
         func endpoint(_ key: String) throws(TokenctlError) -> EndpointURL? {

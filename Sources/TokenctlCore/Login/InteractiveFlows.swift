@@ -20,29 +20,30 @@ struct DeviceFlow: Sendable {
         do { response = try await http.send(credentials.formRequest(deviceEndpoint, fields), timeout: retry.attemptTimeout) } catch {
             throw TokenctlError(.transient, "cannot reach the device authorization endpoint: \(error)", hint: "Nothing was stored; try again later.")
         }
-        guard response.status == 200 else {
-            if response.isTransientFailure {
-                throw TokenctlError(.transient, "the device authorization endpoint failed with HTTP \(response.status)", hint: "Nothing was stored; try again later.")
-            }
-            let object = JSONValue.parseObject(response.body)
-            let code = object?["error"]?.stringValue.map(RefreshOutcome.sanitized)
-            let description = object?["error_description"]?.stringValue.map(RefreshOutcome.sanitized)
+        if response.isTransientFailure {
+            throw TokenctlError(.transient, "the device authorization endpoint failed with HTTP \(response.status)", hint: "Nothing was stored; try again later.")
+        }
+        // The body decides (GitHub answers its errors with HTTP 200, by default form-encoded).
+        let object = EndpointAnswer.object(response)
+        if let (code, description) = EndpointAnswer.error(in: object) {
+            throw deviceEndpointRefusal(status: response.status, code: TerminalText.short(code), description: description.map(TerminalText.short))
+        }
+        guard (200..<300).contains(response.status) else {
             throw TokenctlError(
-                .configuration,
-                "the device authorization endpoint refused the request (HTTP \(response.status)\(code.map { " \($0)" } ?? "")\(description.map { ": \($0)" } ?? ""))",
+                .configuration, "the device authorization endpoint refused the request (HTTP \(response.status))",
                 hint: "Check --client-id and --scope, and that the client may use the device flow.")
         }
-        let authorization = try DeviceAuthorization.parse(response.body, endpoint: deviceEndpoint)
+        let authorization = try DeviceAuthorization.parse(object, endpoint: deviceEndpoint)
         let expiresAt = clock.now() + authorization.expiresIn
         presenter.showDeviceAuthorization(authorization, expiresAt: expiresAt)
         defer { presenter.deviceFlowEnded() }
 
         let request = credentials.formRequest(tokenEndpoint, [("grant_type", Self.grantType), ("device_code", authorization.deviceCode)])
-        var interval = authorization.interval
+        var schedule = DevicePollSchedule(interval: authorization.interval)
         var transientFailures = 0
         while true {
-            // §3.5: wait `interval` before every poll, also the first.
-            let wait = interval * Double(1 << min(transientFailures, 4))
+            // §3.5: wait `interval` (and a margin) before every poll, also the first.
+            let wait = schedule.wait(afterTransientFailures: transientFailures)
             guard clock.now() + wait < expiresAt else { throw expired() }
             do { try await clock.sleep(wait) } catch {
                 throw TokenctlError(.loginRequired, "login cancelled", hint: "Nothing was stored.")
@@ -56,28 +57,61 @@ struct DeviceFlow: Sendable {
             case .transient:
                 // §3.5: back off on connection problems and keep going until the codes expire.
                 transientFailures += 1
-            case .terminal(.oauthError(_, let code, let description)):
+            case .terminal(.oauthError(_, let code, let description)), .clientRefused(.oauthError(_, let code, let description)):
                 transientFailures = 0
                 switch code {
                 case "authorization_pending":
                     continue
                 case "slow_down":
-                    interval += 5
-                    presenter.deviceFlowSlowedDown(interval: interval)
-                case "access_denied":
+                    let answer = try? result.get()
+                    schedule.slowDown(serverInterval: answer.flatMap { EndpointAnswer.seconds(EndpointAnswer.object($0)?["interval"]) })
+                    presenter.deviceFlowSlowedDown(interval: schedule.interval)
+                case "access_denied", "authorization_declined":  // Entra says authorization_declined
                     throw TokenctlError(.loginRequired, "the sign-in was denied on the verification page", hint: "Nothing was stored. Run the same login command to try again.")
                 case "expired_token":
                     throw expired()
+                case "invalid_grant" where receivedAt >= expiresAt:
+                    // Auth0 answers expired_token once, then invalid_grant.
+                    throw expired()
+                case _ where Self.deviceFlowOffCodes.contains(code):
+                    throw deviceEndpointRefusal(status: nil, code: code, description: description)
                 default:
+                    if let hint = OAuthErrorCodes.meaning(of: code)?.hint, OAuthErrorCodes.meaning(of: code)?.kind == .clientRefused {
+                        throw TokenctlError(
+                            .configuration, "the server refused the client: \(code)\(description.map { ": \($0)" } ?? "")", hint: Hint.sentences("Nothing was stored.", hint))
+                    }
                     throw TokenctlError(
                         .loginRequired, "the server ended the device login: \(code)\(description.map { ": \($0)" } ?? "")", hint: "Nothing was stored.")
                 }
-            case .terminal(let reason):
+            case .terminal(let reason), .clientRefused(let reason):
                 throw TokenctlError(.loginRequired, "the server ended the device login: \(reason)", hint: "Nothing was stored.")
             case .unusableTokens(let answer):
                 throw TokenctlError(.loginRequired, "the server ended the device login: \(answer)", hint: "Nothing was stored.")
             }
         }
+    }
+
+    /// Error codes saying the device flow is switched off for this client: GitHub's
+    /// `device_flow_disabled` (the app's owner must enable it), and `unauthorized_client` at the
+    /// device endpoint (older GitHub Enterprise Server, RFC 8628 §3.2).
+    static let deviceFlowOffCodes: Set<String> = ["device_flow_disabled", "unauthorized_client"]
+
+    /// The device endpoint's (or a poll's) OAuth error, as the error to report: exit 78 either
+    /// way, since the request or the client is what must change.
+    private func deviceEndpointRefusal(status: Int?, code: String, description: String?) -> TokenctlError {
+        let words = "\(code)\(description.map { ": \($0)" } ?? "")"
+        if Self.deviceFlowOffCodes.contains(code) {
+            return TokenctlError(
+                .configuration, "the device flow is not enabled for client '\(TerminalText.short(credentials.clientID))' at this server (\(words))",
+                hint: "Nothing was stored. Sign in with --browser instead, or have the client's owner enable the device flow (GitHub: the app's settings, \"Enable Device Flow\").")
+        }
+        if let meaning = OAuthErrorCodes.meaning(of: code), meaning.kind == .clientRefused {
+            return TokenctlError(.configuration, "the device authorization endpoint refused the client (\(words))", hint: Hint.sentences("Nothing was stored.", meaning.hint))
+        }
+        return TokenctlError(
+            .configuration,
+            "the device authorization endpoint refused the request (\(status.map { "HTTP \($0) " } ?? "")\(words))",
+            hint: "Check --client-id and --scope, and that the client may use the device flow.")
     }
 
     private func expired() -> TokenctlError {
@@ -143,8 +177,8 @@ struct BrowserFlow: Sendable {
                 hint: "Nothing was stored. Run the same login command again.")
         }
         if let error = received["error"] {
-            let code = RefreshOutcome.sanitized(error)
-            let description = received["error_description"].map(RefreshOutcome.sanitized)
+            let code = TerminalText.short(error)
+            let description = received["error_description"].map(TerminalText.short)
             callback.respond(status: 200, title: "Sign-in not completed", message: "The server answered: \(Self.html(code)). Return to the terminal.")
             if code == "access_denied" {
                 throw TokenctlError(.loginRequired, "the sign-in was denied in the browser (access_denied)\(description.map { ": \($0)" } ?? "")", hint: "Nothing was stored.")
@@ -154,7 +188,7 @@ struct BrowserFlow: Sendable {
         // RFC 9207: when the server names itself in the response, it must be our issuer (mix-up defence).
         if checksIssuerParameter, let responseIssuer = received["iss"], responseIssuer != issuer {
             callback.respond(status: 400, title: "Sign-in rejected", message: "The response came from another issuer. Return to the terminal.")
-            throw TokenctlError(.loginRequired, "the redirect came from issuer '\(RefreshOutcome.sanitized(responseIssuer))', not \(issuer)", hint: "Nothing was stored.")
+            throw TokenctlError(.loginRequired, "the redirect came from issuer '\(TerminalText.short(responseIssuer))', not \(issuer)", hint: "Nothing was stored.")
         }
         guard let code = received["code"], !code.isEmpty else {
             callback.respond(status: 400, title: "Sign-in failed", message: "The response carried no authorization code. Return to the terminal.")

@@ -99,7 +99,7 @@ extension TokenctlService {
         var request = request
         // --timeout bounds the store calls up to the check below (a person's wait is not
         // bounded by it; `persistLogin` gives the writes after it a bound of their own).
-        store.limitCalls(until: clock.now() + retry.deadline)
+        store.limitCalls(until: .after(retry.deadline, clock: clock))
         let previous = try? profiles.load(request.profile)
         // Logging in again at the same issuer sends what the first login sent: the saved scope,
         // audience, resources and CA bundle apply unless options replace them. Saved endpoints
@@ -207,7 +207,7 @@ extension TokenctlService {
                     hint: "Give it with --authorization-endpoint, or use --device.")
             }
             if let methods = metadata?.codeChallengeMethods, !methods.contains("S256") {
-                throw TokenctlError(.configuration, "the server does not support PKCE with S256 (it advertises: \(methods.map(RefreshOutcome.sanitized).joined(separator: ", ")))")
+                throw TokenctlError(.configuration, "the server does not support PKCE with S256 (it advertises: \(methods.map(TerminalText.short).joined(separator: ", ")))")
             }
             let flow = BrowserFlow(http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter)
             let result = try await flow.run(
@@ -294,7 +294,7 @@ extension TokenctlService {
     static func newDPoPKey(for issuer: EndpointURL, metadata: ServerMetadata?) throws(TokenctlError) -> DPoPKey {
         if let metadata {
             guard let algorithms = metadata.dpopSigningAlgorithms, algorithms.contains("ES256") else {
-                let advertised = metadata.dpopSigningAlgorithms.map { $0.isEmpty ? "none" : $0.map(RefreshOutcome.sanitized).joined(separator: ", ") }
+                let advertised = metadata.dpopSigningAlgorithms.map { $0.isEmpty ? "none" : $0.map(TerminalText.short).joined(separator: ", ") }
                 throw TokenctlError(
                     .configuration,
                     "the server at \(issuer) does not support DPoP with ES256 (its dpop_signing_alg_values_supported: \(advertised ?? "not advertised"))",
@@ -383,7 +383,11 @@ extension TokenctlService {
         case .success(let response, let serverDate):
             return (response, serverDate)
         case .terminal(let reason):
-            throw TokenctlError(.loginRequired, "the server did not accept \(what): \(reason)", hint: "Nothing was stored.")
+            let hint = TokenBroker.oauthErrorHint(reason)
+            throw TokenctlError(.loginRequired, "the server did not accept \(what): \(reason)", hint: Hint.sentences("Nothing was stored.", hint))
+        case .clientRefused(let reason):
+            let hint = TokenBroker.oauthErrorHint(reason)
+            throw TokenctlError(.configuration, "the server refused the client: \(reason)", hint: Hint.sentences("Nothing was stored.", hint))
         case .unusableTokens(let answer):
             throw TokenctlError(.loginRequired, "the server did not accept \(what): \(answer)", hint: "Nothing was stored.")
         case .transient(let reason, _):
@@ -460,7 +464,7 @@ extension TokenctlService {
         }
         defer { withExtendedLifetime(lock) {} }
         // The writes get --timeout of their own from now: the person's wait and the lock's are over.
-        store.limitCalls(until: clock.now() + retry.deadline)
+        store.limitCalls(until: .after(retry.deadline, clock: clock))
         SignalDeferral.begin()
         defer { SignalDeferral.end() }
         let outcome: PersistOutcome

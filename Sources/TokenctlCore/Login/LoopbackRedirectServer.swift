@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Dispatch
+import TokenctlEssentials
 
 /// The one-shot HTTP listener on 127.0.0.1 that receives the authorization response of a
 /// native app (RFC 8252 §7.3). Plain POSIX sockets: it reads one request line per connection,
@@ -114,8 +115,8 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             guard parts.count == 3, parts[0] == "GET", host == "127.0.0.1:\(port)" else {
                 if parts.count == 3, Self.path(of: parts[1]) == Self.callbackPath {
                     lastRefusal = parts[0] != "GET"
-                        ? "it came as \(RefreshOutcome.sanitized(String(parts[0].prefix(16)))), not GET"
-                        : "it was addressed to \(host.map { "'\(RefreshOutcome.sanitized(String($0.prefix(64))))'" } ?? "no host"), not 127.0.0.1:\(port)"
+                        ? "it came as \(TerminalText.short(String(parts[0].prefix(16)))), not GET"
+                        : "it was addressed to \(host.map { "'\(TerminalText.short(String($0.prefix(64))))'" } ?? "no host"), not 127.0.0.1:\(port)"
                 }
                 Self.send(connection, status: parts.count == 3 && parts[0] != "GET" ? 405 : 400, body: "Bad request\n")
                 system_close(connection)
@@ -151,7 +152,7 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
     static func stateRefusal(_ parameters: [String: String]) -> String {
         var reason = parameters["state"] == nil ? "it carried no state" : "its state did not match this login"
         if let error = parameters["error"] {
-            reason += " (it reported error '\(RefreshOutcome.sanitized(String(error.prefix(64))))')"
+            reason += " (it reported error '\(TerminalText.short(String(error.prefix(64))))')"
         } else if parameters["code"] != nil {
             reason += " (it carried a code)"
         }
@@ -169,8 +170,7 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             let polled = system_poll(&ready, 1, Int32(max(1, remaining * 1000)))
             if polled < 0 && system_errno == EINTR { continue }
             guard polled > 0 else { return nil }
-            let count = buffer.withUnsafeMutableBytes { system_recv(connection, $0.baseAddress, $0.count, 0) }
-            if count < 0 && system_errno == EINTR { continue }
+            let count = Descriptor.retryingInterrupted { buffer.withUnsafeMutableBytes { system_recv(connection, $0.baseAddress, $0.count, 0) } }
             guard count > 0 else { return nil }
             bytes += buffer[0..<count]
             if let text = String(validating: bytes, as: UTF8.self), let end = text.firstRange(of: "\r\n\r\n") {
@@ -188,8 +188,7 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             + "Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\nConnection: close\r\n\r\n"
         var bytes = Array(head.utf8) + bodyBytes
         while !bytes.isEmpty {
-            let sent = bytes.withUnsafeBytes { system_send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if sent < 0 && system_errno == EINTR { continue }
+            let sent = Descriptor.retryingInterrupted { bytes.withUnsafeBytes { system_send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
             guard sent > 0 else { return }
             bytes.removeFirst(sent)
         }

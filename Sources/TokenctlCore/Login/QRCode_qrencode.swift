@@ -1,5 +1,5 @@
 // Every libqrencode call of tokenctl lives in this file. libqrencode is loaded on first use
-// (CQRencode/shim.h), so only a device-flow login on a terminal maps it.
+// (Sources/CQRencode), so only a device-flow login on a terminal maps it.
 import CQRencode
 
 /// A QR code of a URL, for the device flow on a terminal (libqrencode does the encoding).

@@ -23,12 +23,22 @@ public enum ClockSkew {
 
     /// The local expiry of an access token received at `receivedAt`.
     public static func expiry(response: TokenResponse, receivedAt: Double, offset: Double?) -> Double? {
-        expiry(expiresIn: response.expiresIn, accessTokenClaims: UnverifiedJWT.claims(of: response.accessToken), receivedAt: receivedAt, offset: offset)
+        expiry(
+            expiresIn: response.expiresIn, accessTokenClaims: UnverifiedJWT.claims(of: response.accessToken), receivedAt: receivedAt, offset: offset,
+            createdAt: response.createdAt)
     }
 
     /// The same, from the access token's claims already decoded (nil: not a JWT).
-    static func expiry(expiresIn: Double?, accessTokenClaims: [String: JSONValue]?, receivedAt: Double, offset: Double?) -> Double? {
+    ///
+    /// - Parameter createdAt: when the server says it issued the token (GitLab's `created_at`),
+    ///   on its clock: `created_at + expires_in` mapped to ours, never later than the arrival
+    ///   plus `expires_in` (a slow answer, or a token the server handed out again, has less left).
+    static func expiry(expiresIn: Double?, accessTokenClaims: [String: JSONValue]?, receivedAt: Double, offset: Double?, createdAt: Double? = nil) -> Double? {
         var expiry = expiresIn.map { receivedAt + $0 }
+        if let createdAt, let expiresIn, isTrusted(offset) {
+            let local = (createdAt + expiresIn - (offset ?? 0)).clamped(to: 0...(receivedAt + expiresIn))
+            expiry = min(expiry ?? local, local)
+        }
         if case .number(let exp)? = accessTokenClaims?["exp"] {
             guard isTrusted(offset) else { return receivedAt }
             // A JWT exp of 2^63 or -2^63 is clamped where it arrives: nothing later traps on it.

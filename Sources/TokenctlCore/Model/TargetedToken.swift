@@ -137,8 +137,9 @@ extension TokenSet {
         if target.isSession { return self }
         guard let token = targetedToken(for: target) else { return nil }
         return TokenSet(
+            // Its expiry set (assumed when not stated): renewable, though the set has no refresh token.
             accessToken: token.accessToken, tokenType: token.tokenType, refreshToken: nil, scope: token.grantedScope,
-            expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: subject,
+            expiresAt: token.effectiveExpiry, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: subject,
             dpopKey: dpopKey)
     }
 }

@@ -1,3 +1,5 @@
+import TokenctlEssentials
+
 /// A successful token endpoint response (RFC 6749 §5.1), checked before anything is stored.
 public struct TokenResponse: Equatable, Sendable {
     public var accessToken: String
@@ -5,7 +7,11 @@ public struct TokenResponse: Equatable, Sendable {
     public var expiresIn: Double?
     public var refreshToken: String?
     public var idToken: String?
+    /// Space-separated, whatever separators the server used (`ScopeWords.normalized`).
     public var scope: String?
+    /// When the server says it issued the token, on its clock (GitLab's `created_at`, epoch
+    /// seconds): the expiry is then `created_at + expires_in`, not the arrival plus `expires_in`.
+    public var createdAt: Double? = nil
 
     /// Parse and validate a 200 body.
     ///
@@ -26,6 +32,11 @@ public struct TokenResponse: Equatable, Sendable {
     ///   ID token or scope cannot be used (`TokenResponseError.field` names which).
     public static func parseAnswer(_ body: [UInt8]) throws(TokenResponseError) -> TokenAnswer {
         guard let object = JSONValue.parseObject(body) else { throw .notJSONObject }
+        return try parseAnswer(object: object)
+    }
+
+    /// The same, from an answer's members (`EndpointAnswer.object`: JSON or form-encoded).
+    public static func parseAnswer(object: [String: JSONValue]) throws(TokenResponseError) -> TokenAnswer {
         func optionalString(_ key: String) throws(TokenResponseError) -> String? {
             switch object[key] {
             case nil, .null?: return nil
@@ -38,12 +49,15 @@ public struct TokenResponse: Equatable, Sendable {
         if let refreshToken { try validateToken(refreshToken, field: "refresh_token") }
         let idToken = try optionalString("id_token")
         if let idToken { try validateToken(idToken, field: "id_token") }
-        let scope = try optionalString("scope")
+        let scope = ScopeWords.normalized(try optionalString("scope"))
+        // Only a plausible time (after 2001, within the stored bounds) is believed; anything
+        // else is ignored, not refused: the answer may have rotated the refresh token.
+        let createdAt = EndpointAnswer.seconds(object["created_at"]).flatMap { (1e9...1e11).contains($0) ? $0 : nil }
         do {
             let (accessToken, tokenType, expiresIn) = try accessTokenFields(object)
             return .usable(TokenResponse(
                 accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
-                refreshToken: refreshToken, idToken: idToken, scope: scope))
+                refreshToken: refreshToken, idToken: idToken, scope: scope, createdAt: createdAt))
         } catch {
             return .unusableAccessToken(error, refreshToken: refreshToken, idToken: idToken)
         }
@@ -129,7 +143,7 @@ public enum TokenResponseError: Error, Equatable, CustomStringConvertible {
         case .emptyToken(let field): "the token endpoint's answer has an empty \(field)"
         case .invalidTokenCharacters(let field): "the token endpoint's \(field) contains whitespace or control characters"
         case .invalidField(let field): "the token endpoint's answer has an invalid \(field)"
-        case .unsupportedTokenType(let type): "the token endpoint issued a '\(RefreshOutcome.sanitized(type))' token; tokenctl supports Bearer and DPoP tokens"
+        case .unsupportedTokenType(let type): "the token endpoint issued a '\(TerminalText.short(type))' token; tokenctl supports Bearer and DPoP tokens"
         }
     }
 }

@@ -5,7 +5,8 @@ extension TokenSet {
         let offset = ClockSkew.offset(serverDate: serverDate, receivedAt: receivedAt)
         // The access token decoded once, for its exp and sub (nil: an opaque token).
         let accessClaims = UnverifiedJWT.claims(of: response.accessToken)
-        let expiry = ClockSkew.expiry(expiresIn: response.expiresIn, accessTokenClaims: accessClaims, receivedAt: receivedAt, offset: offset)
+        let expiry = ClockSkew.expiry(
+            expiresIn: response.expiresIn, accessTokenClaims: accessClaims, receivedAt: receivedAt, offset: offset, createdAt: response.createdAt)
         let subject = response.idToken.flatMap { UnverifiedJWT.claims(of: $0)?["sub"]?.stringValue }
             ?? accessClaims?["sub"]?.stringValue
             ?? previous?.subject

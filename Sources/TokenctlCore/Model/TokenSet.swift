@@ -81,15 +81,22 @@ public struct TokenSet: Codable, Equatable, Sendable {
         AccessTokenLifetime.refreshMargin(issuedLifetime: issuedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped)
     }
 
+    /// Whether the server stated no expiry for the access token and nothing can renew it (no
+    /// `expires_in`, no JWT `exp`, no refresh token: GitHub OAuth App tokens): it is served until
+    /// a server rejects it (see `AccessTokenLifetime`). A set made for one target's token sets
+    /// its expiry (`served(for:)`), so this is about the session's own token only.
+    public var statesNoExpiry: Bool { expiresAt == nil && refreshToken == nil }
+
     /// Whether the access token is still valid for at least the refresh margin at `now`.
     public func isFresh(at now: Double, minimumTimeToLive: Double, capped: Bool = true) -> Bool {
         AccessTokenLifetime.isFresh(
-            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now, minimumTimeToLive: minimumTimeToLive, capped: capped)
+            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now, minimumTimeToLive: minimumTimeToLive, capped: capped,
+            renewable: !statesNoExpiry)
     }
 
-    /// Seconds of validity left at `now` (negative once expired).
+    /// Seconds of validity left at `now` (negative once expired; `.infinity` with no stated expiry).
     public func timeLeft(at now: Double) -> Double {
-        AccessTokenLifetime.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt) - now
+        AccessTokenLifetime.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt, renewable: !statesNoExpiry) - now
     }
 
     public var hasRefreshToken: Bool { refreshToken != nil }

@@ -125,7 +125,7 @@ extension TokenctlService {
             checks.append(DoctorCheck(
                 "pending write '\(name)'", ok: false,
                 "a rotated session is held only in memory (kernel keyring) since \(Timestamp.iso8601(pending.journaledAt))"
-                    + (pending.pendingReason.map { ": \(RefreshOutcome.sanitized($0))" } ?? ""),
+                    + (pending.pendingReason.map { ": \(TerminalText.short($0))" } ?? ""),
                 hint: "Make the Secret Service writable (see the checks above); the next tokenctl command then writes it. Until then a reboot or logout loses it."))
         }
 
@@ -280,7 +280,7 @@ extension TokenctlService {
     private func checkIssuer(_ configuration: ProfileConfiguration) async -> [DoctorCheck] {
         let http = httpClient(configuration.caBundle)
         let url = ServerMetadata.discoveryURLs(for: configuration.issuer)[0]
-        let left = retry.commandDeadline.map { $0 - clock.now() } ?? 5
+        let left = retry.commandDeadline?.remaining(clock: clock) ?? 5
         guard left > 0.1 else {
             return [DoctorCheck("issuer \(configuration.issuer)", ok: false, "not checked: doctor's time ran out (--timeout)", hint: "Run 'tokenctl doctor --timeout 30' to give the checks more time.")]
         }

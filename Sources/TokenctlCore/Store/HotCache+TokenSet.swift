@@ -8,7 +8,18 @@ extension HotCacheEntry {
         self.init(
             profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID,
             accessToken: tokenSet.accessToken, tokenType: tokenSet.tokenType, obtainedAt: tokenSet.obtainedAt,
-            expiresAt: tokenSet.expiresAt, issuedLifetime: tokenSet.issuedLifetime, target: target)
+            expiresAt: tokenSet.expiresAt, issuedLifetime: tokenSet.issuedLifetime, target: target,
+            statesNoExpiry: target.isSession && tokenSet.statesNoExpiry)
+    }
+}
+
+extension TokenSet {
+    /// The set a hot-cache entry stands for, to serve: its access token and timing (an assumed
+    /// expiry written out, since the set has no refresh token to say it is renewable).
+    init(cached entry: HotCacheEntry) {
+        self.init(
+            accessToken: entry.accessToken, tokenType: entry.tokenType, refreshToken: nil,
+            expiresAt: entry.statesNoExpiry ? nil : entry.effectiveExpiry, issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt)
     }
 }
 

@@ -97,5 +97,5 @@ public final class JournaledSessionStore: SessionStore, Sendable {
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { try inner.deleteClientSecret(identity) }
     public func checkAvailable() throws(StoreError) { try inner.checkAvailable() }
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try inner.checkWritable(identity) }
-    public func limitCalls(until deadline: Double?) { inner.limitCalls(until: deadline) }
+    public func limitCalls(until deadline: Deadline?) { inner.limitCalls(until: deadline) }
 }

@@ -30,10 +30,10 @@ public protocol SessionStore: Sendable {
     /// search a write begins with, in the collection it writes to (a service that answers the
     /// session set-up and then hangs fails here, under the same bound as the write).
     func checkWritable(_ identity: SessionIdentity) throws(StoreError)
-    /// Bound every later call by `deadline` (`Clock.system` time) as well as by the command's
+    /// Bound every later call by `deadline` (on `Clock.system`) as well as by the command's
     /// own; nil removes it. For a command with phases apart in time (`login`: the check
     /// before a person approves, the writes after).
-    func limitCalls(until deadline: Double?)
+    func limitCalls(until deadline: Deadline?)
 
     /// Persist an accepted token set (a rotation, a login): into the rotation journal first when
     /// this store has one, then into the Secret Service.
@@ -76,7 +76,7 @@ extension SessionStore {
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { false }
     public func checkAvailable() throws(StoreError) {}
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try checkAvailable() }
-    public func limitCalls(until deadline: Double?) {}
+    public func limitCalls(until deadline: Deadline?) {}
     public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?) throws(StoreError) -> PersistOutcome {
         try write(tokenSet, for: identity)
         return .stored

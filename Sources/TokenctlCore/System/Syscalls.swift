@@ -30,7 +30,14 @@ func system_strerror(_ code: Int32) -> String { String(cString: strerror(code)) 
 @inline(__always) func system_access(_ path: UnsafePointer<CChar>, _ mode: Int32) -> Int32 { access(path, mode) }
 @inline(__always) func system_readlink(_ path: UnsafePointer<CChar>, _ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> Int { readlink(path, buffer, size) }
 @inline(__always) func system_pipe(_ descriptors: UnsafeMutablePointer<Int32>) -> Int32 { pipe(descriptors) }
+@inline(__always) func system_getcwd(_ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> UnsafeMutablePointer<CChar>? { getcwd(buffer, size) }
 @inline(__always) func system_fcntl(_ descriptor: Int32, _ command: Int32, _ value: Int32) -> Int32 { fcntl(descriptor, command, value) }
+
+// MARK: Terminals
+
+@inline(__always) func system_isatty(_ descriptor: Int32) -> Int32 { isatty(descriptor) }
+@discardableResult @inline(__always) func system_tcgetattr(_ descriptor: Int32, _ attributes: UnsafeMutablePointer<termios>) -> Int32 { tcgetattr(descriptor, attributes) }
+@discardableResult @inline(__always) func system_tcsetattr(_ descriptor: Int32, _ action: Int32, _ attributes: UnsafePointer<termios>) -> Int32 { tcsetattr(descriptor, action, attributes) }
 
 // MARK: Sockets and polling (the login's loopback listener)
 
@@ -50,6 +57,7 @@ func system_strerror(_ code: Int32) -> String { String(cString: strerror(code)) 
 @discardableResult @inline(__always) func system_kill(_ pid: pid_t, _ signal: Int32) -> Int32 { kill(pid, signal) }
 @discardableResult @inline(__always) func system_usleep(_ microseconds: useconds_t) -> Int32 { usleep(microseconds) }
 @discardableResult @inline(__always) func system_sigaction(_ signal: Int32, _ action: UnsafePointer<sigaction>?, _ old: UnsafeMutablePointer<sigaction>?) -> Int32 { sigaction(signal, action, old) }
+@discardableResult @inline(__always) func system_signal(_ signal: Int32, _ handler: sighandler_t?) -> sighandler_t? { Glibc.signal(signal, handler) }
 @discardableResult @inline(__always) func system_sigemptyset(_ set: UnsafeMutablePointer<sigset_t>) -> Int32 { sigemptyset(set) }
 @inline(__always) func system_getenv(_ name: UnsafePointer<CChar>) -> UnsafeMutablePointer<CChar>? { getenv(name) }
 @inline(__always) func system_waitpid(_ pid: pid_t, _ status: UnsafeMutablePointer<Int32>?, _ options: Int32) -> pid_t { waitpid(pid, status, options) }
@@ -59,9 +67,17 @@ var system_environ: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>! { enviro
     _ pid: UnsafeMutablePointer<pid_t>, _ path: UnsafePointer<CChar>, _ actions: UnsafePointer<posix_spawn_file_actions_t>?,
     _ attributes: UnsafePointer<posix_spawnattr_t>?, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>, _ environment: UnsafePointer<UnsafeMutablePointer<CChar>?>?
 ) -> Int32 { posix_spawn(pid, path, actions, attributes, argv, environment) }
+@inline(__always) func system_posix_spawnp(
+    _ pid: UnsafeMutablePointer<pid_t>, _ file: UnsafePointer<CChar>, _ actions: UnsafePointer<posix_spawn_file_actions_t>?,
+    _ attributes: UnsafePointer<posix_spawnattr_t>?, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>, _ environment: UnsafePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 { posix_spawnp(pid, file, actions, attributes, argv, environment) }
+@discardableResult @inline(__always) func system_execvp(_ file: UnsafePointer<CChar>, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>) -> Int32 { execvp(file, argv) }
 @discardableResult @inline(__always) func system_posix_spawn_file_actions_init(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>) -> Int32 { posix_spawn_file_actions_init(actions) }
 @discardableResult @inline(__always) func system_posix_spawn_file_actions_destroy(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>) -> Int32 { posix_spawn_file_actions_destroy(actions) }
 @discardableResult @inline(__always) func system_posix_spawn_file_actions_addclose(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32) -> Int32 { posix_spawn_file_actions_addclose(actions, descriptor) }
+@discardableResult @inline(__always) func system_posix_spawn_file_actions_addopen(
+    _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32, _ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t
+) -> Int32 { posix_spawn_file_actions_addopen(actions, descriptor, path, flags, mode) }
 @discardableResult @inline(__always) func system_posix_spawn_file_actions_adddup2(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32, _ target: Int32) -> Int32 { posix_spawn_file_actions_adddup2(actions, descriptor, target) }
 
 // MARK: Time

@@ -1,4 +1,5 @@
 // Provider hints: the program that provides the Secret Service, so that messages and hints fit it.
+import TokenctlEssentials
 
 /// The program that provides the Secret Service, so that hints fit it.
 public enum SecretServiceProvider: Sendable, Equatable {
@@ -12,7 +13,7 @@ public enum SecretServiceProvider: Sendable, Equatable {
         case "gnome-keyring-d", "gnome-keyring-daemon": self = .gnomeKeyring
         case let name where name.lowercased().hasPrefix("keepassxc"): self = .keePassXC
         case "kwalletd5", "kwalletd6", "ksecretd": self = .kWallet
-        default: self = .other(RefreshOutcome.sanitized(processName))
+        default: self = .other(TerminalText.short(processName))
         }
     }
 

@@ -28,7 +28,7 @@ extension SecretServiceStore {
         var seconds = options.callTimeout
         let limit = callDeadline.withLock { $0 }
         if let deadline = [options.deadline, limit].compactMap({ $0 }).min() {
-            let left = max(deadline - Clock.system.now(), floor)
+            let left = max(deadline.remaining(clock: .system), floor)
             guard left > 0.05 else {
                 throw StoreError(
                     .deadline, "the command's time ran out (--timeout) before tokenctl could \(operation)",

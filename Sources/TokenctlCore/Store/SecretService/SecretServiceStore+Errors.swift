@@ -80,7 +80,7 @@ extension SecretServiceStore {
     func storeError(_ error: UnsafeMutablePointer<GError>?, operation: String, mayPrompt: Bool = false) -> StoreError {
         guard let error else { return StoreError(.other, "could not \(operation)") }
         defer { g_error_free(error) }
-        let message = RefreshOutcome.sanitized(error.pointee.message.map { String(cString: $0) } ?? "unknown error")
+        let message = TerminalText.short(error.pointee.message.map { String(cString: $0) } ?? "unknown error")
         var remoteName = ""
         if let remote = tokenctl_error_remote_name(error) {
             remoteName = String(cString: remote)

@@ -24,16 +24,16 @@ public final class SecretServiceStore: SessionStore, Sendable {
     public struct Options: Sendable {
         /// The bound of one call, in seconds (default 10).
         public var callTimeout: Double
-        /// The command's deadline (`Clock.system` time), or nil for none. A write of a set the
-        /// server has already rotated is still given `minimumWriteTime` past it.
-        public var deadline: Double?
+        /// The command's deadline, or nil for none. A write of a set the server has already
+        /// rotated is still given `minimumWriteTime` past it.
+        public var deadline: Deadline?
         /// Whether a person can answer a provider's prompt (stderr is a terminal).
         public var interactive: Bool
         /// Told, once per call, when a call that may show a prompt has waited a second: what
         /// to approve (on a terminal, the engine prints it to stderr).
         public var promptNotice: (@Sendable (String) -> Void)?
 
-        public init(callTimeout: Double = 10, deadline: Double? = nil, interactive: Bool = false, promptNotice: (@Sendable (String) -> Void)? = nil) {
+        public init(callTimeout: Double = 10, deadline: Deadline? = nil, interactive: Bool = false, promptNotice: (@Sendable (String) -> Void)? = nil) {
             self.callTimeout = callTimeout
             self.deadline = deadline
             self.interactive = interactive
@@ -56,7 +56,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
     let options: Options
     let connection = Mutex(Connection())
     /// A bound besides `options.deadline` (`limitCalls(until:)`).
-    let callDeadline = Mutex<Double?>(nil)
+    let callDeadline = Mutex<Deadline?>(nil)
 
     public init(options: Options = Options()) {
         self.options = options
@@ -176,7 +176,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
         _ = try unlockedPaths(attributes(ItemKey(identity: identity, kind: Self.sessionKind)))
     }
 
-    public func limitCalls(until deadline: Double?) {
+    public func limitCalls(until deadline: Deadline?) {
         callDeadline.withLock { $0 = deadline }
     }
 

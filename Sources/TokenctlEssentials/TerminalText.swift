@@ -1,0 +1,27 @@
+/// Text from elsewhere (a server, a file, an argument) made safe to show on a terminal: the one
+/// sanitizer for messages. Control characters are what a terminal acts on (an escape sequence
+/// starts with ESC or a C1 control), so none of them passes.
+public enum TerminalText {
+    /// Whether a terminal shows `scalar` rather than acting on it: not a C0 control, DEL or a C1 control.
+    @inlinable
+    public static func isPrintable(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value >= 0x20 && scalar.value != 0x7F && !(0x80...0x9F).contains(scalar.value)
+    }
+
+    /// `text` without control characters (or with each replaced by `replacement`), at most
+    /// `limit` Unicode scalars of it.
+    public static func printable(_ text: String, limit: Int = .max, replacement: Unicode.Scalar? = nil) -> String {
+        var kept = String.UnicodeScalarView()
+        var count = 0
+        for scalar in text.unicodeScalars {
+            if count == limit { break }
+            guard let shown = isPrintable(scalar) ? scalar : replacement else { continue }
+            kept.append(shown)
+            count += 1
+        }
+        return String(kept)
+    }
+
+    /// Server-provided text in a message: printable, and at most 200 Unicode scalars of it.
+    public static func short(_ text: String) -> String { printable(text, limit: 200) }
+}
