@@ -28,10 +28,14 @@ struct CommandContext {
         // A provider's prompt can be answered only by a person at a terminal; say what it asks.
         let interactive = IOStreams.current.errorIsTerminal
         let notice: @Sendable (String) -> Void = { notice in Output.standardError("tokenctl: \(notice)\n") }
-        let storeOptions = SecretServiceStore.Options(callTimeout: 10, interactive: interactive, promptNotice: interactive ? notice : nil)
-        let narrate: TokenBroker.Narrator? = verbose ? { @Sendable (line: String) in Output.standardError("tokenctl: " + Output.printable(line) + "\n") } : nil
+        let storeOptions = SecretServiceStore.Options(
+            callTimeout: 10, interactive: interactive, promptNotice: interactive ? notice : nil)
+        let narrate: TokenBroker.Narrator? =
+            verbose
+            ? { @Sendable (line: String) in Output.standardError("tokenctl: " + Output.printable(line) + "\n") } : nil
         let service = TokenctlService.live(
-            paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, deadline: deadline, storeOptions: storeOptions,
+            paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, deadline: deadline,
+            storeOptions: storeOptions,
             narrate: narrate)
         return (service, bus)
     }
@@ -45,12 +49,20 @@ struct CommandContext {
 /// exported here for GLib, and reported with -v.
 func locateSessionBus(verbose: Bool) -> (address: String, source: String)? {
     guard let bus = SessionBus.locate() else {
-        if verbose { Output.standardError("tokenctl: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS unset, no bus socket in the runtime directory)\n") }
+        if verbose {
+            Output.standardError(
+                "tokenctl: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS unset, no bus socket in the runtime directory)\n"
+            )
+        }
         return nil
     }
     if !bus.fromVariable {
         Environment.setProcessVariable("DBUS_SESSION_BUS_ADDRESS", bus.address)
-        if verbose { Output.standardError("tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(bus.address.dropFirst("unix:path=".count)) (found in \(bus.source))\n") }
+        if verbose {
+            Output.standardError(
+                "tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(bus.address.dropFirst("unix:path=".count)) (found in \(bus.source))\n"
+            )
+        }
     }
     return (bus.address, bus.source)
 }

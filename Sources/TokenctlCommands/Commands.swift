@@ -23,8 +23,9 @@ extension EngineCommand {
 enum Commands {
     static let timeout = SharedCommandSpecs.timeout
 
-    nonisolated(unsafe) static let all: [any EngineCommand.Type] = [  // immutable: metatypes only
-        LoginCommand.self, TokenCommand.self, RefreshCommand.self, LogoutCommand.self, StatusCommand.self, EventsCommand.self,
+    nonisolated(unsafe) static let all: [any EngineCommand.Type] = [ // immutable: metatypes only
+        LoginCommand.self, TokenCommand.self, RefreshCommand.self, LogoutCommand.self, StatusCommand.self,
+        EventsCommand.self,
         DoctorCommand.self, ScheduleCommand.self, GitCredentialCommand.self, ExecCommand.self,
         CompletionCommand.self,
     ]

@@ -10,9 +10,15 @@ enum DoctorCommand: EngineCommand {
         usage: "[--json]",
         options: [
             jsonOption,
-            OptionSpec("--timeout", value: "seconds", help: "Give up after this long in all (default: 10, at least 1): the Secret Service checks share it, the issuers are asked meanwhile."),
+            OptionSpec(
+                "--timeout", value: "seconds",
+                help:
+                    "Give up after this long in all (default: 10, at least 1): the Secret Service checks share it, the issuers are asked meanwhile."
+            ),
         ],
-        discussion: "Checks the configuration, the session bus, the Secret Service and its lock state, the rotation journal and its room in the kernel key quota, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Each check is ok, warn (advice: tokens work) or fail (what breaks 'token'). The whole run ends within --timeout (10 s unless given), even against a Secret Service that never answers: every check still prints its line, and one that ran out of time says so. Exit status 0 unless a check fails, else 1.")
+        discussion:
+            "Checks the configuration, the session bus, the Secret Service and its lock state, the rotation journal and its room in the kernel key quota, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Each check is ok, warn (advice: tokens work) or fail (what breaks 'token'). The whole run ends within --timeout (10 s unless given), even against a Secret Service that never answers: every check still prints its line, and one that ran out of time says so. Exit status 0 unless a check fails, else 1."
+    )
 
     static var defaultTimeout: Double { 10 }
 
@@ -27,7 +33,8 @@ enum DoctorCommand: EngineCommand {
         let options = Options(context.options)
         let (service, bus) = context.serviceAndBus()
         // Which engine runs (beside the front, or the package's under libexec), then the checks.
-        let checks = [DoctorCheck("engine", ok: true, "tokenctl \(toolVersion) at \(enginePath)")]
+        let checks =
+            [DoctorCheck("engine", ok: true, "tokenctl \(toolVersion) at \(enginePath)")]
             + (await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule()))
         let allPassed = checks.allSatisfy(\.ok)
         if options.json {

@@ -22,25 +22,32 @@ public enum Engine {
             Output.standardOutput("tokenctl \(toolVersion) (engine \(enginePath))\n")
             return .success
         case .topLevelHelp:
-            Output.standardOutput(formatter.topLevelHelp(
-                overview: "OAuth 2.0 / OpenID Connect access tokens for shells, scripts and cron, kept in the Secret Service.",
-                commands: Commands.all.map { $0.spec },
-                footer: "  See 'tokenctl help <command>' or 'man tokenctl-<command>' for detailed help, and tokenctl(1) for exit statuses and files."))
+            Output.standardOutput(
+                formatter.topLevelHelp(
+                    overview:
+                        "OAuth 2.0 / OpenID Connect access tokens for shells, scripts and cron, kept in the Secret Service.",
+                    commands: Commands.all.map { $0.spec },
+                    footer:
+                        "  See 'tokenctl help <command>' or 'man tokenctl-<command>' for detailed help, and tokenctl(1) for exit statuses and files."
+                ))
             return .success
         case .commandHelp(let name):
             Output.standardOutput(formatter.help(for: Commands.parser.command(named: name)!))
             return .success
         case .run(let name):
-            guard let named = Commands.named(name) else { return .failure }  // the parser knows only these
+            guard let named = Commands.named(name) else { return .failure } // the parser knows only these
             command = named
         }
         let commandName = command.spec.name
 
-        let profileText = invocation.profileName ?? Environment.process[EnvironmentSwitches.profile.description] ?? ProfileName.default.rawValue
+        let profileText =
+            invocation.profileName ?? Environment.process[EnvironmentSwitches.profile.description]
+            ?? ProfileName.default.rawValue
         guard let profile = ProfileName(rawValue: profileText) else {
-            return Output.usageError(UsageError(
-                "Invalid profile name '\(profileText)': use 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'.",
-                command: commandName))
+            return Output.usageError(
+                UsageError(
+                    "Invalid profile name '\(profileText)': use 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'.",
+                    command: commandName))
         }
         let paths: Paths
         do { paths = try Paths.resolve() } catch {
@@ -53,7 +60,10 @@ public enum Engine {
             // Under a second cannot hold a lock wait, a round trip and a keyring write: a refresh
             // sent and then abandoned may leave the server's rotation unseen.
             guard let value = Double(timeoutOption), value.isFinite, value >= 1, value <= 3600 else {
-                return Output.usageError(UsageError("Invalid value '\(timeoutOption.prefix(40))' for '--timeout': expected seconds between 1 and 3600.", command: commandName))
+                return Output.usageError(
+                    UsageError(
+                        "Invalid value '\(timeoutOption.prefix(40))' for '--timeout': expected seconds between 1 and 3600.",
+                        command: commandName))
             }
             timeout = value
         } else {
@@ -61,7 +71,8 @@ public enum Engine {
         }
         let context = CommandContext(
             options: invocation.options, profile: profile,
-            profileChosen: invocation.profileName != nil || !(Environment.process[EnvironmentSwitches.profile.description] ?? "").isEmpty,
+            profileChosen: invocation.profileName != nil
+                || !(Environment.process[EnvironmentSwitches.profile.description] ?? "").isEmpty,
             verbose: invocation.verbose, paths: paths, timeout: timeout,
             deadline: command.hasDeadline(invocation.options) ? Deadline(startedAt + timeout) : nil)
 

@@ -2,10 +2,15 @@ import TokenctlCore
 import TokenctlEssentials
 
 enum EventsCommand: EngineCommand {
-    static let followOption = OptionSpec("-f", "--follow", help: "Keep printing events as they are appended, until interrupted.")
-    static let sinceOption = OptionSpec("--since", value: "time", help: "Only events at or after this time: an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d).")
+    static let followOption = OptionSpec(
+        "-f", "--follow", help: "Keep printing events as they are appended, until interrupted.")
+    static let sinceOption = OptionSpec(
+        "--since", value: "time",
+        help: "Only events at or after this time: an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d)."
+    )
     static let significanceOption = OptionSpec(
-        "--min-significance", value: "level", choices: EventSignificance.allCases.map(\.rawValue), help: "low (everything, default), medium, or high.")
+        "--min-significance", value: "level", choices: EventSignificance.allCases.map(\.rawValue),
+        help: "low (everything, default), medium, or high.")
     static let jsonOption = OptionSpec("--json", help: "Print the log's JSON lines as they are.")
 
     static let spec = CommandSpec(
@@ -13,7 +18,9 @@ enum EventsCommand: EngineCommand {
         abstract: "Show the audit event log (logins, refreshes, logouts, ended sessions).",
         usage: "[--follow] [--since <time>] [--min-significance <level>] [--json]",
         options: [followOption, sinceOption, significanceOption, jsonOption],
-        discussion: "Events of all profiles are shown unless --profile names one. The log is $XDG_STATE_HOME/tokenctl/events.jsonl; it never holds a token and is never sent anywhere.")
+        discussion:
+            "Events of all profiles are shown unless --profile names one. The log is $XDG_STATE_HOME/tokenctl/events.jsonl; it never holds a token and is never sent anywhere."
+    )
 
     /// --follow runs until interrupted.
     static func hasDeadline(_ options: ParsedOptions) -> Bool { false }
@@ -30,7 +37,9 @@ enum EventsCommand: EngineCommand {
             json = parsed.has(jsonOption)
             if let text = parsed.value(sinceOption) {
                 guard let time = EventsCommand.parseTime(text, now: now) else {
-                    throw UsageError("Invalid value '\(Output.printable(String(text.prefix(40))))' for '--since': expected an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d).", command: "events")
+                    throw UsageError(
+                        "Invalid value '\(Output.printable(String(text.prefix(40))))' for '--since': expected an ISO 8601 time (2026-11-29T10:00:00Z) or an age (90s, 30m, 2h, 7d).",
+                        command: "events")
                 }
                 since = time
             }
@@ -66,7 +75,9 @@ enum EventsCommand: EngineCommand {
             if let last, fingerprint.size == last.size, fingerprint.inode == last.inode { continue }
             last = fingerprint
             if fingerprint.inode != inode {
-                show(log.completeLines(of: log.rotatedPath).dropFirst(consumed).compactMap(EventRecord.parse).filter(filter.matches))
+                show(
+                    log.completeLines(of: log.rotatedPath).dropFirst(consumed).compactMap(EventRecord.parse).filter(
+                        filter.matches))
                 inode = fingerprint.inode
                 consumed = 0
             }
@@ -79,7 +90,8 @@ enum EventsCommand: EngineCommand {
     }
 
     static func line(_ record: EventRecord) -> String {
-        var text = "\(Output.timestamp(record.time))  \(Output.padded(record.event.significance.rawValue, to: 6))  \(Output.padded(record.event.rawValue, to: 16)) \(record.profile)"
+        var text =
+            "\(Output.timestamp(record.time))  \(Output.padded(record.event.significance.rawValue, to: 6))  \(Output.padded(record.event.rawValue, to: 16)) \(record.profile)"
         if let subject = record.subject { text += " " + Output.printable(subject) }
         if let reason = record.reason { text += " (\(Output.printable(reason)))" }
         if let issuer = record.issuer { text += "  \(Output.printable(issuer))" }
@@ -95,4 +107,3 @@ enum EventsCommand: EngineCommand {
         return (try? Date(text, strategy: .iso8601))?.timeIntervalSince1970
     }
 }
-

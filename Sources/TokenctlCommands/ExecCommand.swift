@@ -8,29 +8,38 @@ enum ExecCommand: EngineCommand {
     static let defaultVariable = "TOKENCTL_ACCESS_TOKEN"
 
     static let environmentOption = OptionSpec(
-        "--env", value: "name", help: "The variable that holds the token (default: \(defaultVariable)); its expiry goes to <name>_EXPIRES_AT.")
+        "--env", value: "name",
+        help: "The variable that holds the token (default: \(defaultVariable)); its expiry goes to <name>_EXPIRES_AT.")
     static let minimumTimeToLiveOption = OptionSpec(
-        "--min-ttl", value: "seconds", help: "The token stays valid at least this long after the program starts (default: 60; capped at half its lifetime).")
+        "--min-ttl", value: "seconds",
+        help:
+            "The token stays valid at least this long after the program starts (default: 60; capped at half its lifetime)."
+    )
 
     static let spec = CommandSpec(
         name: "exec",
         abstract: "Run a program with a valid access token in its environment.",
-        usage: "[--env <name>] [--min-ttl <seconds>] [--scope <scopes>] [--audience <audience>] [--resource <uris>] [--] <command> [<argument>…]",
+        usage:
+            "[--env <name>] [--min-ttl <seconds>] [--scope <scopes>] [--audience <audience>] [--resource <uris>] [--] <command> [<argument>…]",
         options: [environmentOption, minimumTimeToLiveOption] + SharedCommandSpecs.target + [Commands.timeout],
-        arguments: [("command", "The program to run (found in PATH), then its arguments: everything after it is the program's.")],
+        arguments: [
+            ("command", "The program to run (found in PATH), then its arguments: everything after it is the program's.")
+        ],
         discussion: """
-        For example: tokenctl exec -- sh -c 'curl -H "Authorization: Bearer $TOKENCTL_ACCESS_TOKEN" https://api.example.com/'
-        tokenctl replaces itself with the program, so its exit status and signals are the
-        program's own. The expiry is an ISO 8601 UTC time (empty when the server gave none). The
-        token lives for the program's lifetime; a long-running program should ask again with
-        'tokenctl token' when it nears that time. Like tokenctl itself, the program runs with core
-        dumps off (RLIMIT_CORE 0): its environment holds the token.
-        """,
+            For example: tokenctl exec -- sh -c 'curl -H "Authorization: Bearer $TOKENCTL_ACCESS_TOKEN" https://api.example.com/'
+            tokenctl replaces itself with the program, so its exit status and signals are the
+            program's own. The expiry is an ISO 8601 UTC time (empty when the server gave none). The
+            token lives for the program's lifetime; a long-running program should ask again with
+            'tokenctl token' when it nears that time. Like tokenctl itself, the program runs with core
+            dumps off (RLIMIT_CORE 0): its environment holds the token.
+            """,
         takesCommandLine: true)
 
     /// A shell identifier: a letter or '_', then letters, digits or '_'.
     static func isIdentifier(_ name: String) -> Bool {
-        guard let first = name.utf8.first, first == UInt8(ascii: "_") || (first | 0x20) >= UInt8(ascii: "a") && (first | 0x20) <= UInt8(ascii: "z") else { return false }
+        guard let first = name.utf8.first,
+            first == UInt8(ascii: "_") || (first | 0x20) >= UInt8(ascii: "a") && (first | 0x20) <= UInt8(ascii: "z")
+        else { return false }
         return name.utf8.allSatisfy { byte in
             byte == UInt8(ascii: "_") || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
                 || ((byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z"))
@@ -48,13 +57,18 @@ enum ExecCommand: EngineCommand {
         init(_ parsed: ParsedOptions) throws(UsageError) {
             variable = parsed.value(environmentOption) ?? defaultVariable
             guard isIdentifier(variable), variable.utf8.count <= 200 else {
-                throw UsageError("Invalid value '\(Output.printable(String(variable.prefix(40))))' for '--env': expected a shell variable name (letters, digits and '_', not starting with a digit).", command: spec.name)
+                throw UsageError(
+                    "Invalid value '\(Output.printable(String(variable.prefix(40))))' for '--env': expected a shell variable name (letters, digits and '_', not starting with a digit).",
+                    command: spec.name)
             }
             commandLine = parsed.arguments
             guard let program = commandLine.first, !program.isEmpty else {
-                throw UsageError("Missing the command to run: tokenctl exec [--env NAME] -- COMMAND [ARGUMENTS...]", command: spec.name)
+                throw UsageError(
+                    "Missing the command to run: tokenctl exec [--env NAME] -- COMMAND [ARGUMENTS...]",
+                    command: spec.name)
             }
-            minimumTimeToLive = try parsed.seconds(minimumTimeToLiveOption, command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
+            minimumTimeToLive = try parsed.seconds(
+                minimumTimeToLiveOption, command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
             target = try parsed.target(command: spec.name)
         }
     }
@@ -63,10 +77,14 @@ enum ExecCommand: EngineCommand {
         let options = try Options(context.options)
         let (variable, arguments, program) = (options.variable, options.commandLine, options.commandLine[0])
         let tokenSet = try await context.service().token(
-            context.profile, target: options.target, minimumTimeToLive: options.minimumTimeToLive, force: false, consultHotCache: true).tokenSet
+            context.profile, target: options.target, minimumTimeToLive: options.minimumTimeToLive, force: false,
+            consultHotCache: true
+        ).tokenSet
         Environment.setProcessVariable(variable, tokenSet.accessToken)
         Environment.setProcessVariable(variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? "")
-        context.verboseLog("running \(Output.printable(program)) with the access token of '\(context.profile)' in \(variable), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))")
+        context.verboseLog(
+            "running \(Output.printable(program)) with the access token of '\(context.profile)' in \(variable), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))"
+        )
         // The program inherits only what tokenctl was given, not the connection of a refresh,
         // and SIGPIPE at its default (Subprocess.exec).
         let failure = Subprocess.exec(arguments)

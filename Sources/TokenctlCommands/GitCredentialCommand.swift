@@ -9,7 +9,8 @@ import TokenctlEssentials
 ///     git config --global credential.https://git.example.com.helper '!tokenctl --profile work git-credential'
 enum GitCredentialCommand: EngineCommand {
     static let minimumTimeToLiveOption = OptionSpec(
-        "--min-ttl", value: "seconds", help: "The token handed to git stays valid at least this long (default: 60; capped at half its lifetime).")
+        "--min-ttl", value: "seconds",
+        help: "The token handed to git stays valid at least this long (default: 60; capped at half its lifetime).")
 
     static let spec = CommandSpec(
         name: "git-credential",
@@ -19,19 +20,19 @@ enum GitCredentialCommand: EngineCommand {
         arguments: [("action", "get, store or erase (git gives it).")],
         argumentChoices: Action.allCases.map(\.rawValue),
         discussion: """
-        Configure it per URL, for example:
-          git config --global credential.https://git.example.com.helper '!tokenctl --profile work git-credential'
-        get answers username (the profile's git_username, default oauth2), password (a valid
-        access token) and password_expiry_utc; when git offers capability[]=authtype (git 2.46+),
-        authtype=Bearer and credential instead. It answers https requests, and plain http only
-        to the loopback (127.0.0.0/8, [::1] or localhost, with or without a port; never a host
-        that only starts like one). A request without protocol or host, for another protocol,
-        or with a control character in a value gets no answer. Without an answer (or without a
-        session) it prints nothing and exits 0, so git asks the next helper, and says why on
-        stderr. erase (git's "this credential was rejected") makes the
-        next get refresh; it never logs out. store does nothing. With --scope, --audience or
-        --resource, git is given a token for just that (see 'tokenctl help token').
-        """)
+            Configure it per URL, for example:
+              git config --global credential.https://git.example.com.helper '!tokenctl --profile work git-credential'
+            get answers username (the profile's git_username, default oauth2), password (a valid
+            access token) and password_expiry_utc; when git offers capability[]=authtype (git 2.46+),
+            authtype=Bearer and credential instead. It answers https requests, and plain http only
+            to the loopback (127.0.0.0/8, [::1] or localhost, with or without a port; never a host
+            that only starts like one). A request without protocol or host, for another protocol,
+            or with a control character in a value gets no answer. Without an answer (or without a
+            session) it prints nothing and exits 0, so git asks the next helper, and says why on
+            stderr. erase (git's "this credential was rejected") makes the
+            next get refresh; it never logs out. store does nothing. With --scope, --audience or
+            --resource, git is given a token for just that (see 'tokenctl help token').
+            """)
 
     /// What git asks for (gitcredentials(7)).
     enum Action: String, CaseIterable, Sendable {
@@ -49,10 +50,13 @@ enum GitCredentialCommand: EngineCommand {
                 throw UsageError("Missing the action: get, store or erase (git gives it).", command: spec.name)
             }
             guard let action = Action(rawValue: text) else {
-                throw UsageError("Unknown action '\(Output.printable(String(text.prefix(40))))': expected get, store or erase.", command: spec.name)
+                throw UsageError(
+                    "Unknown action '\(Output.printable(String(text.prefix(40))))': expected get, store or erase.",
+                    command: spec.name)
             }
             self.action = action
-            minimumTimeToLive = try parsed.seconds(minimumTimeToLiveOption, command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
+            minimumTimeToLive = try parsed.seconds(
+                minimumTimeToLiveOption, command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
             target = try parsed.target(command: spec.name)
         }
     }
@@ -94,12 +98,16 @@ enum GitCredentialCommand: EngineCommand {
     static func refusal(_ attributes: Attributes) -> String? {
         // A tab may stand in a WWW-Authenticate header (RFC 9110 §5.5) that git passes on.
         for (key, value) in attributes.values
-        where value.unicodeScalars.contains(where: { ($0.value < 0x20 && !($0 == "\t" && key == "wwwauth[]")) || $0.value == 0x7F }) {
-            return "the request's '\(Output.printable(String(key.prefix(40))))' has a control character, which git never sends"
+        where value.unicodeScalars.contains(where: {
+            ($0.value < 0x20 && !($0 == "\t" && key == "wwwauth[]")) || $0.value == 0x7F
+        }) {
+            return
+                "the request's '\(Output.printable(String(key.prefix(40))))' has a control character, which git never sends"
         }
         guard let scheme = attributes["protocol"] else { return "the request names no protocol" }
         guard scheme == "https" || scheme == "http" else {
-            return "tokenctl answers for https (and http to the loopback) only, not for '\(Output.printable(String(scheme.prefix(40))))'"
+            return
+                "tokenctl answers for https (and http to the loopback) only, not for '\(Output.printable(String(scheme.prefix(40))))'"
         }
         guard let host = attributes["host"], !host.isEmpty else { return "the request names no host" }
         if scheme == "http", !EndpointURL.isLoopbackAuthority(host) {
@@ -108,7 +116,8 @@ enum GitCredentialCommand: EngineCommand {
         return nil
     }
 
-    static func get(_ context: CommandContext, _ attributes: Attributes, _ options: Options) async throws -> ExitStatus {
+    static func get(_ context: CommandContext, _ attributes: Attributes, _ options: Options) async throws -> ExitStatus
+    {
         let host = attributes["host"] ?? ""
         if let refusal = refusal(attributes) {
             // Nothing on stdout: git goes on to the next helper, or asks.
@@ -118,39 +127,51 @@ enum GitCredentialCommand: EngineCommand {
         let served: TokenctlService.ServedToken
         do {
             served = try await context.service().token(
-                context.profile, target: options.target, minimumTimeToLive: options.minimumTimeToLive, force: false, consultHotCache: true)
+                context.profile, target: options.target, minimumTimeToLive: options.minimumTimeToLive, force: false,
+                consultHotCache: true)
         } catch {
             guard error.kind == .loginRequired || error.kind == .configuration else { throw error }
             // Nothing on stdout: git goes on to the next helper, or asks.
-            Output.standardError("tokenctl: no token for git: \(Output.sentence(error.message))" + (error.hint.map { " \($0)" } ?? "") + "\n")
+            Output.standardError(
+                "tokenctl: no token for git: \(Output.sentence(error.message))" + (error.hint.map { " \($0)" } ?? "")
+                    + "\n")
             return .success
         }
         let tokenSet = served.tokenSet
         var answer: [String] = []
         if attributes.all("capability[]").contains("authtype") {
-            answer += ["capability[]=authtype", "authtype=\(tokenSet.tokenType == "DPoP" ? "DPoP" : "Bearer")", "credential=\(tokenSet.accessToken)", "ephemeral=1"]
+            answer += [
+                "capability[]=authtype", "authtype=\(tokenSet.tokenType == "DPoP" ? "DPoP" : "Bearer")",
+                "credential=\(tokenSet.accessToken)", "ephemeral=1",
+            ]
         } else {
             answer += ["username=\(served.configuration.gitUsername ?? "oauth2")", "password=\(tokenSet.accessToken)"]
         }
         if let expiry = tokenSet.expiresAt {
             answer.append("password_expiry_utc=\(Int(saturating: expiry.rounded(.down)))")
         }
-        context.verboseLog("gave git the access token of '\(context.profile)' for \(Output.printable(host)), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))")
+        context.verboseLog(
+            "gave git the access token of '\(context.profile)' for \(Output.printable(host)), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))"
+        )
         Output.standardOutput(answer.joined(separator: "\n") + "\n")
         return .success
     }
 
-    static func erase(_ context: CommandContext, _ attributes: Attributes, _ options: Options) async throws -> ExitStatus {
+    static func erase(_ context: CommandContext, _ attributes: Attributes, _ options: Options) async throws
+        -> ExitStatus
+    {
         if let refusal = refusal(attributes) {
             context.verboseLog("nothing to erase: \(refusal)")
             return .success
         }
         let rejected = attributes["credential"] ?? attributes["password"]
         do {
-            let discarded = try await context.service().discardAccessToken(context.profile, target: options.target, ifAccessTokenIs: rejected)
-            context.verboseLog(discarded
-                ? "git says the access token of '\(context.profile)' was rejected: the next get refreshes"
-                : "git rejected a token that is no longer the session's: nothing to do")
+            let discarded = try await context.service().discardAccessToken(
+                context.profile, target: options.target, ifAccessTokenIs: rejected)
+            context.verboseLog(
+                discarded
+                    ? "git says the access token of '\(context.profile)' was rejected: the next get refreshes"
+                    : "git rejected a token that is no longer the session's: nothing to do")
         } catch {
             guard error.kind == .loginRequired || error.kind == .configuration else { throw error }
             context.verboseLog("nothing to erase: \(error.message)")

@@ -1,6 +1,5 @@
 import TokenctlCore
 
-
 /// A command's standard input, output and error, as file descriptors, and whether each is a
 /// terminal (gh's `iostreams.IOStreams`). Every command reads and writes through the one value
 /// `IOStreams.current`, which `Engine.run(_:io:)` sets for the command's task: the process's

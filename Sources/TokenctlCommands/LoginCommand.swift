@@ -4,27 +4,64 @@ import TokenctlEssentials
 enum LoginCommand: EngineCommand {
     /// Every option of `login`, by name.
     enum Option {
-        static let issuer = OptionSpec("--issuer", value: "url", help: "The authorization server's issuer URL (https://, or http:// to loopback). Default: the profile's saved one.")
-        static let clientID = OptionSpec("--client-id", value: "id", help: "The OAuth client ID. Default: the profile's saved one.")
-        static let device = OptionSpec("--device", help: "Device authorization grant (RFC 8628): show a code to enter on any device. The default without a display or terminal.")
-        static let browser = OptionSpec("--browser", help: "Authorization code with PKCE in the system browser, redirected to 127.0.0.1 (RFC 8252).")
-        static let port = OptionSpec("--port", value: "port", help: "With --browser: listen on this loopback port instead of a free one.")
+        static let issuer = OptionSpec(
+            "--issuer", value: "url",
+            help:
+                "The authorization server's issuer URL (https://, or http:// to loopback). Default: the profile's saved one."
+        )
+        static let clientID = OptionSpec(
+            "--client-id", value: "id", help: "The OAuth client ID. Default: the profile's saved one.")
+        static let device = OptionSpec(
+            "--device",
+            help:
+                "Device authorization grant (RFC 8628): show a code to enter on any device. The default without a display or terminal."
+        )
+        static let browser = OptionSpec(
+            "--browser", help: "Authorization code with PKCE in the system browser, redirected to 127.0.0.1 (RFC 8252)."
+        )
+        static let port = OptionSpec(
+            "--port", value: "port", help: "With --browser: listen on this loopback port instead of a free one.")
         static let noOpen = OptionSpec("--no-open", help: "With --browser: print the URL instead of starting xdg-open.")
-        static let loginTimeout = OptionSpec("--login-timeout", value: "seconds", help: "With --browser: how long to wait for the browser (default: 300).")
-        static let refreshTokenStdin = OptionSpec("--refresh-token-stdin", help: "Import a refresh token read from standard input (one line).")
-        static let clientSecretStdin = OptionSpec("--client-secret-stdin", help: "A confidential client: read its secret from standard input and keep it in the Secret Service.")
-        static let scope = OptionSpec("--scope", value: "scope", help: "Scopes to request (default: openid offline_access, as far as the server supports them).")
-        static let audience = OptionSpec("--audience", value: "audience", help: "Pass an 'audience' parameter (e.g. Auth0 APIs).")
-        static let resource = OptionSpec("--resource", value: "uri", help: "Resource indicator(s) (RFC 8707), space-separated.")
-        static let tokenEndpoint = OptionSpec("--token-endpoint", value: "url", help: "Token endpoint, for servers without (complete) discovery.")
-        static let revocationEndpoint = OptionSpec("--revocation-endpoint", value: "url", help: "Revocation endpoint (RFC 7009).")
-        static let deviceAuthorizationEndpoint = OptionSpec("--device-authorization-endpoint", value: "url", help: "Device authorization endpoint (RFC 8628).")
-        static let authorizationEndpoint = OptionSpec("--authorization-endpoint", value: "url", help: "Authorization endpoint, for --browser.")
-        static let jwksURI = OptionSpec("--jwks-uri", value: "url", help: "The issuer's JSON Web Key Set, to verify ID token signatures.")
-        static let caBundle = OptionSpec("--cacert", value: "file", valueKind: .file, help: "CA certificates (PEM) to trust for this issuer instead of the system bundle.")
-        static let dpop = OptionSpec("--dpop", help: "Bind the session to a new DPoP key (RFC 9449): a copied token is useless without it. The server must advertise ES256.")
-        static let noDPoP = OptionSpec("--no-dpop", help: "Sign in with bearer tokens, although the profile saved 'dpop = true'.")
-        static let timeout = OptionSpec("--timeout", value: "seconds", help: "Bound the keyring and profile checks before the flow, the writes after it, each request to the server and reading standard input, each by this long (default: 30, at least 1); not your wait to approve (see --login-timeout).")
+        static let loginTimeout = OptionSpec(
+            "--login-timeout", value: "seconds",
+            help: "With --browser: how long to wait for the browser (default: 300).")
+        static let refreshTokenStdin = OptionSpec(
+            "--refresh-token-stdin", help: "Import a refresh token read from standard input (one line).")
+        static let clientSecretStdin = OptionSpec(
+            "--client-secret-stdin",
+            help: "A confidential client: read its secret from standard input and keep it in the Secret Service.")
+        static let scope = OptionSpec(
+            "--scope", value: "scope",
+            help: "Scopes to request (default: openid offline_access, as far as the server supports them).")
+        static let audience = OptionSpec(
+            "--audience", value: "audience", help: "Pass an 'audience' parameter (e.g. Auth0 APIs).")
+        static let resource = OptionSpec(
+            "--resource", value: "uri", help: "Resource indicator(s) (RFC 8707), space-separated.")
+        static let tokenEndpoint = OptionSpec(
+            "--token-endpoint", value: "url", help: "Token endpoint, for servers without (complete) discovery.")
+        static let revocationEndpoint = OptionSpec(
+            "--revocation-endpoint", value: "url", help: "Revocation endpoint (RFC 7009).")
+        static let deviceAuthorizationEndpoint = OptionSpec(
+            "--device-authorization-endpoint", value: "url", help: "Device authorization endpoint (RFC 8628).")
+        static let authorizationEndpoint = OptionSpec(
+            "--authorization-endpoint", value: "url", help: "Authorization endpoint, for --browser.")
+        static let jwksURI = OptionSpec(
+            "--jwks-uri", value: "url", help: "The issuer's JSON Web Key Set, to verify ID token signatures.")
+        static let caBundle = OptionSpec(
+            "--cacert", value: "file", valueKind: .file,
+            help: "CA certificates (PEM) to trust for this issuer instead of the system bundle.")
+        static let dpop = OptionSpec(
+            "--dpop",
+            help:
+                "Bind the session to a new DPoP key (RFC 9449): a copied token is useless without it. The server must advertise ES256."
+        )
+        static let noDPoP = OptionSpec(
+            "--no-dpop", help: "Sign in with bearer tokens, although the profile saved 'dpop = true'.")
+        static let timeout = OptionSpec(
+            "--timeout", value: "seconds",
+            help:
+                "Bound the keyring and profile checks before the flow, the writes after it, each request to the server and reading standard input, each by this long (default: 30, at least 1); not your wait to approve (see --login-timeout)."
+        )
     }
 
     static let spec = CommandSpec(
@@ -55,33 +92,33 @@ enum LoginCommand: EngineCommand {
             Option.timeout,
         ],
         discussion: """
-        A profile that logged in before signs in again with a plain 'tokenctl login' (with
-        --profile for another profile): the issuer, client id, scope, audience, resources,
-        endpoints, CA bundle and client authentication it saved apply; options given replace
-        them and are saved. Endpoints come from the issuer's discovery document (OpenID
-        Connect, then RFC 8414), cached for a day under $XDG_CACHE_HOME/tokenctl/; options
-        given now win, then the profile's saved endpoints. Without
-        --device, --browser or --refresh-token-stdin, tokenctl uses the browser when a display
-        (DISPLAY or WAYLAND_DISPLAY) and a terminal are present, and the device flow otherwise.
-        An ID token is checked (issuer, audience, expiry; the nonce after a browser login; its
-        RS256, PS256, ES256 or EdDSA signature when the issuer's JWKS is known) before anything
-        is stored. The token set (and a client secret) go to the Secret Service; the
-        profile is written to $XDG_CONFIG_HOME/tokenctl/profiles/<name>.conf. Before anything
-        is sent to the token endpoint or shown to you to approve, login proves it can write
-        both: the profile directory (a probe file is written and removed), the Secret Service
-        (a search in the collection it writes to, within --timeout), and the lock; the
-        rotation journal in the kernel keyring is probed too, but login goes on without it.
-        Nothing is stored if anything fails before the server issues the tokens; once it has,
-        nothing that holds them is undone: a write that still fails leaves the session in the
-        Secret Service or the rotation journal, and the message says which and what to run.
-        Exit status: 77 denied, expired or rejected; 75 server unreachable; 78 discovery or
-        endpoint problems, or the profile cannot be written; 69 the keyring cannot be used;
-        64 bad options or a --port already in use.
-        With --dpop, a new EC P-256 key is made for the session and kept with its tokens in
-        the Secret Service; every request to the token and revocation endpoints carries a
-        proof signed with it, and the server must answer with DPoP tokens (see DPOP in
-        tokenctl-login(1)). The choice is saved ('dpop = true') and applies to later logins.
-        """)
+            A profile that logged in before signs in again with a plain 'tokenctl login' (with
+            --profile for another profile): the issuer, client id, scope, audience, resources,
+            endpoints, CA bundle and client authentication it saved apply; options given replace
+            them and are saved. Endpoints come from the issuer's discovery document (OpenID
+            Connect, then RFC 8414), cached for a day under $XDG_CACHE_HOME/tokenctl/; options
+            given now win, then the profile's saved endpoints. Without
+            --device, --browser or --refresh-token-stdin, tokenctl uses the browser when a display
+            (DISPLAY or WAYLAND_DISPLAY) and a terminal are present, and the device flow otherwise.
+            An ID token is checked (issuer, audience, expiry; the nonce after a browser login; its
+            RS256, PS256, ES256 or EdDSA signature when the issuer's JWKS is known) before anything
+            is stored. The token set (and a client secret) go to the Secret Service; the
+            profile is written to $XDG_CONFIG_HOME/tokenctl/profiles/<name>.conf. Before anything
+            is sent to the token endpoint or shown to you to approve, login proves it can write
+            both: the profile directory (a probe file is written and removed), the Secret Service
+            (a search in the collection it writes to, within --timeout), and the lock; the
+            rotation journal in the kernel keyring is probed too, but login goes on without it.
+            Nothing is stored if anything fails before the server issues the tokens; once it has,
+            nothing that holds them is undone: a write that still fails leaves the session in the
+            Secret Service or the rotation journal, and the message says which and what to run.
+            Exit status: 77 denied, expired or rejected; 75 server unreachable; 78 discovery or
+            endpoint problems, or the profile cannot be written; 69 the keyring cannot be used;
+            64 bad options or a --port already in use.
+            With --dpop, a new EC P-256 key is made for the session and kept with its tokens in
+            the Secret Service; every request to the token and revocation endpoints carries a
+            proof signed with it, and the server must answer with DPoP tokens (see DPOP in
+            tokenctl-login(1)). The choice is saved ('dpop = true') and applies to later logins.
+            """)
 
     /// Waits for a person: --timeout bounds each request, the store checks before the flow and
     /// the writes after it (`TokenctlService.login`), not the whole login.
@@ -114,20 +151,30 @@ enum LoginCommand: EngineCommand {
         init(_ parsed: ParsedOptions) throws(UsageError) {
             let chosen = [Option.device, Option.browser, Option.refreshTokenStdin].filter(parsed.has)
             guard chosen.count <= 1 else {
-                throw UsageError("Choose one of --device, --browser and --refresh-token-stdin, not \(chosen.map(\.key).joined(separator: " and ")).", command: "login")
+                throw UsageError(
+                    "Choose one of --device, --browser and --refresh-token-stdin, not \(chosen.map(\.key).joined(separator: " and ")).",
+                    command: "login")
             }
             readsClientSecret = parsed.has(Option.clientSecretStdin)
             if parsed.has(Option.refreshTokenStdin) && readsClientSecret {
-                throw UsageError("--refresh-token-stdin and --client-secret-stdin both read standard input; store the secret in a separate login first.", command: "login")
+                throw UsageError(
+                    "--refresh-token-stdin and --client-secret-stdin both read standard input; store the secret in a separate login first.",
+                    command: "login")
             }
             func url(_ option: OptionSpec) throws(UsageError) -> EndpointURL? {
                 guard let text = parsed.value(option) else { return nil }
-                do { return try EndpointURL(text) } catch { throw UsageError("Invalid value for '\(option.key)': \(error).", command: "login") }
+                do { return try EndpointURL(text) } catch {
+                    throw UsageError("Invalid value for '\(option.key)': \(error).", command: "login")
+                }
             }
             issuer = try url(Option.issuer)
             clientID = parsed.value(Option.clientID)
-            if let clientID, clientID.isEmpty || !clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) {
-                throw UsageError("Invalid value for '--client-id': it must be non-empty, without spaces or control characters.", command: "login")
+            if let clientID,
+                clientID.isEmpty || !clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F })
+            {
+                throw UsageError(
+                    "Invalid value for '--client-id': it must be non-empty, without spaces or control characters.",
+                    command: "login")
             }
             // The checks `token --scope/--audience/--resource` makes (TokenTarget's, the same
             // rules the front applies to a hit), so a value login accepts is one that `token`
@@ -142,7 +189,9 @@ enum LoginCommand: EngineCommand {
             }
             if let text = parsed.value(Option.port) {
                 guard let number = UInt16(text), number > 0 else {
-                    throw UsageError("Invalid value '\(Output.printable(String(text.prefix(40))))' for '--port': expected a port number between 1 and 65535.", command: "login")
+                    throw UsageError(
+                        "Invalid value '\(Output.printable(String(text.prefix(40))))' for '--port': expected a port number between 1 and 65535.",
+                        command: "login")
                 }
                 port = number
             }
@@ -155,12 +204,16 @@ enum LoginCommand: EngineCommand {
             }
             dpop = parsed.has(Option.dpop) ? true : parsed.has(Option.noDPoP) ? false : nil
             browserTimeout = try parsed.seconds(Option.loginTimeout, command: "login", default: 300, allowZero: false)
-            flow = parsed.has(Option.refreshTokenStdin) ? .refreshTokenImport
-                : parsed.has(Option.browser) || port != nil || !opensBrowser ? .browser
-                : parsed.has(Option.device) ? .device : .automatic
+            flow =
+                parsed.has(Option.refreshTokenStdin)
+                ? .refreshTokenImport
+                : parsed.has(Option.browser) || port != nil || !opensBrowser
+                    ? .browser
+                    : parsed.has(Option.device) ? .device : .automatic
             endpoints = ExplicitEndpoints(
                 token: try url(Option.tokenEndpoint), revocation: try url(Option.revocationEndpoint),
-                deviceAuthorization: try url(Option.deviceAuthorizationEndpoint), authorization: try url(Option.authorizationEndpoint),
+                deviceAuthorization: try url(Option.deviceAuthorizationEndpoint),
+                authorization: try url(Option.authorizationEndpoint),
                 jwks: try url(Option.jwksURI))
         }
     }
@@ -170,18 +223,25 @@ enum LoginCommand: EngineCommand {
         // Signing a profile in again needs no options: what it saved (issuer, client id, scope,
         // audience, resources, endpoints, client authentication, CA bundle) applies; options
         // given now replace it and are saved.
-        let saved = options.issuer == nil || options.clientID == nil ? try ProfileRepository(paths: context.paths).load(context.profile) : nil
+        let saved =
+            options.issuer == nil || options.clientID == nil
+            ? try ProfileRepository(paths: context.paths).load(context.profile) : nil
         let profileOption = context.profile == .default ? "" : " --profile \(context.profile)"
         guard let issuer = options.issuer ?? saved?.issuer else {
-            throw UsageError("Missing '--issuer <url>': profile '\(context.profile)' has none saved (tokenctl\(profileOption) login --issuer URL --client-id ID).", command: "login")
+            throw UsageError(
+                "Missing '--issuer <url>': profile '\(context.profile)' has none saved (tokenctl\(profileOption) login --issuer URL --client-id ID).",
+                command: "login")
         }
         guard let clientID = options.clientID ?? saved?.clientID else {
-            throw UsageError("Missing '--client-id <id>': profile '\(context.profile)' has none saved.", command: "login")
+            throw UsageError(
+                "Missing '--client-id <id>': profile '\(context.profile)' has none saved.", command: "login")
         }
         let method: LoginMethod
         switch options.flow {
         case .refreshTokenImport:
-            method = .refreshToken(try StandardInput.line(what: "refresh token", prompt: "Refresh token (input hidden): ", timeout: context.timeout))
+            method = .refreshToken(
+                try StandardInput.line(
+                    what: "refresh token", prompt: "Refresh token (input hidden): ", timeout: context.timeout))
         case .browser:
             method = .browser(port: options.port, openBrowser: options.opensBrowser, timeout: options.browserTimeout)
         case .device:
@@ -189,20 +249,28 @@ enum LoginCommand: EngineCommand {
         case .automatic:
             method = hasDisplay() ? .browser(port: nil, openBrowser: true, timeout: options.browserTimeout) : .device
         }
-        let clientSecret = options.readsClientSecret
-            ? try StandardInput.line(what: "client secret", prompt: "Client secret (input hidden): ", timeout: context.timeout) : nil
+        let clientSecret =
+            options.readsClientSecret
+            ? try StandardInput.line(
+                what: "client secret", prompt: "Client secret (input hidden): ", timeout: context.timeout) : nil
 
         let request = TokenctlService.LoginRequest(
-            profile: context.profile, issuer: issuer, clientID: clientID, scope: options.scope, method: method, endpoints: options.endpoints,
-            caBundle: options.caBundle.map(absolutePath(_:)), clientSecret: clientSecret, audience: options.audience, resources: options.resources,
+            profile: context.profile, issuer: issuer, clientID: clientID, scope: options.scope, method: method,
+            endpoints: options.endpoints,
+            caBundle: options.caBundle.map(absolutePath(_:)), clientSecret: clientSecret, audience: options.audience,
+            resources: options.resources,
             dpop: options.dpop)
         let presenter = TerminalLoginPresenter()
         let result = try await context.service().login(request, presenter: presenter)
         let tokenSet = result.tokenSet
         let who = tokenSet.subject.map { " as \(Output.printable($0))" } ?? ""
         let left = tokenSet.timeLeft(at: Clock.system.now())
-        let validity = left == .infinity ? "access token with no expiry stated (served until a server rejects it)"
-            : left >= 1 ? "access token valid for \(Output.duration(left))" : "the access token has already expired (the next 'token' refreshes it)"
+        let validity =
+            left == .infinity
+            ? "access token with no expiry stated (served until a server rejects it)"
+            : left >= 1
+                ? "access token valid for \(Output.duration(left))"
+                : "the access token has already expired (the next 'token' refreshes it)"
         var summary = "Logged in profile '\(context.profile)' at \(issuer)\(who); \(validity).\n"
         if tokenSet.idToken != nil {
             // Name only the checks that were made: the device flow and an import send no nonce.
@@ -213,12 +281,14 @@ enum LoginCommand: EngineCommand {
             summary += result.idTokenSignatureVerified ? "\n" : " (No JWKS known, so not its signature.)\n"
         }
         if let stored = tokenSet.dpopKey, let key = try? DPoPKey(stored: stored) {
-            summary += tokenSet.tokenType == "DPoP"
+            summary +=
+                tokenSet.tokenType == "DPoP"
                 ? "The session is bound to a new DPoP key (jkt \(key.thumbprint)): each request needs a proof, which 'token --format dpop' prints with the token ('tokenctl help token').\n"
                 : "The server issued Bearer tokens to this DPoP request (accepted: dpop_allow_bearer = true); they are not bound to the key.\n"
         }
         if !tokenSet.hasRefreshToken {
-            summary += "The server issued no refresh token: '\(CommandHint.tokenctl(context.profile, "token"))' works until the access token expires, then you must log in again.\n"
+            summary +=
+                "The server issued no refresh token: '\(CommandHint.tokenctl(context.profile, "token"))' works until the access token expires, then you must log in again.\n"
         }
         Output.standardError(summary)
         return .success

@@ -3,9 +3,15 @@ import TokenctlEssentials
 
 enum LogoutCommand: EngineCommand {
     static let allOption = OptionSpec("--all", help: "Log out every configured profile.")
-    static let forgetOption = OptionSpec("--forget", help: "Also remove the profile: its configuration file, client secret and caches (other profiles are left alone).")
-    static let orphansOption = OptionSpec("--orphans", help: "Remove keyring sessions that no profile uses any more (see 'status --all').")
-    static let noRevokeOption = OptionSpec("--no-revoke", help: "Remove the local session without asking the server to revoke it.")
+    static let forgetOption = OptionSpec(
+        "--forget",
+        help:
+            "Also remove the profile: its configuration file, client secret and caches (other profiles are left alone)."
+    )
+    static let orphansOption = OptionSpec(
+        "--orphans", help: "Remove keyring sessions that no profile uses any more (see 'status --all').")
+    static let noRevokeOption = OptionSpec(
+        "--no-revoke", help: "Remove the local session without asking the server to revoke it.")
 
     static let spec = CommandSpec(
         name: "logout",
@@ -13,12 +19,12 @@ enum LogoutCommand: EngineCommand {
         usage: "[--all] [--forget] [--no-revoke] | --orphans",
         options: [allOption, forgetOption, orphansOption, noRevokeOption, Commands.timeout],
         discussion: """
-        Without --forget the profile's configuration is kept, so 'tokenctl login' signs it
-        in again with the same settings, and 'refresh --all' skips it (signed out by you)
-        until then. When the server refuses the revocation or cannot be reached, the local
-        session is removed anyway, the event log records revocationFailed, and the exit
-        status is 76: the refresh token may stay valid at the server until it expires.
-        """)
+            Without --forget the profile's configuration is kept, so 'tokenctl login' signs it
+            in again with the same settings, and 'refresh --all' skips it (signed out by you)
+            until then. When the server refuses the revocation or cannot be reached, the local
+            session is removed anyway, the event log records revocationFailed, and the exit
+            status is 76: the refresh token may stay valid at the server until it expires.
+            """)
 
     /// `logout`'s options, checked.
     struct Options: Equatable, Sendable {
@@ -28,12 +34,16 @@ enum LogoutCommand: EngineCommand {
         var revoke: Bool
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            (all, forget, orphans, revoke) = (parsed.has(allOption), parsed.has(forgetOption), parsed.has(orphansOption), !parsed.has(noRevokeOption))
+            (all, forget, orphans, revoke) = (
+                parsed.has(allOption), parsed.has(forgetOption), parsed.has(orphansOption), !parsed.has(noRevokeOption)
+            )
             if orphans && all {
                 throw UsageError("'--orphans' and '--all' exclude each other.", command: "logout")
             }
             if orphans && forget {
-                throw UsageError("'--orphans' and '--forget' exclude each other ('--orphans' removes keyring items no profile uses).", command: "logout")
+                throw UsageError(
+                    "'--orphans' and '--forget' exclude each other ('--orphans' removes keyring items no profile uses).",
+                    command: "logout")
             }
         }
     }
@@ -45,7 +55,9 @@ enum LogoutCommand: EngineCommand {
         if options.orphans {
             let removed = try service.removeOrphanedSessions()
             for identity in removed {
-                Output.standardError("Removed the orphaned session of profile '\(identity.profile)' (issuer \(identity.issuer), client id \(identity.clientID)).\n")
+                Output.standardError(
+                    "Removed the orphaned session of profile '\(identity.profile)' (issuer \(identity.issuer), client id \(identity.clientID)).\n"
+                )
             }
             if removed.isEmpty { Output.standardError("No orphaned sessions.\n") }
             return .success
@@ -61,7 +73,7 @@ enum LogoutCommand: EngineCommand {
                 let until = report.unrevokedTokenExpiresAt.map { "until \(Output.timestamp($0))" } ?? "until it expires"
                 Output.standardError(
                     "Logged out profile '\(name)' here, but the server did not revoke its \(token): \(error.message). "
-                    + "The \(token) may stay valid at the server \(until).\n")
+                        + "The \(token) may stay valid at the server \(until).\n")
                 status = worse(status, .protocolError)
             case .success?:
                 Output.standardError("Logged out profile '\(name)'; the server revoked its refresh token.\n")

@@ -10,14 +10,17 @@ extension ParsedOptions {
     func has(_ option: OptionSpec) -> Bool { has(option.key) }
 
     /// A number of seconds (non-negative, or positive without `allowZero`; at most a year).
-    func seconds(_ option: OptionSpec, command: String, default fallback: Double, allowZero: Bool = true) throws(UsageError) -> Double {
+    func seconds(_ option: OptionSpec, command: String, default fallback: Double, allowZero: Bool = true)
+        throws(UsageError) -> Double
+    {
         try optionalSeconds(option, command: command, allowZero: allowZero) ?? fallback
     }
 
     /// A number of seconds when the option is given.
     func optionalSeconds(_ option: OptionSpec, command: String, allowZero: Bool = true) throws(UsageError) -> Double? {
         guard let text = value(option) else { return nil }
-        guard let number = Double(text), number.isFinite, allowZero ? number >= 0 : number > 0, number <= 31_536_000 else {
+        guard let number = Double(text), number.isFinite, allowZero ? number >= 0 : number > 0, number <= 31_536_000
+        else {
             throw UsageError(
                 "Invalid value '\(Output.printable(String(text.prefix(40))))' for '\(option.key)': expected \(allowZero ? "a non-negative" : "a positive") number of seconds.",
                 command: command)
@@ -26,7 +29,9 @@ extension ParsedOptions {
     }
 
     /// One of a closed set (an enum whose raw values are the option's `choices`).
-    func choice<Choice: RawRepresentable & CaseIterable>(_ option: OptionSpec, command: String, default fallback: Choice) throws(UsageError) -> Choice
+    func choice<Choice: RawRepresentable & CaseIterable>(
+        _ option: OptionSpec, command: String, default fallback: Choice
+    ) throws(UsageError) -> Choice
     where Choice.RawValue == String {
         guard let text = value(option) else { return fallback }
         guard let chosen = Choice(rawValue: text) else {
@@ -42,7 +47,8 @@ extension ParsedOptions {
     func target(command: String) throws(UsageError) -> TokenTarget {
         do {
             return try TokenTarget(
-                scope: value(SharedCommandSpecs.scope), audience: value(SharedCommandSpecs.audience), resource: value(SharedCommandSpecs.resource))
+                scope: value(SharedCommandSpecs.scope), audience: value(SharedCommandSpecs.audience),
+                resource: value(SharedCommandSpecs.resource))
         } catch {
             throw UsageError(error.description, command: command)
         }

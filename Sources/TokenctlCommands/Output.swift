@@ -33,7 +33,8 @@ enum Output {
         if let name = error.command, let command = Commands.parser.command(named: name) {
             text += formatter.usageLine(for: command) + "\n  See 'tokenctl \(name) --help' for more information.\n"
         } else {
-            text += "USAGE: tokenctl [--profile <name>] <command> [<options>]\n  See 'tokenctl --help' for more information.\n"
+            text +=
+                "USAGE: tokenctl [--profile <name>] <command> [<options>]\n  See 'tokenctl --help' for more information.\n"
         }
         standardError(text)
         return .usage
@@ -54,7 +55,9 @@ enum Output {
     /// "with no expiry stated" for a token the server gave no lifetime and nothing can renew.
     static func validity(_ timeLeft: Double) -> String {
         if timeLeft == .infinity { return "with no expiry stated" }
-        return timeLeft > 0 ? "valid for \(duration(timeLeft))" : "expired \(duration((-timeLeft).clamped(to: 0...1e15).rounded(.up))) ago"
+        return timeLeft > 0
+            ? "valid for \(duration(timeLeft))"
+            : "expired \(duration((-timeLeft).clamped(to: 0...1e15).rounded(.up))) ago"
     }
 
     static func timestamp(_ seconds: Double) -> String {

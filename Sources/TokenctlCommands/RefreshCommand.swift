@@ -2,15 +2,19 @@ import TokenctlCore
 import TokenctlEssentials
 
 enum RefreshCommand: EngineCommand {
-    static let allOption = OptionSpec("--all", help: "Refresh every configured profile; one line per profile on stderr.")
-    static let windowOption = OptionSpec("--if-expiring-within", value: "seconds", help: "Only refresh when the access token expires within this time.")
+    static let allOption = OptionSpec(
+        "--all", help: "Refresh every configured profile; one line per profile on stderr.")
+    static let windowOption = OptionSpec(
+        "--if-expiring-within", value: "seconds", help: "Only refresh when the access token expires within this time.")
 
     static let spec = CommandSpec(
         name: "refresh",
         abstract: "Refresh the session now (for cron and timers).",
         usage: "[--all] [--if-expiring-within <seconds>]",
         options: [allOption, windowOption, Commands.timeout],
-        discussion: "Exit status with --all is the worst outcome: 77 if any session ended, else 76 if any server answered with tokens that cannot be used, else 75 if any failed transiently, else 0.")
+        discussion:
+            "Exit status with --all is the worst outcome: 77 if any session ended, else 76 if any server answered with tokens that cannot be used, else 75 if any failed transiently, else 0."
+    )
 
     /// `refresh`'s options, checked.
     struct Options: Equatable, Sendable {
@@ -32,9 +36,10 @@ enum RefreshCommand: EngineCommand {
             let report = await service.refresh(context.profile, ifExpiringWithin: window)
             let tokenSet = try report.result.get()
             let validity = Output.validity(tokenSet.timeLeft(at: Clock.system.now()))
-            Output.standardError(report.skipped
-                ? "Profile '\(context.profile)' not refreshed: the access token is \(validity).\n"
-                : "Refreshed profile '\(context.profile)'; access token \(validity).\n")
+            Output.standardError(
+                report.skipped
+                    ? "Profile '\(context.profile)' not refreshed: the access token is \(validity).\n"
+                    : "Refreshed profile '\(context.profile)'; access token \(validity).\n")
             return .success
         }
         let reports = try await service.refreshAll(ifExpiringWithin: window)
@@ -45,7 +50,9 @@ enum RefreshCommand: EngineCommand {
         var worst = ExitStatus.success
         for report in reports {
             if report.signedOutByUser {
-                Output.standardError("\(report.profile): skipped, signed out by 'logout' (sign it in again with '\(CommandHint.login(report.profile))', or remove it with '\(CommandHint.tokenctl(report.profile, "logout --forget"))')\n")
+                Output.standardError(
+                    "\(report.profile): skipped, signed out by 'logout' (sign it in again with '\(CommandHint.login(report.profile))', or remove it with '\(CommandHint.tokenctl(report.profile, "logout --forget"))')\n"
+                )
                 continue
             }
             switch report.result {
@@ -53,14 +60,15 @@ enum RefreshCommand: EngineCommand {
                 let expiry = tokenSet.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no expiry given"
                 Output.standardError("\(report.profile): \(report.skipped ? "fresh" : "refreshed"), \(expiry)\n")
             case .failure(let error):
-                let outcome = switch error.kind {
-                case .loginRequired: "login required"
-                case .transient: "transient failure"
-                case .protocolError: "unusable answer"
-                case .storeUnavailable: "keyring unavailable"
-                case .configuration: "configuration error"
-                default: "failed"
-                }
+                let outcome =
+                    switch error.kind {
+                    case .loginRequired: "login required"
+                    case .transient: "transient failure"
+                    case .protocolError: "unusable answer"
+                    case .storeUnavailable: "keyring unavailable"
+                    case .configuration: "configuration error"
+                    default: "failed"
+                    }
                 Output.standardError("\(report.profile): \(outcome): \(error.message)\n")
                 worst = worse(worst, error.exitStatus)
             }

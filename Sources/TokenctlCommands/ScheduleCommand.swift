@@ -2,8 +2,10 @@ import TokenctlCore
 import TokenctlEssentials
 
 enum ScheduleCommand: EngineCommand {
-    static let everyOption = OptionSpec("--every", value: "interval", help: "How often to refresh: 15m (default), 30m, 1h, 900s …")
-    static let systemdOption = OptionSpec("--systemd", help: "Use a systemd user timer (the default when 'systemctl --user' works).")
+    static let everyOption = OptionSpec(
+        "--every", value: "interval", help: "How often to refresh: 15m (default), 30m, 1h, 900s …")
+    static let systemdOption = OptionSpec(
+        "--systemd", help: "Use a systemd user timer (the default when 'systemctl --user' works).")
     static let cronOption = OptionSpec("--cron", help: "Use a crontab entry.")
 
     static let spec = CommandSpec(
@@ -13,7 +15,9 @@ enum ScheduleCommand: EngineCommand {
         options: [everyOption, systemdOption, cronOption],
         arguments: [("action", "install, remove or status.")],
         argumentChoices: Action.allCases.map(\.rawValue),
-        discussion: "The job runs 'tokenctl refresh --all --if-expiring-within <2 x interval + 60 s>'. Installing twice replaces the entry; 'remove' deletes exactly what 'install' created.")
+        discussion:
+            "The job runs 'tokenctl refresh --all --if-expiring-within <2 x interval + 60 s>'. Installing twice replaces the entry; 'remove' deletes exactly what 'install' created."
+    )
 
     /// systemctl and crontab are bounded on their own.
     static func hasDeadline(_ options: ParsedOptions) -> Bool { false }
@@ -25,7 +29,8 @@ enum ScheduleCommand: EngineCommand {
         if executable.hasSuffix("/tokenctl-engine") {
             let front = String(executable.dropLast("-engine".count))
             // The package keeps the engine in PREFIX/libexec/tokenctl/, the front in PREFIX/bin/.
-            let packagedFront = executable.hasSuffix("/libexec/tokenctl/tokenctl-engine")
+            let packagedFront =
+                executable.hasSuffix("/libexec/tokenctl/tokenctl-engine")
                 ? String(executable.dropLast("/libexec/tokenctl/tokenctl-engine".count)) + "/bin/tokenctl" : nil
             if Subprocess.locate(front) != nil {
                 executable = front
@@ -53,8 +58,10 @@ enum ScheduleCommand: EngineCommand {
                 throw UsageError("Missing action: install, remove or status.", command: "schedule")
             }
             guard let action = Action(rawValue: text) else {
-                let hint = closestMatch(to: text, in: Action.allCases.map(\.rawValue)).map { " Did you mean '\($0)'?" } ?? ""
-                throw UsageError("Unknown action '\(Output.printable(String(text.prefix(40))))'.\(hint)", command: "schedule")
+                let hint =
+                    closestMatch(to: text, in: Action.allCases.map(\.rawValue)).map { " Did you mean '\($0)'?" } ?? ""
+                throw UsageError(
+                    "Unknown action '\(Output.printable(String(text.prefix(40))))'.\(hint)", command: "schedule")
             }
             self.action = action
             if parsed.has(systemdOption) && parsed.has(cronOption) {
@@ -65,11 +72,15 @@ enum ScheduleCommand: EngineCommand {
             case .install:
                 let every = parsed.value(everyOption) ?? "15m"
                 guard let interval = RefreshSchedule.parseInterval(every) else {
-                    throw UsageError("Invalid value '\(Output.printable(String(every.prefix(40))))' for '--every': expected a duration from 1m to 24h, e.g. 15m, 1h, 900s.", command: "schedule")
+                    throw UsageError(
+                        "Invalid value '\(Output.printable(String(every.prefix(40))))' for '--every': expected a duration from 1m to 24h, e.g. 15m, 1h, 900s.",
+                        command: "schedule")
                 }
                 self.interval = interval
             case .remove, .status:
-                guard parsed.value(everyOption) == nil else { throw UsageError("'--every' applies to 'install' only.", command: "schedule") }
+                guard parsed.value(everyOption) == nil else {
+                    throw UsageError("'--every' applies to 'install' only.", command: "schedule")
+                }
                 interval = nil
             }
         }
@@ -98,7 +109,8 @@ enum ScheduleCommand: EngineCommand {
             for entry in statuses where chosen == nil || entry.backend == chosen {
                 Output.standardOutput("\(entry.backend.rawValue): \(entry.detail)\n")
             }
-            return statuses.contains(where: { $0.working && (chosen == nil || $0.backend == chosen) }) ? .success : .failure
+            return statuses.contains(where: { $0.working && (chosen == nil || $0.backend == chosen) })
+                ? .success : .failure
         }
     }
 }

@@ -10,13 +10,17 @@ enum StandardInput {
     /// - Throws: `TokenctlError(.invalidInput)` when the input does not end in time or is too large.
     static func lines(timeout: Double, what: String) throws(TokenctlError) -> [String] {
         var bytes: [UInt8] = []
-        let outcome = readStandardInput(IOStreams.current.input, into: &bytes, deadline: .after(timeout), limit: 65536) { bytes in
-            bytes.count == 1 && bytes[0] == 0x0A || bytes.suffix(2) == [0x0A, 0x0A] || bytes.suffix(4) == [0x0D, 0x0A, 0x0D, 0x0A]
+        let outcome = readStandardInput(IOStreams.current.input, into: &bytes, deadline: .after(timeout), limit: 65536)
+        { bytes in
+            bytes.count == 1 && bytes[0] == 0x0A || bytes.suffix(2) == [0x0A, 0x0A]
+                || bytes.suffix(4) == [0x0D, 0x0A, 0x0D, 0x0A]
         }
         switch outcome {
         case .ended: break
         case .tooLarge: throw TokenctlError(.invalidInput, "the \(what) on standard input is larger than 64 KiB")
-        case .timedOut: throw TokenctlError(.invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))")
+        case .timedOut:
+            throw TokenctlError(
+                .invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))")
         }
         return String(decoding: bytes, as: UTF8.self)
             .split(separator: "\n", omittingEmptySubsequences: false)
@@ -42,17 +46,24 @@ enum StandardInput {
         if outcome == .timedOut {
             throw TokenctlError(
                 .invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))",
-                hint: "Close the input after the value, e.g. 'printf %s \"$VALUE\" | tokenctl login ...'; or give more time with --timeout.")
+                hint:
+                    "Close the input after the value, e.g. 'printf %s \"$VALUE\" | tokenctl login ...'; or give more time with --timeout."
+            )
         }
         var text = String(decoding: bytes, as: UTF8.self)
         if text.hasSuffix("\r\n") { text.removeLast(1) } else if text.hasSuffix("\n") { text.removeLast() }
         if text.hasSuffix("\r") { text.removeLast() }
         let flag = what == "refresh token" ? "--refresh-token-stdin" : "--client-secret-stdin"
         guard !text.isEmpty else {
-            throw TokenctlError(.invalidInput, "no \(what) on standard input", hint: "Pipe it in: 'printf %s \"$VALUE\" | tokenctl login ... \(flag)'.")
+            throw TokenctlError(
+                .invalidInput, "no \(what) on standard input",
+                hint: "Pipe it in: 'printf %s \"$VALUE\" | tokenctl login ... \(flag)'.")
         }
         guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw TokenctlError(.invalidInput, "the \(what) on standard input contains whitespace or control characters (only one line, with the \(what) alone, is accepted)")
+            throw TokenctlError(
+                .invalidInput,
+                "the \(what) on standard input contains whitespace or control characters (only one line, with the \(what) alone, is accepted)"
+            )
         }
         return text
     }

@@ -3,16 +3,22 @@ import TokenctlEssentials
 
 enum StatusCommand: EngineCommand {
     static let allOption = OptionSpec("--all", help: "Show every configured profile, and orphaned keyring sessions.")
-    static let jsonOption = OptionSpec("--json", help: "Print JSON on stdout (an array with --all); schema in tokenctl-status(1).")
-    static let watchOption = OptionSpec("--watch", help: "Print the state, then one line per change (login, refresh, logout, expiry) until interrupted.")
-    static let offlineOption = OptionSpec("--offline", help: "Never contact the server: the signature verdict comes from the cached keys only.")
+    static let jsonOption = OptionSpec(
+        "--json", help: "Print JSON on stdout (an array with --all); schema in tokenctl-status(1).")
+    static let watchOption = OptionSpec(
+        "--watch", help: "Print the state, then one line per change (login, refresh, logout, expiry) until interrupted."
+    )
+    static let offlineOption = OptionSpec(
+        "--offline", help: "Never contact the server: the signature verdict comes from the cached keys only.")
 
     static let spec = CommandSpec(
         name: "status",
         abstract: "Show the session state (never a token).",
         usage: "[--all] [--json] [--watch] [--offline] [--timeout <seconds>]",
         options: [allOption, jsonOption, watchOption, offlineOption, Commands.timeout],
-        discussion: "States: authenticated, expired-refreshable, signed-out, ended (the server ended the session), store-unavailable. Exit status: 0 authenticated or expired-refreshable, 77 signed out or ended, 69 the Secret Service cannot be read, 78 not configured.")
+        discussion:
+            "States: authenticated, expired-refreshable, signed-out, ended (the server ended the session), store-unavailable. Exit status: 0 authenticated or expired-refreshable, 77 signed out or ended, 69 the Secret Service cannot be read, 78 not configured."
+    )
 
     /// `status`' options, checked.
     struct Options: Equatable, Sendable {
@@ -22,7 +28,9 @@ enum StatusCommand: EngineCommand {
         var offline: Bool
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            (all, json, watch, offline) = (parsed.has(allOption), parsed.has(jsonOption), parsed.has(watchOption), parsed.has(offlineOption))
+            (all, json, watch, offline) = (
+                parsed.has(allOption), parsed.has(jsonOption), parsed.has(watchOption), parsed.has(offlineOption)
+            )
             if watch && all { throw UsageError("'--watch' follows one profile; drop '--all'.", command: "status") }
         }
     }
@@ -42,7 +50,9 @@ enum StatusCommand: EngineCommand {
         let offline = options.offline
         let statuses = try await service.statuses(names, offline: offline)
         // Residue: items no profile uses any more (listed with --all, never used for tokens).
-        let orphans = all && !statuses.contains(where: { $0.state == .storeUnavailable }) ? (try? service.orphanedSessions()) ?? [] : []
+        let orphans =
+            all && !statuses.contains(where: { $0.state == .storeUnavailable })
+            ? (try? service.orphanedSessions()) ?? [] : []
         if json {
             let objects = statuses.map { self.json($0) } + orphans.map(orphanJSON)
             Output.standardOutput((all ? "[" + objects.joined(separator: ",") + "]" : objects.first ?? "null") + "\n")
@@ -78,7 +88,9 @@ enum StatusCommand: EngineCommand {
     static func oneLine(_ status: SessionStatus) -> String {
         var text = "\(status.profile) \(status.state.rawValue)"
         if let subject = status.subject { text += " as \(subject)" }
-        if status.state == .authenticated, let left = status.accessTokenTimeLeft { text += ", access token \(Output.validity(left))" }
+        if status.state == .authenticated, let left = status.accessTokenTimeLeft {
+            text += ", access token \(Output.validity(left))"
+        }
         if let reason = status.endedReason { text += " (\(reason))" }
         if let problem = status.storeProblem { text += ": " + Output.sentence(problem) }
         if let hint = status.storeHint { text += " " + hint }
@@ -88,7 +100,10 @@ enum StatusCommand: EngineCommand {
     }
 
     static func human(_ status: SessionStatus) -> String {
-        var lines = ["Profile \(status.profile): \(status.state.rawValue)", "  issuer:        \(status.issuer)", "  client id:     \(status.clientID)"]
+        var lines = [
+            "Profile \(status.profile): \(status.state.rawValue)", "  issuer:        \(status.issuer)",
+            "  client id:     \(status.clientID)",
+        ]
         switch status.state {
         case .storeUnavailable:
             lines.append("  problem:       " + Output.sentence(status.storeProblem ?? "unknown"))
@@ -105,32 +120,47 @@ enum StatusCommand: EngineCommand {
             }
             lines.append("  signature:     " + signatureLine(status))
             if let left = status.accessTokenTimeLeft {
-                let validity = left == .infinity ? "no expiry stated (served until a server rejects it)"
+                let validity =
+                    left == .infinity
+                    ? "no expiry stated (served until a server rejects it)"
                     : left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"
                 lines.append("  access token:  " + validity + (status.accessTokenFormat.map { " (\($0))" } ?? ""))
             }
-            let noRefreshToken = status.accessTokenTimeLeft == .infinity
-                ? "none (log in again when a server rejects the access token)" : "none (log in again when the access token expires)"
+            let noRefreshToken =
+                status.accessTokenTimeLeft == .infinity
+                ? "none (log in again when a server rejects the access token)"
+                : "none (log in again when the access token expires)"
             lines.append("  refresh token: \(status.hasRefreshToken ? "present" : noRefreshToken)")
             if let scope = status.scope { lines.append("  scope:         \(scope)") }
             if let dpop = status.dpop {
                 let jkt = status.dpopThumbprint.map { " (jkt \($0))" } ?? ""
-                lines.append("  dpop:          " + (dpop == "bound" ? "bound\(jkt)" : dpop == "bearer" ? "bearer" : "key\(jkt), but the server issued Bearer tokens (dpop_allow_bearer)"))
+                lines.append(
+                    "  dpop:          "
+                        + (dpop == "bound"
+                            ? "bound\(jkt)"
+                            : dpop == "bearer"
+                                ? "bearer" : "key\(jkt), but the server issued Bearer tokens (dpop_allow_bearer)"))
             }
             for (target, left) in status.targetedTokens {
-                lines.append("  token for:     \(target): " + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"))
+                lines.append(
+                    "  token for:     \(target): "
+                        + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"))
             }
-            if let last = status.lastRefreshAt { lines.append("  last refresh:  \(Output.timestamp(last))") }
-            else if let obtained = status.obtainedAt { lines.append("  logged in:     \(Output.timestamp(obtained))") }
+            if let last = status.lastRefreshAt {
+                lines.append("  last refresh:  \(Output.timestamp(last))")
+            } else if let obtained = status.obtainedAt {
+                lines.append("  logged in:     \(Output.timestamp(obtained))")
+            }
             lines.append("  store:         \(status.store)")
-            if status.scopeNarrowedByServer, case let (problem?, hint?) = problemAndHint(status) {
+            if status.scopeNarrowedByServer, case (let problem?, let hint?) = problemAndHint(status) {
                 lines.append("  warning:       " + Output.sentence(problem))
                 lines.append("  hint:          \(hint)")
             }
         }
         if let since = status.pendingWriteSince {
-            lines.append("  pending write: since \(Output.timestamp(since)), the rotated session is held in memory (kernel keyring) until the Secret Service takes it"
-                         + (status.pendingWriteReason.map { "; last error: " + Output.printable($0) } ?? ""))
+            lines.append(
+                "  pending write: since \(Output.timestamp(since)), the rotated session is held in memory (kernel keyring) until the Secret Service takes it"
+                    + (status.pendingWriteReason.map { "; last error: " + Output.printable($0) } ?? ""))
         }
         // Claims, issuers and errors come from outside: no escape sequence reaches a terminal.
         return lines.map(Output.printable).joined(separator: "\n") + "\n"
@@ -139,7 +169,8 @@ enum StatusCommand: EngineCommand {
     /// The verdict, and which token it is about when that is not the ID token.
     static func signatureLine(_ status: SessionStatus) -> String {
         guard let verdict = status.signature else {
-            return status.accessTokenFormat == "opaque" ? "none to check (no ID token; the access token is opaque)" : "none to check"
+            return status.accessTokenFormat == "opaque"
+                ? "none to check (no ID token; the access token is opaque)" : "none to check"
         }
         return verdict.rawValue + (status.signatureSource == "access_token" ? " (access token)" : "")
     }
@@ -160,13 +191,19 @@ enum StatusCommand: EngineCommand {
     static func problemAndHint(_ status: SessionStatus) -> (problem: String?, hint: String?) {
         switch status.state {
         case .storeUnavailable: (status.storeProblem, status.storeHint)
-        case .signedOut: ("profile '\(status.profile)' is not logged in", "Run '\(CommandHint.login(status.profile))' to sign in.")
+        case .signedOut:
+            ("profile '\(status.profile)' is not logged in", "Run '\(CommandHint.login(status.profile))' to sign in.")
         case .ended:
-            ("the server ended the session (\(status.endedReason ?? "terminal failure"))", "Run '\(CommandHint.login(status.profile))' to sign in again.")
+            (
+                "the server ended the session (\(status.endedReason ?? "terminal failure"))",
+                "Run '\(CommandHint.login(status.profile))' to sign in again."
+            )
         case .authenticated, .expiredRefreshable:
             status.scopeNarrowedByServer
-                ? ("the server narrowed this session's scope on a refresh (some servers tie the refresh token of a 'token --scope' refresh to that scope)",
-                   "Run '\(CommandHint.login(status.profile))' to sign in with the full scope again.")
+                ? (
+                    "the server narrowed this session's scope on a refresh (some servers tie the refresh token of a 'token --scope' refresh to that scope)",
+                    "Run '\(CommandHint.login(status.profile))' to sign in with the full scope again."
+                )
                 : (nil, nil)
         }
     }
@@ -179,22 +216,35 @@ enum StatusCommand: EngineCommand {
             ("issuer", .string(status.issuer)),
             ("client_id", .string(status.clientID)),
             ("subject", .string(status.subject)),
-            ("claims", status.claims.isEmpty ? .null : JSONText.Value(raw: JSONText.object(status.claims.map { ($0.name, jsonValue($0.value)) }))),
+            (
+                "claims",
+                status.claims.isEmpty
+                    ? .null : JSONText.Value(raw: JSONText.object(status.claims.map { ($0.name, jsonValue($0.value)) }))
+            ),
             ("claims_source", .string(status.claimsSource)),
             ("access_token_format", .string(status.accessTokenFormat)),
             ("signature", .string(status.signature?.rawValue)),
             // null also for a token with no stated expiry (status says "no expiry stated").
-            ("access_token_expires_in", .number(status.accessTokenTimeLeft.flatMap { $0.isFinite ? Int(saturating: $0.rounded(.down)) : nil })),
+            (
+                "access_token_expires_in",
+                .number(status.accessTokenTimeLeft.flatMap { $0.isFinite ? Int(saturating: $0.rounded(.down)) : nil })
+            ),
             ("refresh_token_present", status.state == .storeUnavailable ? .null : .bool(status.hasRefreshToken)),
             ("scope", .string(status.scope)),
             ("dpop", .string(status.dpop)),
             ("dpop_jkt", .string(status.dpopThumbprint)),
-            ("targeted_tokens", .array(status.targetedTokens.map { target, left in
-                JSONText.Value(raw: JSONText.object([
-                    ("scope", .string(target.scopeField)), ("audience", .string(target.audience)), ("resource", .string(target.resourceField)),
-                    ("expires_in", .number(Int(saturating: left.rounded(.down)))),
-                ]))
-            })),
+            (
+                "targeted_tokens",
+                .array(
+                    status.targetedTokens.map { target, left in
+                        JSONText.Value(
+                            raw: JSONText.object([
+                                ("scope", .string(target.scopeField)), ("audience", .string(target.audience)),
+                                ("resource", .string(target.resourceField)),
+                                ("expires_in", .number(Int(saturating: left.rounded(.down)))),
+                            ]))
+                    })
+            ),
             ("obtained_at", .string(status.obtainedAt.map(Output.timestamp))),
             ("last_refresh_at", .string(status.lastRefreshAt.map(Output.timestamp))),
             ("ended_reason", .string(status.endedReason)),
@@ -209,7 +259,10 @@ enum StatusCommand: EngineCommand {
         fields.append(("problem", .string(problem)))
         fields.append(("hint", .string(hint)))
         let pending = status.pendingWriteSince.map { since in
-            JSONText.Value(raw: JSONText.object([("since", .string(Output.timestamp(since))), ("reason", .string(status.pendingWriteReason))]))
+            JSONText.Value(
+                raw: JSONText.object([
+                    ("since", .string(Output.timestamp(since))), ("reason", .string(status.pendingWriteReason)),
+                ]))
         }
         fields.append(("pending_write", pending ?? .null))
         return JSONText.object(fields)
@@ -218,10 +271,13 @@ enum StatusCommand: EngineCommand {
     static func jsonValue(_ value: JSONValue) -> JSONText.Value {
         switch value {
         case .string(let text): .string(text)
-        case .number(let number): JSONText.Value(raw: number == number.rounded() && abs(number) < 1e15 ? String(Int(number)) : String(number))
+        case .number(let number):
+            JSONText.Value(raw: number == number.rounded() && abs(number) < 1e15 ? String(Int(number)) : String(number))
         case .bool(let flag): .bool(flag)
         case .array(let items): .array(items.map(jsonValue))
-        case .object(let object): JSONText.Value(raw: JSONText.object(object.sorted { $0.key < $1.key }.map { ($0.key, jsonValue($0.value)) }))
+        case .object(let object):
+            JSONText.Value(
+                raw: JSONText.object(object.sorted { $0.key < $1.key }.map { ($0.key, jsonValue($0.value)) }))
         case .null: .null
         }
     }
@@ -233,4 +289,3 @@ enum StatusCommand: EngineCommand {
         ])
     }
 }
-

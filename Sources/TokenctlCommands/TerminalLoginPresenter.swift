@@ -27,7 +27,9 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
         let task = Task.detached {
             while !Task.isCancelled {
                 let left = max(0, Int(saturating: expiresAt - Clock.system.now()))
-                Output.standardError("\r\u{1B}[KWaiting for approval... code expires in \(left / 60):\(left % 60 < 10 ? "0" : "")\(left % 60)")
+                Output.standardError(
+                    "\r\u{1B}[KWaiting for approval... code expires in \(left / 60):\(left % 60 < 10 ? "0" : "")\(left % 60)"
+                )
                 try? await Task.sleep(nanoseconds: 1_000_000_000)
             }
         }
@@ -46,16 +48,20 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
     }
 
     func deviceFlowSlowedDown(interval: Double) {
-        if !isTerminal { Output.standardError("The server asked to poll more slowly (every \(Int(saturating: interval)) s).\n") }
+        if !isTerminal {
+            Output.standardError("The server asked to poll more slowly (every \(Int(saturating: interval)) s).\n")
+        }
     }
 
     func showAuthorizationURL(_ url: String, openBrowser: Bool) -> Bool {
         // The browser outlives tokenctl: Subprocess.launch gives it no connection of ours.
         if openBrowser, Subprocess.launch(["xdg-open", url]) {
-            Output.standardError("Opened your browser to sign in. If it did not open, visit:\n  \(url)\nWaiting for the browser...\n")
+            Output.standardError(
+                "Opened your browser to sign in. If it did not open, visit:\n  \(url)\nWaiting for the browser...\n")
             return true
         }
-        Output.standardError("Open this URL in a browser on this machine to sign in:\n  \(url)\nWaiting for the browser...\n")
+        Output.standardError(
+            "Open this URL in a browser on this machine to sign in:\n  \(url)\nWaiting for the browser...\n")
         return false
     }
 }

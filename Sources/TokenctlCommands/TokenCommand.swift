@@ -29,41 +29,52 @@ enum TokenCommand: EngineCommand {
         var target: TokenTarget
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            minimumTimeToLive = try parsed.seconds(Option.minimumTimeToLive, command: "token", default: AccessTokenLifetime.defaultMinimumTimeToLive)
+            minimumTimeToLive = try parsed.seconds(
+                Option.minimumTimeToLive, command: "token", default: AccessTokenLifetime.defaultMinimumTimeToLive)
             force = parsed.has(Option.force)
             format = try parsed.choice(Option.format, command: "token", default: .raw)
             proofRequest = try TokenCommand.proofRequest(
-                method: parsed.value(Option.method), url: parsed.value(Option.url), nonce: parsed.value(Option.nonce), format: format)
+                method: parsed.value(Option.method), url: parsed.value(Option.url), nonce: parsed.value(Option.nonce),
+                format: format)
             target = try parsed.target(command: "token")
         }
     }
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = try Options(context.options)
-        let (minimumTimeToLive, format, proofRequest, target) = (options.minimumTimeToLive, options.format, options.proofRequest, options.target)
+        let (minimumTimeToLive, format, proofRequest, target) = (
+            options.minimumTimeToLive, options.format, options.proofRequest, options.target
+        )
         // The front serves raw, header and json hits itself; exec-credential comes here first.
         let served = try await context.service().token(
             context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: options.force,
             consultHotCache: format == .execCredential)
         let tokenSet = served.tokenSet
         if served.fromAnotherProcessRefresh {
-            context.verboseLog("waited for another process's refresh of '\(context.profile)'; serving the token it cached")
+            context.verboseLog(
+                "waited for another process's refresh of '\(context.profile)'; serving the token it cached")
         }
         let now = Clock.system.now()
-        context.verboseLog("access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") \(Output.validity(tokenSet.timeLeft(at: now)))")
+        context.verboseLog(
+            "access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") \(Output.validity(tokenSet.timeLeft(at: now)))"
+        )
         // A DPoP session's token is useless without a proof: sign one when asked, else say so (once a session).
         let dpopKey = try tokenSet.dpopSigningKey(of: context.profile, checked: false)
         var proof: String?
         if let proofRequest {
             guard let dpopKey else {
                 throw TokenctlError(
-                    .configuration, "profile '\(context.profile)' is not bound to a DPoP key: its tokens are Bearer tokens",
-                    hint: "Use '\(CommandHint.tokenctl(context.profile, "token --format header"))', or sign in with DPoP: '\(CommandHint.tokenctl(context.profile, "login --dpop"))'.")
+                    .configuration,
+                    "profile '\(context.profile)' is not bound to a DPoP key: its tokens are Bearer tokens",
+                    hint:
+                        "Use '\(CommandHint.tokenctl(context.profile, "token --format header"))', or sign in with DPoP: '\(CommandHint.tokenctl(context.profile, "login --dpop"))'."
+                )
             }
             do {
                 proof = try DPoPProof.make(
                     key: dpopKey, method: proofRequest.method, url: proofRequest.url,
-                    issuedAt: Int(saturating: (now + (tokenSet.serverClockOffset ?? 0)).rounded(.down)), accessToken: tokenSet.accessToken,
+                    issuedAt: Int(saturating: (now + (tokenSet.serverClockOffset ?? 0)).rounded(.down)),
+                    accessToken: tokenSet.accessToken,
                     nonce: proofRequest.nonce)
             } catch {
                 throw TokenctlError(.unexpected, "cannot sign a DPoP proof: \(error)")
@@ -96,23 +107,35 @@ enum TokenCommand: EngineCommand {
     }
 
     /// The request a DPoP proof is for, checked; nil when none is asked for.
-    static func proofRequest(method: String?, url: String?, nonce: String?, format: Format) throws(UsageError) -> ProofRequest? {
+    static func proofRequest(method: String?, url: String?, nonce: String?, format: Format) throws(UsageError)
+        -> ProofRequest?
+    {
         guard method != nil || url != nil || nonce != nil || format == .dpop else { return nil }
         guard format == .dpop || format == .json else {
             throw UsageError("--method, --url and --nonce go with --format dpop or --format json.", command: "token")
         }
         guard let method, let url else {
-            throw UsageError("A DPoP proof needs both '--method <method>' and '--url <url>' (the request it is for).", command: "token")
+            throw UsageError(
+                "A DPoP proof needs both '--method <method>' and '--url <url>' (the request it is for).",
+                command: "token")
         }
         // RFC 9110 §9.1: a method is a token; tokenctl signs the usual ones' shape (letters).
-        guard !method.isEmpty, method.utf8.count <= 32, method.utf8.allSatisfy({ (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
-            throw UsageError("Invalid value '\(Output.printable(method))' for '--method': expected an HTTP method such as GET or POST.", command: "token")
+        guard !method.isEmpty, method.utf8.count <= 32,
+            method.utf8.allSatisfy({ (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) })
+        else {
+            throw UsageError(
+                "Invalid value '\(Output.printable(method))' for '--method': expected an HTTP method such as GET or POST.",
+                command: "token")
         }
         guard url.utf8.count <= 8192, url.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }), DPoPProof.htu(url) != nil else {
-            throw UsageError("Invalid value for '--url': expected an absolute http:// or https:// URL without spaces.", command: "token")
+            throw UsageError(
+                "Invalid value for '--url': expected an absolute http:// or https:// URL without spaces.",
+                command: "token")
         }
         if let nonce, DPoPHTTPClient.usableNonce(nonce) == nil {
-            throw UsageError("Invalid value for '--nonce': expected the DPoP-Nonce header's value (printable ASCII, no quotes or backslashes).", command: "token")
+            throw UsageError(
+                "Invalid value for '--nonce': expected the DPoP-Nonce header's value (printable ASCII, no quotes or backslashes).",
+                command: "token")
         }
         return ProofRequest(method: method.uppercased(), url: url, nonce: nonce)
     }
@@ -124,8 +147,9 @@ enum TokenCommand: EngineCommand {
         let group = "client.authentication.k8s.io/"
         var apiVersion = group + "v1"
         if let info = Environment.process["KUBERNETES_EXEC_INFO"],
-           let requested = try? FlatJSONObject(parsing: Array(info.utf8)).string("apiVersion"),
-           requested == group + "v1beta1" {
+            let requested = try? FlatJSONObject(parsing: Array(info.utf8)).string("apiVersion"),
+            requested == group + "v1beta1"
+        {
             apiVersion = requested
         }
         var status = [("token", JSONText.Value.string(tokenSet.accessToken))]
@@ -148,7 +172,9 @@ enum DPoPNotice {
         let directory = paths.stateDirectory + "/dpop-noted"
         let path = directory + "/" + profile.rawValue
         if (try? FileIO.readFile(path, limit: 256)) == thumbprint { return }
-        Output.standardError("tokenctl: note: profile '\(profile)' has a DPoP-bound token: a resource server accepts it only with a DPoP proof for each request, which 'token --format dpop --method M --url U' prints with it ('tokenctl help token'). (Shown once a session.)\n")
+        Output.standardError(
+            "tokenctl: note: profile '\(profile)' has a DPoP-bound token: a resource server accepts it only with a DPoP proof for each request, which 'token --format dpop --method M --url U' prints with it ('tokenctl help token'). (Shown once a session.)\n"
+        )
         try? FileIO.ensurePrivateDirectory(directory)
         try? FileIO.writeAtomically(thumbprint, to: path)
     }

@@ -20,38 +20,50 @@ public enum AccessTokenLifetime {
     /// The margin that must remain before expiry: min(min-ttl, half the issued lifetime), so a
     /// server issuing 30-second tokens does not make every call refresh. With `capped: false`
     /// the margin is min-ttl itself: `refresh --if-expiring-within` asks exactly that question.
-    public static func refreshMargin(issuedLifetime: Double?, minimumTimeToLive: Double, capped: Bool = true) -> Double {
-        Rule.margin(lifetime: issuedLifetime ?? assumedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped, half: { $0 / 2 })
+    public static func refreshMargin(issuedLifetime: Double?, minimumTimeToLive: Double, capped: Bool = true) -> Double
+    {
+        Rule.margin(
+            lifetime: issuedLifetime ?? assumedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped,
+            half: { $0 / 2 })
     }
 
     /// The expiry to act on: the server's, else the assumed lifetime from when the set arrived
     /// when it is `renewable`, else none (`.infinity`: no stated expiry).
     public static func effectiveExpiry(expiresAt: Double?, obtainedAt: Double, renewable: Bool = true) -> Double {
-        Rule.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt, assumedLifetime: assumedLifetime, renewable: renewable) ?? .infinity
+        Rule.effectiveExpiry(
+            expiresAt: expiresAt, obtainedAt: obtainedAt, assumedLifetime: assumedLifetime, renewable: renewable)
+            ?? .infinity
     }
 
     /// Whether a token is still valid for at least the refresh margin at `now`.
     public static func isFresh(
-        expiresAt: Double?, issuedLifetime: Double?, obtainedAt: Double, at now: Double, minimumTimeToLive: Double, capped: Bool = true,
+        expiresAt: Double?, issuedLifetime: Double?, obtainedAt: Double, at now: Double, minimumTimeToLive: Double,
+        capped: Bool = true,
         renewable: Bool = true
     ) -> Bool {
         Rule.isFresh(
-            now: now, margin: refreshMargin(issuedLifetime: issuedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped),
-            expiry: Rule.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt, assumedLifetime: assumedLifetime, renewable: renewable))
+            now: now,
+            margin: refreshMargin(issuedLifetime: issuedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped),
+            expiry: Rule.effectiveExpiry(
+                expiresAt: expiresAt, obtainedAt: obtainedAt, assumedLifetime: assumedLifetime, renewable: renewable))
     }
 
     /// The rule itself, for any number type (inlined and specialized where it is used).
     public enum Rule {
         /// min(min-ttl, half the lifetime), never negative; min-ttl alone when not `capped`.
         @inline(__always)
-        public static func margin<T: Comparable & AdditiveArithmetic>(lifetime: T, minimumTimeToLive: T, capped: Bool = true, half: (T) -> T) -> T {
+        public static func margin<T: Comparable & AdditiveArithmetic>(
+            lifetime: T, minimumTimeToLive: T, capped: Bool = true, half: (T) -> T
+        ) -> T {
             max(.zero, capped ? min(minimumTimeToLive, half(lifetime)) : minimumTimeToLive)
         }
 
         /// The server's expiry, else the assumed lifetime from when the token arrived when a
         /// refresh token can renew it (`renewable`), else nil: no stated expiry.
         @inline(__always)
-        public static func effectiveExpiry<T: AdditiveArithmetic>(expiresAt: T?, obtainedAt: T, assumedLifetime: T, renewable: Bool = true) -> T? {
+        public static func effectiveExpiry<T: AdditiveArithmetic>(
+            expiresAt: T?, obtainedAt: T, assumedLifetime: T, renewable: Bool = true
+        ) -> T? {
             if let expiresAt { return expiresAt }
             return renewable ? obtainedAt + assumedLifetime : nil
         }

@@ -61,7 +61,8 @@ public enum ArgumentSyntax {
                     nameLength = UnsafePointer(equals) - argument
                     inlineValue = UnsafePointer(equals) + 1
                 }
-                let name = Bytes(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: nameLength)
+                let name = Bytes(
+                    start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: nameLength)
                 if let inlineValue {
                     item = .option(name: name, value: inlineValue, inline: true)
                 } else if takesValue(name) {
@@ -84,6 +85,7 @@ public enum ArgumentSyntax {
 
     /// Whether `name` is exactly `literal`.
     public static func isName(_ name: Bytes, _ literal: StaticString) -> Bool {
-        name.count == literal.utf8CodeUnitCount && (name.count == 0 || memcmp(name.baseAddress!, literal.utf8Start, name.count) == 0)
+        name.count == literal.utf8CodeUnitCount
+            && (name.count == 0 || memcmp(name.baseAddress!, literal.utf8Start, name.count) == 0)
     }
 }

@@ -32,7 +32,9 @@ public struct CommandLineParser: Sendable {
         }
     }
 
-    private func parse(_ arguments: [String], _ argv: UnsafeBufferPointer<UnsafeMutablePointer<CChar>?>) throws(UsageError) -> Invocation {
+    private func parse(_ arguments: [String], _ argv: UnsafeBufferPointer<UnsafeMutablePointer<CChar>?>)
+        throws(UsageError) -> Invocation
+    {
         var invocation = Invocation(action: .topLevelHelp, options: ParsedOptions(), profileName: nil, verbose: false)
         var command: CommandSpec?
         var helpRequested = false
@@ -44,11 +46,13 @@ public struct CommandLineParser: Sendable {
         func text(_ pointer: UnsafePointer<CChar>) -> String { String(cString: pointer) }
         /// The option spelled `name` among those allowed where it stands, if any.
         func option(named name: String) -> OptionSpec? {
-            let candidates = (command?.options ?? []) + GlobalOptions.all + (command == nil ? [GlobalOptions.version] : [])
+            let candidates =
+                (command?.options ?? []) + GlobalOptions.all + (command == nil ? [GlobalOptions.version] : [])
             return candidates.first { $0.names.contains(name) }
         }
 
-        ArgumentSyntax.scan(argv, takesValue: { name in option(named: text(name)).map { !$0.isFlag } ?? false }) { index, item in
+        ArgumentSyntax.scan(argv, takesValue: { name in option(named: text(name)).map { !$0.isFlag } ?? false }) {
+            index, item in
             do throws(UsageError) {
                 switch item {
                 case .endOfOptions:
@@ -82,19 +86,29 @@ public struct CommandLineParser: Sendable {
                         return .proceed
                     }
                     guard let option = option(named: spelled) else {
-                        let candidates = (command?.options ?? []) + GlobalOptions.all + (command == nil ? [GlobalOptions.version] : [])
+                        let candidates =
+                            (command?.options ?? []) + GlobalOptions.all
+                            + (command == nil ? [GlobalOptions.version] : [])
                         let spellings = candidates.flatMap(\.names).filter { $0.hasPrefix("--") }
                         let hint = closestMatch(to: spelled, in: spellings).map { " Did you mean '\($0)'?" } ?? ""
                         if command == nil { throw UsageError("Unknown option '\(spelled)'.\(hint)", command: nil) }
-                        throw UsageError("Unknown option '\(spelled)' for '\(command!.name)'.\(hint)", command: command!.name)
+                        throw UsageError(
+                            "Unknown option '\(spelled)' for '\(command!.name)'.\(hint)", command: command!.name)
                     }
                     if option.isFlag {
-                        guard !inline else { throw UsageError("'\(spelled)' does not take a value.", command: command?.name) }
-                        if option == GlobalOptions.verbose { invocation.verbose = true } else { invocation.options.insertFlag(option.key) }
+                        guard !inline else {
+                            throw UsageError("'\(spelled)' does not take a value.", command: command?.name)
+                        }
+                        if option == GlobalOptions.verbose {
+                            invocation.verbose = true
+                        } else {
+                            invocation.options.insertFlag(option.key)
+                        }
                         return .proceed
                     }
                     guard let value else {
-                        throw UsageError("Missing value for '\(spelled) <\(option.valueName!)>'.", command: command?.name)
+                        throw UsageError(
+                            "Missing value for '\(spelled) <\(option.valueName!)>'.", command: command?.name)
                     }
                     if option == GlobalOptions.profile {
                         guard invocation.profileName == nil else {
@@ -160,7 +174,8 @@ public func closestMatch(to word: String, in candidates: [String]) -> String? {
 
 /// Levenshtein distance over Unicode scalars.
 public func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a.unicodeScalars), b = Array(b.unicodeScalars)
+    let a = Array(a.unicodeScalars)
+    let b = Array(b.unicodeScalars)
     if a.isEmpty { return b.count }
     if b.isEmpty { return a.count }
     var previous = Array(0...b.count)

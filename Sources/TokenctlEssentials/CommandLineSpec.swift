@@ -13,7 +13,9 @@ public struct OptionSpec: Sendable, Equatable {
 
     public enum ValueKind: Sendable, Equatable { case text, file, profile }
 
-    public init(_ names: String..., value: String? = nil, choices: [String] = [], valueKind: ValueKind = .text, help: String) {
+    public init(
+        _ names: String..., value: String? = nil, choices: [String] = [], valueKind: ValueKind = .text, help: String
+    ) {
         self.names = names
         self.valueName = value
         self.help = help
@@ -46,7 +48,8 @@ public struct CommandSpec: Sendable {
 
     public init(
         name: String, abstract: String, usage: String, options: [OptionSpec],
-        arguments: [(String, String)] = [], argumentChoices: [String] = [], discussion: String? = nil, takesCommandLine: Bool = false
+        arguments: [(String, String)] = [], argumentChoices: [String] = [], discussion: String? = nil,
+        takesCommandLine: Bool = false
     ) {
         self.argumentChoices = argumentChoices
         self.name = name
@@ -62,8 +65,11 @@ public struct CommandSpec: Sendable {
 
 /// Options shared by every command.
 public enum GlobalOptions {
-    public static let profile = OptionSpec("--profile", value: "name", valueKind: .profile, help: "The profile to use (default: $TOKENCTL_PROFILE, else 'default').")
-    public static let verbose = OptionSpec("-v", "--verbose", help: "Explain what tokenctl does on stderr (never a secret).")
+    public static let profile = OptionSpec(
+        "--profile", value: "name", valueKind: .profile,
+        help: "The profile to use (default: $TOKENCTL_PROFILE, else 'default').")
+    public static let verbose = OptionSpec(
+        "-v", "--verbose", help: "Explain what tokenctl does on stderr (never a secret).")
     public static let help = OptionSpec("-h", "--help", help: "Show help information.")
     public static let version = OptionSpec("--version", help: "Show the version.")
 
@@ -103,7 +109,8 @@ public struct ParsedOptions: Sendable, Equatable {
     public var flags: Set<String> { Set(flagList) }
 
     public static func == (lhs: ParsedOptions, rhs: ParsedOptions) -> Bool {
-        lhs.arguments == rhs.arguments && lhs.flagList.count == rhs.flagList.count && lhs.valueList.count == rhs.valueList.count
+        lhs.arguments == rhs.arguments && lhs.flagList.count == rhs.flagList.count
+            && lhs.valueList.count == rhs.valueList.count
             && lhs.flagList.allSatisfy(rhs.flagList.contains)
             && lhs.valueList.allSatisfy { rhs.value($0.key) == $0.value }
     }

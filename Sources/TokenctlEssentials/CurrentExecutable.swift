@@ -9,6 +9,8 @@ import Darwin
 /// `nil` when /proc cannot be read.
 public func currentExecutable() -> String? {
     var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-    let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+    let length = buffer.withUnsafeMutableBytes {
+        readlink("/proc/self/exe", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1)
+    }
     return length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : nil
 }

@@ -36,7 +36,9 @@ public enum Descriptor {
     /// Write all of `bytes` to `descriptor` (see `writeAll(_:_:_:)`).
     @discardableResult
     public static func writeAll(_ descriptor: Int32, _ bytes: some Collection<UInt8>) -> Int32 {
-        if let done = bytes.withContiguousStorageIfAvailable({ writeAll(descriptor, $0.baseAddress, $0.count) }) { return done }
+        if let done = bytes.withContiguousStorageIfAvailable({ writeAll(descriptor, $0.baseAddress, $0.count) }) {
+            return done
+        }
         return Array(bytes).withUnsafeBytes { writeAll(descriptor, $0.baseAddress, $0.count) }
     }
 

@@ -15,9 +15,12 @@ public struct EndpointURL: Hashable, Sendable, CustomStringConvertible {
         // checks the profile's URLs on every `token` hit).
         let bytes = Array(string.utf8)
         func lowercased(_ part: ArraySlice<UInt8>) -> String {
-            String(decoding: part.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }, as: UTF8.self)
+            String(
+                decoding: part.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }, as: UTF8.self)
         }
-        guard let schemeEnd = EndpointURL.firstRange(of: Array("://".utf8), in: bytes) else { throw .notAbsolute(string) }
+        guard let schemeEnd = EndpointURL.firstRange(of: Array("://".utf8), in: bytes) else {
+            throw .notAbsolute(string)
+        }
         let scheme = lowercased(bytes[..<schemeEnd])
         guard scheme == "https" || scheme == "http" else { throw .unsupportedScheme(string) }
         let rest = bytes[(schemeEnd + 3)...]
@@ -82,7 +85,9 @@ public struct EndpointURL: Hashable, Sendable, CustomStringConvertible {
         }
         let port = bytes[hostEnd...]
         if !port.isEmpty {
-            guard port.first == UInt8(ascii: ":"), let number = decimal(port.dropFirst()), number <= 65535 else { return false }
+            guard port.first == UInt8(ascii: ":"), let number = decimal(port.dropFirst()), number <= 65535 else {
+                return false
+            }
         }
         let host = bytes[..<hostEnd].map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }
         return isLoopback(String(decoding: host, as: UTF8.self))

@@ -23,7 +23,9 @@ public enum FileIO {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let count = Descriptor.retryingInterrupted { buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) } }
+            let count = Descriptor.retryingInterrupted {
+                buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            }
             if count < 0 { throw SystemError(errno: errno, operation: "read", path: path) }
             if count == 0 { break }
             bytes.append(contentsOf: buffer[0..<count])
@@ -37,7 +39,9 @@ public enum FileIO {
     public static func requireRegularFile(_ descriptor: Int32, path: String) throws(SystemError) {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw SystemError(errno: errno, operation: "stat", path: path) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw SystemError(errno: EINVAL, operation: "open (not a regular file)", path: path) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw SystemError(errno: EINVAL, operation: "open (not a regular file)", path: path)
+        }
     }
 
     /// Create `path` and its missing parents with `mode` (0700 by default).
@@ -66,7 +70,9 @@ public enum FileIO {
         }
         var info = stat()
         guard lstat(path, &info) == 0 else { throw SystemError(errno: errno, operation: "stat", path: path) }
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { throw SystemError(errno: ENOTDIR, operation: "mkdir", path: path) }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw SystemError(errno: ENOTDIR, operation: "mkdir", path: path)
+        }
         guard info.st_uid == userID else { throw SystemError(errno: EPERM, operation: "owner check", path: path) }
         if info.st_mode & 0o077 != 0, chmod(path, 0o700) != 0 {
             throw SystemError(errno: errno, operation: "chmod", path: path)
@@ -88,7 +94,9 @@ public enum FileIO {
         }
         do {
             defer { close(descriptor) }
-            guard fchmod(descriptor, mode) == 0 else { throw SystemError(errno: errno, operation: "chmod", path: temporary) }
+            guard fchmod(descriptor, mode) == 0 else {
+                throw SystemError(errno: errno, operation: "chmod", path: temporary)
+            }
             let failed = Descriptor.writeAll(descriptor, contents)
             guard failed == 0 else { throw SystemError(errno: failed, operation: "write", path: temporary) }
             guard fsync(descriptor) == 0 else { throw SystemError(errno: errno, operation: "fsync", path: temporary) }
@@ -103,14 +111,18 @@ public enum FileIO {
     public static func probeWritable(directory: String) throws(SystemError) {
         var template = Array((directory + "/.tokenctl-probe.XXXXXX").utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else { throw SystemError(errno: errno, operation: "create", path: directory + "/.tokenctl-probe.*") }
+        guard descriptor >= 0 else {
+            throw SystemError(errno: errno, operation: "create", path: directory + "/.tokenctl-probe.*")
+        }
         let probe = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         defer { unlink(probe) }
         defer { close(descriptor) }
         guard fchmod(descriptor, 0o600) == 0 else { throw SystemError(errno: errno, operation: "chmod", path: probe) }
         let bytes = Array("tokenctl write probe\n".utf8)
         let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        guard written == bytes.count else { throw SystemError(errno: written < 0 ? errno : ENOSPC, operation: "write", path: probe) }
+        guard written == bytes.count else {
+            throw SystemError(errno: written < 0 ? errno : ENOSPC, operation: "write", path: probe)
+        }
         guard fsync(descriptor) == 0 else { throw SystemError(errno: errno, operation: "fsync", path: probe) }
     }
 
@@ -122,13 +134,16 @@ public enum FileIO {
             if errno == ENOENT { return }
             throw SystemError(errno: errno, operation: "stat", path: path)
         }
-        guard (info.st_mode & S_IFMT) != S_IFDIR else { throw SystemError(errno: EISDIR, operation: "replace", path: path) }
+        guard (info.st_mode & S_IFMT) != S_IFDIR else {
+            throw SystemError(errno: EISDIR, operation: "replace", path: path)
+        }
     }
 
     /// Whether `path` is a directory (through symbolic links) owned by `owner` with mode 0700.
     public static func isPrivateDirectory(_ path: String, ownedBy owner: uid_t) -> Bool {
         var info = stat()
-        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR && info.st_uid == owner && info.st_mode & 0o777 == 0o700
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR && info.st_uid == owner
+            && info.st_mode & 0o777 == 0o700
     }
 
     /// Whether this process may read `path` (access(2) with R_OK).

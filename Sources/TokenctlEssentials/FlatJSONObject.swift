@@ -185,7 +185,9 @@ private struct Reader {
                 let keyOffset = index
                 guard try require() == UInt8(ascii: "\"") else { throw fail(.expectedKey) }
                 let key = try string()
-                if members.contains(where: { $0.key.utf8.elementsEqual(key.utf8) }) { throw fail(.duplicateKey, at: keyOffset) }
+                if members.contains(where: { $0.key.utf8.elementsEqual(key.utf8) }) {
+                    throw fail(.duplicateKey, at: keyOffset)
+                }
                 skipWhitespace()
                 guard try require() == UInt8(ascii: ":") else { throw fail(.expectedColon) }
                 index += 1
@@ -208,9 +210,15 @@ private struct Reader {
         switch try require() {
         case UInt8(ascii: "\""): return .string(try string())
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try number())
-        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
         case UInt8(ascii: "{"), UInt8(ascii: "["):
             try skipNested(depth: 1)
             return .nested
@@ -279,7 +287,7 @@ private struct Reader {
         if current == UInt8(ascii: "-") { index += 1 }
         if try require() == UInt8(ascii: "0") {
             index += 1
-            if let byte = current, Reader.isDigit(byte) { throw fail(.invalidNumber) }  // leading zero
+            if let byte = current, Reader.isDigit(byte) { throw fail(.invalidNumber) } // leading zero
         } else {
             try digits()
             nonZero = true
@@ -295,7 +303,9 @@ private struct Reader {
             if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { index += 1 }
             try digits()
         }
-        guard let value = Double(String(decoding: bytes[start..<index], as: UTF8.self)), value.isFinite, value != 0 || !nonZero else {
+        guard let value = Double(String(decoding: bytes[start..<index], as: UTF8.self)), value.isFinite,
+            value != 0 || !nonZero
+        else {
             throw fail(.numberOutOfRange, at: start)
         }
         return value
@@ -305,9 +315,9 @@ private struct Reader {
 
     /// A string starting at the opening quote, unescaped.
     private mutating func string() throws(FlatJSONObjectError) -> String {
-        index += 1  // the opening quote
+        index += 1 // the opening quote
         var text: [UInt8] = []
-        var runStart = index  // plain bytes not yet copied into `text`
+        var runStart = index // plain bytes not yet copied into `text`
         while true {
             let byte = try require()
             switch byte {
@@ -333,7 +343,7 @@ private struct Reader {
     /// One escape sequence starting at the backslash, appended to `text` as UTF-8.
     private mutating func escape(into text: inout [UInt8]) throws(FlatJSONObjectError) {
         let start = index
-        index += 1  // the backslash
+        index += 1 // the backslash
         let byte = try require()
         index += 1
         switch byte {
@@ -391,18 +401,28 @@ private struct Reader {
         var secondRange: ClosedRange<UInt8> = 0x80...0xBF
         switch lead {
         case 0xC2...0xDF: count = 2
-        case 0xE0: count = 3; secondRange = 0xA0...0xBF
+        case 0xE0:
+            count = 3
+            secondRange = 0xA0...0xBF
         case 0xE1...0xEC, 0xEE...0xEF: count = 3
-        case 0xED: count = 3; secondRange = 0x80...0x9F
-        case 0xF0: count = 4; secondRange = 0x90...0xBF
+        case 0xED:
+            count = 3
+            secondRange = 0x80...0x9F
+        case 0xF0:
+            count = 4
+            secondRange = 0x90...0xBF
         case 0xF1...0xF3: count = 4
-        case 0xF4: count = 4; secondRange = 0x80...0x8F
+        case 0xF4:
+            count = 4
+            secondRange = 0x80...0x8F
         default: throw fail(.invalidUTF8)
         }
         index += 1
         for position in 1..<count {
             let byte = try require()
-            guard (position == 1 ? secondRange : 0x80...0xBF).contains(byte) else { throw fail(.invalidUTF8, at: start) }
+            guard (position == 1 ? secondRange : 0x80...0xBF).contains(byte) else {
+                throw fail(.invalidUTF8, at: start)
+            }
             index += 1
         }
     }

@@ -26,7 +26,8 @@ public struct HelpFormatter: Sendable {
     public func topLevelHelp(overview: String, commands: [CommandSpec], footer: String) -> String {
         var text = "OVERVIEW: \(overview)\n\nUSAGE: \(toolName) [--profile <name>] <command> [<options>]\n"
         text += "\nOPTIONS:\n" + table((GlobalOptions.all + [GlobalOptions.version]).map { (label($0), $0.help) })
-        text += "\nSUBCOMMANDS:\n" + table(commands.map { ($0.name, $0.abstract) } + [("help", "Show help for a command.")])
+        text +=
+            "\nSUBCOMMANDS:\n" + table(commands.map { ($0.name, $0.abstract) } + [("help", "Show help for a command.")])
         text += "\n" + footer + "\n"
         return text
     }

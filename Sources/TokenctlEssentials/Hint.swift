@@ -16,10 +16,12 @@ public enum Hint {
     /// Programs whose command lines hints give, and the first word that makes `tokenctl` a
     /// command rather than the program's name in prose ("tokenctl keeps its locks in …").
     static let programs: Set<String> = [
-        "gnome-keyring-daemon", "loginctl", "printf", "apt-get", "timedatectl", "systemctl", "secret-tool", "keyctl", "crontab",
+        "gnome-keyring-daemon", "loginctl", "printf", "apt-get", "timedatectl", "systemctl", "secret-tool", "keyctl",
+        "crontab",
     ]
     static let tokenctlCommands: Set<String> = [
-        "login", "token", "refresh", "logout", "status", "doctor", "schedule", "events", "exec", "git-credential", "completion", "help",
+        "login", "token", "refresh", "logout", "status", "doctor", "schedule", "events", "exec", "git-credential",
+        "completion", "help",
         "--profile", "--version",
     ]
 
@@ -38,10 +40,13 @@ public enum Hint {
         var quoted: [String] = []
         var current: String?
         for (index, character) in characters.enumerated() {
-            if character == "'" && current == nil && !isWordCharacter(index - 1) && index + 1 < characters.count && characters[index + 1] != " " {
+            if character == "'" && current == nil && !isWordCharacter(index - 1) && index + 1 < characters.count
+                && characters[index + 1] != " "
+            {
                 current = ""
                 outside += " "
-            } else if character == "'", let span = current, !isWordCharacter(index + 1), !span.isEmpty, span.last != " " {
+            } else if character == "'", let span = current, !isWordCharacter(index + 1), !span.isEmpty, span.last != " "
+            {
                 quoted.append(span)
                 current = nil
             } else if current != nil {
@@ -51,28 +56,37 @@ public enum Hint {
             }
         }
         if let span = current { problems.append("a quote is never closed: '\(span)") }
-        let words = outside.split(whereSeparator: { $0 == " " || $0 == "(" || $0 == ")" || $0 == "," || $0 == ";" }).map(String.init)
+        let words = outside.split(whereSeparator: { $0 == " " || $0 == "(" || $0 == ")" || $0 == "," || $0 == ";" })
+            .map(String.init)
         for (index, word) in words.enumerated() {
-            let bare = String(word.drop(while: { ":.".contains($0) }).reversed().drop(while: { ":.".contains($0) }).reversed())
+            let bare = String(
+                word.drop(while: { ":.".contains($0) }).reversed().drop(while: { ":.".contains($0) }).reversed())
             let next = index + 1 < words.count ? words[index + 1] : nil
             if programs.contains(bare) || (bare == "tokenctl" && next.map(tokenctlCommands.contains) == true) {
-                problems.append("a command outside quotes: '\(([bare] + words.dropFirst(index + 1).prefix(3)).joined(separator: " "))…'")
+                problems.append(
+                    "a command outside quotes: '\(([bare] + words.dropFirst(index + 1).prefix(3)).joined(separator: " "))…'"
+                )
             }
         }
-        for span in quoted where span.split(separator: " ").first.map({ programs.contains(String($0)) || $0 == "tokenctl" }) == true {
+        for span in quoted
+        where span.split(separator: " ").first.map({ programs.contains(String($0)) || $0 == "tokenctl" }) == true {
             // "tokenctl login ..." stands for more options: an ellipsis is not a sentence's end.
             let unellipsed = span.replacingEllipses()
-            if unellipsed.hasSuffix(".") || unellipsed.contains(". ") { problems.append("a quoted command holds a sentence's end: '\(span)'") }
+            if unellipsed.hasSuffix(".") || unellipsed.contains(". ") {
+                problems.append("a quoted command holds a sentence's end: '\(span)'")
+            }
         }
-        if terminated, let last = characters.last, !".!?".contains(last), !(last == "'" && characters.dropLast().last.map { ".!?".contains($0) } == true) {
+        if terminated, let last = characters.last, !".!?".contains(last),
+            !(last == "'" && characters.dropLast().last.map { ".!?".contains($0) } == true)
+        {
             problems.append("the last sentence has no full stop: …\(String(characters.suffix(30)))")
         }
         return problems
     }
 }
 
-private extension String {
-    func replacingEllipses() -> String {
+extension String {
+    fileprivate func replacingEllipses() -> String {
         var text = self
         while let range = text.firstRange(of: "...") { text.replaceSubrange(range, with: "…") }
         return text

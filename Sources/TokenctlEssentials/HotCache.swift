@@ -29,10 +29,14 @@ public struct HotCache: Sendable {
 
     /// The entry cached for exactly this identity; `nil` on a miss, an identity mismatch, a
     /// payload that does not decode, or an unusable keyring.
-    public func lookup(profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session) -> HotCacheEntry? {
+    public func lookup(profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session)
+        -> HotCacheEntry?
+    {
         guard !isDisabled else { return nil }
-        return HotCache.cached(HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID, target: target))
-            .flatMap { $0.entry.belongs(to: profile, issuer: issuer, clientID: clientID, target: target) ? $0.entry : nil }
+        return HotCache.cached(
+            HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID, target: target)
+        )
+        .flatMap { $0.entry.belongs(to: profile, issuer: issuer, clientID: clientID, target: target) ? $0.entry : nil }
     }
 
     /// Cache `entry` until its expiry minus the default margin, unless the key already holds a
@@ -45,9 +49,13 @@ public struct HotCache: Sendable {
         guard !isDisabled else { return false }
         let description = entry.keyDescription
         let existing = HotCache.cached(description)
-        if let existing, existing.entry.belongs(to: entry.profile, issuer: entry.issuer, clientID: entry.clientID, target: entry.target) {
+        if let existing,
+            existing.entry.belongs(
+                to: entry.profile, issuer: entry.issuer, clientID: entry.clientID, target: entry.target)
+        {
             if existing.entry == entry { return true }
-            let existingServable = existing.entry.isFresh(at: now, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive)
+            let existingServable = existing.entry.isFresh(
+                at: now, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive)
             if existing.entry.obtainedAt > entry.obtainedAt && existingServable { return false }
         }
         guard let timeout = entry.kernelTimeout(at: now), var payload = try? entry.encoded() else {
@@ -55,7 +63,9 @@ public struct HotCache: Sendable {
             return false
         }
         defer { KernelKeyring.scrub(&payload) }
-        switch KernelKeyring.replace(description, payload: payload, permissions: KernelKeyring.userOnlyPermissions, timeout: timeout) {
+        switch KernelKeyring.replace(
+            description, payload: payload, permissions: KernelKeyring.userOnlyPermissions, timeout: timeout)
+        {
         case .success: return true
         case .failure:
             // EDQUOT, EPERM, ENOSYS...: the Secret Service path serves instead. Never leave an
@@ -68,7 +78,8 @@ public struct HotCache: Sendable {
     /// Remove the key of this identity, whatever it holds. Done even under the test switch:
     /// a key written before the switch was set must not outlive a logout.
     public func invalidate(profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session) {
-        let description = HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID, target: target)
+        let description = HotCacheEntry.keyDescription(
+            profile: profile, issuer: issuer, clientID: clientID, target: target)
         // Loop: a concurrent writer could link a new key between search and invalidate.
         for _ in 0..<4 {
             guard case .success(let key?) = KernelKeyring.search(description) else { return }
@@ -81,9 +92,12 @@ public struct HotCache: Sendable {
     /// client (another configuration directory of the same user) are left alone.
     public func invalidateAll(profile: ProfileName, issuer: String, clientID: String) {
         for key in KernelKeyring.keys(withPrefix: HotCacheEntry.keyPrefix(profile: profile)) {
-            guard case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize) else { continue }
+            guard case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize) else {
+                continue
+            }
             defer { KernelKeyring.scrub(&payload) }
-            guard let entry = try? HotCacheEntry.decode(payload), entry.profile == profile, entry.issuer == issuer, entry.clientID == clientID
+            guard let entry = try? HotCacheEntry.decode(payload), entry.profile == profile, entry.issuer == issuer,
+                entry.clientID == clientID
             else { continue }
             _ = KernelKeyring.invalidate(key)
         }
@@ -91,7 +105,8 @@ public struct HotCache: Sendable {
 
     private static func cached(_ description: String) -> (key: KernelKeyring.KeyID, entry: HotCacheEntry)? {
         guard case .success(let key?) = KernelKeyring.search(description),
-              case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize) else { return nil }
+            case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize)
+        else { return nil }
         defer { KernelKeyring.scrub(&payload) }
         guard let entry = try? HotCacheEntry.decode(payload) else { return nil }
         return (key, entry)

@@ -40,7 +40,8 @@ public struct HotCacheEntry: Equatable, Sendable {
 
     public init(
         profile: ProfileName, issuer: String, clientID: String, accessToken: String, tokenType: String,
-        obtainedAt: Double, expiresAt: Double?, issuedLifetime: Double?, target: TokenTarget = .session, statesNoExpiry: Bool = false
+        obtainedAt: Double, expiresAt: Double?, issuedLifetime: Double?, target: TokenTarget = .session,
+        statesNoExpiry: Bool = false
     ) {
         self.target = target
         self.statesNoExpiry = statesNoExpiry && expiresAt == nil
@@ -57,7 +58,7 @@ public struct HotCacheEntry: Equatable, Sendable {
     /// The first line of every payload; a new layout gets a new version and old keys become misses.
     public static let versionLine = "tokenctl-hotcache-v1"
     /// The largest payload written or read.
-    public static let maximumPayloadSize = 32 * 1024 - 1  // the kernel's limit for a `user` key
+    public static let maximumPayloadSize = 32 * 1024 - 1 // the kernel's limit for a `user` key
 
     // MARK: Identity and naming
 
@@ -67,15 +68,23 @@ public struct HotCacheEntry: Equatable, Sendable {
     /// identity is checked on every read); it keeps profiles, issuers, clients and targets from
     /// sharing a key. Written by `HotPath.keyDescription`, the one implementation the front's
     /// hit uses too.
-    public static func keyDescription(profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session) -> String {
+    public static func keyDescription(
+        profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session
+    ) -> String {
         var (profile, issuer, clientID) = (profile.rawValue, issuer, clientID)
         let digest = target.digest
         let capacity = profile.utf8.count + 64
-        return profile.withUTF8 { p in issuer.withUTF8 { i in clientID.withUTF8 { c in
-            String(unsafeUninitializedCapacity: capacity) { buffer in
-                HotPath.keyDescription(profile: p, issuer: i, clientID: c, targetDigest: digest, into: buffer.baseAddress!, capacity: capacity) ?? 0
+        return profile.withUTF8 { p in
+            issuer.withUTF8 { i in
+                clientID.withUTF8 { c in
+                    String(unsafeUninitializedCapacity: capacity) { buffer in
+                        HotPath.keyDescription(
+                            profile: p, issuer: i, clientID: c, targetDigest: digest, into: buffer.baseAddress!,
+                            capacity: capacity) ?? 0
+                    }
+                }
             }
-        } } }
+        }
     }
 
     /// The prefix every key of `profile` starts with (to drop them all at logout).
@@ -86,7 +95,9 @@ public struct HotCacheEntry: Equatable, Sendable {
     }
 
     /// Whether this entry was cached for exactly this profile, issuer, client and target.
-    public func belongs(to profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session) -> Bool {
+    public func belongs(to profile: ProfileName, issuer: String, clientID: String, target: TokenTarget = .session)
+        -> Bool
+    {
         self.profile == profile && self.issuer == issuer && self.clientID == clientID && self.target == target
     }
 
@@ -99,7 +110,8 @@ public struct HotCacheEntry: Equatable, Sendable {
 
     public func isFresh(at now: Double, minimumTimeToLive: Double) -> Bool {
         AccessTokenLifetime.isFresh(
-            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now, minimumTimeToLive: minimumTimeToLive,
+            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now,
+            minimumTimeToLive: minimumTimeToLive,
             renewable: !statesNoExpiry)
     }
 
@@ -111,7 +123,8 @@ public struct HotCacheEntry: Equatable, Sendable {
     /// rounded down; `nil` when that is under a second (the kernel would read 0 as "forever").
     public func kernelTimeout(at now: Double) -> UInt32? {
         if statesNoExpiry { return HotCacheEntry.noExpiryKernelTimeout }
-        let margin = AccessTokenLifetime.refreshMargin(issuedLifetime: issuedLifetime, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive)
+        let margin = AccessTokenLifetime.refreshMargin(
+            issuedLifetime: issuedLifetime, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive)
         let seconds = (effectiveExpiry - margin - now).rounded(.down)
         guard seconds >= 1 else { return nil }
         return UInt32(min(seconds, Double(UInt32.max)))
@@ -133,7 +146,9 @@ public struct HotCacheEntry: Equatable, Sendable {
         ]
         if let expiresAt { fields.append(("expires_at", try HotCacheEntry.number(expiresAt, "expires_at"))) }
         if statesNoExpiry { fields.append(("expires_at", HotCacheEntry.never)) }
-        if let issuedLifetime { fields.append(("issued_lifetime", try HotCacheEntry.number(issuedLifetime, "issued_lifetime"))) }
+        if let issuedLifetime {
+            fields.append(("issued_lifetime", try HotCacheEntry.number(issuedLifetime, "issued_lifetime")))
+        }
         if let scope = target.scopeField { fields.append(("scope", scope)) }
         if let audience = target.audience { fields.append(("audience", audience)) }
         if let resource = target.resourceField { fields.append(("resource", resource)) }
@@ -160,7 +175,9 @@ public struct HotCacheEntry: Equatable, Sendable {
         let failure = bytes.withUnsafeBufferPointer { payload in
             HotCacheEntrySyntax.scan(payload) { keyRange, valueRange in
                 do throws(HotCacheFormatError) {
-                    guard let key = text(payload[keyRange]), let value = text(payload[valueRange]) else { throw .malformed("not UTF-8") }
+                    guard let key = text(payload[keyRange]), let value = text(payload[valueRange]) else {
+                        throw .malformed("not UTF-8")
+                    }
                     guard let position = fieldKeys.firstIndex(of: key) else { throw .malformed("unknown field") }
                     guard values[position] == nil else { throw .malformed("a field given twice") }
                     try validate(key, value)
@@ -188,15 +205,23 @@ public struct HotCacheEntry: Equatable, Sendable {
         func number(_ key: String) throws(HotCacheFormatError) -> Double? {
             guard let text = field(key) else { return nil }
             // Plain decimals only: Double(_:) would also take "0x10", "1e3", "nan" or "inf".
-            guard text.utf8.allSatisfy({ ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: ".") }),
-                  let value = Double(text), value.isFinite, value >= 0, value < 1e12 else { throw .malformed("'\(key)' is not a time") }
+            guard
+                text.utf8.allSatisfy({ ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: ".") }
+                ),
+                let value = Double(text), value.isFinite, value >= 0, value < 1e12
+            else { throw .malformed("'\(key)' is not a time") }
             return value
         }
-        guard let profile = ProfileName(rawValue: try required("profile")) else { throw .malformed("invalid profile name") }
+        guard let profile = ProfileName(rawValue: try required("profile")) else {
+            throw .malformed("invalid profile name")
+        }
         guard let obtainedAt = try number("obtained_at") else { throw .malformed("'obtained_at' is missing") }
         var target = TokenTarget.session
         if field("scope") != nil || field("audience") != nil || field("resource") != nil {
-            guard let stored = TokenTarget(storedScope: field("scope"), audience: field("audience"), resource: field("resource")) else {
+            guard
+                let stored = TokenTarget(
+                    storedScope: field("scope"), audience: field("audience"), resource: field("resource"))
+            else {
                 throw .malformed("not a canonical target")
             }
             target = stored
@@ -232,7 +257,8 @@ public struct HotCacheEntry: Equatable, Sendable {
         let rounded = (value * 1000).rounded() / 1000
         guard rounded.isFinite, rounded >= 0, rounded < 1e12 else { throw .unrepresentable(key) }
         let text = rounded.description
-        guard text.utf8.allSatisfy({ ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: ".") }) else {
+        guard text.utf8.allSatisfy({ ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: ".") })
+        else {
             throw .unrepresentable(key)
         }
         return text
@@ -247,7 +273,11 @@ public struct HotCacheEntry: Equatable, Sendable {
         case "access_token", "token_type":
             guard value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw .unrepresentable(key) }
         default:
-            guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F && !(0x80..<0xA0).contains($0.value) }) else {
+            guard
+                value.unicodeScalars.allSatisfy({
+                    $0.value >= 0x20 && $0.value != 0x7F && !(0x80..<0xA0).contains($0.value)
+                })
+            else {
                 throw .unrepresentable(key)
             }
         }

@@ -17,7 +17,9 @@ public enum HotCacheEntrySyntax {
     ///
     /// - Returns: why the payload is not of this syntax (scanning stops there), or nil.
     @inline(__always)
-    public static func scan(_ payload: UnsafeBufferPointer<UInt8>, _ visit: (_ key: Range<Int>, _ value: Range<Int>) -> Bool) -> Failure? {
+    public static func scan(
+        _ payload: UnsafeBufferPointer<UInt8>, _ visit: (_ key: Range<Int>, _ value: Range<Int>) -> Bool
+    ) -> Failure? {
         let count = payload.count
         guard count <= HotCacheEntry.maximumPayloadSize else { return .tooLarge(count) }
         guard count > 0, payload[count - 1] == 0x0A else { return .noFinalLineBreak }
@@ -27,7 +29,7 @@ public enum HotCacheEntrySyntax {
         position += 1
         while position < count {
             var lineEnd = position
-            while payload[lineEnd] != 0x0A { lineEnd += 1 }  // the payload ends with one
+            while payload[lineEnd] != 0x0A { lineEnd += 1 } // the payload ends with one
             var equals = position
             while equals < lineEnd && payload[equals] != UInt8(ascii: "=") { equals += 1 }
             guard equals < lineEnd else { return .lineWithoutEquals }

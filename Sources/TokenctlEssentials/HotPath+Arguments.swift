@@ -1,9 +1,10 @@
+import CKernelKeyring
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CKernelKeyring
 
 // The hit's argv: `token` and the options a hit may carry, read with ArgumentSyntax.
 extension HotPath {
@@ -27,7 +28,7 @@ extension HotPath {
         ArgumentSyntax.scan(arguments, takesValue: takesValue) { _, item in
             switch item {
             case .endOfOptions:
-                accepted = false  // `--`: the engine's
+                accepted = false // `--`: the engine's
             case .operand(let argument):
                 // A command or an argument: only the one `token`.
                 if sawToken || !isEqual(cString: argument, "token") { accepted = false } else { sawToken = true }
@@ -39,7 +40,7 @@ extension HotPath {
                     if request.profile != nil || value == nil { accepted = false }
                     request.profile = value
                 } else if !sawToken || value == nil {
-                    accepted = false  // anything else before `token`, and any flag (`--force`, `-h`)
+                    accepted = false // anything else before `token`, and any flag (`--force`, `-h`)
                 } else if isName(name, "--format") {
                     if sawFormat { accepted = false }
                     sawFormat = true
@@ -55,7 +56,11 @@ extension HotPath {
                 } else if isName(name, "--min-ttl") {
                     if sawMinimumTimeToLive { accepted = false }
                     sawMinimumTimeToLive = true
-                    if let seconds = wholeSeconds(value!) { request.minimumTimeToLive = seconds } else { accepted = false }
+                    if let seconds = wholeSeconds(value!) {
+                        request.minimumTimeToLive = seconds
+                    } else {
+                        accepted = false
+                    }
                 } else if isName(name, "--scope") {
                     if request.scope != nil { accepted = false }
                     request.scope = value
@@ -102,7 +107,10 @@ extension HotPath {
     /// is wrong. Checked once, here; `serve` only reads the bytes.
     static func isAcceptableTarget(_ request: Request) -> Bool {
         let target = requestedTarget(request)
-        func acceptable(_ bytes: Bytes?, _ part: TokenTargetSyntax.Part) -> Bool { bytes.map { TokenTargetSyntax.check($0, part) == nil } ?? true }
-        return acceptable(target.scope, .scope) && acceptable(target.audience, .audience) && acceptable(target.resource, .resource)
+        func acceptable(_ bytes: Bytes?, _ part: TokenTargetSyntax.Part) -> Bool {
+            bytes.map { TokenTargetSyntax.check($0, part) == nil } ?? true
+        }
+        return acceptable(target.scope, .scope) && acceptable(target.audience, .audience)
+            && acceptable(target.resource, .resource)
     }
 }

@@ -1,9 +1,10 @@
+import CKernelKeyring
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CKernelKeyring
 
 // The hit's decision and output: freshness (AccessTokenLifetime.Rule in integer nanoseconds),
 // the rendering of each format, and the byte helpers every part uses.
@@ -20,7 +21,8 @@ extension HotPath {
     /// `now`) and render the hit as the front always has; `nil` when the token is not fresh
     /// enough, or does not fit.
     public static func render(
-        _ token: CachedToken, profile: Bytes, request: Request, now: Instant, into output: UnsafeMutableBufferPointer<UInt8>
+        _ token: CachedToken, profile: Bytes, request: Request, now: Instant,
+        into output: UnsafeMutableBufferPointer<UInt8>
     ) -> Rendered? {
         func relative(_ time: Time) -> Int64? {
             let seconds = time.seconds - now.seconds
@@ -41,9 +43,13 @@ extension HotPath {
         // AccessTokenLifetime's rule, in integer nanoseconds relative to the whole second of now
         // (nil: no stated expiry, always fresh).
         let effectiveExpiry = AccessTokenLifetime.Rule.effectiveExpiry(
-            expiresAt: expiresAt, obtainedAt: obtainedAt, assumedLifetime: assumedLifetime, renewable: !token.statesNoExpiry)
-        let margin = AccessTokenLifetime.Rule.margin(lifetime: lifetime, minimumTimeToLive: request.minimumTimeToLive * nanosecondsPerSecond, half: { $0 / 2 })
-        guard AccessTokenLifetime.Rule.isFresh(now: now.nanoseconds, margin: margin, expiry: effectiveExpiry) else { return nil }
+            expiresAt: expiresAt, obtainedAt: obtainedAt, assumedLifetime: assumedLifetime,
+            renewable: !token.statesNoExpiry)
+        let margin = AccessTokenLifetime.Rule.margin(
+            lifetime: lifetime, minimumTimeToLive: request.minimumTimeToLive * nanosecondsPerSecond, half: { $0 / 2 })
+        guard AccessTokenLifetime.Rule.isFresh(now: now.nanoseconds, margin: margin, expiry: effectiveExpiry) else {
+            return nil
+        }
 
         guard let base = output.baseAddress else { return nil }
         var writer = Writer(base, capacity: output.count)
@@ -124,7 +130,8 @@ extension HotPath {
     }
 
     static func isEqual(_ bytes: Bytes, _ literal: StaticString) -> Bool {
-        bytes.count == literal.utf8CodeUnitCount && (bytes.count == 0 || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
+        bytes.count == literal.utf8CodeUnitCount
+            && (bytes.count == 0 || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
     }
 
     static func isEqual(_ a: Bytes, _ b: Bytes) -> Bool {
@@ -175,7 +182,9 @@ extension HotPath {
                 overflowed = true
                 return
             }
-            if let source = bytes.baseAddress, bytes.count > 0 { (base + count).update(from: source, count: bytes.count) }
+            if let source = bytes.baseAddress, bytes.count > 0 {
+                (base + count).update(from: source, count: bytes.count)
+            }
             count += bytes.count
         }
 
@@ -189,7 +198,7 @@ extension HotPath {
 
         /// A non-negative integer in decimal, at least `width` digits (zero-padded).
         mutating func append(decimal value: Int64, width: Int = 1) {
-            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, enough for Int64
+            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0) // 24 bytes of scratch, enough for Int64
             var remaining = UInt64(max(0, value))
             var length = 0
             withUnsafeMutableBytes(of: &digits) { scratch in
@@ -198,7 +207,8 @@ extension HotPath {
                     remaining /= 10
                     length += 1
                 } while remaining > 0 || length < width
-                append(Bytes(start: scratch.baseAddress!.assumingMemoryBound(to: UInt8.self) + 24 - length, count: length))
+                append(
+                    Bytes(start: scratch.baseAddress!.assumingMemoryBound(to: UInt8.self) + 24 - length, count: length))
             }
         }
 

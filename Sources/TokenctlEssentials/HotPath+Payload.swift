@@ -1,9 +1,10 @@
+import CKernelKeyring
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CKernelKeyring
 
 // The hit's hot-cache key (its description) and payload (HotCacheEntrySyntax), for the profile's
 // identity and the target asked for.
@@ -14,7 +15,8 @@ extension HotPath {
     /// its length. `targetDigest`: `TokenTargetSyntax.digest` of a target other than the
     /// session's own, else nil.
     public static func keyDescription(
-        profile: Bytes, issuer: Bytes, clientID: Bytes, targetDigest: UInt64? = nil, into buffer: UnsafeMutablePointer<UInt8>, capacity: Int
+        profile: Bytes, issuer: Bytes, clientID: Bytes, targetDigest: UInt64? = nil,
+        into buffer: UnsafeMutablePointer<UInt8>, capacity: Int
     ) -> Int? {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         func update(_ byte: UInt8) {
@@ -23,12 +25,18 @@ extension HotPath {
         }
         update(UInt8(ascii: "v"))
         update(UInt8(ascii: "1"))
-        update(0); for byte in profile { update(byte) }
-        update(0); for byte in issuer { update(byte) }
-        update(0); for byte in clientID { update(byte) }
+        update(0)
+        for byte in profile { update(byte) }
+        update(0)
+        for byte in issuer { update(byte) }
+        update(0)
+        for byte in clientID { update(byte) }
         if let targetDigest {
-            update(0); update(UInt8(ascii: "t"))
-            for shift in stride(from: 0, to: 64, by: 8) { update(UInt8(truncatingIfNeeded: targetDigest >> UInt64(shift))) }
+            update(0)
+            update(UInt8(ascii: "t"))
+            for shift in stride(from: 0, to: 64, by: 8) {
+                update(UInt8(truncatingIfNeeded: targetDigest >> UInt64(shift)))
+            }
         }
 
         var writer = Writer(buffer, capacity: capacity - 1)
@@ -48,7 +56,8 @@ extension HotPath {
     /// this identity and target (the same sets of words; no target fields for the session's own
     /// token); `nil` for anything else and on any doubt.
     public static func cachedToken(
-        _ payload: Bytes, profile: Bytes, issuer: Bytes, clientID: Bytes, scope: Bytes? = nil, audience: Bytes? = nil, resource: Bytes? = nil
+        _ payload: Bytes, profile: Bytes, issuer: Bytes, clientID: Bytes, scope: Bytes? = nil, audience: Bytes? = nil,
+        resource: Bytes? = nil
     ) -> CachedToken? {
         // profile, issuer, client_id, token_type, obtained_at, expires_at, issued_lifetime, access_token
         var values: (Bytes?, Bytes?, Bytes?, Bytes?, Bytes?, Bytes?, Bytes?, Bytes?)
@@ -63,29 +72,42 @@ extension HotPath {
             if value.count == 0 {
                 duplicate = true
             } else if isEqual(key, "profile") {
-                duplicate = values.0 != nil; values.0 = value
+                duplicate = values.0 != nil
+                values.0 = value
             } else if isEqual(key, "issuer") {
-                duplicate = values.1 != nil; values.1 = value
+                duplicate = values.1 != nil
+                values.1 = value
             } else if isEqual(key, "client_id") {
-                duplicate = values.2 != nil; values.2 = value
+                duplicate = values.2 != nil
+                values.2 = value
             } else if isEqual(key, "token_type") {
-                duplicate = values.3 != nil; values.3 = value; token = true
+                duplicate = values.3 != nil
+                values.3 = value
+                token = true
             } else if isEqual(key, "obtained_at") {
-                duplicate = values.4 != nil; values.4 = value
+                duplicate = values.4 != nil
+                values.4 = value
             } else if isEqual(key, "expires_at") {
-                duplicate = values.5 != nil; values.5 = value
+                duplicate = values.5 != nil
+                values.5 = value
             } else if isEqual(key, "issued_lifetime") {
-                duplicate = values.6 != nil; values.6 = value
+                duplicate = values.6 != nil
+                values.6 = value
             } else if isEqual(key, "access_token") {
-                duplicate = values.7 != nil; values.7 = value; token = true
+                duplicate = values.7 != nil
+                values.7 = value
+                token = true
             } else if isEqual(key, "scope") {
-                duplicate = targetValues.0 != nil; targetValues.0 = value
+                duplicate = targetValues.0 != nil
+                targetValues.0 = value
             } else if isEqual(key, "audience") {
-                duplicate = targetValues.1 != nil; targetValues.1 = value
+                duplicate = targetValues.1 != nil
+                targetValues.1 = value
             } else if isEqual(key, "resource") {
-                duplicate = targetValues.2 != nil; targetValues.2 = value
+                duplicate = targetValues.2 != nil
+                targetValues.2 = value
             } else {
-                duplicate = true  // an unknown field
+                duplicate = true // an unknown field
             }
             // Tokens: visible ASCII (as the decoder checks); other values: printable ASCII
             // (the decoder also takes other Unicode; such entries go to the engine).
@@ -97,10 +119,10 @@ extension HotPath {
         }
         guard failure == nil, accepted else { return nil }
         guard let cachedProfile = values.0, isValidProfileName(cachedProfile), isEqual(cachedProfile, profile),
-              let cachedIssuer = values.1, isEqual(cachedIssuer, issuer),
-              let cachedClientID = values.2, isEqual(cachedClientID, clientID),
-              let tokenType = values.3, let accessToken = values.7,
-              let obtainedText = values.4, let obtainedAt = time(obtainedText)
+            let cachedIssuer = values.1, isEqual(cachedIssuer, issuer),
+            let cachedClientID = values.2, isEqual(cachedClientID, clientID),
+            let tokenType = values.3, let accessToken = values.7,
+            let obtainedText = values.4, let obtainedAt = time(obtainedText)
         else { return nil }
         // The target: each part present in both with the same words, or in neither; stored in
         // canonical form, as `TokenTarget(storedScope:…)` requires.
@@ -109,7 +131,8 @@ extension HotPath {
             guard TokenTargetSyntax.isCanonical(cached, part) else { return false }
             return part == .audience ? isEqual(cached, asked) : TokenTargetSyntax.sameWords(cached, asked)
         }
-        guard same(targetValues.0, scope, .scope), same(targetValues.1, audience, .audience), same(targetValues.2, resource, .resource)
+        guard same(targetValues.0, scope, .scope), same(targetValues.1, audience, .audience),
+            same(targetValues.2, resource, .resource)
         else { return nil }
         var expiresAt: Time?
         var statesNoExpiry = false
@@ -127,7 +150,8 @@ extension HotPath {
             issuedLifetime = value
         }
         return CachedToken(
-            accessToken: accessToken, tokenType: tokenType, obtainedAt: obtainedAt, expiresAt: expiresAt, issuedLifetime: issuedLifetime,
+            accessToken: accessToken, tokenType: tokenType, obtainedAt: obtainedAt, expiresAt: expiresAt,
+            issuedLifetime: issuedLifetime,
             statesNoExpiry: statesNoExpiry)
     }
 

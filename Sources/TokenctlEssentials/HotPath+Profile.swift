@@ -1,9 +1,10 @@
+import CKernelKeyring
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CKernelKeyring
 
 // The hit's profile: its name, the path of its file, the file read without blocking, and the
 // issuer and client ID in it (ProfileFileSyntax), with the endpoint checks EndpointURL makes.
@@ -13,13 +14,17 @@ extension HotPath {
     static let disableVariable = EnvironmentSwitches.disableKernelKeyring
 
     /// `getenv` with an empty value treated as unset (as `Environment` does).
-    static func variable(_ name: StaticString, _ environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?) -> UnsafePointer<CChar>? {
+    static func variable(_ name: StaticString, _ environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?)
+        -> UnsafePointer<CChar>?
+    {
         guard let value = environment(cString(name)), value[0] != 0 else { return nil }
         return value
     }
 
     /// The profile's name (`--profile`, else `$TOKENCTL_PROFILE`, else `default`) if it is valid.
-    public static func profileName(_ request: Request, environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?) -> Bytes? {
+    public static func profileName(_ request: Request, environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?)
+        -> Bytes?
+    {
         let name = request.profile ?? variable(EnvironmentSwitches.profile, environment) ?? cString("default")
         let bytes = Bytes(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name))
         return isValidProfileName(bytes) ? bytes : nil
@@ -27,11 +32,13 @@ extension HotPath {
 
     /// `ProfileName.isValid`, on bytes.
     public static func isValidProfileName(_ name: Bytes) -> Bool {
-        guard name.count >= 1, name.count <= 64, name[0] != UInt8(ascii: "."), name[0] != UInt8(ascii: "-") else { return false }
+        guard name.count >= 1, name.count <= 64, name[0] != UInt8(ascii: "."), name[0] != UInt8(ascii: "-") else {
+            return false
+        }
         for byte in name {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
                 continue
             default:
                 return false
@@ -85,10 +92,14 @@ extension HotPath {
     }
 
     /// The whole file at `path` if it fits in `capacity` bytes; `nil` on any error.
-    static func readFile(_ path: UnsafeMutablePointer<UInt8>, into buffer: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int? {
+    static func readFile(_ path: UnsafeMutablePointer<UInt8>, into buffer: UnsafeMutablePointer<UInt8>, capacity: Int)
+        -> Int?
+    {
         // Without blocking, and regular files only: a FIFO in place of the profile file must
         // not hang the hot path (the engine then reports it).
-        let descriptor = path.withMemoryRebound(to: CChar.self, capacity: 1) { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
+        let descriptor = path.withMemoryRebound(to: CChar.self, capacity: 1) {
+            open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        }
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
         var info = stat()
@@ -119,66 +130,74 @@ extension HotPath {
         var seen: UInt16 = 0
         var accepted = true
         let malformedLine = ProfileFileSyntax.scan(file) { entry in
-                let key = slice(file, entry.key.lowerBound, entry.key.upperBound)
-                let value = slice(file, entry.value.lowerBound, entry.value.upperBound)
-                let bit: UInt16
-                // The keys whose values ProfileConfiguration checks; the others take any value.
-                var valueAccepted = true
-                if isEqual(key, "issuer") {
-                    bit = 1; issuer = value
-                } else if isEqual(key, "client_id") {
-                    bit = 2; clientID = value
-                } else if isEqual(key, "scope") {
-                    bit = 4
-                } else if isEqual(key, "token_endpoint") {
-                    bit = 8; tokenEndpoint = value
-                } else if isEqual(key, "revocation_endpoint") {
-                    bit = 16; revocationEndpoint = value
-                } else if isEqual(key, "cacert") {
-                    bit = 32
-                } else if isEqual(key, "device_authorization_endpoint") {
-                    bit = 64; otherEndpoints.0 = value
-                } else if isEqual(key, "authorization_endpoint") {
-                    bit = 128; otherEndpoints.1 = value
-                } else if isEqual(key, "jwks_uri") {
-                    bit = 256; otherEndpoints.2 = value
-                } else if isEqual(key, "token_endpoint_auth_method") {
-                    // ProfileConfiguration: empty, client_secret_basic or client_secret_post.
-                    valueAccepted = value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post")
-                    bit = 512
-                } else if isEqual(key, "audience") {
-                    bit = 1024
-                } else if isEqual(key, "resource") {
-                    bit = 2048
-                } else if isEqual(key, "git_username") {
-                    bit = 4096
-                } else if isEqual(key, "dpop") {
-                    // A DPoP session's token needs a proof with it, which only the engine signs:
-                    // `dpop = true` is the engine's (ProfileConfiguration: empty, true or false).
-                    valueAccepted = value.count == 0 || isEqual(value, "false")
-                    bit = 8192
-                } else if isEqual(key, "dpop_allow_bearer") {
-                    valueAccepted = value.count == 0 || isEqual(value, "true") || isEqual(value, "false")
-                    bit = 16384
-                } else {
-                    accepted = false
-                    return false
-                }
-                guard valueAccepted, seen & bit == 0 else {
-                    accepted = false
-                    return false
-                }
-                seen |= bit
-                for byte in value where byte < 0x20 || byte >= 0x7F {
-                    accepted = false
-                    return false
-                }
-                return true
+            let key = slice(file, entry.key.lowerBound, entry.key.upperBound)
+            let value = slice(file, entry.value.lowerBound, entry.value.upperBound)
+            let bit: UInt16
+            // The keys whose values ProfileConfiguration checks; the others take any value.
+            var valueAccepted = true
+            if isEqual(key, "issuer") {
+                bit = 1
+                issuer = value
+            } else if isEqual(key, "client_id") {
+                bit = 2
+                clientID = value
+            } else if isEqual(key, "scope") {
+                bit = 4
+            } else if isEqual(key, "token_endpoint") {
+                bit = 8
+                tokenEndpoint = value
+            } else if isEqual(key, "revocation_endpoint") {
+                bit = 16
+                revocationEndpoint = value
+            } else if isEqual(key, "cacert") {
+                bit = 32
+            } else if isEqual(key, "device_authorization_endpoint") {
+                bit = 64
+                otherEndpoints.0 = value
+            } else if isEqual(key, "authorization_endpoint") {
+                bit = 128
+                otherEndpoints.1 = value
+            } else if isEqual(key, "jwks_uri") {
+                bit = 256
+                otherEndpoints.2 = value
+            } else if isEqual(key, "token_endpoint_auth_method") {
+                // ProfileConfiguration: empty, client_secret_basic or client_secret_post.
+                valueAccepted =
+                    value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post")
+                bit = 512
+            } else if isEqual(key, "audience") {
+                bit = 1024
+            } else if isEqual(key, "resource") {
+                bit = 2048
+            } else if isEqual(key, "git_username") {
+                bit = 4096
+            } else if isEqual(key, "dpop") {
+                // A DPoP session's token needs a proof with it, which only the engine signs:
+                // `dpop = true` is the engine's (ProfileConfiguration: empty, true or false).
+                valueAccepted = value.count == 0 || isEqual(value, "false")
+                bit = 8192
+            } else if isEqual(key, "dpop_allow_bearer") {
+                valueAccepted = value.count == 0 || isEqual(value, "true") || isEqual(value, "false")
+                bit = 16384
+            } else {
+                accepted = false
+                return false
+            }
+            guard valueAccepted, seen & bit == 0 else {
+                accepted = false
+                return false
+            }
+            seen |= bit
+            for byte in value where byte < 0x20 || byte >= 0x7F {
+                accepted = false
+                return false
+            }
+            return true
         }
         guard accepted, malformedLine == nil else { return nil }
         guard let issuer, isValidEndpoint(issuer),
-              let clientID, clientID.count > 0,
-              let tokenEndpoint, isValidEndpoint(tokenEndpoint)
+            let clientID, clientID.count > 0,
+            let tokenEndpoint, isValidEndpoint(tokenEndpoint)
         else { return nil }
         if let revocationEndpoint, !isValidEndpoint(revocationEndpoint) { return nil }
         if let endpoint = otherEndpoints.0, !isValidEndpoint(endpoint) { return nil }
@@ -195,7 +214,11 @@ extension HotPath {
         var schemeEnd = 0
         while true {
             guard schemeEnd + 3 <= count else { return false }
-            if url[schemeEnd] == UInt8(ascii: ":") && url[schemeEnd + 1] == UInt8(ascii: "/") && url[schemeEnd + 2] == UInt8(ascii: "/") { break }
+            if url[schemeEnd] == UInt8(ascii: ":") && url[schemeEnd + 1] == UInt8(ascii: "/")
+                && url[schemeEnd + 2] == UInt8(ascii: "/")
+            {
+                break
+            }
             schemeEnd += 1
         }
         let https: Bool
@@ -209,7 +232,9 @@ extension HotPath {
         let rest = schemeEnd + 3
         for index in rest..<count where url[index] == UInt8(ascii: "#") { return false }
         var authorityEnd = rest
-        while authorityEnd < count && url[authorityEnd] != UInt8(ascii: "/") && url[authorityEnd] != UInt8(ascii: "?") { authorityEnd += 1 }
+        while authorityEnd < count && url[authorityEnd] != UInt8(ascii: "/") && url[authorityEnd] != UInt8(ascii: "?") {
+            authorityEnd += 1
+        }
         for index in rest..<authorityEnd where url[index] == UInt8(ascii: "@") { return false }
         var hostEnd = rest
         if rest < authorityEnd && url[rest] == UInt8(ascii: "[") {
@@ -221,7 +246,9 @@ extension HotPath {
         }
         guard hostEnd > rest else { return false }
         if hostEnd < authorityEnd {
-            guard url[hostEnd] == UInt8(ascii: ":"), let port = decimal(slice(url, hostEnd + 1, authorityEnd)), port <= 65535 else { return false }
+            guard url[hostEnd] == UInt8(ascii: ":"), let port = decimal(slice(url, hostEnd + 1, authorityEnd)),
+                port <= 65535
+            else { return false }
         }
         return https || isLoopback(slice(url, rest, hostEnd))
     }
@@ -236,7 +263,9 @@ extension HotPath {
             if parts == 0 {
                 guard isEqual(part, "127") else { return false }
             }
-            guard part.count <= 1 || part[0] != UInt8(ascii: "0"), let value = decimal(part), value <= 255 else { return false }
+            guard part.count <= 1 || part[0] != UInt8(ascii: "0"), let value = decimal(part), value <= 255 else {
+                return false
+            }
             parts += 1
             partStart = index + 1
         }

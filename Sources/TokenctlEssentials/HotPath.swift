@@ -1,9 +1,10 @@
+import CKernelKeyring
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CKernelKeyring
 
 /// The static front's `token` hit, at the level of bytes: argv as C strings, the environment
 /// through `getenv`, the profile file and the hot-cache payload as raw bytes, the output written
@@ -131,19 +132,23 @@ public enum HotPath {
 
         let path = block
         guard environment(cString(disableVariable)).map({ !isEqual(cString: $0, "1") }) ?? true,
-              let profile = profileName(request, environment: environment),
-              let pathCount = profileFilePath(profile: profile, environment: environment, into: path, capacity: pathCapacity)
+            let profile = profileName(request, environment: environment),
+            let pathCount = profileFilePath(
+                profile: profile, environment: environment, into: path, capacity: pathCapacity)
         else { return false }
         let file = path + pathCount + 1
         guard let fileCount = readFile(path, into: file, capacity: fileCapacity),
-              let identity = profileIdentity(Bytes(start: file, count: fileCount))
+            let identity = profileIdentity(Bytes(start: file, count: fileCount))
         else { return false }
         let description = file + fileCount
         let target = requestedTarget(request)
-        guard let descriptionCount = keyDescription(
-            profile: profile, issuer: identity.issuer, clientID: identity.clientID,
-            targetDigest: request.hasTarget ? TokenTargetSyntax.digest(scope: target.scope, audience: target.audience, resource: target.resource) : nil,
-            into: description, capacity: descriptionCapacity)
+        guard
+            let descriptionCount = keyDescription(
+                profile: profile, issuer: identity.issuer, clientID: identity.clientID,
+                targetDigest: request.hasTarget
+                    ? TokenTargetSyntax.digest(
+                        scope: target.scope, audience: target.audience, resource: target.resource) : nil,
+                into: description, capacity: descriptionCapacity)
         else { return false }
         description[descriptionCount] = 0
 
@@ -158,9 +163,11 @@ public enum HotPath {
         guard Int(size) <= payloadCapacity else { return false }
         output = payload + payloadCount
 
-        guard let token = cachedToken(
-            Bytes(start: payload, count: payloadCount), profile: profile, issuer: identity.issuer, clientID: identity.clientID,
-            scope: target.scope, audience: target.audience, resource: target.resource)
+        guard
+            let token = cachedToken(
+                Bytes(start: payload, count: payloadCount), profile: profile, issuer: identity.issuer,
+                clientID: identity.clientID,
+                scope: target.scope, audience: target.audience, resource: target.resource)
         else { return false }
         rendered = render(
             token, profile: profile, request: request, now: now,

@@ -31,7 +31,9 @@ public enum JSONText {
         public static func string(_ value: String?) -> Value { Value(raw: value.map(quoted) ?? "null") }
         public static func number(_ value: Int?) -> Value { Value(raw: value.map { String($0) } ?? "null") }
         public static func bool(_ value: Bool?) -> Value { Value(raw: value.map { String($0) } ?? "null") }
-        public static func array(_ values: [Value]) -> Value { Value(raw: "[" + values.map(\.text).joined(separator: ",") + "]") }
+        public static func array(_ values: [Value]) -> Value {
+            Value(raw: "[" + values.map(\.text).joined(separator: ",") + "]")
+        }
         public static let null = Value(raw: "null")
     }
 

@@ -1,7 +1,8 @@
+import CKernelKeyring
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import CKernelKeyring
 
 /// Every kernel key-management call tokenctl makes, and nothing else: the hot cache's only
 /// contact with C (swift-system's one-file syscall layer). Raw `add_key(2)`/`keyctl(2)`, so the
@@ -63,7 +64,9 @@ public enum KernelKeyring {
         guard case .success(let bytes) = read(keyring, limit: 64 * 1024) else { return [] }
         var result: [KeyID] = []
         for start in stride(from: 0, to: bytes.count - bytes.count % 4, by: 4) {
-            let key = KeyID(bitPattern: UInt32(bytes[start]) | UInt32(bytes[start + 1]) << 8 | UInt32(bytes[start + 2]) << 16 | UInt32(bytes[start + 3]) << 24)
+            let key = KeyID(
+                bitPattern: UInt32(bytes[start]) | UInt32(bytes[start + 1]) << 8 | UInt32(bytes[start + 2]) << 16
+                    | UInt32(bytes[start + 3]) << 24)
             var buffer = [CChar](repeating: 0, count: 512)
             let size = buffer.withUnsafeMutableBufferPointer { tokenctl_keyctl_describe(key, $0.baseAddress, $0.count) }
             guard size > 0, size <= buffer.count else { continue }
@@ -80,8 +83,12 @@ public enum KernelKeyring {
     /// process keyring, which this process always possesses: setting permissions on a key created
     /// straight in `@u` fails where the session keyring does not link `@u`, and readers never see
     /// a key without its permissions or its timeout.
-    public static func replace(_ description: String, payload: [UInt8], permissions: UInt32, timeout: UInt32, in keyring: KeyID = userKeyring) -> Result<KeyID, KeyringError> {
-        let key = payload.withUnsafeBytes { tokenctl_add_key("user", description, $0.baseAddress, $0.count, processKeyring) }
+    public static func replace(
+        _ description: String, payload: [UInt8], permissions: UInt32, timeout: UInt32, in keyring: KeyID = userKeyring
+    ) -> Result<KeyID, KeyringError> {
+        let key = payload.withUnsafeBytes {
+            tokenctl_add_key("user", description, $0.baseAddress, $0.count, processKeyring)
+        }
         guard key >= 0 else { return .failure(KeyringError(errno: errno, operation: "add_key")) }
         defer { _ = tokenctl_keyctl_unlink(key, processKeyring) }
         guard tokenctl_keyctl_setperm(key, permissions) == 0 else { return failed(key, "setperm") }

@@ -55,7 +55,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// Every key the file may hold, in the order they are written.
     public static let keys = [
         "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
-        "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource", "git_username",
+        "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
+        "git_username",
         "dpop", "dpop_allow_bearer",
     ]
 
@@ -84,7 +85,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
                     return false
                 }
                 guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
-                    failure = ConfigurationError(path: path, line: entry.line, message: "'\(key)' contains control characters")
+                    failure = ConfigurationError(
+                        path: path, line: entry.line, message: "'\(key)' contains control characters")
                     return false
                 }
                 values.append((key, value, entry.line))
@@ -92,7 +94,9 @@ public struct ProfileConfiguration: Equatable, Sendable {
             }
         }
         if let failure { throw failure }
-        if let malformedLine { throw ConfigurationError(path: path, line: malformedLine, message: "expected 'key = value'") }
+        if let malformedLine {
+            throw ConfigurationError(path: path, line: malformedLine, message: "expected 'key = value'")
+        }
         func entry(_ key: String) -> (value: String, line: Int)? {
             values.first { $0.key == key }.map { ($0.value, $0.line) }
         }
@@ -117,7 +121,9 @@ public struct ProfileConfiguration: Equatable, Sendable {
             guard let method = ClientAuthenticationMethod(rawValue: entry.value) else {
                 throw ConfigurationError(
                     path: path, line: entry.line,
-                    message: "token_endpoint_auth_method: expected client_secret_basic or client_secret_post, not '\(entry.value)'")
+                    message:
+                        "token_endpoint_auth_method: expected client_secret_basic or client_secret_post, not '\(entry.value)'"
+                )
             }
             authMethod = method
         }
@@ -141,7 +147,9 @@ public struct ProfileConfiguration: Equatable, Sendable {
             switch entry.value {
             case "true": return true
             case "false", "": return false
-            default: throw ConfigurationError(path: path, line: entry.line, message: "\(key): expected true or false, not '\(entry.value)'")
+            default:
+                throw ConfigurationError(
+                    path: path, line: entry.line, message: "\(key): expected true or false, not '\(entry.value)'")
             }
         }
         configuration.dpop = try flag("dpop")
@@ -160,10 +168,14 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let scope { lines.append("scope = \(scope)") }
         if let tokenEndpoint { lines.append("token_endpoint = \(tokenEndpoint)") }
         if let revocationEndpoint { lines.append("revocation_endpoint = \(revocationEndpoint)") }
-        if let deviceAuthorizationEndpoint { lines.append("device_authorization_endpoint = \(deviceAuthorizationEndpoint)") }
+        if let deviceAuthorizationEndpoint {
+            lines.append("device_authorization_endpoint = \(deviceAuthorizationEndpoint)")
+        }
         if let authorizationEndpoint { lines.append("authorization_endpoint = \(authorizationEndpoint)") }
         if let jwksURI { lines.append("jwks_uri = \(jwksURI)") }
-        if let tokenEndpointAuthMethod { lines.append("token_endpoint_auth_method = \(tokenEndpointAuthMethod.rawValue)") }
+        if let tokenEndpointAuthMethod {
+            lines.append("token_endpoint_auth_method = \(tokenEndpointAuthMethod.rawValue)")
+        }
         if let caBundle { lines.append("cacert = \(caBundle)") }
         if let audience { lines.append("audience = \(audience)") }
         if !resources.isEmpty { lines.append("resource = \(resources.joined(separator: " "))") }

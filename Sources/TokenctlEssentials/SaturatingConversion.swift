@@ -3,7 +3,15 @@
 extension Int64 {
     /// `value` rounded toward zero, clamped to Int64's range; NaN is 0.
     public init(saturating value: Double) {
-        if value.isNaN { self = 0 } else if value >= 9.2e18 { self = .max } else if value <= -9.2e18 { self = .min } else { self = Int64(value) }
+        if value.isNaN {
+            self = 0
+        } else if value >= 9.2e18 {
+            self = .max
+        } else if value <= -9.2e18 {
+            self = .min
+        } else {
+            self = Int64(value)
+        }
     }
 }
 

@@ -31,22 +31,30 @@ public struct TokenTarget: Sendable, Hashable, Comparable, CustomStringConvertib
     /// - Throws: `TokenTargetError` naming the option and what is wrong with it.
     public init(scope: String?, audience: String?, resource: String?) throws(TokenTargetError) {
         // The checks are TokenTargetSyntax's, the ones the front's hit makes on the same bytes.
-        func words(_ value: String?, _ part: TokenTargetSyntax.Part, _ option: String, expected: String) throws(TokenTargetError) -> [String] {
+        func words(_ value: String?, _ part: TokenTargetSyntax.Part, _ option: String, expected: String)
+            throws(TokenTargetError) -> [String]
+        {
             guard var value else { return [] }
             let problem = value.withUTF8 { TokenTargetSyntax.check($0, part) }
             switch problem {
             case nil: break
             case .empty?: throw TokenTargetError(option: option, reason: "empty")
-            case .tooLong?: throw TokenTargetError(option: option, reason: "longer than \(TokenTarget.maximumValueLength) bytes")
-            case .tooManyWords?: throw TokenTargetError(option: option, reason: "more than \(TokenTarget.maximumWords) values")
+            case .tooLong?:
+                throw TokenTargetError(option: option, reason: "longer than \(TokenTarget.maximumValueLength) bytes")
+            case .tooManyWords?:
+                throw TokenTargetError(option: option, reason: "more than \(TokenTarget.maximumWords) values")
             case .invalidWord(let start, let end)?:
                 let word = String(decoding: Array(value.utf8)[start..<end], as: UTF8.self)
-                throw TokenTargetError(option: option, reason: "'\(TerminalText.printable(word, limit: 64, replacement: "?"))' is not \(expected)")
+                throw TokenTargetError(
+                    option: option,
+                    reason: "'\(TerminalText.printable(word, limit: 64, replacement: "?"))' is not \(expected)")
             }
             return part == .audience ? [value] : Array(Set(value.split(separator: " ").map(String.init))).sorted()
         }
-        let scopes = try words(scope, .scope, "--scope", expected: "a scope (RFC 6749 §3.3: visible ASCII except '\"' and '\\')")
-        let resources = try words(resource, .resource, "--resource", expected: "an absolute URI without a fragment (RFC 8707)")
+        let scopes = try words(
+            scope, .scope, "--scope", expected: "a scope (RFC 6749 §3.3: visible ASCII except '\"' and '\\')")
+        let resources = try words(
+            resource, .resource, "--resource", expected: "an absolute URI without a fragment (RFC 8707)")
         let audiences = try words(audience, .audience, "--audience", expected: "one value of visible ASCII (no spaces)")
         self.init(uncheckedScopes: scopes, audience: audiences.first, resources: resources)
     }
@@ -65,7 +73,9 @@ public struct TokenTarget: Sendable, Hashable, Comparable, CustomStringConvertib
             guard var value else { return true }
             return value.withUTF8 { TokenTargetSyntax.isCanonical($0, part) }
         }
-        guard canonical(storedScope, .scope), canonical(audience, .audience), canonical(resource, .resource) else { return nil }
+        guard canonical(storedScope, .scope), canonical(audience, .audience), canonical(resource, .resource) else {
+            return nil
+        }
         // Canonical includes every check the options get, and the words are already sorted and
         // distinct: taken as they are.
         func words(_ value: String?) -> [String] { value.map { $0.split(separator: " ").map(String.init) } ?? [] }
@@ -76,10 +86,18 @@ public struct TokenTarget: Sendable, Hashable, Comparable, CustomStringConvertib
     /// `TokenTargetSyntax.digest`); nil for the session's own token.
     public var digest: UInt64? {
         guard !isSession else { return nil }
-        var scope = scopeField ?? "", audience = self.audience ?? "", resource = resourceField ?? ""
-        return scope.withUTF8 { s in audience.withUTF8 { a in resource.withUTF8 { r in
-            TokenTargetSyntax.digest(scope: self.scopes.isEmpty ? nil : s, audience: self.audience == nil ? nil : a, resource: self.resources.isEmpty ? nil : r)
-        } } }
+        var scope = scopeField ?? ""
+        var audience = self.audience ?? ""
+        var resource = resourceField ?? ""
+        return scope.withUTF8 { s in
+            audience.withUTF8 { a in
+                resource.withUTF8 { r in
+                    TokenTargetSyntax.digest(
+                        scope: self.scopes.isEmpty ? nil : s, audience: self.audience == nil ? nil : a,
+                        resource: self.resources.isEmpty ? nil : r)
+                }
+            }
+        }
     }
 
     /// For people: `scope 'a b', audience 'api', resource 'https://r'`.
@@ -92,7 +110,9 @@ public struct TokenTarget: Sendable, Hashable, Comparable, CustomStringConvertib
     }
 
     public static func < (lhs: TokenTarget, rhs: TokenTarget) -> Bool {
-        (lhs.scopeField ?? "", lhs.audience ?? "", lhs.resourceField ?? "") < (rhs.scopeField ?? "", rhs.audience ?? "", rhs.resourceField ?? "")
+        (lhs.scopeField ?? "", lhs.audience ?? "", lhs.resourceField ?? "") < (
+            rhs.scopeField ?? "", rhs.audience ?? "", rhs.resourceField ?? ""
+        )
     }
 }
 
@@ -171,12 +191,13 @@ public enum TokenTargetSyntax {
         var ordered = true
         var expectedStart = 0
         forEachWord(value) { start, end in
-            if start != expectedStart { ordered = false }  // a space before the first, or two between
+            if start != expectedStart { ordered = false } // a space before the first, or two between
             expectedStart = end + 1
             if let previous {
                 let (a, b) = (previous.end - previous.start, end - start)
                 let common = min(a, b)
-                let order = common == 0 ? 0 : memcmp(value.baseAddress! + previous.start, value.baseAddress! + start, common)
+                let order =
+                    common == 0 ? 0 : memcmp(value.baseAddress! + previous.start, value.baseAddress! + start, common)
                 if order > 0 || (order == 0 && a >= b) { ordered = false }
             }
             previous = (start, end)
@@ -208,8 +229,10 @@ public enum TokenTargetSyntax {
             guard let colon, colon > start, colon + 1 < end, bytes[start].isASCIILetter else { return false }
             for index in start..<colon {
                 let byte = bytes[index]
-                guard byte.isASCIILetter || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                    || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") else { return false }
+                guard
+                    byte.isASCIILetter || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                        || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+                else { return false }
             }
             return true
         }
@@ -234,7 +257,11 @@ public enum TokenTargetSyntax {
                 guard all else { return }
                 var found = false
                 forEachWord(y) { ys, ye in
-                    if !found && ye - ys == xe - xs && (xe == xs || memcmp(x.baseAddress! + xs, y.baseAddress! + ys, xe - xs) == 0) { found = true }
+                    if !found && ye - ys == xe - xs
+                        && (xe == xs || memcmp(x.baseAddress! + xs, y.baseAddress! + ys, xe - xs) == 0)
+                    {
+                        found = true
+                    }
                 }
                 all = found
             }

@@ -1,9 +1,10 @@
+import TokenctlCommands
+import TokenctlEssentials
+
 // tokenctl-engine: every command but the front's cache hits, in the TokenctlCommands library.
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlCommands
-import TokenctlEssentials
 
 // Scripts read our stdout through pipes that may close early: never die of SIGPIPE.
 signal(SIGPIPE, SIG_IGN)

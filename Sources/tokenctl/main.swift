@@ -1,3 +1,6 @@
+import CProcessStartup
+import TokenctlEssentials
+
 // tokenctl's front: a fully static executable (Swift stdlib and glibc only, no Foundation, no
 // shared library, no D-Bus, no network) that serves `tokenctl token` from the kernel keyring
 // hot cache and hands everything else to the engine, `tokenctl-engine`, installed beside it.
@@ -13,8 +16,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CProcessStartup
-import TokenctlEssentials
 
 /// `tokenctl-engine` in the directory of this executable (Scripts/install, the tarball), else
 /// in `../libexec/tokenctl/` from it (the Debian package: /usr/bin/tokenctl runs
@@ -35,18 +36,26 @@ func enginePath() -> String? {
 /// (EX_UNAVAILABLE: "a support program does not exist").
 func runEngine() -> Never {
     guard let path = enginePath() else {
-        Descriptor.writeAll(2, "Error: cannot locate tokenctl's engine: /proc/self/exe cannot be read (is /proc mounted?) and tokenctl was not started by an absolute path.\nRun it by its absolute path, e.g. /usr/local/bin/tokenctl, or mount /proc.\n")
+        Descriptor.writeAll(
+            2,
+            "Error: cannot locate tokenctl's engine: /proc/self/exe cannot be read (is /proc mounted?) and tokenctl was not started by an absolute path.\nRun it by its absolute path, e.g. /usr/local/bin/tokenctl, or mount /proc.\n"
+        )
         exit(ExitStatus.unavailable.rawValue)
     }
     // The argv captured at start-up (CProcessStartup), not CommandLine's lazy globals.
     execv(path, tokenctl_front_argv())
     let reason = String(cString: strerror(errno))
-    Descriptor.writeAll(2, "Error: cannot run tokenctl's engine '\(path)': \(reason).\ntokenctl-engine must be installed in the same directory as tokenctl (Scripts/install installs both), or in ../libexec/tokenctl/ from it (the Debian package).\n")
+    Descriptor.writeAll(
+        2,
+        "Error: cannot run tokenctl's engine '\(path)': \(reason).\ntokenctl-engine must be installed in the same directory as tokenctl (Scripts/install installs both), or in ../libexec/tokenctl/ from it (the Debian package).\n"
+    )
     exit(ExitStatus.unavailable.rawValue)
 }
 
 // argv from CProcessStartup, not CommandLine: a hit then needs none of CommandLine's lazy globals.
-if HotPath.serve(argc: tokenctl_front_argc(), argv: tokenctl_front_argv(), now: .now(), environment: { UnsafePointer(getenv($0)) }) {
+if HotPath.serve(
+    argc: tokenctl_front_argc(), argv: tokenctl_front_argv(), now: .now(), environment: { UnsafePointer(getenv($0)) })
+{
     exit(ExitStatus.success.rawValue)
 }
 runEngine()

@@ -6,18 +6,23 @@
 // CommandLine.arguments decodes the process's argv).
 // fuzz-extra-sources:
 import TokenctlEssentials
+
 @testable import TokenctlCommands
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzCommandLine(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let bytes = FuzzSupport.bytes(data, size)
-    let arguments = bytes.isEmpty ? [] : bytes.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    let arguments =
+        bytes.isEmpty
+        ? [] : bytes.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
     let parser = Commands.parser
     let formatter = HelpFormatter(toolName: "tokenctl")
     let invocation: Invocation
     do { invocation = try parser.parse(arguments) } catch {
         _ = error.description
-        if let name = error.command { check(parser.command(named: name) != nil, "a usage error names an unknown command") }
+        if let name = error.command {
+            check(parser.command(named: name) != nil, "a usage error names an unknown command")
+        }
         return 0
     }
     switch invocation.action {

@@ -1,3 +1,8 @@
+import TokenctlEssentials
+
+@testable import TokenctlCommands
+@testable import TokenctlCore
+
 // Fuzz target: the event log file ($XDG_STATE_HOME/tokenctl/events.jsonl) as `tokenctl events`
 // reads it: EventLog.records (complete lines of the rotated and the live file, EventRecord.parse
 // of each, the filter), then each record printed as `events` prints it (EventsCommand.line:
@@ -8,9 +13,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import TokenctlCore
-import TokenctlEssentials
-@testable import TokenctlCommands
 
 let stateDirectory: String = {
     var template = Array("/tmp/tokenctl-fuzz-events.XXXXXX".utf8CString)
@@ -32,16 +34,19 @@ public func fuzzEventLog(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         // Known crash (crash-unix-time-1e19): Timestamp.iso8601 traps converting a time beyond
         // Int64 seconds (Timestamp.swift:6); jsonLine's format3 traps converting time * 1000
         // beyond Int64 (EventLog.swift:76).
-        if FuzzSupport.skipKnown && !(FuzzSupport.fitsInt64(record.time) && FuzzSupport.fitsInt64((record.time * 1000).rounded())) {
+        if FuzzSupport.skipKnown
+            && !(FuzzSupport.fitsInt64(record.time) && FuzzSupport.fitsInt64((record.time * 1000).rounded()))
+        {
             continue
         }
         // `events` (EventsCommand.line, which needs the engine's CommandContext to compile).
-        var text = "\(Output.timestamp(record.time))  \(Output.padded(record.event.significance.rawValue, to: 6))  \(Output.padded(record.event.rawValue, to: 16)) \(record.profile)"
+        var text =
+            "\(Output.timestamp(record.time))  \(Output.padded(record.event.significance.rawValue, to: 6))  \(Output.padded(record.event.rawValue, to: 16)) \(record.profile)"
         if let subject = record.subject { text += " " + Output.printable(subject) }
         if let reason = record.reason { text += " (\(Output.printable(reason)))" }
         if let issuer = record.issuer { text += "  \(Output.printable(issuer))" }
         _ = text
-        let line = record.jsonLine()        // `events --json`
+        let line = record.jsonLine() // `events --json`
         guard let back = EventRecord.parse(Substring(line.dropLast())) else {
             fail("EventRecord.parse rejects the line jsonLine() wrote")
         }

@@ -1,3 +1,6 @@
+import TokenctlEssentials
+
+@testable import TokenctlCommands
 // Fuzz target: the flat JSON reader (FlatJSONObject) and TokenSet.decode, which reads the secret
 // stored in the Secret Service with it. Checks the contract TokenSet.decode documents: whatever it
 // accepts, JSONDecoder (the Codable rules it replaces) accepts too, with the same token set; and
@@ -6,8 +9,6 @@
 // Input: the JSON bytes.
 // fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift
 @testable import TokenctlCore
-import TokenctlEssentials
-@testable import TokenctlCommands
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzFlatJSON(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -46,8 +47,11 @@ func hasZeroWithExponent(_ bytes: [UInt8]) -> Bool {
     guard let object = try? FlatJSONObject(parsing: bytes) else { return false }
     return object.members.contains { member in
         guard case .number(let value) = member.value, value == 0 else { return false }
-        let text = bytes[member.offset...].prefix { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: ".")
-            || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) }
+        let text = bytes[member.offset...].prefix {
+            $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: ".")
+                || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E")
+                || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9"))
+        }
         return text.contains(UInt8(ascii: "e")) || text.contains(UInt8(ascii: "E"))
     }
 }

@@ -27,8 +27,10 @@ public func fuzzHotCacheEntry(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
     guard let normalized = try? HotCacheEntry.decode(payload) else {
         fail("HotCacheEntry.decode rejects what encoded() wrote")
     }
-    check(normalized.accessToken == entry.accessToken && normalized.profile == entry.profile
-        && normalized.issuer == entry.issuer && normalized.clientID == entry.clientID, "the round trip changed the entry")
+    check(
+        normalized.accessToken == entry.accessToken && normalized.profile == entry.profile
+            && normalized.issuer == entry.issuer && normalized.clientID == entry.clientID,
+        "the round trip changed the entry")
     check(abs(normalized.obtainedAt - entry.obtainedAt) <= 0.0005 + 1e-9 * entry.obtainedAt, "obtained_at moved")
     guard let again = try? normalized.encoded() else { fail("a decoded, normalized entry cannot be encoded") }
     check(again == payload, "encoding is not stable after one normalization")

@@ -1,3 +1,6 @@
+import TokenctlEssentials
+
+@testable import TokenctlCommands
 // Fuzz target: a JWT as tokenctl reads one: UnverifiedJWT.claims (sub/exp of access and ID
 // tokens, never to grant anything), JWTVerifier.verify against a fixed key set (RS256, PS256,
 // ES256 and EdDSA keys: the seeds are tokens these keys signed), IDTokenValidation of the claims,
@@ -7,19 +10,20 @@
 // Input: the token text (UTF-8 with repair).
 // fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift
 @testable import TokenctlCore
-import TokenctlEssentials
-@testable import TokenctlCommands
 
 /// Public keys only; the private halves signed the seed tokens and are not kept.
-let fixedKeys = try! JSONWebKeySet.parse(Array(#"""
-{"keys":[{"kty":"RSA","kid":"rsa1","use":"sig","alg":"RS256","n":"yglWY_dtFEk7mLEAPsEx_964LL4wDteNm4heZbiYfPEm-dtcbk-JpFQQQdnn52L0SBzn3Qyr4F0C47av0LECblDGI1X8FCSTgve09Cxvl7Qh2KHKTX8MyBayeRQJ9ihYLbq-CBFJurPtDjqdo1t7z0oPegdYHw70sD6SDnfemWPt-4jp_gnhpg1UELoBvFE6OEvTKSOl-ZYIo2fYSctXtU48SyJ0z3c5Zm93Ty0kLzlLi30E8PhmwsjA8H-_ZgQ60TjB7pjAub0AS6Jr5MuzAs7hJtuxyZPY1xw-UQ7hJnZ3M7-dyjl-LuNywc0qUmmXEkT1Uh6uFzKIcjiSk5K7ew","e":"AQAB"},{"kty":"RSA","kid":"rsa-pss","use":"sig","alg":"PS256","n":"yglWY_dtFEk7mLEAPsEx_964LL4wDteNm4heZbiYfPEm-dtcbk-JpFQQQdnn52L0SBzn3Qyr4F0C47av0LECblDGI1X8FCSTgve09Cxvl7Qh2KHKTX8MyBayeRQJ9ihYLbq-CBFJurPtDjqdo1t7z0oPegdYHw70sD6SDnfemWPt-4jp_gnhpg1UELoBvFE6OEvTKSOl-ZYIo2fYSctXtU48SyJ0z3c5Zm93Ty0kLzlLi30E8PhmwsjA8H-_ZgQ60TjB7pjAub0AS6Jr5MuzAs7hJtuxyZPY1xw-UQ7hJnZ3M7-dyjl-LuNywc0qUmmXEkT1Uh6uFzKIcjiSk5K7ew","e":"AQAB"},{"kty":"EC","kid":"ec1","crv":"P-256","x":"72tiA72DYvZY4FgVNGSWSkj9KtuN5i3Qw4cJgmNOj24","y":"USSiSkVcCLPlzkeHpJr9GY9nzfa_oebsbovG2nkEeBg"},{"kty":"OKP","kid":"ed1","crv":"Ed25519","x":"nO40Di76YJpiKHUCpV5yQZ2rp-ZW3iSRI_LtzXdeXK4"}]}
-"""#.utf8))
+let fixedKeys = try! JSONWebKeySet.parse(
+    Array(
+        #"""
+        {"keys":[{"kty":"RSA","kid":"rsa1","use":"sig","alg":"RS256","n":"yglWY_dtFEk7mLEAPsEx_964LL4wDteNm4heZbiYfPEm-dtcbk-JpFQQQdnn52L0SBzn3Qyr4F0C47av0LECblDGI1X8FCSTgve09Cxvl7Qh2KHKTX8MyBayeRQJ9ihYLbq-CBFJurPtDjqdo1t7z0oPegdYHw70sD6SDnfemWPt-4jp_gnhpg1UELoBvFE6OEvTKSOl-ZYIo2fYSctXtU48SyJ0z3c5Zm93Ty0kLzlLi30E8PhmwsjA8H-_ZgQ60TjB7pjAub0AS6Jr5MuzAs7hJtuxyZPY1xw-UQ7hJnZ3M7-dyjl-LuNywc0qUmmXEkT1Uh6uFzKIcjiSk5K7ew","e":"AQAB"},{"kty":"RSA","kid":"rsa-pss","use":"sig","alg":"PS256","n":"yglWY_dtFEk7mLEAPsEx_964LL4wDteNm4heZbiYfPEm-dtcbk-JpFQQQdnn52L0SBzn3Qyr4F0C47av0LECblDGI1X8FCSTgve09Cxvl7Qh2KHKTX8MyBayeRQJ9ihYLbq-CBFJurPtDjqdo1t7z0oPegdYHw70sD6SDnfemWPt-4jp_gnhpg1UELoBvFE6OEvTKSOl-ZYIo2fYSctXtU48SyJ0z3c5Zm93Ty0kLzlLi30E8PhmwsjA8H-_ZgQ60TjB7pjAub0AS6Jr5MuzAs7hJtuxyZPY1xw-UQ7hJnZ3M7-dyjl-LuNywc0qUmmXEkT1Uh6uFzKIcjiSk5K7ew","e":"AQAB"},{"kty":"EC","kid":"ec1","crv":"P-256","x":"72tiA72DYvZY4FgVNGSWSkj9KtuN5i3Qw4cJgmNOj24","y":"USSiSkVcCLPlzkeHpJr9GY9nzfa_oebsbovG2nkEeBg"},{"kty":"OKP","kid":"ed1","crv":"Ed25519","x":"nO40Di76YJpiKHUCpV5yQZ2rp-ZW3iSRI_LtzXdeXK4"}]}
+        """#.utf8))
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzJWT(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let token = String(decoding: FuzzSupport.bytes(data, size), as: UTF8.self)
     let now = 1_764_426_000.0
-    let expectations = IDTokenExpectations(issuer: "https://login.example.com", clientID: "cli", nonce: "n-0S6_WzA2Mj", now: now)
+    let expectations = IDTokenExpectations(
+        issuer: "https://login.example.com", clientID: "cli", nonce: "n-0S6_WzA2Mj", now: now)
 
     if let claims = UnverifiedJWT.claims(of: token) {
         // Validation is pure claim checking; here without a signature, to reach every check.
@@ -36,7 +40,9 @@ public func fuzzJWT(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard (try? TokenResponse.validateToken(token, field: "access_token")) != nil else { return 0 }
     for expiresIn in [nil, 3600.0] {
         for serverDate in [nil, now + 2, now + 7200] {
-            let response = TokenResponse(accessToken: token, tokenType: "Bearer", expiresIn: expiresIn, refreshToken: "r", idToken: token, scope: nil)
+            let response = TokenResponse(
+                accessToken: token, tokenType: "Bearer", expiresIn: expiresIn, refreshToken: "r", idToken: token,
+                scope: nil)
             let set = TokenSet(response: response, receivedAt: now, serverDate: serverDate, previous: nil)
             TokenSetUse.exercise(set, now: now)
         }

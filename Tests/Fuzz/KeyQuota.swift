@@ -20,7 +20,9 @@ public func fuzzKeyQuota(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     check(quota.summary.contains(" of "), "a summary without its figures")
     // The line it came from names this uid, and parsing again gives the same answer.
     let namesUID = text.split(separator: "\n").contains { line in
-        guard let first = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).first, first.last == ":" else { return false }
+        guard let first = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).first, first.last == ":" else {
+            return false
+        }
         return Int(first.dropLast()) == uid
     }
     check(namesUID, "a quota from a line of another uid")

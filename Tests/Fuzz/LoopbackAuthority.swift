@@ -24,7 +24,7 @@ func referenceIsLoopback(_ authority: String) -> Bool {
     if let port, !port.isEmpty {
         let digits = port.dropFirst()
         guard port.first == ":", !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return false }
-        let significant = digits.drop { $0 == "0" }  // "00080" is port 80
+        let significant = digits.drop { $0 == "0" } // "00080" is port 80
         guard significant.count <= 5, (Int(significant) ?? 0) <= 65535 else { return false }
     }
     return referenceHost(host)
@@ -41,7 +41,9 @@ func referenceHost(_ host: Substring) -> Bool {
 public func fuzzLoopbackAuthority(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let text = String(decoding: FuzzSupport.bytes(data, size), as: UTF8.self)
     let answer = EndpointURL.isLoopbackAuthority(text)
-    check(answer == referenceIsLoopback(text), "isLoopbackAuthority(\(text.debugDescription)) is \(answer), inet_pton says otherwise")
+    check(
+        answer == referenceIsLoopback(text),
+        "isLoopbackAuthority(\(text.debugDescription)) is \(answer), inet_pton says otherwise")
     if answer, text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
         do {
             let url = try EndpointURL("http://" + text + "/")

@@ -1,3 +1,5 @@
+@testable import TokenctlCore
+
 // Fuzz target: the request head a browser (or anything on this machine) sends to the one-shot
 // loopback listener of `login --browser` (LoopbackRedirectServer.acceptLoop: the head up to the
 // blank line, the request line, the Host check, the callback path, FormEncoding.decode of the
@@ -13,7 +15,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import TokenctlCore
 
 let listener = try! LoopbackRedirectServer(port: 0)
 let portText = Array(String(listener.port).utf8)
@@ -23,12 +24,13 @@ nonisolated(unsafe) var currentClient: Int32 = -1
 /// closed it: the client socket turns readable), long past it afterwards. Not a fixed number of
 /// readings: an accept or poll interrupted by libFuzzer's timer signal (EINTR) goes round the
 /// loop again, and must still take this input's connection, not leave it for the next input.
-let oneShotClock = Clock(now: {
-    clockCalls += 1
-    var client = pollfd(fd: currentClient, events: Int16(POLLIN), revents: 0)
-    let answered = poll(&client, 1, 0) > 0
-    return answered || clockCalls > 100 ? 100 : 0
-}, sleep: { _ in })
+let oneShotClock = Clock(
+    now: {
+        clockCalls += 1
+        var client = pollfd(fd: currentClient, events: Int16(POLLIN), revents: 0)
+        let answered = poll(&client, 1, 0) > 0
+        return answered || clockCalls > 100 ? 100 : 0
+    }, sleep: { _ in })
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzLoopbackRedirect(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -59,16 +61,20 @@ public func fuzzLoopbackRedirect(_ data: UnsafePointer<UInt8>?, _ size: Int) -> 
     // it says so (EALREADY while in progress, EISCONN once done).
     while true {
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         if connected == 0 || errno == EISCONN { break }
         check(errno == EINTR || errno == EALREADY, "connect: \(errno)")
     }
     var sent = 0
     while sent < request.count {
-        let count = request[sent...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        let count = request[sent...].withUnsafeBytes {
+            send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+        }
         if count < 0 && errno == EINTR { continue }
-        guard count > 0 else { break }  // a full buffer (non-blocking): the listener reads at most 16 KiB anyway
+        guard count > 0 else { break } // a full buffer (non-blocking): the listener reads at most 16 KiB anyway
         sent += count
     }
     shutdown(client, Int32(SHUT_WR))

@@ -29,7 +29,10 @@ enum FuzzSupport {
 
 /// A property the target checks: on failure, say which and why on stderr, then abort (a crash
 /// for libFuzzer). Not `precondition`, whose message -O drops.
-func check(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String, file: StaticString = #fileID, line: UInt = #line) {
+func check(
+    _ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String, file: StaticString = #fileID,
+    line: UInt = #line
+) {
     if !condition() { fail(message(), file: file, line: line) }
 }
 

@@ -1,3 +1,6 @@
+import TokenctlEssentials
+
+@testable import TokenctlCommands
 // Fuzz target: a token endpoint's answer, through what the engine does with it:
 // RefreshOutcome.classify (status, headers, body: TokenResponse.parse for a 200, the OAuth
 // error otherwise, Retry-After for 429/5xx), then the token set built from a success
@@ -11,15 +14,17 @@
 // Without a blank line the whole input is the body of a 200 without headers.
 // fuzz-extra-sources: Tests/Fuzz/Shared/TokenSetUse.swift Tests/Fuzz/Shared/KnownHTTPDateCrash.swift
 @testable import TokenctlCore
-import TokenctlEssentials
-@testable import TokenctlCommands
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let bytes = FuzzSupport.bytes(data, size)
     let response = exchange(bytes)
     let now = 1_764_425_000.0
-    if FuzzSupport.skipKnown, [response.header("date"), response.header("retry-after")].contains(where: { $0.map(KnownCrash.yearBeyondInt32) == true }) {
+    if FuzzSupport.skipKnown,
+        [response.header("date"), response.header("retry-after")].contains(where: {
+            $0.map(KnownCrash.yearBeyondInt32) == true
+        })
+    {
         return -1
     }
 
@@ -31,7 +36,9 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
     // What DPoPHTTPClient reads of any answer: a nonce (NQCHAR only, bounded) and whether the
     // server asks for one or refuses a proof.
     if let nonce = response.header("dpop-nonce").flatMap(DPoPHTTPClient.usableNonce) {
-        check(nonce.utf8.count <= 1024 && nonce.utf8.allSatisfy { $0 >= 0x21 && $0 <= 0x7E && $0 != 0x22 && $0 != 0x5C }, "an unusable DPoP nonce accepted")
+        check(
+            nonce.utf8.count <= 1024 && nonce.utf8.allSatisfy { $0 >= 0x21 && $0 <= 0x7E && $0 != 0x22 && $0 != 0x5C },
+            "an unusable DPoP nonce accepted")
     }
     _ = DPoPHTTPClient.asksForNonce(response)
     _ = DPoPHTTPClient.refusesProof(response)
@@ -39,14 +46,20 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
     let outcome = RefreshOutcome.classify(.success(response), now: now)
     switch outcome {
     case .success(let token, let serverDate):
-        check(token.accessToken.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "an access token with whitespace was accepted")
+        check(
+            token.accessToken.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "an access token with whitespace was accepted"
+        )
         check(token.tokenType == "Bearer" || token.tokenType == "DPoP", "token type not normalized")
         // A bearer request may not be answered with a DPoP token; a Bearer answer passes.
         do { try DPoPBinding.check(token, key: nil, allowBearer: false) } catch {
-            check(error == .unrequested && token.tokenType == "DPoP", "a bearer answer refused by the DPoP binding check")
+            check(
+                error == .unrequested && token.tokenType == "DPoP", "a bearer answer refused by the DPoP binding check")
         }
-        if let expiresIn = token.expiresIn { check(expiresIn.isFinite && expiresIn >= 0, "expires_in out of range accepted") }
-        let previous = TokenSet(accessToken: "old", refreshToken: "r0", expiresAt: now - 1, issuedLifetime: 300, obtainedAt: now - 301)
+        if let expiresIn = token.expiresIn {
+            check(expiresIn.isFinite && expiresIn >= 0, "expires_in out of range accepted")
+        }
+        let previous = TokenSet(
+            accessToken: "old", refreshToken: "r0", expiresAt: now - 1, issuedLifetime: 300, obtainedAt: now - 301)
         for prior in [nil, previous] {
             let set = TokenSet(response: token, receivedAt: now, serverDate: serverDate, previous: prior)
             TokenSetUse.exercise(set, now: now)
@@ -55,8 +68,12 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
         // The refresh token kept from such an answer is one tokenctl could send again, and the
         // message about the answer never carries it.
         if case .rotated(let refreshToken) = unusable.refreshToken {
-            check(!refreshToken.isEmpty && refreshToken.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "an unusable rotated refresh token was kept")
-            check(refreshToken.utf8.count < 8 || !unusable.description.contains(refreshToken), "the message about an unusable answer shows its refresh token")
+            check(
+                !refreshToken.isEmpty && refreshToken.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F },
+                "an unusable rotated refresh token was kept")
+            check(
+                refreshToken.utf8.count < 8 || !unusable.description.contains(refreshToken),
+                "the message about an unusable answer shows its refresh token")
         }
     case .terminal(let reason), .clientRefused(let reason):
         _ = reason.description

@@ -1,7 +1,8 @@
 import Testing
-@testable import TokenctlCommands
 import TokenctlCore
 import TokenctlEssentials
+
+@testable import TokenctlCommands
 
 /// Each converted command's `Options`: built from what the real parser collected, every value
 /// checked into its type, usage errors thrown by the struct (command bodies read only fields).
@@ -12,7 +13,9 @@ struct CommandOptionsTests {
     }
 
     static func usageError(_ build: () throws -> Void) -> String? {
-        do { try build() } catch let error as UsageError { return error.message } catch { return "not a usage error: \(error)" }
+        do { try build() } catch let error as UsageError { return error.message } catch {
+            return "not a usage error: \(error)"
+        }
         return nil
     }
 
@@ -24,13 +27,16 @@ struct CommandOptionsTests {
         for format in TokenCommand.Format.allCases where format != .dpop {
             #expect(try TokenCommand.Options(Self.parsed("token", "--format", format.rawValue)).format == format)
         }
-        let dpop = try TokenCommand.Options(Self.parsed("token", "--format", "dpop", "--method", "post", "--url", "https://api.test/x", "--force"))
+        let dpop = try TokenCommand.Options(
+            Self.parsed("token", "--format", "dpop", "--method", "post", "--url", "https://api.test/x", "--force"))
         #expect(dpop.proofRequest == TokenCommand.ProofRequest(method: "POST", url: "https://api.test/x", nonce: nil))
         #expect(dpop.force)
         let targeted = try TokenCommand.Options(Self.parsed("token", "--scope", "read", "--min-ttl", "120"))
         #expect(!targeted.target.isSession && targeted.minimumTimeToLive == 120)
         let wrong = try Self.parsed("token", "--format", "yaml")
-        #expect(Self.usageError { _ = try TokenCommand.Options(wrong) }?.contains("expected raw, header, json, exec-credential or dpop") == true)
+        #expect(
+            Self.usageError { _ = try TokenCommand.Options(wrong) }?.contains(
+                "expected raw, header, json, exec-credential or dpop") == true)
         let proofless = try Self.parsed("token", "--format", "dpop")
         #expect(Self.usageError { _ = try TokenCommand.Options(proofless) }?.contains("--method") == true)
         let stray = try Self.parsed("token", "--url", "https://api.test/")
@@ -50,7 +56,8 @@ struct CommandOptionsTests {
 
     @Test("exec: the variable, the command line, min-ttl")
     func exec() throws {
-        let options = try ExecCommand.Options(Self.parsed("exec", "--env", "API_TOKEN", "--", "curl", "-s", "https://api.test/"))
+        let options = try ExecCommand.Options(
+            Self.parsed("exec", "--env", "API_TOKEN", "--", "curl", "-s", "https://api.test/"))
         #expect(options.variable == "API_TOKEN" && options.commandLine == ["curl", "-s", "https://api.test/"])
         #expect(try ExecCommand.Options(Self.parsed("exec", "true")).variable == ExecCommand.defaultVariable)
         let badName = try Self.parsed("exec", "--env", "1X", "--", "true")
@@ -70,17 +77,22 @@ struct CommandOptionsTests {
         let exclusive = try Self.parsed("logout", "--orphans", "--all")
         #expect(Self.usageError { _ = try LogoutCommand.Options(exclusive) }?.contains("exclude each other") == true)
 
-        let events = try EventsCommand.Options(Self.parsed("events", "-f", "--since", "90s", "--min-significance", "high"), now: 1000)
+        let events = try EventsCommand.Options(
+            Self.parsed("events", "-f", "--since", "90s", "--min-significance", "high"), now: 1000)
         #expect(events.follow && events.since == 910 && events.minimumSignificance == .high && !events.json)
         let level = try Self.parsed("events", "--min-significance", "urgent")
-        #expect(Self.usageError { _ = try EventsCommand.Options(level) }?.contains("expected low, medium or high") == true)
+        #expect(
+            Self.usageError { _ = try EventsCommand.Options(level) }?.contains("expected low, medium or high") == true)
 
         let install = try ScheduleCommand.Options(Self.parsed("schedule", "install", "--every", "1h", "--cron"))
         #expect(install.action == .install && install.interval == 3600 && install.backend == .cron)
         let misspelt = try Self.parsed("schedule", "instal")
-        #expect(Self.usageError { _ = try ScheduleCommand.Options(misspelt) }?.contains("Did you mean 'install'") == true)
+        #expect(
+            Self.usageError { _ = try ScheduleCommand.Options(misspelt) }?.contains("Did you mean 'install'") == true)
         let everyOnRemove = try Self.parsed("schedule", "remove", "--every", "1h")
-        #expect(Self.usageError { _ = try ScheduleCommand.Options(everyOnRemove) }?.contains("'--every' applies to 'install' only") == true)
+        #expect(
+            Self.usageError { _ = try ScheduleCommand.Options(everyOnRemove) }?.contains(
+                "'--every' applies to 'install' only") == true)
 
         #expect(try CompletionCommand.Options(Self.parsed("completion", "fish")).shell == .fish)
     }
@@ -88,16 +100,24 @@ struct CommandOptionsTests {
     @Test("login: the flow, endpoints, scope words, DPoP choice, browser settings")
     func login() throws {
         let automatic = try LoginCommand.Options(Self.parsed("login"))
-        #expect(automatic.flow == .automatic && automatic.issuer == nil && automatic.clientID == nil && automatic.dpop == nil)
+        #expect(
+            automatic.flow == .automatic && automatic.issuer == nil && automatic.clientID == nil
+                && automatic.dpop == nil)
         #expect(automatic.browserTimeout == 300 && automatic.opensBrowser && automatic.resources.isEmpty)
-        let options = try LoginCommand.Options(Self.parsed(
-            "login", "--issuer", "https://id.test/", "--client-id", "cli", "--device", "--scope", "openid  email", "--resource", "https://api.test urn:x",
-            "--token-endpoint", "https://id.test/token", "--dpop"))
+        let options = try LoginCommand.Options(
+            Self.parsed(
+                "login", "--issuer", "https://id.test/", "--client-id", "cli", "--device", "--scope", "openid  email",
+                "--resource", "https://api.test urn:x",
+                "--token-endpoint", "https://id.test/token", "--dpop"))
         #expect(options.flow == .device && options.issuer?.string == "https://id.test/" && options.clientID == "cli")
-        #expect(options.scope == "openid email" && options.resources == ["https://api.test", "urn:x"] && options.dpop == true)
+        #expect(
+            options.scope == "openid email" && options.resources == ["https://api.test", "urn:x"]
+                && options.dpop == true)
         #expect(options.endpoints.token?.string == "https://id.test/token" && options.endpoints.jwks == nil)
-        let browser = try LoginCommand.Options(Self.parsed("login", "--port", "8400", "--no-open", "--login-timeout", "30"))
-        #expect(browser.flow == .browser && browser.port == 8400 && !browser.opensBrowser && browser.browserTimeout == 30)
+        let browser = try LoginCommand.Options(
+            Self.parsed("login", "--port", "8400", "--no-open", "--login-timeout", "30"))
+        #expect(
+            browser.flow == .browser && browser.port == 8400 && !browser.opensBrowser && browser.browserTimeout == 30)
         #expect(try LoginCommand.Options(Self.parsed("login", "--refresh-token-stdin")).flow == .refreshTokenImport)
         let refusals: [([String], String)] = [
             (["login", "--device", "--browser"], "Choose one of --device, --browser and --refresh-token-stdin"),
@@ -111,7 +131,12 @@ struct CommandOptionsTests {
             (["login", "--scope", "a\"b"], "is not a scope"),
             (["login", "--audience", "two words"], "--audience"),
             (["login", "--resource", "https://api.test/#frag"], "without a fragment"),
-            (["login", "--scope", Array(repeating: "s", count: TokenTarget.maximumWords + 1).joined(separator: " ")], "more than 32 values"),
+            (
+                [
+                    "login", "--scope",
+                    Array(repeating: "s", count: TokenTarget.maximumWords + 1).joined(separator: " "),
+                ], "more than 32 values"
+            ),
             (["login", "--port", "70000"], "--port"),
             (["login", "--device", "--no-open"], "apply to --browser only"),
             (["login", "--dpop", "--no-dpop"], "Choose one of --dpop and --no-dpop"),
@@ -130,7 +155,9 @@ struct CommandOptionsTests {
         let status = try StatusCommand.Options(Self.parsed("status", "--all", "--json", "--offline"))
         #expect(status.all && status.json && status.offline && !status.watch)
         let watchAll = try Self.parsed("status", "--watch", "--all")
-        #expect(Self.usageError { _ = try StatusCommand.Options(watchAll) }?.contains("'--watch' follows one profile") == true)
+        #expect(
+            Self.usageError { _ = try StatusCommand.Options(watchAll) }?.contains("'--watch' follows one profile")
+                == true)
         #expect(DoctorCommand.Options(try Self.parsed("doctor", "--json")).json)
     }
 }

@@ -17,16 +17,18 @@ struct CommandRunTests {
         #expect(version.stdout.hasPrefix("tokenctl \(TokenctlVersion.string) "), "\(version)")
     }
 
-    @Test("usage errors: 64, Error/usage/See lines on stderr, nothing on stdout", arguments: [
-        (["token", "--formt", "json"], "Did you mean '--format'"),
-        (["token", "--min-ttl", "-5"], "--min-ttl"),
-        (["token", "--format", "yaml"], "--format"),
-        (["git-credential"], "Missing the action"),
-        (["git-credential", "fetch"], "Unknown action 'fetch'"),
-        (["login", "--port", "0", "--issuer", "https://issuer.test", "--client-id", "c"], "--port"),
-        (["--profile", "-bad", "token"], "profile"),
-        (["token", "--timeout", "0.5"], "--timeout"),
-    ])
+    @Test(
+        "usage errors: 64, Error/usage/See lines on stderr, nothing on stdout",
+        arguments: [
+            (["token", "--formt", "json"], "Did you mean '--format'"),
+            (["token", "--min-ttl", "-5"], "--min-ttl"),
+            (["token", "--format", "yaml"], "--format"),
+            (["git-credential"], "Missing the action"),
+            (["git-credential", "fetch"], "Unknown action 'fetch'"),
+            (["login", "--port", "0", "--issuer", "https://issuer.test", "--client-id", "c"], "--port"),
+            (["--profile", "-bad", "token"], "profile"),
+            (["token", "--timeout", "0.5"], "--timeout"),
+        ])
     func usageErrors(arguments: [String], expected: String) async throws {
         let result = try await tokenctlArguments(arguments)
         #expect(result.status == .usage, "\(result)")
@@ -37,7 +39,8 @@ struct CommandRunTests {
 
     @Test("git-credential answers nothing to a request git never sends, before it looks for a session")
     func gitCredentialRefusal() async throws {
-        let result = try await tokenctl("--profile", "nowhere", "git-credential", "get", stdin: "protocol=http\nhost=127.0.0.1.evil.example\n\n")
+        let result = try await tokenctl(
+            "--profile", "nowhere", "git-credential", "get", stdin: "protocol=http\nhost=127.0.0.1.evil.example\n\n")
         #expect(result.status == .success && result.stdout.isEmpty, "\(result)")
         #expect(result.stderr.contains("plain http"), "\(result)")
         let noHost = try await tokenctl("--profile", "nowhere", "git-credential", "get", stdin: "protocol=https\n\n")

@@ -1,12 +1,16 @@
 import Testing
-@testable import TokenctlCommands
 import TokenctlEssentials
+
+@testable import TokenctlCommands
 
 /// The engine's real command table, in-process (before TokenctlCommands, the commands lived in
 /// an executable that no test could import, and only the end-to-end suites reached them).
 @Suite("TokenctlCommands: the command table, parsed in-process")
 struct CommandTableTests {
-    static let names = ["login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec", "completion"]
+    static let names = [
+        "login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec",
+        "completion",
+    ]
 
     @Test("every command is in the table once, in the order help lists them")
     func table() {
@@ -25,7 +29,9 @@ struct CommandTableTests {
 
     @Test("options reach the command under their long names; a misspelt one is a usage error with a suggestion")
     func parsing() throws {
-        let invocation = try Commands.parser.parse(["--profile", "work", "token", "--min-ttl", "120", "--format", "json"])
+        let invocation = try Commands.parser.parse([
+            "--profile", "work", "token", "--min-ttl", "120", "--format", "json",
+        ])
         #expect(invocation.action == .run("token"))
         #expect(invocation.profileName == "work")
         #expect(invocation.options.value("--min-ttl") == "120")

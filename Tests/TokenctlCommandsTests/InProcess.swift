@@ -8,7 +8,9 @@ struct InProcessResult: CustomStringConvertible {
     var stdout: String
     var stderr: String
 
-    var description: String { "exit \(status.rawValue)\nstdout: \(stdout.debugDescription)\nstderr: \(stderr.debugDescription)" }
+    var description: String {
+        "exit \(status.rawValue)\nstdout: \(stdout.debugDescription)\nstderr: \(stderr.debugDescription)"
+    }
 }
 
 /// Run `tokenctl ARGUMENTS` in this process through `Engine.run`, with standard input, output
@@ -19,8 +21,10 @@ func tokenctl(_ arguments: String..., stdin: String = "") async throws -> InProc
 }
 
 func tokenctlArguments(_ arguments: [String], stdin: String = "") async throws -> InProcessResult {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokenctl-inprocess-" + UUID().uuidString)
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "tokenctl-inprocess-" + UUID().uuidString)
+    try FileManager.default.createDirectory(
+        at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     defer { try? FileManager.default.removeItem(at: directory) }
     let paths = ["in", "out", "err"].map { directory.appendingPathComponent($0).path }
     try Data(stdin.utf8).write(to: URL(fileURLWithPath: paths[0]))
@@ -30,5 +34,6 @@ func tokenctlArguments(_ arguments: [String], stdin: String = "") async throws -
     defer { for descriptor in [input, output, error] where descriptor >= 0 { close(descriptor) } }
     let status = await Engine.run(arguments, io: IOStreams(input: input, output: output, error: error))
     return InProcessResult(
-        status: status, stdout: try String(contentsOfFile: paths[1], encoding: .utf8), stderr: try String(contentsOfFile: paths[2], encoding: .utf8))
+        status: status, stdout: try String(contentsOfFile: paths[1], encoding: .utf8),
+        stderr: try String(contentsOfFile: paths[2], encoding: .utf8))
 }

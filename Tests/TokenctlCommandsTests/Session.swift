@@ -23,10 +23,14 @@ struct SessionServices: Sendable {
     static func require() throws -> SessionServices {
         let environment = ProcessInfo.processInfo.environment
         guard environment["TOKENCTL_TEST_ENV"] == "1", let script = environment["TOKENCTL_AUTHSERVER_PY"],
-              environment["DBUS_SESSION_BUS_ADDRESS"] != nil else {
-            throw SessionHarnessError("the in-process session tests need the services that Scripts/test starts: run Scripts/test --filter TokenctlCommandsTests")
+            environment["DBUS_SESSION_BUS_ADDRESS"] != nil
+        else {
+            throw SessionHarnessError(
+                "the in-process session tests need the services that Scripts/test starts: run Scripts/test --filter TokenctlCommandsTests"
+            )
         }
-        return SessionServices(python: environment["TOKENCTL_TEST_PYTHON"] ?? "/usr/bin/python3", authServerScript: script)
+        return SessionServices(
+            python: environment["TOKENCTL_TEST_PYTHON"] ?? "/usr/bin/python3", authServerScript: script)
     }
 }
 
@@ -46,8 +50,10 @@ final class Child: @unchecked Sendable {
 
     init(_ executable: String, _ arguments: [String], stdin: String? = nil) throws {
         directory = NSTemporaryDirectory() + "tokenctl-child-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        FileManager.default.createFile(atPath: directory + "/in", contents: Data((stdin ?? "").utf8), attributes: [.posixPermissions: 0o600])
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        FileManager.default.createFile(
+            atPath: directory + "/in", contents: Data((stdin ?? "").utf8), attributes: [.posixPermissions: 0o600])
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -70,7 +76,9 @@ final class Child: @unchecked Sendable {
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
         let result = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
-        guard result == 0 else { throw SessionHarnessError("cannot run \(executable): \(String(cString: strerror(result)))") }
+        guard result == 0 else {
+            throw SessionHarnessError("cannot run \(executable): \(String(cString: strerror(result)))")
+        }
         self.pid = pid
     }
 
@@ -101,9 +109,11 @@ final class TestAuthServer: @unchecked Sendable {
     init(_ configuration: [String: Any] = [:]) throws {
         let services = try SessionServices.require()
         directory = NSTemporaryDirectory() + "tokenctl-authserver-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let portFile = directory + "/port"
-        server = try Child(services.python, [services.authServerScript, "--port", "0", "--port-file", portFile, "--exit-with-parent"])
+        server = try Child(
+            services.python, [services.authServerScript, "--port", "0", "--port-file", portFile, "--exit-with-parent"])
         var port: String?
         for _ in 0..<400 {
             if let text = try? String(contentsOfFile: portFile, encoding: .utf8), !text.isEmpty {
@@ -119,7 +129,8 @@ final class TestAuthServer: @unchecked Sendable {
         url = "http://127.0.0.1:\(port)"
         // A new server may get the port (the issuer URL) an earlier test's had: nothing for it in the keyring.
         for kind in ["session", "client-secret"] {
-            _ = try? Child.run("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", url, "kind", kind])
+            _ = try? Child.run(
+                "/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", url, "kind", kind])
         }
         if !configuration.isEmpty { try request("POST", "/_test/config", json: configuration) }
     }
@@ -150,9 +161,13 @@ final class TestAuthServer: @unchecked Sendable {
     }
 
     /// A new refresh token (a new token family) for `subject`.
-    func issue(clientID: String = "cli", subject: String = "alice", scope: String = "openid offline_access") throws -> String {
+    func issue(clientID: String = "cli", subject: String = "alice", scope: String = "openid offline_access") throws
+        -> String
+    {
         let answer = try request("POST", "/_test/issue", json: ["client_id": clientID, "sub": subject, "scope": scope])
-        guard let token = (answer as? [String: Any])?["refresh_token"] as? String else { throw SessionHarnessError("no refresh token issued: \(answer)") }
+        guard let token = (answer as? [String: Any])?["refresh_token"] as? String else {
+            throw SessionHarnessError("no refresh token issued: \(answer)")
+        }
         return token
     }
 
@@ -168,7 +183,10 @@ final class TestAuthServer: @unchecked Sendable {
 /// read the environment, which is process-wide: the suites that use this are `.serialized`,
 /// and only they set it). The session bus and keyring are Scripts/test's, shared.
 final class PrivateUser: @unchecked Sendable {
-    static let variables = ["HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "TOKENCTL_RUNTIME_DIR", "TOKENCTL_CRONTAB", "TOKENCTL_PROFILE"]
+    static let variables = [
+        "HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "TOKENCTL_RUNTIME_DIR",
+        "TOKENCTL_CRONTAB", "TOKENCTL_PROFILE",
+    ]
 
     let root: String
     let crontabFile: String
@@ -180,18 +198,22 @@ final class PrivateUser: @unchecked Sendable {
     init() throws {
         root = NSTemporaryDirectory() + "tokenctl-inprocess-user-" + UUID().uuidString
         for directory in ["home", "config", "state", "cache", "runtime"] {
-            try FileManager.default.createDirectory(atPath: root + "/" + directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                atPath: root + "/" + directory, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
         }
         crontabFile = root + "/home/crontab.txt"
         let crontab = root + "/fake-crontab"
         // Written by a child shell: an executable this (multi-threaded) process held open could be
         // inherited by a child another test forks at that moment, and then fail with ETXTBSY.
-        let script = "#!/bin/sh\nf=\"\(crontabFile)\"\ncase \"$1\" in -l) [ -f \"$f\" ] && exec cat \"$f\"; echo \"no crontab for test\" >&2; exit 1;; -) cat > \"$f\";; esac\n"
+        let script =
+            "#!/bin/sh\nf=\"\(crontabFile)\"\ncase \"$1\" in -l) [ -f \"$f\" ] && exec cat \"$f\"; echo \"no crontab for test\" >&2; exit 1;; -) cat > \"$f\";; esac\n"
         let written = try Child.run("/bin/sh", ["-c", "cat > \"$0\" && chmod 700 \"$0\"", crontab], stdin: script)
         guard written.status == 0 else { throw SessionHarnessError("cannot write \(crontab): \(written)") }
         let values = [
             "HOME": root + "/home", "XDG_CONFIG_HOME": root + "/config", "XDG_STATE_HOME": root + "/state",
-            "XDG_CACHE_HOME": root + "/cache", "XDG_RUNTIME_DIR": root + "/runtime", "TOKENCTL_RUNTIME_DIR": root + "/runtime",
+            "XDG_CACHE_HOME": root + "/cache", "XDG_RUNTIME_DIR": root + "/runtime",
+            "TOKENCTL_RUNTIME_DIR": root + "/runtime",
             "TOKENCTL_CRONTAB": crontab,
         ]
         for name in Self.variables {
@@ -203,7 +225,8 @@ final class PrivateUser: @unchecked Sendable {
     /// Put the environment back and remove the user's files and hot-cache keys.
     func finish() {
         for (profile, issuer, clientID) in loggedIn {
-            HotCache(environment: .fixed([:])).invalidate(profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID)
+            HotCache(environment: .fixed([:])).invalidate(
+                profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID)
         }
         for (name, value) in saved {
             if let value { setenv(name, value, 1) } else { unsetenv(name) }
@@ -215,14 +238,19 @@ final class PrivateUser: @unchecked Sendable {
 
     /// Sign `profile` in at `server` by importing a refresh token the server just issued, in-process.
     @discardableResult
-    func login(_ server: TestAuthServer, profile: String, clientID: String = "cli", subject: String = "alice",
-               scope: String = "openid offline_access", extra: [String] = []) async throws -> InProcessResult {
+    func login(
+        _ server: TestAuthServer, profile: String, clientID: String = "cli", subject: String = "alice",
+        scope: String = "openid offline_access", extra: [String] = []
+    ) async throws -> InProcessResult {
         let refreshToken = try server.issue(clientID: clientID, subject: subject, scope: scope)
         loggedIn.append((profile, server.url, clientID))
         // A generous --timeout: the suite shares the process with hundreds of parallel tests, and
         // the Secret Service connect is bounded by it (these tests are not about the bound).
         let result = try await tokenctlArguments(
-            ["--profile", profile, "login", "--timeout", "300", "--issuer", server.url, "--client-id", clientID, "--refresh-token-stdin"] + extra,
+            [
+                "--profile", profile, "login", "--timeout", "300", "--issuer", server.url, "--client-id", clientID,
+                "--refresh-token-stdin",
+            ] + extra,
             stdin: refreshToken)
         guard result.status == .success else { throw SessionHarnessError("login failed: \(result)") }
         return result
@@ -238,7 +266,8 @@ final class PrivateUser: @unchecked Sendable {
 
 /// A JSON object printed on stdout, decoded.
 func jsonObject(_ text: String) throws -> [String: Any] {
-    try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "not a JSON object: \(text)")
+    try #require(
+        try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "not a JSON object: \(text)")
 }
 
 /// A fresh profile name for one test: profiles, their keyring items and hot-cache keys never meet.
@@ -248,7 +277,9 @@ func uniqueProfile(_ stem: String) -> String {
 
 /// Run `body` as a private user with a test authorization server of its own, both ended when it
 /// returns (explicitly: neither may end while a command still runs).
-func withSession<T>(_ configuration: [String: Any] = [:], _ body: (PrivateUser, TestAuthServer) async throws -> T) async throws -> T {
+func withSession<T>(_ configuration: [String: Any] = [:], _ body: (PrivateUser, TestAuthServer) async throws -> T)
+    async throws -> T
+{
     let server = try TestAuthServer(configuration)
     defer { server.stop() }
     let user = try PrivateUser()
@@ -264,8 +295,10 @@ final class BackgroundCommand: @unchecked Sendable {
     private let task: Task<TokenctlEssentials.ExitStatus, Never>
 
     init(_ arguments: [String], stdin: String = "") throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("tokenctl-inprocess-" + UUID().uuidString)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "tokenctl-inprocess-" + UUID().uuidString)
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try Data(stdin.utf8).write(to: directory.appendingPathComponent("in"))
         let input = open(directory.appendingPathComponent("in").path, O_RDONLY | O_CLOEXEC)
         let output = open(directory.appendingPathComponent("out").path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -275,7 +308,9 @@ final class BackgroundCommand: @unchecked Sendable {
         task = Task { await Engine.run(arguments, io: streams) }
     }
 
-    var standardError: String { (try? String(contentsOf: directory.appendingPathComponent("err"), encoding: .utf8)) ?? "" }
+    var standardError: String {
+        (try? String(contentsOf: directory.appendingPathComponent("err"), encoding: .utf8)) ?? ""
+    }
 
     /// What stderr holds once it contains `text` (at most 30 s).
     func waitForStandardError(containing text: String) async throws -> String {

@@ -1,6 +1,7 @@
 import Testing
-@testable import TokenctlCore
 import TokenctlEssentials
+
+@testable import TokenctlCore
 
 private let now: Double = 1_700_000_000
 
@@ -16,27 +17,50 @@ private func form(_ status: Int, _ body: String) -> HTTPResponse {
 /// `error` member first, whatever the status or the encoding (PROVIDERS.md §1: GitHub).
 @Suite("The body decides: classification by the error member, JSON or form-encoded")
 struct BodyDecidesTests {
-    @Test("a 2xx with error is an OAuth error, JSON or form-encoded, whatever the status", arguments: [
-        HTTPResponse.json(200, #"{"error":"bad_refresh_token","error_description":"The refresh token passed is incorrect or expired."}"#),
-        form(200, "error=bad_refresh_token&error_description=The+refresh+token+passed+is+incorrect+or+expired."),
-        form(201, "error=bad_refresh_token&error_description=The%20refresh%20token%20passed%20is%20incorrect%20or%20expired."),
-    ])
+    @Test(
+        "a 2xx with error is an OAuth error, JSON or form-encoded, whatever the status",
+        arguments: [
+            HTTPResponse.json(
+                200,
+                #"{"error":"bad_refresh_token","error_description":"The refresh token passed is incorrect or expired."}"#
+            ),
+            form(200, "error=bad_refresh_token&error_description=The+refresh+token+passed+is+incorrect+or+expired."),
+            form(
+                201,
+                "error=bad_refresh_token&error_description=The%20refresh%20token%20passed%20is%20incorrect%20or%20expired."
+            ),
+        ])
     func errorWith2xx(response: HTTPResponse) {
         let outcome = classify(response)
-        #expect(outcome == .terminal(.oauthError(status: response.status, code: "bad_refresh_token", description: "The refresh token passed is incorrect or expired.")))
+        #expect(
+            outcome
+                == .terminal(
+                    .oauthError(
+                        status: response.status, code: "bad_refresh_token",
+                        description: "The refresh token passed is incorrect or expired.")))
         if case .terminal(let reason) = outcome { #expect(reason.className == "bad_refresh_token") }
     }
 
-    @Test("device polling answers with HTTP 200 (GitHub) are OAuth errors, not token sets", arguments: ["authorization_pending", "slow_down", "expired_token"])
+    @Test(
+        "device polling answers with HTTP 200 (GitHub) are OAuth errors, not token sets",
+        arguments: ["authorization_pending", "slow_down", "expired_token"])
     func pendingWith200(code: String) {
-        #expect(classify(form(200, "error=\(code)&error_description=x")) == .terminal(.oauthError(status: 200, code: code, description: "x")))
-        #expect(classify(.json(200, #"{"error":"\#(code)"}"#)) == .terminal(.oauthError(status: 200, code: code, description: nil)))
+        #expect(
+            classify(form(200, "error=\(code)&error_description=x"))
+                == .terminal(.oauthError(status: 200, code: code, description: "x")))
+        #expect(
+            classify(.json(200, #"{"error":"\#(code)"}"#))
+                == .terminal(.oauthError(status: 200, code: code, description: nil)))
     }
 
     @Test("a 400 form-encoded error is read too; a non-2xx without error stays an unexpected status")
     func formErrorWith400() {
-        #expect(classify(form(400, "error=invalid_grant")) == .terminal(.oauthError(status: 400, code: "invalid_grant", description: nil)))
-        #expect(classify(form(403, "message=nope")) == .terminal(.unexpectedStatus(403, contentType: "application/x-www-form-urlencoded; charset=utf-8")))
+        #expect(
+            classify(form(400, "error=invalid_grant"))
+                == .terminal(.oauthError(status: 400, code: "invalid_grant", description: nil)))
+        #expect(
+            classify(form(403, "message=nope"))
+                == .terminal(.unexpectedStatus(403, contentType: "application/x-www-form-urlencoded; charset=utf-8")))
     }
 
     @Test("the transient statuses stay transient whatever the body says")
@@ -44,58 +68,101 @@ struct BodyDecidesTests {
         #expect(classify(.json(503, #"{"error":"invalid_grant"}"#)) == .transient(.serverError(503), retryAfter: nil))
     }
 
-    @Test("a form-encoded token answer (GitHub without Accept: application/json) is a success, its comma-separated scope split")
+    @Test(
+        "a form-encoded token answer (GitHub without Accept: application/json) is a success, its comma-separated scope split"
+    )
     func formEncodedSuccess() {
-        let outcome = classify(form(200, "access_token=gho_16C7e42F292c6912E7710c838347Ae178B4a&scope=repo%2Cgist&token_type=bearer"))
-        #expect(outcome == .success(TokenResponse(accessToken: "gho_16C7e42F292c6912E7710c838347Ae178B4a", tokenType: "Bearer", expiresIn: nil, refreshToken: nil, scope: "repo gist"), serverDate: nil))
+        let outcome = classify(
+            form(200, "access_token=gho_16C7e42F292c6912E7710c838347Ae178B4a&scope=repo%2Cgist&token_type=bearer"))
+        #expect(
+            outcome
+                == .success(
+                    TokenResponse(
+                        accessToken: "gho_16C7e42F292c6912E7710c838347Ae178B4a", tokenType: "Bearer", expiresIn: nil,
+                        refreshToken: nil, scope: "repo gist"), serverDate: nil))
     }
 
     @Test("numbers given as strings are read (early GitHub App answers)")
     func numbersAsStrings() {
-        let outcome = classify(.json(200, #"{"access_token":"ghu_x","token_type":"bearer","expires_in":"28800","refresh_token":"ghr_y","refresh_token_expires_in":"15897600","scope":""}"#))
-        #expect(outcome == .success(TokenResponse(accessToken: "ghu_x", tokenType: "Bearer", expiresIn: 28800, refreshToken: "ghr_y", scope: nil), serverDate: nil))
+        let outcome = classify(
+            .json(
+                200,
+                #"{"access_token":"ghu_x","token_type":"bearer","expires_in":"28800","refresh_token":"ghr_y","refresh_token_expires_in":"15897600","scope":""}"#
+            ))
+        #expect(
+            outcome
+                == .success(
+                    TokenResponse(
+                        accessToken: "ghu_x", tokenType: "Bearer", expiresIn: 28800, refreshToken: "ghr_y", scope: nil),
+                    serverDate: nil))
     }
 
     @Test("a body that is form-encoded only by its look (text/plain) is not read as a form")
     func formOnlyByMediaType() {
-        #expect(classify(.text(200, "access_token=at_x&token_type=bearer", contentType: "text/plain")) == .unusableTokens(UnusableTokens(problem: .notJSONObject, refreshToken: .absent)))
+        #expect(
+            classify(.text(200, "access_token=at_x&token_type=bearer", contentType: "text/plain"))
+                == .unusableTokens(UnusableTokens(problem: .notJSONObject, refreshToken: .absent)))
     }
 
-    @Test("a 2xx without access_token and without error is a protocol error that keeps the session (76), JSON or form", arguments: [
-        HTTPResponse.json(200, #"{"token_type":"bearer","scope":"repo"}"#), form(200, "token_type=bearer&scope=repo"), .json(200, "{}"),
-    ])
+    @Test(
+        "a 2xx without access_token and without error is a protocol error that keeps the session (76), JSON or form",
+        arguments: [
+            HTTPResponse.json(200, #"{"token_type":"bearer","scope":"repo"}"#),
+            form(200, "token_type=bearer&scope=repo"), .json(200, "{}"),
+        ])
     func noAccessTokenNoError(response: HTTPResponse) {
-        #expect(classify(response) == .unusableTokens(UnusableTokens(problem: .missingAccessToken, refreshToken: .absent)))
+        #expect(
+            classify(response) == .unusableTokens(UnusableTokens(problem: .missingAccessToken, refreshToken: .absent)))
     }
 
-    @Test("the provider error-code table: GitHub's bad_refresh_token ends the grant (77), incorrect_client_credentials refuses the client (78)")
+    @Test(
+        "the provider error-code table: GitHub's bad_refresh_token ends the grant (77), incorrect_client_credentials refuses the client (78)"
+    )
     func errorCodeTable() {
         #expect(OAuthErrorCodes.meaning(of: "bad_refresh_token")?.kind == .grantEnded)
         #expect(OAuthErrorCodes.endsGrant("bad_refresh_token"))
         #expect(OAuthErrorCodes.endsGrant("invalid_grant"))
         #expect(!OAuthErrorCodes.endsGrant("invalid_scope"))
         #expect(OAuthErrorCodes.meaning(of: "incorrect_client_credentials")?.kind == .clientRefused)
-        #expect(classify(.json(200, #"{"error":"incorrect_client_credentials","error_description":"The client_id and/or client_secret passed are incorrect."}"#))
-            == .clientRefused(.oauthError(status: 200, code: "incorrect_client_credentials", description: "The client_id and/or client_secret passed are incorrect.")))
-        #expect(OAuthErrorCodes.meaning(of: "invalid_grant") == nil, "RFC 6749's codes are the classifier's default, not table rows")
+        #expect(
+            classify(
+                .json(
+                    200,
+                    #"{"error":"incorrect_client_credentials","error_description":"The client_id and/or client_secret passed are incorrect."}"#
+                ))
+                == .clientRefused(
+                    .oauthError(
+                        status: 200, code: "incorrect_client_credentials",
+                        description: "The client_id and/or client_secret passed are incorrect.")))
+        #expect(
+            OAuthErrorCodes.meaning(of: "invalid_grant") == nil,
+            "RFC 6749's codes are the classifier's default, not table rows")
     }
 
-    @Test("the answer reader: JSON whatever the content type; a form only as application/x-www-form-urlencoded; invalid UTF-8 refused")
+    @Test(
+        "the answer reader: JSON whatever the content type; a form only as application/x-www-form-urlencoded; invalid UTF-8 refused"
+    )
     func answerReader() {
         #expect(EndpointAnswer.object(body: Array(#"{"a":"b"}"#.utf8), contentType: "text/html")?["a"] == .string("b"))
-        #expect(EndpointAnswer.object(body: Array("a=b%20c&a=d".utf8), contentType: "application/x-www-form-urlencoded")?["a"] == .string("b c"))
+        #expect(
+            EndpointAnswer.object(body: Array("a=b%20c&a=d".utf8), contentType: "application/x-www-form-urlencoded")?[
+                "a"] == .string("b c"))
         #expect(EndpointAnswer.object(body: Array("a=b".utf8), contentType: nil) == nil)
-        #expect(EndpointAnswer.object(body: [0x61, 0x3D, 0xFF], contentType: "application/x-www-form-urlencoded") == nil)
+        #expect(
+            EndpointAnswer.object(body: [0x61, 0x3D, 0xFF], contentType: "application/x-www-form-urlencoded") == nil)
         #expect(EndpointAnswer.object(body: [], contentType: "application/x-www-form-urlencoded") == nil)
     }
 }
 
 @Suite("Scopes split on spaces and commas (issue 25, item 6)")
 struct ScopeWordsTests {
-    @Test("normalized: space-separated, order kept, duplicates and empty words dropped, nothing → nil", arguments: [
-        ("repo,gist", "repo gist"), ("public_repo, user:email", "public_repo user:email"), ("openid  offline_access", "openid offline_access"),
-        ("a,a b", "a b"), ("", nil), (" , ", nil),
-    ] as [(String, String?)])
+    @Test(
+        "normalized: space-separated, order kept, duplicates and empty words dropped, nothing → nil",
+        arguments: [
+            ("repo,gist", "repo gist"), ("public_repo, user:email", "public_repo user:email"),
+            ("openid  offline_access", "openid offline_access"),
+            ("a,a b", "a b"), ("", nil), (" , ", nil),
+        ] as [(String, String?)])
     func normalized(scope: String, expected: String?) {
         #expect(ScopeWords.normalized(scope) == expected)
     }
@@ -108,10 +175,18 @@ struct ScopeWordsTests {
 
     @Test("a narrowed refresh is checked against a comma-separated stored scope (an old session's)")
     func checkScopesWithCommas() throws {
-        let session = TokenSet(accessToken: "a", refreshToken: "r", scope: "repo,gist", expiresAt: nil, issuedLifetime: nil, obtainedAt: now)
+        let session = TokenSet(
+            accessToken: "a", refreshToken: "r", scope: "repo,gist", expiresAt: nil, issuedLifetime: nil,
+            obtainedAt: now)
         let profile = ProfileName(rawValue: "p")!
-        #expect(throws: Never.self) { try TokenBroker.checkScopes(try TokenTarget(scope: "gist", audience: nil, resource: nil), within: session, profile) }
-        #expect(throws: TokenctlError.self) { try TokenBroker.checkScopes(try TokenTarget(scope: "admin", audience: nil, resource: nil), within: session, profile) }
+        #expect(throws: Never.self) {
+            try TokenBroker.checkScopes(
+                try TokenTarget(scope: "gist", audience: nil, resource: nil), within: session, profile)
+        }
+        #expect(throws: TokenctlError.self) {
+            try TokenBroker.checkScopes(
+                try TokenTarget(scope: "admin", audience: nil, resource: nil), within: session, profile)
+        }
         #expect(TokenBroker.isNarrower("repo", than: "repo,gist"))
         #expect(!TokenBroker.isNarrower("gist repo", than: "repo,gist"))
     }
@@ -131,9 +206,11 @@ struct DevicePollScheduleTests {
         #expect(schedule.slowDowns == 1)
     }
 
-    @Test("slow_down: +5 s, or the server's interval when larger", arguments: [
-        (5.0, nil, 10.0), (5.0, 30.0, 30.0), (5.0, 7.0, 10.0), (20.0, 10.0, 25.0),
-    ] as [(Double, Double?, Double)])
+    @Test(
+        "slow_down: +5 s, or the server's interval when larger",
+        arguments: [
+            (5.0, nil, 10.0), (5.0, 30.0, 30.0), (5.0, 7.0, 10.0), (20.0, 10.0, 25.0),
+        ] as [(Double, Double?, Double)])
     func slowDown(interval: Double, server: Double?, expected: Double) {
         var schedule = DevicePollSchedule(interval: interval)
         schedule.slowDown(serverInterval: server)
@@ -155,22 +232,32 @@ struct DevicePollScheduleTests {
 
 @Suite("Device flow against a GitHub-like server: errors with HTTP 200, form bodies")
 struct GitHubDeviceFlowTests {
-    static let deviceForm = form(200, "device_code=3584d83530557fdd1f46af8289938c8ef79f9dc5&expires_in=900&interval=5&user_code=WDJB-MJHT&verification_uri=https%3A%2F%2Fgithub.com%2Flogin%2Fdevice")
+    static let deviceForm = form(
+        200,
+        "device_code=3584d83530557fdd1f46af8289938c8ef79f9dc5&expires_in=900&interval=5&user_code=WDJB-MJHT&verification_uri=https%3A%2F%2Fgithub.com%2Flogin%2Fdevice"
+    )
 
-    func run(_ answers: [HTTPResponse]) async -> (Result<TokenResponse, TokenctlError>, FakeHTTPClient, VirtualClock, RecordingPresenter) {
+    func run(_ answers: [HTTPResponse]) async -> (
+        Result<TokenResponse, TokenctlError>, FakeHTTPClient, VirtualClock, RecordingPresenter
+    ) {
         let clock = VirtualClock()
         let http = FakeHTTPClient(script: answers.map { .success($0) })
         let presenter = RecordingPresenter()
-        let flow = DeviceFlow(http: http, clock: clock.clock, retry: RetryPolicy(), credentials: ClientCredentials(clientID: "Iv1.abc"), presenter: presenter)
+        let flow = DeviceFlow(
+            http: http, clock: clock.clock, retry: RetryPolicy(), credentials: ClientCredentials(clientID: "Iv1.abc"),
+            presenter: presenter)
         do {
-            let (response, _, _) = try await flow.run(deviceEndpoint: "https://github.com/login/device/code", tokenEndpoint: "https://github.com/login/oauth/access_token", scope: nil, extra: [])
+            let (response, _, _) = try await flow.run(
+                deviceEndpoint: "https://github.com/login/device/code",
+                tokenEndpoint: "https://github.com/login/oauth/access_token", scope: nil, extra: [])
             return (.success(response), http, clock, presenter)
         } catch {
             return (.failure(error), http, clock, presenter)
         }
     }
 
-    @Test("pending and slow_down with 200 (slow_down carrying interval=12), then the token: waits 6, 6, then 12 with 40%")
+    @Test(
+        "pending and slow_down with 200 (slow_down carrying interval=12), then the token: waits 6, 6, then 12 with 40%")
     func pendingThenApproved() async throws {
         let (result, http, clock, presenter) = await run([
             Self.deviceForm, form(200, "error=authorization_pending"), form(200, "error=slow_down&interval=12"),
@@ -179,7 +266,9 @@ struct GitHubDeviceFlowTests {
         let tokens = try result.get()
         #expect(tokens.accessToken == "gho_x" && tokens.scope == "repo gist" && tokens.expiresIn == nil)
         #expect(clock.sleeps.count == 3)
-        #expect(clock.sleeps.enumerated().allSatisfy { abs($0.element - [6, 6, 16.8][$0.offset]) < 1e-9 }, "\(clock.sleeps)")
+        #expect(
+            clock.sleeps.enumerated().allSatisfy { abs($0.element - [6, 6, 16.8][$0.offset]) < 1e-9 }, "\(clock.sleeps)"
+        )
         #expect(http.requestCount == 4)
         #expect(presenter.shown.withLock { $0 } == ["device WDJB-MJHT", "slow 12", "ended"])
     }
@@ -187,18 +276,27 @@ struct GitHubDeviceFlowTests {
     @Test("authorization_declined (Entra) is a denial, like access_denied")
     func declined() async {
         let (result, _, _, _) = await run([Self.deviceForm, .json(400, #"{"error":"authorization_declined"}"#)])
-        guard case .failure(let error) = result else { Issue.record("expected a failure"); return }
+        guard case .failure(let error) = result else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.exitStatus == .loginRequired)
         #expect(error.message.contains("denied"))
     }
 
-    @Test("device_flow_disabled (200) or unauthorized_client at the device endpoint: the device flow is off for this client, --browser offered (78)", arguments: [
-        form(200, "error=device_flow_disabled&error_description=Device+Flow+must+be+explicitly+enabled+for+this+App"),
-        HTTPResponse.json(400, #"{"error":"unauthorized_client"}"#),
-    ])
+    @Test(
+        "device_flow_disabled (200) or unauthorized_client at the device endpoint: the device flow is off for this client, --browser offered (78)",
+        arguments: [
+            form(
+                200, "error=device_flow_disabled&error_description=Device+Flow+must+be+explicitly+enabled+for+this+App"),
+            HTTPResponse.json(400, #"{"error":"unauthorized_client"}"#),
+        ])
     func deviceFlowDisabled(response: HTTPResponse) async {
         let (result, http, _, _) = await run([response])
-        guard case .failure(let error) = result else { Issue.record("expected a failure"); return }
+        guard case .failure(let error) = result else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.exitStatus == .configuration)
         #expect(error.message.contains("the device flow is not enabled for client 'Iv1.abc'"))
         #expect(error.hint?.contains("--browser") == true)
@@ -208,18 +306,31 @@ struct GitHubDeviceFlowTests {
     @Test("expired_token ends the wait; so does device_flow_disabled at a poll")
     func endings() async {
         let (expired, _, _, _) = await run([Self.deviceForm, form(200, "error=expired_token")])
-        guard case .failure(let error) = expired else { Issue.record("expected a failure"); return }
+        guard case .failure(let error) = expired else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.message.contains("expired"))
         let (disabled, _, _, _) = await run([Self.deviceForm, form(200, "error=device_flow_disabled")])
-        guard case .failure(let off) = disabled else { Issue.record("expected a failure"); return }
+        guard case .failure(let off) = disabled else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(off.exitStatus == .configuration && off.hint?.contains("--browser") == true)
     }
 
     @Test("a device answer's message (Entra) is kept for the presenter, printable")
     func message() throws {
-        let parsed = try DeviceAuthorization.parse(Array(#"{"device_code":"d","user_code":"A","verification_uri":"https://microsoft.com/devicelogin","message":"To sign in, use a web browser\r\n\u001b[31mand enter the code A."}"#.utf8), endpoint: "e")
+        let parsed = try DeviceAuthorization.parse(
+            Array(
+                #"{"device_code":"d","user_code":"A","verification_uri":"https://microsoft.com/devicelogin","message":"To sign in, use a web browser\r\n\u001b[31mand enter the code A."}"#
+                    .utf8), endpoint: "e")
         #expect(parsed.message == "To sign in, use a web browser   [31mand enter the code A.")
-        #expect(try DeviceAuthorization.parse(Array(#"{"device_code":"d","user_code":"A","verification_uri":"https://i.example/d"}"#.utf8), endpoint: "e").message == nil)
+        #expect(
+            try DeviceAuthorization.parse(
+                Array(#"{"device_code":"d","user_code":"A","verification_uri":"https://i.example/d"}"#.utf8),
+                endpoint: "e"
+            ).message == nil)
     }
 }
 
@@ -227,7 +338,8 @@ struct GitHubDeviceFlowTests {
 struct StatedLifetimeTests {
     @Test("no expires_in and no refresh token: no stated expiry, fresh for ever, time left infinite")
     func noStatedExpiry() {
-        let set = TokenSet(response: .fixture(expiresIn: nil, refreshToken: nil), receivedAt: now, serverDate: nil, previous: nil)
+        let set = TokenSet(
+            response: .fixture(expiresIn: nil, refreshToken: nil), receivedAt: now, serverDate: nil, previous: nil)
         #expect(set.statesNoExpiry)
         #expect(set.expiresAt == nil)
         #expect(set.isFresh(at: now + 10 * 86400, minimumTimeToLive: 3600))
@@ -236,7 +348,8 @@ struct StatedLifetimeTests {
 
     @Test("no expires_in but a refresh token: the assumed 300 s apply, since the token can be renewed")
     func assumedWhereRenewable() {
-        let set = TokenSet(response: .fixture(expiresIn: nil, refreshToken: "r"), receivedAt: now, serverDate: nil, previous: nil)
+        let set = TokenSet(
+            response: .fixture(expiresIn: nil, refreshToken: "r"), receivedAt: now, serverDate: nil, previous: nil)
         #expect(!set.statesNoExpiry)
         #expect(set.isFresh(at: now + 200, minimumTimeToLive: 60))
         #expect(!set.isFresh(at: now + 250, minimumTimeToLive: 60))
@@ -245,7 +358,8 @@ struct StatedLifetimeTests {
 
     @Test("expires_in stated without a refresh token: it expires as stated")
     func statedWithoutRefreshToken() {
-        let set = TokenSet(response: .fixture(expiresIn: 3600, refreshToken: nil), receivedAt: now, serverDate: nil, previous: nil)
+        let set = TokenSet(
+            response: .fixture(expiresIn: 3600, refreshToken: nil), receivedAt: now, serverDate: nil, previous: nil)
         #expect(!set.statesNoExpiry)
         #expect(!set.isFresh(at: now + 3600, minimumTimeToLive: 60))
     }
@@ -253,16 +367,23 @@ struct StatedLifetimeTests {
     @Test("a targeted token is renewable: its set states an expiry, assumed when the server gave none")
     func targetedIsRenewable() throws {
         let target = try TokenTarget(scope: "read", audience: nil, resource: nil)
-        var session = TokenSet(accessToken: "a", refreshToken: "r", expiresAt: now + 3600, issuedLifetime: 3600, obtainedAt: now)
-        session = session.storing(TargetedToken(target: target, accessToken: "t", tokenType: "Bearer", grantedScope: "read", expiresAt: nil, issuedLifetime: nil, obtainedAt: now), now: now)
+        var session = TokenSet(
+            accessToken: "a", refreshToken: "r", expiresAt: now + 3600, issuedLifetime: 3600, obtainedAt: now)
+        session = session.storing(
+            TargetedToken(
+                target: target, accessToken: "t", tokenType: "Bearer", grantedScope: "read", expiresAt: nil,
+                issuedLifetime: nil, obtainedAt: now), now: now)
         let served = try #require(session.served(for: target))
         #expect(!served.statesNoExpiry)
         #expect(served.expiresAt == now + AccessTokenLifetime.assumedLifetime)
     }
 
-    @Test("created_at (GitLab): the expiry is created_at + expires_in on the server's clock, never later than the arrival plus expires_in")
+    @Test(
+        "created_at (GitLab): the expiry is created_at + expires_in on the server's clock, never later than the arrival plus expires_in"
+    )
     func createdAt() throws {
-        let response = try TokenResponse.parse(Array(#"{"access_token":"a","expires_in":7200,"refresh_token":"r","created_at":\#(Int(now) - 600)}"#.utf8))
+        let response = try TokenResponse.parse(
+            Array(#"{"access_token":"a","expires_in":7200,"refresh_token":"r","created_at":\#(Int(now) - 600)}"#.utf8))
         #expect(response.createdAt == now - 600)
         let set = TokenSet(response: response, receivedAt: now, serverDate: now, previous: nil)
         #expect(set.expiresAt == now - 600 + 7200)
@@ -270,16 +391,21 @@ struct StatedLifetimeTests {
         let ahead = TokenSet(response: response, receivedAt: now - 100, serverDate: now, previous: nil)
         #expect(ahead.expiresAt == now - 600 + 7200 - 100)
         // A created_at in the future gives no more than expires_in from arrival.
-        let future = try TokenResponse.parse(Array(#"{"access_token":"a","expires_in":7200,"created_at":\#(Int(now) + 900)}"#.utf8))
+        let future = try TokenResponse.parse(
+            Array(#"{"access_token":"a","expires_in":7200,"created_at":\#(Int(now) + 900)}"#.utf8))
         #expect(TokenSet(response: future, receivedAt: now, serverDate: now, previous: nil).expiresAt == now + 7200)
         // Not a plausible time: ignored.
         #expect(try TokenResponse.parse(Array(#"{"access_token":"a","created_at":"yesterday"}"#.utf8)).createdAt == nil)
     }
 
-    @Test("a hot-cache entry of a set with no stated expiry says so (expires_at=never), round-trips, is fresh and is kept a day")
+    @Test(
+        "a hot-cache entry of a set with no stated expiry says so (expires_at=never), round-trips, is fresh and is kept a day"
+    )
     func hotCacheEntry() throws {
-        let set = TokenSet(response: .fixture(expiresIn: nil, refreshToken: nil), receivedAt: now, serverDate: nil, previous: nil)
-        let identity = SessionIdentity(profile: ProfileName(rawValue: "gh")!, issuer: "https://github.com", clientID: "Ov23li")
+        let set = TokenSet(
+            response: .fixture(expiresIn: nil, refreshToken: nil), receivedAt: now, serverDate: nil, previous: nil)
+        let identity = SessionIdentity(
+            profile: ProfileName(rawValue: "gh")!, issuer: "https://github.com", clientID: "Ov23li")
         let entry = HotCacheEntry(set, for: identity)
         #expect(entry.statesNoExpiry)
         let text = String(decoding: try entry.encoded(), as: UTF8.self)
@@ -290,7 +416,10 @@ struct StatedLifetimeTests {
         let served = TokenSet(cached: entry)
         #expect(served.statesNoExpiry && served.timeLeft(at: now) == .infinity)
         // A renewable set's entry keeps the assumed lifetime, also once served from the cache.
-        let renewable = HotCacheEntry(TokenSet(response: .fixture(expiresIn: nil, refreshToken: "r"), receivedAt: now, serverDate: nil, previous: nil), for: identity)
+        let renewable = HotCacheEntry(
+            TokenSet(
+                response: .fixture(expiresIn: nil, refreshToken: "r"), receivedAt: now, serverDate: nil, previous: nil),
+            for: identity)
         #expect(!renewable.statesNoExpiry && !renewable.isFresh(at: now + 300, minimumTimeToLive: 0))
         #expect(TokenSet(cached: renewable).expiresAt == now + AccessTokenLifetime.assumedLifetime)
     }
@@ -318,7 +447,10 @@ private struct GitHubBroker {
     }
 
     func result(force: Bool = false, rejected: Bool = false) async -> Result<TokenSet, TokenctlError> {
-        do { return .success(try await broker.validTokenSet(for: profile, minimumTimeToLive: 60, force: force, rejected: rejected)) } catch {
+        do {
+            return .success(
+                try await broker.validTokenSet(for: profile, minimumTimeToLive: 60, force: force, rejected: rejected))
+        } catch {
             return .failure(error)
         }
     }
@@ -326,27 +458,43 @@ private struct GitHubBroker {
 
 @Suite("The broker with GitHub's answers and lifetimes (issue 25)")
 struct GitHubBrokerTests {
-    @Test("an OAuth App token (no expires_in, no refresh token) is served long after 300 s would have passed, with no request")
+    @Test(
+        "an OAuth App token (no expires_in, no refresh token) is served long after 300 s would have passed, with no request"
+    )
     func servedWithoutExpiry() async throws {
         let harness = GitHubBroker([])
-        let stored = TokenSet(accessToken: "gho_x", refreshToken: nil, scope: "repo gist", expiresAt: nil, issuedLifetime: nil, obtainedAt: harness.clock.now - 30 * 86400)
+        let stored = TokenSet(
+            accessToken: "gho_x", refreshToken: nil, scope: "repo gist", expiresAt: nil, issuedLifetime: nil,
+            obtainedAt: harness.clock.now - 30 * 86400)
         try harness.memory.write(stored, for: harness.profile.identity)
         #expect(try await harness.result().get().accessToken == "gho_x")
         #expect(harness.http.requestCount == 0)
     }
 
-    @Test("token --force on it (a server answered 401): no longer trusted, stored as expired, 77 with a sign-in hint; the next token says it expired")
+    @Test(
+        "token --force on it (a server answered 401): no longer trusted, stored as expired, 77 with a sign-in hint; the next token says it expired"
+    )
     func forceRejected() async throws {
         let harness = GitHubBroker([])
-        let stored = TokenSet(accessToken: "gho_x", refreshToken: nil, expiresAt: nil, issuedLifetime: nil, obtainedAt: harness.clock.now - 3600)
+        let stored = TokenSet(
+            accessToken: "gho_x", refreshToken: nil, expiresAt: nil, issuedLifetime: nil,
+            obtainedAt: harness.clock.now - 3600)
         try harness.memory.write(stored, for: harness.profile.identity)
-        guard case .failure(let error) = await harness.result(force: true, rejected: true) else { Issue.record("expected a failure"); return }
+        guard case .failure(let error) = await harness.result(force: true, rejected: true) else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.exitStatus == .loginRequired)
-        #expect(error.message.contains("is no longer trusted") && !error.message.contains("has expired"), "\(error.message)")
+        #expect(
+            error.message.contains("is no longer trusted") && !error.message.contains("has expired"), "\(error.message)"
+        )
         #expect(error.hint?.contains("tokenctl --profile gh login") == true, "\(error.hint ?? "")")
         let after = try #require(try harness.memory.read(harness.profile.identity))
         #expect(after.expiresAt.map { $0 < harness.clock.now } == true)
-        guard case .failure(let next) = await harness.result() else { Issue.record("expected a failure"); return }
+        guard case .failure(let next) = await harness.result() else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(next.message.contains("has expired"))
         #expect(harness.http.requestCount == 0)
     }
@@ -354,31 +502,61 @@ struct GitHubBrokerTests {
     @Test("a forced refresh (not a rejection) of such a session says it cannot be renewed, and leaves it as it was")
     func refreshWithoutRefreshToken() async throws {
         let harness = GitHubBroker([])
-        let stored = TokenSet(accessToken: "gho_x", refreshToken: nil, expiresAt: nil, issuedLifetime: nil, obtainedAt: harness.clock.now - 3600)
+        let stored = TokenSet(
+            accessToken: "gho_x", refreshToken: nil, expiresAt: nil, issuedLifetime: nil,
+            obtainedAt: harness.clock.now - 3600)
         try harness.memory.write(stored, for: harness.profile.identity)
-        guard case .failure(let error) = await harness.result(force: true) else { Issue.record("expected a failure"); return }
+        guard case .failure(let error) = await harness.result(force: true) else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.exitStatus == .loginRequired)
-        #expect(error.message.contains("cannot be renewed") && !error.message.contains("has expired"), "\(error.message)")
+        #expect(
+            error.message.contains("cannot be renewed") && !error.message.contains("has expired"), "\(error.message)")
         #expect(try harness.memory.read(harness.profile.identity) == stored)
     }
 
-    @Test("a dead GitHub App refresh token (200 bad_refresh_token): the session ends (77) with the server's words, the item deleted")
+    @Test(
+        "a dead GitHub App refresh token (200 bad_refresh_token): the session ends (77) with the server's words, the item deleted"
+    )
     func badRefreshToken() async throws {
-        let harness = GitHubBroker([.json(200, #"{"error":"bad_refresh_token","error_description":"The refresh token passed is incorrect or expired.","error_uri":"https://docs.github.com"}"#)])
-        try harness.memory.write(TokenSet.fixture(accessToken: "ghu_old", refreshToken: "ghr_dead", obtainedAt: harness.clock.now - 30000, expiresIn: 28800), for: harness.profile.identity)
-        guard case .failure(let error) = await harness.result() else { Issue.record("expected a failure"); return }
+        let harness = GitHubBroker([
+            .json(
+                200,
+                #"{"error":"bad_refresh_token","error_description":"The refresh token passed is incorrect or expired.","error_uri":"https://docs.github.com"}"#
+            )
+        ])
+        try harness.memory.write(
+            TokenSet.fixture(
+                accessToken: "ghu_old", refreshToken: "ghr_dead", obtainedAt: harness.clock.now - 30000,
+                expiresIn: 28800), for: harness.profile.identity)
+        guard case .failure(let error) = await harness.result() else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.exitStatus == .loginRequired)
-        #expect(error.message.contains("bad_refresh_token: The refresh token passed is incorrect or expired."), "\(error.message)")
+        #expect(
+            error.message.contains("bad_refresh_token: The refresh token passed is incorrect or expired."),
+            "\(error.message)")
         #expect(!error.message.contains("no access_token"))
         #expect(try harness.memory.read(harness.profile.identity) == nil)
     }
 
     @Test("incorrect_client_credentials (200): 78, the session kept, the table's hint")
     func incorrectClientCredentials() async throws {
-        let harness = GitHubBroker([.json(200, #"{"error":"incorrect_client_credentials","error_description":"The client_id and/or client_secret passed are incorrect."}"#)])
-        let stored = TokenSet.fixture(accessToken: "ghu_old", refreshToken: "ghr_x", obtainedAt: harness.clock.now - 30000, expiresIn: 28800)
+        let harness = GitHubBroker([
+            .json(
+                200,
+                #"{"error":"incorrect_client_credentials","error_description":"The client_id and/or client_secret passed are incorrect."}"#
+            )
+        ])
+        let stored = TokenSet.fixture(
+            accessToken: "ghu_old", refreshToken: "ghr_x", obtainedAt: harness.clock.now - 30000, expiresIn: 28800)
         try harness.memory.write(stored, for: harness.profile.identity)
-        guard case .failure(let error) = await harness.result() else { Issue.record("expected a failure"); return }
+        guard case .failure(let error) = await harness.result() else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.exitStatus == .configuration)
         #expect(error.message.contains("incorrect_client_credentials"))
         #expect(error.hint?.contains("The session is kept") == true && error.hint?.contains("client secret") == true)
@@ -388,22 +566,31 @@ struct GitHubBrokerTests {
     @Test("a 200 without access_token and without error: 76, the session kept as it was")
     func noAccessToken() async throws {
         let harness = GitHubBroker([.json(200, #"{"token_type":"bearer","scope":""}"#)])
-        let stored = TokenSet.fixture(accessToken: "ghu_old", refreshToken: "ghr_x", obtainedAt: harness.clock.now - 30000, expiresIn: 28800)
+        let stored = TokenSet.fixture(
+            accessToken: "ghu_old", refreshToken: "ghr_x", obtainedAt: harness.clock.now - 30000, expiresIn: 28800)
         try harness.memory.write(stored, for: harness.profile.identity)
-        guard case .failure(let error) = await harness.result() else { Issue.record("expected a failure"); return }
+        guard case .failure(let error) = await harness.result() else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.exitStatus == .protocolError)
         #expect(try harness.memory.read(harness.profile.identity) == stored)
     }
 
     @Test("a refresh answer without a refresh token or ID token keeps the stored ones; no ID token skips the check")
     func refreshKeepsStoredTokens() async throws {
-        let harness = GitHubBroker([.json(200, #"{"access_token":"new","token_type":"Bearer","expires_in":3600,"scope":"openid,email"}"#)])
+        let harness = GitHubBroker([
+            .json(200, #"{"access_token":"new","token_type":"Bearer","expires_in":3600,"scope":"openid,email"}"#)
+        ])
         let idToken = unsignedJWT(#"{"iss":"https://github.com","sub":"u1","aud":"Iv1.abc","exp":1}"#)
-        var stored = TokenSet.fixture(accessToken: "old", refreshToken: "keep-me", obtainedAt: harness.clock.now - 4000, expiresIn: 3600)
+        var stored = TokenSet.fixture(
+            accessToken: "old", refreshToken: "keep-me", obtainedAt: harness.clock.now - 4000, expiresIn: 3600)
         stored.idToken = idToken
         try harness.memory.write(stored, for: harness.profile.identity)
         let next = try await harness.result().get()
-        #expect(next.accessToken == "new" && next.refreshToken == "keep-me" && next.idToken == idToken && next.scope == "openid email")
+        #expect(
+            next.accessToken == "new" && next.refreshToken == "keep-me" && next.idToken == idToken
+                && next.scope == "openid email")
         #expect(try harness.memory.read(harness.profile.identity)?.refreshToken == "keep-me")
     }
 }

@@ -15,7 +15,8 @@ struct CHeaderTests {
 
     /// Every file under `Sources/C*/` whose name ends with `suffix`, relative to Sources.
     static func files(endingWith suffix: String) throws -> [String] {
-        let targets = try FileManager.default.contentsOfDirectory(atPath: sources.path).filter { $0.hasPrefix("C") }.sorted()
+        let targets = try FileManager.default.contentsOfDirectory(atPath: sources.path).filter { $0.hasPrefix("C") }
+            .sorted()
         return try targets.flatMap { target in
             try #require(FileManager.default.enumerator(atPath: sources.appendingPathComponent(target).path))
                 .compactMap { $0 as? String }.filter { $0.hasSuffix(suffix) }.sorted().map { "\(target)/\($0)" }
@@ -28,33 +29,53 @@ struct CHeaderTests {
         let characters = Array(text)
         var output: [Character] = []
         var index = 0
-        var lineStart = true  // nothing but blanks since the last newline (outside comments)
+        var lineStart = true // nothing but blanks since the last newline (outside comments)
         while index < characters.count {
             let character = characters[index]
             let next: Character? = index + 1 < characters.count ? characters[index + 1] : nil
             if character == "/" && next == "/" {
-                while index < characters.count && characters[index] != "\n" { output.append(" "); index += 1 }
+                while index < characters.count && characters[index] != "\n" {
+                    output.append(" ")
+                    index += 1
+                }
             } else if character == "/" && next == "*" {
-                output.append(contentsOf: "  "); index += 2
-                while index < characters.count && !(characters[index] == "*" && index + 1 < characters.count && characters[index + 1] == "/") {
-                    output.append(characters[index] == "\n" ? "\n" : " "); index += 1
+                output.append(contentsOf: "  ")
+                index += 2
+                while index < characters.count
+                    && !(characters[index] == "*" && index + 1 < characters.count && characters[index + 1] == "/")
+                {
+                    output.append(characters[index] == "\n" ? "\n" : " ")
+                    index += 1
                 }
-                output.append(contentsOf: "  "); index += 2
+                output.append(contentsOf: "  ")
+                index += 2
             } else if character == "\"" || character == "'" {
-                output.append(character); index += 1
+                output.append(character)
+                index += 1
                 while index < characters.count && characters[index] != character && characters[index] != "\n" {
-                    if characters[index] == "\\" { output.append(" "); index += 1 }
-                    if index < characters.count { output.append(" "); index += 1 }
+                    if characters[index] == "\\" {
+                        output.append(" ")
+                        index += 1
+                    }
+                    if index < characters.count {
+                        output.append(" ")
+                        index += 1
+                    }
                 }
-                if index < characters.count { output.append(characters[index]); index += 1 }
+                if index < characters.count {
+                    output.append(characters[index])
+                    index += 1
+                }
                 lineStart = false
             } else if character == "#" && lineStart {
                 // A directive runs to the first newline not escaped by a backslash.
                 while index < characters.count && !(characters[index] == "\n" && characters[index - 1] != "\\") {
-                    output.append(characters[index] == "\n" ? "\n" : " "); index += 1
+                    output.append(characters[index] == "\n" ? "\n" : " ")
+                    index += 1
                 }
             } else {
-                output.append(character); index += 1
+                output.append(character)
+                index += 1
                 if character == "\n" { lineStart = true } else if !character.isWhitespace { lineStart = false }
             }
         }
@@ -82,8 +103,13 @@ struct CHeaderTests {
         // A variable defined with a value at file scope (an `=` outside every brace and parenthesis).
         var depth = 0
         for (offset, character) in code.enumerated() {
-            if "{(".contains(character) { depth += 1 } else if "})".contains(character) { depth -= 1 }
-            else if character == "=" && depth == 0 { found.append("line \(line(offset)): a variable defined at file scope") }
+            if "{(".contains(character) {
+                depth += 1
+            } else if "})".contains(character) {
+                depth -= 1
+            } else if character == "=" && depth == 0 {
+                found.append("line \(line(offset)): a variable defined at file scope")
+            }
         }
         return found
     }
@@ -97,7 +123,10 @@ struct CHeaderTests {
             let text = try String(contentsOf: Self.sources.appendingPathComponent(header), encoding: .utf8)
             found += Self.problems(in: text).map { "Sources/\(header) \($0)" }
         }
-        #expect(found.isEmpty, "C headers must only declare (bodies and state go in the target's .c file):\n\(found.joined(separator: "\n"))")
+        #expect(
+            found.isEmpty,
+            "C headers must only declare (bodies and state go in the target's .c file):\n\(found.joined(separator: "\n"))"
+        )
     }
 
     @Test("each lazily loaded library's table and loader are defined in exactly one .c file")
@@ -106,7 +135,9 @@ struct CHeaderTests {
             let expression = try NSRegularExpression(pattern: "(?m)^\\s*" + macro + "\\(\\s*(\\w+)\\s*,")
             return try files.flatMap { file -> [String] in
                 let text = try String(contentsOf: Self.sources.appendingPathComponent(file), encoding: .utf8)
-                return expression.matches(in: text, range: NSRange(text.startIndex..., in: text)).map { (text as NSString).substring(with: $0.range(at: 1)) }
+                return expression.matches(in: text, range: NSRange(text.startIndex..., in: text)).map {
+                    (text as NSString).substring(with: $0.range(at: 1))
+                }
             }
         }
         let declared = try prefixes("TOKENCTL_LAZY_DECLARE", in: Self.files(endingWith: ".h")).sorted()
@@ -129,12 +160,17 @@ struct CHeaderTests {
             """
         #expect(Self.problems(in: declarations) == [])
         #expect(Self.problems(in: "int tokenctl_one(void)\n{\n    return 1;\n}\n") == ["line 1: a function body"])
-        #expect(Self.problems(in: "static inline int tokenctl_one(void) { return 1; }\n")
-            == ["line 1: a function body", "line 1: a static function or variable"])
-        #expect(Self.problems(in: "__attribute__((weak)) pthread_mutex_t *m(void) {\n    return 0;\n}\n") == ["line 1: a function body"])
+        #expect(
+            Self.problems(in: "static inline int tokenctl_one(void) { return 1; }\n")
+                == ["line 1: a function body", "line 1: a static function or variable"])
+        #expect(
+            Self.problems(in: "__attribute__((weak)) pthread_mutex_t *m(void) {\n    return 0;\n}\n") == [
+                "line 1: a function body"
+            ])
         #expect(Self.problems(in: "\nstatic pthread_mutex_t mutex;\n") == ["line 2: a static function or variable"])
         #expect(Self.problems(in: "int tokenctl_count = 0;\n") == ["line 1: a variable defined at file scope"])
-        #expect(Self.problems(in: "TOKENCTL_LAZY_DEFINE(tokenctl_curl, F, \"libcurl.so.4\", (void)0)\n")
-            == ["line 1: the loader's define macro (bodies and state)"])
+        #expect(
+            Self.problems(in: "TOKENCTL_LAZY_DEFINE(tokenctl_curl, F, \"libcurl.so.4\", (void)0)\n")
+                == ["line 1: the loader's define macro (bodies and state)"])
     }
 }

@@ -1,11 +1,13 @@
 import Testing
-@testable import TokenctlCore
 import TokenctlEssentials
+
+@testable import TokenctlCore
 
 private func metadataError(_ body: String, issuer: String = "https://issuer.example") throws -> TokenctlError? {
     let expected = try EndpointURL(issuer)
     do {
-        _ = try ServerMetadata.parse(bytes(body), expectedIssuer: expected, url: "https://issuer.example/.well-known/openid-configuration")
+        _ = try ServerMetadata.parse(
+            bytes(body), expectedIssuer: expected, url: "https://issuer.example/.well-known/openid-configuration")
         return nil
     } catch {
         return error
@@ -16,32 +18,38 @@ private func metadataError(_ body: String, issuer: String = "https://issuer.exam
 struct DiscoveryTests {
     @Test("issuer without a path: OIDC location, then RFC 8414 §3 location")
     func urlsWithoutPath() throws {
-        #expect(ServerMetadata.discoveryURLs(for: try EndpointURL("https://issuer.example")) == [
-            "https://issuer.example/.well-known/openid-configuration",
-            "https://issuer.example/.well-known/oauth-authorization-server",
-        ])
-        #expect(ServerMetadata.discoveryURLs(for: try EndpointURL("https://issuer.example/")) == [
-            "https://issuer.example/.well-known/openid-configuration",
-            "https://issuer.example/.well-known/oauth-authorization-server",
-        ])
+        #expect(
+            ServerMetadata.discoveryURLs(for: try EndpointURL("https://issuer.example")) == [
+                "https://issuer.example/.well-known/openid-configuration",
+                "https://issuer.example/.well-known/oauth-authorization-server",
+            ])
+        #expect(
+            ServerMetadata.discoveryURLs(for: try EndpointURL("https://issuer.example/")) == [
+                "https://issuer.example/.well-known/openid-configuration",
+                "https://issuer.example/.well-known/oauth-authorization-server",
+            ])
     }
 
     @Test("issuer with a path: OIDC appends, RFC 8414 inserts the well-known segment before the path")
     func urlsWithPath() throws {
-        #expect(ServerMetadata.discoveryURLs(for: try EndpointURL("https://login.example:8443/tenant/v2.0")) == [
-            "https://login.example:8443/tenant/v2.0/.well-known/openid-configuration",
-            "https://login.example:8443/.well-known/oauth-authorization-server/tenant/v2.0",
-        ])
-        #expect(ServerMetadata.discoveryURLs(for: try EndpointURL("http://127.0.0.1:9000/realms/dev/")) == [
-            "http://127.0.0.1:9000/realms/dev/.well-known/openid-configuration",
-            "http://127.0.0.1:9000/.well-known/oauth-authorization-server/realms/dev",
-        ])
+        #expect(
+            ServerMetadata.discoveryURLs(for: try EndpointURL("https://login.example:8443/tenant/v2.0")) == [
+                "https://login.example:8443/tenant/v2.0/.well-known/openid-configuration",
+                "https://login.example:8443/.well-known/oauth-authorization-server/tenant/v2.0",
+            ])
+        #expect(
+            ServerMetadata.discoveryURLs(for: try EndpointURL("http://127.0.0.1:9000/realms/dev/")) == [
+                "http://127.0.0.1:9000/realms/dev/.well-known/openid-configuration",
+                "http://127.0.0.1:9000/.well-known/oauth-authorization-server/realms/dev",
+            ])
     }
 
     @Test("a valid document")
     func valid() throws {
         let metadata = try ServerMetadata.parse(
-            bytes(#"{"issuer": "https://issuer.example", "token_endpoint": "https://issuer.example/token", "revocation_endpoint": "https://issuer.example/revoke", "userinfo_endpoint": 5}"#),
+            bytes(
+                #"{"issuer": "https://issuer.example", "token_endpoint": "https://issuer.example/token", "revocation_endpoint": "https://issuer.example/revoke", "userinfo_endpoint": 5}"#
+            ),
             expectedIssuer: try EndpointURL("https://issuer.example"), url: "u")
         #expect(metadata.issuer == "https://issuer.example")
         #expect(metadata.tokenEndpoint.string == "https://issuer.example/token")
@@ -50,13 +58,21 @@ struct DiscoveryTests {
 
     @Test("a trailing slash difference in the issuer is tolerated")
     func trailingSlash() throws {
-        #expect(try metadataError(#"{"issuer": "https://issuer.example/", "token_endpoint": "https://issuer.example/t"}"#) == nil)
-        #expect(try metadataError(#"{"issuer": "https://issuer.example", "token_endpoint": "https://issuer.example/t"}"#, issuer: "https://issuer.example/") == nil)
+        #expect(
+            try metadataError(#"{"issuer": "https://issuer.example/", "token_endpoint": "https://issuer.example/t"}"#)
+                == nil)
+        #expect(
+            try metadataError(
+                #"{"issuer": "https://issuer.example", "token_endpoint": "https://issuer.example/t"}"#,
+                issuer: "https://issuer.example/") == nil)
     }
 
-    @Test("issuer mismatch is a configuration error", arguments: [
-        "https://evil.example", "https://issuer.example/other", "http://issuer.example", "https://issuer.example.evil",
-    ])
+    @Test(
+        "issuer mismatch is a configuration error",
+        arguments: [
+            "https://evil.example", "https://issuer.example/other", "http://issuer.example",
+            "https://issuer.example.evil",
+        ])
     func issuerMismatch(named: String) throws {
         let error = try metadataError(#"{"issuer": "\#(named)", "token_endpoint": "https://issuer.example/t"}"#)
         #expect(error?.kind == .configuration)
@@ -79,9 +95,16 @@ struct DiscoveryTests {
 
     @Test("unusable endpoints")
     func badEndpoints() throws {
-        #expect(try metadataError(#"{"issuer": "https://issuer.example", "token_endpoint": 7}"#)?.message.hasSuffix("has an invalid token_endpoint") == true)
-        #expect(try metadataError(#"{"issuer": "https://issuer.example", "token_endpoint": "http://issuer.example/t"}"#)?.message.contains("unusable token_endpoint") == true)
-        #expect(try metadataError(#"{"issuer": "https://issuer.example", "token_endpoint": "https://issuer.example/t", "revocation_endpoint": "ftp://x"}"#)?.message.contains("unusable revocation_endpoint") == true)
+        #expect(
+            try metadataError(#"{"issuer": "https://issuer.example", "token_endpoint": 7}"#)?.message.hasSuffix(
+                "has an invalid token_endpoint") == true)
+        #expect(
+            try metadataError(#"{"issuer": "https://issuer.example", "token_endpoint": "http://issuer.example/t"}"#)?
+                .message.contains("unusable token_endpoint") == true)
+        #expect(
+            try metadataError(
+                #"{"issuer": "https://issuer.example", "token_endpoint": "https://issuer.example/t", "revocation_endpoint": "ftp://x"}"#
+            )?.message.contains("unusable revocation_endpoint") == true)
     }
 
     @Test("not JSON, or not an object", arguments: ["", "<html>Not Found</html>", "[]", #""https://issuer.example""#])
@@ -95,16 +118,22 @@ struct DiscoveryTests {
     func discoverFallsBack() async throws {
         let http = FakeHTTPClient { request, _ in
             if request.url.contains("oauth-authorization-server") {
-                return .success(.json(200, #"{"issuer": "https://issuer.example/t1", "token_endpoint": "https://issuer.example/t1/token"}"#))
+                return .success(
+                    .json(
+                        200,
+                        #"{"issuer": "https://issuer.example/t1", "token_endpoint": "https://issuer.example/t1/token"}"#
+                    ))
             }
             return .success(.text(404, "not found"))
         }
-        let metadata = try await ServerMetadata.discover(try EndpointURL("https://issuer.example/t1"), http: http, timeout: 5)
+        let metadata = try await ServerMetadata.discover(
+            try EndpointURL("https://issuer.example/t1"), http: http, timeout: 5)
         #expect(metadata.tokenEndpoint.string == "https://issuer.example/t1/token")
-        #expect(http.requests.map(\.url) == [
-            "https://issuer.example/t1/.well-known/openid-configuration",
-            "https://issuer.example/.well-known/oauth-authorization-server/t1",
-        ])
+        #expect(
+            http.requests.map(\.url) == [
+                "https://issuer.example/t1/.well-known/openid-configuration",
+                "https://issuer.example/.well-known/oauth-authorization-server/t1",
+            ])
         #expect(http.requests.allSatisfy { $0.method == .get })
     }
 

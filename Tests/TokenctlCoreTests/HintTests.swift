@@ -1,5 +1,6 @@
 import Testing
 import TokenctlEssentials
+
 @testable import TokenctlCore
 
 /// Hints are read by people who copy the commands in them: a command stands in quotes and its
@@ -21,8 +22,10 @@ struct HintTests {
         for hint in hints {
             // The store's locked-keyring hint, and login's pre-check, which drops "The session is kept."
             let stored = Hint.sentences(hint, "The session is kept.")!
-            composed += [hint, stored, Hint.sentences(stored.replacingSessionKept(), "Nothing was sent to the server.")!,
-                         Hint.sentences(hint.replacingSessionKept(), "Nothing was sent to the server.")!]
+            composed += [
+                hint, stored, Hint.sentences(stored.replacingSessionKept(), "Nothing was sent to the server.")!,
+                Hint.sentences(hint.replacingSessionKept(), "Nothing was sent to the server.")!,
+            ]
         }
         for refusal: DPoPBinding.Refusal in [.downgraded, .wrongConfirmation("x"), .unrequested] {
             composed.append(Hint.sentences("Nothing was stored.", DPoPBinding.hint(.default, refusal))!)
@@ -38,13 +41,17 @@ struct HintTests {
         }
     }
 
-    @Test("the rule catches what it is for: an unquoted command run on by the next sentence, a period inside the quotes, no final stop")
+    @Test(
+        "the rule catches what it is for: an unquoted command run on by the next sentence, a period inside the quotes, no final stop"
+    )
     func ruleCatchesTheDefects() {
-        let old = "Create one, e.g. by unlocking gnome-keyring once: printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets Nothing was sent to the server."
+        let old =
+            "Create one, e.g. by unlocking gnome-keyring once: printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets Nothing was sent to the server."
         #expect(!Hint.problems(in: old).isEmpty)
         #expect(!Hint.problems(in: "Run 'tokenctl login.' Then try again.").isEmpty)
         #expect(!Hint.problems(in: "Run 'tokenctl login'").isEmpty)
-        #expect(!Hint.problems(in: "Sign it in first: tokenctl --profile work login --issuer URL --client-id ID").isEmpty)
+        #expect(
+            !Hint.problems(in: "Sign it in first: tokenctl --profile work login --issuer URL --client-id ID").isEmpty)
         #expect(!Hint.problems(in: "Run 'tokenctl status").isEmpty)
         // What is fine: prose naming the program, apostrophes, quoted commands mid-sentence.
         #expect(Hint.problems(in: "Run tokenctl inside your login session; the server's answer is kept.").isEmpty)
@@ -54,7 +61,9 @@ struct HintTests {
 
     @Test("sentences: each part ends with its stop, one space between, nil parts skipped")
     func sentences() {
-        #expect(Hint.sentences("Run 'tokenctl login'", "Nothing was sent to the server.") == "Run 'tokenctl login'. Nothing was sent to the server.")
+        #expect(
+            Hint.sentences("Run 'tokenctl login'", "Nothing was sent to the server.")
+                == "Run 'tokenctl login'. Nothing was sent to the server.")
         #expect(Hint.sentences(nil, "Nothing was stored.") == "Nothing was stored.")
         #expect(Hint.sentences(nil, "") == nil)
         #expect(Hint.sentences("Try again?", "Or not.") == "Try again? Or not.")

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokenctlCore
 
 /// libcrypto and libqrencode are dlopen-ed on first use (Sources/CCrypto, Sources/CQRencode). The
@@ -25,13 +26,19 @@ struct LazyLibraryTests {
     @Test("a library without the functions is named, with the first one missing")
     func lacking() {
         #expect(OpenSSL.loadProblem(soname: "libc.so.6") == "libc.so.6 lacks a function tokenctl needs (ERR_get_error)")
-        #expect(QRCode.loadProblem(soname: "libc.so.6") == "libc.so.6 lacks a function tokenctl needs (QRcode_encodeString)")
+        #expect(
+            QRCode.loadProblem(soname: "libc.so.6") == "libc.so.6 lacks a function tokenctl needs (QRcode_encodeString)"
+        )
     }
 
     @Test("the messages a user sees name libcrypto and say what to install")
     func messages() {
-        let reason = OpenSSL.unavailableMessage("libcrypto.so.3: cannot open shared object file: No such file or directory")
-        #expect(reason == "cannot load OpenSSL's libcrypto (libcrypto.so.3): libcrypto.so.3: cannot open shared object file: No such file or directory; install libssl3")
+        let reason = OpenSSL.unavailableMessage(
+            "libcrypto.so.3: cannot open shared object file: No such file or directory")
+        #expect(
+            reason
+                == "cannot load OpenSSL's libcrypto (libcrypto.so.3): libcrypto.so.3: cannot open shared object file: No such file or directory; install libssl3"
+        )
         #expect(JWTError.cryptoUnavailable(reason).description == "the token's signature cannot be checked: " + reason)
         #expect(OpenSSLError(unavailable: reason).description == "libcrypto: " + reason)
     }

@@ -1,6 +1,7 @@
 import Dispatch
 import Synchronization
 import Testing
+
 @testable import TokenctlCore
 
 /// Synchronous on purpose: the listener and the client each get their own thread, so the test
@@ -24,9 +25,15 @@ struct LoopbackRedirectServerTests {
         let base = "http://127.0.0.1:\(server.port)"
         #expect(try http.perform(HTTPRequest(method: .get, url: base + "/favicon.ico"), timeout: 20).status == 404)
         // A page on another origin resolving its name to 127.0.0.1 (DNS rebinding) sends its own Host.
-        #expect(try http.perform(HTTPRequest(method: .get, url: base + "/callback?code=x&state=y", headers: [("Host", "evil.example")]), timeout: 20).status == 400)
-        #expect(try http.perform(HTTPRequest(method: .post, url: base + "/callback", body: []), timeout: 20).status == 405)
-        let response = try http.perform(HTTPRequest(method: .get, url: base + "/callback?code=c%2B1&state=s+1"), timeout: 20)
+        #expect(
+            try http.perform(
+                HTTPRequest(method: .get, url: base + "/callback?code=x&state=y", headers: [("Host", "evil.example")]),
+                timeout: 20
+            ).status == 400)
+        #expect(
+            try http.perform(HTTPRequest(method: .post, url: base + "/callback", body: []), timeout: 20).status == 405)
+        let response = try http.perform(
+            HTTPRequest(method: .get, url: base + "/callback?code=c%2B1&state=s+1"), timeout: 20)
         done.wait()
         #expect(received.withLock { $0?.parameters } == ["code": "c+1", "state": "s 1"])
         #expect(response.status == 200)
@@ -40,7 +47,8 @@ struct LoopbackRedirectServerTests {
         #expect {
             _ = try LoopbackRedirectServer(port: first.port)
         } throws: { error in
-            (error as? TokenctlError)?.message.contains("already in use") == true && (error as? TokenctlError)?.exitStatus == .usage
+            (error as? TokenctlError)?.message.contains("already in use") == true
+                && (error as? TokenctlError)?.exitStatus == .usage
         }
         #expect(first.acceptLoop(deadline: Clock.system.now() + 0.3) == nil)
     }

@@ -1,10 +1,12 @@
+import Foundation
+import Testing
+import TokenctlEssentials
+
+@testable import TokenctlCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
-import Testing
-@testable import TokenctlCore
-import TokenctlEssentials
 
 /// `FileLockProvider.waitWhileHeld`: watching another process's refresh lock without taking it.
 /// flock(2) locks of two open file descriptions conflict even within one process, so a second

@@ -1,8 +1,10 @@
+import Testing
+
+@testable import TokenctlCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Testing
-@testable import TokenctlCore
 
 /// `readStandardInput`, through a pipe standing in for standard input.
 @Suite("readStandardInput")
@@ -28,7 +30,10 @@ struct ReadStandardInputTests {
     @Test("stops once complete, without waiting for the end")
     func complete() {
         let input = pipe("value\n", closed: false)
-        defer { system_close(input.read); system_close(input.write) }
+        defer {
+            system_close(input.read)
+            system_close(input.write)
+        }
         var bytes: [UInt8] = []
         let outcome = readStandardInput(input.read, into: &bytes, deadline: nil, limit: 100) { $0.contains(0x0A) }
         #expect(outcome == .ended)
@@ -38,7 +43,10 @@ struct ReadStandardInputTests {
     @Test("input left open past the deadline times out")
     func timedOut() {
         let input = pipe("partial", closed: false)
-        defer { system_close(input.read); system_close(input.write) }
+        defer {
+            system_close(input.read)
+            system_close(input.write)
+        }
         var bytes: [UInt8] = []
         #expect(readStandardInput(input.read, into: &bytes, deadline: .after(0.05), limit: 100) == .timedOut)
         #expect(bytes == Array("partial".utf8))
@@ -59,7 +67,10 @@ struct ReadStandardInputTests {
     @Test("a deadline already past reads nothing")
     func pastDeadline() {
         let input = pipe("ready", closed: false)
-        defer { system_close(input.read); system_close(input.write) }
+        defer {
+            system_close(input.read)
+            system_close(input.write)
+        }
         var bytes: [UInt8] = []
         #expect(readStandardInput(input.read, into: &bytes, deadline: Deadline(0), limit: 100) == .timedOut)
         #expect(bytes.isEmpty)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokenctlCore
 
 private let now: Double = 1_700_000_000
@@ -21,7 +22,11 @@ struct RefreshOutcomeTests {
     func successRow() {
         let date = HTTPDate.format(now + 5)
         let outcome = classify(.tokens(access: "a", refresh: "r", expiresIn: 60, headers: ["date": date]))
-        #expect(outcome == .success(TokenResponse(accessToken: "a", tokenType: "Bearer", expiresIn: 60, refreshToken: "r"), serverDate: now + 5))
+        #expect(
+            outcome
+                == .success(
+                    TokenResponse(accessToken: "a", tokenType: "Bearer", expiresIn: 60, refreshToken: "r"),
+                    serverDate: now + 5))
     }
 
     @Test("200 without a Date header → success with no server date")
@@ -33,18 +38,26 @@ struct RefreshOutcomeTests {
         #expect(serverDate == nil)
     }
 
-    @Test("200 that is neither an object nor an error (empty, HTML, an array) → unusable tokens, the stored refresh token kept (issue 25: the body decides)", arguments: [
-        "", "<html>oops</html>", "[]",
-    ])
+    @Test(
+        "200 that is neither an object nor an error (empty, HTML, an array) → unusable tokens, the stored refresh token kept (issue 25: the body decides)",
+        arguments: [
+            "", "<html>oops</html>", "[]",
+        ])
     func notAnAnswer200(body: String) {
-        #expect(classify(.text(200, body, contentType: "application/json")) == .unusableTokens(UnusableTokens(problem: .notJSONObject, refreshToken: .absent)))
+        #expect(
+            classify(.text(200, body, contentType: "application/json"))
+                == .unusableTokens(UnusableTokens(problem: .notJSONObject, refreshToken: .absent)))
     }
 
-    @Test("200 with an access token but an unusable ID token or scope → terminal", arguments: [
-        #"{"access_token": "a", "id_token": "x y"}"#, #"{"access_token": "a", "scope": 7}"#,
-    ])
+    @Test(
+        "200 with an access token but an unusable ID token or scope → terminal",
+        arguments: [
+            #"{"access_token": "a", "id_token": "x y"}"#, #"{"access_token": "a", "scope": 7}"#,
+        ])
     func unusable200(body: String) {
-        guard case .terminal(.unusableResponse(let message)) = classify(.text(200, body, contentType: "application/json")) else {
+        guard
+            case .terminal(.unusableResponse(let message)) = classify(.text(200, body, contentType: "application/json"))
+        else {
             Issue.record("expected a terminal unusable-response outcome")
             return
         }
@@ -65,30 +78,43 @@ struct RefreshOutcomeTests {
         (#""access_token": "a", "expires_in": "soon""#, .invalidField("expires_in")),
     ]
 
-    @Test("200 whose access token cannot be used, with a usable rotated refresh token → unusable tokens carrying it",
-          arguments: unusableAccessTokens.indices)
+    @Test(
+        "200 whose access token cannot be used, with a usable rotated refresh token → unusable tokens carrying it",
+        arguments: unusableAccessTokens.indices)
     func unusableAccessTokenRotated(index: Int) {
         let (members, problem) = Self.unusableAccessTokens[index]
         let outcome = classify(.json(200, "{" + members + #", "refresh_token": "rt-rotated", "id_token": "idt"}"#))
-        #expect(outcome == .unusableTokens(UnusableTokens(problem: problem, refreshToken: .rotated("rt-rotated"), idToken: "idt")))
+        #expect(
+            outcome
+                == .unusableTokens(
+                    UnusableTokens(problem: problem, refreshToken: .rotated("rt-rotated"), idToken: "idt")))
         if case .unusableTokens(let answer) = outcome {
             #expect(answer.className == "unusable-access-token")
-            #expect(!answer.description.contains("rt-rotated") && !answer.description.contains("X-Injected"), "no token material in messages")
+            #expect(
+                !answer.description.contains("rt-rotated") && !answer.description.contains("X-Injected"),
+                "no token material in messages")
         }
     }
 
-    @Test("200 whose access token cannot be used, without a refresh token → unusable tokens, none rotated",
-          arguments: unusableAccessTokens.indices)
+    @Test(
+        "200 whose access token cannot be used, without a refresh token → unusable tokens, none rotated",
+        arguments: unusableAccessTokens.indices)
     func unusableAccessTokenNotRotated(index: Int) {
         let (members, problem) = Self.unusableAccessTokens[index]
-        #expect(classify(.json(200, "{" + members + #", "refresh_token": """#  + "}")) == .unusableTokens(UnusableTokens(problem: problem, refreshToken: .absent)))
-        #expect(classify(.json(200, "{" + members + "}")) == .unusableTokens(UnusableTokens(problem: problem, refreshToken: .absent)))
+        #expect(
+            classify(.json(200, "{" + members + #", "refresh_token": """# + "}"))
+                == .unusableTokens(UnusableTokens(problem: problem, refreshToken: .absent)))
+        #expect(
+            classify(.json(200, "{" + members + "}"))
+                == .unusableTokens(UnusableTokens(problem: problem, refreshToken: .absent)))
     }
 
-    @Test("200 whose refresh token cannot be used → unusable tokens, whatever the access token", arguments: [
-        #""refresh_token": 42"#, #""refresh_token": "rt has spaces""#, #""refresh_token": "rt\nx""#,
-        "\"refresh_token\": \"\(String(repeating: "r", count: 64 * 1024 + 1))\"",
-    ])
+    @Test(
+        "200 whose refresh token cannot be used → unusable tokens, whatever the access token",
+        arguments: [
+            #""refresh_token": 42"#, #""refresh_token": "rt has spaces""#, #""refresh_token": "rt\nx""#,
+            "\"refresh_token\": \"\(String(repeating: "r", count: 64 * 1024 + 1))\"",
+        ])
     func unusableRefreshToken(members: String) {
         for access in [#""access_token": "good""#, #""access_token": "bad one""#, #""token_type": "Bearer""#] {
             let outcome = classify(.json(200, "{" + access + ", " + members + "}"))
@@ -112,9 +138,13 @@ struct RefreshOutcomeTests {
         }
     }
 
-    @Test("other RFC 6749 §5.2 errors on a 400 are terminal too", arguments: ["invalid_client", "unauthorized_client", "invalid_scope", "invalid_request"])
+    @Test(
+        "other RFC 6749 §5.2 errors on a 400 are terminal too",
+        arguments: ["invalid_client", "unauthorized_client", "invalid_scope", "invalid_request"])
     func otherOAuthErrors(code: String) {
-        #expect(classify(.json(400, #"{"error": "\#(code)"}"#)) == .terminal(.oauthError(status: 400, code: code, description: nil)))
+        #expect(
+            classify(.json(400, #"{"error": "\#(code)"}"#))
+                == .terminal(.oauthError(status: 400, code: code, description: nil)))
     }
 
     @Test("400 with an empty body → terminal")
@@ -134,9 +164,13 @@ struct RefreshOutcomeTests {
 
     @Test("401 and 403 → terminal, with or without an OAuth error body")
     func unauthorizedForbidden() {
-        #expect(classify(.json(401, #"{"error": "invalid_client"}"#)) == .terminal(.oauthError(status: 401, code: "invalid_client", description: nil)))
+        #expect(
+            classify(.json(401, #"{"error": "invalid_client"}"#))
+                == .terminal(.oauthError(status: 401, code: "invalid_client", description: nil)))
         #expect(classify(HTTPResponse(status: 401)) == .terminal(.unexpectedStatus(401, contentType: nil)))
-        #expect(classify(.text(403, "Forbidden", contentType: "text/plain")) == .terminal(.unexpectedStatus(403, contentType: "text/plain")))
+        #expect(
+            classify(.text(403, "Forbidden", contentType: "text/plain"))
+                == .terminal(.unexpectedStatus(403, contentType: "text/plain")))
     }
 
     @Test("other 4xx statuses → terminal", arguments: [402, 404, 405, 409, 410, 413, 415, 418, 422, 451])
@@ -149,20 +183,27 @@ struct RefreshOutcomeTests {
         #expect(classify(HTTPResponse(status: status)) == .terminal(.unexpectedStatus(status, contentType: nil)))
     }
 
-    @Test("another 2xx without a body: no error and no access token, so unusable tokens that keep the session (issue 25)", arguments: [201, 204])
+    @Test(
+        "another 2xx without a body: no error and no access token, so unusable tokens that keep the session (issue 25)",
+        arguments: [201, 204])
     func other2xxWithoutBody(status: Int) {
-        #expect(classify(HTTPResponse(status: status)) == .unusableTokens(UnusableTokens(problem: .notJSONObject, refreshToken: .absent)))
+        #expect(
+            classify(HTTPResponse(status: status))
+                == .unusableTokens(UnusableTokens(problem: .notJSONObject, refreshToken: .absent)))
     }
 
     @Test("an error field that is not a string is not an OAuth error")
     func nonStringError() {
-        #expect(classify(.json(400, #"{"error": 42}"#)) == .terminal(.unexpectedStatus(400, contentType: "application/json")))
+        #expect(
+            classify(.json(400, #"{"error": 42}"#))
+                == .terminal(.unexpectedStatus(400, contentType: "application/json")))
     }
 
     @Test("server-provided error text is sanitised: control characters removed, at most 200 characters")
     func sanitisedDescription() {
         let long = String(repeating: "y", count: 500)
-        let outcome = classify(.json(400, #"{"error": "invalid_grant", "error_description": "line1\nline2\u001b[31m\#(long)"}"#))
+        let outcome = classify(
+            .json(400, #"{"error": "invalid_grant", "error_description": "line1\nline2\u001b[31m\#(long)"}"#))
         guard case .terminal(.oauthError(_, _, let description?)) = outcome else {
             Issue.record("expected an OAuth error with a description")
             return
@@ -188,9 +229,11 @@ struct RefreshOutcomeTests {
     func rateLimitedDate() {
         // The server's clock runs 1000 s ahead of ours: the delay is 30 s, not 1030 s.
         let serverNow = now + 1000
-        let response = HTTPResponse.text(429, "", headers: [
-            "date": HTTPDate.format(serverNow), "retry-after": HTTPDate.format(serverNow + 30),
-        ])
+        let response = HTTPResponse.text(
+            429, "",
+            headers: [
+                "date": HTTPDate.format(serverNow), "retry-after": HTTPDate.format(serverNow + 30),
+            ])
         #expect(classify(response) == .transient(.rateLimited, retryAfter: 30))
     }
 
@@ -202,18 +245,23 @@ struct RefreshOutcomeTests {
 
     @Test("a Retry-After date in the past means no wait")
     func retryAfterPast() {
-        let response = HTTPResponse.text(503, "", headers: ["date": HTTPDate.format(now), "retry-after": HTTPDate.format(now - 60)])
+        let response = HTTPResponse.text(
+            503, "", headers: ["date": HTTPDate.format(now), "retry-after": HTTPDate.format(now - 60)])
         #expect(classify(response) == .transient(.serverError(503), retryAfter: 0))
     }
 
-    @Test("unparseable or negative Retry-After is ignored", arguments: ["soon", "-5", "", "nan", "Sun, 99 Nov 1994 08:49:37 GMT"])
+    @Test(
+        "unparseable or negative Retry-After is ignored",
+        arguments: ["soon", "-5", "", "nan", "Sun, 99 Nov 1994 08:49:37 GMT"])
     func badRetryAfter(value: String) {
         #expect(classify(.text(429, "", headers: ["retry-after": value])) == .transient(.rateLimited, retryAfter: nil))
     }
 
     @Test("408 Request Timeout → transient: the server gave up waiting, nothing was decided")
     func requestTimeout() {
-        #expect(classify(.text(408, "<html>timeout</html>", contentType: "text/html")) == .transient(.serverError(408), retryAfter: nil))
+        #expect(
+            classify(.text(408, "<html>timeout</html>", contentType: "text/html"))
+                == .transient(.serverError(408), retryAfter: nil))
         #expect(TransientReason.serverError(408).requestMayHaveReachedServer == false)
         #expect(TransientReason.transport(.timeout, "t").requestMayHaveReachedServer)
         #expect(TransientReason.transport(.connect, "c").requestMayHaveReachedServer == false)
@@ -230,7 +278,9 @@ struct RefreshOutcomeTests {
         for response in bodies {
             #expect(classify(response) == .transient(.serverError(status), retryAfter: nil))
         }
-        #expect(classify(.text(status, "", headers: ["retry-after": "7"])) == .transient(.serverError(status), retryAfter: 7))
+        #expect(
+            classify(.text(status, "", headers: ["retry-after": "7"]))
+                == .transient(.serverError(status), retryAfter: 7))
     }
 
     @Test("a response over the size cap is an unusable answer → terminal")
@@ -239,9 +289,11 @@ struct RefreshOutcomeTests {
         #expect(outcome == .terminal(.unusableResponse("too big")))
     }
 
-    @Test("transport failures → transient", arguments: [
-        HTTPTransportError.Kind.timeout, .connect, .resolve, .tls, .connectionReset, .other,
-    ])
+    @Test(
+        "transport failures → transient",
+        arguments: [
+            HTTPTransportError.Kind.timeout, .connect, .resolve, .tls, .connectionReset, .other,
+        ])
     func transportErrors(kind: HTTPTransportError.Kind) {
         let outcome = RefreshOutcome.classify(.failure(HTTPTransportError(kind, "it broke")), now: now)
         #expect(outcome == .transient(.transport(kind, "it broke"), retryAfter: nil))
@@ -290,12 +342,14 @@ struct HTTPDateTests {
         #expect(HTTPDate.parse("Sun Nov 06 08:49:37 1994") == example)
     }
 
-    @Test("garbage is not a date", arguments: [
-        "", "garbage", "120", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 32 Nov 1994 08:49:37 GMT",
-        "Sun, 00 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",
-        "Sun, 06 Nov 1994 08:49 GMT", "Sun, 06 Nov 1969 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 PST",
-        "Sun, 06 Nov 1994 08:49:37", "Sunday, 06-Nov 08:49:37 GMT", "Sun Nov  6 08:49:37", "2024-01-01T00:00:00Z",
-    ])
+    @Test(
+        "garbage is not a date",
+        arguments: [
+            "", "garbage", "120", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 32 Nov 1994 08:49:37 GMT",
+            "Sun, 00 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",
+            "Sun, 06 Nov 1994 08:49 GMT", "Sun, 06 Nov 1969 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun, 06 Nov 1994 08:49:37", "Sunday, 06-Nov 08:49:37 GMT", "Sun Nov  6 08:49:37", "2024-01-01T00:00:00Z",
+        ])
     func garbage(text: String) {
         #expect(HTTPDate.parse(text) == nil)
     }
@@ -306,7 +360,9 @@ struct HTTPDateTests {
         #expect(HTTPDate.format(0) == "Thu, 01 Jan 1970 00:00:00 GMT")
     }
 
-    @Test("format then parse gives the same whole second", arguments: [0.0, 784_111_777, 951_782_400, 1_700_000_000, 1_700_000_000.9, 4_102_444_799])
+    @Test(
+        "format then parse gives the same whole second",
+        arguments: [0.0, 784_111_777, 951_782_400, 1_700_000_000, 1_700_000_000.9, 4_102_444_799])
     func roundTrip(seconds: Double) {
         #expect(HTTPDate.parse(HTTPDate.format(seconds)) == seconds.rounded(.down))
     }

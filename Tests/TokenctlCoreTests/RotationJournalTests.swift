@@ -1,11 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Synchronization
 import Testing
-@testable import TokenctlCore
 import TokenctlEssentials
+
+@testable import TokenctlCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The rotation journal against the real kernel user keyring (each test its own identity, every
 /// key removed at the end), and the broker over a journaled store whose Secret Service side is
@@ -85,7 +87,10 @@ struct RotationJournalTests {
 
     @Test("a malformed payload is no entry")
     func malformed() {
-        for payload in ["", "tokenctl-journal-v1\n", "tokenctl-journal-v2\nprofile=p\n", "tokenctl-journal-v1\nprofile=p\nissuer=i\nclient_id=c\njournaled_at=1\ntoken_set={}\n"] {
+        for payload in [
+            "", "tokenctl-journal-v1\n", "tokenctl-journal-v2\nprofile=p\n",
+            "tokenctl-journal-v1\nprofile=p\nissuer=i\nclient_id=c\njournaled_at=1\ntoken_set={}\n",
+        ] {
             #expect(throws: (any Error).self) { try RotationJournal.decode(Array(payload.utf8)) }
         }
     }
@@ -130,14 +135,17 @@ struct RotationJournalTests {
         let store = JournaledSessionStore(memory, journal: Self.journal)
         let stored = TokenSet.fixture(refreshToken: "rt-3", obtainedAt: 1_700_000_200)
         try memory.write(stored, for: identity)
-        Self.journal.record(TokenSet.fixture(refreshToken: "rt-2", obtainedAt: 1_700_000_100), for: identity, now: 1_700_000_100)
+        Self.journal.record(
+            TokenSet.fixture(refreshToken: "rt-2", obtainedAt: 1_700_000_100), for: identity, now: 1_700_000_100)
         #expect(try store.read(identity) == stored)
         #expect(try store.completePendingWrite(identity) == nil)
         #expect(try memory.read(identity) == stored)
         #expect(store.pendingWrite(identity) == nil)
     }
 
-    @Test("a leftover entry with a later clock than a newer stored set is never taken over it: not read, not completed, not refreshed from (fake Secret Service)")
+    @Test(
+        "a leftover entry with a later clock than a newer stored set is never taken over it: not read, not completed, not refreshed from (fake Secret Service)"
+    )
     func leftoverNeverWinsOverNewerStoredSet() async throws {
         // What a refresher killed between its journal write and its clear leaves behind, once a
         // later refresh has stored a newer set without displacing it (its journal write failed),
@@ -155,9 +163,10 @@ struct RotationJournalTests {
         leftover.lastRefreshAt = leftover.obtainedAt
         var stored = TokenSet.fixture(accessToken: "at-2", refreshToken: "rt-2", obtainedAt: clock.now - 4000)
         stored.lastRefreshAt = stored.obtainedAt
-        #expect(Self.journal.record(
-            leftover, for: identity, now: leftover.obtainedAt,
-            supersedes: RotationJournal.lineage(of: leftover, replacing: original, pending: nil)))
+        #expect(
+            Self.journal.record(
+                leftover, for: identity, now: leftover.obtainedAt,
+                supersedes: RotationJournal.lineage(of: leftover, replacing: original, pending: nil)))
         try memory.write(stored, for: identity)
 
         #expect(try store.read(identity) == stored, "the stored set is not one the entry supersedes: it is newer")
@@ -166,8 +175,9 @@ struct RotationJournalTests {
         #expect(store.pendingWrite(identity) == nil, "the leftover is dropped")
 
         // And the broker refreshes from the stored set (the entry put back, as if just left).
-        Self.journal.record(leftover, for: identity, now: leftover.obtainedAt,
-                            supersedes: RotationJournal.lineage(of: leftover, replacing: original, pending: nil))
+        Self.journal.record(
+            leftover, for: identity, now: leftover.obtainedAt,
+            supersedes: RotationJournal.lineage(of: leftover, replacing: original, pending: nil))
         let profile = ResolvedProfile(
             name: identity.profile,
             configuration: ProfileConfiguration(issuer: try EndpointURL(identity.issuer), clientID: identity.clientID),
@@ -188,7 +198,9 @@ struct RotationJournalTests {
         #expect(store.pendingWrite(identity) == nil)
     }
 
-    @Test("a write the journal cannot take (a set over the kernel's key size) leaves no older entry behind for a reader that cannot reach the Secret Service (fake Secret Service)")
+    @Test(
+        "a write the journal cannot take (a set over the kernel's key size) leaves no older entry behind for a reader that cannot reach the Secret Service (fake Secret Service)"
+    )
     func unjournaledWriteDropsOlderEntry() throws {
         // The same happens when the key quota is full. Before: the older entry (what a killed
         // refresher left) stayed; the next reader whose Secret Service read timed out (a hung
@@ -201,9 +213,13 @@ struct RotationJournalTests {
         let set0 = TokenSet.fixture(refreshToken: "rt-0", obtainedAt: clock.now - 100)
         let leftover = TokenSet.fixture(refreshToken: "rt-1", obtainedAt: clock.now - 50)
         try memory.write(set0, for: identity)
-        #expect(Self.journal.record(
-            leftover, for: identity, now: clock.now - 50, supersedes: RotationJournal.lineage(of: leftover, replacing: set0, pending: nil)))
-        let large = TokenSet.fixture(accessToken: String(repeating: "a", count: HotCacheEntry.maximumPayloadSize + 1), refreshToken: "rt-2", obtainedAt: clock.now)
+        #expect(
+            Self.journal.record(
+                leftover, for: identity, now: clock.now - 50,
+                supersedes: RotationJournal.lineage(of: leftover, replacing: set0, pending: nil)))
+        let large = TokenSet.fixture(
+            accessToken: String(repeating: "a", count: HotCacheEntry.maximumPayloadSize + 1), refreshToken: "rt-2",
+            obtainedAt: clock.now)
         #expect(try store.persist(large, for: identity, replacing: leftover) == .stored)
         #expect(try memory.read(identity) == large)
         #expect(store.pendingWrite(identity) == nil, "the older entry is gone with the write it did not make")
@@ -211,7 +227,9 @@ struct RotationJournalTests {
         #expect(throws: StoreError.self, "nothing older is served in its place") { try store.read(identity) }
     }
 
-    @Test("a pending entry supersedes every set it was refreshed from, across rotations the Secret Service missed (fake Secret Service)")
+    @Test(
+        "a pending entry supersedes every set it was refreshed from, across rotations the Secret Service missed (fake Secret Service)"
+    )
     func lineageAcrossPendingRotations() throws {
         let identity = Self.identity()
         defer { Self.journal.clear(identity) }
@@ -231,9 +249,14 @@ struct RotationJournalTests {
         #expect(entry.tokenSet == set2)
         #expect(entry.supersedes == ["rt-0", "rt-1"].map(RotationJournal.digest))
         #expect(entry.isNewer(than: set0) && entry.isNewer(than: set1))
-        #expect(!entry.isNewer(than: TokenSet.fixture(refreshToken: "rt-3", obtainedAt: clock.now - 30)), "a set it does not know is newer")
-        #expect(RotationJournal.lineage(of: TokenSet.fixture(refreshToken: "rt-login", obtainedAt: clock.now), replacing: nil, pending: entry).isEmpty,
-                "a login's lineage is unknown: it inherits none (ordered by time against the stored set)")
+        #expect(
+            !entry.isNewer(than: TokenSet.fixture(refreshToken: "rt-3", obtainedAt: clock.now - 30)),
+            "a set it does not know is newer")
+        #expect(
+            RotationJournal.lineage(
+                of: TokenSet.fixture(refreshToken: "rt-login", obtainedAt: clock.now), replacing: nil, pending: entry
+            ).isEmpty,
+            "a login's lineage is unknown: it inherits none (ordered by time against the stored set)")
         #expect(try store.read(identity) == set2)
         keyring.failure = nil
         #expect(try store.completePendingWrite(identity) == set2)
@@ -241,13 +264,18 @@ struct RotationJournalTests {
         // The lineage survives the payload, and a hostile one is no entry.
         #expect(try RotationJournal.decode(RotationJournal.encode(entry)) == entry)
         let text = String(decoding: try RotationJournal.encode(entry), as: UTF8.self)
-        for bad in ["supersedes=zz", "supersedes=", "supersedes=" + Array(repeating: "0123456789abcdef", count: 17).joined(separator: ",")] {
-            let forged = text.replacingOccurrences(of: "supersedes=" + entry.supersedes.joined(separator: ","), with: bad)
+        for bad in [
+            "supersedes=zz", "supersedes=",
+            "supersedes=" + Array(repeating: "0123456789abcdef", count: 17).joined(separator: ","),
+        ] {
+            let forged = text.replacingOccurrences(
+                of: "supersedes=" + entry.supersedes.joined(separator: ","), with: bad)
             #expect(throws: (any Error).self) { try RotationJournal.decode(Array(forged.utf8)) }
         }
     }
 
-    @Test("logout removes a pending entry with the item; a terminal failure removes it only when it holds the token sent")
+    @Test(
+        "logout removes a pending entry with the item; a terminal failure removes it only when it holds the token sent")
     func deleteClears() throws {
         let identity = Self.identity()
         defer { Self.journal.clear(identity) }
@@ -263,7 +291,9 @@ struct RotationJournalTests {
         #expect(store.pendingWrite(identity) == nil)
     }
 
-    @Test("broker: a rotation whose Secret Service write fails is served and kept in the journal; the next call writes it and refreshes from it")
+    @Test(
+        "broker: a rotation whose Secret Service write fails is served and kept in the journal; the next call writes it and refreshes from it"
+    )
     func brokerGoesOnFromJournal() async throws {
         let identity = Self.identity()
         defer { Self.journal.clear(identity) }
@@ -283,7 +313,8 @@ struct RotationJournalTests {
         let broker = TokenBroker(store: store, locks: NoLockProvider(), clock: clock.clock) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
         }
-        try memory.write(TokenSet.fixture(accessToken: "old", refreshToken: "rt", obtainedAt: clock.now - 4000), for: identity)
+        try memory.write(
+            TokenSet.fixture(accessToken: "old", refreshToken: "rt", obtainedAt: clock.now - 4000), for: identity)
 
         keyring.failure = StoreError(.timeout, "the Secret Service did not answer in time")
         let first = try await broker.validTokenSet(for: profile, minimumTimeToLive: 60)

@@ -1,16 +1,21 @@
+import Foundation
+import Testing
+import TokenctlEssentials
+
+@testable import TokenctlCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
-import Testing
-@testable import TokenctlCore
-import TokenctlEssentials
 
 /// A fixture JWKS and tokens: the PS256 vector of JWTVerifierTests (kid "ps") and the RFC 8037 key (kid "ed").
 private enum Fixture {
-    static let psModulus = "6A5ZPoMIyeTWW0sjN_pfIMERW1d1FPnXIl6W_Wr0s-airzYTxeqjGKBonA3CXISfnZkZ054EGcz4j6MGBilLCI4XLyBxUePEW0QYFwfO4XKwjxnZGmfq8orgzwjPLYsLPxi7mLctuciOz9vQSe9WDF00sQYoZEhpUHf4a6snx6Wz_5GabT3L2Y_asluHBsT90ZsXyNJVjKVKrmySwtZ00Oc4QAC7HHjjge8bqon3tDOZvMr_YLTdGebOEMdrCe0bPFUp0wTBabE8hqm0T3UwweLZlIW7gpYcx38IPUEN5EIHxqZsrcj25-JoZ9fDZhT0QUMkB_3YZdj9s4qqfoEgiw"
-    static let psToken = "eyJhbGciOiJQUzI1NiIsImtpZCI6InBzIn0.eyJpc3MiOiJqb2UiLCJleHAiOjEzMDA4MTkzODB9.0-uphfNnxtSWgCd-xFNnQsYTeu1XkQpsKcpKywgDExF4m0z_9VtDNb4voBaopZACUH4R9z8vEicLIvPe1OGws0sHOjzSIzHv6BvlwnFK1nFG9HhV4xHw9dl1MrVU06nevO_ORmmW0kM9ZZMyGetnLBgTmtg-6uegnWhjfLMxyM3HpgRjzh2ERXX4RubOiDwHz64w0oCA4gwVE4GvufvjoHBFsPWZPccGyea4PM5qhS1wvm7ZIT9e5NBkk8OYAQQRYXl7GeM34TosdRUY1UxHExRJJYdPRB0cRuvNkuAgkXcHOqEepyogRP91tKc_mqWSzBZBi2k3V9EPDeryKAmclg"
-    static let edKey = #"{"kty":"OKP","crv":"Ed25519","kid":"ed","alg":"EdDSA","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#
+    static let psModulus =
+        "6A5ZPoMIyeTWW0sjN_pfIMERW1d1FPnXIl6W_Wr0s-airzYTxeqjGKBonA3CXISfnZkZ054EGcz4j6MGBilLCI4XLyBxUePEW0QYFwfO4XKwjxnZGmfq8orgzwjPLYsLPxi7mLctuciOz9vQSe9WDF00sQYoZEhpUHf4a6snx6Wz_5GabT3L2Y_asluHBsT90ZsXyNJVjKVKrmySwtZ00Oc4QAC7HHjjge8bqon3tDOZvMr_YLTdGebOEMdrCe0bPFUp0wTBabE8hqm0T3UwweLZlIW7gpYcx38IPUEN5EIHxqZsrcj25-JoZ9fDZhT0QUMkB_3YZdj9s4qqfoEgiw"
+    static let psToken =
+        "eyJhbGciOiJQUzI1NiIsImtpZCI6InBzIn0.eyJpc3MiOiJqb2UiLCJleHAiOjEzMDA4MTkzODB9.0-uphfNnxtSWgCd-xFNnQsYTeu1XkQpsKcpKywgDExF4m0z_9VtDNb4voBaopZACUH4R9z8vEicLIvPe1OGws0sHOjzSIzHv6BvlwnFK1nFG9HhV4xHw9dl1MrVU06nevO_ORmmW0kM9ZZMyGetnLBgTmtg-6uegnWhjfLMxyM3HpgRjzh2ERXX4RubOiDwHz64w0oCA4gwVE4GvufvjoHBFsPWZPccGyea4PM5qhS1wvm7ZIT9e5NBkk8OYAQQRYXl7GeM34TosdRUY1UxHExRJJYdPRB0cRuvNkuAgkXcHOqEepyogRP91tKc_mqWSzBZBi2k3V9EPDeryKAmclg"
+    static let edKey =
+        #"{"kty":"OKP","crv":"Ed25519","kid":"ed","alg":"EdDSA","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#
     static let psKey = #"{"kty":"RSA","kid":"ps","use":"sig","n":""# + psModulus + #"","e":"AQAB"}"#
     static let both = #"{"keys":["# + edKey + "," + psKey + "]}"
     static let edOnly = #"{"keys":["# + edKey + "]}"
@@ -37,7 +42,9 @@ struct SignatureVerdictTests {
         #expect(SignatureVerdict.evaluate(tampered, keys: try keys(Fixture.both)) == .invalid)
         // kid/alg mismatch: the key named "ps" is for RS256 only; "ed" is an OKP key.
         #expect(SignatureVerdict.evaluate(Fixture.psToken, keys: try keys(Fixture.psAsRS256)) == .invalid)
-        #expect(SignatureVerdict.evaluate(Fixture.token(header: #"{"alg":"RS256","kid":"ed"}"#), keys: try keys(Fixture.both)) == .invalid)
+        #expect(
+            SignatureVerdict.evaluate(
+                Fixture.token(header: #"{"alg":"RS256","kid":"ed"}"#), keys: try keys(Fixture.both)) == .invalid)
     }
 
     @Test("alg none and HMAC are invalid even with no keys cached; garbage is invalid")
@@ -65,17 +72,25 @@ struct JWKSCacheStatusTests {
     }
 
     /// A configured profile holding `idToken` (and an opaque or given access token), keys served by `http`.
-    func harness(idToken: String?, accessToken: String = "opaque-at", http: FakeHTTPClient, jwksURI: Bool = true) throws -> Harness {
+    func harness(idToken: String?, accessToken: String = "opaque-at", http: FakeHTTPClient, jwksURI: Bool = true) throws
+        -> Harness
+    {
         let root = "/tmp/tokenctl-jwks-test-\(getpid())-\(Int.random(in: 0..<1_000_000_000))"
-        let paths = Paths(configDirectory: root + "/config", lockDirectory: root + "/locks", stateDirectory: root + "/state", cacheDirectory: root + "/cache")
+        let paths = Paths(
+            configDirectory: root + "/config", lockDirectory: root + "/locks", stateDirectory: root + "/state",
+            cacheDirectory: root + "/cache")
         let clock = VirtualClock()
         let store = InMemorySessionStore()
-        let service = TokenctlService(paths: paths, store: store, locks: NoLockProvider(), clock: clock.clock, httpClient: { _ in http })
+        let service = TokenctlService(
+            paths: paths, store: store, locks: NoLockProvider(), clock: clock.clock, httpClient: { _ in http })
         let configuration = ProfileConfiguration(
-            issuer: try EndpointURL(Self.issuer), clientID: "cli", tokenEndpoint: try EndpointURL(Self.issuer + "/token"),
+            issuer: try EndpointURL(Self.issuer), clientID: "cli",
+            tokenEndpoint: try EndpointURL(Self.issuer + "/token"),
             jwksURI: jwksURI ? try EndpointURL(Self.issuer + "/jwks") : nil)
         try service.profiles.save(configuration, as: Self.profile)
-        let tokenSet = TokenSet(accessToken: accessToken, refreshToken: "rt", idToken: idToken, expiresAt: clock.now + 3600, issuedLifetime: 3600, obtainedAt: clock.now)
+        let tokenSet = TokenSet(
+            accessToken: accessToken, refreshToken: "rt", idToken: idToken, expiresAt: clock.now + 3600,
+            issuedLifetime: 3600, obtainedAt: clock.now)
         try store.write(tokenSet, for: SessionIdentity(profile: Self.profile, configuration: configuration))
         return Harness(service: service, store: store, clock: clock, root: root)
     }
@@ -186,7 +201,11 @@ struct JWKSCacheStatusTests {
     func discovered() async throws {
         let http = FakeHTTPClient { request, _ in
             if request.url.hasSuffix("/.well-known/openid-configuration") {
-                return .success(.json(200, #"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/token","jwks_uri":"https://issuer.example/keys"}"#))
+                return .success(
+                    .json(
+                        200,
+                        #"{"issuer":"https://issuer.example","token_endpoint":"https://issuer.example/token","jwks_uri":"https://issuer.example/keys"}"#
+                    ))
             }
             if request.url == "https://issuer.example/keys" { return .success(.json(200, Fixture.both)) }
             return .success(.json(404, "{}"))

@@ -1,5 +1,6 @@
 import CSecret
 import Testing
+
 @testable import TokenctlCore
 
 /// Secret Service errors are classified by GError domain and code (and the untranslated remote
@@ -7,8 +8,11 @@ import Testing
 /// Japanese session must be diagnosed the same. Every message below is deliberately foreign.
 @Suite("Secret Service error classification")
 struct StoreErrorClassificationTests {
-    private func classify(_ domain: GQuark, _ code: UInt32, remote: String = "", mayPrompt: Bool = false) -> StoreError.Reason? {
-        SecretServiceStore.classify(domain: domain, code: Int32(bitPattern: code), remoteName: remote, mayPrompt: mayPrompt)
+    private func classify(_ domain: GQuark, _ code: UInt32, remote: String = "", mayPrompt: Bool = false) -> StoreError
+        .Reason?
+    {
+        SecretServiceStore.classify(
+            domain: domain, code: Int32(bitPattern: code), remoteName: remote, mayPrompt: mayPrompt)
     }
 
     @Test("D-Bus errors by code")
@@ -26,7 +30,10 @@ struct StoreErrorClassificationTests {
 
     @Test("the Secret Service's IsLocked, by its remote name or libsecret's code")
     func locked() {
-        #expect(classify(g_dbus_error_quark(), G_DBUS_ERROR_FAILED.rawValue, remote: "org.freedesktop.Secret.Error.IsLocked") == .locked)
+        #expect(
+            classify(
+                g_dbus_error_quark(), G_DBUS_ERROR_FAILED.rawValue, remote: "org.freedesktop.Secret.Error.IsLocked")
+                == .locked)
         #expect(classify(secret_error_get_quark(), SECRET_ERROR_IS_LOCKED.rawValue) == .locked)
         #expect(classify(secret_error_get_quark(), SECRET_ERROR_PROTOCOL.rawValue) == nil)
     }
@@ -42,8 +49,13 @@ struct StoreErrorClassificationTests {
 
     @Test("a real GError with a translated message is classified by its code")
     func translatedMessage() {
-        let error = g_error_new_literal(g_dbus_error_quark(), Int32(G_DBUS_ERROR_SERVICE_UNKNOWN.rawValue), "Der Name org.freedesktop.secrets wurde von keiner .service-Datei bereitgestellt")!
+        let error = g_error_new_literal(
+            g_dbus_error_quark(), Int32(G_DBUS_ERROR_SERVICE_UNKNOWN.rawValue),
+            "Der Name org.freedesktop.secrets wurde von keiner .service-Datei bereitgestellt")!
         defer { g_error_free(error) }
-        #expect(SecretServiceStore.classify(domain: error.pointee.domain, code: error.pointee.code, remoteName: "", mayPrompt: false) == .noSecretService)
+        #expect(
+            SecretServiceStore.classify(
+                domain: error.pointee.domain, code: error.pointee.code, remoteName: "", mayPrompt: false)
+                == .noSecretService)
     }
 }

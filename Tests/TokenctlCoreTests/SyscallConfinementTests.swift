@@ -20,7 +20,8 @@ struct SyscallConfinementTests {
 
     /// Swift methods named like a libc function, called unqualified in these files.
     static let swiftMethods: [String: Set<String>] = [
-        "SessionStore.swift": ["write"], "TokenBroker.swift": ["read"], "HTTP.swift": ["send"], "CurlHTTPClient.swift": ["send"],
+        "SessionStore.swift": ["write"], "TokenBroker.swift": ["read"], "HTTP.swift": ["send"],
+        "CurlHTTPClient.swift": ["send"],
         "KernelKeyring.swift": ["read"],
     ]
 
@@ -38,7 +39,10 @@ struct SyscallConfinementTests {
         Layer(sources: "TokenctlCore", system: ["Syscalls.swift"], minimumFiles: 30),
         Layer(
             sources: "TokenctlEssentials",
-            system: ["Descriptor.swift", "FileIO.swift", "Environment.swift", "CurrentExecutable.swift", "KernelKeyring.swift"],
+            system: [
+                "Descriptor.swift", "FileIO.swift", "Environment.swift", "CurrentExecutable.swift",
+                "KernelKeyring.swift",
+            ],
             listed: [
                 // The front's hit path: Foundation-free and as short as a process start, its
                 // minimal calls its own (writes and the EINTR retry go through Descriptor).
@@ -50,17 +54,23 @@ struct SyscallConfinementTests {
             minimumFiles: 20),
         Layer(sources: "TokenctlCommands", system: [], minimumFiles: 15),
         // The front's own start: the miss path that replaces it with the engine.
-        Layer(sources: "tokenctl", system: [], listed: ["main.swift": ["access", "execv", "strerror", "errno", "exit", "getenv"]], minimumFiles: 1),
+        Layer(
+            sources: "tokenctl", system: [],
+            listed: ["main.swift": ["access", "execv", "strerror", "errno", "exit", "getenv"]], minimumFiles: 1),
         Layer(sources: "tokenctl-engine", system: [], listed: ["main.swift": ["signal", "exit"]], minimumFiles: 1),
     ]
 
     @Test("no file outside the system layer calls libc", arguments: SyscallConfinementTests.layers.map(\.sources))
     func confined(_ sources: String) throws {
         let layer = try #require(Self.layers.first { $0.sources == sources })
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources/\(sources)").standardized
-        let files = try #require(FileManager.default.enumerator(atPath: root.path)).compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../../Sources/\(sources)"
+        ).standardized
+        let files = try #require(FileManager.default.enumerator(atPath: root.path)).compactMap { $0 as? String }.filter
+        { $0.hasSuffix(".swift") }
         #expect(files.count >= layer.minimumFiles)
-        let call = try NSRegularExpression(pattern: "(?<![.\\w])(?<!func )(" + Self.libcFunctions.joined(separator: "|") + ")\\((?!\\))")
+        let call = try NSRegularExpression(
+            pattern: "(?<![.\\w])(?<!func )(" + Self.libcFunctions.joined(separator: "|") + ")\\((?!\\))")
         // Empty parentheses are a type's initializer (`stat()`), except for these.
         let withoutArguments = try NSRegularExpression(pattern: "(?<![.\\w])(getuid|getpid|geteuid|getppid|fork)\\(\\)")
         let global = try NSRegularExpression(pattern: "(?<![.\\w])(errno|environ)\\b")
@@ -73,16 +83,20 @@ struct SyscallConfinementTests {
             let text = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
             for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 // Code only: no comment, no string literal.
-                let withoutComment = String(line.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+                let withoutComment = String(
+                    line.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
                 let code = literal.stringByReplacingMatches(
-                    in: withoutComment, range: NSRange(withoutComment.startIndex..., in: withoutComment), withTemplate: "\"\"")
+                    in: withoutComment, range: NSRange(withoutComment.startIndex..., in: withoutComment),
+                    withTemplate: "\"\"")
                 let range = NSRange(code.startIndex..., in: code)
                 for match in call.matches(in: code, range: range) + withoutArguments.matches(in: code, range: range) {
                     let function = (code as NSString).substring(with: match.range(at: 1))
                     if Self.swiftMethods[name]?.contains(function) == true || allowed.contains(function) { continue }
                     found.append("\(file):\(number + 1): \(function)")
                 }
-                if global.firstMatch(in: code, range: range) != nil && !allowed.contains("errno") { found.append("\(file):\(number + 1): errno/environ") }
+                if global.firstMatch(in: code, range: range) != nil && !allowed.contains("errno") {
+                    found.append("\(file):\(number + 1): errno/environ")
+                }
             }
         }
         #expect(found.isEmpty, "libc called outside the system layer of \(sources):\n\(found.joined(separator: "\n"))")

@@ -1,6 +1,7 @@
 import Synchronization
-@testable import TokenctlCore
 import TokenctlEssentials
+
+@testable import TokenctlCore
 
 // Test doubles of the core's protocols: they live here, not in the product.
 

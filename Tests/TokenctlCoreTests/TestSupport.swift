@@ -1,9 +1,11 @@
 import Synchronization
+import TokenctlEssentials
+
+@testable import TokenctlCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import TokenctlCore
-import TokenctlEssentials
 
 // MARK: A lock ThreadSanitizer sees
 
@@ -66,7 +68,8 @@ final class VirtualClock: Sendable {
 
 /// An `HTTPClient` that records every request and answers from a handler.
 final class FakeHTTPClient: HTTPClient {
-    typealias Handler = @Sendable (_ request: HTTPRequest, _ index: Int) async -> Result<HTTPResponse, HTTPTransportError>
+    typealias Handler =
+        @Sendable (_ request: HTTPRequest, _ index: Int) async -> Result<HTTPResponse, HTTPTransportError>
 
     private let log = Mutex<[(request: HTTPRequest, timeout: Double, connectTimeout: Double)]>([])
     private let handler: Handler
@@ -89,7 +92,9 @@ final class FakeHTTPClient: HTTPClient {
         try await send(request, timeout: timeout, connectTimeout: timeout)
     }
 
-    func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+    func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError)
+        -> HTTPResponse
+    {
         let index = log.withLock { log in
             log.append((request, timeout, connectTimeout))
             return log.count - 1
@@ -116,21 +121,27 @@ extension HTTPResponse {
         return HTTPResponse(status: status, headers: all, body: Array(body.utf8))
     }
 
-    static func text(_ status: Int, _ body: String, contentType: String? = nil, headers: [String: String] = [:]) -> HTTPResponse {
+    static func text(_ status: Int, _ body: String, contentType: String? = nil, headers: [String: String] = [:])
+        -> HTTPResponse
+    {
         var all = headers
         if let contentType { all["content-type"] = contentType }
         return HTTPResponse(status: status, headers: all, body: Array(body.utf8))
     }
 
     /// A 200 token response.
-    static func tokens(access: String = "access-2", refresh: String? = "refresh-2", expiresIn: Double? = 3600, headers: [String: String] = [:]) -> HTTPResponse {
+    static func tokens(
+        access: String = "access-2", refresh: String? = "refresh-2", expiresIn: Double? = 3600,
+        headers: [String: String] = [:]
+    ) -> HTTPResponse {
         var fields = ["\"access_token\": \"\(access)\"", "\"token_type\": \"Bearer\""]
         if let refresh { fields.append("\"refresh_token\": \"\(refresh)\"") }
         if let expiresIn { fields.append("\"expires_in\": \(expiresIn)") }
         return .json(200, "{" + fields.joined(separator: ", ") + "}", headers: headers)
     }
 
-    static let invalidGrant = HTTPResponse.json(400, #"{"error": "invalid_grant", "error_description": "Token is expired"}"#)
+    static let invalidGrant = HTTPResponse.json(
+        400, #"{"error": "invalid_grant", "error_description": "Token is expired"}"#)
 }
 
 extension TokenResponse {
@@ -138,14 +149,17 @@ extension TokenResponse {
         accessToken: String = "access-1", expiresIn: Double? = 3600, refreshToken: String? = "refresh-1",
         idToken: String? = nil, scope: String? = nil
     ) -> TokenResponse {
-        TokenResponse(accessToken: accessToken, tokenType: "Bearer", expiresIn: expiresIn, refreshToken: refreshToken, idToken: idToken, scope: scope)
+        TokenResponse(
+            accessToken: accessToken, tokenType: "Bearer", expiresIn: expiresIn, refreshToken: refreshToken,
+            idToken: idToken, scope: scope)
     }
 }
 
 extension TokenSet {
     /// A stored set obtained at `obtainedAt` that expires `expiresIn` seconds later.
     static func fixture(
-        accessToken: String = "access-1", refreshToken: String? = "refresh-1", obtainedAt: Double, expiresIn: Double = 3600
+        accessToken: String = "access-1", refreshToken: String? = "refresh-1", obtainedAt: Double,
+        expiresIn: Double = 3600
     ) -> TokenSet {
         TokenSet(
             accessToken: accessToken, refreshToken: refreshToken, expiresAt: obtainedAt + expiresIn,
@@ -156,14 +170,15 @@ extension TokenSet {
 /// An unsigned JWT carrying `claims` (a JSON object body).
 func unsignedJWT(_ claims: String) -> String {
     func base64URL(_ text: String) -> String {
-        String(Data(text.utf8).base64EncodedString().compactMap { (character: Character) -> Character? in
-            switch character {
-            case "+": "-"
-            case "/": "_"
-            case "=": nil
-            default: character
-            }
-        })
+        String(
+            Data(text.utf8).base64EncodedString().compactMap { (character: Character) -> Character? in
+                switch character {
+                case "+": "-"
+                case "/": "_"
+                case "=": nil
+                default: character
+                }
+            })
     }
     return base64URL(#"{"alg":"none","typ":"JWT"}"#) + "." + base64URL(claims) + ".sig"
 }

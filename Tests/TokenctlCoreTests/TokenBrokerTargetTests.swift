@@ -1,7 +1,8 @@
 import Foundation
 import Testing
-@testable import TokenctlCore
 import TokenctlEssentials
+
+@testable import TokenctlCore
 
 /// A fake token endpoint that rotates with no grace and detects reuse: each refresh token works
 /// once; the access token names the refresh token and the target it was asked for. The fake
@@ -29,7 +30,11 @@ private final class RotatingTargetServer: @unchecked Sendable {
             let next = sent + "n"
             self.valid.withLock { _ = $0.insert(next) }
             let audience = fields["audience"] ?? ""
-            return .success(.tokens(access: "at[\((scope ?? "session").replacingOccurrences(of: " ", with: "_"))|\(audience)]-from-\(sent)", refresh: next))
+            return .success(
+                .tokens(
+                    access:
+                        "at[\((scope ?? "session").replacingOccurrences(of: " ", with: "_"))|\(audience)]-from-\(sent)",
+                    refresh: next))
         }
     }
 }
@@ -59,17 +64,24 @@ struct TokenBrokerTargetTests {
             store: memory, locks: FileLockProvider(directory: directory), clock: clock.clock,
             configuration: TokenBroker.Configuration(lockTimeout: 600)
         ) { _ in
-            TokenEndpointClient(http: http, clock: clock.clock, retry: RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 }))
+            TokenEndpointClient(
+                http: http, clock: clock.clock,
+                retry: RetryPolicy(
+                    initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 }))
         }
     }
 
     func storeSession(expired: Bool = false, scope: String? = "openid read write") throws {
-        var set = TokenSet.fixture(accessToken: "session-access", refreshToken: "refresh-1", obtainedAt: clock.now - (expired ? 4000 : 60), expiresIn: 3600)
+        var set = TokenSet.fixture(
+            accessToken: "session-access", refreshToken: "refresh-1", obtainedAt: clock.now - (expired ? 4000 : 60),
+            expiresIn: 3600)
         set.scope = scope
         try memory.write(set, for: profile().identity)
     }
 
-    @Test("a narrowed refresh: scope, audience and resource sent; the rotated refresh token becomes the session's; the session's own token stays")
+    @Test(
+        "a narrowed refresh: scope, audience and resource sent; the rotated refresh token becomes the session's; the session's own token stays"
+    )
     func narrowed() async throws {
         let server = RotatingTargetServer()
         let http = server.http
@@ -80,14 +92,17 @@ struct TokenBrokerTargetTests {
         #expect(served.accessToken == "at[read|api]-from-refresh-1")
         #expect(served.refreshToken == nil, "a target's token is handed out without the refresh token")
         let fields = formFields(http.requests[0])
-        #expect(fields["scope"] == "read" && fields["audience"] == "api" && fields["resource"] == "https%3A%2F%2Fr.test%2F")
+        #expect(
+            fields["scope"] == "read" && fields["audience"] == "api" && fields["resource"] == "https%3A%2F%2Fr.test%2F")
         let stored = try #require(try memory.read(profile().identity))
         #expect(stored.refreshToken == "refresh-1n")
         #expect(stored.accessToken == "session-access" && stored.scope == "openid read write")
         #expect(stored.targetedToken(for: read)?.accessToken == served.accessToken)
 
         // Served from the store next time; the session's own token without a request either.
-        #expect(try await broker.validTokenSet(for: profile(), target: read, minimumTimeToLive: 60).accessToken == served.accessToken)
+        #expect(
+            try await broker.validTokenSet(for: profile(), target: read, minimumTimeToLive: 60).accessToken
+                == served.accessToken)
         #expect(try await broker.validTokenSet(for: profile(), minimumTimeToLive: 60).accessToken == "session-access")
         #expect(http.requestCount == 1)
 
@@ -98,7 +113,9 @@ struct TokenBrokerTargetTests {
         #expect(server.reused.withLock { $0 } == 0)
     }
 
-    @Test("mixed targets at once on an expired session: one request per target, taking turns on the refresh token, no reuse")
+    @Test(
+        "mixed targets at once on an expired session: one request per target, taking turns on the refresh token, no reuse"
+    )
     func fanIn() async throws {
         let server = RotatingTargetServer()
         let http = server.http
@@ -110,7 +127,11 @@ struct TokenBrokerTargetTests {
                 let wanted = targets[index % targets.count]
                 group.addTask {
                     do {
-                        return (wanted, try await broker.validTokenSet(for: profile(), target: wanted, minimumTimeToLive: 60).accessToken)
+                        return (
+                            wanted,
+                            try await broker.validTokenSet(for: profile(), target: wanted, minimumTimeToLive: 60)
+                                .accessToken
+                        )
                     } catch {
                         Issue.record("target \(wanted): \(error)")
                         return (wanted, nil)
@@ -175,19 +196,31 @@ struct TokenBrokerTargetTests {
         } catch {
             #expect(error.kind == .invalidInput)
             #expect(error.message.contains("'admin'"))
-            #expect(error.hint?.contains("login --scope \"openid read admin\"'") == true, "\(String(describing: error.hint))")
+            #expect(
+                error.hint?.contains("login --scope \"openid read admin\"'") == true,
+                "\(String(describing: error.hint))")
         }
         #expect(http.requestCount == 0)
         // Unknown session scope: the server decides.
         try storeSession(scope: nil)
-        #expect(try await broker.validTokenSet(for: profile(), target: target("read admin"), minimumTimeToLive: 60).accessToken.hasPrefix("at[admin_read|]"))
+        #expect(
+            try await broker.validTokenSet(for: profile(), target: target("read admin"), minimumTimeToLive: 60)
+                .accessToken.hasPrefix("at[admin_read|]"))
     }
 
     @Test("a server that narrows the session on a refresh: the set records when, and keeps it until a new login")
     func narrowedByServer() async throws {
         let http = FakeHTTPClient(script: [
-            .success(.json(200, #"{"access_token":"a2","token_type":"Bearer","expires_in":3600,"refresh_token":"r2","scope":"read"}"#)),
-            .success(.json(200, #"{"access_token":"a3","token_type":"Bearer","expires_in":3600,"refresh_token":"r3","scope":"read"}"#)),
+            .success(
+                .json(
+                    200,
+                    #"{"access_token":"a2","token_type":"Bearer","expires_in":3600,"refresh_token":"r2","scope":"read"}"#
+                )),
+            .success(
+                .json(
+                    200,
+                    #"{"access_token":"a3","token_type":"Bearer","expires_in":3600,"refresh_token":"r3","scope":"read"}"#
+                )),
         ])
         let broker = broker(http)
         try storeSession(scope: "openid read write")
@@ -196,41 +229,59 @@ struct TokenBrokerTargetTests {
         #expect(first.scope == "read" && first.scopeNarrowedAt == clock.now)
         _ = try await broker.validTokenSet(for: profile(), minimumTimeToLive: 60, force: true)
         #expect(try memory.read(profile().identity)?.scopeNarrowedAt == first.scopeNarrowedAt, "kept, not moved")
-        #expect(!TokenBroker.isNarrower("read write", than: "write read") && TokenBroker.isNarrower("read", than: "read write"))
+        #expect(
+            !TokenBroker.isNarrower("read write", than: "write read")
+                && TokenBroker.isNarrower("read", than: "read write"))
         #expect(!TokenBroker.isNarrower("read admin", than: "read write"), "other scopes are not a narrowing")
     }
 
-    @Test("a narrowed refresh's rotation is newer for the rotation journal, though the session's own token did not change")
+    @Test(
+        "a narrowed refresh's rotation is newer for the rotation journal, though the session's own token did not change"
+    )
     func journalOrder() throws {
-        var current = TokenSet.fixture(accessToken: "session-access", refreshToken: "refresh-1", obtainedAt: 1000, expiresIn: 3600)
+        var current = TokenSet.fixture(
+            accessToken: "session-access", refreshToken: "refresh-1", obtainedAt: 1000, expiresIn: 3600)
         current.lastRefreshAt = nil
         let (next, _) = TokenBroker.storingTargeted(
             .fixture(accessToken: "read-access", refreshToken: "refresh-2", scope: "read"), target: target("read"),
             receivedAt: 1500, serverDate: nil, in: current)
         #expect(next.obtainedAt == current.obtainedAt && next.refreshToken == "refresh-2")
-        let entry = RotationJournal.Entry(identity: profile().identity, tokenSet: next, journaledAt: 1500, pendingReason: "locked")
+        let entry = RotationJournal.Entry(
+            identity: profile().identity, tokenSet: next, journaledAt: 1500, pendingReason: "locked")
         #expect(entry.isNewer(than: current), "a pending write of this rotation must win over the stored set")
-        #expect(!RotationJournal.Entry(identity: profile().identity, tokenSet: current, journaledAt: 1000).isNewer(than: next))
+        #expect(
+            !RotationJournal.Entry(identity: profile().identity, tokenSet: current, journaledAt: 1000).isNewer(
+                than: next))
     }
 
-    @Test("targets never grow the stored set past what the rotation journal can hold: the others expiring first go, then the new one")
+    @Test(
+        "targets never grow the stored set past what the rotation journal can hold: the others expiring first go, then the new one"
+    )
     func boundedBySize() throws {
         var set = TokenSet.fixture(accessToken: "a", refreshToken: "r", obtainedAt: 1000, expiresIn: 3600)
         let big = String(repeating: "x", count: 6000)
         for index in 0..<8 {
             set = set.storing(
-                TargetedToken(target: target("s\(index)"), accessToken: big + "\(index)", tokenType: "Bearer", expiresAt: 5000 + Double(index), issuedLifetime: 3600, obtainedAt: 1000),
+                TargetedToken(
+                    target: target("s\(index)"), accessToken: big + "\(index)", tokenType: "Bearer",
+                    expiresAt: 5000 + Double(index), issuedLifetime: 3600, obtainedAt: 1000),
                 now: 1000)
             #expect(try set.encoded().count <= TokenSet.maximumEncodedBytesWithTargets)
             #expect(set.targetedToken(for: target("s\(index)")) != nil, "the newest is kept")
         }
-        #expect(set.targetedTokens.count < 8 && set.targetedToken(for: target("s0")) == nil, "the first ones, expiring first, went")
+        #expect(
+            set.targetedTokens.count < 8 && set.targetedToken(for: target("s0")) == nil,
+            "the first ones, expiring first, went")
         // A token that cannot fit even alone is handed out but not kept, and costs the others nothing.
-        let huge = TargetedToken(target: target("huge"), accessToken: String(repeating: "y", count: 40_000), tokenType: "Bearer", expiresAt: 9000, issuedLifetime: 3600, obtainedAt: 1000)
+        let huge = TargetedToken(
+            target: target("huge"), accessToken: String(repeating: "y", count: 40_000), tokenType: "Bearer",
+            expiresAt: 9000, issuedLifetime: 3600, obtainedAt: 1000)
         let after = set.storing(huge, now: 1000)
         #expect(after.targetedToken(for: target("huge")) == nil && after.targetedTokens == set.targetedTokens)
         #expect(try after.encoded().count <= TokenSet.maximumEncodedBytesWithTargets)
-        let journaled = try RotationJournal.encode(RotationJournal.Entry(identity: profile().identity, tokenSet: set, journaledAt: 1000, pendingReason: "locked"))
+        let journaled = try RotationJournal.encode(
+            RotationJournal.Entry(
+                identity: profile().identity, tokenSet: set, journaledAt: 1000, pendingReason: "locked"))
         #expect(journaled.count <= HotCacheEntry.maximumPayloadSize, "the journal holds the set")
     }
 
@@ -239,15 +290,21 @@ struct TokenBrokerTargetTests {
         var set = TokenSet.fixture(accessToken: "a", refreshToken: "r", obtainedAt: 1000, expiresIn: 3600)
         for index in 0..<20 {
             set = set.storing(
-                TargetedToken(target: target("s\(index)"), accessToken: "t\(index)", tokenType: "Bearer", expiresAt: 5000 + Double(index), issuedLifetime: 3600, obtainedAt: 1000),
+                TargetedToken(
+                    target: target("s\(index)"), accessToken: "t\(index)", tokenType: "Bearer",
+                    expiresAt: 5000 + Double(index), issuedLifetime: 3600, obtainedAt: 1000),
                 now: 1000)
         }
         #expect(set.targetedTokens.count == TargetedToken.maximumPerSession)
         #expect(set.targetedToken(for: target("s0")) == nil && set.targetedToken(for: target("s19")) != nil)
         set = set.storing(
-            TargetedToken(target: target("late"), accessToken: "late", tokenType: "Bearer", expiresAt: 9000, issuedLifetime: 3600, obtainedAt: 6000),
+            TargetedToken(
+                target: target("late"), accessToken: "late", tokenType: "Bearer", expiresAt: 9000, issuedLifetime: 3600,
+                obtainedAt: 6000),
             now: 5010)
-        #expect(set.targetedTokens.count == 10, "the expired ones are gone: \(set.targetedTokens.map(\.target.description))")
+        #expect(
+            set.targetedTokens.count == 10, "the expired ones are gone: \(set.targetedTokens.map(\.target.description))"
+        )
         let decoded = try TokenSet.decode(try set.encoded())
         #expect(decoded == set)
     }

@@ -1,7 +1,8 @@
 import Synchronization
 import Testing
-@testable import TokenctlCore
 import TokenctlEssentials
+
+@testable import TokenctlCore
 
 private func resolvedProfile(_ name: String = "work") -> ResolvedProfile {
     ResolvedProfile(
@@ -28,11 +29,15 @@ private struct Harness {
     let broker: TokenBroker
 
     /// `retryDeadline` 0.1 s with 0.25 s backoff means exactly one attempt per refresh.
-    init(http: FakeHTTPClient, retryDeadline: Double = 30, locks: any LockProvider = NoLockProvider(), store: ((InMemorySessionStore) -> any SessionStore)? = nil) {
+    init(
+        http: FakeHTTPClient, retryDeadline: Double = 30, locks: any LockProvider = NoLockProvider(),
+        store: ((InMemorySessionStore) -> any SessionStore)? = nil
+    ) {
         let memory = InMemorySessionStore()
         let store = store?(memory) ?? memory
         let clock = self.clock
-        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: retryDeadline, attemptTimeout: 15, random: { 0.5 })
+        let policy = RetryPolicy(
+            initialDelay: 0.5, maximumDelay: 8, deadline: retryDeadline, attemptTimeout: 15, random: { 0.5 })
         self.memory = memory
         self.store = store
         self.http = http
@@ -44,16 +49,22 @@ private struct Harness {
     var identity: SessionIdentity { resolvedProfile().identity }
 
     func storeExpired(_ profile: ResolvedProfile = resolvedProfile(), refreshToken: String? = "refresh-1") throws {
-        try memory.write(TokenSet.fixture(accessToken: "old-access", refreshToken: refreshToken, obtainedAt: clock.now - 4000, expiresIn: 3600), for: profile.identity)
+        try memory.write(
+            TokenSet.fixture(
+                accessToken: "old-access", refreshToken: refreshToken, obtainedAt: clock.now - 4000, expiresIn: 3600),
+            for: profile.identity)
     }
 
     func storeFresh(_ profile: ResolvedProfile = resolvedProfile()) throws -> TokenSet {
-        let set = TokenSet.fixture(accessToken: "cached-access", refreshToken: "refresh-1", obtainedAt: clock.now - 60, expiresIn: 3600)
+        let set = TokenSet.fixture(
+            accessToken: "cached-access", refreshToken: "refresh-1", obtainedAt: clock.now - 60, expiresIn: 3600)
         try memory.write(set, for: profile.identity)
         return set
     }
 
-    func token(_ profile: ResolvedProfile = resolvedProfile(), minimumTimeToLive: Double = 60, force: Bool = false) async throws(TokenctlError) -> TokenSet {
+    func token(_ profile: ResolvedProfile = resolvedProfile(), minimumTimeToLive: Double = 60, force: Bool = false)
+        async throws(TokenctlError) -> TokenSet
+    {
         try await broker.validTokenSet(for: profile, minimumTimeToLive: minimumTimeToLive, force: force)
     }
 
@@ -104,7 +115,9 @@ private final class ExpiredReadCountingStore: SessionStore {
         if set?.accessToken == "old-access" { expiredReads.withLock { $0 += 1 } }
         return set
     }
-    func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) { try inner.write(tokenSet, for: identity) }
+    func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
+        try inner.write(tokenSet, for: identity)
+    }
     func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool { try inner.delete(identity) }
     func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
         try inner.delete(identity, ifRefreshTokenIs: refreshToken)
@@ -142,7 +155,8 @@ struct TokenBrokerTests {
 
         let request = try #require(harness.http.requests.first)
         #expect(request.url == "https://issuer.example/token")
-        #expect(formFields(request) == ["grant_type": "refresh_token", "refresh_token": "refresh-1", "client_id": "cli"])
+        #expect(
+            formFields(request) == ["grant_type": "refresh_token", "refresh_token": "refresh-1", "client_id": "cli"])
 
         // The next call is served from the store.
         #expect(try await harness.token() == set)
@@ -165,7 +179,9 @@ struct TokenBrokerTests {
         let results = await withTaskGroup(of: Result<TokenSet, TokenctlError>.self) { group in
             for _ in 0..<50 {
                 group.addTask {
-                    do throws(TokenctlError) { return .success(try await harness.token()) } catch { return .failure(error) }
+                    do throws(TokenctlError) { return .success(try await harness.token()) } catch {
+                        return .failure(error)
+                    }
                 }
             }
             var all: [Result<TokenSet, TokenctlError>] = []
@@ -188,7 +204,8 @@ struct TokenBrokerTests {
     @Test("different profiles refresh independently: one request each")
     func profilesIndependent() async throws {
         let harness = Harness(http: rotatingServer(slow: true))
-        let work = resolvedProfile("work"), home = resolvedProfile("home")
+        let work = resolvedProfile("work")
+        let home = resolvedProfile("home")
         try harness.storeExpired(work, refreshToken: "work-refresh")
         try harness.storeExpired(home, refreshToken: "home-refresh")
         let results = await withTaskGroup(of: (String, String?).self) { group in
@@ -203,7 +220,10 @@ struct TokenBrokerTests {
         #expect(results.filter { $0.0 == "work" }.allSatisfy { $0.1 == "access-for-work-refresh" })
         #expect(results.filter { $0.0 == "home" }.allSatisfy { $0.1 == "access-for-home-refresh" })
         #expect(harness.http.requestCount == 2)
-        #expect(Set(harness.http.requests.compactMap { formFields($0)["refresh_token"] }) == ["work-refresh", "home-refresh"])
+        #expect(
+            Set(harness.http.requests.compactMap { formFields($0)["refresh_token"] }) == [
+                "work-refresh", "home-refresh",
+            ])
         #expect(try harness.memory.read(work.identity)?.refreshToken == "work-refresh-next")
         #expect(try harness.memory.read(home.identity)?.refreshToken == "home-refresh-next")
     }
@@ -265,10 +285,13 @@ struct TokenBrokerTests {
         #expect(try harness.memory.read(harness.identity) == nil)
     }
 
-    @Test("fake server: another writer replaces the item during the request, then invalid_grant → the other writer's set survives")
+    @Test(
+        "fake server: another writer replaces the item during the request, then invalid_grant → the other writer's set survives"
+    )
     func terminalCompareAndDelete() async throws {
         let memoryBox = Mutex<InMemorySessionStore?>(nil)
-        let otherWriterSet = TokenSet.fixture(accessToken: "other-access", refreshToken: "other-writer-refresh", obtainedAt: 1_700_000_000)
+        let otherWriterSet = TokenSet.fixture(
+            accessToken: "other-access", refreshToken: "other-writer-refresh", obtainedAt: 1_700_000_000)
         let http = FakeHTTPClient { _, _ in
             // Another process logs in (or refreshes) while our request is on the wire.
             if let store = memoryBox.withLock({ $0 }) {
@@ -284,9 +307,12 @@ struct TokenBrokerTests {
         #expect(try harness.memory.read(harness.identity) == otherWriterSet)
     }
 
-    @Test("fake server: terminal answers other than invalid_grant also end the session", arguments: [
-        HTTPResponse(status: 400), .text(401, "<html/>", contentType: "text/html"), .json(200, #"{"error":"bad_refresh_token"}"#),
-    ])
+    @Test(
+        "fake server: terminal answers other than invalid_grant also end the session",
+        arguments: [
+            HTTPResponse(status: 400), .text(401, "<html/>", contentType: "text/html"),
+            .json(200, #"{"error":"bad_refresh_token"}"#),
+        ])
     func otherTerminal(response: HTTPResponse) async throws {
         let harness = Harness(http: FakeHTTPClient(script: [.success(response)]))
         try harness.storeExpired()
@@ -294,12 +320,14 @@ struct TokenBrokerTests {
         #expect(try harness.memory.read(harness.identity) == nil)
     }
 
-    @Test("fake server: transient failure keeps the session and throws .transient", arguments: [
-        Result<HTTPResponse, HTTPTransportError>.success(.text(503, "")),
-        .success(.text(429, "", headers: ["retry-after": "600"])),
-        .failure(HTTPTransportError(.connect, "connection refused")),
-        .failure(HTTPTransportError(.tls, "certificate verify failed")),
-    ])
+    @Test(
+        "fake server: transient failure keeps the session and throws .transient",
+        arguments: [
+            Result<HTTPResponse, HTTPTransportError>.success(.text(503, "")),
+            .success(.text(429, "", headers: ["retry-after": "600"])),
+            .failure(HTTPTransportError(.connect, "connection refused")),
+            .failure(HTTPTransportError(.tls, "certificate verify failed")),
+        ])
     func transientKeepsSession(answer: Result<HTTPResponse, HTTPTransportError>) async throws {
         let harness = Harness(http: FakeHTTPClient(script: [answer]), retryDeadline: 0.1)
         try harness.storeExpired()
@@ -313,7 +341,9 @@ struct TokenBrokerTests {
 
     @Test("fake server: retries inside the broker's refresh stay one logical refresh")
     func retriesInsideRefresh() async throws {
-        let http = FakeHTTPClient(script: [.success(.text(502, "")), .success(.text(504, "")), .success(.tokens(access: "third"))])
+        let http = FakeHTTPClient(script: [
+            .success(.text(502, "")), .success(.text(504, "")), .success(.tokens(access: "third")),
+        ])
         let harness = Harness(http: http)
         try harness.storeExpired()
         #expect(try await harness.token().accessToken == "third")
@@ -376,13 +406,19 @@ struct TokenBrokerTests {
     // MARK: Answers whose access or refresh token cannot be used (issue 24, point 4)
 
     /// A 200 answer made of `members` (a JSON object's members).
-    private static func answer(_ members: String) -> Result<HTTPResponse, HTTPTransportError> { .success(.json(200, "{" + members + "}")) }
+    private static func answer(_ members: String) -> Result<HTTPResponse, HTTPTransportError> {
+        .success(.json(200, "{" + members + "}"))
+    }
 
-    @Test("an unusable access token with a rotated refresh token: the rotated one is stored, 76, and the next call refreshes with it",
-          arguments: RefreshOutcomeTests.unusableAccessTokens.indices)
+    @Test(
+        "an unusable access token with a rotated refresh token: the rotated one is stored, 76, and the next call refreshes with it",
+        arguments: RefreshOutcomeTests.unusableAccessTokens.indices)
     func unusableAccessTokenKeepsRotatedRefreshToken(index: Int) async throws {
         let members = RefreshOutcomeTests.unusableAccessTokens[index].members
-        let http = FakeHTTPClient(script: [Self.answer(members + #", "refresh_token": "refresh-2""#), .success(.tokens(access: "access-3", refresh: "refresh-3"))])
+        let http = FakeHTTPClient(script: [
+            Self.answer(members + #", "refresh_token": "refresh-2""#),
+            .success(.tokens(access: "access-3", refresh: "refresh-3")),
+        ])
         let harness = Harness(http: http)
         try harness.storeExpired()
         let error = await harness.tokenError()
@@ -398,13 +434,19 @@ struct TokenBrokerTests {
         #expect(!stored.isFresh(at: harness.clock.now, minimumTimeToLive: 0))
         let next = try await harness.token()
         #expect(next.accessToken == "access-3")
-        #expect(formFields(http.requests[1])["refresh_token"] == "refresh-2", "the next refresh spends the rotated token")
+        #expect(
+            formFields(http.requests[1])["refresh_token"] == "refresh-2", "the next refresh spends the rotated token")
         #expect(try harness.memory.read(harness.identity)?.refreshToken == "refresh-3")
     }
 
-    @Test("a forced refresh of a fresh token answered with an unusable access token: the old access token is not served again")
+    @Test(
+        "a forced refresh of a fresh token answered with an unusable access token: the old access token is not served again"
+    )
     func unusableAccessTokenOnForcedRefresh() async throws {
-        let http = FakeHTTPClient(script: [Self.answer(#""access_token": "a b", "refresh_token": "refresh-2""#), .success(.tokens(access: "access-3", refresh: "refresh-3"))])
+        let http = FakeHTTPClient(script: [
+            Self.answer(#""access_token": "a b", "refresh_token": "refresh-2""#),
+            .success(.tokens(access: "access-3", refresh: "refresh-3")),
+        ])
         let harness = Harness(http: http)
         _ = try harness.storeFresh()
         #expect(await harness.tokenError(force: true)?.kind == .protocolError)
@@ -412,8 +454,9 @@ struct TokenBrokerTests {
         #expect(http.requestCount == 2)
     }
 
-    @Test("an unusable access token and no refresh token: the stored session is left as it was (a non-rotating server), 76",
-          arguments: RefreshOutcomeTests.unusableAccessTokens.indices)
+    @Test(
+        "an unusable access token and no refresh token: the stored session is left as it was (a non-rotating server), 76",
+        arguments: RefreshOutcomeTests.unusableAccessTokens.indices)
     func unusableAccessTokenWithoutRefreshToken(index: Int) async throws {
         let members = RefreshOutcomeTests.unusableAccessTokens[index].members
         let http = FakeHTTPClient(script: [Self.answer(members), .success(.tokens(access: "access-3", refresh: nil))])
@@ -428,9 +471,12 @@ struct TokenBrokerTests {
         #expect(formFields(http.requests[1])["refresh_token"] == "refresh-1")
     }
 
-    @Test("an unusable refresh token: nothing of the answer is stored, the session is left as it was, 76 saying it may be lost", arguments: [
-        #""access_token": "good", "refresh_token": "r t""#, #""access_token": "good", "refresh_token": 7"#, #""access_token": "a b", "refresh_token": "r\nx""#,
-    ])
+    @Test(
+        "an unusable refresh token: nothing of the answer is stored, the session is left as it was, 76 saying it may be lost",
+        arguments: [
+            #""access_token": "good", "refresh_token": "r t""#, #""access_token": "good", "refresh_token": 7"#,
+            #""access_token": "a b", "refresh_token": "r\nx""#,
+        ])
     func unusableRefreshToken(members: String) async throws {
         let harness = Harness(http: FakeHTTPClient(script: [Self.answer(members)]))
         try harness.storeExpired()
@@ -438,11 +484,15 @@ struct TokenBrokerTests {
         let error = await harness.tokenError()
         #expect(error?.kind == .protocolError)
         #expect(error?.message.contains("refresh_token") == true, "\(String(describing: error))")
-        #expect(error?.hint?.contains("the session is lost and the next command will say so") == true, "\(String(describing: error))")
+        #expect(
+            error?.hint?.contains("the session is lost and the next command will say so") == true,
+            "\(String(describing: error))")
         #expect(try harness.memory.read(harness.identity) == before)
     }
 
-    @Test("a narrowed refresh answered with an unusable access token: the rotated refresh token becomes the session's, whose own token stays")
+    @Test(
+        "a narrowed refresh answered with an unusable access token: the rotated refresh token becomes the session's, whose own token stays"
+    )
     func unusableAccessTokenOnNarrowedRefresh() async throws {
         let http = FakeHTTPClient(script: [Self.answer(#""access_token": "", "refresh_token": "refresh-2""#)])
         let harness = Harness(http: http)
@@ -458,14 +508,22 @@ struct TokenBrokerTests {
         }
         let stored = try #require(try harness.memory.read(harness.identity))
         #expect(stored.refreshToken == "refresh-2")
-        #expect(stored.accessToken == session.accessToken && stored.expiresAt == session.expiresAt, "the session's own token is untouched")
+        #expect(
+            stored.accessToken == session.accessToken && stored.expiresAt == session.expiresAt,
+            "the session's own token is untouched")
         #expect(stored.targetedTokens.isEmpty)
     }
 
-    @Test("an unusable access token whose rotated refresh token cannot be written anywhere: 69, saying the session is lost")
+    @Test(
+        "an unusable access token whose rotated refresh token cannot be written anywhere: 69, saying the session is lost"
+    )
     func unusableAccessTokenRotatedButUnsaved() async throws {
-        let harness = Harness(http: FakeHTTPClient(script: [Self.answer(#""access_token": "a b", "refresh_token": "refresh-2""#)])) { memory in
-            WriteFailingStore(memory, failure: StoreError(.locked, "the collection is locked", hint: "Unlock it. The session is kept."))
+        let harness = Harness(
+            http: FakeHTTPClient(script: [Self.answer(#""access_token": "a b", "refresh_token": "refresh-2""#)])
+        ) { memory in
+            WriteFailingStore(
+                memory,
+                failure: StoreError(.locked, "the collection is locked", hint: "Unlock it. The session is kept."))
         }
         try harness.storeExpired()
         let error = await harness.tokenError()
@@ -476,28 +534,43 @@ struct TokenBrokerTests {
 
     // MARK: A rotation nothing could hold (issue 24, point 5)
 
-    @Test("fake store: a rotated set neither the journal nor the Secret Service took → the message says the session is lost, and nothing else")
+    @Test(
+        "fake store: a rotated set neither the journal nor the Secret Service took → the message says the session is lost, and nothing else"
+    )
     func rotatedSetLost() async throws {
         let journal = RotationJournal(environment: .fixed([HotCache.disableVariable: "1"]))
         let harness = Harness(http: rotatingServer()) { memory in
-            JournaledSessionStore(WriteFailingStore(memory, failure: StoreError(.locked, "the keyring is locked", hint: "Unlock it. The session is kept.")), journal: journal)
+            JournaledSessionStore(
+                WriteFailingStore(
+                    memory,
+                    failure: StoreError(.locked, "the keyring is locked", hint: "Unlock it. The session is kept.")),
+                journal: journal)
         }
         try harness.storeExpired()
         let error = try #require(await harness.tokenError())
         #expect(error.kind == .storeUnavailable)
         #expect(error.message.contains("could not be saved: the keyring is locked"), "\(error)")
-        #expect(error.message.contains("the rotation journal (kernel keyring) could not hold it either: the kernel keyring is switched off"), "\(error)")
+        #expect(
+            error.message.contains(
+                "the rotation journal (kernel keyring) could not hold it either: the kernel keyring is switched off"),
+            "\(error)")
         let hint = try #require(error.hint)
         #expect(hint.hasPrefix("Unlock it. The server rotated the refresh token"), "\(hint)")
         #expect(hint.contains("the session is lost") && !hint.contains("kept") && !hint.contains("probably"), "\(hint)")
     }
 
-    @Test("fake store: a set without a rotated refresh token that nothing could hold → the message says the session is kept, and nothing else")
+    @Test(
+        "fake store: a set without a rotated refresh token that nothing could hold → the message says the session is kept, and nothing else"
+    )
     func unrotatedSetUnsaved() async throws {
         let journal = RotationJournal(environment: .fixed([HotCache.disableVariable: "1"]))
         let http = FakeHTTPClient(script: [.success(.tokens(access: "access-2", refresh: nil))])
         let harness = Harness(http: http) { memory in
-            JournaledSessionStore(WriteFailingStore(memory, failure: StoreError(.locked, "the keyring is locked", hint: "Unlock it. The session is kept.")), journal: journal)
+            JournaledSessionStore(
+                WriteFailingStore(
+                    memory,
+                    failure: StoreError(.locked, "the keyring is locked", hint: "Unlock it. The session is kept.")),
+                journal: journal)
         }
         try harness.storeExpired()
         let hint = try #require(await harness.tokenError()?.hint)
@@ -520,7 +593,9 @@ struct TokenBrokerTests {
     func minimumTimeToLive() async throws {
         let harness = Harness(http: rotatingServer())
         // 3600 s token with 100 s left.
-        try harness.memory.write(TokenSet.fixture(accessToken: "cached", obtainedAt: harness.clock.now - 3500, expiresIn: 3600), for: harness.identity)
+        try harness.memory.write(
+            TokenSet.fixture(accessToken: "cached", obtainedAt: harness.clock.now - 3500, expiresIn: 3600),
+            for: harness.identity)
         #expect(try await harness.token(minimumTimeToLive: 60).accessToken == "cached")
         #expect(harness.http.requestCount == 0)
         #expect(try await harness.token(minimumTimeToLive: 200).accessToken == "access-for-refresh-1")
@@ -534,7 +609,8 @@ struct TokenBrokerTests {
             if let (store, set) = memoryBox.withLock({ $0 }) { try? store.write(set, for: resolvedProfile().identity) }
         }
         let harness = Harness(http: rotatingServer(), locks: locks)
-        let rotated = TokenSet.fixture(accessToken: "from-other-process", refreshToken: "rotated", obtainedAt: harness.clock.now)
+        let rotated = TokenSet.fixture(
+            accessToken: "from-other-process", refreshToken: "rotated", obtainedAt: harness.clock.now)
         memoryBox.withLock { $0 = (harness.memory, rotated) }
         try harness.storeExpired()
         #expect(try await harness.token() == rotated)
@@ -548,7 +624,8 @@ struct TokenBrokerTests {
             if let (store, set) = memoryBox.withLock({ $0 }) { try? store.write(set, for: resolvedProfile().identity) }
         }
         let harness = Harness(http: rotatingServer(), locks: locks)
-        let rotated = TokenSet.fixture(accessToken: "from-other-process", refreshToken: "rotated", obtainedAt: harness.clock.now)
+        let rotated = TokenSet.fixture(
+            accessToken: "from-other-process", refreshToken: "rotated", obtainedAt: harness.clock.now)
         memoryBox.withLock { $0 = (harness.memory, rotated) }
         _ = try harness.storeFresh()
         #expect(try await harness.token(force: true) == rotated)
@@ -586,8 +663,10 @@ struct RefreshedIDTokenTests {
     private static func server(idTokenClaims: String) -> FakeHTTPClient {
         FakeHTTPClient { request, _ in
             let sent = formFields(request)["refresh_token"] ?? "?"
-            let body = #"{"access_token":"access-for-\#(sent)","refresh_token":"\#(sent)-next","expires_in":3600,"token_type":"Bearer","id_token":"\#(unsignedJWT(idTokenClaims))"}"#
-            return .success(HTTPResponse(status: 200, headers: ["content-type": "application/json"], body: Array(body.utf8)))
+            let body =
+                #"{"access_token":"access-for-\#(sent)","refresh_token":"\#(sent)-next","expires_in":3600,"token_type":"Bearer","id_token":"\#(unsignedJWT(idTokenClaims))"}"#
+            return .success(
+                HTTPResponse(status: 200, headers: ["content-type": "application/json"], body: Array(body.utf8)))
         }
     }
 
@@ -596,24 +675,29 @@ struct RefreshedIDTokenTests {
     @Test("the same iss, sub and aud: stored")
     func sameSubject() async throws {
         let harness = Harness(http: Self.server(idTokenClaims: Self.loginClaims))
-        var stored = TokenSet.fixture(accessToken: "old-access", refreshToken: "refresh-1", obtainedAt: harness.clock.now - 4000, expiresIn: 3600)
+        var stored = TokenSet.fixture(
+            accessToken: "old-access", refreshToken: "refresh-1", obtainedAt: harness.clock.now - 4000, expiresIn: 3600)
         stored.idToken = unsignedJWT(Self.loginClaims)
         try harness.memory.write(stored, for: harness.identity)
         #expect(try await harness.token().refreshToken == "refresh-1-next")
     }
 
-    @Test("another sub, iss or aud: terminal for the refresh, nothing of it stored", arguments: [
-        #"{"iss":"https://issuer.example","sub":"mallory","aud":"cli"}"#,
-        #"{"iss":"https://evil.example","sub":"alice","aud":"cli"}"#,
-        #"{"iss":"https://issuer.example","sub":"alice","aud":"other"}"#,
-    ])
+    @Test(
+        "another sub, iss or aud: terminal for the refresh, nothing of it stored",
+        arguments: [
+            #"{"iss":"https://issuer.example","sub":"mallory","aud":"cli"}"#,
+            #"{"iss":"https://evil.example","sub":"alice","aud":"cli"}"#,
+            #"{"iss":"https://issuer.example","sub":"alice","aud":"other"}"#,
+        ])
     func mismatch(claims: String) async throws {
         let harness = Harness(http: Self.server(idTokenClaims: claims))
-        var stored = TokenSet.fixture(accessToken: "old-access", refreshToken: "refresh-1", obtainedAt: harness.clock.now - 4000, expiresIn: 3600)
+        var stored = TokenSet.fixture(
+            accessToken: "old-access", refreshToken: "refresh-1", obtainedAt: harness.clock.now - 4000, expiresIn: 3600)
         stored.idToken = unsignedJWT(Self.loginClaims)
         try harness.memory.write(stored, for: harness.identity)
         let error = await harness.tokenError()
         #expect(error?.kind == .loginRequired)
-        #expect(try harness.memory.read(harness.identity) == nil, "the session is ended, the mismatching set never stored")
+        #expect(
+            try harness.memory.read(harness.identity) == nil, "the session is ended, the mismatching set never stored")
     }
 }

@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+
 @testable import TokenctlCore
 
 @Suite("RetryPolicy")
@@ -12,7 +13,9 @@ struct RetryPolicyTests {
             #expect(top.delay(afterAttempt: attempt, retryAfter: nil) == 0.999 * ceiling)
         }
         let bottom = RetryPolicy(random: { 0 })
-        #expect(bottom.delay(afterAttempt: 3, retryAfter: nil) == bottom.minimumDelay, "a zero jitter still waits the minimum")
+        #expect(
+            bottom.delay(afterAttempt: 3, retryAfter: nil) == bottom.minimumDelay,
+            "a zero jitter still waits the minimum")
     }
 
     @Test("with the real random source every delay stays in [0, ceiling)")
@@ -38,7 +41,9 @@ struct RetryPolicyTests {
     func retryAfterWins() {
         let policy = RetryPolicy(maximumDelay: 8, random: { 0.5 })
         #expect(policy.delay(afterAttempt: 0, retryAfter: 42) == 42)
-        #expect(policy.delay(afterAttempt: 5, retryAfter: 0) == 4, "Retry-After: 0 keeps the backoff: no back-to-back requests")
+        #expect(
+            policy.delay(afterAttempt: 5, retryAfter: 0) == 4,
+            "Retry-After: 0 keeps the backoff: no back-to-back requests")
         #expect(policy.delay(afterAttempt: 5, retryAfter: -10) == 4)
         #expect(policy.delay(afterAttempt: 0, retryAfter: 0) == 0.25)
     }
@@ -55,8 +60,13 @@ struct RetryPolicyTests {
 
 private let endpoint = "https://issuer.example/token"
 
-private func client(_ http: FakeHTTPClient, _ clock: VirtualClock, deadline: Double = 30, random: Double = 0.5) -> TokenEndpointClient {
-    TokenEndpointClient(http: http, clock: clock.clock, retry: RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: deadline, attemptTimeout: 15, random: { random }))
+private func client(_ http: FakeHTTPClient, _ clock: VirtualClock, deadline: Double = 30, random: Double = 0.5)
+    -> TokenEndpointClient
+{
+    TokenEndpointClient(
+        http: http, clock: clock.clock,
+        retry: RetryPolicy(
+            initialDelay: 0.5, maximumDelay: 8, deadline: deadline, attemptTimeout: 15, random: { random }))
 }
 
 private func isSuccess(_ outcome: RefreshOutcome) -> Bool {
@@ -70,13 +80,17 @@ struct TokenEndpointClientTests {
     func request() async throws {
         let http = FakeHTTPClient(script: [.success(.tokens())])
         let clock = VirtualClock()
-        let (outcome, receivedAt) = await client(http, clock).refresh(refreshToken: "r/1+x", endpoint: endpoint, clientID: "cli", scope: "openid api")
+        let (outcome, receivedAt) = await client(http, clock).refresh(
+            refreshToken: "r/1+x", endpoint: endpoint, clientID: "cli", scope: "openid api")
         #expect(isSuccess(outcome))
         #expect(receivedAt == clock.now)
         let sent = try #require(http.requests.first)
         #expect(sent.method == .post)
         #expect(sent.url == endpoint)
-        #expect(formFields(sent) == ["grant_type": "refresh_token", "refresh_token": "r%2F1%2Bx", "client_id": "cli", "scope": "openid+api"])
+        #expect(
+            formFields(sent) == [
+                "grant_type": "refresh_token", "refresh_token": "r%2F1%2Bx", "client_id": "cli", "scope": "openid+api",
+            ])
         #expect(http.timeouts == [15])
         #expect(clock.sleeps.isEmpty)
     }
@@ -90,11 +104,14 @@ struct TokenEndpointClientTests {
 
     @Test("fake server: 503 twice, then 200 → success after two backoff waits")
     func retriesThenSucceeds() async {
-        let http = FakeHTTPClient(script: [.success(.text(503, "down")), .success(.text(503, "down")), .success(.tokens(access: "fresh"))])
+        let http = FakeHTTPClient(script: [
+            .success(.text(503, "down")), .success(.text(503, "down")), .success(.tokens(access: "fresh")),
+        ])
         let clock = VirtualClock()
         let start = clock.now
         let attempts = Mutex<[Int]>([])
-        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli") { attempt in
+        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli") {
+            attempt in
             attempts.withLock { $0.append(attempt) }
         }
         guard case .success(let response, _) = outcome else {
@@ -118,7 +135,8 @@ struct TokenEndpointClientTests {
             .failure(HTTPTransportError(.connectionReset, "reset")),
             .success(.tokens()),
         ])
-        let (outcome, _) = await client(http, VirtualClock()).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        let (outcome, _) = await client(http, VirtualClock()).refresh(
+            refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(isSuccess(outcome))
         #expect(http.requestCount == 3)
     }
@@ -128,7 +146,8 @@ struct TokenEndpointClientTests {
         let http = FakeHTTPClient(script: [.success(.text(503, ""))])
         let clock = VirtualClock()
         let start = clock.now
-        let (outcome, _) = await client(http, clock, deadline: 10, random: 0.999).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        let (outcome, _) = await client(http, clock, deadline: 10, random: 0.999).refresh(
+            refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.serverError(503), retryAfter: nil))
         // Waits 0.4995 + 0.999 + 1.998 + 3.996 = 7.4925 s; the next (7.992 s) would pass 10 s.
         #expect(http.requestCount == 5)
@@ -136,14 +155,16 @@ struct TokenEndpointClientTests {
         #expect(clock.now - start <= 10)
     }
 
-    @Test("fake server: a grant other than the refresh gets no minimum once sent: each attempt's timeout is what is left")
+    @Test(
+        "fake server: a grant other than the refresh gets no minimum once sent: each attempt's timeout is what is left")
     func slowAttemptsOtherGrant() async {
         let clock = VirtualClock()
         let http = FakeHTTPClient { _, _ in
             clock.advance(4)
             return .failure(HTTPTransportError(.timeout, "timed out"))
         }
-        let request = ClientCredentials(clientID: "cli").formRequest(endpoint, [("grant_type", "urn:ietf:params:oauth:grant-type:device_code")])
+        let request = ClientCredentials(clientID: "cli").formRequest(
+            endpoint, [("grant_type", "urn:ietf:params:oauth:grant-type:device_code")])
         _ = await client(http, clock, deadline: 10, random: 0.5).exchange(request)
         #expect(http.timeouts == [10, 5.75, 1.25])
     }
@@ -173,7 +194,8 @@ struct TokenEndpointClientTests {
             return .failure(HTTPTransportError(.timeout, "timed out"))
         }
         let start = clock.now
-        let (outcome, _) = await client(http, clock, deadline: 10, random: 0.5).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        let (outcome, _) = await client(http, clock, deadline: 10, random: 0.5).refresh(
+            refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.transport(.timeout, "timed out"), retryAfter: nil))
         // t=0 send (15 → capped to 10) ... t=4 wait 0.25, t=4.25 send (5.75 left), t=8.25 wait 0.5, t=8.75 send (1.25 left), t=12.75 stop.
         // Connecting stays inside the deadline; a refresh request once sent gets at least 5 s
@@ -186,7 +208,9 @@ struct TokenEndpointClientTests {
 
     @Test("fake server: 429 with Retry-After seconds → waits exactly that long, then succeeds")
     func honoursRetryAfterSeconds() async {
-        let http = FakeHTTPClient(script: [.success(.text(429, "", headers: ["retry-after": "7"])), .success(.tokens())])
+        let http = FakeHTTPClient(script: [
+            .success(.text(429, "", headers: ["retry-after": "7"])), .success(.tokens()),
+        ])
         let clock = VirtualClock()
         let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(isSuccess(outcome))
@@ -200,7 +224,10 @@ struct TokenEndpointClientTests {
             guard index == 0 else { return .success(.tokens()) }
             // The server's clock is 2000 s ahead; it asks for 12 s.
             let serverNow = clock.now + 2000
-            return .success(.text(503, "", headers: ["date": HTTPDate.format(serverNow), "retry-after": HTTPDate.format(serverNow + 12)]))
+            return .success(
+                .text(
+                    503, "",
+                    headers: ["date": HTTPDate.format(serverNow), "retry-after": HTTPDate.format(serverNow + 12)]))
         }
         let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(isSuccess(outcome))
@@ -209,7 +236,9 @@ struct TokenEndpointClientTests {
 
     @Test("fake server: Retry-After beyond the deadline → give up at once, reporting the delay")
     func retryAfterBeyondDeadline() async {
-        let http = FakeHTTPClient(script: [.success(.text(429, "", headers: ["retry-after": "3600"])), .success(.tokens())])
+        let http = FakeHTTPClient(script: [
+            .success(.text(429, "", headers: ["retry-after": "3600"])), .success(.tokens()),
+        ])
         let clock = VirtualClock()
         let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.rateLimited, retryAfter: 3600))
@@ -217,9 +246,12 @@ struct TokenEndpointClientTests {
         #expect(clock.sleeps.isEmpty)
     }
 
-    @Test("fake server: terminal answers are never retried", arguments: [
-        HTTPResponse.invalidGrant, HTTPResponse(status: 400), .text(401, "no"), .json(200, #"{"error":"bad_refresh_token"}"#),
-    ])
+    @Test(
+        "fake server: terminal answers are never retried",
+        arguments: [
+            HTTPResponse.invalidGrant, HTTPResponse(status: 400), .text(401, "no"),
+            .json(200, #"{"error":"bad_refresh_token"}"#),
+        ])
     func terminalNotRetried(response: HTTPResponse) async {
         let http = FakeHTTPClient(script: [.success(response), .success(.tokens())])
         let clock = VirtualClock()
@@ -235,7 +267,8 @@ struct TokenEndpointClientTests {
     @Test("a zero deadline sends nothing")
     func zeroDeadline() async {
         let http = FakeHTTPClient(script: [.success(.tokens())])
-        let (outcome, _) = await client(http, VirtualClock(), deadline: 0).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        let (outcome, _) = await client(http, VirtualClock(), deadline: 0).refresh(
+            refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.deadlineExceeded("no time left"), retryAfter: nil))
         #expect(http.requestCount == 0)
     }

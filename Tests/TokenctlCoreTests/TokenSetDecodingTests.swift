@@ -1,5 +1,6 @@
 import Testing
 import TokenctlEssentials
+
 @testable import TokenctlCore
 
 /// `TokenSet.decode` reads the stored secret with `FlatJSONObject` instead of `JSONDecoder`; these
@@ -39,7 +40,10 @@ struct TokenSetDecodingTests {
             text += String(decoding: try set.encoded(), as: UTF8.self)
             if set.refreshToken == nil { nilRefreshTokens += 1 }
         }
-        for needle in [#"\""#, #"\\"#, #"\/"#, #"\n"#, #"\u0000"#, #"\u001f"#, "é", "𝄞", "1e+300", "-0.5", "1795968606.123456", ":-0,", ":0,"] {
+        for needle in [
+            #"\""#, #"\\"#, #"\/"#, #"\n"#, #"\u0000"#, #"\u001f"#, "é", "𝄞", "1e+300", "-0.5", "1795968606.123456",
+            ":-0,", ":0,",
+        ] {
             #expect(text.lowercased().contains(needle), "no \(needle) in any generated document")
         }
         #expect(nilRefreshTokens > 50 && nilRefreshTokens < 550)
@@ -64,7 +68,11 @@ struct TokenSetDecodingTests {
         #expect(first.serverClockOffset == -3)
         #expect(first.subject == nil)
         let minimal = try TokenSet.decodeUnvalidated(Array(handWritten[2].utf8))
-        #expect(minimal == TokenSet(accessToken: "a", tokenType: "DPoP", refreshToken: nil, expiresAt: nil, issuedLifetime: nil, obtainedAt: 0))
+        #expect(
+            minimal
+                == TokenSet(
+                    accessToken: "a", tokenType: "DPoP", refreshToken: nil, expiresAt: nil, issuedLifetime: nil,
+                    obtainedAt: 0))
     }
 
     @Test("rejected like the Codable decoding: missing, null or mistyped members, not JSON", arguments: rejectedByBoth)
@@ -86,7 +94,8 @@ struct TokenSetDecodingTests {
             try TokenSet.decode(Array(#"{"access_token":"a","token_type":"Bearer","refresh_token":12345}"#.utf8))
         }
         do throws(FlatJSONObjectError) {
-            _ = try TokenSet.decode(Array(#"{"access_token":"secret-at","token_type":"Bearer","obtained_at":"secret-ts"}"#.utf8))
+            _ = try TokenSet.decode(
+                Array(#"{"access_token":"secret-at","token_type":"Bearer","obtained_at":"secret-ts"}"#.utf8))
             Issue.record("a string obtained_at was accepted")
         } catch {
             #expect(!error.description.contains("secret"))
@@ -108,9 +117,14 @@ struct TokenSetDecodingTests {
 
     @Test("a known member holding an object or array, or nesting beyond 32 levels, is an error")
     func nestedWhereNotAllowed() {
-        #expect(throws: FlatJSONObjectError.self) { try TokenSet.decode(Array(#"{"access_token":{},"token_type":"Bearer","obtained_at":1}"#.utf8)) }
+        #expect(throws: FlatJSONObjectError.self) {
+            try TokenSet.decode(Array(#"{"access_token":{},"token_type":"Bearer","obtained_at":1}"#.utf8))
+        }
         let deep = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
-        #expect(throws: FlatJSONObjectError.self) { try TokenSet.decode(Array((#"{"access_token":"a","token_type":"Bearer","obtained_at":1,"x":"# + deep + "}").utf8)) }
+        #expect(throws: FlatJSONObjectError.self) {
+            try TokenSet.decode(
+                Array((#"{"access_token":"a","token_type":"Bearer","obtained_at":1,"x":"# + deep + "}").utf8))
+        }
     }
 
     @Test(
@@ -130,15 +144,21 @@ struct TokenSetDecodingTests {
     @Test("absurd stored times are clamped when read, so nothing later traps on them")
     func absurdTimesClamped() throws {
         for value in ["1e19", "-1e19", "1e308", "-1e308"] {
-            let set = try TokenSet.decode(Array((#"{"access_token":"a","token_type":"Bearer","obtained_at":"# + value + #","expires_at":"# + value
-                + #","last_refresh_at":"# + value + #","issued_lifetime":"# + value + #","server_clock_offset":"# + value + "}").utf8))
+            let set = try TokenSet.decode(
+                Array(
+                    (#"{"access_token":"a","token_type":"Bearer","obtained_at":"# + value + #","expires_at":"# + value
+                        + #","last_refresh_at":"# + value + #","issued_lifetime":"# + value
+                        + #","server_clock_offset":"# + value + "}").utf8))
             for time in [set.obtainedAt, set.expiresAt!, set.lastRefreshAt!] { #expect(time >= 0 && time <= 1e11) }
             #expect(set.issuedLifetime! >= 0 && set.issuedLifetime! <= TokenResponse.maximumLifetime)
             _ = set.timeLeft(at: 1_700_000_000)
             _ = set.isFresh(at: 1_700_000_000, minimumTimeToLive: 60)
             _ = Timestamp.iso8601(set.expiresAt!)
         }
-        #expect(try TokenSet.decode(Array(#"{"access_token":"a","token_type":"Bearer","obtained_at":1,"refresh_token":""}"#.utf8)).refreshToken == nil)
+        #expect(
+            try TokenSet.decode(
+                Array(#"{"access_token":"a","token_type":"Bearer","obtained_at":1,"refresh_token":""}"#.utf8)
+            ).refreshToken == nil)
     }
 
     /// Deliberately stricter than JSONDecoder, which takes these (the first of duplicate keys
@@ -215,7 +235,8 @@ extension TokenSet {
             && same(serverClockOffset, other.serverClockOffset) && same(scopeNarrowedAt, other.scopeNarrowedAt)
             && targetedTokens.count == other.targetedTokens.count
             && zip(targetedTokens, other.targetedTokens).allSatisfy { a, b in
-                same(a.expiresAt, b.expiresAt) && same(a.issuedLifetime, b.issuedLifetime) && same(a.obtainedAt, b.obtainedAt)
+                same(a.expiresAt, b.expiresAt) && same(a.issuedLifetime, b.issuedLifetime)
+                    && same(a.obtainedAt, b.obtainedAt)
             }
     }
 
@@ -224,7 +245,8 @@ extension TokenSet {
     /// random bit patterns.
     static func random(_ random: inout SplitMix64, round: Int) -> TokenSet {
         func string() -> String {
-            (0..<Int(random.next() % 6)).map { _ in stringPieces[Int(random.next() % UInt64(stringPieces.count))] }.joined()
+            (0..<Int(random.next() % 6)).map { _ in stringPieces[Int(random.next() % UInt64(stringPieces.count))] }
+                .joined()
         }
         func optionalString() -> String? { random.next() % 3 == 0 ? nil : string() }
         func double() -> Double {
@@ -237,21 +259,27 @@ extension TokenSet {
         func optionalDouble() -> Double? { random.next() % 3 == 0 ? nil : double() }
         return TokenSet(
             accessToken: string(), tokenType: string(), refreshToken: optionalString(), idToken: optionalString(),
-            scope: optionalString(), expiresAt: optionalDouble(), issuedLifetime: optionalDouble(), obtainedAt: double(),
+            scope: optionalString(), expiresAt: optionalDouble(), issuedLifetime: optionalDouble(),
+            obtainedAt: double(),
             lastRefreshAt: optionalDouble(), serverClockOffset: optionalDouble(), subject: optionalString(),
             // Every third set carries tokens for other targets (token --scope …).
-            targetedTokens: round % 3 == 0 ? (0..<Int(random.next() % 4)).map { index in
-                TargetedToken(
-                    target: targets[(index + Int(random.next() % 3)) % targets.count], accessToken: string(), tokenType: string(),
-                    grantedScope: optionalString(), expiresAt: optionalDouble(), issuedLifetime: optionalDouble(), obtainedAt: double())
-            } : [],
+            targetedTokens: round % 3 == 0
+                ? (0..<Int(random.next() % 4)).map { index in
+                    TargetedToken(
+                        target: targets[(index + Int(random.next() % 3)) % targets.count], accessToken: string(),
+                        tokenType: string(),
+                        grantedScope: optionalString(), expiresAt: optionalDouble(), issuedLifetime: optionalDouble(),
+                        obtainedAt: double())
+                } : [],
             scopeNarrowedAt: round % 5 == 0 ? double() : nil)
     }
 }
 
 private let stringPieces: [String] = [
-    "a", "eyJhbGciOiJSUzI1NiJ9", "Bearer", " ", "\"", "\\", "/", "\\\"", "\u{0}", "\u{1}", "\u{1F}", "\n", "\r\n", "\t", "\u{8}", "\u{C}",
-    "\u{7F}", "\u{80}", "é", "e\u{301}", "€", "𝄞", "😀", "\u{FFFF}", "\u{FEFF}", "\u{2028}", "\u{10FFFF}", "日本", "\\u0041", "null", "}",
+    "a", "eyJhbGciOiJSUzI1NiJ9", "Bearer", " ", "\"", "\\", "/", "\\\"", "\u{0}", "\u{1}", "\u{1F}", "\n", "\r\n", "\t",
+    "\u{8}", "\u{C}",
+    "\u{7F}", "\u{80}", "é", "e\u{301}", "€", "𝄞", "😀", "\u{FFFF}", "\u{FEFF}", "\u{2028}", "\u{10FFFF}", "日本",
+    "\\u0041", "null", "}",
 ]
 
 private let targets: [TokenTarget] = [
@@ -262,8 +290,10 @@ private let targets: [TokenTarget] = [
 ]
 
 private let doubles: [Double] = [
-    0, -0.0, -0.5, 0.5, 1, 3600, 1e300, -1e300, 1795968606.123456, 1_700_000_000, 1_764_425_000.25, 0.1, 1e-7, .leastNonzeroMagnitude,
-    2.2250738585072014e-308, .greatestFiniteMagnitude, -.greatestFiniteMagnitude, .ulpOfOne, 9_007_199_254_740_992, 123456789.000001,
+    0, -0.0, -0.5, 0.5, 1, 3600, 1e300, -1e300, 1795968606.123456, 1_700_000_000, 1_764_425_000.25, 0.1, 1e-7,
+    .leastNonzeroMagnitude,
+    2.2250738585072014e-308, .greatestFiniteMagnitude, -.greatestFiniteMagnitude, .ulpOfOne, 9_007_199_254_740_992,
+    123456789.000001,
 ]
 
 /// A small deterministic generator (SplitMix64), so failures reproduce.

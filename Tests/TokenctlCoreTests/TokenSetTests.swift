@@ -1,4 +1,5 @@
 import Testing
+
 @testable import TokenctlCore
 
 private let t0: Double = 1_700_000_000
@@ -46,7 +47,8 @@ struct TokenSetFreshnessTests {
 
     @Test("known expiry with unknown lifetime uses the assumed lifetime for the margin only")
     func expiryWithoutLifetime() {
-        let set = TokenSet(accessToken: "a", refreshToken: "r", expiresAt: t0 + 3600, issuedLifetime: nil, obtainedAt: t0)
+        let set = TokenSet(
+            accessToken: "a", refreshToken: "r", expiresAt: t0 + 3600, issuedLifetime: nil, obtainedAt: t0)
         #expect(set.isFresh(at: t0 + 3449, minimumTimeToLive: 600))
         #expect(!set.isFresh(at: t0 + 3450, minimumTimeToLive: 600))
     }
@@ -81,7 +83,9 @@ struct TokenSetFromResponseTests {
 
     @Test("keeps the old refresh token when the server returns none")
     func keepsRefreshToken() {
-        let set = TokenSet(response: .fixture(accessToken: "new-access", refreshToken: nil), receivedAt: t0, serverDate: nil, previous: previous)
+        let set = TokenSet(
+            response: .fixture(accessToken: "new-access", refreshToken: nil), receivedAt: t0, serverDate: nil,
+            previous: previous)
         #expect(set.accessToken == "new-access")
         #expect(set.refreshToken == "old-refresh")
         #expect(set.idToken == "old-id")
@@ -91,7 +95,9 @@ struct TokenSetFromResponseTests {
 
     @Test("takes the rotated refresh token when one is returned")
     func takesNewRefreshToken() {
-        let set = TokenSet(response: .fixture(accessToken: "new-access", refreshToken: "new-refresh", scope: "openid api"), receivedAt: t0, serverDate: nil, previous: previous)
+        let set = TokenSet(
+            response: .fixture(accessToken: "new-access", refreshToken: "new-refresh", scope: "openid api"),
+            receivedAt: t0, serverDate: nil, previous: previous)
         #expect(set.refreshToken == "new-refresh")
         #expect(set.scope == "openid api")
     }
@@ -124,8 +130,13 @@ struct TokenSetFromResponseTests {
     func subject() {
         let id = unsignedJWT(#"{"sub":"from-id","exp":1}"#)
         let access = unsignedJWT(#"{"sub":"from-access"}"#)
-        #expect(TokenSet(response: .fixture(accessToken: access, idToken: id), receivedAt: t0, serverDate: nil, previous: nil).subject == "from-id")
-        #expect(TokenSet(response: .fixture(accessToken: access), receivedAt: t0, serverDate: nil, previous: nil).subject == "from-access")
+        #expect(
+            TokenSet(
+                response: .fixture(accessToken: access, idToken: id), receivedAt: t0, serverDate: nil, previous: nil
+            ).subject == "from-id")
+        #expect(
+            TokenSet(response: .fixture(accessToken: access), receivedAt: t0, serverDate: nil, previous: nil).subject
+                == "from-access")
     }
 }
 
@@ -156,7 +167,9 @@ struct ClockSkewTests {
         return (.fixture(accessToken: token, expiresIn: expiresIn), serverNow)
     }
 
-    @Test("a JWT exp on a skewed server clock maps to the same local expiry as expires_in", arguments: [300.0, -300.0, 0, 599])
+    @Test(
+        "a JWT exp on a skewed server clock maps to the same local expiry as expires_in",
+        arguments: [300.0, -300.0, 0, 599])
     func skewCorrected(skew: Double) {
         let (response, serverDate) = jwtResponse(skew: skew, expiresIn: 3600)
         let set = TokenSet(response: response, receivedAt: t0, serverDate: serverDate, previous: nil)
@@ -166,7 +179,10 @@ struct ClockSkewTests {
 
         // The exp alone (no expires_in) gives the same answer.
         let (expOnly, _) = jwtResponse(skew: skew, expiresIn: nil)
-        #expect(ClockSkew.expiry(response: expOnly, receivedAt: t0, offset: ClockSkew.offset(serverDate: serverDate, receivedAt: t0)) == t0 + 3600)
+        #expect(
+            ClockSkew.expiry(
+                response: expOnly, receivedAt: t0, offset: ClockSkew.offset(serverDate: serverDate, receivedAt: t0))
+                == t0 + 3600)
     }
 
     @Test("without correction the skew would have mattered (the test is meaningful)")
@@ -178,9 +194,13 @@ struct ClockSkewTests {
     @Test("the earlier of expires_in and exp wins")
     func earlierWins() {
         let token = unsignedJWT(#"{"exp":\#(Int(t0 + 100))}"#)
-        #expect(ClockSkew.expiry(response: .fixture(accessToken: token, expiresIn: 3600), receivedAt: t0, offset: 0) == t0 + 100)
+        #expect(
+            ClockSkew.expiry(response: .fixture(accessToken: token, expiresIn: 3600), receivedAt: t0, offset: 0) == t0
+                + 100)
         let late = unsignedJWT(#"{"exp":\#(Int(t0 + 9000))}"#)
-        #expect(ClockSkew.expiry(response: .fixture(accessToken: late, expiresIn: 3600), receivedAt: t0, offset: 0) == t0 + 3600)
+        #expect(
+            ClockSkew.expiry(response: .fixture(accessToken: late, expiresIn: 3600), receivedAt: t0, offset: 0) == t0
+                + 3600)
     }
 
     @Test("untrusted skew beyond 600 s: a JWT token is treated as expiring now", arguments: [900.0, -900.0, 86400])
@@ -193,7 +213,9 @@ struct ClockSkewTests {
 
     @Test("opaque tokens need no correction: expires_in is relative")
     func opaqueTokenWithSkew() {
-        let set = TokenSet(response: .fixture(accessToken: "opaque", expiresIn: 3600), receivedAt: t0, serverDate: t0 + 5000, previous: nil)
+        let set = TokenSet(
+            response: .fixture(accessToken: "opaque", expiresIn: 3600), receivedAt: t0, serverDate: t0 + 5000,
+            previous: nil)
         #expect(set.expiresAt == t0 + 3600)
         #expect(set.serverClockOffset == 5000)
     }

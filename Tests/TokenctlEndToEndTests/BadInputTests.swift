@@ -64,7 +64,8 @@ struct BadInputTests {
         let server = try AuthServer()
         let refreshToken = try server.issue()
         let result = try sandbox.tokenctl(
-            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: input.text(around: refreshToken))
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin",
+            stdin: input.text(around: refreshToken))
         #expect(result.status == 64, "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
         #expect(result.stderr.hasPrefix("Error: "), "\(result)")
@@ -81,7 +82,8 @@ struct BadInputTests {
         let server = try AuthServer()
         let refreshToken = try server.issue()
         let result = try sandbox.tokenctl(
-            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken + "\r\n")
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken + "\r\n"
+        )
         #expect(result.status == 0, "\(result)")
         #expect(try server.tokenRequests().first?["refresh_token"] as? String == refreshToken)
     }
@@ -89,54 +91,76 @@ struct BadInputTests {
     // MARK: The token endpoint's answer during login
 
     static let badResponses: [BadTokenResponse] = [
-        BadTokenResponse(label: "200 with a body that is not JSON",
-                         faultJSON: #"{"status": 200, "body": "access_token=at_x&token_type=bearer", "content_type": "text/plain"}"#,
-                         mentioning: "not a JSON object"),
-        BadTokenResponse(label: "200 with an HTML page",
-                         faultJSON: #"{"status": 200, "body": "<!doctype html><html><body>Sign in</body></html>", "content_type": "text/html"}"#,
-                         mentioning: "not a JSON object"),
-        BadTokenResponse(label: "200 with a JSON array",
-                         faultJSON: #"{"status": 200, "body": [{"access_token": "at_x"}]}"#,
-                         mentioning: "not a JSON object"),
-        BadTokenResponse(label: "200 without access_token",
-                         faultJSON: #"{"status": 200, "body": {"token_type": "Bearer", "expires_in": 3600, "refresh_token": "rt_new"}}"#,
-                         mentioning: "no access_token"),
-        BadTokenResponse(label: "200 with an empty access_token",
-                         faultJSON: #"{"status": 200, "body": {"access_token": "", "token_type": "Bearer", "expires_in": 3600}}"#,
-                         mentioning: "empty access_token"),
-        BadTokenResponse(label: "200 with an access_token containing a space",
-                         faultJSON: #"{"status": 200, "body": {"access_token": "at_abc def", "token_type": "Bearer", "expires_in": 3600}}"#,
-                         mentioning: "access_token contains whitespace or control characters"),
-        BadTokenResponse(label: "200 with a refresh_token containing a newline",
-                         faultJSON: #"{"status": 200, "body": {"access_token": "at_ok", "token_type": "Bearer", "refresh_token": "rt_a\nb"}}"#,
-                         mentioning: "refresh_token contains whitespace or control characters"),
-        BadTokenResponse(label: "200 with token_type mac",
-                         faultJSON: #"{"status": 200, "body": {"access_token": "at_ok", "token_type": "mac", "expires_in": 3600}}"#,
-                         mentioning: "'mac' token"),
-        BadTokenResponse(label: "200 with a non-numeric expires_in",
-                         faultJSON: #"{"status": 200, "body": {"access_token": "at_ok", "token_type": "Bearer", "expires_in": "soon"}}"#,
-                         mentioning: "invalid expires_in"),
-        BadTokenResponse(label: "400 invalid_grant",
-                         faultJSON: #"{"status": 400, "body": {"error": "invalid_grant", "error_description": "refresh token is invalid or revoked"}}"#,
-                         mentioning: "400 invalid_grant: refresh token is invalid or revoked"),
-        BadTokenResponse(label: "401 invalid_client",
-                         faultJSON: #"{"status": 401, "body": {"error": "invalid_client"}}"#,
-                         mentioning: "401 invalid_client"),
-        BadTokenResponse(label: "400 with an empty body",
-                         faultJSON: #"{"status": 400, "body": ""}"#,
-                         mentioning: "HTTP 400"),
-        BadTokenResponse(label: "403 HTML page",
-                         faultJSON: #"{"status": 403, "body": "<html>Forbidden</html>", "content_type": "text/html"}"#,
-                         mentioning: "HTTP 403 (text/html)"),
+        BadTokenResponse(
+            label: "200 with a body that is not JSON",
+            faultJSON: #"{"status": 200, "body": "access_token=at_x&token_type=bearer", "content_type": "text/plain"}"#,
+            mentioning: "not a JSON object"),
+        BadTokenResponse(
+            label: "200 with an HTML page",
+            faultJSON:
+                #"{"status": 200, "body": "<!doctype html><html><body>Sign in</body></html>", "content_type": "text/html"}"#,
+            mentioning: "not a JSON object"),
+        BadTokenResponse(
+            label: "200 with a JSON array",
+            faultJSON: #"{"status": 200, "body": [{"access_token": "at_x"}]}"#,
+            mentioning: "not a JSON object"),
+        BadTokenResponse(
+            label: "200 without access_token",
+            faultJSON:
+                #"{"status": 200, "body": {"token_type": "Bearer", "expires_in": 3600, "refresh_token": "rt_new"}}"#,
+            mentioning: "no access_token"),
+        BadTokenResponse(
+            label: "200 with an empty access_token",
+            faultJSON: #"{"status": 200, "body": {"access_token": "", "token_type": "Bearer", "expires_in": 3600}}"#,
+            mentioning: "empty access_token"),
+        BadTokenResponse(
+            label: "200 with an access_token containing a space",
+            faultJSON:
+                #"{"status": 200, "body": {"access_token": "at_abc def", "token_type": "Bearer", "expires_in": 3600}}"#,
+            mentioning: "access_token contains whitespace or control characters"),
+        BadTokenResponse(
+            label: "200 with a refresh_token containing a newline",
+            faultJSON:
+                #"{"status": 200, "body": {"access_token": "at_ok", "token_type": "Bearer", "refresh_token": "rt_a\nb"}}"#,
+            mentioning: "refresh_token contains whitespace or control characters"),
+        BadTokenResponse(
+            label: "200 with token_type mac",
+            faultJSON: #"{"status": 200, "body": {"access_token": "at_ok", "token_type": "mac", "expires_in": 3600}}"#,
+            mentioning: "'mac' token"),
+        BadTokenResponse(
+            label: "200 with a non-numeric expires_in",
+            faultJSON:
+                #"{"status": 200, "body": {"access_token": "at_ok", "token_type": "Bearer", "expires_in": "soon"}}"#,
+            mentioning: "invalid expires_in"),
+        BadTokenResponse(
+            label: "400 invalid_grant",
+            faultJSON:
+                #"{"status": 400, "body": {"error": "invalid_grant", "error_description": "refresh token is invalid or revoked"}}"#,
+            mentioning: "400 invalid_grant: refresh token is invalid or revoked"),
+        BadTokenResponse(
+            label: "401 invalid_client",
+            faultJSON: #"{"status": 401, "body": {"error": "invalid_client"}}"#,
+            mentioning: "401 invalid_client"),
+        BadTokenResponse(
+            label: "400 with an empty body",
+            faultJSON: #"{"status": 400, "body": ""}"#,
+            mentioning: "HTTP 400"),
+        BadTokenResponse(
+            label: "403 HTML page",
+            faultJSON: #"{"status": 403, "body": "<html>Forbidden</html>", "content_type": "text/html"}"#,
+            mentioning: "HTTP 403 (text/html)"),
     ]
 
-    @Test("login: an unusable or refusing token endpoint → 77, the problem named, nothing stored", arguments: badResponses)
+    @Test(
+        "login: an unusable or refusing token endpoint → 77, the problem named, nothing stored", arguments: badResponses
+    )
     func loginRejected(_ response: BadTokenResponse) throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["faults": [try response.fault]])
         let refreshToken = try server.issue()
         let result = try sandbox.tokenctl(
-            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "20", stdin: refreshToken)
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "20",
+            stdin: refreshToken)
         #expect(result.status == 77, "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
         #expect(result.stderr.hasPrefix("Error: "), "\(result)")
@@ -148,9 +172,16 @@ struct BadInputTests {
     }
 
     static let transientFaults: [BadTokenResponse] = [
-        BadTokenResponse(label: "503 three times", faultJSON: #"{"status": 503, "body": "", "count": 3}"#, mentioning: ""),
-        BadTokenResponse(label: "502 HTML twice", faultJSON: #"{"status": 502, "body": "<html>Bad Gateway</html>", "content_type": "text/html", "count": 2}"#, mentioning: ""),
-        BadTokenResponse(label: "429 with Retry-After: 1", faultJSON: #"{"status": 429, "body": {"error": "slow_down"}, "headers": {"Retry-After": "1"}}"#, mentioning: ""),
+        BadTokenResponse(
+            label: "503 three times", faultJSON: #"{"status": 503, "body": "", "count": 3}"#, mentioning: ""),
+        BadTokenResponse(
+            label: "502 HTML twice",
+            faultJSON: #"{"status": 502, "body": "<html>Bad Gateway</html>", "content_type": "text/html", "count": 2}"#,
+            mentioning: ""),
+        BadTokenResponse(
+            label: "429 with Retry-After: 1",
+            faultJSON: #"{"status": 429, "body": {"error": "slow_down"}, "headers": {"Retry-After": "1"}}"#,
+            mentioning: ""),
         BadTokenResponse(label: "connection closed twice", faultJSON: #"{"close": true, "count": 2}"#, mentioning: ""),
     ]
 
@@ -161,14 +192,16 @@ struct BadInputTests {
         let server = try AuthServer(["faults": [fault]])
         let refreshToken = try server.issue()
         let result = try sandbox.tokenctl(
-            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "20", stdin: refreshToken)
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "20",
+            stdin: refreshToken)
         #expect(result.status == 0, "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
         let requests = try server.tokenRequests()
         let faults = (fault["count"] as? Int) ?? 1
         #expect(requests.count == faults + 1, "\(requests)")
         #expect(requests.last?["outcome"] as? String == "issued")
-        #expect(requests.allSatisfy { $0["refresh_token"] as? String == refreshToken }, "every retry sends the same token")
+        #expect(
+            requests.allSatisfy { $0["refresh_token"] as? String == refreshToken }, "every retry sends the same token")
         let stored = try #require(try sandbox.storedTokenSet(issuer: server.url))
         #expect(stored["refresh_token"] is String)
         #expect(sandbox.profileFileExists())
@@ -182,7 +215,8 @@ struct BadInputTests {
         let refreshToken = try server.issue()
         // --timeout bounds the whole exchange, so a broken build cannot hang the suite.
         let result = try sandbox.tokenctl(
-            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "2", stdin: refreshToken)
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "2",
+            stdin: refreshToken)
         #expect(result.status == 75, "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
         #expect(result.stderr.hasPrefix("Error: "), "\(result)")
@@ -200,7 +234,8 @@ struct BadInputTests {
         let profileBefore = try String(contentsOfFile: sandbox.profileFile(), encoding: .utf8)
 
         // Empty stdin.
-        let empty = try sandbox.tokenctl("login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: "")
+        let empty = try sandbox.tokenctl(
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: "")
         #expect(empty.status == 64, "\(empty)")
         // A new token the server refuses.
         let refusal: [String: Any] = ["status": 400, "body": ["error": "invalid_grant"]]
@@ -235,7 +270,8 @@ struct BadInputTests {
         #expect(token.stderr.contains("another tokenctl process"), "\(token)")
 
         let relogin = try sandbox.tokenctl(
-            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "1", stdin: try server.issue())
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "1",
+            stdin: try server.issue())
         #expect(relogin.status == 75, "login must give up on the lock within --timeout: \(relogin)")
         #expect(relogin.stderr.contains("another tokenctl process"), "\(relogin)")
 
@@ -245,30 +281,38 @@ struct BadInputTests {
     // MARK: Malformed configuration
 
     static let brokenProfiles: [BrokenProfile] = [
-        BrokenProfile(label: "an unknown key",
-                      text: "# hand-written\nissuer = https://issuer.example\nclient_id = cli\ncolour = blue\n",
-                      line: 4, mentioning: "unknown key 'colour'"),
-        BrokenProfile(label: "a misspelled key",
-                      text: "issuer = https://issuer.example\nclient-id = cli\n",
-                      line: 2, mentioning: "did you mean 'client_id'?"),
-        BrokenProfile(label: "a line without '='",
-                      text: "issuer = https://issuer.example\n\nclient_id cli\n",
-                      line: 3, mentioning: "expected 'key = value'"),
-        BrokenProfile(label: "a key set twice",
-                      text: "issuer = https://issuer.example\nclient_id = cli\nclient_id = other\n",
-                      line: 3, mentioning: "'client_id' is set twice"),
-        BrokenProfile(label: "no issuer",
-                      text: "client_id = cli\n",
-                      line: nil, mentioning: "'issuer' is missing"),
-        BrokenProfile(label: "no client_id",
-                      text: "issuer = https://issuer.example\n",
-                      line: nil, mentioning: "'client_id' is missing"),
-        BrokenProfile(label: "a plain http issuer to a remote host",
-                      text: "issuer = http://example.com\nclient_id = cli\n",
-                      line: 1, mentioning: "plain http://"),
-        BrokenProfile(label: "a plain http token endpoint to a remote host",
-                      text: "issuer = https://issuer.example\nclient_id = cli\ntoken_endpoint = http://example.com/token\n",
-                      line: 3, mentioning: "token_endpoint"),
+        BrokenProfile(
+            label: "an unknown key",
+            text: "# hand-written\nissuer = https://issuer.example\nclient_id = cli\ncolour = blue\n",
+            line: 4, mentioning: "unknown key 'colour'"),
+        BrokenProfile(
+            label: "a misspelled key",
+            text: "issuer = https://issuer.example\nclient-id = cli\n",
+            line: 2, mentioning: "did you mean 'client_id'?"),
+        BrokenProfile(
+            label: "a line without '='",
+            text: "issuer = https://issuer.example\n\nclient_id cli\n",
+            line: 3, mentioning: "expected 'key = value'"),
+        BrokenProfile(
+            label: "a key set twice",
+            text: "issuer = https://issuer.example\nclient_id = cli\nclient_id = other\n",
+            line: 3, mentioning: "'client_id' is set twice"),
+        BrokenProfile(
+            label: "no issuer",
+            text: "client_id = cli\n",
+            line: nil, mentioning: "'issuer' is missing"),
+        BrokenProfile(
+            label: "no client_id",
+            text: "issuer = https://issuer.example\n",
+            line: nil, mentioning: "'client_id' is missing"),
+        BrokenProfile(
+            label: "a plain http issuer to a remote host",
+            text: "issuer = http://example.com\nclient_id = cli\n",
+            line: 1, mentioning: "plain http://"),
+        BrokenProfile(
+            label: "a plain http token endpoint to a remote host",
+            text: "issuer = https://issuer.example\nclient_id = cli\ntoken_endpoint = http://example.com/token\n",
+            line: 3, mentioning: "token_endpoint"),
     ]
 
     @Test("a malformed profile file → 78 naming the file and line", arguments: brokenProfiles)
@@ -276,7 +320,8 @@ struct BadInputTests {
         let sandbox = try Sandbox()
         let path = sandbox.profileFile()
         try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
         try profile.text.write(toFile: path, atomically: true, encoding: .utf8)
 
         for command in ["token", "refresh", "status"] {
@@ -291,7 +336,8 @@ struct BadInputTests {
             }
             #expect(result.stderr.contains(profile.mentioning), "\(command): \(result)")
         }
-        #expect(try String(contentsOfFile: path, encoding: .utf8) == profile.text, "a hand-written file is never rewritten")
+        #expect(
+            try String(contentsOfFile: path, encoding: .utf8) == profile.text, "a hand-written file is never rewritten")
     }
 
     @Test("a never-configured profile → 78 with a hint to log in", arguments: ["token", "refresh", "status", "logout"])
@@ -315,7 +361,10 @@ struct BadInputTests {
         let server = try AuthServer(["discovery_oidc": false])
         try sandbox.login(server)
         let discovery = try server.log().filter { ($0["path"] as? String)?.hasPrefix("/.well-known/") == true }
-        #expect(discovery.map { $0["path"] as? String } == ["/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"])
+        #expect(
+            discovery.map { $0["path"] as? String } == [
+                "/.well-known/openid-configuration", "/.well-known/oauth-authorization-server",
+            ])
         #expect(discovery.map { $0["status"] as? Int } == [404, 200])
         let profile = try String(contentsOfFile: sandbox.profileFile(), encoding: .utf8)
         #expect(profile.contains("token_endpoint = \(server.url)/token"), "\(profile)")
@@ -329,7 +378,8 @@ struct BadInputTests {
         let server = try AuthServer(["discovery_issuer_override": "https://evil.example"])
         let refreshToken = try server.issue()
         let result = try sandbox.tokenctl(
-            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "20", stdin: refreshToken)
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "20",
+            stdin: refreshToken)
         #expect(result.status == 78, "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
         #expect(result.stderr.hasPrefix("Error: "), "\(result)")
@@ -345,7 +395,8 @@ struct BadInputTests {
         let server = try AuthServer()
         let issuer = server.url + "/tenant-without-metadata"
         let result = try sandbox.tokenctl(
-            "login", "--issuer", issuer, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "20", stdin: try server.issue())
+            "login", "--issuer", issuer, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "20",
+            stdin: try server.issue())
         #expect(result.status == 78, "\(result)")
         #expect(result.stderr.contains("no discovery document"), "\(result)")
         #expect(result.stderr.contains("--token-endpoint"), "\(result)")
@@ -358,7 +409,8 @@ struct BadInputTests {
         let sandbox = try Sandbox()
         let issuer = "http://127.0.0.1:9"
         let result = try sandbox.tokenctl(
-            "login", "--issuer", issuer, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "5", stdin: "rt_unreachable")
+            "login", "--issuer", issuer, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "5",
+            stdin: "rt_unreachable")
         #expect(result.status == 75, "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
         #expect(result.stderr.hasPrefix("Error: "), "\(result)")

@@ -9,7 +9,8 @@ struct LoginKeepsWhatItSpendsTests {
     /// A regular file where the profiles directory belongs (root ignores modes). Returns its path.
     func blockProfilesDirectory(_ sandbox: Sandbox) throws -> String {
         let directory = sandbox.root + "/config/tokenctl"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let profiles = directory + "/profiles"
         #expect(FileManager.default.createFile(atPath: profiles, contents: Data("not a directory\n".utf8)))
         return profiles
@@ -17,37 +18,53 @@ struct LoginKeepsWhatItSpendsTests {
 
     /// A new server may get an old one's port (and so its issuer URL): no item of an earlier test may answer.
     func forgetIssuer(_ sandbox: Sandbox, _ server: AuthServer) throws {
-        _ = try runProgram("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", server.url, "kind", "session"], environment: sandbox.variables)
+        _ = try runProgram(
+            "/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", server.url, "kind", "session"],
+            environment: sandbox.variables)
     }
 
-    @Test("an import login with the profile directory unwritable (a file in its place): 78 naming it, nothing sent, the one-use refresh token unspent")
+    @Test(
+        "an import login with the profile directory unwritable (a file in its place): 78 naming it, nothing sent, the one-use refresh token unspent"
+    )
     func importWithUnwritableProfileDirectory() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["grace_seconds": 0])
         try forgetIssuer(sandbox, server)
         let profiles = try blockProfilesDirectory(sandbox)
         let refreshToken = try server.issue()
-        let result = try sandbox.tokenctl("login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken)
+        let result = try sandbox.tokenctl(
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken)
         #expect(result.status == 78, "\(result)")
         #expect(result.stderr.contains("cannot write the profile") && result.stderr.contains(profiles), "\(result)")
         #expect(result.stderr.contains("Nothing was sent to the server."), "\(result)")
         #expect(try server.tokenRequests().isEmpty, "nothing reached the token endpoint")
         #expect(try server.tokenStatus(refreshToken)["active"] as? Bool == true, "the refresh token is unspent")
         #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
-        #expect(!sandbox.allFiles().contains { (try? String(contentsOfFile: $0, encoding: .utf8))?.contains(refreshToken) ?? false })
+        #expect(
+            !sandbox.allFiles().contains {
+                (try? String(contentsOfFile: $0, encoding: .utf8))?.contains(refreshToken) ?? false
+            })
         // Once the directory can be made, the same token signs in.
         try FileManager.default.removeItem(atPath: profiles)
-        let again = try sandbox.tokenctl("login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken)
+        let again = try sandbox.tokenctl(
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken)
         #expect(again.status == 0, "\(again)")
         #expect(try sandbox.tokenctl("token").status == 0)
     }
 
-    @Test("a device login approved while another process holds the profile lock past --timeout: the issued session is still stored, not thrown away")
+    @Test(
+        "a device login approved while another process holds the profile lock past --timeout: the issued session is still stored, not thrown away"
+    )
     func deviceLoginStoredWhileLockHeld() throws {
         let sandbox = try Sandbox()
-        let server = try AuthServer(["grace_seconds": 0, "device_script": ["authorization_pending", "authorization_pending", "approve"], "device_interval": 1])
+        let server = try AuthServer([
+            "grace_seconds": 0, "device_script": ["authorization_pending", "authorization_pending", "approve"],
+            "device_interval": 1,
+        ])
         try forgetIssuer(sandbox, server)
-        let login = try sandbox.start(["login", "--device", "--issuer", server.url, "--client-id", "cli", "--timeout", "2"])
+        let login = try sandbox.start([
+            "login", "--device", "--issuer", server.url, "--client-id", "cli", "--timeout", "2",
+        ])
         // Once the login has asked for a device code (its checks, and their lock, are behind it),
         // another process takes the profile lock and keeps it past the login's lock wait.
         for _ in 0..<400 {
@@ -65,7 +82,9 @@ struct LoginKeepsWhatItSpendsTests {
         #expect(token.status == 0 && !token.stdout.isEmpty, "\(token)")
     }
 
-    @Test("a device login with the profile directory unwritable: 78 naming it before any code is shown; neither the device nor the token endpoint is asked")
+    @Test(
+        "a device login with the profile directory unwritable: 78 naming it before any code is shown; neither the device nor the token endpoint is asked"
+    )
     func deviceWithUnwritableProfileDirectory() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["grace_seconds": 0, "device_script": ["approve"], "device_interval": 1])
@@ -75,19 +94,24 @@ struct LoginKeepsWhatItSpendsTests {
         #expect(result.status == 78, "\(result)")
         #expect(result.stderr.contains("cannot write the profile") && result.stderr.contains(profiles), "\(result)")
         #expect(!result.stderr.contains("enter the code"), "the person was not asked to approve anything")
-        let sent = try server.log().filter { ["/token", "/device_authorization"].contains($0["path"] as? String ?? "") }
+        let sent = try server.log().filter {
+            ["/token", "/device_authorization"].contains($0["path"] as? String ?? "")
+        }
         #expect(sent.isEmpty, "\(sent)")
         #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
     }
 
-    @Test("the keyring locked after the check, while the one-use server answers an import: the set waits in the rotation journal, the message says so and what to run, and that command completes the write")
+    @Test(
+        "the keyring locked after the check, while the one-use server answers an import: the set waits in the rotation journal, the message says so and what to run, and that command completes the write"
+    )
     func keyringFailsAfterTheCheck() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
         sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 0, "delay_seconds": 2])
         let refreshToken = try server.issue()
-        let login = try sandbox.start(["login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin"], stdin: refreshToken)
+        let login = try sandbox.start(
+            ["login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin"], stdin: refreshToken)
         try server.waitForTokenRequests(1)
         try keyring.lock()
         let result = login.wait()
@@ -133,7 +157,9 @@ struct HungSecretServiceTests {
     }
 
     /// Run and time one command.
-    func timed(_ sandbox: Sandbox, _ arguments: [String], stdin: String? = nil, extraEnvironment: [String: String] = [:]) throws -> (result: RunResult, seconds: Double) {
+    func timed(
+        _ sandbox: Sandbox, _ arguments: [String], stdin: String? = nil, extraEnvironment: [String: String] = [:]
+    ) throws -> (result: RunResult, seconds: Double) {
         let started = now()
         let result = try sandbox.start(arguments, stdin: stdin, extraEnvironment: extraEnvironment).wait()
         return (result, now() - started)
@@ -141,7 +167,9 @@ struct HungSecretServiceTests {
 
     /// login, then token, refresh, status, logout and doctor, each within `bound` + 5 s
     /// (`timeout`: the --timeout given, or nil). Login must send nothing to the token endpoint.
-    func expectBounded(_ mode: PrivateKeyring.HungMode, timeout: String?, loginBound: Double, commandBound: Double, doctorBound: Double) throws {
+    func expectBounded(
+        _ mode: PrivateKeyring.HungMode, timeout: String?, loginBound: Double, commandBound: Double, doctorBound: Double
+    ) throws {
         let (keyring, sandbox, server) = try signedInThenHung(mode)
         let extra = timeout.map { ["--timeout", $0] } ?? []
         let requestsBefore = try server.tokenRequests().count
@@ -149,7 +177,9 @@ struct HungSecretServiceTests {
         let login = try timed(sandbox, ["login", "--refresh-token-stdin"] + extra, stdin: try server.issue())
         #expect(login.result.status == 69, "\(login.result)")
         #expect(login.result.stderr.contains("Nothing was sent to the server."), "\(login.result)")
-        #expect(login.result.stderr.contains("did not answer in time (search the Secret Service)"), "the check is the search a write makes: \(login.result)")
+        #expect(
+            login.result.stderr.contains("did not answer in time (search the Secret Service)"),
+            "the check is the search a write makes: \(login.result)")
         #expect(login.seconds < loginBound + 5, "login took \(login.seconds) s")
         #expect(try server.tokenRequests().count == requestsBefore, "login sent nothing to the token endpoint")
 
@@ -160,26 +190,37 @@ struct HungSecretServiceTests {
             #expect(run.result.status != 0, "\(command): \(run.result)")
             #expect(run.seconds < commandBound + 5, "\(command) took \(run.seconds) s: \(run.result)")
         }
-        #expect(try server.refreshGrants().count == requestsBefore, "no refresh was sent for a session that could not be read")
+        #expect(
+            try server.refreshGrants().count == requestsBefore,
+            "no refresh was sent for a session that could not be read")
 
         let doctor = try timed(sandbox, ["doctor"] + extra)
         #expect(doctor.result.status == 1, "\(doctor.result)")
         #expect(doctor.seconds < doctorBound + 5, "doctor took \(doctor.seconds) s: \(doctor.result)")
-        for line in ["engine:", "configuration:", "secret service:", "hot cache:", "rotation journal:", "issuer \(server.url):", "lock directory:", "refresh schedule:"] {
+        for line in [
+            "engine:", "configuration:", "secret service:", "hot cache:", "rotation journal:", "issuer \(server.url):",
+            "lock directory:", "refresh schedule:",
+        ] {
             #expect(doctor.result.stdout.contains(line), "doctor printed no '\(line)' line: \(doctor.result)")
         }
         if mode == .openSessionOnly {
             #expect(doctor.result.stdout.contains("session 'default':"), "\(doctor.result)")
         }
-        #expect(keyring.hungServiceCalls().contains { $0.hasPrefix("held ") }, "the fake held calls: \(keyring.hungServiceCalls())")
+        #expect(
+            keyring.hungServiceCalls().contains { $0.hasPrefix("held ") },
+            "the fake held calls: \(keyring.hungServiceCalls())")
     }
 
-    @Test("a service that answers the session set-up and never a search, --timeout 3: login (sending nothing), token, refresh, status, logout and doctor each end within 3 + 5 s")
+    @Test(
+        "a service that answers the session set-up and never a search, --timeout 3: login (sending nothing), token, refresh, status, logout and doctor each end within 3 + 5 s"
+    )
     func searchHangsWithTimeout() throws {
         try expectBounded(.openSessionOnly, timeout: "3", loginBound: 3, commandBound: 3, doctorBound: 3)
     }
 
-    @Test("a service that answers the session set-up and never a search, default bounds: login (sending nothing) and the other commands within 30 + 5 s, doctor within 10 + 5 s")
+    @Test(
+        "a service that answers the session set-up and never a search, default bounds: login (sending nothing) and the other commands within 30 + 5 s, doctor within 10 + 5 s"
+    )
     func searchHangsDefaultBounds() throws {
         try expectBounded(.openSessionOnly, timeout: nil, loginBound: 30, commandBound: 30, doctorBound: 10)
     }
@@ -195,12 +236,20 @@ struct HungSecretServiceTests {
         let doctor = try timed(sandbox, ["doctor", "--timeout", "3"])
         #expect(doctor.result.status == 1, "\(doctor.result)")
         #expect(doctor.seconds < 8, "doctor took \(doctor.seconds) s: \(doctor.result)")
-        #expect(doctor.result.stdout.contains("secret service:") && doctor.result.stdout.contains("did not answer in time"), "\(doctor.result)")
-        #expect(doctor.result.stdout.contains("issuer \(server.url): reachable"), "the issuer is asked meanwhile: \(doctor.result)")
-        #expect(keyring.hungServiceCalls().contains { $0.hasPrefix("held org.freedesktop.DBus.Properties.Get") }, "\(keyring.hungServiceCalls())")
+        #expect(
+            doctor.result.stdout.contains("secret service:") && doctor.result.stdout.contains("did not answer in time"),
+            "\(doctor.result)")
+        #expect(
+            doctor.result.stdout.contains("issuer \(server.url): reachable"),
+            "the issuer is asked meanwhile: \(doctor.result)")
+        #expect(
+            keyring.hungServiceCalls().contains { $0.hasPrefix("held org.freedesktop.DBus.Properties.Get") },
+            "\(keyring.hungServiceCalls())")
     }
 
-    @Test("a service that answers nothing, default bounds: login within 30 + 5 s sending nothing, doctor within 10 + 5 s with every line")
+    @Test(
+        "a service that answers nothing, default bounds: login within 30 + 5 s sending nothing, doctor within 10 + 5 s with every line"
+    )
     func silentDefaultBounds() throws {
         let (keyring, sandbox, server) = try signedInThenHung(.silent)
         defer { withExtendedLifetime(keyring) {} }
@@ -211,9 +260,14 @@ struct HungSecretServiceTests {
         let doctor = try timed(sandbox, ["doctor"])
         #expect(doctor.result.status == 1, "\(doctor.result)")
         #expect(doctor.seconds < 15, "doctor took \(doctor.seconds) s: \(doctor.result)")
-        for line in ["secret service: the Secret Service did not answer in time", "rotation journal:", "session 'default':", "issuer \(server.url): reachable", "lock directory:", "refresh schedule:"] {
+        for line in [
+            "secret service: the Secret Service did not answer in time", "rotation journal:", "session 'default':",
+            "issuer \(server.url): reachable", "lock directory:", "refresh schedule:",
+        ] {
             #expect(doctor.result.stdout.contains(line), "doctor printed no '\(line)' line: \(doctor.result)")
         }
-        #expect(keyring.hungServiceCalls().contains { $0.hasPrefix("held org.freedesktop.DBus.Properties.Get") }, "\(keyring.hungServiceCalls())")
+        #expect(
+            keyring.hungServiceCalls().contains { $0.hasPrefix("held org.freedesktop.DBus.Properties.Get") },
+            "\(keyring.hungServiceCalls())")
     }
 }

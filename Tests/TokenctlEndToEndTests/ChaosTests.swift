@@ -11,11 +11,14 @@ struct ChaosTests {
     @Test("no refresh token reused and no session lost except the refresh in flight at a kill")
     func chaosSchedules() throws {
         let environment = try TestEnvironment.require()
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized.path
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..")
+            .standardized.path
         let variables = ProcessInfo.processInfo.environment
         // Other suites run beside this one: the harness's CPU-bound processes yield to them
         // (a 2-second token of another suite expired between two of its commands otherwise).
-        var arguments = [root + "/Scripts/chaos", "--schedules", variables["TOKENCTL_CHAOS_SCHEDULES"] ?? "30", "--load-nice", "19"]
+        var arguments = [
+            root + "/Scripts/chaos", "--schedules", variables["TOKENCTL_CHAOS_SCHEDULES"] ?? "30", "--load-nice", "19",
+        ]
         if let seed = variables["TOKENCTL_CHAOS_SEED"] { arguments += ["--seed", seed] }
         var childEnvironment = variables
         childEnvironment["TOKENCTL_BINARY"] = environment.binary

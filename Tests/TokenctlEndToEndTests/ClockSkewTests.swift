@@ -5,10 +5,14 @@ import Testing
 /// without expires_in, so the only expiry is the token's `exp`, on the server's clock.
 @Suite("End to end: clock skew")
 struct ClockSkewTests {
-    @Test("server clock ahead or behind by 5 minutes: refresh timing follows the token's real lifetime", arguments: [300, -300])
+    @Test(
+        "server clock ahead or behind by 5 minutes: refresh timing follows the token's real lifetime",
+        arguments: [300, -300])
     func plausibleSkew(offset: Int) throws {
         let sandbox = try Sandbox()
-        let server = try AuthServer(["jwt_access_tokens": true, "omit_expires_in": true, "date_offset_seconds": offset, "access_ttl": 4])
+        let server = try AuthServer([
+            "jwt_access_tokens": true, "omit_expires_in": true, "date_offset_seconds": offset, "access_ttl": 4,
+        ])
         try sandbox.login(server)
         let afterLogin = try server.tokenRequests().count
         // Right after login the token has ~4 s left (margin 2 s): served without a refresh.
@@ -27,7 +31,9 @@ struct ClockSkewTests {
     @Test("an implausible skew (20 minutes) is not trusted: the token is treated as expiring and refreshed online")
     func implausibleSkew() throws {
         let sandbox = try Sandbox()
-        let server = try AuthServer(["jwt_access_tokens": true, "omit_expires_in": true, "date_offset_seconds": 1200, "access_ttl": 3600])
+        let server = try AuthServer([
+            "jwt_access_tokens": true, "omit_expires_in": true, "date_offset_seconds": 1200, "access_ttl": 3600,
+        ])
         try sandbox.login(server)
         let afterLogin = try server.tokenRequests().count
         #expect(try sandbox.tokenctl("token").status == 0)

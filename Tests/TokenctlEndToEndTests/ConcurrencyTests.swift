@@ -75,14 +75,20 @@ struct ConcurrencyTests {
             // Refreshes happen only when a token is within its margin (1.5 s of a 3 s token):
             // consecutive refreshes of one profile are at least ~1.5 s apart, so the count is
             // bounded by the number of expiry windows, plus one per wave boundary.
-            let times = try server.refreshGrants().filter { ($0["client_id"] as? String) == client && ($0["status"] as? Int) == 200 }
-                .compactMap { $0["time"] as? Double }.sorted()
+            let times = try server.refreshGrants().filter {
+                ($0["client_id"] as? String) == client && ($0["status"] as? Int) == 200
+            }
+            .compactMap { $0["time"] as? Double }.sorted()
             let windows = duration / 1.5
             #expect(Double(times.count) <= windows + 2, "\(profile): \(times.count) refreshes in \(Int(duration)) s")
-            #expect(Double(times.count) >= duration / 2.6 - 1, "\(profile) was refreshed once per window (1.5-2.5 s): \(times.count)")
+            #expect(
+                Double(times.count) >= duration / 2.6 - 1,
+                "\(profile) was refreshed once per window (1.5-2.5 s): \(times.count)")
             let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
             #expect(gaps.filter { $0 < 1.0 }.isEmpty, "\(profile): duplicate refreshes \(gaps.filter { $0 < 1.0 })")
         }
-        print("soak: \(waves) waves of 8 processes in \(Int(duration)) s; refreshes a=\(try server.refreshGrants().filter { ($0["client_id"] as? String) == "cli-a" }.count) b=\(try server.refreshGrants().filter { ($0["client_id"] as? String) == "cli-b" }.count); invalid_grant=\(stats["invalid_grant"] ?? -1)")
+        print(
+            "soak: \(waves) waves of 8 processes in \(Int(duration)) s; refreshes a=\(try server.refreshGrants().filter { ($0["client_id"] as? String) == "cli-a" }.count) b=\(try server.refreshGrants().filter { ($0["client_id"] as? String) == "cli-b" }.count); invalid_grant=\(stats["invalid_grant"] ?? -1)"
+        )
     }
 }

@@ -13,9 +13,13 @@ typealias ExitStatus = TokenctlEssentials.ExitStatus
 /// stays a first reading (at most 15,000 bytes).
 @Suite("End to end: --help agrees with the manual pages")
 struct DocumentationAgreementTests {
-    static let commands = ["login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec", "completion"]
+    static let commands = [
+        "login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec",
+        "completion",
+    ]
 
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     /// The text of `man/NAME`, or "" when it cannot be read.
     static func page(_ name: String) -> String {
@@ -48,8 +52,14 @@ struct DocumentationAgreementTests {
         var names = Set<String>()
         var afterFl = false
         for word in line.split(whereSeparator: { " |".contains($0) }) {
-            if word == "Fl" { afterFl = true; continue }
-            if word.first?.isUppercase == true && word.count == 2 { afterFl = false; continue }  // Ar, Cm, Op, It…
+            if word == "Fl" {
+                afterFl = true
+                continue
+            }
+            if word.first?.isUppercase == true && word.count == 2 {
+                afterFl = false
+                continue
+            } // Ar, Cm, Op, It…
             guard afterFl, let first = word.first, first == "-" || first.isLetter else { continue }
             let name = "-" + word.prefix { $0 == "-" || $0.isLetter }
             if name.count >= 2 { names.insert(String(name)) }
@@ -79,7 +89,10 @@ struct DocumentationAgreementTests {
             for word in line.dropFirst().split(separator: " ").map(String.init) {
                 if word.count == 2, word.first!.isUppercase, word.last!.isLowercase {
                     macro = word
-                    if word == "Op" { words.append("["); closing += 1 }
+                    if word == "Op" {
+                        words.append("[")
+                        closing += 1
+                    }
                     continue
                 }
                 switch macro {
@@ -102,7 +115,9 @@ struct DocumentationAgreementTests {
     /// The help's usage line in the same spacing: no blanks inside brackets or around `|`.
     static func normalizedUsage(_ usage: String) -> String {
         var text = usage
-        for (spaced, tight) in [("[ ", "["), (" ]", "]"), (" | ", "|")] { text = text.replacingOccurrences(of: spaced, with: tight) }
+        for (spaced, tight) in [("[ ", "["), (" ]", "]"), (" | ", "|")] {
+            text = text.replacingOccurrences(of: spaced, with: tight)
+        }
         return text
     }
 
@@ -122,17 +137,23 @@ struct DocumentationAgreementTests {
         for line in result.stdout.split(separator: "\n", omittingEmptySubsequences: false) {
             if line.hasPrefix("OVERVIEW: ") { help.abstract = String(line.dropFirst("OVERVIEW: ".count)) }
             if line.hasPrefix("USAGE: ") { help.usage = String(line.dropFirst("USAGE: ".count)) }
-            if line.hasPrefix("OPTIONS:") { inOptions = true; continue }
+            if line.hasPrefix("OPTIONS:") {
+                inOptions = true
+                continue
+            }
             guard inOptions, line.hasPrefix("  -") else { continue }
             // "  -v, --verbose  Explain…", "  --port <port>  With --browser: …": the names come first.
-            for word in line.dropFirst(2).split(separator: " ").prefix(while: { $0.hasPrefix("-") || $0.hasPrefix("<") }) where word.hasPrefix("-") {
+            for word in line.dropFirst(2).split(separator: " ").prefix(while: { $0.hasPrefix("-") || $0.hasPrefix("<") }
+            ) where word.hasPrefix("-") {
                 help.options.insert(String(word.trimmingCharacters(in: CharacterSet(charactersIn: ","))))
             }
         }
         return help
     }
 
-    @Test("every command has its page man/tokenctl-COMMAND.1, every such page is a command, and tokenctl(1) lists each with its abstract")
+    @Test(
+        "every command has its page man/tokenctl-COMMAND.1, every such page is a command, and tokenctl(1) lists each with its abstract"
+    )
     func everyCommandHasAPage() throws {
         let sandbox = try Sandbox()
         let overview = try sandbox.tokenctl("help")
@@ -140,15 +161,26 @@ struct DocumentationAgreementTests {
         var listed: [String] = []
         var inCommands = false
         for line in overview.stdout.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix("SUBCOMMANDS:") { inCommands = true; continue }
+            if line.hasPrefix("SUBCOMMANDS:") {
+                inCommands = true
+                continue
+            }
             if inCommands && line.isEmpty { break }
-            guard inCommands, line.hasPrefix("  "), !line.hasPrefix("   "), let name = line.split(separator: " ").first else { continue }
+            guard inCommands, line.hasPrefix("  "), !line.hasPrefix("   "), let name = line.split(separator: " ").first
+            else { continue }
             if name != "help" { listed.append(String(name)) }
         }
         #expect(listed == Self.commands, "tokenctl help lists \(listed)")
-        let pages = Self.pageNames.filter { $0.hasPrefix("tokenctl-") && $0.hasSuffix(".1") }.map { String($0.dropFirst("tokenctl-".count).dropLast(2)) }
-        #expect(Set(pages) == Set(listed), "pages without a command: \(Set(pages).subtracting(listed).sorted()); commands without a page: \(Set(listed).subtracting(pages).sorted())")
-        #expect(Set(Self.pageNames) == Set(pages.map { "tokenctl-\($0).1" } + ["tokenctl.1", "tokenctl.conf.5"]), "man/ holds \(Self.pageNames)")
+        let pages = Self.pageNames.filter { $0.hasPrefix("tokenctl-") && $0.hasSuffix(".1") }.map {
+            String($0.dropFirst("tokenctl-".count).dropLast(2))
+        }
+        #expect(
+            Set(pages) == Set(listed),
+            "pages without a command: \(Set(pages).subtracting(listed).sorted()); commands without a page: \(Set(listed).subtracting(pages).sorted())"
+        )
+        #expect(
+            Set(Self.pageNames) == Set(pages.map { "tokenctl-\($0).1" } + ["tokenctl.1", "tokenctl.conf.5"]),
+            "man/ holds \(Self.pageNames)")
 
         // tokenctl(1), COMMANDS: `.It Cm NAME`, the abstract on the next line, then `.Xr tokenctl-NAME 1`.
         let commandsSection = Self.section("COMMANDS", of: Self.manual)
@@ -158,8 +190,12 @@ struct DocumentationAgreementTests {
                 Issue.record("tokenctl(1) COMMANDS has no entry '.It Cm \(command)'")
                 continue
             }
-            #expect(commandsSection[tag + 1] == help.abstract, "tokenctl(1) says '\(commandsSection[tag + 1])' of \(command); its help '\(help.abstract)'")
-            #expect(commandsSection[(tag + 1)...].prefix(4).contains(".Xr tokenctl-\(command) 1 ."), "tokenctl(1) points \(command) to tokenctl-\(command)(1)")
+            #expect(
+                commandsSection[tag + 1] == help.abstract,
+                "tokenctl(1) says '\(commandsSection[tag + 1])' of \(command); its help '\(help.abstract)'")
+            #expect(
+                commandsSection[(tag + 1)...].prefix(4).contains(".Xr tokenctl-\(command) 1 ."),
+                "tokenctl(1) points \(command) to tokenctl-\(command)(1)")
         }
     }
 
@@ -177,10 +213,15 @@ struct DocumentationAgreementTests {
         #expect(description + "." == help.abstract, "the page says '\(description)'; its help '\(help.abstract)'")
 
         let synopsis = Self.usageText(ofSynopsis: Self.section("SYNOPSIS", of: text))
-        #expect(synopsis == Self.normalizedUsage(help.usage), "SYNOPSIS reads '\(synopsis)'; the help's usage line '\(help.usage)'")
+        #expect(
+            synopsis == Self.normalizedUsage(help.usage),
+            "SYNOPSIS reads '\(synopsis)'; the help's usage line '\(help.usage)'")
 
         let documented = Self.documentedOptions(text)
-        #expect(documented == help.options, "--help only: \(help.options.subtracting(documented).sorted()); page only: \(documented.subtracting(help.options).sorted())")
+        #expect(
+            documented == help.options,
+            "--help only: \(help.options.subtracting(documented).sorted()); page only: \(documented.subtracting(help.options).sorted())"
+        )
     }
 
     @Test("tokenctl.conf(5) documents exactly the keys the profile parser accepts")
@@ -192,10 +233,15 @@ struct DocumentationAgreementTests {
         for line in Self.section("KEYS", of: text) {
             if line.hasPrefix(".Bl") { depth += 1 }
             if line.hasPrefix(".El") { depth -= 1 }
-            if depth == 1, line.hasPrefix(".It Cm "), let key = line.split(separator: " ").dropFirst(2).first { documented.append(String(key)) }
+            if depth == 1, line.hasPrefix(".It Cm "), let key = line.split(separator: " ").dropFirst(2).first {
+                documented.append(String(key))
+            }
         }
         try #require(documented.count >= 2, "KEYS parsed: \(documented)")
-        #expect(documented == ProfileConfiguration.keys, "page only: \(Set(documented).subtracting(ProfileConfiguration.keys).sorted()); parser only: \(Set(ProfileConfiguration.keys).subtracting(documented).sorted()); or another order")
+        #expect(
+            documented == ProfileConfiguration.keys,
+            "page only: \(Set(documented).subtracting(ProfileConfiguration.keys).sorted()); parser only: \(Set(ProfileConfiguration.keys).subtracting(documented).sorted()); or another order"
+        )
         // What the parser does with each documented key, and with one it does not know.
         func value(_ key: String) -> String {
             switch key {
@@ -208,9 +254,13 @@ struct DocumentationAgreementTests {
         }
         let base = "issuer = https://login.example.com\nclient_id = cli\n"
         for key in documented where key != "issuer" && key != "client_id" {
-            #expect(throws: Never.self, "the parser accepts '\(key)'") { _ = try ProfileConfiguration.parse(base + "\(key) = \(value(key))\n", path: "test.conf") }
+            #expect(throws: Never.self, "the parser accepts '\(key)'") {
+                _ = try ProfileConfiguration.parse(base + "\(key) = \(value(key))\n", path: "test.conf")
+            }
         }
-        #expect(throws: ConfigurationError.self) { _ = try ProfileConfiguration.parse(base + "client_secret = value\n", path: "test.conf") }
+        #expect(throws: ConfigurationError.self) {
+            _ = try ProfileConfiguration.parse(base + "client_secret = value\n", path: "test.conf")
+        }
     }
 
     @Test("every page renders without a warning (groff -mandoc -ww) and names the same version")
@@ -222,7 +272,9 @@ struct DocumentationAgreementTests {
         for name in Self.pageNames {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: groff)
-            process.arguments = ["-mandoc", "-Tutf8", "-ww", "-z", Self.root.appendingPathComponent("man/" + name).path]
+            process.arguments = [
+                "-mandoc", "-Tutf8", "-ww", "-z", Self.root.appendingPathComponent("man/" + name).path,
+            ]
             let errors = Pipe()
             process.standardError = errors
             process.standardOutput = FileHandle.nullDevice
@@ -230,7 +282,9 @@ struct DocumentationAgreementTests {
             let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()
             #expect(process.terminationStatus == 0 && output.isEmpty, "\(name): \(output)")
-            #expect(Self.lines(Self.page(name)).first { $0.hasPrefix(".Os ") } == version, "\(name) names the version of tokenctl(1)")
+            #expect(
+                Self.lines(Self.page(name)).first { $0.hasPrefix(".Os ") } == version,
+                "\(name) names the version of tokenctl(1)")
         }
     }
 
@@ -249,7 +303,9 @@ struct DocumentationAgreementTests {
 /// (the `TokenctlError` kind it is thrown as, through `TokenctlError.exitStatus`).
 @Suite("The manual pages' DIAGNOSTICS and tokenctl(1) EXIT STATUS agree with the code")
 struct DiagnosticsAgreementTests {
-    static var manualLines: [String] { DocumentationAgreementTests.manual.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) }
+    static var manualLines: [String] {
+        DocumentationAgreementTests.manual.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
 
     /// The lines of section `name` (from `.Sh name` to the next `.Sh`).
     static func section(_ name: String) -> [String] {
@@ -263,14 +319,23 @@ struct DiagnosticsAgreementTests {
     static func plainWords(_ lines: [String]) -> [String] {
         lines.flatMap { line -> [String] in
             var words = line.split(separator: " ").map(String.init)
-            if line.hasPrefix(".") { words = words.filter { !($0.first == "." || ($0.count == 2 && $0.first!.isUppercase && $0.last!.isLowercase)) } }
+            if line.hasPrefix(".") {
+                words = words.filter {
+                    !($0.first == "." || ($0.count == 2 && $0.first!.isUppercase && $0.last!.isLowercase))
+                }
+            }
             return words
         }
     }
 
     static func significantWords(_ text: String) -> Set<String> {
-        let stop: Set<String> = ["this", "that", "with", "from", "when", "here", "only", "what", "does", "were", "been", "also"]
-        return Set(text.lowercased().split(whereSeparator: { !$0.isLetter }).map(String.init).filter { $0.count >= 4 && !stop.contains($0) })
+        let stop: Set<String> = [
+            "this", "that", "with", "from", "when", "here", "only", "what", "does", "were", "been", "also",
+        ]
+        return Set(
+            text.lowercased().split(whereSeparator: { !$0.isLetter }).map(String.init).filter {
+                $0.count >= 4 && !stop.contains($0)
+            })
     }
 
     // MARK: EXIT STATUS
@@ -284,14 +349,20 @@ struct DiagnosticsAgreementTests {
         while index < lines.count {
             let line = lines[index]
             if line.hasPrefix(".Bl") { depth += 1 }
-            if line.hasPrefix(".El") { depth -= 1; if depth == 0 { break } }
+            if line.hasPrefix(".El") {
+                depth -= 1
+                if depth == 0 { break }
+            }
             if depth == 1, line.hasPrefix(".It ") {
                 let tag = line.dropFirst(4).split(separator: " ")
                 let codes = tag.compactMap { Int32($0) }
                 let name = tag.firstIndex(of: "Dv").map { String(tag[$0 + 1]) }
                 var body: [String] = []
                 var next = index + 1
-                while next < lines.count, !(lines[next].hasPrefix(".It ") || lines[next].hasPrefix(".El")) { body.append(lines[next]); next += 1 }
+                while next < lines.count, !(lines[next].hasPrefix(".It ") || lines[next].hasPrefix(".El")) {
+                    body.append(lines[next])
+                    next += 1
+                }
                 for code in codes { entries.append((code, name, plainWords(body).joined(separator: " "))) }
             }
             index += 1
@@ -302,15 +373,25 @@ struct DiagnosticsAgreementTests {
     /// `ExitStatus`'s doc comments, read from its source: the words before the first ":" after
     /// the sysexits name, up to the first full stop or parenthesis.
     static func statusMeanings() -> [Int32: String] {
-        guard let file = SwiftSourceText.all.first(where: { $0.path.hasSuffix("TokenctlEssentials/ExitStatus.swift") }) else { return [:] }
+        guard let file = SwiftSourceText.all.first(where: { $0.path.hasSuffix("TokenctlEssentials/ExitStatus.swift") })
+        else { return [:] }
         var meanings: [Int32: String] = [:]
         var comment = ""
         for line in String(file.code).split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) {
-            if line.hasPrefix("///") { comment += " " + line.dropFirst(3); continue }
-            if line.hasPrefix("case "), let equals = line.firstIndex(of: "="), let code = Int32(line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)) {
+            if line.hasPrefix("///") {
+                comment += " " + line.dropFirst(3)
+                continue
+            }
+            if line.hasPrefix("case "), let equals = line.firstIndex(of: "="),
+                let code = Int32(line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces))
+            {
                 var meaning = comment.trimmingCharacters(in: .whitespaces)
-                if let colon = meaning.range(of: #"^EX_[A-Z]+: "#, options: .regularExpression) { meaning.removeSubrange(colon) }
-                if let colon = meaning.range(of: #"^`[a-z]+`: "#, options: .regularExpression) { meaning.removeSubrange(colon) }
+                if let colon = meaning.range(of: #"^EX_[A-Z]+: "#, options: .regularExpression) {
+                    meaning.removeSubrange(colon)
+                }
+                if let colon = meaning.range(of: #"^`[a-z]+`: "#, options: .regularExpression) {
+                    meaning.removeSubrange(colon)
+                }
                 meanings[code] = String(meaning.prefix { $0 != "." && $0 != "(" && $0 != ";" })
             }
             comment = ""
@@ -318,19 +399,27 @@ struct DiagnosticsAgreementTests {
         return meanings
     }
 
-    @Test("every exit status EXIT STATUS lists is an ExitStatus with its sysexits name and meaning, and every ExitStatus is listed")
+    @Test(
+        "every exit status EXIT STATUS lists is an ExitStatus with its sysexits name and meaning, and every ExitStatus is listed"
+    )
     func exitStatusesAgree() throws {
         let documented = Self.documentedStatuses()
         try #require(documented.count >= 8, "EXIT STATUS parsed: \(documented)")
         let meanings = Self.statusMeanings()
-        #expect(Set(documented.map(\.code)) == Set(ExitStatus.allCases.map(\.rawValue)),
-                "manual only: \(Set(documented.map(\.code)).subtracting(ExitStatus.allCases.map(\.rawValue)).sorted()); code only: \(Set(ExitStatus.allCases.map(\.rawValue)).subtracting(documented.map(\.code)).sorted())")
+        #expect(
+            Set(documented.map(\.code)) == Set(ExitStatus.allCases.map(\.rawValue)),
+            "manual only: \(Set(documented.map(\.code)).subtracting(ExitStatus.allCases.map(\.rawValue)).sorted()); code only: \(Set(ExitStatus.allCases.map(\.rawValue)).subtracting(documented.map(\.code)).sorted())"
+        )
         for entry in documented {
             guard let status = ExitStatus(rawValue: entry.code) else { continue }
-            if let name = entry.name { #expect(name == status.name, "\(entry.code): the manual says \(name), the code \(status.name)") }
+            if let name = entry.name {
+                #expect(name == status.name, "\(entry.code): the manual says \(name), the code \(status.name)")
+            }
             let meaning = try #require(meanings[entry.code], "no doc comment for \(entry.code)")
             let missing = Self.significantWords(meaning).subtracting(Self.significantWords(entry.text))
-            #expect(missing.isEmpty, "\(entry.code): ExitStatus says '\(meaning)'; the manual lacks \(missing.sorted()): \(entry.text)")
+            #expect(
+                missing.isEmpty,
+                "\(entry.code): ExitStatus says '\(meaning)'; the manual lacks \(missing.sorted()): \(entry.text)")
         }
     }
 
@@ -373,7 +462,9 @@ struct DiagnosticsAgreementTests {
         var columns = false
         func flush() {
             let own = exitStatus(in: plainWords(body).joined(separator: " "))
-            for (message, line) in pending { entries.append(Entry(page: name, message: message, exit: own ?? listDefaults.last ?? nil, line: line)) }
+            for (message, line) in pending {
+                entries.append(Entry(page: name, message: message, exit: own ?? listDefaults.last ?? nil, line: line))
+            }
             pending = []
             body = []
         }
@@ -388,8 +479,10 @@ struct DiagnosticsAgreementTests {
                 if listDefaults.isEmpty {
                     columns = line.contains("-column")
                     let all = plainWords(intro).joined(separator: " ")
-                    let subsectionDefault = all.range(of: #"All of them exits? [0-9]+"#, options: .regularExpression).flatMap { exitStatus(in: String(all[$0])) }
-                    listDefaults.append(exitStatus(in: plainWords(paragraph).joined(separator: " ")) ?? subsectionDefault)
+                    let subsectionDefault = all.range(of: #"All of them exits? [0-9]+"#, options: .regularExpression)
+                        .flatMap { exitStatus(in: String(all[$0])) }
+                    listDefaults.append(
+                        exitStatus(in: plainWords(paragraph).joined(separator: " ")) ?? subsectionDefault)
                 } else {
                     body.append(line)
                     listDefaults.append(listDefaults.last ?? nil)
@@ -397,7 +490,12 @@ struct DiagnosticsAgreementTests {
                 continue
             }
             if line.hasPrefix(".El") {
-                if listDefaults.count == 1 { flush(); paragraph = [] } else { body.append(line) }
+                if listDefaults.count == 1 {
+                    flush()
+                    paragraph = []
+                } else {
+                    body.append(line)
+                }
                 listDefaults.removeLast()
                 continue
             }
@@ -410,7 +508,9 @@ struct DiagnosticsAgreementTests {
                 if !body.isEmpty { flush() }
                 let tag = String(line.dropFirst(4))
                 // Tags that are macros (.It Em answer Ta …) and the doctor's check names are no messages.
-                if subsection != "Doctor checks", let first = tag.split(separator: " ").first, !(first.count == 2 && first.first!.isUppercase && first.last!.isLowercase) {
+                if subsection != "Doctor checks", let first = tag.split(separator: " ").first,
+                    !(first.count == 2 && first.first!.isUppercase && first.last!.isLowercase)
+                {
                     pending.append((tag, base + offset))
                 }
                 continue
@@ -443,8 +543,10 @@ struct DiagnosticsAgreementTests {
         var current = ""
         for token in tokens {
             let letters = token.filter { $0.isLetter || $0 == "_" }
-            let standIn = token == "\u{1}" || (!letters.isEmpty && !letters.contains("_") && letters.allSatisfy(\.isUppercase)
-                && !literalCapitals.contains(letters) && (letters.count >= 2 || letters == "N" || letters == "M"))
+            let standIn =
+                token == "\u{1}"
+                || (!letters.isEmpty && !letters.contains("_") && letters.allSatisfy(\.isUppercase)
+                    && !literalCapitals.contains(letters) && (letters.count >= 2 || letters == "N" || letters == "M"))
             if standIn {
                 // The punctuation around a stand-in ("'NAME':") stays with the fixed text.
                 current += token.prefix { !$0.isLetter && $0 != "\u{1}" }
@@ -471,7 +573,9 @@ struct DiagnosticsAgreementTests {
 
     /// `TokenctlError.exitStatus`, read from its switch: kind name → ExitStatus.
     static func kindStatuses() -> [String: ExitStatus] {
-        guard let file = SwiftSourceText.all.first(where: { $0.path.hasSuffix("Model/TokenctlError.swift") }) else { return [:] }
+        guard let file = SwiftSourceText.all.first(where: { $0.path.hasSuffix("Model/TokenctlError.swift") }) else {
+            return [:]
+        }
         let code = String(file.code)
         guard let start = code.range(of: "public var exitStatus: ExitStatus {") else { return [:] }
         var table: [String: ExitStatus] = [:]
@@ -480,15 +584,20 @@ struct DiagnosticsAgreementTests {
             guard text.hasPrefix("case "), let colon = text.lastIndex(of: ":") else { continue }
             let target = text[text.index(after: colon)...].trimmingCharacters(in: CharacterSet(charactersIn: " ."))
             guard let status = ExitStatus.allCases.first(where: { "\($0)" == target }) else { continue }
-            for kind in text.dropFirst(5)[..<colon].split(separator: ",") { table[kind.trimmingCharacters(in: CharacterSet(charactersIn: " ."))] = status }
+            for kind in text.dropFirst(5)[..<colon].split(separator: ",") {
+                table[kind.trimmingCharacters(in: CharacterSet(charactersIn: " ."))] = status
+            }
         }
         return table
     }
 
     /// The exit status a literal's message leaves with: from the error it is thrown as.
-    static func producerStatus(_ literal: SwiftSourceText.Literal, in file: SwiftSourceText, kinds: [String: ExitStatus]) -> Int32? {
+    static func producerStatus(
+        _ literal: SwiftSourceText.Literal, in file: SwiftSourceText, kinds: [String: ExitStatus]
+    ) -> Int32? {
         for call in file.enclosingCalls(literal.start, levels: 6) {
-            let after = String(file.code[(call.opening + 1)..<min(file.code.count, call.opening + 60)]).trimmingCharacters(in: .whitespacesAndNewlines)
+            let after = String(file.code[(call.opening + 1)..<min(file.code.count, call.opening + 60)])
+                .trimmingCharacters(in: .whitespacesAndNewlines)
             let kind = after.hasPrefix(".") ? String(after.dropFirst().prefix { $0.isLetter }) : nil
             switch call.name {
             case "TokenctlError":
@@ -515,13 +624,20 @@ struct DiagnosticsAgreementTests {
         let kinds = Self.kindStatuses()
         try #require(kinds.count >= 6, "TokenctlError.exitStatus read: \(kinds)")
         // The producer's own derivation, so that the table above cannot drift from it unseen.
-        let storeConversion = SwiftSourceText.all.contains { $0.path.hasSuffix("Model/TokenctlError.swift") && String($0.code).contains("error.reason == .deadline ? .transient : .storeUnavailable") }
-        #expect(storeConversion, "TokenctlError.init(StoreError) maps .deadline to .transient and every other reason to .storeUnavailable")
+        let storeConversion = SwiftSourceText.all.contains {
+            $0.path.hasSuffix("Model/TokenctlError.swift")
+                && String($0.code).contains("error.reason == .deadline ? .transient : .storeUnavailable")
+        }
+        #expect(
+            storeConversion,
+            "TokenctlError.init(StoreError) maps .deadline to .transient and every other reason to .storeUnavailable")
         // An interpolated literal also matches a message the manual spells out for one of its
         // values ("no \(what) on standard input": "no refresh token on standard input").
-        let patterns: [(SwiftSourceText.Literal, SwiftSourceText, NSRegularExpression)] = SwiftSourceText.all.flatMap { file in
+        let patterns: [(SwiftSourceText.Literal, SwiftSourceText, NSRegularExpression)] = SwiftSourceText.all.flatMap {
+            file in
             file.literals.filter { $0.pieces.count > 1 && $0.pieces.joined().count >= 12 }.compactMap { literal in
-                let pattern = "^" + literal.pieces.map(NSRegularExpression.escapedPattern).joined(separator: ".+?") + "$"
+                let pattern =
+                    "^" + literal.pieces.map(NSRegularExpression.escapedPattern).joined(separator: ".+?") + "$"
                 return (try? NSRegularExpression(pattern: pattern)).map { (literal, file, $0) }
             }
         }
@@ -544,15 +660,22 @@ struct DiagnosticsAgreementTests {
                 }
             }
             guard let best = matches.map(\.slack).min() else {
-                Issue.record("\(entry.page):\(entry.line): '\(entry.message)' is in no source literal (looked for \(parts))")
+                Issue.record(
+                    "\(entry.page):\(entry.line): '\(entry.message)' is in no source literal (looked for \(parts))")
                 continue
             }
             guard let documented = entry.exit else { continue }
-            let statuses = Set(matches.filter { $0.slack == best }.compactMap { Self.producerStatus($0.literal, in: $0.file, kinds: kinds) })
+            let statuses = Set(
+                matches.filter { $0.slack == best }.compactMap {
+                    Self.producerStatus($0.literal, in: $0.file, kinds: kinds)
+                })
             guard !statuses.isEmpty else { continue }
             checked += 1
             let places = matches.filter { $0.slack == best }.map { "\($0.literal.path):\($0.literal.line)" }
-            #expect(statuses.contains(documented), "\(entry.page):\(entry.line): '\(entry.message)' is documented to exit \(documented); its producer exits \(statuses.sorted()) (\(places))")
+            #expect(
+                statuses.contains(documented),
+                "\(entry.page):\(entry.line): '\(entry.message)' is documented to exit \(documented); its producer exits \(statuses.sorted()) (\(places))"
+            )
         }
         // Most messages are thrown as a typed error whose status can be read.
         #expect(checked >= 50, "only \(checked) documented exit statuses could be checked against their producers")

@@ -10,7 +10,9 @@ import TokenctlEssentials
 /// session there.
 @Suite("Durability")
 struct DurabilityTests {
-    @Test("one lock for every environment: processes with and without XDG_RUNTIME_DIR refresh together for 20 rounds, no session lost")
+    @Test(
+        "one lock for every environment: processes with and without XDG_RUNTIME_DIR refresh together for 20 rounds, no session lost"
+    )
     func oneLockAcrossEnvironments() throws {
         let server = try AuthServer(["grace_seconds": 0, "delay_seconds": 0.1])
         let sandbox = try Sandbox()
@@ -43,7 +45,9 @@ struct DurabilityTests {
         #expect(try sandbox.tokenctl("--profile", profile, "token", "--force").status == 0)
     }
 
-    @Test("a keyring stopped during the write, the process then SIGKILLed: the next run completes the rotation from the journal")
+    @Test(
+        "a keyring stopped during the write, the process then SIGKILLed: the next run completes the rotation from the journal"
+    )
     func killedDuringHungWrite() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -71,7 +75,8 @@ struct DurabilityTests {
         #expect(status.stdout.contains("\"pending_write\":null"), "status completed the pending write: \(status)")
         let stored = try #require(try sandbox.storedTokenSet(issuer: server.url))
         let storedRefresh = try #require(stored["refresh_token"] as? String)
-        #expect((try server.tokenStatus(storedRefresh))["active"] as? Bool == true, "the keyring holds the rotated token")
+        #expect(
+            (try server.tokenStatus(storedRefresh))["active"] as? Bool == true, "the keyring holds the rotated token")
         Swift.print("journal: a pending write completed by the next run in \(String(format: "%.3f", completedIn)) s")
 
         let forced = try sandbox.tokenctl("token", "--force")
@@ -81,7 +86,9 @@ struct DurabilityTests {
         #expect(stats["invalid_grant"] == 0, "\(stats)")
     }
 
-    @Test("a keyring hung during the write: the rotated token is served from the journal within --timeout; status shows the pending write until the keyring is back")
+    @Test(
+        "a keyring hung during the write: the rotated token is served from the journal within --timeout; status shows the pending write until the keyring is back"
+    )
     func hungWriteServedFromJournal() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -98,7 +105,9 @@ struct DurabilityTests {
         let elapsed = now() - started
         #expect(result.status == 0, "\(result)")
         #expect(result.stdout.hasPrefix("at_"), "the rotated access token is served: \(result)")
-        #expect(elapsed < 3 + SecretServiceBounds.minimumWriteTime + 2, "bounded by --timeout (and the write's floor): \(elapsed) s")
+        #expect(
+            elapsed < 3 + SecretServiceBounds.minimumWriteTime + 2,
+            "bounded by --timeout (and the write's floor): \(elapsed) s")
 
         // Keyring still stopped: status serves the journal's set and says the write is pending.
         let pending = try sandbox.tokenctl("status", "--timeout", "2")
@@ -124,14 +133,17 @@ struct DurabilityTests {
         let requestsBefore = try server.stats()["token_requests"] ?? 0
         try keyring.pause(true)
         defer { try? keyring.pause(false) }
-        for arguments in [["token", "--force", "--timeout", "2"], ["refresh", "--timeout", "2"], ["status", "--timeout", "2"]] {
+        for arguments in [
+            ["token", "--force", "--timeout", "2"], ["refresh", "--timeout", "2"], ["status", "--timeout", "2"],
+        ] {
             let started = now()
             let result = try sandbox.start(arguments).wait()
             let elapsed = now() - started
             #expect(result.status == 69, "\(arguments): \(result)")
             #expect(elapsed < 2 + 2.5, "\(arguments) took \(elapsed) s")
         }
-        #expect(try server.stats()["token_requests"] == requestsBefore, "nothing is sent while the keyring cannot be read")
+        #expect(
+            try server.stats()["token_requests"] == requestsBefore, "nothing is sent while the keyring cannot be read")
     }
 
     @Test("--timeout holds with a hung server: 75 soon after the bound, saying the session may have been rotated away")
@@ -189,7 +201,8 @@ struct DurabilityTests {
         #expect(try server.stats()["reuse_detected"] == 0)
     }
 
-    @Test("SIGTERM during a refresh is deferred until the rotation is safe, then ends the process; the session survives")
+    @Test(
+        "SIGTERM during a refresh is deferred until the rotation is safe, then ends the process; the session survives")
     func sigtermDeferredThenDelivered() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["grace_seconds": 0])
@@ -231,7 +244,9 @@ struct DurabilityTests {
         let sandbox = try Sandbox()
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.login(server)
-        try server.configure(["faults": [["status": 408, "body": "<html>Request Timeout</html>", "content_type": "text/html"]]])
+        try server.configure([
+            "faults": [["status": 408, "body": "<html>Request Timeout</html>", "content_type": "text/html"]]
+        ])
         let result = try sandbox.tokenctl("token", "--force")
         #expect(result.status == 0, "\(result)")
         #expect(try server.refreshGrants().count >= 1)

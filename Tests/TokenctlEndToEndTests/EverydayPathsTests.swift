@@ -8,7 +8,9 @@ import Testing
 @Suite("End to end: everyday paths")
 struct EverydayPathsTests {
     /// Approvals for every device login a test makes (one is consumed per login).
-    static var approvals: [String: Any] { ["device_script": Array(repeating: "approve", count: 12), "device_interval": 1] }
+    static var approvals: [String: Any] {
+        ["device_script": Array(repeating: "approve", count: 12), "device_interval": 1]
+    }
 
     func requests(_ server: AuthServer, path: String) throws -> [[String: Any]] {
         try server.log().filter { ($0["path"] as? String) == path }
@@ -49,7 +51,10 @@ struct EverydayPathsTests {
                 command.signal(SIGKILL)
                 return command.wait()
             }
-            let url = try #require(stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix(server.url + "/authorize?") })
+            let url = try #require(
+                stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first {
+                    $0.hasPrefix(server.url + "/authorize?")
+                })
             _ = try runProgram("/usr/bin/curl", ["-sS", "-L", "--max-time", "10", url])
             return command.wait()
         }
@@ -102,13 +107,16 @@ struct EverydayPathsTests {
         try sandbox.useFakeCrontab()
         let bin = sandbox.root + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
-        try writeExecutable(bin + "/systemctl", "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n")
+        try writeExecutable(
+            bin + "/systemctl", "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n")
         sandbox.variables["PATH"] = bin + ":" + (sandbox.variables["PATH"] ?? "/usr/bin:/bin")
         var ran: [String] = []
         /// Run every quoted command in `printed` as printed (a removal last): never a usage error.
         func runHints(_ printed: [String], _ situation: String) throws {
             var commands: [String] = []
-            for command in printed.flatMap(Self.quotedCommands) where !commands.contains(command) { commands.append(command) }
+            for command in printed.flatMap(Self.quotedCommands) where !commands.contains(command) {
+                commands.append(command)
+            }
             commands.sort { !$0.contains("--forget") && $1.contains("--forget") }
             for command in commands {
                 let result = try sandbox.start(command.split(separator: " ").dropFirst().map(String.init)).wait()
@@ -126,14 +134,21 @@ struct EverydayPathsTests {
         // Signed out by logout.
         try sandbox.login(server, profile: profile)
         #expect(try sandbox.tokenctl("--profile", profile, "logout").status == 0)
-        try runHints(try outputs([["status"], ["status", "--json"], ["token"], ["doctor"], ["refresh"], ["refresh", "--all"], ["status", "--all"]]), "signed out")
+        try runHints(
+            try outputs([
+                ["status"], ["status", "--json"], ["token"], ["doctor"], ["refresh"], ["refresh", "--all"],
+                ["status", "--all"],
+            ]), "signed out")
 
         // A session the server ended.
         _ = try sandbox.login(server, profile: profile)
-        try server.configure(["faults": [["status": 400, "body": ["error": "invalid_grant"], "content_type": "application/json"]]])
+        try server.configure([
+            "faults": [["status": 400, "body": ["error": "invalid_grant"], "content_type": "application/json"]]
+        ])
         let ended = try sandbox.tokenctl("--profile", profile, "token", "--force")
         #expect(ended.status == 77, "\(ended)")
-        try runHints([ended.stderr] + (try outputs([["status"], ["status", "--json"], ["doctor"], ["token"]])), "ended")
+        try runHints(
+            [ended.stderr] + (try outputs([["status"], ["status", "--json"], ["doctor"], ["token"]])), "ended")
 
         // A keyring item that is not a token set.
         _ = try sandbox.login(server, profile: profile)
@@ -146,7 +161,8 @@ struct EverydayPathsTests {
         _ = try sandbox.login(server, profile: profile)
         let file = sandbox.profileFile(profile)
         let text = try String(contentsOfFile: file, encoding: .utf8)
-        try text.split(separator: "\n").filter { !$0.hasPrefix("token_endpoint =") }.joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        try text.split(separator: "\n").filter { !$0.hasPrefix("token_endpoint =") }.joined(separator: "\n").write(
+            toFile: file, atomically: true, encoding: .utf8)
         let noEndpoint = try sandbox.tokenctl("--profile", profile, "token", "--force")
         #expect(noEndpoint.status == 78, "\(noEndpoint)")
         try runHints([noEndpoint.stderr], "no token endpoint")
@@ -156,7 +172,9 @@ struct EverydayPathsTests {
         }
     }
 
-    @Test("the hints of a confidential profile whose secret is gone, and of a refresh sent without an answer, run as printed")
+    @Test(
+        "the hints of a confidential profile whose secret is gone, and of a refresh sent without an answer, run as printed"
+    )
     func moreHintsRunAsPrinted() throws {
         let sandbox = try Sandbox()
         var settings = Self.approvals
@@ -165,15 +183,24 @@ struct EverydayPathsTests {
         let server = try AuthServer(settings)
         let profile = "everyday-secret"
         let login = try sandbox.start(
-            ["--profile", profile, "login", "--device", "--issuer", server.url, "--client-id", "cli", "--client-secret-stdin"], stdin: "s3cret\n").wait()
+            [
+                "--profile", profile, "login", "--device", "--issuer", server.url, "--client-id", "cli",
+                "--client-secret-stdin",
+            ], stdin: "s3cret\n"
+        ).wait()
         #expect(login.status == 0, "\(login)")
         // The secret item is gone (removed by hand, or by another tool).
-        _ = try runProgram("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", server.url, "kind", "client-secret"], environment: sandbox.variables)
+        _ = try runProgram(
+            "/usr/bin/secret-tool",
+            ["clear", "application", "tokenctl", "issuer", server.url, "kind", "client-secret"],
+            environment: sandbox.variables)
         let noSecret = try sandbox.tokenctl("--profile", profile, "token", "--force")
         #expect(noSecret.status == 78, "\(noSecret)")
         let secretHint = try #require(Self.quotedCommands(noSecret.stderr).first, "\(noSecret)")
         #expect(secretHint == "tokenctl --profile \(profile) login --client-secret-stdin")
-        let relogin = try sandbox.start(secretHint.split(separator: " ").dropFirst().map(String.init), stdin: "s3cret\n").wait()
+        let relogin = try sandbox.start(
+            secretHint.split(separator: " ").dropFirst().map(String.init), stdin: "s3cret\n"
+        ).wait()
         #expect(relogin.status == 0, "'\(secretHint)' as printed, with the secret on stdin: \(relogin)")
 
         // A refresh that reached the server and got no answer in time (it gets at least 5 s).
@@ -198,12 +225,15 @@ struct EverydayPathsTests {
         for name in names { try sandbox.login(server, profile: name) }
         let status = try sandbox.tokenctl("status", "--all")
         #expect(status.status == 0, "\(status)")
-        let shown = status.stdout.split(separator: "\n").filter { $0.hasPrefix("Profile ") }.map { String($0.split(separator: " ")[1].dropLast()) }
+        let shown = status.stdout.split(separator: "\n").filter { $0.hasPrefix("Profile ") }.map {
+            String($0.split(separator: " ")[1].dropLast())
+        }
         #expect(shown == names, "\(shown)")
         let json = try sandbox.tokenctl("status", "--all", "--json")
         let objects = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
         // Orphaned items of other tests in the shared keyring come after the profiles.
-        #expect(objects.filter { $0["state"] as? String != "orphaned" }.compactMap { $0["profile"] as? String } == names)
+        #expect(
+            objects.filter { $0["state"] as? String != "orphaned" }.compactMap { $0["profile"] as? String } == names)
         let before = try server.tokenRequests().count
         let refresh = try sandbox.tokenctl("refresh", "--all")
         #expect(refresh.status == 0, "\(refresh)")
@@ -211,14 +241,18 @@ struct EverydayPathsTests {
         #expect(try server.stats()["reuse_detected"] == 0)
     }
 
-    @Test("logout --forget removes the profile and its caches, leaving other profiles (and a shared issuer's caches) alone")
+    @Test(
+        "logout --forget removes the profile and its caches, leaving other profiles (and a shared issuer's caches) alone"
+    )
     func logoutForget() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
         try sandbox.login(server, profile: "everyday-a")
         try sandbox.login(server, profile: "everyday-b")
         let caches = ["discovery", "jwks"].map { sandbox.root + "/home/.cache/tokenctl/" + $0 }
-        func cached() -> Int { caches.map { (try? FileManager.default.contentsOfDirectory(atPath: $0).count) ?? 0 }.reduce(0, +) }
+        func cached() -> Int {
+            caches.map { (try? FileManager.default.contentsOfDirectory(atPath: $0).count) ?? 0 }.reduce(0, +)
+        }
         #expect(cached() >= 1)
         let forget = try sandbox.tokenctl("--profile", "everyday-a", "logout", "--forget")
         #expect(forget.status == 0, "\(forget)")
@@ -231,10 +265,14 @@ struct EverydayPathsTests {
         #expect(try sandbox.tokenctl("--profile", "everyday-a", "status").status == 78, "the profile is gone")
         #expect(try sandbox.tokenctl("--profile", "everyday-b", "logout", "--forget").status == 0)
         #expect(cached() == 0, "the last profile of the issuer took its caches along")
-        #expect(try sandbox.tokenctl("--profile", "everyday-b", "logout", "--forget").status == 78, "nothing left to remove")
+        #expect(
+            try sandbox.tokenctl("--profile", "everyday-b", "logout", "--forget").status == 78, "nothing left to remove"
+        )
     }
 
-    @Test("refresh --all skips a profile signed out by logout (exit 0) and still fails for a session the server ended (77)")
+    @Test(
+        "refresh --all skips a profile signed out by logout (exit 0) and still fails for a session the server ended (77)"
+    )
     func refreshAllSkipsSignedOut() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
@@ -245,13 +283,17 @@ struct EverydayPathsTests {
         #expect(skipped.status == 0, "\(skipped)")
         #expect(skipped.stderr.contains("everyday-out: skipped, signed out by 'logout'"), "\(skipped)")
         #expect(skipped.stderr.contains("everyday-kept: refreshed"), "\(skipped)")
-        try server.configure(["faults": [["status": 400, "body": ["error": "invalid_grant"], "content_type": "application/json"]]])
+        try server.configure([
+            "faults": [["status": 400, "body": ["error": "invalid_grant"], "content_type": "application/json"]]
+        ])
         let ended = try sandbox.tokenctl("refresh", "--all")
         #expect(ended.status == 77, "\(ended)")
         #expect(ended.stderr.contains("everyday-kept: login required"), "\(ended)")
     }
 
-    @Test("a refused revocation: the session is removed here, exit 76, the message says the token may stay valid, revocationFailed recorded", arguments: [401, 503])
+    @Test(
+        "a refused revocation: the session is removed here, exit 76, the message says the token may stay valid, revocationFailed recorded",
+        arguments: [401, 503])
     func honestLogout(status: Int) throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["revoke_fault_status": status])
@@ -263,11 +305,17 @@ struct EverydayPathsTests {
         #expect(result.stderr.contains("may stay valid at the server until it expires"), "\(result)")
         #expect(try sandbox.storedTokenSet(profile: profile, issuer: server.url) == nil, "removed here anyway")
         let events = try sandbox.tokenctl("--profile", profile, "events", "--json")
-        #expect(events.stdout.contains(#""event":"revocationFailed""#) && events.stdout.contains(#""reason":"http-\#(status)""#), "\(events)")
-        #expect(try sandbox.tokenctl("--profile", profile, "logout").status == 0, "nothing left to revoke: a second logout succeeds")
+        #expect(
+            events.stdout.contains(#""event":"revocationFailed""#)
+                && events.stdout.contains(#""reason":"http-\#(status)""#), "\(events)")
+        #expect(
+            try sandbox.tokenctl("--profile", profile, "logout").status == 0,
+            "nothing left to revoke: a second logout succeeds")
     }
 
-    @Test("-v tells the story: where the session came from, why it refreshed, the lock wait, what was stored, a capped min-ttl")
+    @Test(
+        "-v tells the story: where the session came from, why it refreshed, the lock wait, what was stored, a capped min-ttl"
+    )
     func verboseStory() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
@@ -275,7 +323,10 @@ struct EverydayPathsTests {
         try sandbox.login(server, profile: profile)
         let forced = try sandbox.tokenctl("--profile", profile, "token", "-v", "--force")
         #expect(forced.status == 0, "\(forced)")
-        for line in ["read the session of '\(profile)' from the Secret Service", "refreshing: forced", "took the profile lock", "rotated refresh token", "stored the refreshed session"] {
+        for line in [
+            "read the session of '\(profile)' from the Secret Service", "refreshing: forced", "took the profile lock",
+            "rotated refresh token", "stored the refreshed session",
+        ] {
             #expect(forced.stderr.contains(line), "\(line): \(forced.stderr)")
         }
         #expect(!forced.stderr.contains(forced.stdout.trimmingCharacters(in: .newlines)), "never the token")

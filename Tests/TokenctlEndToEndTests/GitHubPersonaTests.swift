@@ -13,25 +13,35 @@ struct GitHubPersonaTests {
     static let appClient = "Iv1.GitHubAppClient"
 
     /// `login --device` at a GitHub persona, endpoints given as GitHub's fixed paths.
-    func deviceLogin(_ sandbox: Sandbox, _ server: AuthServer, clientID: String, _ extra: String...) throws -> RunResult {
+    func deviceLogin(_ sandbox: Sandbox, _ server: AuthServer, clientID: String, _ extra: String...) throws -> RunResult
+    {
         for kind in ["session", "client-secret"] {
-            _ = try runProgram("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", server.url, "kind", kind], environment: sandbox.variables)
+            _ = try runProgram(
+                "/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", server.url, "kind", kind],
+                environment: sandbox.variables)
         }
         return try sandbox.start(
-            ["login", "--device", "--issuer", server.url, "--client-id", clientID,
-             "--token-endpoint", server.url + "/login/oauth/access_token",
-             "--device-authorization-endpoint", server.url + "/login/device/code"] + extra).wait()
+            [
+                "login", "--device", "--issuer", server.url, "--client-id", clientID,
+                "--token-endpoint", server.url + "/login/oauth/access_token",
+                "--device-authorization-endpoint", server.url + "/login/device/code",
+            ] + extra
+        ).wait()
     }
 
     func devicePolls(_ server: AuthServer) throws -> [[String: Any]] {
         try server.log().filter { ($0["grant_type"] as? String) == "urn:ietf:params:oauth:grant-type:device_code" }
     }
 
-    @Test("device login approved after several polls, a slow_down in between, every answer with HTTP 200: signed in, the wait raised to the server's interval")
+    @Test(
+        "device login approved after several polls, a slow_down in between, every answer with HTTP 200: signed in, the wait raised to the server's interval"
+    )
     func deviceLoginWithSlowDownAnswersWith200() throws {
         let sandbox = try Sandbox()
-        let server = try AuthServer(["persona": "github-oauth-app", "device_interval": 1,
-                                     "device_script": ["authorization_pending", "slow_down", "approve"]])
+        let server = try AuthServer([
+            "persona": "github-oauth-app", "device_interval": 1,
+            "device_script": ["authorization_pending", "slow_down", "approve"],
+        ])
         let result = try deviceLogin(sandbox, server, clientID: Self.oauthAppClient, "--scope", "repo gist")
         #expect(result.status == 0, "\(result)")
         #expect(result.stderr.contains("\(server.url)/login/device"), "\(result)")
@@ -41,14 +51,18 @@ struct GitHubPersonaTests {
         let times = polls.compactMap { $0["received"] as? Double }
         // The server's interval after slow_down is 6 s (1 + 5), carried in the answer.
         #expect(times.count == 3 && times[2] - times[1] >= 6, "\(times)")
-        #expect(!polls.contains { $0["outcome"] as? String == "slow_down_early" }, "no poll came before the interval: \(polls)")
+        #expect(
+            !polls.contains { $0["outcome"] as? String == "slow_down_early" },
+            "no poll came before the interval: \(polls)")
         let stored = try #require(try sandbox.storedTokenSet(issuer: server.url, clientID: Self.oauthAppClient))
         #expect((stored["access_token"] as? String)?.hasPrefix("gho_") == true)
         #expect(stored["refresh_token"] == nil && stored["expires_at"] == nil, "\(stored)")
         #expect(result.stderr.contains("no expiry stated"), "\(result)")
     }
 
-    @Test("GitHub OAuth App token served long after 300 s would have passed: no expiry stated, from the engine and from the front's hot cache, no request")
+    @Test(
+        "GitHub OAuth App token served long after 300 s would have passed: no expiry stated, from the engine and from the front's hot cache, no request"
+    )
     func oauthAppTokenHasNoStatedExpiry() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["persona": "github-oauth-app", "device_interval": 1, "device_script": ["approve"]])
@@ -61,7 +75,9 @@ struct GitHubPersonaTests {
         try sandbox.overwriteStoredTokenSet(json, issuer: server.url, clientID: Self.oauthAppClient)
         let identity = (ProfileName.default, server.url, Self.oauthAppClient)
         HotCache(environment: .fixed([:])).invalidate(profile: identity.0, issuer: identity.1, clientID: identity.2)
-        defer { HotCache(environment: .fixed([:])).invalidate(profile: identity.0, issuer: identity.1, clientID: identity.2) }
+        defer {
+            HotCache(environment: .fixed([:])).invalidate(profile: identity.0, issuer: identity.1, clientID: identity.2)
+        }
         let requests = try server.tokenRequests().count
 
         let engine = try sandbox.tokenctl("--verbose", "token")
@@ -69,7 +85,8 @@ struct GitHubPersonaTests {
         #expect(engine.stdout == accessToken + "\n")
         #expect(engine.stderr.contains("with no expiry stated"), "\(engine)")
         #expect(!engine.stderr.contains("(kernel keyring cache)"), "the engine served it: \(engine)")
-        let entry = HotCache(environment: .fixed([:])).lookup(profile: identity.0, issuer: identity.1, clientID: identity.2)
+        let entry = HotCache(environment: .fixed([:])).lookup(
+            profile: identity.0, issuer: identity.1, clientID: identity.2)
         if KernelKeyring.isAvailable() {
             let cached = try #require(entry, "the engine cached it")
             #expect(cached.statesNoExpiry && cached.expiresAt == nil)
@@ -86,7 +103,9 @@ struct GitHubPersonaTests {
         #expect(try server.tokenRequests().count == requests, "nothing was sent")
     }
 
-    @Test("token --force on an OAuth App token (the user saw a 401): no longer trusted, 77 with a sign-in hint, and it is not served again")
+    @Test(
+        "token --force on an OAuth App token (the user saw a 401): no longer trusted, 77 with a sign-in hint, and it is not served again"
+    )
     func forceOnOAuthAppToken() throws {
         let sandbox = try Sandbox()
         sandbox.useSecretServicePathOnly()
@@ -114,13 +133,16 @@ struct GitHubPersonaTests {
         #expect(status.stdout.contains("scope:         repo gist\n"), "\(status)")
     }
 
-    @Test("GitHub App: 8 h tokens and a refresh token; a dead refresh token (200 bad_refresh_token) ends the session, 77 with the server's words")
+    @Test(
+        "GitHub App: 8 h tokens and a refresh token; a dead refresh token (200 bad_refresh_token) ends the session, 77 with the server's words"
+    )
     func gitHubAppDeadRefreshToken() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["persona": "github-app"])
         let imported = try server.issue(clientID: Self.appClient, scope: "")
         let login = try sandbox.tokenctl(
-            "login", "--issuer", server.url, "--client-id", Self.appClient, "--token-endpoint", server.url + "/login/oauth/access_token",
+            "login", "--issuer", server.url, "--client-id", Self.appClient, "--token-endpoint",
+            server.url + "/login/oauth/access_token",
             "--refresh-token-stdin", stdin: imported)
         #expect(login.status == 0, "\(login)")
         let stored = try #require(try sandbox.storedTokenSet(issuer: server.url, clientID: Self.appClient))
@@ -131,19 +153,25 @@ struct GitHubPersonaTests {
         #expect(stored["scope"] == nil, "GitHub App's scope \"\" is no scope information: \(stored)")
 
         // Another client spends the refresh token (GitHub kills it on use).
-        let spent = try runProgram("/usr/bin/curl", [
-            "-sS", "-X", "POST", server.url + "/login/oauth/access_token", "-H", "Accept: application/json",
-            "--data-urlencode", "grant_type=refresh_token", "--data-urlencode", "refresh_token@-", "--data-urlencode", "client_id=\(Self.appClient)",
-        ], stdin: refreshToken)
+        let spent = try runProgram(
+            "/usr/bin/curl",
+            [
+                "-sS", "-X", "POST", server.url + "/login/oauth/access_token", "-H", "Accept: application/json",
+                "--data-urlencode", "grant_type=refresh_token", "--data-urlencode", "refresh_token@-",
+                "--data-urlencode", "client_id=\(Self.appClient)",
+            ], stdin: refreshToken)
         #expect(spent.stdout.contains("ghu_"), "\(spent)")
 
         let refreshed = try sandbox.tokenctl("refresh")
         #expect(refreshed.status == 77, "\(refreshed)")
-        #expect(refreshed.stderr.contains("bad_refresh_token: The refresh token passed is incorrect or expired."), "\(refreshed)")
+        #expect(
+            refreshed.stderr.contains("bad_refresh_token: The refresh token passed is incorrect or expired."),
+            "\(refreshed)")
         #expect(!refreshed.stderr.contains("no access_token"), "\(refreshed)")
         #expect(!refreshed.stderr.contains(refreshToken), "no token in messages")
         let last = try #require(try server.tokenRequests().last)
-        #expect(last["status"] as? Int == 200 && last["outcome"] as? String == "bad_refresh_token", "GitHub's 200: \(last)")
+        #expect(
+            last["status"] as? Int == 200 && last["outcome"] as? String == "bad_refresh_token", "GitHub's 200: \(last)")
         #expect(try sandbox.storedTokenSet(issuer: server.url, clientID: Self.appClient) == nil)
         let status = try sandbox.tokenctl("status")
         #expect(status.status == 77 && status.stdout.contains("(bad_refresh_token)"), "\(status)")
@@ -155,7 +183,8 @@ struct GitHubPersonaTests {
         let server = try AuthServer(["persona": "github-oauth-app", "device_flow_disabled": true])
         let result = try deviceLogin(sandbox, server, clientID: Self.oauthAppClient)
         #expect(result.status == 78, "\(result)")
-        #expect(result.stderr.contains("the device flow is not enabled for client '\(Self.oauthAppClient)'"), "\(result)")
+        #expect(
+            result.stderr.contains("the device flow is not enabled for client '\(Self.oauthAppClient)'"), "\(result)")
         #expect(result.stderr.contains("--browser"), "\(result)")
         #expect(try sandbox.storedTokenSet(issuer: server.url, clientID: Self.oauthAppClient) == nil)
     }

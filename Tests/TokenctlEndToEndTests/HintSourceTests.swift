@@ -40,15 +40,19 @@ struct HintSourceTests {
         for (literal, whole) in hints {
             let text = literal.text(placeholder: "X")
             let problems = Hint.problems(in: text, terminated: whole)
-            #expect(problems.isEmpty, "\(literal.path):\(literal.line) \(literal.path):\(literal.line): \(problems): \(text)")
+            #expect(
+                problems.isEmpty,
+                "\(literal.path):\(literal.line) \(literal.path):\(literal.line): \(problems): \(text)")
         }
     }
 
     @Test("the scan sees a hint that breaks the rule (a command run on by the next sentence)")
     func scanCatchesABrokenHint() {
-        let file = SwiftSourceText(path: "Broken.swift", text: #"""
-            throw TokenctlError(.storeUnavailable, "x", hint: "Create one: printf %s \"$P\" | gnome-keyring-daemon --unlock --components=secrets Nothing was sent to the server.")
-            """#)
+        let file = SwiftSourceText(
+            path: "Broken.swift",
+            text: #"""
+                throw TokenctlError(.storeUnavailable, "x", hint: "Create one: printf %s \"$P\" | gnome-keyring-daemon --unlock --components=secrets Nothing was sent to the server.")
+                """#)
         let literal = file.literals[1]
         #expect(file.codeBefore(literal.start).hasSuffix("hint:"))
         #expect(!Hint.problems(in: literal.text()).isEmpty)

@@ -16,24 +16,38 @@ struct HostileInputTests {
         let sandbox = try Sandbox()
         let server = try AuthServer()
         try sandbox.login(server)
-        try server.configure(["faults": [Self.tokenAnswer(
-            ["access_token": "at_rotated", "refresh_token": "rt_rotated", "expires_in": 3600, "token_type": "Bearer"],
-            headers: ["Date": "Sun, 06 Nov 3000000000 08:49:37 GMT"])]])
+        try server.configure([
+            "faults": [
+                Self.tokenAnswer(
+                    [
+                        "access_token": "at_rotated", "refresh_token": "rt_rotated", "expires_in": 3600,
+                        "token_type": "Bearer",
+                    ],
+                    headers: ["Date": "Sun, 06 Nov 3000000000 08:49:37 GMT"])
+            ]
+        ])
         let result = try sandbox.tokenctl("token", "--force")
         #expect(result.status == 0, "\(result)")
         #expect(result.stdout == "at_rotated\n")
         #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == "rt_rotated")
     }
 
-    @Test("a JWT access token with exp ±2^63 and no expires_in: stored clamped; token, status, refresh and min-ttl never trap", arguments: ["9223372036854775808", "-9223372036854775808"])
+    @Test(
+        "a JWT access token with exp ±2^63 and no expires_in: stored clamped; token, status, refresh and min-ttl never trap",
+        arguments: ["9223372036854775808", "-9223372036854775808"])
     func absurdJWTExpiry(exp: String) throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
         try sandbox.login(server)
         let jwt = "eyJhbGciOiJub25lIn0." + base64URL(#"{"sub":"alice","exp":"# + exp + "}") + ".sig"
-        try server.configure(["faults": [Self.tokenAnswer(["access_token": jwt, "refresh_token": "rt_2", "token_type": "Bearer"])]])
+        try server.configure([
+            "faults": [Self.tokenAnswer(["access_token": jwt, "refresh_token": "rt_2", "token_type": "Bearer"])]
+        ])
         #expect(try sandbox.tokenctl("token", "--force").status == 0)
-        for arguments in [["token"], ["token", "--min-ttl", "30"], ["status"], ["status", "--json"], ["refresh", "--if-expiring-within", "60"]] {
+        for arguments in [
+            ["token"], ["token", "--min-ttl", "30"], ["status"], ["status", "--json"],
+            ["refresh", "--if-expiring-within", "60"],
+        ] {
             let result = try sandbox.start(arguments).wait()
             #expect(result.status < 128, "\(arguments): \(result)")
             #expect([0, 75, 77].contains(result.status), "\(arguments): \(result)")
@@ -45,8 +59,15 @@ struct HostileInputTests {
         let sandbox = try Sandbox()
         let server = try AuthServer()
         try sandbox.login(server)
-        try server.configure(["faults": [Self.tokenAnswer(
-            ["access_token": "at_long", "refresh_token": "rt_long", "expires_in": 315_360_000, "token_type": "Bearer"])]])
+        try server.configure([
+            "faults": [
+                Self.tokenAnswer(
+                    [
+                        "access_token": "at_long", "refresh_token": "rt_long", "expires_in": 315_360_000,
+                        "token_type": "Bearer",
+                    ])
+            ]
+        ])
         let result = try sandbox.tokenctl("token", "--force")
         #expect(result.status == 0, "\(result)")
         #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == "rt_long")
@@ -60,7 +81,8 @@ struct HostileInputTests {
         try sandbox.login(server)
         for value in ["1e19", "-1e19", "1e308"] {
             try sandbox.overwriteStoredTokenSet(
-                #"{"access_token":"at_x","token_type":"Bearer","refresh_token":"rt_x","obtained_at":"# + value + #","expires_at":"# + value
+                #"{"access_token":"at_x","token_type":"Bearer","refresh_token":"rt_x","obtained_at":"# + value
+                    + #","expires_at":"# + value
                     + #","last_refresh_at":"# + value + "}", issuer: server.url)
             for arguments in [["token"], ["status"], ["status", "--json"]] {
                 let result = try sandbox.start(arguments).wait()
@@ -69,13 +91,16 @@ struct HostileInputTests {
         }
     }
 
-    @Test("a stored access token with a line break or an empty one is refused when read, never printed", arguments: [#"at_x\r\nX-Injected: 1"#, ""])
+    @Test(
+        "a stored access token with a line break or an empty one is refused when read, never printed",
+        arguments: [#"at_x\r\nX-Injected: 1"#, ""])
     func injectedStoredToken(token: String) throws {
         let sandbox = try Sandbox()
         sandbox.useSecretServicePathOnly()
         let server = try AuthServer()
         try sandbox.login(server)
-        try sandbox.overwriteStoredTokenSet(#"{"access_token":""# + token + #"","token_type":"Bearer","obtained_at":1800000000}"#, issuer: server.url)
+        try sandbox.overwriteStoredTokenSet(
+            #"{"access_token":""# + token + #"","token_type":"Bearer","obtained_at":1800000000}"#, issuer: server.url)
         let result = try sandbox.tokenctl("token", "--format", "header")
         #expect(result.status == 69, "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
@@ -130,23 +155,27 @@ struct HostileInputTests {
         let server = try AuthServer()
         // stdin a pipe whose writer never closes it (sleep 30 | tokenctl ...).
         let script = """
-        import subprocess, sys, time
-        start = time.time()
-        p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            p.wait(timeout=20)  # stdin stays open: nobody ever closes it
-        except subprocess.TimeoutExpired:
-            p.kill(); print("HUNG"); sys.exit(0)
-        sys.stdout.write("rc=%d elapsed=%.2f\\n" % (p.returncode, time.time() - start))
-        sys.stdout.write(p.stderr.read().decode())
-        """
+            import subprocess, sys, time
+            start = time.time()
+            p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:
+                p.wait(timeout=20)  # stdin stays open: nobody ever closes it
+            except subprocess.TimeoutExpired:
+                p.kill(); print("HUNG"); sys.exit(0)
+            sys.stdout.write("rc=%d elapsed=%.2f\\n" % (p.returncode, time.time() - start))
+            sys.stdout.write(p.stderr.read().decode())
+            """
         let result = try runProgram(
             sandbox.environment.python,
-            ["-c", script, sandbox.environment.binary, "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "2"],
+            [
+                "-c", script, sandbox.environment.binary, "login", "--issuer", server.url, "--client-id", "cli",
+                "--refresh-token-stdin", "--timeout", "2",
+            ],
             environment: sandbox.variables)
         #expect(result.stdout.contains("rc=64"), "\(result)")
         #expect(result.stdout.contains("did not end within 2 s"), "\(result)")
-        let elapsed = Double(result.stdout.split(separator: "=").last.map { String($0.prefix { $0 != "\n" }) } ?? "") ?? 99
+        let elapsed =
+            Double(result.stdout.split(separator: "=").last.map { String($0.prefix { $0 != "\n" }) } ?? "") ?? 99
         #expect(elapsed < 4, "\(result)")
     }
 
@@ -161,7 +190,8 @@ struct HostileInputTests {
         try server.waitForTokenRequests(before + 1)
         let limits = try String(contentsOfFile: "/proc/\(command.pid)/limits", encoding: .utf8)
         let core = limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") } ?? ""
-        #expect(core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"], "\(core)")
+        #expect(
+            core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"], "\(core)")
         #expect(command.wait().status == 0)
     }
 
@@ -173,7 +203,8 @@ struct HostileInputTests {
         for arguments in [["status"], ["doctor"], ["status", "--all"]] {
             let result = try sandbox.start(arguments).wait()
             for text in [result.stdout, result.stderr] {
-                #expect(!text.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(arguments): \(result)")
+                #expect(
+                    !text.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 }, "\(arguments): \(result)")
             }
         }
         let json = try sandbox.tokenctl("status", "--json")
@@ -181,7 +212,9 @@ struct HostileInputTests {
     }
 
     private func base64URL(_ text: String) -> String {
-        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+            of: "/", with: "_"
+        )
+        .replacingOccurrences(of: "=", with: "")
     }
 }

@@ -24,17 +24,23 @@ struct HotCacheTests {
         #expect(hit.status == 0, "\(hit)")
         #expect(hit.stdout == access + "\n")
         #expect(hit.stderr.isEmpty)
-        #expect(try sandbox.tokenctl("token", "--format", "header", extraEnvironment: Self.noBus).stdout == "Authorization: Bearer \(access)\n")
+        #expect(
+            try sandbox.tokenctl("token", "--format", "header", extraEnvironment: Self.noBus).stdout
+                == "Authorization: Bearer \(access)\n")
         #expect(try server.tokenRequests().count == requests, "no request to the server")
 
         // The hit's JSON is the engine's JSON.
         let hitJSON = try sandbox.tokenctl("token", "--format=json", extraEnvironment: Self.noBus)
         let engineJSON = try sandbox.tokenctl("token", "--format=json", extraEnvironment: Self.fallback)
         #expect(hitJSON.status == 0 && engineJSON.status == 0, "\(hitJSON) \(engineJSON)")
-        let hitObject = try #require(try JSONSerialization.jsonObject(with: Data(hitJSON.stdout.utf8)) as? [String: Any])
-        let engineObject = try #require(try JSONSerialization.jsonObject(with: Data(engineJSON.stdout.utf8)) as? [String: Any])
+        let hitObject = try #require(
+            try JSONSerialization.jsonObject(with: Data(hitJSON.stdout.utf8)) as? [String: Any])
+        let engineObject = try #require(
+            try JSONSerialization.jsonObject(with: Data(engineJSON.stdout.utf8)) as? [String: Any])
         #expect(Set(hitObject.keys) == Set(engineObject.keys))
-        for key in ["access_token", "token_type", "expires_at"] { #expect(hitObject[key] as? String == engineObject[key] as? String, "\(key)") }
+        for key in ["access_token", "token_type", "expires_at"] {
+            #expect(hitObject[key] as? String == engineObject[key] as? String, "\(key)")
+        }
         #expect(abs((hitObject["expires_in"] as? Int ?? 0) - (engineObject["expires_in"] as? Int ?? -9)) <= 1)
 
         // Verbose hits say where the token came from.
@@ -108,7 +114,9 @@ struct HotCacheTests {
         try sandbox.login(server)
         #expect(try sandbox.tokenctl("token").status == 0)
         #expect(try probe.key(issuer: server.url) != nil)
-        try server.configure(["faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]]])
+        try server.configure([
+            "faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]]
+        ])
         let ended = try sandbox.tokenctl("token", "--force")
         #expect(ended.status == 77, "\(ended)")
         #expect(try probe.key(issuer: server.url) == nil)
@@ -134,13 +142,16 @@ struct HotCacheTests {
         let line = try #require(try probe.procKeysLine(key))
         let timeout = line.split(separator: " ", omittingEmptySubsequences: true)[3]
         #expect(timeout != "perm", "a kernel timeout is set: \(line)")
-        #expect(timeout.hasSuffix("m") || timeout.hasSuffix("s"), "under an hour (token lifetime minus the margin): \(line)")
+        #expect(
+            timeout.hasSuffix("m") || timeout.hasSuffix("s"), "under an hour (token lifetime minus the margin): \(line)"
+        )
 
         let status = try sandbox.tokenctl("status", "--json")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
         #expect(object["cache"] as? String == "kernel-keyring")
         let fallbackStatus = try sandbox.tokenctl("status", "--json", extraEnvironment: Self.fallback)
-        let fallbackObject = try #require(try JSONSerialization.jsonObject(with: Data(fallbackStatus.stdout.utf8)) as? [String: Any])
+        let fallbackObject = try #require(
+            try JSONSerialization.jsonObject(with: Data(fallbackStatus.stdout.utf8)) as? [String: Any])
         #expect(fallbackObject["cache"] as? String == "none")
     }
 
@@ -149,7 +160,9 @@ struct HotCacheTests {
         let sandbox = try Sandbox()
         let server = try AuthServer(["access_ttl": 2])
         let refreshToken = try server.issue()
-        let login = try sandbox.tokenctl("login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken, extraEnvironment: Self.fallback)
+        let login = try sandbox.tokenctl(
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken,
+            extraEnvironment: Self.fallback)
         #expect(login.status == 0, "\(login)")
         defer { HotCache(environment: .fixed([:])).invalidate(profile: .default, issuer: server.url, clientID: "cli") }
         func token(_ arguments: String...) throws -> RunResult {
@@ -159,7 +172,9 @@ struct HotCacheTests {
         }
         let first = try token()
         #expect(first.status == 0, "\(first)")
-        #expect(first.stdout == (try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String).map { $0 + "\n" })
+        #expect(
+            first.stdout
+                == (try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String).map { $0 + "\n" })
         let again = try token()
         #expect(again.stdout == first.stdout, "served from the Secret Service without a refresh")
         let forced = try token("--force")
@@ -173,16 +188,21 @@ struct HotCacheTests {
         #expect(try token().status == 77)
     }
 
-    @Test("a planted key is ignored unless it names exactly this profile, issuer and client; --min-ttl beyond it misses")
+    @Test(
+        "a planted key is ignored unless it names exactly this profile, issuer and client; --min-ttl beyond it misses")
     func plantedKeys() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
         try sandbox.login(server)
         let access = try #require(try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String)
         let now = Date().timeIntervalSince1970
-        func payload(issuer: String, clientID: String = "cli", profile: String = "default", token: String, expiresIn: Double = 3600) throws -> String {
+        func payload(
+            issuer: String, clientID: String = "cli", profile: String = "default", token: String,
+            expiresIn: Double = 3600
+        ) throws -> String {
             let entry = HotCacheEntry(
-                profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID, accessToken: token, tokenType: "Bearer",
+                profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID, accessToken: token,
+                tokenType: "Bearer",
                 obtainedAt: now, expiresAt: now + expiresIn, issuedLifetime: 3600)
             return String(decoding: try entry.encoded(), as: UTF8.self)
         }
@@ -207,12 +227,16 @@ struct HotCacheTests {
         // which goes to the engine and the (unreachable) Secret Service.
         try probe.plant(try payload(issuer: server.url, token: "at_planted_valid", expiresIn: 100), issuer: server.url)
         #expect(try sandbox.tokenctl("token", extraEnvironment: Self.noBus).stdout == "at_planted_valid\n")
-        #expect(try sandbox.tokenctl("token", "--min-ttl", "90", extraEnvironment: Self.noBus).stdout == "at_planted_valid\n")
+        #expect(
+            try sandbox.tokenctl("token", "--min-ttl", "90", extraEnvironment: Self.noBus).stdout
+                == "at_planted_valid\n")
         let longer = try sandbox.tokenctl("token", "--min-ttl", "200", extraEnvironment: Self.noBus)
         #expect(longer.status == 69, "--min-ttl beyond what is left bypasses the cache: \(longer)")
     }
 
-    @Test("a miss while another process refreshes waits for it and serves the token it cached, without the Secret Service")
+    @Test(
+        "a miss while another process refreshes waits for it and serves the token it cached, without the Secret Service"
+    )
     func waitsForAnotherProcessRefresh() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
@@ -220,7 +244,8 @@ struct HotCacheTests {
         let now = Date().timeIntervalSince1970
         func plant(_ token: String, expiresIn: Double) throws {
             let entry = HotCacheEntry(
-                profile: ProfileName(rawValue: "default")!, issuer: server.url, clientID: "cli", accessToken: token, tokenType: "Bearer",
+                profile: ProfileName(rawValue: "default")!, issuer: server.url, clientID: "cli", accessToken: token,
+                tokenType: "Bearer",
                 obtainedAt: now, expiresAt: now + expiresIn, issuedLifetime: 3600)
             try probe.plant(String(decoding: try entry.encoded(), as: UTF8.self), issuer: server.url)
         }
@@ -228,7 +253,9 @@ struct HotCacheTests {
         let lockPath = sandbox.variables["TOKENCTL_RUNTIME_DIR"]! + "/tokenctl/default.lock"
         func holdLock() throws -> Int32 {
             let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard descriptor >= 0, flock(descriptor, LOCK_EX) == 0 else { throw HarnessError("cannot lock \(lockPath)") }
+            guard descriptor >= 0, flock(descriptor, LOCK_EX) == 0 else {
+                throw HarnessError("cannot lock \(lockPath)")
+            }
             return descriptor
         }
         /// Whether the process has the lock file open, i.e. is watching the lock (polled for up
@@ -237,7 +264,10 @@ struct HotCacheTests {
             for _ in 0..<400 {
                 let directory = "/proc/\(command.pid)/fd"
                 for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
-                    if (try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + name)) == lockPath { return true }
+                    if (try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + name)) == lockPath
+                    {
+                        return true
+                    }
                 }
                 Thread.sleep(forTimeInterval: 0.05)
             }
@@ -298,7 +328,7 @@ struct HotCacheTests {
             do {
                 result = try runProgram(lonely, ["status"], environment: sandbox.variables)
                 break
-            } catch where "\(error)".contains("Text file busy") {
+            } catch  where "\(error)".contains("Text file busy") {
                 sleep(seconds: 0.05)
             }
         }

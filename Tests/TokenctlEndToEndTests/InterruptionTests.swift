@@ -59,10 +59,14 @@ struct InterruptionTests {
         }
         #expect(try sandbox.tokenctl("status").status == 0)
         #expect(try server.stats()["reuse_detected"] == 0)
-        print("sigkill with grace: 20 kills, \(killedMidRequest) after the request reached the server, \(keyringCrashes) keyring daemon crashes, 0 sessions lost")
+        print(
+            "sigkill with grace: 20 kills, \(killedMidRequest) after the request reached the server, \(keyringCrashes) keyring daemon crashes, 0 sessions lost"
+        )
     }
 
-    @Test("SIGKILL without a grace period: a session can only be lost inside the request/write window, and then cleanly (77)")
+    @Test(
+        "SIGKILL without a grace period: a session can only be lost inside the request/write window, and then cleanly (77)"
+    )
     func sigkillWithoutGracePeriod() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -86,10 +90,14 @@ struct InterruptionTests {
                 try sandbox.login(server)
             }
         }
-        print("sigkill without grace: 20 kills, \(lost) sessions lost (server rotated, process died before the answer came), \(keyringCrashes) keyring daemon crashes")
+        print(
+            "sigkill without grace: 20 kills, \(lost) sessions lost (server rotated, process died before the answer came), \(keyringCrashes) keyring daemon crashes"
+        )
     }
 
-    @Test("SIGKILL while the refresh request is held at a no-grace server: the next refresh succeeds, the killed one's request is answered after it as a reuse, and the session ends: the one loss a kill may cost")
+    @Test(
+        "SIGKILL while the refresh request is held at a no-grace server: the next refresh succeeds, the killed one's request is answered after it as a reuse, and the session ends: the one loss a kill may cost"
+    )
     func sigkillWithRequestHeldAtServer() throws {
         // The trace of issue 24 point 9 (a kill, the refresh right after it succeeds, the next
         // wave all 77 with the reuse of an older refresh token): not something the killed
@@ -114,9 +122,12 @@ struct InterruptionTests {
         let grants = Array(try server.tokenRequests().dropFirst(before))
         #expect(grants.count == 2, "\(grants)")
         let first = try #require(grants.first { ($0["outcome"] as? String) == "issued" })
-        let reuse = try #require(grants.first { ($0["outcome"] as? String) == "reuse_detected" }, "the killed request, answered last")
+        let reuse = try #require(
+            grants.first { ($0["outcome"] as? String) == "reuse_detected" }, "the killed request, answered last")
         #expect(reuse["refresh_token"] as? String == first["refresh_token"] as? String)
-        #expect((reuse["received"] as? Double ?? 0) < (first["received"] as? Double ?? 0), "it arrived first, before the kill")
+        #expect(
+            (reuse["received"] as? Double ?? 0) < (first["received"] as? Double ?? 0),
+            "it arrived first, before the kill")
         let after = try sandbox.tokenctl("token", "--force")
         #expect(after.status == 77, "the server revoked the family: \(after)")
     }

@@ -10,7 +10,8 @@ struct KeyQuotaTests {
     /// The "journal quota" check of `doctor --json`: (level, detail, hint).
     static func journalQuotaCheck(_ user: NonRootUser) throws -> (level: String, detail: String, hint: String?) {
         let result = try user.tokenctl("doctor", "--json")
-        let document = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result)")
+        let document = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result)")
         let checks = try #require(document["checks"] as? [[String: Any]])
         let check = try #require(checks.first { $0["name"] as? String == "journal quota" }, "\(result)")
         return (check["level"] as? String ?? "?", check["detail"] as? String ?? "?", check["hint"] as? String)
@@ -22,7 +23,9 @@ struct KeyQuotaTests {
         return Int(text[..<range.lowerBound].split(separator: " ").last ?? "")
     }
 
-    @Test("doctor as a non-root user: ok with the room left and the largest session's size; a warning with both figures once another program fills the quota")
+    @Test(
+        "doctor as a non-root user: ok with the room left and the largest session's size; a warning with both figures once another program fills the quota"
+    )
     func doctorMeasuresTheQuota() throws {
         let user = try NonRootUser()
         let server = try AuthServer()
@@ -39,14 +42,19 @@ struct KeyQuotaTests {
         #expect(full.level == "warn", "\(full)")
         let left = try #require(Self.number(before: " of 20000 bytes", in: full.detail), "\(full)")
         #expect(left < size, "\(full)")
-        #expect(full.detail.contains("but the largest session ('default') takes \(size) bytes and one key in the journal: a refresh now is written to the Secret Service alone"), "\(full)")
+        #expect(
+            full.detail.contains(
+                "but the largest session ('default') takes \(size) bytes and one key in the journal: a refresh now is written to the Secret Service alone"
+            ), "\(full)")
         #expect(full.hint?.contains("keyctl show @u") == true, "\(full)")
     }
 
-    @Test("a full quota and a working Secret Service: the refresh is stored, the session goes on, and nothing claims otherwise")
+    @Test(
+        "a full quota and a working Secret Service: the refresh is stored, the session goes on, and nothing claims otherwise"
+    )
     func refreshStoredWithoutJournal() throws {
         let user = try NonRootUser()
-        let server = try AuthServer()  // one-use refresh tokens, no grace period
+        let server = try AuthServer() // one-use refresh tokens, no grace period
         try server.configure(["access_ttl": 1])
         try user.login(server)
         try server.configure(["access_ttl": 3600])
@@ -60,7 +68,9 @@ struct KeyQuotaTests {
         #expect(try server.stats()["reuse_detected"] == 0)
     }
 
-    @Test("a full quota and a Secret Service write that fails: one true message, saying the session is lost (one-use server) or kept (no rotation)", arguments: [true, false])
+    @Test(
+        "a full quota and a Secret Service write that fails: one true message, saying the session is lost (one-use server) or kept (no rotation)",
+        arguments: [true, false])
     func refreshNeitherJournaledNorStored(rotating: Bool) throws {
         let user = try NonRootUser()
         let server = try AuthServer(["rotate": rotating])
@@ -79,15 +89,24 @@ struct KeyQuotaTests {
         #expect(result.status == 69, "\(result)")
         #expect(result.stdout.isEmpty, "an unsaved rotation is never printed")
         #expect(result.stderr.contains("the refreshed session could not be saved: "), "\(result)")
-        #expect(result.stderr.contains("the rotation journal (kernel keyring) could not hold it either: this user's kernel key quota is full ("), "\(result)")
+        #expect(
+            result.stderr.contains(
+                "the rotation journal (kernel keyring) could not hold it either: this user's kernel key quota is full ("
+            ), "\(result)")
         #expect(!result.stderr.contains("probably"), "\(result)")
         if rotating {
-            #expect(result.stderr.contains("The server rotated the refresh token and nothing could hold the new one, so the session is lost"), "\(result)")
+            #expect(
+                result.stderr.contains(
+                    "The server rotated the refresh token and nothing could hold the new one, so the session is lost"),
+                "\(result)")
             #expect(!result.stderr.contains("kept"), "\(result)")
             // True: the stored refresh token was spent, and nothing holds its successor.
             #expect(try user.tokenctl("token").status == 77)
         } else {
-            #expect(result.stderr.contains("The server did not rotate the refresh token, so the stored one still works: the session is kept"), "\(result)")
+            #expect(
+                result.stderr.contains(
+                    "The server did not rotate the refresh token, so the stored one still works: the session is kept"),
+                "\(result)")
             #expect(!result.stderr.contains("lost"), "\(result)")
             #expect(try user.tokenctl("token").status == 0, "the session was kept")
         }

@@ -9,13 +9,17 @@ import Testing
 @Suite("End to end: a refresh's round trips to the Secret Service", .serialized)
 struct KeyringRoundTripTests {
     private static func secretCalls(_ calls: [BusMonitor.Call]) -> [String] {
-        calls.filter { $0.interface.hasPrefix("org.freedesktop.Secret.") || $0.interface == "org.freedesktop.DBus.Properties" }.map(\.name)
+        calls.filter {
+            $0.interface.hasPrefix("org.freedesktop.Secret.") || $0.interface == "org.freedesktop.DBus.Properties"
+        }.map(\.name)
     }
 
     /// `tokenctl refresh` while the server holds its answer for 1.5 s: `meanwhile` runs once the
     /// request has arrived (after the read, before the write); the server answers at once again
     /// afterwards.
-    private static func refresh(_ sandbox: Sandbox, _ server: AuthServer, meanwhile: () throws -> Void) throws -> RunResult {
+    private static func refresh(_ sandbox: Sandbox, _ server: AuthServer, meanwhile: () throws -> Void) throws
+        -> RunResult
+    {
         try server.configure(["delay_seconds": 1.5])
         let command = try sandbox.start(["refresh"])
         try server.waitForTokenRequests(2)
@@ -25,7 +29,9 @@ struct KeyringRoundTripTests {
         return result
     }
 
-    @Test("a forced refresh: one search, one read, one SetSecret on the path the search found; no item properties, no CreateItem")
+    @Test(
+        "a forced refresh: one search, one read, one SetSecret on the path the search found; no item properties, no CreateItem"
+    )
     func forcedRefresh() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -76,7 +82,9 @@ struct KeyringRoundTripTests {
         #expect(try server.stats()["reuse_detected"] == 0)
     }
 
-    @Test("the item deleted by another program while the refresh waits for the server: the rotated set goes into a new item")
+    @Test(
+        "the item deleted by another program while the refresh waits for the server: the rotated set goes into a new item"
+    )
     func itemDeletedDuringRefresh() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -85,7 +93,9 @@ struct KeyringRoundTripTests {
         try sandbox.login(server)
         let before = try #require(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String)
         let result = try Self.refresh(sandbox, server) {
-            let cleared = try runProgram("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "profile", "default", "kind", "session"], environment: sandbox.variables)
+            let cleared = try runProgram(
+                "/usr/bin/secret-tool", ["clear", "application", "tokenctl", "profile", "default", "kind", "session"],
+                environment: sandbox.variables)
             #expect(cleared.status == 0, "\(cleared)")
             #expect(try sandbox.storedTokenSet(issuer: server.url) == nil, "deleted before the answer came")
         }
@@ -98,7 +108,9 @@ struct KeyringRoundTripTests {
         #expect(try server.stats()["reuse_detected"] == 0)
     }
 
-    @Test("the keyring daemon restarted while the refresh waits for the server: nothing written to a path of the old daemon; the session survives")
+    @Test(
+        "the keyring daemon restarted while the refresh waits for the server: nothing written to a path of the old daemon; the session survives"
+    )
     func daemonRestartedDuringRefresh() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -115,7 +127,9 @@ struct KeyringRoundTripTests {
         #expect(try sandbox.tokenctl("refresh").status == 0)
         #expect(try server.stats()["reuse_detected"] == 0, "the next refresh used the rotated token")
         #expect(!(try sandbox.tokenctl("status").stdout.contains("pending write:")))
-        let items = try runProgram("/usr/bin/secret-tool", ["search", "--all", "application", "tokenctl", "kind", "session"], environment: sandbox.variables)
+        let items = try runProgram(
+            "/usr/bin/secret-tool", ["search", "--all", "application", "tokenctl", "kind", "session"],
+            environment: sandbox.variables)
         // secret-tool prints each item's path as "[/N]" (and its secret: never shown here).
         let paths = items.stdout.split(separator: "\n").filter { $0.hasPrefix("[/") }
         #expect(paths.count == 1, "one item: \(paths)")

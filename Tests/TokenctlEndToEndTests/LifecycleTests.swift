@@ -18,7 +18,9 @@ struct LifecycleTests {
         let stored = try #require(try sandbox.storedTokenSet(issuer: server.url))
         let firstAccess = try #require(stored["access_token"] as? String)
         let loginRefreshToken = try #require(stored["refresh_token"] as? String)
-        #expect(loginRefreshToken != initialRefreshToken, "login exchanged the imported token once and stored the rotated one")
+        #expect(
+            loginRefreshToken != initialRefreshToken,
+            "login exchanged the imported token once and stored the rotated one")
         let token = try sandbox.tokenctl("token")
         #expect(token.status == 0, "\(token)")
         #expect(token.stdout == firstAccess + "\n")
@@ -64,7 +66,8 @@ struct LifecycleTests {
 
         // A second profile, then logout of the first only.
         try sandbox.login(server, profile: "other", clientID: "cli2", subject: "bob")
-        let otherBefore = try #require(try sandbox.storedTokenSet(profile: "other", issuer: server.url, clientID: "cli2"))
+        let otherBefore = try #require(
+            try sandbox.storedTokenSet(profile: "other", issuer: server.url, clientID: "cli2"))
         let finalRefreshToken = rotated["refresh_token"] as! String
         let logout = try sandbox.tokenctl("logout")
         #expect(logout.status == 0, "\(logout)")
@@ -74,7 +77,8 @@ struct LifecycleTests {
         let revocations = try server.log().filter { ($0["path"] as? String) == "/revoke" }
         #expect(revocations.count == 1)
 
-        let otherAfter = try #require(try sandbox.storedTokenSet(profile: "other", issuer: server.url, clientID: "cli2"))
+        let otherAfter = try #require(
+            try sandbox.storedTokenSet(profile: "other", issuer: server.url, clientID: "cli2"))
         #expect(otherAfter["refresh_token"] as? String == otherBefore["refresh_token"] as? String)
         #expect(try sandbox.tokenctl("--profile", "other", "token").status == 0)
 
@@ -89,7 +93,9 @@ struct LifecycleTests {
         #expect(FileManager.default.fileExists(atPath: sandbox.profileFile()))
 
         // No token anywhere on disk.
-        let secrets = [firstAccess, loginRefreshToken, forcedRefreshToken, finalRefreshToken, rotated["access_token"] as! String]
+        let secrets = [
+            firstAccess, loginRefreshToken, forcedRefreshToken, finalRefreshToken, rotated["access_token"] as! String,
+        ]
         for file in sandbox.allFiles() {
             let contents = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
             for secret in secrets { #expect(!contents.contains(secret), "token found in \(file)") }
@@ -152,7 +158,8 @@ struct LifecycleTests {
         try sandbox.login(server)
         // Hand-edit the client id: the stored item no longer matches the configuration.
         let path = sandbox.profileFile()
-        let text = try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(of: "client_id = cli", with: "client_id = someone-else")
+        let text = try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(
+            of: "client_id = cli", with: "client_id = someone-else")
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         let result = try sandbox.tokenctl("token")
         #expect(result.status == 77, "\(result)")

@@ -12,7 +12,10 @@ struct MessageWordingTests {
         let refresh = try sandbox.tokenctl("refresh")
         #expect(refresh.status == 0, "\(refresh)")
         #expect(!refresh.stderr.contains("valid for expired"), "\(refresh)")
-        #expect(refresh.stderr.range(of: #"Refreshed profile 'default'; access token expired [0-9]+ s ago\.\n"#, options: .regularExpression) != nil, "\(refresh)")
+        #expect(
+            refresh.stderr.range(
+                of: #"Refreshed profile 'default'; access token expired [0-9]+ s ago\.\n"#, options: .regularExpression)
+                != nil, "\(refresh)")
         let verbose = try sandbox.tokenctl("--verbose", "refresh", "--if-expiring-within", "60")
         #expect(!verbose.stderr.contains("valid for expired"), "\(verbose)")
     }

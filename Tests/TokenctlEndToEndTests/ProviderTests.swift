@@ -7,7 +7,9 @@ import Testing
 /// duplicate refresh ends the session there).
 @Suite("End to end: Secret Service providers", .serialized)
 struct ProviderTests {
-    @Test("lifecycle: login, token, status, refreshes from new processes (each replacing the item another process wrote), logout", arguments: PrivateProvider.Kind.allCases)
+    @Test(
+        "lifecycle: login, token, status, refreshes from new processes (each replacing the item another process wrote), logout",
+        arguments: PrivateProvider.Kind.allCases)
     func lifecycle(kind: PrivateProvider.Kind) throws {
         let provider = try PrivateProvider(kind)
         let sandbox = try Sandbox()
@@ -25,7 +27,9 @@ struct ProviderTests {
         // created (CreateItem with replace); tokenctl updates it with Item.SetSecret instead.
         for round in 0..<5 {
             let started = now()
-            let refreshed = try sandbox.start(round % 2 == 0 ? ["refresh", "--timeout", "10"] : ["token", "--force", "--timeout", "10"]).wait()
+            let refreshed = try sandbox.start(
+                round % 2 == 0 ? ["refresh", "--timeout", "10"] : ["token", "--force", "--timeout", "10"]
+            ).wait()
             #expect(refreshed.status == 0, "\(kind) round \(round): \(refreshed)")
             #expect(now() - started < 8, "\(kind) round \(round): no prompt, no hang")
         }
@@ -39,7 +43,9 @@ struct ProviderTests {
         #expect(after.status == 77, "\(kind): \(after)")
     }
 
-    @Test("an item keeps its D-Bus path, and a deleted item's path is never given to a new one (tokenctl writes a rotated set to the path its read found); a refresh makes one search and one SetSecret", arguments: PrivateProvider.Kind.allCases)
+    @Test(
+        "an item keeps its D-Bus path, and a deleted item's path is never given to a new one (tokenctl writes a rotated set to the path its read found); a refresh makes one search and one SetSecret",
+        arguments: PrivateProvider.Kind.allCases)
     func itemPaths(kind: PrivateProvider.Kind) throws {
         let provider = try PrivateProvider(kind)
         let sandbox = try Sandbox()
@@ -48,8 +54,11 @@ struct ProviderTests {
         func itemPath(_ profile: String) throws -> String? {
             let reply = try runProgram(
                 "/usr/bin/dbus-send",
-                ["--session", "--print-reply", "--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
-                 "org.freedesktop.Secret.Service.SearchItems", "dict:string:string:application,tokenctl,profile,\(profile),kind,session"],
+                [
+                    "--session", "--print-reply", "--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
+                    "org.freedesktop.Secret.Service.SearchItems",
+                    "dict:string:string:application,tokenctl,profile,\(profile),kind,session",
+                ],
                 environment: sandbox.variables)
             guard reply.status == 0 else { throw HarnessError("SearchItems failed: \(reply)") }
             let paths = reply.stdout.split(separator: "\n").compactMap { line -> String? in
@@ -79,31 +88,42 @@ struct ProviderTests {
         #expect(try server.stats()["reuse_detected"] == 0)
     }
 
-    @Test("a DPoP session: the key kept in the provider's item with the tokens, proofs accepted by the test server, refreshes and logout signed with it", arguments: PrivateProvider.Kind.allCases)
+    @Test(
+        "a DPoP session: the key kept in the provider's item with the tokens, proofs accepted by the test server, refreshes and logout signed with it",
+        arguments: PrivateProvider.Kind.allCases)
     func dpopSession(kind: PrivateProvider.Kind) throws {
         let provider = try PrivateProvider(kind)
         let sandbox = try Sandbox()
         sandbox.use(provider)
         let server = try AuthServer(["grace_seconds": 0])
-        let login = try sandbox.tokenctl("login", "--dpop", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: try server.issue())
+        let login = try sandbox.tokenctl(
+            "login", "--dpop", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin",
+            stdin: try server.issue())
         #expect(login.status == 0, "\(kind): \(login)")
         let resource = server.url + "/resource"
         for round in 0..<3 {
             let headers = try sandbox.tokenctl("token", "--format", "dpop", "--method", "GET", "--url", resource)
             #expect(headers.status == 0, "\(kind) round \(round): \(headers)")
-            let answer = try runProgram("/bin/sh", ["-c", "curl -sS -H @- \"$1\"", "sh", resource], stdin: headers.stdout)
+            let answer = try runProgram(
+                "/bin/sh", ["-c", "curl -sS -H @- \"$1\"", "sh", resource], stdin: headers.stdout)
             #expect(answer.stdout.contains("\"token_type\": \"DPoP\""), "\(kind) round \(round): \(answer)")
             let refreshed = try sandbox.tokenctl("refresh", "--timeout", "10")
             #expect(refreshed.status == 0, "\(kind) round \(round): \(refreshed)")
         }
         let stats = try server.stats()
-        #expect(stats["reuse_detected"] == 0 && stats["invalid_grant"] == 0 && stats["dpop_proofs_invalid"] == 0, "\(kind): \(stats)")
+        #expect(
+            stats["reuse_detected"] == 0 && stats["invalid_grant"] == 0 && stats["dpop_proofs_invalid"] == 0,
+            "\(kind): \(stats)")
         #expect(try sandbox.tokenctl("logout").status == 0)
         let revoke = try #require(try server.log().last { ($0["path"] as? String) == "/revoke" })
-        #expect((revoke["dpop"] as? [String: Any])?["valid"] as? Bool == true && revoke["outcome"] as? String == "revoked", "\(kind): \(revoke)")
+        #expect(
+            (revoke["dpop"] as? [String: Any])?["valid"] as? Bool == true && revoke["outcome"] as? String == "revoked",
+            "\(kind): \(revoke)")
     }
 
-    @Test("locked and unlocked mid-run: 69 with advice for this provider, nothing sent, the session intact after unlocking", arguments: PrivateProvider.Kind.allCases)
+    @Test(
+        "locked and unlocked mid-run: 69 with advice for this provider, nothing sent, the session intact after unlocking",
+        arguments: PrivateProvider.Kind.allCases)
     func lockAndUnlock(kind: PrivateProvider.Kind) throws {
         let provider = try PrivateProvider(kind)
         let sandbox = try Sandbox()
@@ -119,15 +139,20 @@ struct ProviderTests {
         #expect(locked.status == 69, "\(kind): \(locked)")
         #expect(locked.stderr.contains("the keyring is locked (\(kind))"), "\(kind): \(locked)")
         let advice: [PrivateProvider.Kind: String] = [
-            .gnomeKeyring: "gnome-keyring-daemon --replace --unlock", .keePassXC: "Unlock the database in KeePassXC", .kWallet: "Open the wallet",
+            .gnomeKeyring: "gnome-keyring-daemon --replace --unlock", .keePassXC: "Unlock the database in KeePassXC",
+            .kWallet: "Open the wallet",
         ]
         #expect(locked.stderr.contains(advice[kind]!), "\(kind): \(locked)")
-        if kind != .gnomeKeyring { #expect(!locked.stderr.contains("gnome-keyring"), "no gnome-keyring advice to a \(kind) user: \(locked)") }
+        if kind != .gnomeKeyring {
+            #expect(!locked.stderr.contains("gnome-keyring"), "no gnome-keyring advice to a \(kind) user: \(locked)")
+        }
         #expect(try server.stats()["token_requests"] == requestsBefore, "nothing is sent while the keyring is locked")
 
         let status = try sandbox.tokenctl("status")
         #expect(status.status == 69, "\(kind): \(status)")
-        #expect(status.stdout.contains("  problem:       the keyring is locked (\(kind)).\n  hint:          "), "message and hint apart: \(status)")
+        #expect(
+            status.stdout.contains("  problem:       the keyring is locked (\(kind)).\n  hint:          "),
+            "message and hint apart: \(status)")
         let doctor = try sandbox.tokenctl("doctor")
         #expect(doctor.stdout.contains("provider: \(kind)"), "\(kind): \(doctor)")
         #expect(doctor.stdout.contains("[FAIL] keyring: the keyring is locked"), "\(kind): \(doctor)")
@@ -138,7 +163,9 @@ struct ProviderTests {
         #expect(try server.stats()["reuse_detected"] == 0)
     }
 
-    @Test("16 processes at once on an expired token: one refresh, every process served", arguments: [PrivateProvider.Kind.gnomeKeyring, .keePassXC])
+    @Test(
+        "16 processes at once on an expired token: one refresh, every process served",
+        arguments: [PrivateProvider.Kind.gnomeKeyring, .keePassXC])
     func fanIn(kind: PrivateProvider.Kind) throws {
         let provider = try PrivateProvider(kind)
         let sandbox = try Sandbox()
@@ -154,7 +181,9 @@ struct ProviderTests {
         #expect(try server.stats()["reuse_detected"] == 0)
     }
 
-    @Test("SIGTERM during a refresh: held until the rotated set is written, then delivered; the session survives", arguments: [PrivateProvider.Kind.gnomeKeyring, .keePassXC])
+    @Test(
+        "SIGTERM during a refresh: held until the rotated set is written, then delivered; the session survives",
+        arguments: [PrivateProvider.Kind.gnomeKeyring, .keePassXC])
     func interruption(kind: PrivateProvider.Kind) throws {
         let provider = try PrivateProvider(kind)
         let sandbox = try Sandbox()
@@ -178,7 +207,9 @@ struct ProviderTests {
 /// default): items are locked per client until the user allows access.
 @Suite("End to end: KeePassXC per-item access confirmation", .serialized)
 struct KeePassXCConfirmationTests {
-    @Test("without a terminal: 69 naming the per-item lock and what to run; in a terminal: tokenctl asks, the user allows, the session is served")
+    @Test(
+        "without a terminal: 69 naming the per-item lock and what to run; in a terminal: tokenctl asks, the user allows, the session is served"
+    )
     func perItemConfirmation() throws {
         let provider = try PrivateProvider(.keePassXC, confirmsAccess: true)
         let sandbox = try Sandbox()
@@ -193,7 +224,9 @@ struct KeePassXCConfirmationTests {
         #expect(unattended.stderr.contains("Run 'tokenctl status --all' in a terminal"), "\(unattended)")
         let doctor = try sandbox.tokenctl("doctor")
         #expect(doctor.stdout.contains("[ok]   keyring: default collection unlocked"), "\(doctor)")
-        #expect(doctor.stdout.contains("KeePassXC keeps tokenctl's item locked"), "doctor tells a per-item lock from a locked collection: \(doctor)")
+        #expect(
+            doctor.stdout.contains("KeePassXC keeps tokenctl's item locked"),
+            "doctor tells a per-item lock from a locked collection: \(doctor)")
 
         // The hint, run as printed in a terminal (script(1) gives it one): tokenctl asks
         // KeePassXC, says on stderr what to approve, and waits; the user allows.
@@ -207,7 +240,8 @@ struct KeePassXCConfirmationTests {
         try provider.approvePendingRequest(timeout: 15)
         let answered = interactive.wait()
         #expect(answered.status == 0, "\(answered)")
-        #expect(answered.stdout.contains("allow it in the KeePassXC window"), "tokenctl said what to approve: \(answered)")
+        #expect(
+            answered.stdout.contains("allow it in the KeePassXC window"), "tokenctl said what to approve: \(answered)")
         #expect(answered.stdout.contains(": authenticated"), "\(answered)")
     }
 }

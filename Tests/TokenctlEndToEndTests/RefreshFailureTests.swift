@@ -14,15 +14,20 @@ struct RefreshFailureTests {
         return (sandbox, refreshToken)
     }
 
-    @Test("fake server: 500/502/503/504 are transient: retried, and a later success is used", arguments: [500, 502, 503, 504])
+    @Test(
+        "fake server: 500/502/503/504 are transient: retried, and a later success is used",
+        arguments: [500, 502, 503, 504])
     func serverErrorsAreRetried(status: Int) throws {
         let server = try AuthServer()
         let (sandbox, _) = try Self.staleSession(server)
-        try server.configure(["faults": [["status": status, "body": "<html>oops</html>", "content_type": "text/html", "count": 2]]])
+        try server.configure([
+            "faults": [["status": status, "body": "<html>oops</html>", "content_type": "text/html", "count": 2]]
+        ])
         let result = try sandbox.tokenctl("token")
         #expect(result.status == 0, "\(result)")
         #expect(try server.tokenRequests().filter { ($0["outcome"] as? String) == "fault" }.count == 2)
-        #expect(result.stdout == (try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String ?? "?") + "\n")
+        #expect(
+            result.stdout == (try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String ?? "?") + "\n")
     }
 
     @Test("fake server: a persistent 503 exits 75 within --timeout and keeps the session")
@@ -107,7 +112,7 @@ struct RefreshFailureTests {
             let server = try AuthServer()
             sandboxAndToken = try Self.staleSession(server)
             url = server.url
-        }  // the server is stopped here
+        } // the server is stopped here
         let (sandbox, refreshToken) = try #require(sandboxAndToken)
         let result = try sandbox.tokenctl("token", "--timeout", "2")
         #expect(result.status == 75, "\(result)")
@@ -119,7 +124,9 @@ struct RefreshFailureTests {
         let server = try AuthServer()
         let (sandbox, refreshToken) = try Self.staleSession(server)
         // Spend the stored refresh token behind tokenctl's back: the server now sees a replay.
-        _ = try runProgram("/usr/bin/curl", ["-s", "-d", "grant_type=refresh_token&client_id=cli&refresh_token=\(refreshToken)", server.url + "/token"])
+        _ = try runProgram(
+            "/usr/bin/curl",
+            ["-s", "-d", "grant_type=refresh_token&client_id=cli&refresh_token=\(refreshToken)", server.url + "/token"])
         let requests = try server.tokenRequests().count
         let result = try sandbox.tokenctl("token")
         #expect(result.status == 77, "\(result)")
@@ -130,11 +137,13 @@ struct RefreshFailureTests {
         #expect(try sandbox.tokenctl("token").status == 77)
     }
 
-    @Test("fake server: every unexpected answer is terminal", arguments: [
-        ["status": 401, "body": "{\"error\":\"invalid_client\"}", "content_type": "application/json"],
-        ["status": 400, "body": ""],
-        ["status": 403, "body": "<html>Forbidden</html>", "content_type": "text/html"],
-    ] as [[String: any Sendable]])
+    @Test(
+        "fake server: every unexpected answer is terminal",
+        arguments: [
+            ["status": 401, "body": "{\"error\":\"invalid_client\"}", "content_type": "application/json"],
+            ["status": 400, "body": ""],
+            ["status": 403, "body": "<html>Forbidden</html>", "content_type": "text/html"],
+        ] as [[String: any Sendable]])
     func unexpectedAnswersAreTerminal(fault: [String: any Sendable]) throws {
         let server = try AuthServer()
         let (sandbox, _) = try Self.staleSession(server)
@@ -146,10 +155,12 @@ struct RefreshFailureTests {
         #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
     }
 
-    @Test("fake server: a 200 with neither an access token nor an error (an HTML page, an empty object) is a protocol error: 76, the session kept (issue 25)", arguments: [
-        ["status": 200, "body": "<html>login page</html>", "content_type": "text/html"],
-        ["status": 200, "body": "{\"token_type\":\"bearer\"}", "content_type": "application/json"],
-    ] as [[String: any Sendable]])
+    @Test(
+        "fake server: a 200 with neither an access token nor an error (an HTML page, an empty object) is a protocol error: 76, the session kept (issue 25)",
+        arguments: [
+            ["status": 200, "body": "<html>login page</html>", "content_type": "text/html"],
+            ["status": 200, "body": "{\"token_type\":\"bearer\"}", "content_type": "application/json"],
+        ] as [[String: any Sendable]])
     func answersWithoutTokenOrErrorKeepTheSession(fault: [String: any Sendable]) throws {
         let server = try AuthServer()
         let (sandbox, refreshToken) = try Self.staleSession(server)
@@ -164,22 +175,32 @@ struct RefreshFailureTests {
     /// The access tokens of issue 24 (point 4) that a refresh answer may carry and tokenctl
     /// refuses (a null removes the member): each must leave the rotated refresh token kept.
     static let unusableAccessTokens: [[String: any Sendable]] = [
-        ["access_token": "at with spaces"], ["access_token": "at_x\r\nX-Injected: 1"], ["access_token": ""], ["access_token": 42],
+        ["access_token": "at with spaces"], ["access_token": "at_x\r\nX-Injected: 1"], ["access_token": ""],
+        ["access_token": 42],
         ["access_token": String(repeating: "a", count: 70_000)], ["access_token": NSNull()],
     ]
 
-    @Test("a rotated refresh token with an unusable access token on a one-use server: session kept, 76, the next token refreshes with the rotated token, no reuse",
-          arguments: unusableAccessTokens)
+    @Test(
+        "a rotated refresh token with an unusable access token on a one-use server: session kept, 76, the next token refreshes with the rotated token, no reuse",
+        arguments: unusableAccessTokens)
     func unusableAccessTokenKeepsRotatedRefreshToken(override: [String: any Sendable]) throws {
-        let server = try AuthServer()  // one-use refresh tokens, no grace period
+        let server = try AuthServer() // one-use refresh tokens, no grace period
         let (sandbox, refreshToken) = try Self.staleSession(server)
         try server.configure(["refresh_answer_overrides": [override]])
         let result = try sandbox.tokenctl("token")
         #expect(result.status == 76, "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
-        #expect(result.stderr.hasPrefix("Error: the server's answer to the refresh of profile 'default' is unusable: the token endpoint"), "\(result)")
-        #expect(result.stderr.contains("tokenctl kept the new one without this answer's access token: the session is kept, and the next command refreshes again."), "\(result)")
-        #expect(!result.stderr.contains("X-Injected") && !result.stderr.contains("at with spaces") && !result.stderr.contains("aaaa"), "no token material in messages")
+        #expect(
+            result.stderr.hasPrefix(
+                "Error: the server's answer to the refresh of profile 'default' is unusable: the token endpoint"),
+            "\(result)")
+        #expect(
+            result.stderr.contains(
+                "tokenctl kept the new one without this answer's access token: the session is kept, and the next command refreshes again."
+            ), "\(result)")
+        #expect(
+            !result.stderr.contains("X-Injected") && !result.stderr.contains("at with spaces")
+                && !result.stderr.contains("aaaa"), "no token material in messages")
         #expect(try server.tokenRequests().last?["overridden"] as? [String] == ["access_token"])
         let rotated = try #require(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String)
         #expect(rotated != refreshToken, "the rotated refresh token is stored")
@@ -192,15 +213,18 @@ struct RefreshFailureTests {
         #expect(requests.last?["refresh_token"] as? String == rotated, "the next refresh spends the rotated token")
         #expect(requests.last?["outcome"] as? String == "issued")
         #expect(try server.stats()["reuse_detected"] == 0)
-        #expect(next.stdout == (try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String ?? "?") + "\n")
+        #expect(
+            next.stdout == (try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String ?? "?") + "\n")
     }
 
-    @Test("refresh (forced) of a fresh, hot-cached session answered with an unusable access token: 76, and the next token refreshes instead of serving the old one")
+    @Test(
+        "refresh (forced) of a fresh, hot-cached session answered with an unusable access token: 76, and the next token refreshes instead of serving the old one"
+    )
     func unusableAccessTokenOnForcedRefresh() throws {
         let server = try AuthServer()
         let sandbox = try Sandbox()
         try sandbox.login(server)
-        let old = try sandbox.tokenctl("token")  // now in the hot cache too
+        let old = try sandbox.tokenctl("token") // now in the hot cache too
         #expect(old.status == 0, "\(old)")
         try server.configure(["refresh_answer_overrides": [["access_token": "at with spaces"]]])
         let refresh = try sandbox.tokenctl("refresh")
@@ -213,7 +237,9 @@ struct RefreshFailureTests {
         #expect(try server.stats()["reuse_detected"] == 0)
     }
 
-    @Test("refresh --all: a profile answered with an unusable access token is reported as an unusable answer, and the exit status is 76")
+    @Test(
+        "refresh --all: a profile answered with an unusable access token is reported as an unusable answer, and the exit status is 76"
+    )
     func unusableAccessTokenInRefreshAll() throws {
         let server = try AuthServer()
         let sandbox = try Sandbox()
@@ -222,15 +248,22 @@ struct RefreshFailureTests {
         try server.configure(["refresh_answer_overrides": [["access_token": ""]]])
         let result = try sandbox.tokenctl("refresh", "--all")
         #expect(result.status == 76, "\(result)")
-        #expect(result.stderr.components(separatedBy: ": unusable answer: the server's answer to the refresh of profile").count == 2, "\(result)")
+        #expect(
+            result.stderr.components(separatedBy: ": unusable answer: the server's answer to the refresh of profile")
+                .count == 2, "\(result)")
         #expect(try sandbox.tokenctl("refresh", "--all").status == 0, "both sessions go on")
         #expect(try server.stats()["reuse_detected"] == 0)
     }
 
-    @Test("an answer with neither a usable access token nor a refresh token (a non-rotating server): the session is kept, 76", arguments: [
-        ["status": 200, "body": "{\"token_type\":\"Bearer\"}", "content_type": "application/json"],
-        ["status": 200, "body": "{\"access_token\":\"has space\",\"token_type\":\"Bearer\"}", "content_type": "application/json"],
-    ] as [[String: any Sendable]])
+    @Test(
+        "an answer with neither a usable access token nor a refresh token (a non-rotating server): the session is kept, 76",
+        arguments: [
+            ["status": 200, "body": "{\"token_type\":\"Bearer\"}", "content_type": "application/json"],
+            [
+                "status": 200, "body": "{\"access_token\":\"has space\",\"token_type\":\"Bearer\"}",
+                "content_type": "application/json",
+            ],
+        ] as [[String: any Sendable]])
     func unusableAccessTokenWithoutRefreshToken(fault: [String: any Sendable]) throws {
         let server = try AuthServer(["rotate": false])
         let (sandbox, refreshToken) = try Self.staleSession(server)
@@ -243,7 +276,9 @@ struct RefreshFailureTests {
         #expect(try sandbox.tokenctl("token").status == 0)
     }
 
-    @Test("an unusable refresh token in the answer: nothing of it is stored, the session is left as it was, 76 saying it may be lost")
+    @Test(
+        "an unusable refresh token in the answer: nothing of it is stored, the session is left as it was, 76 saying it may be lost"
+    )
     func unusableRefreshToken() throws {
         let server = try AuthServer()
         let (sandbox, refreshToken) = try Self.staleSession(server)
@@ -251,7 +286,10 @@ struct RefreshFailureTests {
         let result = try sandbox.tokenctl("token")
         #expect(result.status == 76, "\(result)")
         #expect(result.stderr.contains("refresh_token contains whitespace or control characters"), "\(result)")
-        #expect(result.stderr.contains("if the server rotated its refresh token, the session is lost and the next command will say so"), "\(result)")
+        #expect(
+            result.stderr.contains(
+                "if the server rotated its refresh token, the session is lost and the next command will say so"),
+            "\(result)")
         #expect(!result.stderr.contains("rt with spaces"))
         #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
         // This server did rotate: the next refresh says the session ended.
@@ -262,15 +300,21 @@ struct RefreshFailureTests {
     func compareAndDelete() throws {
         let server = try AuthServer()
         let (sandbox, _) = try Self.staleSession(server)
-        try server.configure(["delay_seconds": 1.0, "faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]]])
+        try server.configure([
+            "delay_seconds": 1.0,
+            "faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]],
+        ])
         let command = try sandbox.start(["token"])
         try server.waitForTokenRequests(2)
         // While the doomed request is in flight, another writer stores a newer session.
-        let newer = #"{"access_token":"at_newer","token_type":"Bearer","refresh_token":"rt_newer","obtained_at":\#(now()),"expires_at":\#(now() + 3600),"issued_lifetime":3600}"#
+        let newer =
+            #"{"access_token":"at_newer","token_type":"Bearer","refresh_token":"rt_newer","obtained_at":\#(now()),"expires_at":\#(now() + 3600),"issued_lifetime":3600}"#
         try sandbox.overwriteStoredTokenSet(newer, issuer: server.url)
         let result = command.wait()
         #expect(result.status == 77, "\(result)")
-        #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == "rt_newer", "the other writer's session survives")
+        #expect(
+            try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == "rt_newer",
+            "the other writer's session survives")
     }
 
     @Test("a lock held too long by another process is transient (75)")
@@ -301,7 +345,9 @@ struct LimitsAndLocationsTests {
         #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)
     }
 
-    @Test("the refresh lock lives in the uid's runtime directory whatever XDG_RUNTIME_DIR says: a 0700 directory, an empty 0600 file")
+    @Test(
+        "the refresh lock lives in the uid's runtime directory whatever XDG_RUNTIME_DIR says: a 0700 directory, an empty 0600 file"
+    )
     func lockLocation() throws {
         let server = try AuthServer()
         let (sandbox, _) = try RefreshFailureTests.staleSession(server)

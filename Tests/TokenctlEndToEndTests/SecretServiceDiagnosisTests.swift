@@ -51,7 +51,7 @@ struct SecretServiceDiagnosisTests {
         let server = try AuthServer()
         try sandbox.login(server)
         sandbox.variables["DBUS_SESSION_BUS_ADDRESS"] = nil
-        sandbox.variables["XDG_RUNTIME_DIR"] = sandbox.root + "/runtime"  // has no bus socket
+        sandbox.variables["XDG_RUNTIME_DIR"] = sandbox.root + "/runtime" // has no bus socket
         let result = try sandbox.tokenctl("token")
         #expect(result.status == 69, "\(result)")
         #expect(result.stderr.contains("session bus"))
@@ -59,7 +59,9 @@ struct SecretServiceDiagnosisTests {
         #expect(!result.stderr.contains("X11"))
     }
 
-    @Test("a bus with no Secret Service (daemon killed between two commands): 69 'no Secret Service', the session survives a restart")
+    @Test(
+        "a bus with no Secret Service (daemon killed between two commands): 69 'no Secret Service', the session survives a restart"
+    )
     func daemonKilledBetweenCommands() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -77,7 +79,9 @@ struct SecretServiceDiagnosisTests {
         #expect(try sandbox.storedTokenSet(issuer: server.url)?["refresh_token"] as? String == refreshToken)
     }
 
-    @Test("the daemon killed during a refresh: the rotated token is served from the rotation journal, and written once the daemon is back (no grace period)")
+    @Test(
+        "the daemon killed during a refresh: the rotated token is served from the rotation journal, and written once the daemon is back (no grace period)"
+    )
     func daemonKilledDuringRefresh() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -100,7 +104,9 @@ struct SecretServiceDiagnosisTests {
         #expect(!(try sandbox.tokenctl("status").stdout.contains("pending write:")))
     }
 
-    @Test("without a kernel keyring (no journal), the daemon killed during a refresh: 69 saying the refreshed session could not be saved")
+    @Test(
+        "without a kernel keyring (no journal), the daemon killed during a refresh: 69 saying the refreshed session could not be saved"
+    )
     func daemonKilledDuringRefreshWithoutJournal() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -157,10 +163,15 @@ struct SecretServiceDiagnosisTests {
         let token = try sandbox.tokenctl("--verbose", "token")
         #expect(token.status == 0, "\(token)")
         // Named once, with where it was found (it printed the path twice: "at DIR/bus ($XDG_RUNTIME_DIR/bus)").
-        #expect(token.stderr.contains("tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(keyring.runtimeDirectory)/bus (found in $XDG_RUNTIME_DIR)\n"), "\(token)")
+        #expect(
+            token.stderr.contains(
+                "tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(keyring.runtimeDirectory)/bus (found in $XDG_RUNTIME_DIR)\n"
+            ), "\(token)")
         #expect(token.stderr.components(separatedBy: "/bus").count == 2, "the bus path once: \(token)")
         let doctor = try sandbox.tokenctl("doctor")
-        #expect(doctor.stdout.contains("session bus: unix:path=\(keyring.runtimeDirectory)/bus (from $XDG_RUNTIME_DIR)\n"), "\(doctor)")
+        #expect(
+            doctor.stdout.contains("session bus: unix:path=\(keyring.runtimeDirectory)/bus (from $XDG_RUNTIME_DIR)\n"),
+            "\(doctor)")
         let refresh = try sandbox.tokenctl("refresh")
         #expect(refresh.status == 0, "\(refresh)")
     }
@@ -176,7 +187,8 @@ struct OversizedItemTests {
         let body = #"{"access_token":"\#(big)","refresh_token":"rt_\#(big)","token_type":"Bearer","expires_in":3600}"#
         try server.configure(["faults": [["status": 200, "body": body, "content_type": "application/json"]]])
         let refreshToken = try server.issue()
-        let result = try sandbox.tokenctl("login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken)
+        let result = try sandbox.tokenctl(
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken)
         #expect(result.status == 69, "\(result)")
         #expect(result.stderr.contains("too large"))
         #expect(try sandbox.storedTokenSet(issuer: server.url) == nil)

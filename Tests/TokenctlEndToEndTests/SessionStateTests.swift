@@ -10,7 +10,9 @@ struct SessionStateTests {
         return (object["state"] as? String, result.status, object)
     }
 
-    @Test("every state through the binary: signed-out → authenticated → expired-refreshable → authenticated → ended → signed-out; store-unavailable")
+    @Test(
+        "every state through the binary: signed-out → authenticated → expired-refreshable → authenticated → ended → signed-out; store-unavailable"
+    )
     func states() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -36,7 +38,9 @@ struct SessionStateTests {
         #expect(try sandbox.tokenctl("token").status == 0)
         #expect(try state(sandbox).0 == "authenticated" || state(sandbox).0 == "expired-refreshable")
 
-        try server.configure(["faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]]])
+        try server.configure([
+            "faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]]
+        ])
         #expect(try sandbox.tokenctl("token", "--force").status == 77)
         let (ended, endedCode, endedObject) = try state(sandbox)
         #expect(ended == "ended" && endedCode == 77, "\(endedObject)")
@@ -85,7 +89,9 @@ struct SessionStateTests {
         #expect(states.last?["state"] as? String == "signed-out")
     }
 
-    @Test("events: the lifecycle is logged with significance, filters work, and no line is torn under 64 concurrent writers")
+    @Test(
+        "events: the lifecycle is logged with significance, filters work, and no line is torn under 64 concurrent writers"
+    )
     func events() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer()
@@ -98,7 +104,9 @@ struct SessionStateTests {
         #expect(try sandbox.tokenctl("logout").status == 0)
 
         let all = try sandbox.tokenctl("events", "--json")
-        let records = all.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let records = all.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
         let names = records.compactMap { $0["event"] as? String }
         #expect(names == ["signedIn", "refreshFailed", "tokenRefreshed", "sessionRevoked", "signedOut"], "\(names)")
         #expect(records.first?["significance"] as? String == "high")
@@ -122,7 +130,9 @@ struct SessionStateTests {
             #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "torn line: \(line)")
         }
         #expect(lines.filter { $0.contains("refreshFailed") }.count >= 64)
-        let mode = try FileManager.default.attributesOfItem(atPath: sandbox.root + "/state/tokenctl/events.jsonl")[.posixPermissions] as? Int
+        let mode =
+            try FileManager.default.attributesOfItem(atPath: sandbox.root + "/state/tokenctl/events.jsonl")[
+                .posixPermissions] as? Int
         #expect(mode == 0o600)
     }
 
@@ -137,7 +147,9 @@ struct SessionStateTests {
         sleep(seconds: 0.8)
         follower.signal(SIGINT)
         let result = follower.wait()
-        let names = result.stdout.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["event"] as? String }
+        let names = result.stdout.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["event"] as? String
+        }
         #expect(names == ["signedIn", "tokenRefreshed"], "\(result)")
     }
 
@@ -148,16 +160,24 @@ struct SessionStateTests {
         let imported = try sandbox.login(server)
         var outputs: [RunResult] = []
         sleep(seconds: 1.1)
-        for arguments in [["status"], ["status", "--json"], ["--verbose", "refresh"], ["--verbose", "status", "--all"], ["events"], ["events", "--json"], ["doctor"], ["doctor", "--json"]] {
+        for arguments in [
+            ["status"], ["status", "--json"], ["--verbose", "refresh"], ["--verbose", "status", "--all"], ["events"],
+            ["events", "--json"], ["doctor"], ["doctor", "--json"],
+        ] {
             outputs.append(try sandbox.tokenctl(arguments[0], arguments.count > 1 ? arguments[1] : "--verbose"))
         }
         let stored = try #require(try sandbox.storedTokenSet(issuer: server.url))
         outputs.append(try sandbox.tokenctl("logout"))
-        let secrets = [imported, stored["access_token"] as! String, stored["refresh_token"] as! String, stored["id_token"] as! String]
+        let secrets =
+            [
+                imported, stored["access_token"] as! String, stored["refresh_token"] as! String,
+                stored["id_token"] as! String,
+            ]
             + (try server.log()).compactMap { $0["refresh_token"] as? String }
         for output in outputs {
             for secret in secrets {
-                #expect(!output.stdout.contains(secret) && !output.stderr.contains(secret), "token in output: \(output)")
+                #expect(
+                    !output.stdout.contains(secret) && !output.stderr.contains(secret), "token in output: \(output)")
             }
         }
         for file in sandbox.allFiles() {

@@ -29,8 +29,10 @@ struct SignatureVerdictEndToEndTests {
     }
 
     static func base64URL(_ text: String) -> String {
-        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+            of: "/", with: "_"
+        )
+        .replacingOccurrences(of: "=", with: "")
     }
 
     @Test("verified right after login, from the keys login cached (no further JWKS request); human output says so")
@@ -48,7 +50,8 @@ struct SignatureVerdictEndToEndTests {
         let directory = sandbox.root + "/home/.cache/tokenctl/jwks"
         let files = try FileManager.default.contentsOfDirectory(atPath: directory)
         #expect(files.count == 1)
-        let fileMode = try FileManager.default.attributesOfItem(atPath: directory + "/" + files[0])[.posixPermissions] as? Int
+        let fileMode =
+            try FileManager.default.attributesOfItem(atPath: directory + "/" + files[0])[.posixPermissions] as? Int
         let directoryMode = try FileManager.default.attributesOfItem(atPath: directory)[.posixPermissions] as? Int
         #expect(fileMode == 0o600 && directoryMode == 0o700)
     }
@@ -77,15 +80,18 @@ struct SignatureVerdictEndToEndTests {
         #expect(try jwksRequests(server) == 2, "the new key is cached")
     }
 
-    @Test("a refreshed ID token with a bad signature or a forbidden alg ends the refresh: exit 77, nothing of it stored", arguments: [
-        #"{"id_token_bad_signature": true}"#, #"{"id_token_alg": "HS256"}"#,
-    ])
+    @Test(
+        "a refreshed ID token with a bad signature or a forbidden alg ends the refresh: exit 77, nothing of it stored",
+        arguments: [
+            #"{"id_token_bad_signature": true}"#, #"{"id_token_alg": "HS256"}"#,
+        ])
     func refreshedIDTokenSignature(faultJSON: String) throws {
         let fault = try #require(try JSONSerialization.jsonObject(with: Data(faultJSON.utf8)) as? [String: Any])
         let sandbox = try Sandbox()
         let server = try AuthServer()
         try sandbox.login(server, profile: Self.profile)
-        let before = try #require(try sandbox.storedTokenSet(profile: Self.profile, issuer: server.url)?["refresh_token"] as? String)
+        let before = try #require(
+            try sandbox.storedTokenSet(profile: Self.profile, issuer: server.url)?["refresh_token"] as? String)
         try server.configure(fault)
         let result = try sandbox.tokenctl("--profile", Self.profile, "token", "--force")
         #expect(result.status == 77, "\(result)")
@@ -121,7 +127,9 @@ struct SignatureVerdictEndToEndTests {
         #expect(verdict as? String == "unverified: unknown key" && code == 0, "\(object)")
         #expect(try jwksRequests(server) == 2, "one re-fetch")
         #expect(try status(sandbox).verdict as? String == "unverified: unknown key")
-        #expect(try sandbox.tokenctl("--profile", Self.profile, "status").stdout.contains("signature:     unverified: unknown key"))
+        #expect(
+            try sandbox.tokenctl("--profile", Self.profile, "status").stdout.contains(
+                "signature:     unverified: unknown key"))
         #expect(try jwksRequests(server) == 2, "no further request within the rate-limit window")
     }
 
@@ -166,7 +174,8 @@ struct SignatureVerdictEndToEndTests {
         #expect(verdict is NSNull && code == 0, "\(object)")
         #expect(object["access_token_format"] as? String == "opaque")
         let human = try sandbox.tokenctl("--profile", Self.profile, "status")
-        #expect(human.stdout.contains("signature:     none to check (no ID token; the access token is opaque)"), "\(human)")
+        #expect(
+            human.stdout.contains("signature:     none to check (no ID token; the access token is opaque)"), "\(human)")
     }
 
     @Test("without an ID token a JWT access token is checked: the test server's are HS256, so invalid (access token)")
@@ -177,6 +186,8 @@ struct SignatureVerdictEndToEndTests {
         let (verdict, code, object) = try status(sandbox)
         #expect(verdict as? String == "invalid" && code == 0, "\(object)")
         #expect(object["claims_source"] as? String == "access_token")
-        #expect(try sandbox.tokenctl("--profile", Self.profile, "status").stdout.contains("signature:     invalid (access token)\n"))
+        #expect(
+            try sandbox.tokenctl("--profile", Self.profile, "status").stdout.contains(
+                "signature:     invalid (access token)\n"))
     }
 }

@@ -13,7 +13,9 @@ struct UnattendedTests {
         try sandbox.login(healthy, profile: "healthy")
         try sandbox.login(terminal, profile: "ended")
         try sandbox.login(transient, profile: "flaky")
-        try terminal.configure(["faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]]])
+        try terminal.configure([
+            "faults": [["status": 400, "body": "{\"error\":\"invalid_grant\"}", "content_type": "application/json"]]
+        ])
         try transient.configure(["faults": [["status": 503, "count": 100]]])
         let result = try sandbox.tokenctl("refresh", "--all", "--timeout", "2")
         #expect(result.status == 77, "\(result)")
@@ -23,7 +25,9 @@ struct UnattendedTests {
         #expect(lines.contains { $0.hasPrefix("flaky: transient failure") }, "\(lines)")
         #expect(try sandbox.storedTokenSet(profile: "healthy", issuer: healthy.url) != nil)
         #expect(try sandbox.storedTokenSet(profile: "ended", issuer: terminal.url) == nil)
-        #expect(try sandbox.storedTokenSet(profile: "flaky", issuer: transient.url) != nil, "a transient failure keeps the session")
+        #expect(
+            try sandbox.storedTokenSet(profile: "flaky", issuer: transient.url) != nil,
+            "a transient failure keeps the session")
 
         // Without the ended profile the worst outcome is transient: 75.
         try transient.configure(["faults": [["status": 503, "count": 100]]])
@@ -32,7 +36,9 @@ struct UnattendedTests {
         #expect(try sandbox.tokenctl("refresh", "--all", "--timeout", "2").status == 75)
     }
 
-    @Test("refresh --all over 12 profiles at one issuer: one request each, over kept-alive connections (at most 8, the run's width), no reuse of a rotated token")
+    @Test(
+        "refresh --all over 12 profiles at one issuer: one request each, over kept-alive connections (at most 8, the run's width), no reuse of a rotated token"
+    )
     func refreshAllReusesConnections() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["grace_seconds": 0])
@@ -64,7 +70,9 @@ struct UnattendedTests {
         #expect(try server.tokenRequests().count == before + 1)
     }
 
-    @Test("fake crontab: schedule install --cron is idempotent, keeps other entries, and remove takes away exactly its block")
+    @Test(
+        "fake crontab: schedule install --cron is idempotent, keeps other entries, and remove takes away exactly its block"
+    )
     func cronSchedule() throws {
         let sandbox = try Sandbox()
         let crontabFile = try sandbox.useFakeCrontab()
@@ -78,11 +86,15 @@ struct UnattendedTests {
         #expect(text.contains("*/15 * * * * "))
         #expect(text.contains("refresh --all --if-expiring-within 1860"))
         #expect(text.contains("XDG_RUNTIME_DIR="), "cron gets the runtime directory so the bus is found")
-        #expect(text.contains("/tokenctl refresh --all") && !text.contains("tokenctl-engine"), "the entry runs the front: \(text)")
+        #expect(
+            text.contains("/tokenctl refresh --all") && !text.contains("tokenctl-engine"),
+            "the entry runs the front: \(text)")
         let status = try sandbox.tokenctl("schedule", "status")
         #expect(status.status == 0 && status.stdout.contains("cron: */15"), "\(status)")
 
-        #expect(try sandbox.tokenctl("schedule", "install", "--cron", "--every", "7m").status == 64, "cron cannot run every 7 min")
+        #expect(
+            try sandbox.tokenctl("schedule", "install", "--cron", "--every", "7m").status == 64,
+            "cron cannot run every 7 min")
         #expect(try sandbox.tokenctl("schedule", "remove").status == 0)
         #expect(try String(contentsOfFile: crontabFile, encoding: .utf8) == "MAILTO=me\n0 3 * * * backup\n")
         #expect(try sandbox.tokenctl("schedule", "status").status == 1)
@@ -106,10 +118,17 @@ struct UnattendedTests {
         #expect(timer.contains("OnUnitActiveSec=3600s"))
         #expect(service.contains("refresh --all --if-expiring-within 7260"))
         #expect(service.contains("ExecStart=/"))
-        #expect(service.contains("/tokenctl refresh --all"), "the schedule runs the front, not tokenctl-engine: \(service)")
-        #expect(try String(contentsOfFile: calls, encoding: .utf8).contains("--user enable --now tokenctl-refresh.timer"))
+        #expect(
+            service.contains("/tokenctl refresh --all"), "the schedule runs the front, not tokenctl-engine: \(service)")
+        #expect(
+            try String(contentsOfFile: calls, encoding: .utf8).contains("--user enable --now tokenctl-refresh.timer"))
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") {
-            let verify = try runProgram("/usr/bin/systemd-analyze", ["verify", "--man=no", unitDirectory + "/tokenctl-refresh.service", unitDirectory + "/tokenctl-refresh.timer"], environment: sandbox.variables)
+            let verify = try runProgram(
+                "/usr/bin/systemd-analyze",
+                [
+                    "verify", "--man=no", unitDirectory + "/tokenctl-refresh.service",
+                    unitDirectory + "/tokenctl-refresh.timer",
+                ], environment: sandbox.variables)
             #expect(verify.status == 0, "systemd-analyze verify: \(verify)")
         }
         #expect(try sandbox.tokenctl("schedule", "install", "--systemd", "--every", "1h").status == 0, "idempotent")
@@ -124,7 +143,8 @@ struct UnattendedTests {
         let sandbox = try Sandbox()
         let bin = sandbox.root + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
-        try writeExecutable(bin + "/systemctl", "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n")
+        try writeExecutable(
+            bin + "/systemctl", "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n")
         sandbox.variables["PATH"] = bin + ":" + sandbox.variables["PATH"]!
         let result = try sandbox.tokenctl("schedule", "install", "--systemd")
         #expect(result.status == 69, "\(result)")
@@ -147,8 +167,10 @@ struct ResidueTests {
         try sandbox.login(server, profile: "repointed", clientID: "old-client")
         try FileManager.default.removeItem(atPath: sandbox.profileFile("deleted"))
         let path = sandbox.profileFile("repointed")
-        try (try String(contentsOfFile: path, encoding: .utf8)).replacingOccurrences(of: "client_id = old-client", with: "client_id = new-client")
-            .write(toFile: path, atomically: true, encoding: .utf8)
+        try (try String(contentsOfFile: path, encoding: .utf8)).replacingOccurrences(
+            of: "client_id = old-client", with: "client_id = new-client"
+        )
+        .write(toFile: path, atomically: true, encoding: .utf8)
 
         // A re-created / re-pointed profile starts signed out.
         #expect(try sandbox.tokenctl("--profile", "repointed", "token").status == 77)
@@ -187,10 +209,14 @@ struct ResidueTests {
         #expect(doctor.stdout.contains("issuer \(server.url)"), "\(doctor)")
         #expect(try server.log().count > before, "the issuer was asked over HTTP first")
         #expect(probe.ran, "doctor ran crontab -l: \(doctor)")
-        #expect(sockets(probe.seen).subtracting(given).isEmpty, "crontab got sockets tokenctl was not given: \(sockets(probe.seen).subtracting(given))")
+        #expect(
+            sockets(probe.seen).subtracting(given).isEmpty,
+            "crontab got sockets tokenctl was not given: \(sockets(probe.seen).subtracting(given))")
     }
 
-    @Test("doctor: no schedule is a warning (exit 0); all checks pass with one; --json has levels; a locked keyring fails its line")
+    @Test(
+        "doctor: no schedule is a warning (exit 0); all checks pass with one; --json has levels; a locked keyring fails its line"
+    )
     func doctor() throws {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
@@ -200,9 +226,14 @@ struct ResidueTests {
         try sandbox.useFakeCrontab()
 
         let missingSchedule = try sandbox.tokenctl("doctor")
-        #expect(missingSchedule.status == 0, "token works without a schedule: a warning, not a failure: \(missingSchedule)")
-        #expect(missingSchedule.stdout.contains("[warn] refresh schedule"), "ASCII marks when stdout is not a terminal: \(missingSchedule)")
-        #expect(missingSchedule.stdout.contains("    Run 'tokenctl schedule install'"), "a warning carries its advice: \(missingSchedule)")
+        #expect(
+            missingSchedule.status == 0, "token works without a schedule: a warning, not a failure: \(missingSchedule)")
+        #expect(
+            missingSchedule.stdout.contains("[warn] refresh schedule"),
+            "ASCII marks when stdout is not a terminal: \(missingSchedule)")
+        #expect(
+            missingSchedule.stdout.contains("    Run 'tokenctl schedule install'"),
+            "a warning carries its advice: \(missingSchedule)")
         let warnings = try sandbox.tokenctl("doctor", "--json")
         #expect(warnings.stdout.contains(#""name":"refresh schedule","ok":true,"level":"warn""#), "\(warnings)")
 
@@ -210,7 +241,10 @@ struct ResidueTests {
         let healthy = try sandbox.tokenctl("doctor")
         #expect(healthy.status == 0, "\(healthy)")
         #expect(healthy.stdout.contains("[ok]   hot cache: kernel user keyring"), "\(healthy.stdout)")
-        for name in ["configuration", "session bus", "secret service", "keyring", "hot cache", "session 'default'", "clock", "lock directory", "refresh schedule"] {
+        for name in [
+            "configuration", "session bus", "secret service", "keyring", "hot cache", "session 'default'", "clock",
+            "lock directory", "refresh schedule",
+        ] {
             #expect(healthy.stdout.contains("[ok]   \(name)"), "\(name): \(healthy.stdout)")
         }
         let json = try sandbox.tokenctl("doctor", "--json")
@@ -231,7 +265,10 @@ extension Sandbox {
     func useFakeCrontab() throws -> String {
         let table = root + "/home/crontab.txt"
         let program = root + "/fake-crontab"
-        try writeExecutable(program, "#!/bin/sh\nf=\"\(table)\"\ncase \"$1\" in -l) [ -f \"$f\" ] && exec cat \"$f\"; echo \"no crontab for test\" >&2; exit 1;; -) cat > \"$f\";; esac\n")
+        try writeExecutable(
+            program,
+            "#!/bin/sh\nf=\"\(table)\"\ncase \"$1\" in -l) [ -f \"$f\" ] && exec cat \"$f\"; echo \"no crontab for test\" >&2; exit 1;; -) cat > \"$f\";; esac\n"
+        )
         variables["TOKENCTL_CRONTAB"] = program
         return table
     }

@@ -98,7 +98,8 @@ struct CommandLineParserTests {
     @Test("unknown option of a command suggests the closest option and names the command")
     func unknownOptionWithHint() {
         let error = usageError("token", "--min-tll", "5")
-        #expect(error == UsageError("Unknown option '--min-tll' for 'token'. Did you mean '--min-ttl'?", command: "token"))
+        #expect(
+            error == UsageError("Unknown option '--min-tll' for 'token'. Did you mean '--min-ttl'?", command: "token"))
     }
 
     @Test("unknown option of a command can suggest a global option")
@@ -134,13 +135,16 @@ struct CommandLineParserTests {
 
     @Test("an option without its value at the end is a usage error")
     func missingValue() {
-        #expect(usageError("token", "--min-ttl") == UsageError("Missing value for '--min-ttl <seconds>'.", command: "token"))
+        #expect(
+            usageError("token", "--min-ttl") == UsageError("Missing value for '--min-ttl <seconds>'.", command: "token")
+        )
     }
 
     @Test("--profile without its value is a usage error")
     func missingProfileValue() {
         #expect(usageError("--profile") == UsageError("Missing value for '--profile <name>'.", command: nil))
-        #expect(usageError("token", "--profile") == UsageError("Missing value for '--profile <name>'.", command: "token"))
+        #expect(
+            usageError("token", "--profile") == UsageError("Missing value for '--profile <name>'.", command: "token"))
     }
 
     @Test("-- ends option parsing: later words are arguments even if they look like options")
@@ -170,15 +174,22 @@ struct CommandLineParserTests {
     @Test("a flag given a value is a usage error")
     func flagWithValue() {
         #expect(usageError("token", "--force=yes") == UsageError("'--force' does not take a value.", command: "token"))
-        #expect(usageError("token", "--verbose=1") == UsageError("'--verbose' does not take a value.", command: "token"))
+        #expect(
+            usageError("token", "--verbose=1") == UsageError("'--verbose' does not take a value.", command: "token"))
         #expect(usageError("--verbose=1", "token") == UsageError("'--verbose' does not take a value.", command: nil))
     }
 
     @Test("an option given twice is a usage error, whatever the spelling")
     func optionTwice() {
-        #expect(usageError("token", "--min-ttl", "1", "--min-ttl=2") == UsageError("'--min-ttl' was given more than once.", command: "token"))
-        #expect(usageError("--profile", "a", "token", "--profile=b") == UsageError("'--profile' was given more than once.", command: "token"))
-        #expect(usageError("--profile", "a", "--profile", "b") == UsageError("'--profile' was given more than once.", command: nil))
+        #expect(
+            usageError("token", "--min-ttl", "1", "--min-ttl=2")
+                == UsageError("'--min-ttl' was given more than once.", command: "token"))
+        #expect(
+            usageError("--profile", "a", "token", "--profile=b")
+                == UsageError("'--profile' was given more than once.", command: "token"))
+        #expect(
+            usageError("--profile", "a", "--profile", "b")
+                == UsageError("'--profile' was given more than once.", command: nil))
     }
 
     @Test("a flag given twice is accepted")
@@ -212,7 +223,8 @@ struct CommandLineParserTests {
     @Test("help of an unknown command is an unknown-command error with a hint")
     func helpUnknown() {
         #expect(usageError("help", "nope") == UsageError("Unknown command 'nope'.", command: nil))
-        #expect(usageError("help", "statu") == UsageError("Unknown command 'statu'. Did you mean 'status'?", command: nil))
+        #expect(
+            usageError("help", "statu") == UsageError("Unknown command 'statu'. Did you mean 'status'?", command: nil))
     }
 
     @Test("help takes one command name only")
@@ -220,16 +232,18 @@ struct CommandLineParserTests {
         #expect(usageError("help", "token", "status") == UsageError("'help' takes one command name.", command: nil))
     }
 
-    @Test("-h and --help anywhere ask for help", arguments: [
-        (["-h"], Invocation.Action.topLevelHelp),
-        (["--help"], .topLevelHelp),
-        (["token", "-h"], .commandHelp("token")),
-        (["-h", "token"], .commandHelp("token")),
-        (["--help", "token"], .commandHelp("token")),
-        (["token", "--min-ttl", "5", "--help"], .commandHelp("token")),
-        (["--profile", "x", "status", "--all", "-h"], .commandHelp("status")),
-        (["show", "thing", "--help"], .commandHelp("show")),
-    ])
+    @Test(
+        "-h and --help anywhere ask for help",
+        arguments: [
+            (["-h"], Invocation.Action.topLevelHelp),
+            (["--help"], .topLevelHelp),
+            (["token", "-h"], .commandHelp("token")),
+            (["-h", "token"], .commandHelp("token")),
+            (["--help", "token"], .commandHelp("token")),
+            (["token", "--min-ttl", "5", "--help"], .commandHelp("token")),
+            (["--profile", "x", "status", "--all", "-h"], .commandHelp("status")),
+            (["show", "thing", "--help"], .commandHelp("show")),
+        ])
     func helpAnywhere(arguments: [String], expected: Invocation.Action) throws {
         #expect(try TestCommands.parser.parse(arguments).action == expected)
     }
@@ -247,13 +261,15 @@ struct CommandLineParserTests {
         #expect(usageError("token", "--version")?.message.hasPrefix("Unknown option '--version' for 'token'.") == true)
     }
 
-    @Test("global --profile before or after the command, in either spelling", arguments: [
-        ["--profile", "work", "token"],
-        ["--profile=work", "token"],
-        ["token", "--profile", "work"],
-        ["token", "--profile=work"],
-        ["token", "--min-ttl", "5", "--profile", "work"],
-    ])
+    @Test(
+        "global --profile before or after the command, in either spelling",
+        arguments: [
+            ["--profile", "work", "token"],
+            ["--profile=work", "token"],
+            ["token", "--profile", "work"],
+            ["token", "--profile=work"],
+            ["token", "--min-ttl", "5", "--profile", "work"],
+        ])
     func globalProfile(arguments: [String]) throws {
         let invocation = try TestCommands.parser.parse(arguments)
         #expect(invocation.profileName == "work")
@@ -261,9 +277,11 @@ struct CommandLineParserTests {
         #expect(invocation.options.values["--profile"] == nil)
     }
 
-    @Test("--verbose and -v before or after the command", arguments: [
-        ["--verbose", "token"], ["-v", "token"], ["token", "--verbose"], ["token", "-v"],
-    ])
+    @Test(
+        "--verbose and -v before or after the command",
+        arguments: [
+            ["--verbose", "token"], ["-v", "token"], ["token", "--verbose"], ["token", "-v"],
+        ])
     func verbose(arguments: [String]) throws {
         let invocation = try TestCommands.parser.parse(arguments)
         #expect(invocation.verbose)
@@ -293,11 +311,13 @@ struct CommandLineParserTests {
 
 @Suite("editDistance and closestMatch")
 struct EditDistanceTests {
-    @Test("Levenshtein distances", arguments: [
-        ("", "", 0), ("", "abc", 3), ("abc", "", 3), ("token", "token", 0),
-        ("kitten", "sitting", 3), ("flaw", "lawn", 2), ("tokn", "token", 1),
-        ("statsu", "status", 2), ("é", "e", 1), ("abc", "cba", 2),
-    ])
+    @Test(
+        "Levenshtein distances",
+        arguments: [
+            ("", "", 0), ("", "abc", 3), ("abc", "", 3), ("token", "token", 0),
+            ("kitten", "sitting", 3), ("flaw", "lawn", 2), ("tokn", "token", 1),
+            ("statsu", "status", 2), ("é", "e", 1), ("abc", "cba", 2),
+        ])
     func distance(a: String, b: String, expected: Int) {
         #expect(editDistance(a, b) == expected)
         #expect(editDistance(b, a) == expected)
@@ -386,7 +406,9 @@ struct HelpFormatterTests {
 
     @Test("top-level help has OVERVIEW, USAGE, OPTIONS with --version, SUBCOMMANDS and the footer")
     func topLevel() {
-        let text = formatter.topLevelHelp(overview: "Manage tokens.", commands: TestCommands.parser.commands, footer: "See 'tokenctl help <command>'.")
+        let text = formatter.topLevelHelp(
+            overview: "Manage tokens.", commands: TestCommands.parser.commands, footer: "See 'tokenctl help <command>'."
+        )
         #expect(text.hasPrefix("OVERVIEW: Manage tokens.\n"))
         #expect(text.contains("\nUSAGE: tokenctl [--profile <name>] <command> [<options>]\n"))
         #expect(text.contains("\nOPTIONS:\n"))

@@ -23,7 +23,9 @@ private func stringValue(_ literal: [UInt8]) throws(FlatJSONObjectError) -> Stri
     try FlatJSONObject(parsing: Array(#"{"k":"#.utf8) + literal + [UInt8(ascii: "}")]).string("k")
 }
 
-private func stringValue(_ literal: String) throws(FlatJSONObjectError) -> String? { try stringValue(Array(literal.utf8)) }
+private func stringValue(_ literal: String) throws(FlatJSONObjectError) -> String? {
+    try stringValue(Array(literal.utf8))
+}
 
 /// A document using every feature the reader accepts.
 private let richDocument = #"""
@@ -56,7 +58,8 @@ struct FlatJSONObjectStructureTests {
     @Test("space, tab, CR and LF between every token")
     func whitespace() throws {
         let ws = " \t\r\n"
-        let text = ws + "{" + ws + #""a""# + ws + ":" + ws + "1" + ws + "," + ws + #""b""# + ws + ":" + ws + #""x""# + ws
+        let text =
+            ws + "{" + ws + #""a""# + ws + ":" + ws + "1" + ws + "," + ws + #""b""# + ws + ":" + ws + #""x""# + ws
             + "," + ws + #""c""# + ws + ":" + ws + "null" + ws + "}" + ws
         let object = try parse(text)
         #expect(object["a"] == .number(1))
@@ -64,7 +67,9 @@ struct FlatJSONObjectStructureTests {
         #expect(object["c"] == .null)
     }
 
-    @Test("no other whitespace: form feed, vertical tab, NBSP, U+2028, BOM", arguments: ["\u{0C}", "\u{0B}", "\u{A0}", "\u{2028}", "\u{FEFF}"])
+    @Test(
+        "no other whitespace: form feed, vertical tab, NBSP, U+2028, BOM",
+        arguments: ["\u{0C}", "\u{0B}", "\u{A0}", "\u{2028}", "\u{FEFF}"])
     func otherWhitespace(space: String) {
         #expect(problem(space + "{}") == .expectedObject)
         #expect(problem("{" + space + "}") == .expectedKey)
@@ -72,7 +77,9 @@ struct FlatJSONObjectStructureTests {
         #expect(problem("{}" + space) == .trailingContent)
     }
 
-    @Test("nothing but whitespace after the closing brace", arguments: ["{}x", "{}{}", "{} 1", "{}\u{0}", #"{"a":1}}"#, #"{"a":1},"#])
+    @Test(
+        "nothing but whitespace after the closing brace",
+        arguments: ["{}x", "{}{}", "{} 1", "{}\u{0}", #"{"a":1}}"#, #"{"a":1},"#])
     func trailingContent(text: String) {
         #expect(problem(text) == .trailingContent)
     }
@@ -110,16 +117,22 @@ struct FlatJSONObjectStructureTests {
         #expect(throws: FlatJSONObjectError.self) { try parse(#"{"a":"# + literal + "}") }
     }
 
-    @Test("a nested object or array is validated and kept only as .nested", arguments: ["{}", "[]", "[1]", #"{"b":1}"#, "[[]]", #"[{"c":[null,true,"x",1e3]}]"#])
+    @Test(
+        "a nested object or array is validated and kept only as .nested",
+        arguments: ["{}", "[]", "[1]", #"{"b":1}"#, "[[]]", #"[{"c":[null,true,"x",1e3]}]"#])
     func nestedValues(nested: String) throws {
         #expect(try parse(#"{"a":"# + nested + "}")["a"] == .nested)
         #expect(try parse(#"{"a":1,"unknown":"# + nested + "}")["a"] == .number(1))
     }
 
-    @Test("malformed or too deep nesting is an error", arguments: ["{", "[1,]", #"{"b"}"#, #"{"b":}"#, "[1 2]", #"[{"b":1,}]"#])
+    @Test(
+        "malformed or too deep nesting is an error",
+        arguments: ["{", "[1,]", #"{"b"}"#, #"{"b":}"#, "[1 2]", #"[{"b":1,}]"#])
     func badNesting(nested: String) {
         #expect(problem(#"{"a":"# + nested + "}") != nil)
-        #expect(problem(#"{"a":"# + String(repeating: "[", count: 33) + String(repeating: "]", count: 33) + "}") == .nestedValue)
+        #expect(
+            problem(#"{"a":"# + String(repeating: "[", count: 33) + String(repeating: "]", count: 33) + "}")
+                == .nestedValue)
         #expect(problem(#"{"a":"# + String(repeating: "[", count: 32) + String(repeating: "]", count: 32) + "}") == nil)
     }
 
@@ -156,7 +169,9 @@ struct FlatJSONObjectStructureTests {
         // Past the closing brace only trailing whitespace would be cut, and that is still valid.
         for length in 0...closingBrace {
             let prefix = Array(bytes[..<length])
-            #expect(throws: FlatJSONObjectError.self, "prefix of \(length) bytes") { try FlatJSONObject(parsing: prefix) }
+            #expect(throws: FlatJSONObjectError.self, "prefix of \(length) bytes") {
+                try FlatJSONObject(parsing: prefix)
+            }
         }
     }
 
@@ -196,7 +211,12 @@ struct FlatJSONObjectStringTests {
         #expect(try stringValue(#""\\u0041""#) == "\\u0041")
     }
 
-    @Test("invalid escapes", arguments: [#""\a""#, #""\x41""#, #""\U0041""#, #""\'""#, #""\u12""#, #""\u12G4""#, #""\u-123""#, #""\ ""#, "\"\\\u{0}\""])
+    @Test(
+        "invalid escapes",
+        arguments: [
+            #""\a""#, #""\x41""#, #""\U0041""#, #""\'""#, #""\u12""#, #""\u12G4""#, #""\u-123""#, #""\ ""#,
+            "\"\\\u{0}\"",
+        ])
     func invalidEscapes(literal: String) {
         #expect(throws: FlatJSONObjectError.self) { try stringValue(literal) }
         #expect(problem(#"{"k":"# + literal + "}") == .invalidEscape)
@@ -224,8 +244,11 @@ struct FlatJSONObjectStringTests {
     @Test("raw control characters are rejected; DEL and above are not")
     func controlCharacters() throws {
         for byte in UInt8(0)..<0x20 {
-            #expect(problem(Array(#"{"k":"a"#.utf8) + [byte] + Array(#"b"}"#.utf8)) == .controlCharacter, "byte \(byte)")
-            #expect(problem(Array(#"{"a"#.utf8) + [byte] + Array(#"":1}"#.utf8)) == .controlCharacter, "byte \(byte) in a key")
+            #expect(
+                problem(Array(#"{"k":"a"#.utf8) + [byte] + Array(#"b"}"#.utf8)) == .controlCharacter, "byte \(byte)")
+            #expect(
+                problem(Array(#"{"a"#.utf8) + [byte] + Array(#"":1}"#.utf8)) == .controlCharacter,
+                "byte \(byte) in a key")
         }
         #expect(try stringValue([0x22, 0x7F, 0x22]) == "\u{7F}")
         #expect(try stringValue([0x22, 0x20, 0x22]) == " ")
@@ -233,7 +256,10 @@ struct FlatJSONObjectStringTests {
 
     @Test("valid UTF-8 at every length and boundary")
     func validUTF8() throws {
-        let samples: [String] = ["é", "€", "𝄞", "\u{80}", "\u{7FF}", "\u{800}", "\u{D7FF}", "\u{E000}", "\u{FFFF}", "\u{10000}", "\u{10FFFF}", "naïve 日本 🙂"]
+        let samples: [String] = [
+            "é", "€", "𝄞", "\u{80}", "\u{7FF}", "\u{800}", "\u{D7FF}", "\u{E000}", "\u{FFFF}", "\u{10000}",
+            "\u{10FFFF}", "naïve 日本 🙂",
+        ]
         for sample in samples {
             #expect(try stringValue("\"" + sample + "\"") == sample)
             #expect(try parse("{\"" + sample + "\":1}").members.first?.key == sample)
@@ -244,7 +270,8 @@ struct FlatJSONObjectStringTests {
         "invalid UTF-8 is rejected, in values and keys",
         arguments: [
             [0x80], [0xBF], [0xC0, 0x80], [0xC1, 0xBF], [0xC2], [0xC2, 0x41], [0xC3, 0xC3],
-            [0xE0, 0x80, 0x80], [0xE0, 0x9F, 0xBF], [0xE2, 0x82], [0xE2, 0x82, 0x41], [0xED, 0xA0, 0x80], [0xED, 0xBF, 0xBF],
+            [0xE0, 0x80, 0x80], [0xE0, 0x9F, 0xBF], [0xE2, 0x82], [0xE2, 0x82, 0x41], [0xED, 0xA0, 0x80],
+            [0xED, 0xBF, 0xBF],
             [0xF0, 0x80, 0x80, 0x80], [0xF0, 0x8F, 0xBF, 0xBF], [0xF4, 0x90, 0x80, 0x80], [0xF0, 0x9D, 0x84],
             [0xF5, 0x80, 0x80, 0x80], [0xF8, 0x88, 0x80, 0x80, 0x80], [0xFE], [0xFF],
         ] as [[UInt8]])
@@ -259,7 +286,8 @@ struct FlatJSONObjectStringTests {
         let secret = "s3cr3t-T0KEN"
         let documents: [String] = [
             #"{"k":"s3cr3t-T0KEN\q"}"#, #"{"k":"s3cr3t-T0KEN"#, #"{"k":"s3cr3t-T0KEN"x"#, #"{"k":"s3cr3t-T0KEN"}x"#,
-            #"{"k":"s3cr3t-T0KEN","k":"s3cr3t-T0KEN"}"#, #"{"k":"s3cr3t-T0KEN\ud800"}"#, #"{"k":"s3cr3t-T0KEN","n":{]}"#,
+            #"{"k":"s3cr3t-T0KEN","k":"s3cr3t-T0KEN"}"#, #"{"k":"s3cr3t-T0KEN\ud800"}"#,
+            #"{"k":"s3cr3t-T0KEN","n":{]}"#,
             #"{"k":"s3cr3t-T0KEN","n":s3cr3t-T0KEN}"#, #"{"s3cr3t-T0KEN"}"#, #"{"k":"s3cr3t-T0KEN" "#,
         ]
         for document in documents {
@@ -291,11 +319,16 @@ struct FlatJSONObjectNumberTests {
     @Test(
         "the RFC 8259 grammar is accepted",
         arguments: [
-            ("0", 0), ("-0", -0.0), ("1", 1), ("-1", -1), ("10", 10), ("1.5", 1.5), ("-0.5", -0.5), ("0.0", 0), ("0.125", 0.125),
-            ("1e5", 1e5), ("1E5", 1e5), ("1e+5", 1e5), ("1e-5", 1e-5), ("1.5e-300", 1.5e-300), ("0e0", 0), ("-0E-0", -0.0),
+            ("0", 0), ("-0", -0.0), ("1", 1), ("-1", -1), ("10", 10), ("1.5", 1.5), ("-0.5", -0.5), ("0.0", 0),
+            ("0.125", 0.125),
+            ("1e5", 1e5), ("1E5", 1e5), ("1e+5", 1e5), ("1e-5", 1e-5), ("1.5e-300", 1.5e-300), ("0e0", 0),
+            ("-0E-0", -0.0),
             ("1e300", 1e300), ("1795968606.123456", 1795968606.123456), ("1764425000.25", 1764425000.25),
-            ("5e-324", .leastNonzeroMagnitude), ("3e-324", .leastNonzeroMagnitude), ("2.2250738585072014e-308", .leastNormalMagnitude), ("0e-400", 0), ("0.0000e999", 0), ("-0.0e-999", -0.0), ("1.7976931348623157e308", .greatestFiniteMagnitude),
-            ("123456789012345678901234567890", 123456789012345678901234567890.0), ("11111111111111111111", 11111111111111110656),
+            ("5e-324", .leastNonzeroMagnitude), ("3e-324", .leastNonzeroMagnitude),
+            ("2.2250738585072014e-308", .leastNormalMagnitude), ("0e-400", 0), ("0.0000e999", 0), ("-0.0e-999", -0.0),
+            ("1.7976931348623157e308", .greatestFiniteMagnitude),
+            ("123456789012345678901234567890", 123456789012345678901234567890.0),
+            ("11111111111111111111", 11_111_111_111_111_110_656),
         ] as [(String, Double)])
     func accepted(text: String, expected: Double) throws {
         let value = try parse(#"{"n":"# + text + "}").number("n")
@@ -307,8 +340,10 @@ struct FlatJSONObjectNumberTests {
     @Test(
         "anything else is rejected",
         arguments: [
-            "+1", "01", "-01", "00", "-00", "0.5.1", ".5", "-.5", "1.", "1.e5", "1e", "1e+", "1e-", "1E", "-", "--1", "- 1", "1 2",
-            "NaN", "nan", "Infinity", "-Infinity", "inf", "0x10", "0X10", "1_000", "1,5", "1ee5", "1e5.5", "1e++5", "1.5e",
+            "+1", "01", "-01", "00", "-00", "0.5.1", ".5", "-.5", "1.", "1.e5", "1e", "1e+", "1e-", "1E", "-", "--1",
+            "- 1", "1 2",
+            "NaN", "nan", "Infinity", "-Infinity", "inf", "0x10", "0X10", "1_000", "1,5", "1ee5", "1e5.5", "1e++5",
+            "1.5e",
             "\u{661}", "１",
         ])
     func rejected(text: String) {
@@ -317,7 +352,9 @@ struct FlatJSONObjectNumberTests {
 
     @Test(
         "numbers beyond Double's range are rejected, not infinite or zero",
-        arguments: ["1e309", "-1e309", "1e999999999999", "2e308", "1.8e308", "1e-400", "-1e-400", "2e-324", "0.0001e-999999"])
+        arguments: [
+            "1e309", "-1e309", "1e999999999999", "2e308", "1.8e308", "1e-400", "-1e-400", "2e-324", "0.0001e-999999",
+        ])
     func outOfRange(text: String) {
         #expect(problem(#"{"n":"# + text + "}") == .numberOutOfRange)
     }
@@ -345,11 +382,21 @@ struct FlatJSONObjectAccessorTests {
 
     @Test("a value of another type is an error")
     func wrongType() {
-        #expect(throws: FlatJSONObjectError.wrongType(key: "n", expected: "a string", offset: 16)) { try object.string("n") }
-        #expect(throws: FlatJSONObjectError.wrongType(key: "b", expected: "a string", offset: 25)) { try object.requiredString("b") }
-        #expect(throws: FlatJSONObjectError.wrongType(key: "s", expected: "a number", offset: 5)) { try object.number("s") }
-        #expect(throws: FlatJSONObjectError.wrongType(key: "b", expected: "a number", offset: 25)) { try object.requiredNumber("b") }
-        #expect(throws: FlatJSONObjectError.wrongType(key: "n", expected: "true or false", offset: 16)) { try object.bool("n") }
+        #expect(throws: FlatJSONObjectError.wrongType(key: "n", expected: "a string", offset: 16)) {
+            try object.string("n")
+        }
+        #expect(throws: FlatJSONObjectError.wrongType(key: "b", expected: "a string", offset: 25)) {
+            try object.requiredString("b")
+        }
+        #expect(throws: FlatJSONObjectError.wrongType(key: "s", expected: "a number", offset: 5)) {
+            try object.number("s")
+        }
+        #expect(throws: FlatJSONObjectError.wrongType(key: "b", expected: "a number", offset: 25)) {
+            try object.requiredNumber("b")
+        }
+        #expect(throws: FlatJSONObjectError.wrongType(key: "n", expected: "true or false", offset: 16)) {
+            try object.bool("n")
+        }
     }
 
     @Test("required members must be present and not null")

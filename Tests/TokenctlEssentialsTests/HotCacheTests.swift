@@ -1,8 +1,9 @@
+import Testing
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Testing
-import TokenctlEssentials
 
 private func entry(
     profile: String = "default", issuer: String = "https://login.example.com", clientID: String = "cli",
@@ -30,14 +31,18 @@ private let validPayload = """
 struct HotCachePayloadTests {
     @Test("encode → decode round trip, with and without the optional fields")
     func roundTrip() throws {
-        for original in [entry(), entry(expiresAt: nil, issuedLifetime: nil), entry(clientID: "client with spaces and é")] {
+        for original in [
+            entry(), entry(expiresAt: nil, issuedLifetime: nil), entry(clientID: "client with spaces and é"),
+        ] {
             #expect(try HotCacheEntry.decode(try original.encoded()) == original)
         }
     }
 
     @Test("a time that rounds to 1e12 is not written (decode would refuse it): found by the HotCacheEntry fuzz target")
     func timeRoundingToTheLimit() throws {
-        let payload = Array("tokenctl-hotcache-v1\nprofile=w\nissuer=httpsa\nclient_id=mFDFFF\ntoken_type=r\nobtained_at=999999999999.9997000\naccess_token=t\n".utf8)
+        let payload = Array(
+            "tokenctl-hotcache-v1\nprofile=w\nissuer=httpsa\nclient_id=mFDFFF\ntoken_type=r\nobtained_at=999999999999.9997000\naccess_token=t\n"
+                .utf8)
         let decoded = try HotCacheEntry.decode(payload)
         #expect(throws: HotCacheFormatError.self) { _ = try decoded.encoded() }
         var nearLimit = decoded
@@ -48,18 +53,19 @@ struct HotCachePayloadTests {
     @Test("the payload is the documented text, access token last")
     func layout() throws {
         let text = String(decoding: try entry().encoded(), as: UTF8.self)
-        #expect(text == """
-            tokenctl-hotcache-v1
-            profile=default
-            issuer=https://login.example.com
-            client_id=cli
-            token_type=Bearer
-            obtained_at=1764425000.25
-            expires_at=1764428600.25
-            issued_lifetime=3600.0
-            access_token=at_0123456789
+        #expect(
+            text == """
+                tokenctl-hotcache-v1
+                profile=default
+                issuer=https://login.example.com
+                client_id=cli
+                token_type=Bearer
+                obtained_at=1764425000.25
+                expires_at=1764428600.25
+                issued_lifetime=3600.0
+                access_token=at_0123456789
 
-            """)
+                """)
         #expect(try HotCacheEntry.decode(payload(validPayload)).accessToken == "at_x")
     }
 
@@ -71,7 +77,9 @@ struct HotCachePayloadTests {
         #expect(entry(issuer: "https://login.example.com/").keyDescription != base)
         #expect(entry(clientID: "cli2").keyDescription != base)
         // The separators keep ("ab", "c") and ("a", "bc") apart.
-        #expect(entry(issuer: "https://x/a", clientID: "bc").keyDescription != entry(issuer: "https://x/ab", clientID: "c").keyDescription)
+        #expect(
+            entry(issuer: "https://x/a", clientID: "bc").keyDescription
+                != entry(issuer: "https://x/ab", clientID: "c").keyDescription)
     }
 
     @Test("FNV-1a 64 known answers")
@@ -86,9 +94,13 @@ struct HotCachePayloadTests {
     @Test("identity check and freshness follow the refresh engine's margin rule")
     func identityAndFreshness() {
         let cached = entry()
-        #expect(cached.belongs(to: ProfileName(rawValue: "default")!, issuer: "https://login.example.com", clientID: "cli"))
-        #expect(!cached.belongs(to: ProfileName(rawValue: "default")!, issuer: "https://evil.example.com", clientID: "cli"))
-        #expect(!cached.belongs(to: ProfileName(rawValue: "default")!, issuer: "https://login.example.com", clientID: "cli2"))
+        #expect(
+            cached.belongs(to: ProfileName(rawValue: "default")!, issuer: "https://login.example.com", clientID: "cli"))
+        #expect(
+            !cached.belongs(to: ProfileName(rawValue: "default")!, issuer: "https://evil.example.com", clientID: "cli"))
+        #expect(
+            !cached.belongs(
+                to: ProfileName(rawValue: "default")!, issuer: "https://login.example.com", clientID: "cli2"))
         let expiry = cached.expiresAt!
         #expect(cached.isFresh(at: expiry - 61, minimumTimeToLive: 60))
         #expect(!cached.isFresh(at: expiry - 59, minimumTimeToLive: 60))
@@ -116,37 +128,42 @@ struct HotCachePayloadTests {
         #expect(throws: HotCacheFormatError.self) { try entry(issuer: "https://x\n").encoded() }
         #expect(throws: HotCacheFormatError.self) { try entry(clientID: "").encoded() }
         #expect(throws: HotCacheFormatError.self) { try entry(expiresAt: .infinity).encoded() }
-        #expect(throws: HotCacheFormatError.self) { try entry(accessToken: String(repeating: "a", count: 40_000)).encoded() }
+        #expect(throws: HotCacheFormatError.self) {
+            try entry(accessToken: String(repeating: "a", count: 40_000)).encoded()
+        }
     }
 
-    @Test("hostile payloads are rejected, never half-read", arguments: [
-        "",
-        "tokenctl-hotcache-v1",
-        "tokenctl-hotcache-v2\nprofile=default\n",
-        "tokenctl-hotcache-v1\n",
-        "TOKENCTL-HOTCACHE-V1\n" + validPayload.split(separator: "\n", maxSplits: 1)[1],
-        validPayload.replacingFirst("access_token=at_x", with: "access_token=at x"),
-        validPayload.replacingFirst("access_token=at_x", with: "access_token="),
-        validPayload.replacingFirst("access_token=at_x", with: "access_token=at_x\r"),
-        validPayload.replacingFirst("access_token=at_x\n", with: ""),
-        validPayload.replacingFirst("obtained_at=1764425000.25\n", with: ""),
-        validPayload.replacingFirst("obtained_at=1764425000.25", with: "obtained_at=nan"),
-        validPayload.replacingFirst("obtained_at=1764425000.25", with: "obtained_at=-1"),
-        validPayload.replacingFirst("obtained_at=1764425000.25", with: "obtained_at=1e400"),
-        validPayload.replacingFirst("obtained_at=1764425000.25", with: "obtained_at=0x10"),
-        validPayload + "expires_at=inf\n",
-        validPayload + "access_token=at_y\n",
-        validPayload + "refresh_token=rt\n",
-        validPayload + "no equals sign\n",
-        validPayload + "\n",
-        validPayload.replacingFirst("profile=default", with: "profile=../etc"),
-        validPayload.replacingFirst("profile=default", with: "profile="),
-        validPayload.replacingFirst("client_id=cli", with: "client_id=c\u{1}li"),
-        validPayload.replacingFirst("issuer=https://login.example.com", with: "issuer=https://login.example.com\u{7F}"),
-        validPayload.replacingFirst("token_type=Bearer", with: "token_type=Bea rer"),
-        String(validPayload.dropLast()),
-        validPayload.replacingFirst("\n", with: "\r\n"),
-    ])
+    @Test(
+        "hostile payloads are rejected, never half-read",
+        arguments: [
+            "",
+            "tokenctl-hotcache-v1",
+            "tokenctl-hotcache-v2\nprofile=default\n",
+            "tokenctl-hotcache-v1\n",
+            "TOKENCTL-HOTCACHE-V1\n" + validPayload.split(separator: "\n", maxSplits: 1)[1],
+            validPayload.replacingFirst("access_token=at_x", with: "access_token=at x"),
+            validPayload.replacingFirst("access_token=at_x", with: "access_token="),
+            validPayload.replacingFirst("access_token=at_x", with: "access_token=at_x\r"),
+            validPayload.replacingFirst("access_token=at_x\n", with: ""),
+            validPayload.replacingFirst("obtained_at=1764425000.25\n", with: ""),
+            validPayload.replacingFirst("obtained_at=1764425000.25", with: "obtained_at=nan"),
+            validPayload.replacingFirst("obtained_at=1764425000.25", with: "obtained_at=-1"),
+            validPayload.replacingFirst("obtained_at=1764425000.25", with: "obtained_at=1e400"),
+            validPayload.replacingFirst("obtained_at=1764425000.25", with: "obtained_at=0x10"),
+            validPayload + "expires_at=inf\n",
+            validPayload + "access_token=at_y\n",
+            validPayload + "refresh_token=rt\n",
+            validPayload + "no equals sign\n",
+            validPayload + "\n",
+            validPayload.replacingFirst("profile=default", with: "profile=../etc"),
+            validPayload.replacingFirst("profile=default", with: "profile="),
+            validPayload.replacingFirst("client_id=cli", with: "client_id=c\u{1}li"),
+            validPayload.replacingFirst(
+                "issuer=https://login.example.com", with: "issuer=https://login.example.com\u{7F}"),
+            validPayload.replacingFirst("token_type=Bearer", with: "token_type=Bea rer"),
+            String(validPayload.dropLast()),
+            validPayload.replacingFirst("\n", with: "\r\n"),
+        ])
     func hostilePayloads(text: String) {
         #expect(throws: HotCacheFormatError.self) { try HotCacheEntry.decode(payload(text)) }
     }
@@ -159,7 +176,9 @@ struct HotCachePayloadTests {
         var withNull = payload(validPayload)
         withNull.insert(0, at: withNull.count - 2)
         #expect(throws: HotCacheFormatError.self) { try HotCacheEntry.decode(withNull) }
-        let huge = payload(validPayload.replacingFirst("access_token=at_x", with: "access_token=" + String(repeating: "a", count: 40_000)))
+        let huge = payload(
+            validPayload.replacingFirst(
+                "access_token=at_x", with: "access_token=" + String(repeating: "a", count: 40_000)))
         #expect(throws: HotCacheFormatError.self) { try HotCacheEntry.decode(huge) }
         #expect(throws: HotCacheFormatError.self) { try HotCacheEntry.decode([UInt8](repeating: 0x0A, count: 100)) }
     }
@@ -167,10 +186,14 @@ struct HotCachePayloadTests {
 
 @Suite("ISO 8601 timestamps without Foundation")
 struct TimestampTests {
-    @Test("known dates, leap day, before the epoch, far future", arguments: [
-        (0.0, "1970-01-01T00:00:00Z"), (951_782_400, "2000-02-29T00:00:00Z"), (1_764_426_016.9, "2025-11-29T14:20:16Z"),
-        (-1, "1969-12-31T23:59:59Z"), (4_102_444_800, "2100-01-01T00:00:00Z"), (253_402_300_799, "9999-12-31T23:59:59Z"),
-    ])
+    @Test(
+        "known dates, leap day, before the epoch, far future",
+        arguments: [
+            (0.0, "1970-01-01T00:00:00Z"), (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_764_426_016.9, "2025-11-29T14:20:16Z"),
+            (-1, "1969-12-31T23:59:59Z"), (4_102_444_800, "2100-01-01T00:00:00Z"),
+            (253_402_300_799, "9999-12-31T23:59:59Z"),
+        ])
     func vectors(seconds: Double, text: String) {
         #expect(Timestamp.iso8601(seconds) == text)
     }
@@ -189,7 +212,7 @@ struct KernelHotCacheTests {
 
     @Test("store → lookup → invalidate; user-only permissions; nothing left behind")
     func roundTrip() throws {
-        guard KernelKeyring.isAvailable() else { return }  // the fallback is tested end to end
+        guard KernelKeyring.isAvailable() else { return } // the fallback is tested end to end
         let cache = HotCache(environment: .fixed([:]))
         #expect(cache.state == .kernelKeyring)
         let cached = Self.uniqueEntry("unit-roundtrip")
@@ -206,7 +229,9 @@ struct KernelHotCacheTests {
         newer.accessToken = "at_newer"
         newer.obtainedAt += 10
         #expect(cache.store(newer, now: cached.obtainedAt))
-        #expect(cache.lookup(profile: cached.profile, issuer: cached.issuer, clientID: cached.clientID)?.accessToken == "at_newer")
+        #expect(
+            cache.lookup(profile: cached.profile, issuer: cached.issuer, clientID: cached.clientID)?.accessToken
+                == "at_newer")
 
         cache.invalidate(profile: cached.profile, issuer: cached.issuer, clientID: cached.clientID)
         #expect(cache.lookup(profile: cached.profile, issuer: cached.issuer, clientID: cached.clientID) == nil)
@@ -223,7 +248,9 @@ struct KernelHotCacheTests {
         #expect(cache.state == .none)
         let cached = Self.uniqueEntry("unit-disabled")
         #expect(!cache.store(cached, now: cached.obtainedAt))
-        #expect(HotCache(environment: .fixed([:])).lookup(profile: cached.profile, issuer: cached.issuer, clientID: cached.clientID) == nil)
+        #expect(
+            HotCache(environment: .fixed([:])).lookup(
+                profile: cached.profile, issuer: cached.issuer, clientID: cached.clientID) == nil)
     }
 }
 

@@ -1,8 +1,9 @@
+import Testing
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Testing
-import TokenctlEssentials
 
 // The byte-level hit (HotPath) must accept only what the general readers accept, with the same
 // meaning, and render exactly what the front printed through them. Each test compares the two.
@@ -35,7 +36,8 @@ private func recognize(_ arguments: [String]) -> Recognized? {
 private func general(_ arguments: [String]) -> Recognized? {
     let parser = CommandLineParser(toolName: "tokenctl", commands: [SharedCommandSpecs.token])
     guard let invocation = try? parser.parse(arguments), invocation.action == .run("token"),
-          !invocation.options.has("--force") else { return nil }
+        !invocation.options.has("--force")
+    else { return nil }
     var minimumTimeToLive: Int64 = 60
     if let text = invocation.options.value("--min-ttl") {
         guard let value = Double(text), value.isFinite, value >= 0, value <= 31_536_000 else { return nil }
@@ -48,7 +50,9 @@ private func general(_ arguments: [String]) -> Recognized? {
     case "json": format = .json
     default: return nil
     }
-    return Recognized(profile: invocation.profileName, format: format, minimumTimeToLive: minimumTimeToLive, verbose: invocation.verbose)
+    return Recognized(
+        profile: invocation.profileName, format: format, minimumTimeToLive: minimumTimeToLive,
+        verbose: invocation.verbose)
 }
 
 private func environment(_ values: [String: String]) -> (UnsafePointer<CChar>) -> UnsafePointer<CChar>? {
@@ -67,20 +71,49 @@ struct HotPathArgumentTests {
     func accepted() {
         let cases: [([String], Recognized)] = [
             (["token"], Recognized(profile: nil, format: .raw, minimumTimeToLive: 60, verbose: false)),
-            (["--profile", "work", "token"], Recognized(profile: "work", format: .raw, minimumTimeToLive: 60, verbose: false)),
-            (["token", "--profile", "work"], Recognized(profile: "work", format: .raw, minimumTimeToLive: 60, verbose: false)),
-            (["--profile=work", "token"], Recognized(profile: "work", format: .raw, minimumTimeToLive: 60, verbose: false)),
-            (["token", "--format", "json"], Recognized(profile: nil, format: .json, minimumTimeToLive: 60, verbose: false)),
-            (["token", "--format=header"], Recognized(profile: nil, format: .header, minimumTimeToLive: 60, verbose: false)),
-            (["token", "--format", "raw", "--min-ttl", "300"], Recognized(profile: nil, format: .raw, minimumTimeToLive: 300, verbose: false)),
+            (
+                ["--profile", "work", "token"],
+                Recognized(profile: "work", format: .raw, minimumTimeToLive: 60, verbose: false)
+            ),
+            (
+                ["token", "--profile", "work"],
+                Recognized(profile: "work", format: .raw, minimumTimeToLive: 60, verbose: false)
+            ),
+            (
+                ["--profile=work", "token"],
+                Recognized(profile: "work", format: .raw, minimumTimeToLive: 60, verbose: false)
+            ),
+            (
+                ["token", "--format", "json"],
+                Recognized(profile: nil, format: .json, minimumTimeToLive: 60, verbose: false)
+            ),
+            (
+                ["token", "--format=header"],
+                Recognized(profile: nil, format: .header, minimumTimeToLive: 60, verbose: false)
+            ),
+            (
+                ["token", "--format", "raw", "--min-ttl", "300"],
+                Recognized(profile: nil, format: .raw, minimumTimeToLive: 300, verbose: false)
+            ),
             (["token", "--min-ttl=0"], Recognized(profile: nil, format: .raw, minimumTimeToLive: 0, verbose: false)),
-            (["token", "--min-ttl", "31536000"], Recognized(profile: nil, format: .raw, minimumTimeToLive: 31_536_000, verbose: false)),
+            (
+                ["token", "--min-ttl", "31536000"],
+                Recognized(profile: nil, format: .raw, minimumTimeToLive: 31_536_000, verbose: false)
+            ),
             (["-v", "token"], Recognized(profile: nil, format: .raw, minimumTimeToLive: 60, verbose: true)),
-            (["token", "--verbose", "-v"], Recognized(profile: nil, format: .raw, minimumTimeToLive: 60, verbose: true)),
-            (["--verbose", "--profile", "a.b_c-d", "token", "--format=json", "--min-ttl=007"],
-             Recognized(profile: "a.b_c-d", format: .json, minimumTimeToLive: 7, verbose: true)),
+            (
+                ["token", "--verbose", "-v"],
+                Recognized(profile: nil, format: .raw, minimumTimeToLive: 60, verbose: true)
+            ),
+            (
+                ["--verbose", "--profile", "a.b_c-d", "token", "--format=json", "--min-ttl=007"],
+                Recognized(profile: "a.b_c-d", format: .json, minimumTimeToLive: 7, verbose: true)
+            ),
             // Validated later, like the general path: an invalid profile name is a miss then.
-            (["--profile", "--format", "token"], Recognized(profile: "--format", format: .raw, minimumTimeToLive: 60, verbose: false)),
+            (
+                ["--profile", "--format", "token"],
+                Recognized(profile: "--format", format: .raw, minimumTimeToLive: 60, verbose: false)
+            ),
         ]
         for (arguments, expected) in cases {
             #expect(recognize(arguments) == expected, "\(arguments)")
@@ -92,17 +125,23 @@ struct HotPathArgumentTests {
     func rejected() {
         let cases: [[String]] = [
             [], ["status"], ["login"], ["help"], ["help", "token"], ["token", "token"], ["token", "extra"],
-            ["token", "--force"], ["token", "--timeout", "5"], ["token", "--timeout=5"], ["--", "token"], ["token", "--"],
+            ["token", "--force"], ["token", "--timeout", "5"], ["token", "--timeout=5"], ["--", "token"],
+            ["token", "--"],
             ["-h"], ["token", "-h"], ["token", "--help"], ["--version"], ["token", "--version"], ["-"], ["token", "-"],
-            [""], ["token", ""], ["Token"], ["token", "--format", "yaml"], ["token", "--format"], ["token", "--format="],
+            [""], ["token", ""], ["Token"], ["token", "--format", "yaml"], ["token", "--format"],
+            ["token", "--format="],
             ["token", "--format", "json", "--format", "json"], ["token", "--format=raw", "--format", "raw"],
             ["--format", "json", "token"], ["--min-ttl", "5", "token"],
-            ["token", "--min-ttl"], ["token", "--min-ttl", ""], ["token", "--min-ttl", "-1"], ["token", "--min-ttl", "1.5"],
+            ["token", "--min-ttl"], ["token", "--min-ttl", ""], ["token", "--min-ttl", "-1"],
+            ["token", "--min-ttl", "1.5"],
             ["token", "--min-ttl", "1e3"], ["token", "--min-ttl", "0x10"], ["token", "--min-ttl", "31536001"],
-            ["token", "--min-ttl", "9999999999"], ["token", "--min-ttl", " 5"], ["token", "--min-ttl", "5", "--min-ttl", "5"],
-            ["--profile"], ["token", "--profile"], ["--profile", "a", "--profile", "a", "token"], ["--profile=a", "token", "--profile=a"],
+            ["token", "--min-ttl", "9999999999"], ["token", "--min-ttl", " 5"],
+            ["token", "--min-ttl", "5", "--min-ttl", "5"],
+            ["--profile"], ["token", "--profile"], ["--profile", "a", "--profile", "a", "token"],
+            ["--profile=a", "token", "--profile=a"],
             ["--profile", "x"], ["token", "--verbose=1"], ["token", "-v=1"], ["token", "-vv"], ["token", "--verb"],
-            ["token", "--profiles", "x"], ["token", "--formats=json"], ["token", "--min-ttls=3"], ["token", "--unknown"],
+            ["token", "--profiles", "x"], ["token", "--formats=json"], ["token", "--min-ttls=3"],
+            ["token", "--unknown"],
             ["token", "-x"], ["tok\u{65}n\u{301}"],
         ]
         for arguments in cases {
@@ -118,7 +157,9 @@ struct HotPathProfileTests {
         func name(_ arguments: [String], _ values: [String: String]) -> String? {
             let (count, vector) = argv(arguments)
             let request = HotPath.recognize(argc: count, argv: vector)!
-            return HotPath.profileName(request, environment: environment(values)).map { String(decoding: $0, as: UTF8.self) }
+            return HotPath.profileName(request, environment: environment(values)).map {
+                String(decoding: $0, as: UTF8.self)
+            }
         }
         #expect(name(["token"], [:]) == "default")
         #expect(name(["token"], ["TOKENCTL_PROFILE": ""]) == "default")
@@ -128,7 +169,8 @@ struct HotPathProfileTests {
         #expect(name(["token"], ["TOKENCTL_PROFILE": "../x"]) == nil)
         #expect(name(["token", "--profile", "-x"], [:]) == nil)
         #expect(name(["token", "--profile", String(repeating: "a", count: 65)], [:]) == nil)
-        #expect(name(["token", "--profile", String(repeating: "a", count: 64)], [:]) == String(repeating: "a", count: 64))
+        #expect(
+            name(["token", "--profile", String(repeating: "a", count: 64)], [:]) == String(repeating: "a", count: 64))
         #expect(name(["token", "--profile", "é"], [:]) == nil)
     }
 
@@ -136,16 +178,20 @@ struct HotPathProfileTests {
     func paths() {
         let profile = "work"
         let environments: [[String: String]] = [
-            ["HOME": "/home/u"], ["HOME": "/home/u", "XDG_CONFIG_HOME": "/cfg"], ["XDG_CONFIG_HOME": "/cfg", "XDG_STATE_HOME": "/st"],
-            ["XDG_CONFIG_HOME": "/cfg"], ["HOME": "relative"], ["HOME": ""], [:], ["HOME": "/h", "XDG_CONFIG_HOME": "relative"],
+            ["HOME": "/home/u"], ["HOME": "/home/u", "XDG_CONFIG_HOME": "/cfg"],
+            ["XDG_CONFIG_HOME": "/cfg", "XDG_STATE_HOME": "/st"],
+            ["XDG_CONFIG_HOME": "/cfg"], ["HOME": "relative"], ["HOME": ""], [:],
+            ["HOME": "/h", "XDG_CONFIG_HOME": "relative"],
             ["HOME": "/h", "XDG_CONFIG_HOME": ""], ["XDG_CONFIG_HOME": "/cfg", "XDG_STATE_HOME": "st"],
-            ["HOME": "/h", "XDG_STATE_HOME": "/s", "XDG_RUNTIME_DIR": "/r"], ["HOME": "/" + String(repeating: "x", count: 5000)],
+            ["HOME": "/h", "XDG_STATE_HOME": "/s", "XDG_RUNTIME_DIR": "/r"],
+            ["HOME": "/" + String(repeating: "x", count: 5000)],
         ]
         for values in environments {
             var buffer = [UInt8](repeating: 0xFF, count: 4096)
             let mine = bytes(profile) { name in
                 buffer.withUnsafeMutableBufferPointer { out in
-                    HotPath.profileFilePath(profile: name, environment: environment(values), into: out.baseAddress!, capacity: out.count)
+                    HotPath.profileFilePath(
+                        profile: name, environment: environment(values), into: out.baseAddress!, capacity: out.count)
                 }
             }.map { String(decoding: buffer[0..<$0], as: UTF8.self) }
             let expected = try? Paths.resolve(.fixed(values)).profileFile(ProfileName(rawValue: profile)!)
@@ -156,7 +202,9 @@ struct HotPathProfileTests {
         let doubtful = bytes(profile) { name in
             var buffer = [UInt8](repeating: 0, count: 4096)
             return buffer.withUnsafeMutableBufferPointer { out in
-                HotPath.profileFilePath(profile: name, environment: environment(["HOME": "/\u{301}h"]), into: out.baseAddress!, capacity: out.count)
+                HotPath.profileFilePath(
+                    profile: name, environment: environment(["HOME": "/\u{301}h"]), into: out.baseAddress!,
+                    capacity: out.count)
             }
         }
         #expect(doubtful == nil)
@@ -173,8 +221,12 @@ struct HotPathProfileTests {
     @Test("every key ProfileConfiguration writes is known to the hot path")
     func everyKeyKnown() {
         for key in ProfileConfiguration.keys {
-            let value = key == "token_endpoint_auth_method" ? "client_secret_basic" : key == "client_id" || key == "scope" || key == "cacert" ? "x"
-                : key == "dpop" || key == "dpop_allow_bearer" ? "false" : "https://a.example/\(key)"
+            let value =
+                key == "token_endpoint_auth_method"
+                ? "client_secret_basic"
+                : key == "client_id" || key == "scope" || key == "cacert"
+                    ? "x"
+                    : key == "dpop" || key == "dpop_allow_bearer" ? "false" : "https://a.example/\(key)"
             var text = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\n"
             if !["issuer", "client_id", "token_endpoint"].contains(key) { text += "\(key) = \(value)\n" }
             #expect(bytes(text) { HotPath.profileIdentity($0) != nil }, "\(key)")
@@ -182,11 +234,14 @@ struct HotPathProfileTests {
         // A DPoP profile is the engine's: its token is useless without a proof the engine signs.
         let dpop = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\ndpop = true\n"
         #expect(bytes(dpop) { HotPath.profileIdentity($0) == nil })
-        let allowBearer = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\ndpop_allow_bearer = true\n"
+        let allowBearer =
+            "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\ndpop_allow_bearer = true\n"
         #expect(bytes(allowBearer) { HotPath.profileIdentity($0) != nil })
     }
 
-    @Test("profile files: accepted only where ProfileConfiguration accepts them with a token endpoint, same issuer and client")
+    @Test(
+        "profile files: accepted only where ProfileConfiguration accepts them with a token endpoint, same issuer and client"
+    )
     func profileFiles() {
         let accepted = [
             Self.goodProfile,
@@ -198,16 +253,20 @@ struct HotPathProfileTests {
             // Every key a login writes (the hot path must know them all, or every hit misses).
             ProfileConfiguration(
                 issuer: try! EndpointURL("https://a.example"), clientID: "c", scope: "openid",
-                tokenEndpoint: try! EndpointURL("https://a.example/t"), revocationEndpoint: try! EndpointURL("https://a.example/r"),
+                tokenEndpoint: try! EndpointURL("https://a.example/t"),
+                revocationEndpoint: try! EndpointURL("https://a.example/r"),
                 caBundle: "/etc/ca.pem", deviceAuthorizationEndpoint: try! EndpointURL("https://a.example/d"),
-                authorizationEndpoint: try! EndpointURL("https://a.example/a"), jwksURI: try! EndpointURL("https://a.example/j"),
+                authorizationEndpoint: try! EndpointURL("https://a.example/a"),
+                jwksURI: try! EndpointURL("https://a.example/j"),
                 tokenEndpointAuthMethod: .clientSecretPost
             ).serialized(profile: .default),
         ]
         let rejected = [
-            "", "issuer = https://a.example\nclient_id = c\n",  // no token endpoint: the engine refuses it
-            Self.goodProfile + "bogus = 1\n", Self.goodProfile + "issuer = https://b.example\n", Self.goodProfile + "no equals sign\n",
-            Self.goodProfile + "scope = a\u{7}b\n", Self.goodProfile + "scope = a\u{7F}b\n", Self.goodProfile + "scope = caf\u{E9}\n",
+            "", "issuer = https://a.example\nclient_id = c\n", // no token endpoint: the engine refuses it
+            Self.goodProfile + "bogus = 1\n", Self.goodProfile + "issuer = https://b.example\n",
+            Self.goodProfile + "no equals sign\n",
+            Self.goodProfile + "scope = a\u{7}b\n", Self.goodProfile + "scope = a\u{7F}b\n",
+            Self.goodProfile + "scope = caf\u{E9}\n",
             Self.goodProfile + "cacert = a\u{0}b\n", Self.goodProfile + "Issuer = https://b.example\n",
             "issuer = https://a.example\nclient_id =\ntoken_endpoint = https://a.example/t\n",
             "issuer =\nclient_id = c\ntoken_endpoint = https://a.example/t\n",
@@ -217,12 +276,16 @@ struct HotPathProfileTests {
             "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\nrevocation_endpoint =\n",
             "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\nclient_id = c\n",
             "issuer = https://a.example\nclient_id = c\rd\ntoken_endpoint = https://a.example/t\n",
-            "issuer = https://a.example\nclient_id = caf\u{E9}\ntoken_endpoint = https://a.example/t\n",  // valid, but a doubt
-            Self.goodProfile + "jwks_uri = ftp://x/\n", Self.goodProfile + "token_endpoint_auth_method = private_key_jwt\n",
+            // Valid, but a doubt:
+            "issuer = https://a.example\nclient_id = caf\u{E9}\ntoken_endpoint = https://a.example/t\n",
+            Self.goodProfile + "jwks_uri = ftp://x/\n",
+            Self.goodProfile + "token_endpoint_auth_method = private_key_jwt\n",
         ]
         for text in accepted + rejected {
             let mine = bytes(text) { file in
-                HotPath.profileIdentity(file).map { (String(decoding: $0.issuer, as: UTF8.self), String(decoding: $0.clientID, as: UTF8.self)) }
+                HotPath.profileIdentity(file).map {
+                    (String(decoding: $0.issuer, as: UTF8.self), String(decoding: $0.clientID, as: UTF8.self))
+                }
             }
             let configuration = try? ProfileConfiguration.parse(text, path: "p")
             if let mine {
@@ -237,12 +300,18 @@ struct HotPathProfileTests {
     @Test("URL checks agree with EndpointURL")
     func urls() {
         let urls = [
-            "https://a", "https://a.example/", "HTTPS://A.EXAMPLE:443/x?y#", "https://a.example/#frag", "https://u@a.example/",
-            "https://a.example/p@q", "https://a.example?x@y", "http://localhost", "http://LOCALHOST:8080/", "http://localhost.evil/",
-            "http://127.0.0.1", "http://127.1.2.3:80/", "http://127.0.0.256/", "http://127.0.0", "http://127.0.0.1.1", "http://0127.0.0.1",
-            "http://127..0.1", "http://[::1]:8000/x", "http://[::2]/", "https://[::1", "https://[::1]x", "https://[::1]:", "https://a:",
-            "https://a:65535", "https://a:65536", "https://a:0x10", "https://:80", "https://", "https:///path", "a://b", "https:/a",
-            "", " https://a", "https://a b", "https://\u{E9}", "ftp://a", "httpx://a", "https://a:1:2", "https://a?b:c", "://a",
+            "https://a", "https://a.example/", "HTTPS://A.EXAMPLE:443/x?y#", "https://a.example/#frag",
+            "https://u@a.example/",
+            "https://a.example/p@q", "https://a.example?x@y", "http://localhost", "http://LOCALHOST:8080/",
+            "http://localhost.evil/",
+            "http://127.0.0.1", "http://127.1.2.3:80/", "http://127.0.0.256/", "http://127.0.0", "http://127.0.0.1.1",
+            "http://0127.0.0.1",
+            "http://127..0.1", "http://[::1]:8000/x", "http://[::2]/", "https://[::1", "https://[::1]x",
+            "https://[::1]:", "https://a:",
+            "https://a:65535", "https://a:65536", "https://a:0x10", "https://:80", "https://", "https:///path", "a://b",
+            "https:/a",
+            "", " https://a", "https://a b", "https://\u{E9}", "ftp://a", "httpx://a", "https://a:1:2", "https://a?b:c",
+            "://a",
             "x://y://z", "https://a.example:00000000000000000000443/",
         ]
         for url in urls {
@@ -259,13 +328,16 @@ private func reference(
     format: HotPath.Format, minimumTimeToLive: Double, verbose: Bool, now: Double
 ) -> (log: String, output: String)? {
     guard let entry = try? HotCacheEntry.decode(payload),
-          entry.belongs(to: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID),
-          entry.isFresh(at: now, minimumTimeToLive: minimumTimeToLive) else { return nil }
+        entry.belongs(to: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID),
+        entry.isFresh(at: now, minimumTimeToLive: minimumTimeToLive)
+    else { return nil }
     let rendered = OldFrontRendering.render(entry, profile: profile, format: format, verbose: verbose, now: now)
     var log = rendered.log
-    let margin = AccessTokenLifetime.refreshMargin(issuedLifetime: entry.issuedLifetime, minimumTimeToLive: minimumTimeToLive)
+    let margin = AccessTokenLifetime.refreshMargin(
+        issuedLifetime: entry.issuedLifetime, minimumTimeToLive: minimumTimeToLive)
     if verbose, margin < minimumTimeToLive, !entry.statesNoExpiry {
-        log += "tokenctl: min-ttl \(Int(minimumTimeToLive)) s capped at \(Int(margin.rounded(.down))) s, half the access token's lifetime (a longer one could never be met)\n"
+        log +=
+            "tokenctl: min-ttl \(Int(minimumTimeToLive)) s capped at \(Int(margin.rounded(.down))) s, half the access token's lifetime (a longer one could never be met)\n"
     }
     return (log, rendered.output)
 }
@@ -283,11 +355,19 @@ private func mine(
         bytes(profile) { profile in
             bytes(issuer) { issuer in
                 bytes(clientID) { clientID in
-                    guard let token = HotPath.cachedToken(payload, profile: profile, issuer: issuer, clientID: clientID) else { return nil }
-                    guard let rendered = out.withUnsafeMutableBufferPointer({ HotPath.render(token, profile: profile, request: request, now: now, into: $0) })
+                    guard let token = HotPath.cachedToken(payload, profile: profile, issuer: issuer, clientID: clientID)
                     else { return nil }
-                    return (String(decoding: out[0..<rendered.logCount], as: UTF8.self),
-                            String(decoding: out[rendered.logCount..<(rendered.logCount + rendered.outputCount)], as: UTF8.self))
+                    guard
+                        let rendered = out.withUnsafeMutableBufferPointer({
+                            HotPath.render(token, profile: profile, request: request, now: now, into: $0)
+                        })
+                    else { return nil }
+                    return (
+                        String(decoding: out[0..<rendered.logCount], as: UTF8.self),
+                        String(
+                            decoding: out[rendered.logCount..<(rendered.logCount + rendered.outputCount)], as: UTF8.self
+                        )
+                    )
                 }
             }
         }
@@ -304,17 +384,29 @@ struct HotPathOutputTests {
     ) -> HotCacheEntry {
         HotCacheEntry(
             profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID, accessToken: accessToken,
-            tokenType: tokenType, obtainedAt: obtainedAt, expiresAt: expiresAt, issuedLifetime: issuedLifetime, statesNoExpiry: statesNoExpiry)
+            tokenType: tokenType, obtainedAt: obtainedAt, expiresAt: expiresAt, issuedLifetime: issuedLifetime,
+            statesNoExpiry: statesNoExpiry)
     }
 
     @Test("key description: the same as HotCacheEntry's")
     func keyDescription() {
-        for (profile, issuer, clientID) in [("default", "https://login.example.com", "cli"), ("a", "https://x/a", "bc"), ("w-1.x_y", "http://127.0.0.1:9/", "c d")] {
-            let expected = HotCacheEntry.keyDescription(profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID)
+        for (profile, issuer, clientID) in [
+            ("default", "https://login.example.com", "cli"), ("a", "https://x/a", "bc"),
+            ("w-1.x_y", "http://127.0.0.1:9/", "c d"),
+        ] {
+            let expected = HotCacheEntry.keyDescription(
+                profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID)
             var buffer = [UInt8](repeating: 0, count: 128)
-            let count = bytes(profile) { p in bytes(issuer) { i in bytes(clientID) { c in
-                buffer.withUnsafeMutableBufferPointer { HotPath.keyDescription(profile: p, issuer: i, clientID: c, into: $0.baseAddress!, capacity: 128) }
-            } } }
+            let count = bytes(profile) { p in
+                bytes(issuer) { i in
+                    bytes(clientID) { c in
+                        buffer.withUnsafeMutableBufferPointer {
+                            HotPath.keyDescription(
+                                profile: p, issuer: i, clientID: c, into: $0.baseAddress!, capacity: 128)
+                        }
+                    }
+                }
+            }
             #expect(count.map { String(decoding: buffer[0..<$0], as: UTF8.self) } == expected)
         }
     }
@@ -326,29 +418,35 @@ struct HotPathOutputTests {
             Self.entry(expiresAt: nil, issuedLifetime: nil),
             // No stated expiry (issue 25): served at every offset, with every min-ttl.
             Self.entry(expiresAt: nil, issuedLifetime: nil, statesNoExpiry: true),
-            Self.entry(expiresAt: 1_764_425_030, issuedLifetime: 30),  // a 30-second token: margin 15 s
+            Self.entry(expiresAt: 1_764_425_030, issuedLifetime: 30), // a 30-second token: margin 15 s
             Self.entry(accessToken: "a\"b\\c~!", tokenType: "DPoP"),
             Self.entry(accessToken: String(repeating: "\"", count: 16_000)),
             Self.entry(obtainedAt: 1_764_425_000, expiresAt: 1_764_425_000 + 86_400 * 3, issuedLifetime: 86_400 * 3),
-            Self.entry(obtainedAt: 0.001, expiresAt: 951_868_800.999, issuedLifetime: 0.5),  // leap day 2000
+            Self.entry(obtainedAt: 0.001, expiresAt: 951_868_800.999, issuedLifetime: 0.5), // leap day 2000
         ]
-        let offsets: [Double] = [-10, 0, 0.25, 1, 14.5, 15.25, 59, 119.75, 120.25, 239, 300, 3000, 3539.25, 3540.25, 3600, 7300, 200_000, 1e7]
+        let offsets: [Double] = [
+            -10, 0, 0.25, 1, 14.5, 15.25, 59, 119.75, 120.25, 239, 300, 3000, 3539.25, 3540.25, 3600, 7300, 200_000,
+            1e7,
+        ]
         var hits = 0
         for entry in entries {
             let payload = try entry.encoded()
             for offset in offsets {
                 // Whole milliseconds from obtained_at plus 0.5 ms: no Double rounding ties at the boundaries.
                 let nowMilliseconds = Int64((entry.obtainedAt * 1000).rounded()) + Int64(offset * 1000) + 0
-                let now = HotPath.Instant(seconds: nowMilliseconds / 1000, nanoseconds: (nowMilliseconds % 1000) * 1_000_000 + 500_000)
+                let now = HotPath.Instant(
+                    seconds: nowMilliseconds / 1000, nanoseconds: (nowMilliseconds % 1000) * 1_000_000 + 500_000)
                 let nowDouble = Double(now.seconds) + Double(now.nanoseconds) / 1e9
                 for format in [HotPath.Format.raw, .header, .json] {
                     for verbose in [false, true] {
                         for ttl in [0, 60, 600, 31_536_000] as [Int64] {
                             let expected = reference(
-                                payload: payload, profile: entry.profile.rawValue, issuer: entry.issuer, clientID: entry.clientID,
+                                payload: payload, profile: entry.profile.rawValue, issuer: entry.issuer,
+                                clientID: entry.clientID,
                                 format: format, minimumTimeToLive: Double(ttl), verbose: verbose, now: nowDouble)
                             let actual = mine(
-                                payload: payload, profile: entry.profile.rawValue, issuer: entry.issuer, clientID: entry.clientID,
+                                payload: payload, profile: entry.profile.rawValue, issuer: entry.issuer,
+                                clientID: entry.clientID,
                                 format: format, minimumTimeToLive: ttl, verbose: verbose, now: now)
                             #expect(actual?.log == expected?.log, "\(entry) \(offset) \(format) \(ttl)")
                             #expect(actual?.output == expected?.output, "\(entry) \(offset) \(format) \(ttl)")
@@ -365,51 +463,80 @@ struct HotPathOutputTests {
     func payloads() throws {
         let good = String(decoding: try Self.entry().encoded(), as: UTF8.self)
         let lines = good.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        var variants = [good, String(good.dropLast()), good + "\n", "tokenctl-hotcache-v2" + good.dropFirst(20), good.replacingFirst("=", "")]
-        variants.append(String(decoding: try Self.entry(expiresAt: nil, issuedLifetime: nil, statesNoExpiry: true).encoded(), as: UTF8.self))
+        var variants = [
+            good, String(good.dropLast()), good + "\n", "tokenctl-hotcache-v2" + good.dropFirst(20),
+            good.replacingFirst("=", ""),
+        ]
+        variants.append(
+            String(
+                decoding: try Self.entry(expiresAt: nil, issuedLifetime: nil, statesNoExpiry: true).encoded(),
+                as: UTF8.self))
         // Each line dropped, doubled, or with its value emptied or changed.
         for index in 1..<(lines.count - 1) {
-            var dropped = lines; dropped.remove(at: index); variants.append(dropped.joined(separator: "\n"))
-            var doubled = lines; doubled.insert(lines[index], at: index); variants.append(doubled.joined(separator: "\n"))
+            var dropped = lines
+            dropped.remove(at: index)
+            variants.append(dropped.joined(separator: "\n"))
+            var doubled = lines
+            doubled.insert(lines[index], at: index)
+            variants.append(doubled.joined(separator: "\n"))
             let key = lines[index].prefix { $0 != "=" }
-            for value in ["", " ", "x", "never", "Never", "never ", "1e3", "0x10", "12.", ".5", "1.2345", "1.2.3", "nan", "99999999999", "999999999999",
-                          "https://login.example.com ", "cli\u{7}", "cli\u{E9}", "Bearer x", "default2", "-x", "=", "a=b"] {
-                var changed = lines; changed[index] = key + "=" + value; variants.append(changed.joined(separator: "\n"))
+            for value in [
+                "", " ", "x", "never", "Never", "never ", "1e3", "0x10", "12.", ".5", "1.2345", "1.2.3", "nan",
+                "99999999999", "999999999999",
+                "https://login.example.com ", "cli\u{7}", "cli\u{E9}", "Bearer x", "default2", "-x", "=", "a=b",
+            ] {
+                var changed = lines
+                changed[index] = key + "=" + value
+                variants.append(changed.joined(separator: "\n"))
             }
         }
         variants.append(good.replacingFirst("client_id", "Client_id"))
-        variants.append(good.replacingFirst("access_token=", "access_token =") )
+        variants.append(good.replacingFirst("access_token=", "access_token ="))
         variants.append(good + "unknown=1\n")
         var accepted = 0
         for text in variants {
             let payload = Array(text.utf8)
             let decoded = try? HotCacheEntry.decode(payload)
             let token = payload.withUnsafeBufferPointer { payload in
-                bytes("default") { p in bytes("https://login.example.com") { i in bytes("cli") { c in
-                    HotPath.cachedToken(payload, profile: p, issuer: i, clientID: c).map { token in
-                        (String(decoding: token.accessToken, as: UTF8.self), String(decoding: token.tokenType, as: UTF8.self),
-                         token.obtainedAt, token.expiresAt, token.issuedLifetime, token.statesNoExpiry)
+                bytes("default") { p in
+                    bytes("https://login.example.com") { i in
+                        bytes("cli") { c in
+                            HotPath.cachedToken(payload, profile: p, issuer: i, clientID: c).map { token in
+                                (
+                                    String(decoding: token.accessToken, as: UTF8.self),
+                                    String(decoding: token.tokenType, as: UTF8.self),
+                                    token.obtainedAt, token.expiresAt, token.issuedLifetime, token.statesNoExpiry
+                                )
+                            }
+                        }
                     }
-                } } }
+                }
             }
             guard let token else { continue }
             accepted += 1
-            #expect(decoded?.belongs(to: .default, issuer: "https://login.example.com", clientID: "cli") == true, "\(text)")
+            #expect(
+                decoded?.belongs(to: .default, issuer: "https://login.example.com", clientID: "cli") == true, "\(text)")
             #expect(decoded?.accessToken == token.0 && decoded?.tokenType == token.1, "\(text)")
-            func double(_ time: HotPath.Time?) -> Double? { time.map { Double($0.seconds) + Double($0.milliseconds) / 1000 } }
-            #expect(decoded?.obtainedAt == double(token.2) && decoded?.expiresAt == double(token.3)
+            func double(_ time: HotPath.Time?) -> Double? {
+                time.map { Double($0.seconds) + Double($0.milliseconds) / 1000 }
+            }
+            #expect(
+                decoded?.obtainedAt == double(token.2) && decoded?.expiresAt == double(token.3)
                     && decoded?.issuedLifetime == double(token.4) && decoded?.statesNoExpiry == token.5, "\(text)")
         }
         #expect(accepted > 10)
     }
 }
 
-private extension String {
-    func replacingFirst(_ target: String, _ replacement: String) -> String {
-        let bytes = Array(utf8), needle = Array(target.utf8)
+extension String {
+    fileprivate func replacingFirst(_ target: String, _ replacement: String) -> String {
+        let bytes = Array(utf8)
+        let needle = Array(target.utf8)
         guard bytes.count >= needle.count else { return self }
         for index in 0...(bytes.count - needle.count) where Array(bytes[index..<(index + needle.count)]) == needle {
-            return String(decoding: Array(bytes[..<index]) + Array(replacement.utf8) + Array(bytes[(index + needle.count)...]), as: UTF8.self)
+            return String(
+                decoding: Array(bytes[..<index]) + Array(replacement.utf8) + Array(bytes[(index + needle.count)...]),
+                as: UTF8.self)
         }
         return self
     }

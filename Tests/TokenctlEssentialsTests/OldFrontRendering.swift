@@ -6,7 +6,9 @@ import TokenctlEssentials
 
 enum OldFrontRendering {
     /// What the old front printed for `entry` (`log` on stderr with --verbose, `output` on stdout).
-    static func render(_ entry: HotCacheEntry, profile: String, format: HotPath.Format, verbose: Bool, now: Double) -> (log: String, output: String) {
+    static func render(_ entry: HotCacheEntry, profile: String, format: HotPath.Format, verbose: Bool, now: Double) -> (
+        log: String, output: String
+    ) {
         func jsonString(_ text: String) -> String {
             var result = "\""
             for character in text {
@@ -26,7 +28,9 @@ enum OldFrontRendering {
         case .header:
             output = "Authorization: \(entry.tokenType) \(entry.accessToken)\n"
         case .json:
-            var fields = ["\"access_token\":\(jsonString(entry.accessToken))", "\"token_type\":\(jsonString(entry.tokenType))"]
+            var fields = [
+                "\"access_token\":\(jsonString(entry.accessToken))", "\"token_type\":\(jsonString(entry.tokenType))",
+            ]
             if let expiry = entry.expiresAt {
                 fields.append("\"expires_at\":\(jsonString(Timestamp.iso8601(expiry)))")
                 fields.append("\"expires_in\":\(max(0, Int(expiry - now)))")
@@ -36,7 +40,8 @@ enum OldFrontRendering {
             output = entry.accessToken + "\n"
         }
         // (Issue 25: a token with no stated expiry says so.)
-        let validity = entry.statesNoExpiry ? "with no expiry stated" : "valid for \(duration(entry.effectiveExpiry - now))"
+        let validity =
+            entry.statesNoExpiry ? "with no expiry stated" : "valid for \(duration(entry.effectiveExpiry - now))"
         let log = verbose ? "tokenctl: access token for '\(profile)' \(validity) (kernel keyring cache)\n" : ""
         return (log, output)
     }

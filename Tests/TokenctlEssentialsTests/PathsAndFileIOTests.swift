@@ -1,36 +1,43 @@
+import Testing
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Testing
-import TokenctlEssentials
 
 @Suite("Paths")
 struct PathsTests {
     @Test("HOME alone: XDG defaults, locks in the uid's runtime directory")
     func homeDefaults() throws {
         let paths = try Paths.resolve(.fixed(["HOME": "/home/u"]))
-        #expect(paths == Paths(
-            configDirectory: "/home/u/.config/tokenctl",
-            lockDirectory: Paths.runtimeLockDirectory(.fixed([:])),
-            stateDirectory: "/home/u/.local/state/tokenctl",
-            cacheDirectory: "/home/u/.cache/tokenctl"))
+        #expect(
+            paths
+                == Paths(
+                    configDirectory: "/home/u/.config/tokenctl",
+                    lockDirectory: Paths.runtimeLockDirectory(.fixed([:])),
+                    stateDirectory: "/home/u/.local/state/tokenctl",
+                    cacheDirectory: "/home/u/.cache/tokenctl"))
     }
 
     @Test("absolute XDG variables win over HOME")
     func xdgVariables() throws {
-        let paths = try Paths.resolve(.fixed([
-            "HOME": "/home/u", "XDG_CONFIG_HOME": "/cfg", "XDG_STATE_HOME": "/state", "XDG_RUNTIME_DIR": "/run/user/1000",
-        ]))
+        let paths = try Paths.resolve(
+            .fixed([
+                "HOME": "/home/u", "XDG_CONFIG_HOME": "/cfg", "XDG_STATE_HOME": "/state",
+                "XDG_RUNTIME_DIR": "/run/user/1000",
+            ]))
         #expect(paths.configDirectory == "/cfg/tokenctl")
         #expect(paths.stateDirectory == "/state/tokenctl")
-        #expect(paths.lockDirectory == Paths.runtimeLockDirectory(.fixed([:])), "XDG_RUNTIME_DIR does not move the lock")
+        #expect(
+            paths.lockDirectory == Paths.runtimeLockDirectory(.fixed([:])), "XDG_RUNTIME_DIR does not move the lock")
     }
 
     @Test("relative XDG paths are ignored, as the specification requires")
     func relativeXDGIgnored() throws {
-        let paths = try Paths.resolve(.fixed([
-            "HOME": "/home/u", "XDG_CONFIG_HOME": "cfg", "XDG_STATE_HOME": "./state", "XDG_RUNTIME_DIR": "run",
-        ]))
+        let paths = try Paths.resolve(
+            .fixed([
+                "HOME": "/home/u", "XDG_CONFIG_HOME": "cfg", "XDG_STATE_HOME": "./state", "XDG_RUNTIME_DIR": "run",
+            ]))
         #expect(paths.configDirectory == "/home/u/.config/tokenctl")
         #expect(paths.stateDirectory == "/home/u/.local/state/tokenctl")
         #expect(paths.lockDirectory == Paths.runtimeLockDirectory(.fixed([:])))
@@ -43,10 +50,12 @@ struct PathsTests {
         #expect(paths.lockDirectory == Paths.runtimeLockDirectory(.fixed([:])))
     }
 
-    @Test("one lock directory for every environment of one user: XDG_RUNTIME_DIR set, unset, another user's, bogus", arguments: [
-        [:], ["XDG_RUNTIME_DIR": "/run/user/\(getuid())"], ["XDG_RUNTIME_DIR": "/run/user/4242"],
-        ["XDG_RUNTIME_DIR": "/nonexistent/q"], ["XDG_RUNTIME_DIR": "/dev/null"], ["XDG_RUNTIME_DIR": "relative"],
-    ] as [[String: String]])
+    @Test(
+        "one lock directory for every environment of one user: XDG_RUNTIME_DIR set, unset, another user's, bogus",
+        arguments: [
+            [:], ["XDG_RUNTIME_DIR": "/run/user/\(getuid())"], ["XDG_RUNTIME_DIR": "/run/user/4242"],
+            ["XDG_RUNTIME_DIR": "/nonexistent/q"], ["XDG_RUNTIME_DIR": "/dev/null"], ["XDG_RUNTIME_DIR": "relative"],
+        ] as [[String: String]])
     func oneLockDirectory(environment: [String: String]) throws {
         let paths = try Paths.resolve(.fixed(environment.merging(["HOME": "/home/u"]) { $1 }))
         let expected = Paths.runtimeLockDirectory(.fixed([:]))
@@ -60,13 +69,17 @@ struct PathsTests {
         // Another uid's /run/user entry (absent, or not ours): the /tmp fallback for that uid.
         #expect(Paths.runtimeLockDirectory(.fixed([:]), userID: 4242) == "/tmp/tokenctl-4242")
         #expect(Paths.runtimeLockDirectory(.fixed([Paths.runtimeDirectoryVariable: "/x/y"])) == "/x/y/tokenctl")
-        #expect(Paths.runtimeLockDirectory(.fixed([Paths.runtimeDirectoryVariable: "rel"])) == Paths.runtimeLockDirectory(.fixed([:])))
+        #expect(
+            Paths.runtimeLockDirectory(.fixed([Paths.runtimeDirectoryVariable: "rel"]))
+                == Paths.runtimeLockDirectory(.fixed([:])))
     }
 
-    @Test("no HOME and no XDG variables is an error", arguments: [
-        [:], ["HOME": ""], ["HOME": "relative/home"], ["XDG_RUNTIME_DIR": "/run/user/0"],
-        ["XDG_CONFIG_HOME": "/cfg"], ["XDG_STATE_HOME": "/state"],
-    ] as [[String: String]])
+    @Test(
+        "no HOME and no XDG variables is an error",
+        arguments: [
+            [:], ["HOME": ""], ["HOME": "relative/home"], ["XDG_RUNTIME_DIR": "/run/user/0"],
+            ["XDG_CONFIG_HOME": "/cfg"], ["XDG_STATE_HOME": "/state"],
+        ] as [[String: String]])
     func noHome(environment: [String: String]) {
         #expect(throws: PathsError.noHome) { try Paths.resolve(.fixed(environment)) }
     }

@@ -44,15 +44,17 @@ struct ProfileConfigurationTests {
         let lines = configuration.serialized(profile: work).split(separator: "\n").map(String.init)
         #expect(lines[0].hasPrefix("# tokenctl profile 'work'"))
         #expect(lines[1].hasPrefix("#"))
-        #expect(Array(lines.dropFirst(2)) == [
-            "issuer = https://a.example", "client_id = id", "scope = s", "token_endpoint = https://a.example/t",
-        ])
+        #expect(
+            Array(lines.dropFirst(2)) == [
+                "issuer = https://a.example", "client_id = id", "scope = s", "token_endpoint = https://a.example/t",
+            ])
         #expect(configuration.serialized(profile: work).hasSuffix("\n"))
     }
 
     @Test("comments, blank lines, tabs and spacing around '=' are tolerated")
     func lenientParsing() throws {
-        let text = "# comment\n\n  issuer=https://a.example/  \n\tclient_id\t=\tmy-client\n   # indented comment\nscope = openid profile\n"
+        let text =
+            "# comment\n\n  issuer=https://a.example/  \n\tclient_id\t=\tmy-client\n   # indented comment\nscope = openid profile\n"
         let configuration = try ProfileConfiguration.parse(text, path: path)
         #expect(configuration.issuer.string == "https://a.example/")
         #expect(configuration.clientID == "my-client")
@@ -90,7 +92,8 @@ struct ProfileConfigurationTests {
 
     @Test("empty scope and cacert mean unset")
     func emptyOptionalValues() throws {
-        let configuration = try ProfileConfiguration.parse("issuer = https://a.example\nclient_id = c\nscope =\ncacert = \n", path: path)
+        let configuration = try ProfileConfiguration.parse(
+            "issuer = https://a.example\nclient_id = c\nscope =\ncacert = \n", path: path)
         #expect(configuration.scope == nil)
         #expect(configuration.caBundle == nil)
     }
@@ -98,7 +101,10 @@ struct ProfileConfigurationTests {
     @Test("unknown key: line number and a suggestion")
     func unknownKeyWithSuggestion() {
         let error = configurationError("# header\nissuer = https://a.example\nclient-id = c\n")
-        #expect(error == ConfigurationError(path: path, line: 3, message: "unknown key 'client-id' (did you mean 'client_id'?)"))
+        #expect(
+            error
+                == ConfigurationError(
+                    path: path, line: 3, message: "unknown key 'client-id' (did you mean 'client_id'?)"))
         #expect(error?.description == "\(path):3: unknown key 'client-id' (did you mean 'client_id'?)")
     }
 
@@ -123,7 +129,9 @@ struct ProfileConfigurationTests {
 
     @Test("missing client_id: no line")
     func missingClientID() {
-        #expect(configurationError("issuer = https://a.example\n") == ConfigurationError(path: path, line: nil, message: "'client_id' is missing"))
+        #expect(
+            configurationError("issuer = https://a.example\n")
+                == ConfigurationError(path: path, line: nil, message: "'client_id' is missing"))
     }
 
     @Test("an empty file misses the issuer")
@@ -133,7 +141,9 @@ struct ProfileConfigurationTests {
 
     @Test("empty client_id is reported on its line")
     func emptyClientID() {
-        #expect(configurationError("issuer = https://a.example\nclient_id =\n") == ConfigurationError(path: path, line: 2, message: "'client_id' is empty"))
+        #expect(
+            configurationError("issuer = https://a.example\nclient_id =\n")
+                == ConfigurationError(path: path, line: 2, message: "'client_id' is empty"))
     }
 
     @Test("a bad issuer URL is reported on its line with the URL problem")
@@ -143,11 +153,13 @@ struct ProfileConfigurationTests {
         #expect(error?.message == "issuer: \(EndpointURLError.plainHTTPToRemoteHost("http://example.com"))")
     }
 
-    @Test("bad endpoint URLs are reported on their lines", arguments: [
-        ("token_endpoint", "ftp://a.example/token"),
-        ("revocation_endpoint", "https://a.example/#x"),
-        ("token_endpoint", "not a url"),
-    ])
+    @Test(
+        "bad endpoint URLs are reported on their lines",
+        arguments: [
+            ("token_endpoint", "ftp://a.example/token"),
+            ("revocation_endpoint", "https://a.example/#x"),
+            ("token_endpoint", "not a url"),
+        ])
     func badEndpoint(key: String, value: String) {
         let error = configurationError("issuer = https://a.example\nclient_id = c\n\(key) = \(value)\n")
         #expect(error?.line == 3)
@@ -169,15 +181,19 @@ struct ProfileConfigurationTests {
 
     @Test("every documented key is accepted")
     func allKeys() throws {
-        #expect(ProfileConfiguration.keys == [
-            "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
-            "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource", "git_username",
-            "dpop", "dpop_allow_bearer",
-        ])
+        #expect(
+            ProfileConfiguration.keys == [
+                "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint",
+                "device_authorization_endpoint",
+                "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
+                "git_username",
+                "dpop", "dpop_allow_bearer",
+            ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {
             case "issuer": "issuer = https://a.example"
-            case "token_endpoint", "revocation_endpoint", "device_authorization_endpoint", "authorization_endpoint", "jwks_uri":
+            case "token_endpoint", "revocation_endpoint", "device_authorization_endpoint", "authorization_endpoint",
+                "jwks_uri":
                 "\(key) = https://a.example/\(key)"
             case "token_endpoint_auth_method": "\(key) = client_secret_post"
             case "resource": "resource = https://api.example/ urn:example:ledger"
@@ -196,13 +212,15 @@ struct ProfileConfigurationTests {
         #expect(configuration.audience == "v")
         #expect(configuration.resources == ["https://api.example/", "urn:example:ledger"])
         #expect(configuration.gitUsername == "v")
-        let again = try ProfileConfiguration.parse(configuration.serialized(profile: ProfileName(rawValue: "p")!), path: path)
+        let again = try ProfileConfiguration.parse(
+            configuration.serialized(profile: ProfileName(rawValue: "p")!), path: path)
         #expect(again == configuration)
     }
 
     @Test("an unknown client authentication method is rejected on its line")
     func unknownAuthMethod() {
-        let error = configurationError("issuer = https://a.example\nclient_id = c\ntoken_endpoint_auth_method = private_key_jwt\n")
+        let error = configurationError(
+            "issuer = https://a.example\nclient_id = c\ntoken_endpoint_auth_method = private_key_jwt\n")
         #expect(error?.line == 3)
     }
 }

@@ -1,8 +1,9 @@
+import Testing
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Testing
-import TokenctlEssentials
 
 @Suite("Terminal text, descriptors")
 struct SystemLayerTests {
@@ -25,7 +26,10 @@ struct SystemLayerTests {
         var calls = 0
         let result = Descriptor.retryingInterrupted { () -> Int in
             calls += 1
-            if calls < 3 { errno = EINTR; return -1 }
+            if calls < 3 {
+                errno = EINTR
+                return -1
+            }
             return 7
         }
         #expect(result == 7 && calls == 3)

@@ -1,8 +1,9 @@
+import Testing
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Testing
-import TokenctlEssentials
 
 // Per-call targets (`token --scope/--audience/--resource`): the engine's TokenTarget and the
 // front's byte-level TokenTargetSyntax must name the same hot-cache key and accept the same
@@ -14,7 +15,11 @@ private func withBytes<R>(_ text: String?, _ body: (UnsafeBufferPointer<UInt8>?)
 }
 
 private func frontDigest(scope: String?, audience: String?, resource: String?) -> UInt64 {
-    withBytes(scope) { s in withBytes(audience) { a in withBytes(resource) { r in TokenTargetSyntax.digest(scope: s, audience: a, resource: r) } } }
+    withBytes(scope) { s in
+        withBytes(audience) { a in
+            withBytes(resource) { r in TokenTargetSyntax.digest(scope: s, audience: a, resource: r) }
+        }
+    }
 }
 
 @Suite("Token targets: canonical form, digest and hot-cache payloads")
@@ -31,7 +36,8 @@ struct TokenTargetTests {
         #expect(full.resourceField == "https://a.test/ https://b.test/")
         #expect(full.description == "scope 'read', audience 'api', resource 'https://a.test/ https://b.test/'")
         #expect(TokenTarget(storedScope: "read write", audience: nil, resource: nil) == a)
-        #expect(TokenTarget(storedScope: "write read", audience: nil, resource: nil) == nil, "stored targets are canonical")
+        #expect(
+            TokenTarget(storedScope: "write read", audience: nil, resource: nil) == nil, "stored targets are canonical")
     }
 
     @Test("a stored target reads back as the target its options make: every canonical field, and nothing else")
@@ -43,28 +49,39 @@ struct TokenTargetTests {
             try TokenTarget(scope: (0..<32).map { "s\($0)" }.joined(separator: " "), audience: nil, resource: "urn:x"),
         ]
         for target in targets {
-            #expect(TokenTarget(storedScope: target.scopeField, audience: target.audience, resource: target.resourceField) == target, "\(target)")
+            #expect(
+                TokenTarget(storedScope: target.scopeField, audience: target.audience, resource: target.resourceField)
+                    == target, "\(target)")
         }
-        for (scope, audience, resource) in [("a  b", nil, nil), (" a", nil, nil), ("a b ", nil, nil), ("a a", nil, nil), ("a\"b", nil, nil),
-                                            (nil, "two words", nil), (nil, nil, "relative"), (nil, nil, "https://b.test/ https://a.test/"),
-                                            ("", nil, nil), ((0..<33).map { "s\($0)" }.sorted().joined(separator: " "), nil, nil)] as [(String?, String?, String?)] {
-            #expect(TokenTarget(storedScope: scope, audience: audience, resource: resource) == nil, "\(String(describing: scope)) \(String(describing: audience)) \(String(describing: resource))")
+        for (scope, audience, resource) in [
+            ("a  b", nil, nil), (" a", nil, nil), ("a b ", nil, nil), ("a a", nil, nil), ("a\"b", nil, nil),
+            (nil, "two words", nil), (nil, nil, "relative"), (nil, nil, "https://b.test/ https://a.test/"),
+            ("", nil, nil), ((0..<33).map { "s\($0)" }.sorted().joined(separator: " "), nil, nil),
+        ] as [(String?, String?, String?)] {
+            #expect(
+                TokenTarget(storedScope: scope, audience: audience, resource: resource) == nil,
+                "\(String(describing: scope)) \(String(describing: audience)) \(String(describing: resource))")
         }
     }
 
     @Test("values a server could not take are usage errors naming the option")
     func invalid() {
         let cases: [(String?, String?, String?, String)] = [
-            ("", nil, nil, "--scope"), ("   ", nil, nil, "--scope"), ("a\"b", nil, nil, "--scope"), ("a\\b", nil, nil, "--scope"),
+            ("", nil, nil, "--scope"), ("   ", nil, nil, "--scope"), ("a\"b", nil, nil, "--scope"),
+            ("a\\b", nil, nil, "--scope"),
             ("caf\u{E9}", nil, nil, "--scope"), ("a\tb", nil, nil, "--scope"),
             (nil, "", nil, "--audience"), (nil, "two words", nil, "--audience"), (nil, "x\u{7}", nil, "--audience"),
-            (nil, nil, "relative/path", "--resource"), (nil, nil, "https://a.test/#frag", "--resource"), (nil, nil, "", "--resource"),
+            (nil, nil, "relative/path", "--resource"), (nil, nil, "https://a.test/#frag", "--resource"),
+            (nil, nil, "", "--resource"),
             (nil, nil, "1http://x", "--resource"),
             ((0..<33).map { "s\($0)" }.joined(separator: " "), nil, nil, "--scope"),
             (String(repeating: "a", count: 1025), nil, nil, "--scope"),
         ]
         for (scope, audience, resource, option) in cases {
-            #expect(throws: TokenTargetError.self, "\(String(describing: scope)) \(String(describing: audience)) \(String(describing: resource))") {
+            #expect(
+                throws: TokenTargetError.self,
+                "\(String(describing: scope)) \(String(describing: audience)) \(String(describing: resource))"
+            ) {
                 try TokenTarget(scope: scope, audience: audience, resource: resource)
             }
             do { _ = try TokenTarget(scope: scope, audience: audience, resource: resource) } catch {
@@ -78,7 +95,8 @@ struct TokenTargetTests {
     @Test("the front's digest of the words as given equals the engine's of the canonical target")
     func digest() throws {
         let shapes: [(String?, String?, String?)] = [
-            ("read", nil, nil), ("write read", nil, nil), ("b  a c", "aud", nil), (nil, "api://x", "https://r.test/ urn:x"),
+            ("read", nil, nil), ("write read", nil, nil), ("b  a c", "aud", nil),
+            (nil, "api://x", "https://r.test/ urn:x"),
             (nil, nil, "https://r2.test/ https://r1.test/"), ("openid", "a", "https://r.test/"),
         ]
         var digests = Set<UInt64>()
@@ -89,7 +107,9 @@ struct TokenTargetTests {
         }
         #expect(digests.count == shapes.count, "distinct targets, distinct digests")
         // The same word in another part is another target.
-        #expect(frontDigest(scope: "x", audience: nil, resource: nil) != frontDigest(scope: nil, audience: "x", resource: nil))
+        #expect(
+            frontDigest(scope: "x", audience: nil, resource: nil)
+                != frontDigest(scope: nil, audience: "x", resource: nil))
         #expect(TokenTarget.session.digest == nil)
     }
 
@@ -98,11 +118,19 @@ struct TokenTargetTests {
         let profile = ProfileName(rawValue: "work")!
         var reference = FNV1a64()
         reference.update("v1")
-        for part in ["work", "https://login.example.com", "cli"] { reference.update([0]); reference.update(part) }
-        let session = HotCacheEntry.keyDescription(profile: profile, issuer: "https://login.example.com", clientID: "cli")
+        for part in ["work", "https://login.example.com", "cli"] {
+            reference.update([0])
+            reference.update(part)
+        }
+        let session = HotCacheEntry.keyDescription(
+            profile: profile, issuer: "https://login.example.com", clientID: "cli")
         #expect(session == "tokenctl:v1:work:" + reference.hexDigest, "keys of older versions stay valid")
-        let read = HotCacheEntry.keyDescription(profile: profile, issuer: "https://login.example.com", clientID: "cli", target: try TokenTarget(scope: "read", audience: nil, resource: nil))
-        let write = HotCacheEntry.keyDescription(profile: profile, issuer: "https://login.example.com", clientID: "cli", target: try TokenTarget(scope: "write", audience: nil, resource: nil))
+        let read = HotCacheEntry.keyDescription(
+            profile: profile, issuer: "https://login.example.com", clientID: "cli",
+            target: try TokenTarget(scope: "read", audience: nil, resource: nil))
+        let write = HotCacheEntry.keyDescription(
+            profile: profile, issuer: "https://login.example.com", clientID: "cli",
+            target: try TokenTarget(scope: "write", audience: nil, resource: nil))
         #expect(read.hasPrefix(HotCacheEntry.keyPrefix(profile: profile)) && read.count == session.count)
         #expect(Set([session, read, write]).count == 3)
     }
@@ -113,7 +141,9 @@ struct TokenTargetTests {
             let (count, vector) = argv(arguments)
             return HotPath.recognize(argc: count, argv: vector)
         }
-        let full = request(["token", "--scope", "read write", "--audience=api", "--resource", "https://r.test/", "--format", "json"])
+        let full = request([
+            "token", "--scope", "read write", "--audience=api", "--resource", "https://r.test/", "--format", "json",
+        ])
         #expect(full.map { String(cString: $0.scope!) } == "read write")
         #expect(full.map { String(cString: $0.audience!) } == "api")
         #expect(full.map { String(cString: $0.resource!) } == "https://r.test/")
@@ -127,7 +157,8 @@ struct TokenTargetTests {
     func payloads() throws {
         let target = try TokenTarget(scope: "read write", audience: "api", resource: "https://r.test/")
         let entry = HotCacheEntry(
-            profile: .default, issuer: "https://login.example.com", clientID: "cli", accessToken: "at_read", tokenType: "Bearer",
+            profile: .default, issuer: "https://login.example.com", clientID: "cli", accessToken: "at_read",
+            tokenType: "Bearer",
             obtainedAt: 1_764_425_000, expiresAt: 1_764_428_600, issuedLifetime: 3600, target: target)
         let payload = try entry.encoded()
         #expect(try HotCacheEntry.decode(payload) == entry)
@@ -136,11 +167,21 @@ struct TokenTargetTests {
 
         func served(_ payload: [UInt8], scope: String?, audience: String?, resource: String?) -> Bool {
             payload.withUnsafeBufferPointer { payload in
-                withBytes("default") { p in withBytes("https://login.example.com") { i in withBytes("cli") { c in
-                    withBytes(scope) { s in withBytes(audience) { a in withBytes(resource) { r in
-                        HotPath.cachedToken(payload, profile: p!, issuer: i!, clientID: c!, scope: s, audience: a, resource: r) != nil
-                    } } }
-                } } }
+                withBytes("default") { p in
+                    withBytes("https://login.example.com") { i in
+                        withBytes("cli") { c in
+                            withBytes(scope) { s in
+                                withBytes(audience) { a in
+                                    withBytes(resource) { r in
+                                        HotPath.cachedToken(
+                                            payload, profile: p!, issuer: i!, clientID: c!, scope: s, audience: a,
+                                            resource: r) != nil
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
         #expect(served(payload, scope: "write  read", audience: "api", resource: "https://r.test/"))
@@ -162,8 +203,8 @@ struct TokenTargetTests {
     }
 }
 
-private extension String {
-    func replacingOccurrences(of target: String, with replacement: String) -> String {
+extension String {
+    fileprivate func replacingOccurrences(of target: String, with replacement: String) -> String {
         var result = ""
         var rest = Substring(self)
         while let range = rest.firstRange(of: target) {

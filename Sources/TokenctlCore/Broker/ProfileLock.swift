@@ -1,7 +1,8 @@
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlEssentials
 
 /// A held cross-process lock; released when dropped (and by the kernel if the process dies).
 public protocol HeldLock: AnyObject, Sendable {}
@@ -82,7 +83,9 @@ public struct FileLockProvider: LockProvider {
     private static func unusable(_ message: String) -> TokenctlError {
         TokenctlError(
             .configuration, message,
-            hint: "tokenctl keeps its refresh locks in /run/user/$(id -u)/tokenctl, or /tmp/tokenctl-$(id -u) without one; it must be a directory of yours with mode 0700.")
+            hint:
+                "tokenctl keeps its refresh locks in /run/user/$(id -u)/tokenctl, or /tmp/tokenctl-$(id -u) without one; it must be a directory of yours with mode 0700."
+        )
     }
 
     /// The profile's lock file (as `Paths.lockFile` names it).

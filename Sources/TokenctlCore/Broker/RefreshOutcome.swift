@@ -44,12 +44,16 @@ public enum RefreshOutcome: Equatable, Sendable {
             response = value
         }
         if response.isTransientFailure {
-            return .transient(response.status == 429 ? .rateLimited : .serverError(response.status), retryAfter: retryAfter(response, now: now))
+            return .transient(
+                response.status == 429 ? .rateLimited : .serverError(response.status),
+                retryAfter: retryAfter(response, now: now))
         }
         let object = EndpointAnswer.object(response)
         if let (code, description) = EndpointAnswer.error(in: object) {
-            let reason = TerminalReason.oauthError(status: response.status, code: code, description: description.map(TerminalText.short))
-            return OAuthErrorCodes.meaning(of: code)?.kind == .clientRefused ? .clientRefused(reason) : .terminal(reason)
+            let reason = TerminalReason.oauthError(
+                status: response.status, code: code, description: description.map(TerminalText.short))
+            return OAuthErrorCodes.meaning(of: code)?.kind == .clientRefused
+                ? .clientRefused(reason) : .terminal(reason)
         }
         guard (200..<300).contains(response.status) else {
             return .terminal(.unexpectedStatus(response.status, contentType: response.header("content-type")))
@@ -62,10 +66,14 @@ public enum RefreshOutcome: Equatable, Sendable {
             case .usable(let tokens):
                 return .success(tokens, serverDate: response.serverDate)
             case .unusableAccessToken(let problem, let refreshToken, let idToken):
-                return .unusableTokens(UnusableTokens(problem: problem, refreshToken: refreshToken.map { .rotated($0) } ?? .absent, idToken: idToken))
+                return .unusableTokens(
+                    UnusableTokens(
+                        problem: problem, refreshToken: refreshToken.map { .rotated($0) } ?? .absent, idToken: idToken))
             }
         } catch {
-            if error.field == "refresh_token" { return .unusableTokens(UnusableTokens(problem: error, refreshToken: .unusable, idToken: nil)) }
+            if error.field == "refresh_token" {
+                return .unusableTokens(UnusableTokens(problem: error, refreshToken: .unusable, idToken: nil))
+            }
             return .terminal(.unusableResponse(error.description))
         }
     }
@@ -166,7 +174,8 @@ public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {
         case .oauthError(let status, let code, let description):
             "the server answered \(status) \(TerminalText.short(code))" + (description.map { ": \($0)" } ?? "")
         case .unexpectedStatus(let status, let contentType):
-            "the server answered HTTP \(status)" + (contentType.map { " (\(TerminalText.short($0)))" } ?? "") + " without an OAuth error"
+            "the server answered HTTP \(status)" + (contentType.map { " (\(TerminalText.short($0)))" } ?? "")
+                + " without an OAuth error"
         case .unusableResponse(let message):
             message
         }

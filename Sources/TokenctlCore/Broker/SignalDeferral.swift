@@ -1,7 +1,8 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Synchronization
 
 /// Holds off SIGINT, SIGTERM and SIGHUP while a rotated refresh token is in flight: from
 /// sending the request until the new token set is safe (journaled, or written). A signal that
@@ -37,7 +38,9 @@ public enum SignalDeferral {
 
     /// SIG_IGN is `(__sighandler_t) 1` in C, a cast Swift does not import.
     private static func isIgnored(_ action: sigaction) -> Bool {
-        guard action.sa_flags & SA_SIGINFO == 0, let handler = action.__sigaction_handler.sa_handler else { return false }
+        guard action.sa_flags & SA_SIGINFO == 0, let handler = action.__sigaction_handler.sa_handler else {
+            return false
+        }
         return unsafeBitCast(handler, to: Int.self) == 1
     }
 

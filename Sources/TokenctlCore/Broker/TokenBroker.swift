@@ -105,25 +105,31 @@ public actor TokenBroker {
     ///   token (`token --force` after a 401), rather than asking for a renewal (`refresh`): a
     ///   session without a refresh token then stops trusting its token (see `noRefreshToken`).
     public func validTokenSet(
-        for profile: ResolvedProfile, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool = false, capMargin: Bool = true,
+        for profile: ResolvedProfile, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool = false,
+        capMargin: Bool = true,
         readFirst: Bool = true, rejected: Bool = false
     ) async throws(TokenctlError) -> TokenSet {
         await completePendingWrite(profile)
         if force && !readFirst {
             narrate?("refreshing: forced")
-            return try await sharedRefresh(profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: true, capMargin: capMargin, rejected: rejected)
+            return try await sharedRefresh(
+                profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: true,
+                capMargin: capMargin, rejected: rejected)
         }
         let session = try await read(profile.identity)
         guard let session else { throw Self.notLoggedIn(profile.name) }
         try Self.checkScopes(target, within: session, profile.name)
         guard let snapshot = session.served(for: target) else {
             narrate?("no token for \(target) is stored for '\(profile.name)': refreshing to get one")
-            return try await sharedRefresh(profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin, rejected: rejected)
+            return try await sharedRefresh(
+                profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: force,
+                capMargin: capMargin, rejected: rejected)
         }
         if let narrate {
-            narrate(store.pendingWrite(profile.identity) != nil
-                ? "read the session of '\(profile.name)' from the rotation journal in the kernel keyring (its Secret Service write is pending)"
-                : "read the session of '\(profile.name)' from the Secret Service")
+            narrate(
+                store.pendingWrite(profile.identity) != nil
+                    ? "read the session of '\(profile.name)' from the rotation journal in the kernel keyring (its Secret Service write is pending)"
+                    : "read the session of '\(profile.name)' from the Secret Service")
             narrateMargin(snapshot, minimumTimeToLive: minimumTimeToLive, capped: capMargin)
         }
         if !force && snapshot.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
@@ -133,23 +139,33 @@ public actor TokenBroker {
         if let narrate {
             let left = snapshot.timeLeft(at: clock.now())
             let margin = snapshot.refreshMargin(minimumTimeToLive: minimumTimeToLive, capped: capMargin)
-            narrate(force ? "refreshing: forced"
-                : left <= 0 ? "refreshing: the access token expired \(Self.seconds(-left)) ago"
-                : "refreshing: the access token has \(Self.seconds(left)) left, not more than the \(Self.seconds(margin)) asked for")
+            narrate(
+                force
+                    ? "refreshing: forced"
+                    : left <= 0
+                        ? "refreshing: the access token expired \(Self.seconds(-left)) ago"
+                        : "refreshing: the access token has \(Self.seconds(left)) left, not more than the \(Self.seconds(margin)) asked for"
+            )
         }
-        return try await sharedRefresh(profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin, rejected: rejected)
+        return try await sharedRefresh(
+            profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
+            capMargin: capMargin, rejected: rejected)
     }
 
     /// A narrowed refresh may only ask for scopes the session was granted (RFC 6749 §6): asking
     /// for others is refused here, before a request, when the session's scope is known.
-    static func checkScopes(_ target: TokenTarget, within session: TokenSet, _ profile: ProfileName) throws(TokenctlError) {
+    static func checkScopes(_ target: TokenTarget, within session: TokenSet, _ profile: ProfileName)
+        throws(TokenctlError)
+    {
         guard !target.scopes.isEmpty, let granted = session.scope.map({ Set(ScopeWords.words($0)) }) else { return }
         let missing = target.scopes.filter { !granted.contains($0) }
         guard missing.isEmpty else {
             throw TokenctlError(
                 .invalidInput,
                 "profile '\(profile)' was not granted the scope\(missing.count == 1 ? "" : "s") '\(missing.joined(separator: " "))': its session has '\(session.scope ?? "")', and a refresh can only narrow it (RFC 6749 §6)",
-                hint: "Ask for a subset of the session's scopes, or sign in with more: '\(CommandHint.tokenctl(profile, "login --scope \"\((granted.sorted() + missing).joined(separator: " "))\""))'.")
+                hint:
+                    "Ask for a subset of the session's scopes, or sign in with more: '\(CommandHint.tokenctl(profile, "login --scope \"\((granted.sorted() + missing).joined(separator: " "))\""))'."
+            )
         }
     }
 
@@ -157,12 +173,15 @@ public actor TokenBroker {
     private func narrateMargin(_ tokenSet: TokenSet, minimumTimeToLive: Double, capped: Bool) {
         let margin = tokenSet.refreshMargin(minimumTimeToLive: minimumTimeToLive, capped: capped)
         if margin < minimumTimeToLive {
-            narrate?("min-ttl \(Self.seconds(minimumTimeToLive)) capped at \(Self.seconds(margin)), half the access token's lifetime (a longer one could never be met)")
+            narrate?(
+                "min-ttl \(Self.seconds(minimumTimeToLive)) capped at \(Self.seconds(margin)), half the access token's lifetime (a longer one could never be met)"
+            )
         }
     }
 
     static func seconds(_ value: Double) -> String {
-        value < 10 && value != value.rounded() ? "\(Double(Int(saturating: value * 10)) / 10) s" : "\(Int(saturating: value.rounded())) s"
+        value < 10 && value != value.rounded()
+            ? "\(Double(Int(saturating: value * 10)) / 10) s" : "\(Int(saturating: value.rounded())) s"
     }
 
     /// When the rotation journal holds a set the Secret Service does not, write it there now,
@@ -170,11 +189,14 @@ public actor TokenBroker {
     /// effort: while the Secret Service cannot take it, reads serve the journal's set.
     public func completePendingWrite(_ profile: ResolvedProfile) async {
         guard store.pendingWrite(profile.identity) != nil,
-              let lock = try? await locks.acquire(profile.name, timeout: min(configuration.lockWait(at: clock.now()), 5)) else { return }
+            let lock = try? await locks.acquire(profile.name, timeout: min(configuration.lockWait(at: clock.now()), 5))
+        else { return }
         defer { withExtendedLifetime(lock) {} }
         let store = self.store
         let identity = profile.identity
-        if let completed = try? await BlockingCall.run({ () throws(StoreError) -> TokenSet? in try store.completePendingWrite(identity) }) {
+        if let completed = try? await BlockingCall.run({ () throws(StoreError) -> TokenSet? in
+            try store.completePendingWrite(identity)
+        }) {
             record(.pendingWriteCompleted, profile, subject: completed.subject)
             narrate?("wrote the session of '\(profile.name)' held in the rotation journal to the Secret Service")
         }
@@ -186,7 +208,8 @@ public actor TokenBroker {
     // MARK: Single flight
 
     private func sharedRefresh(
-        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool, capMargin: Bool, rejected: Bool
+        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
+        capMargin: Bool, rejected: Bool
     ) async throws(TokenctlError) -> TokenSet {
         let task: Task<TokenSet, any Error>
         let flight = Flight(profile: profile.name, target: target)
@@ -199,7 +222,8 @@ public actor TokenBroker {
             task = Task {
                 do {
                     let result = try await self.lockedRefresh(
-                        profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force, capMargin: capMargin,
+                        profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
+                        capMargin: capMargin,
                         rejected: rejected)
                     self.endFlight(flight, id: id)
                     return result
@@ -224,12 +248,16 @@ public actor TokenBroker {
     // MARK: The refresh under the cross-process lock
 
     private func lockedRefresh(
-        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool, capMargin: Bool, rejected: Bool
+        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
+        capMargin: Bool, rejected: Bool
     ) async throws(TokenctlError) -> TokenSet {
         let lock: any HeldLock
         let waitStarted = clock.now()
         do { lock = try await locks.acquire(profile.name, timeout: configuration.lockWait(at: clock.now())) } catch {
-            if error.kind == .transient { record(.refreshFailed, profile, subject: snapshot?.subject, reason: TransientReason.lockTimeout.className) }
+            if error.kind == .transient {
+                record(
+                    .refreshFailed, profile, subject: snapshot?.subject, reason: TransientReason.lockTimeout.className)
+            }
             throw error
         }
         narrate?("took the profile lock of '\(profile.name)' after \(Self.seconds(clock.now() - waitStarted))")
@@ -239,8 +267,11 @@ public actor TokenBroker {
         guard let current = try await read(profile.identity) else { throw Self.notLoggedIn(profile.name) }
         if let served = current.served(for: target) {
             // Without a snapshot there is nothing to compare: a forced refresh refreshes.
-            let rotatedElsewhere = snapshot.map { served.accessToken != $0.accessToken || served.obtainedAt != $0.obtainedAt } ?? false
-            if (rotatedElsewhere || !force) && served.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
+            let rotatedElsewhere =
+                snapshot.map { served.accessToken != $0.accessToken || served.obtainedAt != $0.obtainedAt } ?? false
+            if (rotatedElsewhere || !force)
+                && served.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin)
+            {
                 narrate?("another process refreshed '\(profile.name)' meanwhile: serving its token, no request sent")
                 didServe?(served, profile.identity, target)
                 return served
@@ -256,7 +287,8 @@ public actor TokenBroker {
         let dpopKey = try current.dpopSigningKey(of: profile.name, checked: true)
         if let dpopKey {
             client.http = DPoPHTTPClient(
-                client.http, key: dpopKey, issuer: profile.configuration.issuer.string, endpoints: [profile.tokenEndpoint], clock: clock,
+                client.http, key: dpopKey, issuer: profile.configuration.issuer.string,
+                endpoints: [profile.tokenEndpoint], clock: clock,
                 serverClockOffset: current.serverClockOffset)
         }
         // From the request until the rotated set is written (or the bounded write gave up with
@@ -271,12 +303,16 @@ public actor TokenBroker {
             scope: target.scopeField, audience: target.audience, resources: target.resources, credentials: credentials)
         var outcome = answer
         if case .success(let response, _) = outcome {
-            do { try DPoPBinding.check(response, key: dpopKey, allowBearer: profile.configuration.dpopAllowBearer) } catch {
+            do {
+                try DPoPBinding.check(response, key: dpopKey, allowBearer: profile.configuration.dpopAllowBearer)
+            } catch {
                 // Not stored: a token the profile cannot use safely must not replace the session.
                 record(.dpopDowngradeRefused, profile, subject: current.subject, reason: error.eventReason)
                 throw TokenctlError(
                     .configuration, "refused the refreshed tokens of profile '\(profile.name)': \(error)",
-                    hint: Hint.sentences("The stored session was not replaced, but the server may count its refresh token as used.", DPoPBinding.hint(profile.name, error)))
+                    hint: Hint.sentences(
+                        "The stored session was not replaced, but the server may count its refresh token as used.",
+                        DPoPBinding.hint(profile.name, error)))
             }
         }
         if case .terminal(let reason) = outcome, Self.refusesProof(reason) {
@@ -288,18 +324,22 @@ public actor TokenBroker {
         }
         var idTokenRefused = false
         // The ID token of a usable answer, or of one whose rotated refresh token is kept.
-        let answeredIDToken: String? = switch outcome {
-        case .success(let response, _): response.idToken
-        case .unusableTokens(let answer): answer.idToken
-        default: nil
-        }
+        let answeredIDToken: String? =
+            switch outcome {
+            case .success(let response, _): response.idToken
+            case .unusableTokens(let answer): answer.idToken
+            default: nil
+            }
         if let idToken = answeredIDToken {
             // OIDC Core §12.2: the same issuer, subject and client, signed by the issuer, or the
             // session is not ours: terminal, and nothing is stored.
             do {
-                guard let claims = UnverifiedJWT.claims(of: idToken) else { throw JWTError.claim("the refreshed ID token is not a JWT") }
+                guard let claims = UnverifiedJWT.claims(of: idToken) else {
+                    throw JWTError.claim("the refreshed ID token is not a JWT")
+                }
                 try IDTokenValidation.validateRefreshed(
-                    claims, previous: current.idToken.flatMap(UnverifiedJWT.claims(of:)), issuer: profile.configuration.issuer.string,
+                    claims, previous: current.idToken.flatMap(UnverifiedJWT.claims(of:)),
+                    issuer: profile.configuration.issuer.string,
                     clientID: profile.configuration.clientID)
                 try await checkSignature(ofRefreshed: idToken, profile)
             } catch {
@@ -312,24 +352,33 @@ public actor TokenBroker {
             // the session stays, and the refresh token was not spent.
             record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
             let refusedTarget: Bool
-            if case .oauthError(_, let code, _) = reason { refusedTarget = ["invalid_scope", "invalid_target", "invalid_request"].contains(code) } else { refusedTarget = false }
+            if case .oauthError(_, let code, _) = reason {
+                refusedTarget = ["invalid_scope", "invalid_target", "invalid_request"].contains(code)
+            } else {
+                refusedTarget = false
+            }
             throw TokenctlError(
                 refusedTarget ? .invalidInput : .unexpected,
                 "the server refused a token for \(target) on profile '\(profile.name)': \(reason)",
-                hint: "The session is kept; '\(CommandHint.tokenctl(profile.name, "token"))' still serves its own token.")
+                hint:
+                    "The session is kept; '\(CommandHint.tokenctl(profile.name, "token"))' still serves its own token.")
         }
         switch outcome {
         case .success(let response, let serverDate) where !target.isSession:
-            let (next, token) = Self.storingTargeted(response, target: target, receivedAt: receivedAt, serverDate: serverDate, in: current)
-            narrate?(next.refreshToken != current.refreshToken
-                ? "the token endpoint answered with a token for \(target) and a rotated refresh token"
-                : "the token endpoint answered with a token for \(target) (the refresh token is unchanged)")
+            let (next, token) = Self.storingTargeted(
+                response, target: target, receivedAt: receivedAt, serverDate: serverDate, in: current)
+            narrate?(
+                next.refreshToken != current.refreshToken
+                    ? "the token endpoint answered with a token for \(target) and a rotated refresh token"
+                    : "the token endpoint answered with a token for \(target) (the refresh token is unchanged)")
             try await persist(next, for: profile.identity, replacing: current)
             narrate?("stored the refreshed session of '\(profile.name)'")
             // The token as received (`next` may not keep it: see `TokenSet.storing`).
             let served = TokenSet(
-                accessToken: token.accessToken, tokenType: token.tokenType, refreshToken: nil, scope: token.grantedScope,
-                expiresAt: token.effectiveExpiry, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: next.subject,
+                accessToken: token.accessToken, tokenType: token.tokenType, refreshToken: nil,
+                scope: token.grantedScope,
+                expiresAt: token.effectiveExpiry, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt,
+                subject: next.subject,
                 dpopKey: next.dpopKey)
             didServe?(served, profile.identity, target)
             if next.refreshToken != current.refreshToken {
@@ -342,22 +391,27 @@ public actor TokenBroker {
             var next = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
             // Against RFC 6749 §6, some servers tie the refresh token a narrowed refresh rotated
             // to the narrowed scope (django-oauth-toolkit does): it shows here, as fewer scopes.
-            let narrowed = current.scope.flatMap { before in response.scope.map { Self.isNarrower($0, than: before) } } ?? false
+            let narrowed =
+                current.scope.flatMap { before in response.scope.map { Self.isNarrower($0, than: before) } } ?? false
             if narrowed && next.scopeNarrowedAt == nil { next.scopeNarrowedAt = receivedAt }
-            narrate?(next.refreshToken != current.refreshToken && response.refreshToken != nil
-                ? "the token endpoint answered with a new access token and a rotated refresh token"
-                : "the token endpoint answered with a new access token (the refresh token is unchanged)")
+            narrate?(
+                next.refreshToken != current.refreshToken && response.refreshToken != nil
+                    ? "the token endpoint answered with a new access token and a rotated refresh token"
+                    : "the token endpoint answered with a new access token (the refresh token is unchanged)")
             try await persist(next, for: profile.identity, replacing: current)
             narrate?("stored the refreshed session of '\(profile.name)'")
             if narrowed {
                 record(.scopeNarrowed, profile, subject: next.subject, reason: "server-narrowed")
-                narrate?("the server granted this refresh fewer scopes than the session had ('\(response.scope ?? "")' of '\(current.scope ?? "")'): it narrowed the session")
+                narrate?(
+                    "the server granted this refresh fewer scopes than the session had ('\(response.scope ?? "")' of '\(current.scope ?? "")'): it narrowed the session"
+                )
             }
             didServe?(next, profile.identity, .session)
             record(.tokenRefreshed, profile, subject: next.subject)
             return next
         case .unusableTokens(let answer):
-            throw try await keepingSession(after: answer, profile, target: target, current: current, receivedAt: receivedAt)
+            throw try await keepingSession(
+                after: answer, profile, target: target, current: current, receivedAt: receivedAt)
         case .clientRefused(let reason):
             // The client is refused, not the grant: nothing was spent, the session stays.
             record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
@@ -366,21 +420,27 @@ public actor TokenBroker {
                 .configuration, "the server refused the client of profile '\(profile.name)': \(reason)",
                 hint: Hint.sentences(
                     "The session is kept.", hint,
-                    "A new secret is given with '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))'."))
+                    "A new secret is given with '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))'."
+                ))
         case .terminal(let reason):
             // Another writer may have replaced the item meanwhile: delete only what we sent.
             let (store, identity) = (self.store, profile.identity)
-            _ = try? await BlockingCall.run({ () throws(StoreError) -> Bool in try store.delete(identity, ifRefreshTokenIs: refreshToken) })
+            _ = try? await BlockingCall.run({ () throws(StoreError) -> Bool in
+                try store.delete(identity, ifRefreshTokenIs: refreshToken)
+            })
             record(.sessionEnded, profile, subject: current.subject, reason: reason.className)
             throw TokenctlError(
                 .loginRequired, "the server ended the session of profile '\(profile.name)': \(reason)",
-                hint: Hint.sentences(Self.oauthErrorHint(reason), "Run '\(CommandHint.login(profile.name))' to sign in again."))
+                hint: Hint.sentences(
+                    Self.oauthErrorHint(reason), "Run '\(CommandHint.login(profile.name))' to sign in again."))
         case .transient(let reason, _):
             record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
             if reason.requestMayHaveReachedServer {
                 throw TokenctlError(
                     .transient, "could not refresh profile '\(profile.name)': \(reason)",
-                    hint: "The refresh request was sent but no answer came back in time: if the server rotated the refresh token meanwhile, the session is lost and '\(CommandHint.tokenctl(profile.name, "token"))' will say so; otherwise it is kept. Try again later.")
+                    hint:
+                        "The refresh request was sent but no answer came back in time: if the server rotated the refresh token meanwhile, the session is lost and '\(CommandHint.tokenctl(profile.name, "token"))' will say so; otherwise it is kept. Try again later."
+                )
             }
             throw TokenctlError(
                 .transient, "could not refresh profile '\(profile.name)': \(reason)",
@@ -395,14 +455,18 @@ public actor TokenBroker {
     /// reports that rejection (`rejected`: `token --force` after a 401), the token is no longer
     /// trusted: it is stored as expired (as git-credential `erase` does) so that nothing serves
     /// it again, and only a new sign-in helps.
-    private func noRefreshToken(_ profile: ResolvedProfile, current: TokenSet, target: TokenTarget, rejected: Bool) async -> TokenctlError {
+    private func noRefreshToken(_ profile: ResolvedProfile, current: TokenSet, target: TokenTarget, rejected: Bool)
+        async -> TokenctlError
+    {
         let now = clock.now()
         let login = "Run '\(CommandHint.login(profile.name))' to sign in again."
         if rejected && target.isSession && current.timeLeft(at: now) > 0 {
             var untrusted = current
             untrusted.expiresAt = now - 1
             _ = try? await persist(untrusted, for: profile.identity, replacing: current)
-            narrate?("--force: the access token of '\(profile.name)' is no longer trusted, and there is no refresh token to get another")
+            narrate?(
+                "--force: the access token of '\(profile.name)' is no longer trusted, and there is no refresh token to get another"
+            )
             return TokenctlError(
                 .loginRequired,
                 "the access token of profile '\(profile.name)' is no longer trusted (--force: a server rejected it), and the server issued no refresh token to get another",
@@ -415,7 +479,8 @@ public actor TokenBroker {
                 hint: "For a new access token, sign in again: '\(CommandHint.login(profile.name))'.")
         }
         return TokenctlError(
-            .loginRequired, "the access token of profile '\(profile.name)' has expired and the server issued no refresh token",
+            .loginRequired,
+            "the access token of profile '\(profile.name)' has expired and the server issued no refresh token",
             hint: "Run '\(CommandHint.login(profile.name))' again.")
     }
 
@@ -428,7 +493,8 @@ public actor TokenBroker {
     /// - Returns: the error to throw (`.protocolError`), once what can be kept is stored.
     /// - Throws: when the rotated refresh token could not be kept (see `persist`).
     private func keepingSession(
-        after answer: UnusableTokens, _ profile: ResolvedProfile, target: TokenTarget, current: TokenSet, receivedAt: Double
+        after answer: UnusableTokens, _ profile: ResolvedProfile, target: TokenTarget, current: TokenSet,
+        receivedAt: Double
     ) async throws(TokenctlError) -> TokenctlError {
         record(.refreshFailed, profile, subject: current.subject, reason: answer.className)
         let message = "the server's answer to the refresh of profile '\(profile.name)' is unusable: \(answer)"
@@ -443,22 +509,31 @@ public actor TokenBroker {
                 // Never served again: the server may have revoked it with the rotation.
                 next.expiresAt = min(current.expiresAt ?? receivedAt, receivedAt)
             }
-            narrate?("the token endpoint answered with a rotated refresh token but an unusable access token: keeping the refresh token")
+            narrate?(
+                "the token endpoint answered with a rotated refresh token but an unusable access token: keeping the refresh token"
+            )
             let outcome = try await persist(next, for: profile.identity, replacing: current)
-            let whereKept = if case .pending(let error) = outcome {
-                " (in the kernel keyring's rotation journal for now: the Secret Service could not take it, \(error.message); the next tokenctl command that can writes it there)"
-            } else { "" }
+            let whereKept =
+                if case .pending(let error) = outcome {
+                    " (in the kernel keyring's rotation journal for now: the Secret Service could not take it, \(error.message); the next tokenctl command that can writes it there)"
+                } else { "" }
             return TokenctlError(
                 .protocolError, message,
-                hint: "The server rotated the refresh token, and tokenctl kept the new one without this answer's access token\(whereKept): the session is kept, and the next command refreshes again.")
+                hint:
+                    "The server rotated the refresh token, and tokenctl kept the new one without this answer's access token\(whereKept): the session is kept, and the next command refreshes again."
+            )
         case .absent:
             return TokenctlError(
                 .protocolError, message,
-                hint: "The answer carried no new refresh token, so the stored one is kept (RFC 6749 §6): the session is kept, and the next command refreshes with it again.")
+                hint:
+                    "The answer carried no new refresh token, so the stored one is kept (RFC 6749 §6): the session is kept, and the next command refreshes with it again."
+            )
         case .unusable:
             return TokenctlError(
                 .protocolError, message,
-                hint: "tokenctl cannot keep that refresh token, so the stored session is left as it was: if the server rotated its refresh token, the session is lost and the next command will say so.")
+                hint:
+                    "tokenctl cannot keep that refresh token, so the stored session is left as it was: if the server rotated its refresh token, the session is lost and the next command will say so."
+            )
         }
     }
 
@@ -528,7 +603,9 @@ public actor TokenBroker {
             if fetched { throw .claim("the refreshed ID token is signed with a key the issuer's JWKS does not have") }
         case .invalid:
             guard let keys else { throw .claim("the refreshed ID token is not signed with an accepted algorithm") }
-            do { _ = try JWTVerifier.verify(idToken, keys: keys) } catch { throw .claim("the refreshed ID token was rejected: \(error)") }
+            do { _ = try JWTVerifier.verify(idToken, keys: keys) } catch {
+                throw .claim("the refreshed ID token was rejected: \(error)")
+            }
         }
     }
 
@@ -540,7 +617,9 @@ public actor TokenBroker {
     ///   could not take it either), saying whether the session is lost: it is when the set
     ///   carries another refresh token than `current` (the server rotated).
     @discardableResult
-    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing current: TokenSet) async throws(TokenctlError) -> PersistOutcome {
+    private func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing current: TokenSet)
+        async throws(TokenctlError) -> PersistOutcome
+    {
         var lastError: StoreError?
         for attempt in 0..<3 {
             do {
@@ -549,9 +628,11 @@ public actor TokenBroker {
                     try store.persist(tokenSet, for: identity, replacing: current)
                 })
                 if case .pending(let error) = outcome {
-                    events?.append(EventRecord(
-                        time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer,
-                        subject: tokenSet.subject, reason: "write-pending:" + error.reason.rawValue))
+                    events?.append(
+                        EventRecord(
+                            time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue,
+                            issuer: identity.issuer,
+                            subject: tokenSet.subject, reason: "write-pending:" + error.reason.rawValue))
                 }
                 return outcome
             } catch {
@@ -561,15 +642,21 @@ public actor TokenBroker {
             }
         }
         let error = lastError!
-        events?.append(EventRecord(time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue, issuer: identity.issuer, subject: tokenSet.subject, reason: error.reason.rawValue))
-        let journal = error.journalFailure.map { "the rotation journal (kernel keyring) could not hold it either: \($0)" }
+        events?.append(
+            EventRecord(
+                time: clock.now(), event: .storeUnavailable, profile: identity.profile.rawValue,
+                issuer: identity.issuer, subject: tokenSet.subject, reason: error.reason.rawValue))
+        let journal =
+            error.journalFailure.map { "the rotation journal (kernel keyring) could not hold it either: \($0)" }
             ?? "no rotation journal holds it"
         let storeHint = error.hint?.replacingSessionKept()
-        let consequence = tokenSet.refreshToken != current.refreshToken
+        let consequence =
+            tokenSet.refreshToken != current.refreshToken
             ? "The server rotated the refresh token and nothing could hold the new one, so the session is lost, unless the server accepts the previous one again for a grace period: if the next command exits 77, run '\(CommandHint.login(identity.profile))' once the Secret Service works (see 'tokenctl doctor')."
             : "The server did not rotate the refresh token, so the stored one still works: the session is kept, and the next command refreshes again."
         throw TokenctlError(
-            .storeUnavailable, "the refreshed session could not be saved: \(error.message); \(journal)", hint: Hint.sentences(storeHint, consequence))
+            .storeUnavailable, "the refreshed session could not be saved: \(error.message); \(journal)",
+            hint: Hint.sentences(storeHint, consequence))
     }
 
     /// A confidential client's credentials (its secret from the Secret Service), or a public client's id.
@@ -579,11 +666,17 @@ public actor TokenBroker {
         }
         let secret: String?
         let (store, identity) = (self.store, profile.identity)
-        do { secret = try await BlockingCall.run({ () throws(StoreError) -> String? in try store.readClientSecret(identity) }) } catch { throw TokenctlError(error) }
+        do {
+            secret = try await BlockingCall.run({ () throws(StoreError) -> String? in
+                try store.readClientSecret(identity)
+            })
+        } catch { throw TokenctlError(error) }
         guard let secret else {
             throw TokenctlError(
                 .configuration, "profile '\(profile.name)' uses \(method.rawValue) but no client secret is stored",
-                hint: "Run '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))' and give the secret on standard input.")
+                hint:
+                    "Run '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))' and give the secret on standard input."
+            )
         }
         return ClientCredentials(clientID: profile.configuration.clientID, secret: secret, method: method)
     }
@@ -591,19 +684,28 @@ public actor TokenBroker {
     /// The stored set, read off the broker's executor (see `BlockingCall`).
     private func read(_ identity: SessionIdentity) async throws(TokenctlError) -> TokenSet? {
         let store = self.store
-        do { return try await BlockingCall.run({ () throws(StoreError) -> TokenSet? in try store.read(identity) }) } catch {
+        do {
+            return try await BlockingCall.run({ () throws(StoreError) -> TokenSet? in try store.read(identity) })
+        } catch {
             let event: SessionEvent = error.reason == .deadline ? .refreshFailed : .storeUnavailable
-            events?.append(EventRecord(time: clock.now(), event: event, profile: identity.profile.rawValue, issuer: identity.issuer, reason: error.reason.rawValue))
+            events?.append(
+                EventRecord(
+                    time: clock.now(), event: event, profile: identity.profile.rawValue, issuer: identity.issuer,
+                    reason: error.reason.rawValue))
             throw TokenctlError(error)
         }
     }
 
     private func record(_ event: SessionEvent, _ profile: ResolvedProfile, subject: String?, reason: String? = nil) {
-        events?.append(EventRecord(time: clock.now(), event: event, profile: profile.name.rawValue, issuer: profile.configuration.issuer.string, subject: subject, reason: reason))
+        events?.append(
+            EventRecord(
+                time: clock.now(), event: event, profile: profile.name.rawValue,
+                issuer: profile.configuration.issuer.string, subject: subject, reason: reason))
     }
 
     static func notLoggedIn(_ profile: ProfileName) -> TokenctlError {
-        TokenctlError(.loginRequired, "profile '\(profile)' is not logged in", hint: "Run '\(CommandHint.login(profile))'.")
+        TokenctlError(
+            .loginRequired, "profile '\(profile)' is not logged in", hint: "Run '\(CommandHint.login(profile))'.")
     }
 
 }

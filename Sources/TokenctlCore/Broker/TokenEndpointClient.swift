@@ -17,7 +17,8 @@ public struct TokenEndpointClient: Sendable {
     ///
     /// - Returns: the final outcome and when its response arrived (local clock).
     public func refresh(
-        refreshToken: String, endpoint: String, clientID: String, scope: String? = nil, audience: String? = nil, resources: [String] = [],
+        refreshToken: String, endpoint: String, clientID: String, scope: String? = nil, audience: String? = nil,
+        resources: [String] = [],
         credentials: ClientCredentials? = nil,
         onAttempt: @Sendable (Int) -> Void = { _ in }
     ) async -> (RefreshOutcome, receivedAt: Double) {
@@ -33,7 +34,9 @@ public struct TokenEndpointClient: Sendable {
     ///
     /// - Parameter completesOnceSent: a request that spends a rotating refresh token: once
     ///   connected, it gets at least `RetryPolicy.sentRefreshMinimum` to be answered.
-    public func exchange(_ request: HTTPRequest, completesOnceSent: Bool = false, onAttempt: @Sendable (Int) -> Void = { _ in }) async -> (RefreshOutcome, receivedAt: Double) {
+    public func exchange(
+        _ request: HTTPRequest, completesOnceSent: Bool = false, onAttempt: @Sendable (Int) -> Void = { _ in }
+    ) async -> (RefreshOutcome, receivedAt: Double) {
         let start = clock.now()
         let end = min(start + retry.deadline, retry.commandDeadline?.time ?? .infinity)
         var attempt = 0
@@ -57,7 +60,9 @@ public struct TokenEndpointClient: Sendable {
                 // Waiting would pass the deadline: report the transient failure now.
                 return (.transient(reason, retryAfter: retryAfter), receivedAt)
             }
-            do { try await clock.sleep(delay) } catch { return (.transient(reason, retryAfter: retryAfter), receivedAt) }
+            do { try await clock.sleep(delay) } catch {
+                return (.transient(reason, retryAfter: retryAfter), receivedAt)
+            }
             attempt += 1
         }
     }

@@ -15,7 +15,8 @@ public final class TokenctlService: Sendable {
 
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
-        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, commandDeadline: Deadline? = nil, events: EventLog? = nil, hotCache: HotCache? = nil,
+        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, commandDeadline: Deadline? = nil,
+        events: EventLog? = nil, hotCache: HotCache? = nil,
         narrate: TokenBroker.Narrator? = nil,
         httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
     ) {
@@ -27,16 +28,22 @@ public final class TokenctlService: Sendable {
         self.retry = retry
         self.httpClient = httpClient
         self.broker = TokenBroker(
-            store: store, locks: locks, clock: clock, configuration: .init(lockTimeout: lockTimeout, commandDeadline: commandDeadline), events: events,
-            didServe: { tokenSet, identity, target in hotCache?.remember(tokenSet, for: identity, target: target, now: clock.now()) },
+            store: store, locks: locks, clock: clock,
+            configuration: .init(lockTimeout: lockTimeout, commandDeadline: commandDeadline), events: events,
+            didServe: { tokenSet, identity, target in
+                hotCache?.remember(tokenSet, for: identity, target: target, now: clock.now())
+            },
             issuerKeys: { profile, refetch in
                 let cache = JWKSCache(directory: paths.jwksCacheDirectory, clock: clock)
                 let issuer = profile.configuration.issuer.string
                 guard refetch else { return cache.keys(issuer) }
-                guard let jwksURI = profile.configuration.jwksURI?.string ?? cache.load(issuer)?.jwksURI else { return nil }
+                guard let jwksURI = profile.configuration.jwksURI?.string ?? cache.load(issuer)?.jwksURI else {
+                    return nil
+                }
                 // Bounded and rate-limited: it runs while the rotated set waits to be stored.
                 return await cache.refetch(
-                    issuer, jwksURI: jwksURI, http: httpClient(profile.configuration.caBundle), timeout: min(retry.attemptTimeout, 5))
+                    issuer, jwksURI: jwksURI, http: httpClient(profile.configuration.caBundle),
+                    timeout: min(retry.attemptTimeout, 5))
             },
             narrate: narrate,
             endpointClient: { profile in
@@ -124,21 +131,31 @@ public final class TokenctlService: Sendable {
     /// - Parameter target: a narrower scope, an audience or resources (`token --scope …`): that
     ///   target's own token, refreshed from the session's refresh token when needed.
     public func token(
-        _ name: ProfileName, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool, consultHotCache: Bool = false
+        _ name: ProfileName, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool,
+        consultHotCache: Bool = false
     ) async throws(TokenctlError) -> ServedToken {
         let profile = try resolve(name)
         if consultHotCache, !force, let hotCache,
-           let entry = hotCache.lookup(profile: name, issuer: profile.identity.issuer, clientID: profile.identity.clientID, target: target),
-           entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) {
+            let entry = hotCache.lookup(
+                profile: name, issuer: profile.identity.issuer, clientID: profile.identity.clientID, target: target),
+            entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive)
+        {
             return ServedToken(
-                tokenSet: TokenSet(cached: entry), fromAnotherProcessRefresh: false, fromHotCache: true, configuration: profile.configuration)
+                tokenSet: TokenSet(cached: entry), fromAnotherProcessRefresh: false, fromHotCache: true,
+                configuration: profile.configuration)
         }
-        if !force, let tokenSet = try await servedAfterAnotherRefresh(profile, target: target, minimumTimeToLive: minimumTimeToLive) {
-            return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: true, configuration: profile.configuration)
+        if !force,
+            let tokenSet = try await servedAfterAnotherRefresh(
+                profile, target: target, minimumTimeToLive: minimumTimeToLive)
+        {
+            return ServedToken(
+                tokenSet: tokenSet, fromAnotherProcessRefresh: true, configuration: profile.configuration)
         }
-        let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+        let tokenSet = try await forgettingEndedSession(profile.identity) {
+            () async throws(TokenctlError) -> TokenSet in
             // `token --force` is what a user runs after a server rejected the token (a 401).
-            try await broker.validTokenSet(for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force, rejected: force)
+            try await broker.validTokenSet(
+                for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force, rejected: force)
         }
         return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: false, configuration: profile.configuration)
     }
@@ -146,20 +163,27 @@ public final class TokenctlService: Sendable {
     /// The hot cache's token, if another process held the profile lock (was refreshing) and
     /// left one valid for `minimumTimeToLive` when it let go; nil otherwise (nothing to wait
     /// for, no usable hot cache, or that refresh failed).
-    private func servedAfterAnotherRefresh(_ profile: ResolvedProfile, target: TokenTarget, minimumTimeToLive: Double) async throws(TokenctlError) -> TokenSet? {
+    private func servedAfterAnotherRefresh(_ profile: ResolvedProfile, target: TokenTarget, minimumTimeToLive: Double)
+        async throws(TokenctlError) -> TokenSet?
+    {
         // Without a usable kernel keyring the refresher caches nothing: no reason to wait.
         guard let hotCache, hotCache.state == .kernelKeyring else { return nil }
         do {
             guard try await locks.waitWhileHeld(profile.name, timeout: lockTimeout) else { return nil }
         } catch {
-            events?.append(EventRecord(
-                time: clock.now(), event: .refreshFailed, profile: profile.name.rawValue, issuer: profile.configuration.issuer.string,
-                reason: TransientReason.lockTimeout.className))
+            events?.append(
+                EventRecord(
+                    time: clock.now(), event: .refreshFailed, profile: profile.name.rawValue,
+                    issuer: profile.configuration.issuer.string,
+                    reason: TransientReason.lockTimeout.className))
             throw error
         }
         let identity = profile.identity
-        guard let entry = hotCache.lookup(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target),
-              entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive) else { return nil }
+        guard
+            let entry = hotCache.lookup(
+                profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target),
+            entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive)
+        else { return nil }
         return TokenSet(cached: entry)
     }
 
@@ -167,12 +191,16 @@ public final class TokenctlService: Sendable {
     /// broker serves it caches itself, through `didServe`), and so is the session's access
     /// token after an unusable refresh answer (the broker marked it expired: the next command
     /// refreshes, with the rotated refresh token it kept).
-    private func forgettingEndedSession(_ identity: SessionIdentity, _ body: () async throws(TokenctlError) -> TokenSet) async throws(TokenctlError) -> TokenSet {
+    private func forgettingEndedSession(_ identity: SessionIdentity, _ body: () async throws(TokenctlError) -> TokenSet)
+        async throws(TokenctlError) -> TokenSet
+    {
         do {
             return try await body()
         } catch {
             if error.kind == .loginRequired { hotCache?.forget(identity) }
-            if error.kind == .protocolError { hotCache?.invalidate(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID) }
+            if error.kind == .protocolError {
+                hotCache?.invalidate(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID)
+            }
             throw error
         }
     }
@@ -181,7 +209,9 @@ public final class TokenctlService: Sendable {
     /// expired and drop it from the hot cache, so the next request refreshes. Nothing happens
     /// when the session already holds another access token (another process refreshed), and
     /// the session itself is never removed. Returns whether the token was discarded.
-    public func discardAccessToken(_ name: ProfileName, target: TokenTarget = .session, ifAccessTokenIs rejected: String?) async throws(TokenctlError) -> Bool {
+    public func discardAccessToken(
+        _ name: ProfileName, target: TokenTarget = .session, ifAccessTokenIs rejected: String?
+    ) async throws(TokenctlError) -> Bool {
         let profile = try resolve(name)
         let identity = profile.identity
         let lock = try await locks.acquire(name, timeout: lockTimeout)
@@ -192,7 +222,10 @@ public final class TokenctlService: Sendable {
         if let rejected, rejected != served.accessToken {
             return false
         }
-        func forget() { hotCache?.invalidate(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target) }
+        func forget() {
+            hotCache?.invalidate(
+                profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target)
+        }
         forget()
         let now = clock.now()
         if served.expiresAt.map({ $0 > now - 1 }) ?? true {
@@ -224,14 +257,17 @@ public final class TokenctlService: Sendable {
             let profile = try resolve(name)
             if let window {
                 let started = clock.now()
-                let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
-                    try await broker.validTokenSet(for: profile, minimumTimeToLive: window, force: false, capMargin: false)
+                let tokenSet = try await forgettingEndedSession(profile.identity) {
+                    () async throws(TokenctlError) -> TokenSet in
+                    try await broker.validTokenSet(
+                        for: profile, minimumTimeToLive: window, force: false, capMargin: false)
                 }
                 // Refreshed by this call (or by another process while we waited for the lock).
                 let refreshed = tokenSet.obtainedAt >= started
                 return RefreshReport(profile: name, result: .success(tokenSet), skipped: !refreshed)
             }
-            let tokenSet = try await forgettingEndedSession(profile.identity) { () async throws(TokenctlError) -> TokenSet in
+            let tokenSet = try await forgettingEndedSession(profile.identity) {
+                () async throws(TokenctlError) -> TokenSet in
                 try await broker.validTokenSet(for: profile, minimumTimeToLive: 0, force: true, readFirst: false)
             }
             return RefreshReport(profile: name, result: .success(tokenSet), skipped: false)
@@ -259,8 +295,11 @@ public final class TokenctlService: Sendable {
     /// Whether the profile has no session because its last sign-out was the user's own
     /// `logout` (the event log says so), rather than the server ending it or a lost item.
     func wasSignedOutByUser(_ name: ProfileName) -> Bool {
-        guard let configuration = try? profiles.load(name), (try? store.read(SessionIdentity(profile: name, configuration: configuration))) == .some(nil),
-              let last = events?.records(minimumSignificance: .high, profile: name.rawValue).last(where: { $0.issuer == configuration.issuer.string })
+        guard let configuration = try? profiles.load(name),
+            (try? store.read(SessionIdentity(profile: name, configuration: configuration))) == .some(nil),
+            let last = events?.records(minimumSignificance: .high, profile: name.rawValue).last(where: {
+                $0.issuer == configuration.issuer.string
+            })
         else { return false }
         return last.event == .signedOut || last.event == .revocationFailed
     }
@@ -291,7 +330,9 @@ public final class TokenctlService: Sendable {
     ///   rotation journal entry and cached access token, and the issuer's discovery and JWKS
     ///   caches unless another profile uses the same issuer. A profile file that no longer
     ///   parses is removed too (its keyring items are then left to `logout --orphans`).
-    public func logout(_ name: ProfileName, revoke: Bool, forget: Bool = false) async throws(TokenctlError) -> LogoutReport {
+    public func logout(_ name: ProfileName, revoke: Bool, forget: Bool = false) async throws(TokenctlError)
+        -> LogoutReport
+    {
         let configuration: ProfileConfiguration
         do { configuration = try profiles.require(name) } catch {
             if forget, error.kind == .configuration, try profiles.remove(name) {
@@ -321,7 +362,8 @@ public final class TokenctlService: Sendable {
             // A DPoP session's tokens are bound to its key: the revocation carries a proof too.
             let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
             revocation = await self.revoke(
-                token: token, hint: hint, endpoint: endpoint.string, credentials: credentials, caBundle: configuration.caBundle,
+                token: token, hint: hint, endpoint: endpoint.string, credentials: credentials,
+                caBundle: configuration.caBundle,
                 dpop: dpopKey.map { ($0, configuration.issuer.string, stored.serverClockOffset) })
         }
         let removed: Bool
@@ -331,11 +373,16 @@ public final class TokenctlService: Sendable {
         var report = LogoutReport(profile: name, removed: removed, revocation: revocation.map { $0.mapError(\.error) })
         switch revocation {
         case .success?:
-            events?.append(EventRecord(time: clock.now(), event: .sessionRevoked, profile: name.rawValue, issuer: identity.issuer, subject: stored?.subject))
+            events?.append(
+                EventRecord(
+                    time: clock.now(), event: .sessionRevoked, profile: name.rawValue, issuer: identity.issuer,
+                    subject: stored?.subject))
         case .failure(let failure)?:
-            events?.append(EventRecord(
-                time: clock.now(), event: .revocationFailed, profile: name.rawValue, issuer: identity.issuer, subject: stored?.subject,
-                reason: failure.reason))
+            events?.append(
+                EventRecord(
+                    time: clock.now(), event: .revocationFailed, profile: name.rawValue, issuer: identity.issuer,
+                    subject: stored?.subject,
+                    reason: failure.reason))
             if stored?.refreshToken == nil {
                 report.revokedTokenType = "access_token"
                 report.unrevokedTokenExpiresAt = stored?.expiresAt
@@ -344,14 +391,18 @@ public final class TokenctlService: Sendable {
             break
         }
         if removed {
-            events?.append(EventRecord(time: clock.now(), event: .signedOut, profile: name.rawValue, issuer: identity.issuer, subject: stored?.subject))
+            events?.append(
+                EventRecord(
+                    time: clock.now(), event: .signedOut, profile: name.rawValue, issuer: identity.issuer,
+                    subject: stored?.subject))
         }
         if forget {
             _ = try? store.deleteClientSecret(identity)
             report.forgotten = try profiles.remove(name)
             let others = ((try? profiles.all()) ?? []).compactMap { try? profiles.load($0) }
             if !others.contains(where: { $0.issuer == configuration.issuer }) {
-                DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock).remove(configuration.issuer)
+                DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock).remove(
+                    configuration.issuer)
                 jwksCache.remove(configuration.issuer.string)
             }
         }
@@ -373,17 +424,24 @@ public final class TokenctlService: Sendable {
         let request = credentials.formRequest(endpoint, [("token", token), ("token_type_hint", hint)])
         var http = httpClient(caBundle)
         if let dpop {
-            http = DPoPHTTPClient(http, key: dpop.key, issuer: dpop.issuer, endpoints: [endpoint], clock: clock, serverClockOffset: dpop.serverClockOffset)
+            http = DPoPHTTPClient(
+                http, key: dpop.key, issuer: dpop.issuer, endpoints: [endpoint], clock: clock,
+                serverClockOffset: dpop.serverClockOffset)
         }
         do {
             let response = try await http.send(request, timeout: retry.attemptTimeout)
             // RFC 7009 §2.2: 200 whether or not the token was valid.
             if response.status == 200 { return .success(()) }
             let kind: TokenctlError.Kind = response.isTransientFailure ? .transient : .unexpected
-            return .failure(RevocationFailure(
-                error: TokenctlError(kind, "the server refused to revoke the token (HTTP \(response.status))"), reason: "http-\(response.status)"))
+            return .failure(
+                RevocationFailure(
+                    error: TokenctlError(kind, "the server refused to revoke the token (HTTP \(response.status))"),
+                    reason: "http-\(response.status)"))
         } catch {
-            return .failure(RevocationFailure(error: TokenctlError(.transient, "could not reach the revocation endpoint: \(error)"), reason: "unreachable"))
+            return .failure(
+                RevocationFailure(
+                    error: TokenctlError(.transient, "could not reach the revocation endpoint: \(error)"),
+                    reason: "unreachable"))
         }
     }
 
@@ -403,7 +461,9 @@ public final class TokenctlService: Sendable {
             }
             inUse.insert(SessionIdentity(profile: name, configuration: configuration))
         }
-        return stored.filter { !inUse.contains($0) }.sorted { ($0.profile, $0.issuer, $0.clientID) < ($1.profile, $1.issuer, $1.clientID) }
+        return stored.filter { !inUse.contains($0) }.sorted {
+            ($0.profile, $0.issuer, $0.clientID) < ($1.profile, $1.issuer, $1.clientID)
+        }
     }
 
     /// Remove every orphaned session item (without revocation: its server is no longer configured).

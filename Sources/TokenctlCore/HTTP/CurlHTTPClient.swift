@@ -13,25 +13,30 @@ public struct CurlHTTPClient: HTTPClient {
     public var maximumResponseBytes: Int
     public var userAgent: String
 
-    public init(caBundle: String? = nil, connectTimeout: Double = 10, maximumResponseBytes: Int = 1 << 20, userAgent: String) {
+    public init(
+        caBundle: String? = nil, connectTimeout: Double = 10, maximumResponseBytes: Int = 1 << 20, userAgent: String
+    ) {
         self.caBundle = caBundle
         self.connectTimeout = connectTimeout
         self.maximumResponseBytes = maximumResponseBytes
         self.userAgent = userAgent
     }
 
-
     public func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
         try await send(request, timeout: timeout, connectTimeout: min(connectTimeout, timeout))
     }
 
-    public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+    public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError)
+        -> HTTPResponse
+    {
         // libcurl's easy interface blocks; keep it off Swift's cooperative thread pool.
         let result: Result<HTTPResponse, HTTPTransportError> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(returning: Result { () throws(HTTPTransportError) -> HTTPResponse in
-                    try self.perform(request, timeout: timeout, connectTimeout: min(self.connectTimeout, connectTimeout))
-                })
+                continuation.resume(
+                    returning: Result { () throws(HTTPTransportError) -> HTTPResponse in
+                        try self.perform(
+                            request, timeout: timeout, connectTimeout: min(self.connectTimeout, connectTimeout))
+                    })
             }
         }
         return try result.get()
@@ -49,18 +54,25 @@ public struct CurlHTTPClient: HTTPClient {
         try perform(request, timeout: timeout, connectTimeout: min(connectTimeout, timeout))
     }
 
-    func perform(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) throws(HTTPTransportError) -> HTTPResponse {
+    func perform(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) throws(HTTPTransportError)
+        -> HTTPResponse
+    {
         if let failure = tokenctl_curl_load() {
-            throw HTTPTransportError(.other, "cannot load libcurl (\(TOKENCTL_CURL_SONAME)): \(String(cString: failure)); install libcurl4")
+            throw HTTPTransportError(
+                .other, "cannot load libcurl (\(TOKENCTL_CURL_SONAME)): \(String(cString: failure)); install libcurl4")
         }
-        guard let handle = CurlHandlePool.shared.take() else { throw HTTPTransportError(.other, "libcurl could not create a handle") }
+        guard let handle = CurlHandlePool.shared.take() else {
+            throw HTTPTransportError(.other, "libcurl could not create a handle")
+        }
         defer { CurlHandlePool.shared.give(back: handle) }
         let accumulator = ResponseAccumulator(limit: maximumResponseBytes)
         var headerList: UnsafeMutablePointer<curl_slist>?
         defer { tokenctl_curl_slist_free_all(headerList) }
 
         func check(_ code: CURLcode) throws(HTTPTransportError) {
-            guard code == CURLE_OK else { throw HTTPTransportError(.other, "libcurl: \(String(cString: tokenctl_curl_easy_strerror(code)))") }
+            guard code == CURLE_OK else {
+                throw HTTPTransportError(.other, "libcurl: \(String(cString: tokenctl_curl_easy_strerror(code)))")
+            }
         }
         let easy = handle
         try check(tokenctl_curl_setopt_string(easy, CURLOPT_URL, request.url))
@@ -70,7 +82,9 @@ public struct CurlHTTPClient: HTTPClient {
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1))
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2))
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_NETRC, 0))
-        try check(tokenctl_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(min(connectTimeout, timeout) * 1000))))
+        try check(
+            tokenctl_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(min(connectTimeout, timeout) * 1000)))
+        )
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000))))
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_MAXFILESIZE, maximumResponseBytes))
         try check(tokenctl_curl_setopt_string(easy, CURLOPT_USERAGENT, userAgent))
@@ -102,9 +116,12 @@ public struct CurlHTTPClient: HTTPClient {
         let code = withExtendedLifetime(accumulator) { tokenctl_curl_easy_perform(easy) }
         guard code == CURLE_OK else {
             if accumulator.exceeded || code == CURLE_FILESIZE_EXCEEDED {
-                throw HTTPTransportError(.responseTooLarge, "the response from \(request.url) exceeds \(maximumResponseBytes) bytes")
+                throw HTTPTransportError(
+                    .responseTooLarge, "the response from \(request.url) exceeds \(maximumResponseBytes) bytes")
             }
-            throw HTTPTransportError(CurlHTTPClient.kind(of: code), "\(request.method.rawValue) \(request.url): \(String(cString: tokenctl_curl_easy_strerror(code)))")
+            throw HTTPTransportError(
+                CurlHTTPClient.kind(of: code),
+                "\(request.method.rawValue) \(request.url): \(String(cString: tokenctl_curl_easy_strerror(code)))")
         }
         var status = 0
         _ = tokenctl_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
@@ -117,8 +134,10 @@ public struct CurlHTTPClient: HTTPClient {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .resolve
         case CURLE_COULDNT_CONNECT: .connect
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
-             CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH: .tls
-        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM: .connectionReset
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+            .tls
+        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+            .connectionReset
         case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL: .invalidURL
         default: .other
         }
@@ -148,7 +167,10 @@ private final class CurlHandlePool: Sendable {
     }
 
     func closeAll() {
-        for handle in handles.withLock({ state in defer { state.idle = [] }; return state.idle }) {
+        for handle in handles.withLock({ state in
+            defer { state.idle = [] }
+            return state.idle
+        }) {
             tokenctl_curl_easy_cleanup(handle)
         }
     }
@@ -176,7 +198,7 @@ final class ResponseAccumulator {
     func appendHeaderLine(_ bytes: UnsafeBufferPointer<UInt8>) {
         let line = String(decoding: bytes, as: UTF8.self)
         if line.hasPrefix("HTTP/") {
-            headers = [:]  // a new response (after 100 Continue): start over
+            headers = [:] // a new response (after 100 Continue): start over
             return
         }
         guard let colon = line.firstIndex(of: ":") else { return }
@@ -191,7 +213,7 @@ private let curlWriteBody: tokenctl_curl_data_callback = { data, size, count, co
     let length = size * count
     guard accumulator.body.count + length <= accumulator.limit else {
         accumulator.exceeded = true
-        return 0  // makes libcurl stop with CURLE_WRITE_ERROR
+        return 0 // makes libcurl stop with CURLE_WRITE_ERROR
     }
     data!.withMemoryRebound(to: UInt8.self, capacity: length) {
         accumulator.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))

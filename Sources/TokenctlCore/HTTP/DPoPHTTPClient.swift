@@ -25,7 +25,8 @@ public struct DPoPHTTPClient: HTTPClient {
     public var issuerState: DPoPIssuerState
 
     public init(
-        _ base: any HTTPClient, key: DPoPKey, issuer: String, endpoints: Set<String>, clock: Clock, serverClockOffset: Double? = nil,
+        _ base: any HTTPClient, key: DPoPKey, issuer: String, endpoints: Set<String>, clock: Clock,
+        serverClockOffset: Double? = nil,
         issuerState: DPoPIssuerState = .shared
     ) {
         self.base = base
@@ -41,13 +42,17 @@ public struct DPoPHTTPClient: HTTPClient {
         try await self.send(request, timeout: timeout, connectTimeout: timeout)
     }
 
-    public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+    public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError)
+        -> HTTPResponse
+    {
         guard request.method == .post, endpoints.contains(request.url) else {
             return try await base.send(request, timeout: timeout, connectTimeout: connectTimeout)
         }
         let started = clock.now()
         var offset = serverClockOffset ?? issuerState.clockOffset(issuer) ?? 0
-        var response = try await base.send(try signed(request, nonce: issuerState.nonce(issuer), offset: offset), timeout: timeout, connectTimeout: connectTimeout)
+        var response = try await base.send(
+            try signed(request, nonce: issuerState.nonce(issuer), offset: offset), timeout: timeout,
+            connectTimeout: connectTimeout)
         // One retry each, inside what is left of this attempt's time: with the nonce the server
         // asked for, then with iat on the server's clock.
         var retriedForNonce = false
@@ -59,7 +64,8 @@ public struct DPoPHTTPClient: HTTPClient {
             if !retriedForNonce, let nonce, Self.asksForNonce(response) {
                 retriedForNonce = true
             } else if !retriedForClock, Self.refusesProof(response), let serverDate = response.serverDate,
-                      case let measured = serverDate - clock.now(), abs(measured - offset) > 30 {
+                case let measured = serverDate - clock.now(), abs(measured - offset) > 30
+            {
                 retriedForClock = true
                 offset = measured
                 issuerState.remember(clockOffset: measured, for: issuer)
@@ -67,7 +73,8 @@ public struct DPoPHTTPClient: HTTPClient {
                 return response
             }
             response = try await base.send(
-                try signed(request, nonce: issuerState.nonce(issuer), offset: offset), timeout: left, connectTimeout: min(connectTimeout, left))
+                try signed(request, nonce: issuerState.nonce(issuer), offset: offset), timeout: left,
+                connectTimeout: min(connectTimeout, left))
         }
     }
 
@@ -105,7 +112,8 @@ public struct DPoPHTTPClient: HTTPClient {
     /// A nonce as §8.1 allows it (NQCHAR: printable ASCII but `"` and `\`), bounded; nil otherwise.
     public static func usableNonce(_ value: String) -> String? {
         guard !value.isEmpty, value.utf8.count <= 1024,
-              value.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else { return nil }
+            value.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") })
+        else { return nil }
         return value
     }
 }

@@ -1,6 +1,9 @@
 /// An HTTP request as the core builds it.
 public struct HTTPRequest: Sendable, Equatable {
-    public enum Method: String, Sendable { case get = "GET", post = "POST" }
+    public enum Method: String, Sendable {
+        case get = "GET"
+        case post = "POST"
+    }
 
     public var method: Method
     public var url: String
@@ -25,7 +28,9 @@ public struct HTTPRequest: Sendable, Equatable {
     }
 
     /// A form POST (application/x-www-form-urlencoded), as token and revocation endpoints take.
-    public static func form(_ url: String, _ fields: [(String, String)], headers: [(name: String, value: String)] = []) -> HTTPRequest {
+    public static func form(_ url: String, _ fields: [(String, String)], headers: [(name: String, value: String)] = [])
+        -> HTTPRequest
+    {
         HTTPRequest(
             method: .post, url: url,
             headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")] + headers,
@@ -81,11 +86,14 @@ public protocol HTTPClient: Sendable {
     func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse
     /// Send `request`, giving up on connecting after `connectTimeout` seconds and on the whole
     /// exchange after `timeout`.
-    func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError) -> HTTPResponse
+    func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError)
+        -> HTTPResponse
 }
 
 extension HTTPClient {
-    public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+    public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError)
+        -> HTTPResponse
+    {
         try await send(request, timeout: timeout)
     }
 }
@@ -101,8 +109,8 @@ public enum FormEncoding {
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
-                 UInt8(ascii: "_"), UInt8(ascii: "~"):
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                UInt8(ascii: "_"), UInt8(ascii: "~"):
                 result.unicodeScalars.append(UnicodeScalar(byte))
             case UInt8(ascii: " "):
                 result += "+"

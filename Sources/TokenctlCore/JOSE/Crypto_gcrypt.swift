@@ -24,7 +24,9 @@ enum Gcrypt {
     /// Load (once) and check libgcrypt.
     static func requireLibrary() throws(GcryptError) {
         if let failure = tokenctl_gcrypt_load() {
-            throw GcryptError("libgcrypt", reason: "cannot load \(TOKENCTL_GCRYPT_SONAME): \(String(cString: failure)); install libgcrypt20")
+            throw GcryptError(
+                "libgcrypt",
+                reason: "cannot load \(TOKENCTL_GCRYPT_SONAME): \(String(cString: failure)); install libgcrypt20")
         }
     }
 
@@ -49,7 +51,9 @@ enum Gcrypt {
     /// Throws unless `point` is the public point of `scalar` on P-256.
     static func checkP256(scalar: [UInt8], point: [UInt8]) throws(GcryptError) {
         try requireLibrary()
-        guard scalar.count == 32, point.count == 65, point[0] == 4 else { throw GcryptError("P-256 key", reason: "not a P-256 key pair") }
+        guard scalar.count == 32, point.count == 65, point[0] == 4 else {
+            throw GcryptError("P-256 key", reason: "not a P-256 key pair")
+        }
         let error = tokenctl_gcry_p256_check(scalar, point)
         guard error == 0 else { throw GcryptError("gcry_pk_testkey(NIST P-256)", error) }
     }

@@ -77,7 +77,8 @@ enum OpenSSL {
             tokenctl_bn_free(e)
         }
         guard let n, let e, tokenctl_ossl_param_bld_push_bn(builder, tokenctl_param_rsa_n(), n) == 1,
-              tokenctl_ossl_param_bld_push_bn(builder, tokenctl_param_rsa_e(), e) == 1 else {
+            tokenctl_ossl_param_bld_push_bn(builder, tokenctl_param_rsa_e(), e) == 1
+        else {
             throw OpenSSLError("building RSA key parameters")
         }
         return try fromData(builder, type: "RSA")
@@ -91,12 +92,18 @@ enum OpenSSL {
         // The uncompressed point: 0x04 || x || y (SEC 1 §2.3.3).
         let point: [UInt8] = [0x04] + x + y
         // OSSL_PARAM_BLD keeps pointers to names and strings until to_param: C literals (static storage).
-        guard tokenctl_ossl_param_bld_push_utf8_string(builder, tokenctl_param_group_name(), tokenctl_curve_p256(), 0) == 1 else {
+        guard
+            tokenctl_ossl_param_bld_push_utf8_string(builder, tokenctl_param_group_name(), tokenctl_curve_p256(), 0)
+                == 1
+        else {
             throw OpenSSLError("building EC key parameters")
         }
         // The octet string is also kept by pointer: build the key while the buffer is alive.
         let result: Result<PublicKey, OpenSSLError> = point.withUnsafeBytes { buffer in
-            guard tokenctl_ossl_param_bld_push_octet_string(builder, tokenctl_param_public_key(), buffer.baseAddress, buffer.count) == 1 else {
+            guard
+                tokenctl_ossl_param_bld_push_octet_string(
+                    builder, tokenctl_param_public_key(), buffer.baseAddress, buffer.count) == 1
+            else {
                 return .failure(OpenSSLError("building EC key parameters"))
             }
             return Result { () throws(OpenSSLError) -> PublicKey in try fromData(builder, type: "EC") }
@@ -107,19 +114,27 @@ enum OpenSSL {
     /// An Ed25519 public key from its 32 raw bytes (RFC 8037 §2, the JWK's `x`).
     static func ed25519PublicKey(_ raw: [UInt8]) throws(OpenSSLError) -> PublicKey {
         try requireLibrary()
-        let key = raw.withUnsafeBufferPointer { tokenctl_evp_pkey_new_raw_public_key(tokenctl_evp_pkey_ed25519(), nil, $0.baseAddress, $0.count) }
+        let key = raw.withUnsafeBufferPointer {
+            tokenctl_evp_pkey_new_raw_public_key(tokenctl_evp_pkey_ed25519(), nil, $0.baseAddress, $0.count)
+        }
         guard let key else { throw OpenSSLError("EVP_PKEY_new_raw_public_key(ED25519)") }
         return PublicKey(key)
     }
 
     private static func fromData(_ builder: OpaquePointer, type: String) throws(OpenSSLError) -> PublicKey {
-        guard let parameters = tokenctl_ossl_param_bld_to_param(builder) else { throw OpenSSLError("OSSL_PARAM_BLD_to_param") }
+        guard let parameters = tokenctl_ossl_param_bld_to_param(builder) else {
+            throw OpenSSLError("OSSL_PARAM_BLD_to_param")
+        }
         defer { tokenctl_ossl_param_free(parameters) }
-        guard let context = tokenctl_evp_pkey_ctx_new_from_name(nil, type, nil) else { throw OpenSSLError("EVP_PKEY_CTX_new_from_name(\(type))") }
+        guard let context = tokenctl_evp_pkey_ctx_new_from_name(nil, type, nil) else {
+            throw OpenSSLError("EVP_PKEY_CTX_new_from_name(\(type))")
+        }
         defer { tokenctl_evp_pkey_ctx_free(context) }
         guard tokenctl_evp_pkey_fromdata_init(context) == 1 else { throw OpenSSLError("EVP_PKEY_fromdata_init") }
         var key: OpaquePointer?
-        guard tokenctl_evp_pkey_fromdata(context, &key, tokenctl_evp_pkey_public_key_selection(), parameters) == 1, let key else {
+        guard tokenctl_evp_pkey_fromdata(context, &key, tokenctl_evp_pkey_public_key_selection(), parameters) == 1,
+            let key
+        else {
             throw OpenSSLError("EVP_PKEY_fromdata(\(type))")
         }
         return PublicKey(key)
@@ -136,7 +151,8 @@ enum OpenSSL {
             }
             let result = message.withUnsafeBufferPointer { message in
                 signature.withUnsafeBufferPointer { signature in
-                    tokenctl_evp_digest_verify(context, signature.baseAddress, signature.count, message.baseAddress, message.count)
+                    tokenctl_evp_digest_verify(
+                        context, signature.baseAddress, signature.count, message.baseAddress, message.count)
                 }
             }
             tokenctl_err_clear_error()
@@ -153,15 +169,18 @@ enum OpenSSL {
             defer { tokenctl_err_clear_error() }
             // The key context belongs to the digest context (freed with it).
             var keyContext: OpaquePointer?
-            guard tokenctl_evp_digest_verify_init(context, &keyContext, tokenctl_evp_sha256(), nil, handle) == 1, let keyContext,
-                  tokenctl_evp_pkey_ctx_set_rsa_padding(keyContext, tokenctl_rsa_pkcs1_pss_padding()) == 1,
-                  tokenctl_evp_pkey_ctx_set_rsa_mgf1_md(keyContext, tokenctl_evp_sha256()) == 1,
-                  tokenctl_evp_pkey_ctx_set_rsa_pss_saltlen(keyContext, 32) == 1 else {
+            guard tokenctl_evp_digest_verify_init(context, &keyContext, tokenctl_evp_sha256(), nil, handle) == 1,
+                let keyContext,
+                tokenctl_evp_pkey_ctx_set_rsa_padding(keyContext, tokenctl_rsa_pkcs1_pss_padding()) == 1,
+                tokenctl_evp_pkey_ctx_set_rsa_mgf1_md(keyContext, tokenctl_evp_sha256()) == 1,
+                tokenctl_evp_pkey_ctx_set_rsa_pss_saltlen(keyContext, 32) == 1
+            else {
                 return false
             }
             let result = message.withUnsafeBufferPointer { message in
                 signature.withUnsafeBufferPointer { signature in
-                    tokenctl_evp_digest_verify(context, signature.baseAddress, signature.count, message.baseAddress, message.count)
+                    tokenctl_evp_digest_verify(
+                        context, signature.baseAddress, signature.count, message.baseAddress, message.count)
                 }
             }
             return result == 1
@@ -170,14 +189,17 @@ enum OpenSSL {
 
     /// Verify an Ed25519 signature (RFC 8032): one-shot, no separate digest.
     static func verifyEd25519(key: PublicKey, message: [UInt8], signature: [UInt8]) -> Bool {
-        guard signature.count == 64, unavailableReason == nil, let context = tokenctl_evp_md_ctx_new() else { return false }
+        guard signature.count == 64, unavailableReason == nil, let context = tokenctl_evp_md_ctx_new() else {
+            return false
+        }
         defer { tokenctl_evp_md_ctx_free(context) }
         return key.withUnsafeHandle { handle in
             defer { tokenctl_err_clear_error() }
             guard tokenctl_evp_digest_verify_init(context, nil, nil, nil, handle) == 1 else { return false }
             let result = message.withUnsafeBufferPointer { message in
                 signature.withUnsafeBufferPointer { signature in
-                    tokenctl_evp_digest_verify(context, signature.baseAddress, signature.count, message.baseAddress, message.count)
+                    tokenctl_evp_digest_verify(
+                        context, signature.baseAddress, signature.count, message.baseAddress, message.count)
                 }
             }
             return result == 1

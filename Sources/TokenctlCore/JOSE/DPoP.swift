@@ -26,7 +26,9 @@ public struct DPoPKey: Sendable, Equatable {
     /// path (`token --format dpop`) skips, since a key that is not a pair only makes proofs the
     /// server refuses; a refresh, which spends the refresh token, asks it first.
     public init(stored: String) throws(GcryptError) {
-        guard let parts = Self.storedParts(stored) else { throw GcryptError("DPoP key", reason: "not a stored DPoP key") }
+        guard let parts = Self.storedParts(stored) else {
+            throw GcryptError("DPoP key", reason: "not a stored DPoP key")
+        }
         self.init(scalar: parts[0], point: [4] + parts[1] + parts[2])
     }
 
@@ -40,7 +42,9 @@ public struct DPoPKey: Sendable, Equatable {
     private static func storedParts(_ stored: String) -> [[UInt8]]? {
         let texts = stored.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard texts.count == 3 else { return nil }
-        let parts = texts.compactMap { text in UnverifiedJWT.base64URLDecode(text).flatMap { $0.count == 32 && Base64URL.encode($0) == text ? $0 : nil } }
+        let parts = texts.compactMap { text in
+            UnverifiedJWT.base64URLDecode(text).flatMap { $0.count == 32 && Base64URL.encode($0) == text ? $0 : nil }
+        }
         return parts.count == 3 ? parts : nil
     }
 
@@ -91,16 +95,23 @@ public enum DPoPProof {
     /// `jti`, `htm`, `htu`, `iat`, and `ath` (base64url SHA-256 of the access token) and
     /// `nonce` when given.
     public static func make(
-        key: DPoPKey, method: String, url: String, issuedAt: Int, jti: String = SecureRandom.token(), accessToken: String? = nil, nonce: String? = nil
+        key: DPoPKey, method: String, url: String, issuedAt: Int, jti: String = SecureRandom.token(),
+        accessToken: String? = nil, nonce: String? = nil
     ) throws(GcryptError) -> String {
         guard let htu = htu(url) else { throw GcryptError("DPoP proof", reason: "not an http(s) URL for a DPoP proof") }
-        let header = JSONText.object([("typ", .string("dpop+jwt")), ("alg", .string("ES256")), ("jwk", JSONText.Value(raw: key.publicJWK))])
+        let header = JSONText.object([
+            ("typ", .string("dpop+jwt")), ("alg", .string("ES256")), ("jwk", JSONText.Value(raw: key.publicJWK)),
+        ])
         var claims: [(String, JSONText.Value)] = [
-            ("jti", .string(jti)), ("htm", .string(method.uppercased())), ("htu", .string(htu)), ("iat", .number(issuedAt)),
+            ("jti", .string(jti)), ("htm", .string(method.uppercased())), ("htu", .string(htu)),
+            ("iat", .number(issuedAt)),
         ]
-        if let accessToken { claims.append(("ath", .string(Base64URL.encode(try Gcrypt.sha256(Array(accessToken.utf8)))))) }
+        if let accessToken {
+            claims.append(("ath", .string(Base64URL.encode(try Gcrypt.sha256(Array(accessToken.utf8))))))
+        }
         if let nonce { claims.append(("nonce", .string(nonce))) }
-        let signingInput = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(JSONText.object(claims).utf8))
+        let signingInput =
+            Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(JSONText.object(claims).utf8))
         return signingInput + "." + Base64URL.encode(try key.sign(Array(signingInput.utf8)))
     }
 }
@@ -118,7 +129,9 @@ extension TokenSet {
         } catch {
             throw TokenctlError(
                 .unexpected, "cannot use the DPoP key of profile '\(profile)': \(error)",
-                hint: "The session is kept. If libgcrypt20 is installed, the stored key is damaged: run '\(CommandHint.login(profile))' again.")
+                hint:
+                    "The session is kept. If libgcrypt20 is installed, the stored key is damaged: run '\(CommandHint.login(profile))' again."
+            )
         }
     }
 }

@@ -1,4 +1,5 @@
 import TokenctlEssentials
+
 /// The ID token checks of OpenID Connect Core 1.0 §3.1.3.7 that tokenctl makes at login.
 public struct IDTokenExpectations: Sendable {
     public var issuer: String
@@ -30,9 +31,13 @@ public enum IDTokenValidation {
     ///
     /// - Parameter previous: the claims of the ID token stored with the session, if any.
     /// - Throws: `JWTError.claim` naming the failed check.
-    public static func validateRefreshed(_ claims: [String: JSONValue], previous: [String: JSONValue]?, issuer: String, clientID: String) throws(JWTError) {
+    public static func validateRefreshed(
+        _ claims: [String: JSONValue], previous: [String: JSONValue]?, issuer: String, clientID: String
+    ) throws(JWTError) {
         guard let newIssuer = claims["iss"]?.stringValue, EndpointURL.sameIssuer(newIssuer, issuer) else {
-            throw .claim("the refreshed ID token was issued by '\(TerminalText.short(claims["iss"]?.stringValue ?? "nobody"))', not '\(issuer)'")
+            throw .claim(
+                "the refreshed ID token was issued by '\(TerminalText.short(claims["iss"]?.stringValue ?? "nobody"))', not '\(issuer)'"
+            )
         }
         if let oldIssuer = previous?["iss"]?.stringValue, oldIssuer != newIssuer {
             throw .claim("the refreshed ID token names another issuer than the session's")
@@ -64,24 +69,36 @@ public enum IDTokenValidation {
         default: throw .claim("the ID token has no 'aud' claim")
         }
         guard audiences.contains(expected.clientID) else {
-            throw .claim("the ID token is for another client (aud: \(audiences.map(TerminalText.short).joined(separator: ", ")))")
+            throw .claim(
+                "the ID token is for another client (aud: \(audiences.map(TerminalText.short).joined(separator: ", ")))"
+            )
         }
         let authorizedParty = claims["azp"]?.stringValue
         if audiences.count > 1, authorizedParty == nil {
             throw .claim("the ID token has several audiences but no 'azp' claim")
         }
         if let authorizedParty, authorizedParty != expected.clientID {
-            throw .claim("the ID token's authorized party (azp) is '\(TerminalText.short(authorizedParty))', not this client")
+            throw .claim(
+                "the ID token's authorized party (azp) is '\(TerminalText.short(authorizedParty))', not this client")
         }
         guard case .number(let expiry)? = claims["exp"] else { throw .claim("the ID token has no numeric 'exp' claim") }
         guard expiry + expected.leeway > expected.now else { throw .claim("the ID token has expired") }
-        guard case .number(let issuedAt)? = claims["iat"] else { throw .claim("the ID token has no numeric 'iat' claim") }
-        guard issuedAt - expected.leeway <= expected.now else { throw .claim("the ID token was issued in the future ('iat' is ahead of the clock)") }
+        guard case .number(let issuedAt)? = claims["iat"] else {
+            throw .claim("the ID token has no numeric 'iat' claim")
+        }
+        guard issuedAt - expected.leeway <= expected.now else {
+            throw .claim("the ID token was issued in the future ('iat' is ahead of the clock)")
+        }
         if let nonce = expected.nonce {
-            guard let received = claims["nonce"]?.stringValue else { throw .claim("the ID token has no 'nonce' although one was sent") }
-            guard received == nonce else { throw .claim("the ID token's nonce does not match the one sent (possible replay)") }
+            guard let received = claims["nonce"]?.stringValue else {
+                throw .claim("the ID token has no 'nonce' although one was sent")
+            }
+            guard received == nonce else {
+                throw .claim("the ID token's nonce does not match the one sent (possible replay)")
+            }
         } else if expected.refusesUnsolicitedNonce, claims["nonce"] != nil {
-            throw .claim("the ID token carries a 'nonce' although this sign-in sent none (it was issued for another sign-in)")
+            throw .claim(
+                "the ID token carries a 'nonce' although this sign-in sent none (it was issued for another sign-in)")
         }
     }
 }

@@ -51,13 +51,18 @@ public struct JSONWebKey: Equatable, Sendable {
                 guard key.bits >= 2048 else { throw JWTError.invalidKey("the RSA key is shorter than 2048 bits") }
                 return key
             case "EC":
-                let x = try bytes(x, "x"), y = try bytes(y, "y")
-                guard curve == "P-256", x.count == 32, y.count == 32 else { throw JWTError.invalidKey("the EC key is not a P-256 key") }
+                let x = try bytes(x, "x")
+                let y = try bytes(y, "y")
+                guard curve == "P-256", x.count == 32, y.count == 32 else {
+                    throw JWTError.invalidKey("the EC key is not a P-256 key")
+                }
                 return try OpenSSL.p256PublicKey(x: x, y: y)
             case "OKP":
                 // RFC 8037 §2: the raw 32-byte public key in 'x'.
                 let x = try bytes(x, "x")
-                guard curve == "Ed25519", x.count == 32 else { throw JWTError.invalidKey("the OKP key is not an Ed25519 key") }
+                guard curve == "Ed25519", x.count == 32 else {
+                    throw JWTError.invalidKey("the OKP key is not an Ed25519 key")
+                }
                 return try OpenSSL.ed25519PublicKey(x)
             default:
                 throw JWTError.invalidKey("unsupported key type '\(TerminalText.short(keyType))'")
@@ -80,9 +85,10 @@ public struct JSONWebKeySet: Equatable, Sendable {
         guard let object = JSONValue.parseObject(bytes), case .array(let items)? = object["keys"] else {
             throw .invalidKeySet("the JWKS is not a JSON object with a 'keys' array")
         }
-        return JSONWebKeySet(keys: items.compactMap { item in
-            guard case .object(let key) = item else { return nil }
-            return JSONWebKey(object: key)
-        })
+        return JSONWebKeySet(
+            keys: items.compactMap { item in
+                guard case .object(let key) = item else { return nil }
+                return JSONWebKey(object: key)
+            })
     }
 }

@@ -1,7 +1,8 @@
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlEssentials
 
 /// Issuers' JSON Web Key Sets cached under `$XDG_CACHE_HOME/tokenctl/jwks/`, one file per issuer,
 /// so `status` can check signatures offline.
@@ -46,8 +47,9 @@ public struct JWKSCache: Sendable {
 
     public func load(_ issuer: String) -> Entry? {
         guard let text = try? FileIO.readFile(file(for: issuer)),
-              let entry = try? JSONDecoder().decode(Entry.self, from: Data(text.utf8)),
-              entry.issuer == issuer else { return nil }
+            let entry = try? JSONDecoder().decode(Entry.self, from: Data(text.utf8)),
+            entry.issuer == issuer
+        else { return nil }
         return entry
     }
 
@@ -93,20 +95,25 @@ public struct JWKSCache: Sendable {
     /// The attempt is recorded before the request, so a failing server is not retried at once either.
     ///
     /// - Returns: the fresh keys, or nil when not fetched, unreachable, or not a JWKS.
-    public func refetch(_ issuer: String, jwksURI: String, http: any HTTPClient, timeout: Double) async -> JSONWebKeySet? {
+    public func refetch(_ issuer: String, jwksURI: String, http: any HTTPClient, timeout: Double) async
+        -> JSONWebKeySet?
+    {
         guard mayRefetch(issuer) else { return nil }
         var entry = load(issuer) ?? Entry(issuer: issuer)
         entry.refetchAttemptedAt = clock.now()
         save(entry)
         guard let response = try? await http.send(.getJSON(jwksURI), timeout: timeout),
-              response.status == 200, let keys = try? JSONWebKeySet.parse(response.body) else { return nil }
+            response.status == 200, let keys = try? JSONWebKeySet.parse(response.body)
+        else { return nil }
         store(issuer, jwksURI: jwksURI, document: String(decoding: response.body, as: UTF8.self))
         return keys
     }
 }
 
 extension JWKSCache.Entry {
-    init(issuer: String) { self.init(issuer: issuer, jwksURI: nil, fetchedAt: nil, refetchAttemptedAt: nil, document: nil) }
+    init(issuer: String) {
+        self.init(issuer: issuer, jwksURI: nil, fetchedAt: nil, refetchAttemptedAt: nil, document: nil)
+    }
 }
 
 /// What `status` can say about a stored token's signature.
@@ -126,8 +133,10 @@ public enum SignatureVerdict: String, Sendable, Equatable, CaseIterable {
     /// `none` and HMAC are `invalid` whether or not keys are cached.
     public static func evaluate(_ token: String, keys: JSONWebKeySet?) -> SignatureVerdict {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let header = UnverifiedJWT.base64URLDecode(String(parts[0])).flatMap(JSONValue.parseObject),
-              let algorithm = header["alg"]?.stringValue, JWSAlgorithm(rawValue: algorithm) != nil else { return .invalid }
+        guard parts.count == 3,
+            let header = UnverifiedJWT.base64URLDecode(String(parts[0])).flatMap(JSONValue.parseObject),
+            let algorithm = header["alg"]?.stringValue, JWSAlgorithm(rawValue: algorithm) != nil
+        else { return .invalid }
         guard let keys, !keys.keys.isEmpty else { return .noKeysCached }
         do {
             _ = try JWTVerifier.verify(token, keys: keys)

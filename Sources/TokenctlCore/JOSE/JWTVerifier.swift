@@ -25,9 +25,12 @@ public enum JWTError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .malformed(let why): "the token is malformed: \(why)"
-        case .unsupportedAlgorithm(let alg): "the token is signed with '\(TerminalText.short(alg))'; only RS256, PS256, ES256 and EdDSA are accepted"
-        case .noMatchingKey(let kid): "no key in the issuer's JWKS matches the token" + (kid.map { " (kid '\(TerminalText.short($0))')" } ?? "")
-        case .keyMismatch(let kid, let alg): "the issuer's key '\(TerminalText.short(kid))' cannot make a '\(TerminalText.short(alg))' signature (its alg, use or key type differs)"
+        case .unsupportedAlgorithm(let alg):
+            "the token is signed with '\(TerminalText.short(alg))'; only RS256, PS256, ES256 and EdDSA are accepted"
+        case .noMatchingKey(let kid):
+            "no key in the issuer's JWKS matches the token" + (kid.map { " (kid '\(TerminalText.short($0))')" } ?? "")
+        case .keyMismatch(let kid, let alg):
+            "the issuer's key '\(TerminalText.short(kid))' cannot make a '\(TerminalText.short(alg))' signature (its alg, use or key type differs)"
         case .invalidKey(let why): "unusable key in the issuer's JWKS: \(why)"
         case .invalidKeySet(let why): why
         case .badSignature: "the token's signature does not verify against the issuer's keys"
@@ -51,10 +54,14 @@ public enum JWTVerifier {
     public static func verify(_ token: String, keys: JSONWebKeySet) throws(JWTError) -> VerifiedJWT {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("expected three dot-separated parts, got \(parts.count)") }
-        guard let headerBytes = UnverifiedJWT.base64URLDecode(String(parts[0])), let header = JSONValue.parseObject(headerBytes) else {
+        guard let headerBytes = UnverifiedJWT.base64URLDecode(String(parts[0])),
+            let header = JSONValue.parseObject(headerBytes)
+        else {
             throw .malformed("the header is not base64url-encoded JSON")
         }
-        guard let payloadBytes = UnverifiedJWT.base64URLDecode(String(parts[1])), let claims = JSONValue.parseObject(payloadBytes) else {
+        guard let payloadBytes = UnverifiedJWT.base64URLDecode(String(parts[1])),
+            let claims = JSONValue.parseObject(payloadBytes)
+        else {
             throw .malformed("the payload is not base64url-encoded JSON")
         }
         guard let algorithmName = header["alg"]?.stringValue else { throw .malformed("the header has no 'alg'") }
@@ -85,7 +92,9 @@ public enum JWTVerifier {
             derSignature = signature
         case .es256:
             // JOSE carries r || s; OpenSSL verifies a DER ECDSA-Sig-Value.
-            guard let der = OpenSSL.derECDSASignature(raw: signature) else { throw .malformed("an ES256 signature is 64 bytes (r || s)") }
+            guard let der = OpenSSL.derECDSASignature(raw: signature) else {
+                throw .malformed("an ES256 signature is 64 bytes (r || s)")
+            }
             derSignature = der
         }
         var lastKeyError: JWTError?
@@ -95,11 +104,12 @@ public enum JWTVerifier {
                 lastKeyError = error
                 continue
             }
-            let valid = switch algorithm {
-            case .rs256, .es256: OpenSSL.verifySHA256(key: key, message: signingInput, signature: derSignature)
-            case .ps256: OpenSSL.verifyRSAPSSSHA256(key: key, message: signingInput, signature: derSignature)
-            case .edDSA: OpenSSL.verifyEd25519(key: key, message: signingInput, signature: derSignature)
-            }
+            let valid =
+                switch algorithm {
+                case .rs256, .es256: OpenSSL.verifySHA256(key: key, message: signingInput, signature: derSignature)
+                case .ps256: OpenSSL.verifyRSAPSSSHA256(key: key, message: signingInput, signature: derSignature)
+                case .edDSA: OpenSSL.verifyEd25519(key: key, message: signingInput, signature: derSignature)
+                }
             if valid {
                 return VerifiedJWT(header: header, claims: claims, algorithm: algorithm, keyID: keyID)
             }

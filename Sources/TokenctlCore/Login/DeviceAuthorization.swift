@@ -23,7 +23,9 @@ public struct DeviceAuthorization: Sendable, Equatable {
         return code.unicodeScalars.allSatisfy { scalar in
             if scalar == " " { return true }
             switch scalar.properties.generalCategory {
-            case .control, .format, .lineSeparator, .paragraphSeparator, .spaceSeparator, .surrogate, .privateUse, .unassigned: return false
+            case .control, .format, .lineSeparator, .paragraphSeparator, .spaceSeparator, .surrogate, .privateUse,
+                .unassigned:
+                return false
             default: return true
             }
         }
@@ -37,21 +39,33 @@ public struct DeviceAuthorization: Sendable, Equatable {
     }
 
     /// Parse an answer's members (`EndpointAnswer.object`: JSON or form-encoded; nil: neither).
-    public static func parse(_ object: [String: JSONValue]?, endpoint: String) throws(TokenctlError) -> DeviceAuthorization {
+    public static func parse(_ object: [String: JSONValue]?, endpoint: String) throws(TokenctlError)
+        -> DeviceAuthorization
+    {
         func problem(_ what: String) -> TokenctlError {
-            TokenctlError(.loginRequired, "the device authorization endpoint \(endpoint) answered without \(what)", hint: "Nothing was stored.")
+            TokenctlError(
+                .loginRequired, "the device authorization endpoint \(endpoint) answered without \(what)",
+                hint: "Nothing was stored.")
         }
         guard let object else { throw problem("a JSON object") }
         // Text shown on the terminal must not carry control characters (escape sequences).
         func printable(_ key: String) -> String? {
             guard let value = object[key]?.stringValue, !value.isEmpty, value.utf8.count <= 2048,
-                  value.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) }) else { return nil }
+                value.unicodeScalars.allSatisfy({
+                    $0.value > 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value)
+                })
+            else { return nil }
             return value
         }
-        guard let deviceCode = object["device_code"]?.stringValue, !deviceCode.isEmpty else { throw problem("a device_code") }
-        guard let userCode = object["user_code"]?.stringValue, isUserCode(userCode) else { throw problem("a usable user_code") }
+        guard let deviceCode = object["device_code"]?.stringValue, !deviceCode.isEmpty else {
+            throw problem("a device_code")
+        }
+        guard let userCode = object["user_code"]?.stringValue, isUserCode(userCode) else {
+            throw problem("a usable user_code")
+        }
         // "verification_url" is the pre-RFC spelling some servers (Google) still send.
-        guard let uri = printable("verification_uri") ?? printable("verification_url"), (try? EndpointURL(uri)) != nil else {
+        guard let uri = printable("verification_uri") ?? printable("verification_url"), (try? EndpointURL(uri)) != nil
+        else {
             throw problem("a usable verification_uri (https://…)")
         }
         var complete = printable("verification_uri_complete")
@@ -68,12 +82,18 @@ public struct DeviceAuthorization: Sendable, Equatable {
         guard expiresIn.isFinite, expiresIn > 0 else { throw problem("a positive expires_in") }
         // Shown as one paragraph: control characters (escape sequences, line breaks) become spaces.
         let message = object["message"]?.stringValue.map { text in
-            String(String.UnicodeScalarView(text.unicodeScalars.prefix(1000).map { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) ? " " : $0 }))
-                .trimmingCharacters(in: " ")
+            String(
+                String.UnicodeScalarView(
+                    text.unicodeScalars.prefix(1000).map {
+                        $0.value < 0x20 || (0x7F...0x9F).contains($0.value) ? " " : $0
+                    })
+            )
+            .trimmingCharacters(in: " ")
         }.flatMap { $0.isEmpty ? nil : $0 }
         return DeviceAuthorization(
             deviceCode: deviceCode, userCode: userCode, verificationURI: uri, verificationURIComplete: complete,
-            expiresIn: min(expiresIn, 3600), interval: interval.isFinite ? min(max(interval, 1), 60) : 5, message: message)
+            expiresIn: min(expiresIn, 3600), interval: interval.isFinite ? min(max(interval, 1), 60) : 5,
+            message: message)
     }
 }
 

@@ -21,8 +21,10 @@ public struct ServerMetadata: Equatable, Sendable {
 
     public init(
         issuer: String, tokenEndpoint: EndpointURL, revocationEndpoint: EndpointURL? = nil,
-        deviceAuthorizationEndpoint: EndpointURL? = nil, authorizationEndpoint: EndpointURL? = nil, jwksURI: EndpointURL? = nil,
-        tokenEndpointAuthMethods: [String]? = nil, codeChallengeMethods: [String]? = nil, scopesSupported: [String]? = nil,
+        deviceAuthorizationEndpoint: EndpointURL? = nil, authorizationEndpoint: EndpointURL? = nil,
+        jwksURI: EndpointURL? = nil,
+        tokenEndpointAuthMethods: [String]? = nil, codeChallengeMethods: [String]? = nil,
+        scopesSupported: [String]? = nil,
         idTokenSigningAlgorithms: [String]? = nil
     ) {
         self.issuer = issuer
@@ -60,9 +62,11 @@ public struct ServerMetadata: Equatable, Sendable {
         cachedIsUsable: (ServerMetadata) -> Bool = { _ in true }
     ) async throws(TokenctlError) -> ServerMetadata {
         if let cache, let cached = cache.load(issuer),
-           var metadata = try? parse(Array(cached.document.utf8), expectedIssuer: issuer, url: cached.url) {
+            var metadata = try? parse(Array(cached.document.utf8), expectedIssuer: issuer, url: cached.url)
+        {
             if let url = cached.supplementURL, let document = cached.supplementDocument,
-               let supplement = try? parse(Array(document.utf8), expectedIssuer: issuer, url: url) {
+                let supplement = try? parse(Array(document.utf8), expectedIssuer: issuer, url: url)
+            {
                 metadata.fillGaps(from: supplement)
             }
             if cachedIsUsable(metadata) { return metadata }
@@ -75,7 +79,9 @@ public struct ServerMetadata: Equatable, Sendable {
             do {
                 response = try await http.send(.getJSON(url), timeout: timeout)
             } catch {
-                throw TokenctlError(.transient, "cannot reach the issuer \(issuer): \(error)", hint: "Check the URL and the network, then try again.")
+                throw TokenctlError(
+                    .transient, "cannot reach the issuer \(issuer): \(error)",
+                    hint: "Check the URL and the network, then try again.")
             }
             guard response.status == 200 else {
                 problems.append("\(url): HTTP \(response.status)")
@@ -86,13 +92,15 @@ public struct ServerMetadata: Equatable, Sendable {
             // Some servers (django-oauth-toolkit) list the device and revocation endpoints only in
             // their RFC 8414 document: fill what the OIDC document lacks from it, if it is there.
             if index == 0, metadata.deviceAuthorizationEndpoint == nil || metadata.revocationEndpoint == nil,
-               let response = try? await http.send(.getJSON(urls[1]), timeout: timeout),
-               response.status == 200, let other = try? parse(response.body, expectedIssuer: issuer, url: urls[1]) {
+                let response = try? await http.send(.getJSON(urls[1]), timeout: timeout),
+                response.status == 200, let other = try? parse(response.body, expectedIssuer: issuer, url: urls[1])
+            {
                 metadata.fillGaps(from: other)
                 supplement = (urls[1], String(decoding: response.body, as: UTF8.self))
             }
             // Only documents that passed every check are cached; a cache failure is not an error.
-            cache?.store(issuer, url: url, document: String(decoding: response.body, as: UTF8.self), supplement: supplement)
+            cache?.store(
+                issuer, url: url, document: String(decoding: response.body, as: UTF8.self), supplement: supplement)
             return metadata
         }
         throw TokenctlError(
@@ -112,7 +120,8 @@ public struct ServerMetadata: Equatable, Sendable {
         dpopSigningAlgorithms = dpopSigningAlgorithms ?? other.dpopSigningAlgorithms
     }
 
-    static func parse(_ body: [UInt8], expectedIssuer: EndpointURL, url: String) throws(TokenctlError) -> ServerMetadata {
+    static func parse(_ body: [UInt8], expectedIssuer: EndpointURL, url: String) throws(TokenctlError) -> ServerMetadata
+    {
         guard let object = JSONValue.parseObject(body) else {
             throw TokenctlError(.configuration, "the discovery document at \(url) is not a JSON object")
         }
@@ -122,7 +131,8 @@ public struct ServerMetadata: Equatable, Sendable {
         // OIDC Discovery §4.3 / RFC 8414 §3.3: the issuer must be exactly the one configured.
         guard EndpointURL.sameIssuer(issuer, expectedIssuer.string) else {
             throw TokenctlError(
-                .configuration, "the discovery document at \(url) names issuer '\(TerminalText.short(issuer))', not '\(expectedIssuer)'",
+                .configuration,
+                "the discovery document at \(url) names issuer '\(TerminalText.short(issuer))', not '\(expectedIssuer)'",
                 hint: "Use the issuer URL exactly as the server names it.")
         }
         func endpoint(_ key: String) throws(TokenctlError) -> EndpointURL? {
@@ -135,12 +145,15 @@ public struct ServerMetadata: Equatable, Sendable {
             }
         }
         guard let token = try endpoint("token_endpoint") else {
-            throw TokenctlError(.configuration, "the discovery document at \(url) has no token_endpoint", hint: "Give it with --token-endpoint.")
+            throw TokenctlError(
+                .configuration, "the discovery document at \(url) has no token_endpoint",
+                hint: "Give it with --token-endpoint.")
         }
         func strings(_ key: String) throws(TokenctlError) -> [String]? {
             guard let value = object[key], value != .null else { return nil }
             guard case .array(let items) = value else {
-                throw TokenctlError(.configuration, "the discovery document at \(url) has an invalid \(key) (not an array)")
+                throw TokenctlError(
+                    .configuration, "the discovery document at \(url) has an invalid \(key) (not an array)")
             }
             return items.compactMap(\.stringValue)
         }

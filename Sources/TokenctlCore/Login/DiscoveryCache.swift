@@ -1,7 +1,8 @@
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlEssentials
 
 /// Discovery documents cached per issuer under `$XDG_CACHE_HOME/tokenctl/discovery/`, so a
 /// second login (or a later `status` check of ID tokens) need not fetch them again.
@@ -46,7 +47,9 @@ public struct DiscoveryCache: Sendable {
     static func fileName(for issuer: String) -> String {
         var readable = ""
         for scalar in issuer.unicodeScalars.prefix(80) {
-            let allowed = (scalar >= "a" && scalar <= "z") || (scalar >= "A" && scalar <= "Z") || (scalar >= "0" && scalar <= "9") || scalar == "." || scalar == "-"
+            let allowed =
+                (scalar >= "a" && scalar <= "z") || (scalar >= "A" && scalar <= "Z") || (scalar >= "0" && scalar <= "9")
+                || scalar == "." || scalar == "-"
             readable.unicodeScalars.append(allowed ? scalar : "_")
         }
         // FNV-1a, 64 bits: stable across runs (Swift's Hasher is seeded per process).
@@ -58,14 +61,17 @@ public struct DiscoveryCache: Sendable {
     /// The cached entry for `issuer` if it is younger than `lifetime` and for that issuer.
     public func load(_ issuer: EndpointURL) -> Entry? {
         guard let text = try? FileIO.readFile(file(for: issuer)),
-              let entry = try? JSONDecoder().decode(Entry.self, from: Data(text.utf8)),
-              entry.issuer == issuer.string else { return nil }
+            let entry = try? JSONDecoder().decode(Entry.self, from: Data(text.utf8)),
+            entry.issuer == issuer.string
+        else { return nil }
         let age = clock.now() - entry.fetchedAt
         guard age >= -300, age < lifetime else { return nil }
         return entry
     }
 
-    public func store(_ issuer: EndpointURL, url: String, document: String, supplement: (url: String, document: String)? = nil) {
+    public func store(
+        _ issuer: EndpointURL, url: String, document: String, supplement: (url: String, document: String)? = nil
+    ) {
         let entry = Entry(
             issuer: issuer.string, url: url, fetchedAt: clock.now(), document: document,
             supplementURL: supplement?.url, supplementDocument: supplement?.document)

@@ -17,16 +17,25 @@ struct DeviceFlow: Sendable {
         if let scope { fields.append(("scope", scope)) }
         fields += extra
         let response: HTTPResponse
-        do { response = try await http.send(credentials.formRequest(deviceEndpoint, fields), timeout: retry.attemptTimeout) } catch {
-            throw TokenctlError(.transient, "cannot reach the device authorization endpoint: \(error)", hint: "Nothing was stored; try again later.")
+        do {
+            response = try await http.send(
+                credentials.formRequest(deviceEndpoint, fields), timeout: retry.attemptTimeout)
+        } catch {
+            throw TokenctlError(
+                .transient, "cannot reach the device authorization endpoint: \(error)",
+                hint: "Nothing was stored; try again later.")
         }
         if response.isTransientFailure {
-            throw TokenctlError(.transient, "the device authorization endpoint failed with HTTP \(response.status)", hint: "Nothing was stored; try again later.")
+            throw TokenctlError(
+                .transient, "the device authorization endpoint failed with HTTP \(response.status)",
+                hint: "Nothing was stored; try again later.")
         }
         // The body decides (GitHub answers its errors with HTTP 200, by default form-encoded).
         let object = EndpointAnswer.object(response)
         if let (code, description) = EndpointAnswer.error(in: object) {
-            throw deviceEndpointRefusal(status: response.status, code: TerminalText.short(code), description: description.map(TerminalText.short))
+            throw deviceEndpointRefusal(
+                status: response.status, code: TerminalText.short(code),
+                description: description.map(TerminalText.short))
         }
         guard (200..<300).contains(response.status) else {
             throw TokenctlError(
@@ -38,7 +47,8 @@ struct DeviceFlow: Sendable {
         presenter.showDeviceAuthorization(authorization, expiresAt: expiresAt)
         defer { presenter.deviceFlowEnded() }
 
-        let request = credentials.formRequest(tokenEndpoint, [("grant_type", Self.grantType), ("device_code", authorization.deviceCode)])
+        let request = credentials.formRequest(
+            tokenEndpoint, [("grant_type", Self.grantType), ("device_code", authorization.deviceCode)])
         var schedule = DevicePollSchedule(interval: authorization.interval)
         var transientFailures = 0
         while true {
@@ -49,7 +59,9 @@ struct DeviceFlow: Sendable {
                 throw TokenctlError(.loginRequired, "login cancelled", hint: "Nothing was stored.")
             }
             let result: Result<HTTPResponse, HTTPTransportError>
-            do { result = .success(try await http.send(request, timeout: retry.attemptTimeout)) } catch { result = .failure(error) }
+            do { result = .success(try await http.send(request, timeout: retry.attemptTimeout)) } catch {
+                result = .failure(error)
+            }
             let receivedAt = clock.now()
             switch RefreshOutcome.classify(result, now: receivedAt) {
             case .success(let tokens, let serverDate):
@@ -57,17 +69,23 @@ struct DeviceFlow: Sendable {
             case .transient:
                 // §3.5: back off on connection problems and keep going until the codes expire.
                 transientFailures += 1
-            case .terminal(.oauthError(_, let code, let description)), .clientRefused(.oauthError(_, let code, let description)):
+            case .terminal(.oauthError(_, let code, let description)),
+                .clientRefused(.oauthError(_, let code, let description)):
                 transientFailures = 0
                 switch code {
                 case "authorization_pending":
                     continue
                 case "slow_down":
                     let answer = try? result.get()
-                    schedule.slowDown(serverInterval: answer.flatMap { EndpointAnswer.seconds(EndpointAnswer.object($0)?["interval"]) })
+                    schedule.slowDown(
+                        serverInterval: answer.flatMap {
+                            EndpointAnswer.seconds(EndpointAnswer.object($0)?["interval"])
+                        })
                     presenter.deviceFlowSlowedDown(interval: schedule.interval)
-                case "access_denied", "authorization_declined":  // Entra says authorization_declined
-                    throw TokenctlError(.loginRequired, "the sign-in was denied on the verification page", hint: "Nothing was stored. Run the same login command to try again.")
+                case "access_denied", "authorization_declined": // Entra says authorization_declined
+                    throw TokenctlError(
+                        .loginRequired, "the sign-in was denied on the verification page",
+                        hint: "Nothing was stored. Run the same login command to try again.")
                 case "expired_token":
                     throw expired()
                 case "invalid_grant" where receivedAt >= expiresAt:
@@ -76,17 +94,25 @@ struct DeviceFlow: Sendable {
                 case _ where Self.deviceFlowOffCodes.contains(code):
                     throw deviceEndpointRefusal(status: nil, code: code, description: description)
                 default:
-                    if let hint = OAuthErrorCodes.meaning(of: code)?.hint, OAuthErrorCodes.meaning(of: code)?.kind == .clientRefused {
+                    if let hint = OAuthErrorCodes.meaning(of: code)?.hint,
+                        OAuthErrorCodes.meaning(of: code)?.kind == .clientRefused
+                    {
                         throw TokenctlError(
-                            .configuration, "the server refused the client: \(code)\(description.map { ": \($0)" } ?? "")", hint: Hint.sentences("Nothing was stored.", hint))
+                            .configuration,
+                            "the server refused the client: \(code)\(description.map { ": \($0)" } ?? "")",
+                            hint: Hint.sentences("Nothing was stored.", hint))
                     }
                     throw TokenctlError(
-                        .loginRequired, "the server ended the device login: \(code)\(description.map { ": \($0)" } ?? "")", hint: "Nothing was stored.")
+                        .loginRequired,
+                        "the server ended the device login: \(code)\(description.map { ": \($0)" } ?? "")",
+                        hint: "Nothing was stored.")
                 }
             case .terminal(let reason), .clientRefused(let reason):
-                throw TokenctlError(.loginRequired, "the server ended the device login: \(reason)", hint: "Nothing was stored.")
+                throw TokenctlError(
+                    .loginRequired, "the server ended the device login: \(reason)", hint: "Nothing was stored.")
             case .unusableTokens(let answer):
-                throw TokenctlError(.loginRequired, "the server ended the device login: \(answer)", hint: "Nothing was stored.")
+                throw TokenctlError(
+                    .loginRequired, "the server ended the device login: \(answer)", hint: "Nothing was stored.")
             }
         }
     }
@@ -102,11 +128,16 @@ struct DeviceFlow: Sendable {
         let words = "\(code)\(description.map { ": \($0)" } ?? "")"
         if Self.deviceFlowOffCodes.contains(code) {
             return TokenctlError(
-                .configuration, "the device flow is not enabled for client '\(TerminalText.short(credentials.clientID))' at this server (\(words))",
-                hint: "Nothing was stored. Sign in with --browser instead, or have the client's owner enable the device flow (GitHub: the app's settings, \"Enable Device Flow\").")
+                .configuration,
+                "the device flow is not enabled for client '\(TerminalText.short(credentials.clientID))' at this server (\(words))",
+                hint:
+                    "Nothing was stored. Sign in with --browser instead, or have the client's owner enable the device flow (GitHub: the app's settings, \"Enable Device Flow\")."
+            )
         }
         if let meaning = OAuthErrorCodes.meaning(of: code), meaning.kind == .clientRefused {
-            return TokenctlError(.configuration, "the device authorization endpoint refused the client (\(words))", hint: Hint.sentences("Nothing was stored.", meaning.hint))
+            return TokenctlError(
+                .configuration, "the device authorization endpoint refused the client (\(words))",
+                hint: Hint.sentences("Nothing was stored.", meaning.hint))
         }
         return TokenctlError(
             .configuration,
@@ -115,7 +146,9 @@ struct DeviceFlow: Sendable {
     }
 
     private func expired() -> TokenctlError {
-        TokenctlError(.loginRequired, "the device code expired before the sign-in was approved", hint: "Nothing was stored. Run the same login command again and approve it in time.")
+        TokenctlError(
+            .loginRequired, "the device code expired before the sign-in was approved",
+            hint: "Nothing was stored. Run the same login command again and approve it in time.")
     }
 }
 
@@ -164,41 +197,66 @@ struct BrowserFlow: Sendable {
             // hear about, not "no answer".
             throw TokenctlError(
                 .loginRequired,
-                server.lastRefusal.map { "the browser's redirect was refused: \($0); no other came within \(Int(saturating: timeout)) seconds" }
+                server.lastRefusal.map {
+                    "the browser's redirect was refused: \($0); no other came within \(Int(saturating: timeout)) seconds"
+                }
                     ?? "no answer from the browser within \(Int(saturating: timeout)) seconds",
                 hint: "Nothing was stored. Run the same login command again, or with --device instead of --browser.")
         }
         let received = callback.parameters
         // RFC 6749 §10.12: a response whose state we did not send is someone else's (CSRF).
         guard received["state"] == state else {
-            callback.respond(status: 400, title: "Sign-in rejected", message: "The response did not match this login (wrong state). Return to the terminal.")
+            callback.respond(
+                status: 400, title: "Sign-in rejected",
+                message: "The response did not match this login (wrong state). Return to the terminal.")
             throw TokenctlError(
-                .loginRequired, "the redirect carried a state that does not match this login (a forged or stale response)",
+                .loginRequired,
+                "the redirect carried a state that does not match this login (a forged or stale response)",
                 hint: "Nothing was stored. Run the same login command again.")
         }
         if let error = received["error"] {
             let code = TerminalText.short(error)
             let description = received["error_description"].map(TerminalText.short)
-            callback.respond(status: 200, title: "Sign-in not completed", message: "The server answered: \(Self.html(code)). Return to the terminal.")
+            callback.respond(
+                status: 200, title: "Sign-in not completed",
+                message: "The server answered: \(Self.html(code)). Return to the terminal.")
             if code == "access_denied" {
-                throw TokenctlError(.loginRequired, "the sign-in was denied in the browser (access_denied)\(description.map { ": \($0)" } ?? "")", hint: "Nothing was stored.")
+                throw TokenctlError(
+                    .loginRequired,
+                    "the sign-in was denied in the browser (access_denied)\(description.map { ": \($0)" } ?? "")",
+                    hint: "Nothing was stored.")
             }
-            throw TokenctlError(.loginRequired, "the authorization server refused the sign-in: \(code)\(description.map { ": \($0)" } ?? "")", hint: "Nothing was stored.")
+            throw TokenctlError(
+                .loginRequired,
+                "the authorization server refused the sign-in: \(code)\(description.map { ": \($0)" } ?? "")",
+                hint: "Nothing was stored.")
         }
         // RFC 9207: when the server names itself in the response, it must be our issuer (mix-up defence).
         if checksIssuerParameter, let responseIssuer = received["iss"], responseIssuer != issuer {
-            callback.respond(status: 400, title: "Sign-in rejected", message: "The response came from another issuer. Return to the terminal.")
-            throw TokenctlError(.loginRequired, "the redirect came from issuer '\(TerminalText.short(responseIssuer))', not \(issuer)", hint: "Nothing was stored.")
+            callback.respond(
+                status: 400, title: "Sign-in rejected",
+                message: "The response came from another issuer. Return to the terminal.")
+            throw TokenctlError(
+                .loginRequired, "the redirect came from issuer '\(TerminalText.short(responseIssuer))', not \(issuer)",
+                hint: "Nothing was stored.")
         }
         guard let code = received["code"], !code.isEmpty else {
-            callback.respond(status: 400, title: "Sign-in failed", message: "The response carried no authorization code. Return to the terminal.")
-            throw TokenctlError(.loginRequired, "the redirect carried no authorization code", hint: "Nothing was stored.")
+            callback.respond(
+                status: 400, title: "Sign-in failed",
+                message: "The response carried no authorization code. Return to the terminal.")
+            throw TokenctlError(
+                .loginRequired, "the redirect carried no authorization code", hint: "Nothing was stored.")
         }
-        callback.respond(status: 200, title: "Signed in", message: "tokenctl received the authorization. You can close this tab and return to the terminal.")
+        callback.respond(
+            status: 200, title: "Signed in",
+            message: "tokenctl received the authorization. You can close this tab and return to the terminal.")
 
-        let request = credentials.formRequest(tokenEndpoint, [
-            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", server.redirectURI), ("code_verifier", pkce.verifier),
-        ])
+        let request = credentials.formRequest(
+            tokenEndpoint,
+            [
+                ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", server.redirectURI),
+                ("code_verifier", pkce.verifier),
+            ])
         // An authorization code is single-use: never resend it after a response we could not read.
         var once = retry
         once.maximumAttempts = 1

@@ -95,7 +95,8 @@ extension TokenctlService {
 
     /// Sign a profile in: resolve endpoints, run the chosen flow, check the ID token, then store
     /// the token set (and the client secret) and write the profile. Nothing is stored on failure.
-    public func login(_ request: LoginRequest, presenter: any LoginPresenter) async throws(TokenctlError) -> LoginResult {
+    public func login(_ request: LoginRequest, presenter: any LoginPresenter) async throws(TokenctlError) -> LoginResult
+    {
         var request = request
         // --timeout bounds the store calls up to the check below (a person's wait is not
         // bounded by it; `persistLogin` gives the writes after it a bound of their own).
@@ -111,14 +112,15 @@ extension TokenctlService {
         if let configured = previous, configured.issuer == request.issuer {
             saved = ExplicitEndpoints(
                 token: configured.tokenEndpoint, revocation: configured.revocationEndpoint,
-                deviceAuthorization: configured.deviceAuthorizationEndpoint, authorization: configured.authorizationEndpoint,
+                deviceAuthorization: configured.deviceAuthorizationEndpoint,
+                authorization: configured.authorizationEndpoint,
                 jwks: configured.jwksURI)
             if case .refreshToken = request.method {} else { request.scope = request.scope ?? configured.scope }
             request.audience = request.audience ?? configured.audience
             if request.resources.isEmpty { request.resources = configured.resources }
             request.caBundle = request.caBundle ?? configured.caBundle
             request.dpop = request.dpop ?? configured.dpop
-            allowBearer = configured.dpopAllowBearer  // hand-set: no option changes it
+            allowBearer = configured.dpopAllowBearer // hand-set: no option changes it
         }
         let dpop = request.dpop ?? false
         let plainHTTP = httpClient(request.caBundle)
@@ -129,20 +131,27 @@ extension TokenctlService {
         let dpopKey = dpop ? try Self.newDPoPKey(for: request.issuer, metadata: metadata) : nil
         var http = plainHTTP
         if let dpopKey {
-            http = DPoPHTTPClient(plainHTTP, key: dpopKey, issuer: request.issuer.string, endpoints: [endpoints.token.string], clock: clock)
+            http = DPoPHTTPClient(
+                plainHTTP, key: dpopKey, issuer: request.issuer.string, endpoints: [endpoints.token.string],
+                clock: clock)
         }
 
         var credentials = ClientCredentials(clientID: request.clientID)
         var authMethod: ClientAuthenticationMethod?
         var secret = request.clientSecret
-        let identity = SessionIdentity(profile: request.profile, issuer: request.issuer.string, clientID: request.clientID)
-        if secret == nil, previous?.tokenEndpointAuthMethod != nil, previous?.issuer == request.issuer, previous?.clientID == request.clientID {
+        let identity = SessionIdentity(
+            profile: request.profile, issuer: request.issuer.string, clientID: request.clientID)
+        if secret == nil, previous?.tokenEndpointAuthMethod != nil, previous?.issuer == request.issuer,
+            previous?.clientID == request.clientID
+        {
             // A confidential client logging in again: the secret stored last time still applies.
             secret = try? store.readClientSecret(identity)
         }
         if let secret {
             // Keep the method used before while the server still advertises it; else pick one.
-            if let method = previous?.tokenEndpointAuthMethod, metadata?.tokenEndpointAuthMethods?.contains(method.rawValue) ?? true {
+            if let method = previous?.tokenEndpointAuthMethod,
+                metadata?.tokenEndpointAuthMethods?.contains(method.rawValue) ?? true
+            {
                 authMethod = method
             } else {
                 authMethod = try ClientCredentials.preferredMethod(supported: metadata?.tokenEndpointAuthMethods)
@@ -152,7 +161,9 @@ extension TokenctlService {
 
         // The import asks for no scope unless told to; interactive logins default to openid offline_access.
         let scope: String?
-        if case .refreshToken = request.method { scope = request.scope } else {
+        if case .refreshToken = request.method {
+            scope = request.scope
+        } else {
             scope = request.scope ?? Self.defaultScope(supported: metadata?.scopesSupported)
         }
         // Find out before anything is sent to the token endpoint (which spends an imported
@@ -182,13 +193,18 @@ extension TokenctlService {
         switch request.method {
         case .refreshToken(let refreshToken):
             do { try TokenResponse.validateToken(refreshToken, field: "refresh token") } catch {
-                throw TokenctlError(.invalidInput, "the refresh token on standard input is empty or contains whitespace or control characters")
+                throw TokenctlError(
+                    .invalidInput,
+                    "the refresh token on standard input is empty or contains whitespace or control characters")
             }
             let (outcome, receivedAt) = await client.refresh(
-                refreshToken: refreshToken, endpoint: endpoints.token.string, clientID: request.clientID, scope: request.scope,
+                refreshToken: refreshToken, endpoint: endpoints.token.string, clientID: request.clientID,
+                scope: request.scope,
                 credentials: credentials)
             let (response, serverDate) = try Self.successOrThrow(outcome, what: "the refresh token")
-            seed = TokenSet(accessToken: "-", refreshToken: refreshToken, expiresAt: nil, issuedLifetime: nil, obtainedAt: receivedAt)
+            seed = TokenSet(
+                accessToken: "-", refreshToken: refreshToken, expiresAt: nil, issuedLifetime: nil,
+                obtainedAt: receivedAt)
             exchanged = (response, receivedAt, serverDate, nil)
         case .device:
             guard let deviceEndpoint = endpoints.deviceAuthorization else {
@@ -196,9 +212,11 @@ extension TokenctlService {
                     .configuration, "the server at \(request.issuer) advertises no device_authorization_endpoint",
                     hint: "Give it with --device-authorization-endpoint, or use --browser.")
             }
-            let flow = DeviceFlow(http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter)
+            let flow = DeviceFlow(
+                http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter)
             let (response, receivedAt, serverDate) = try await flow.run(
-                deviceEndpoint: deviceEndpoint.string, tokenEndpoint: endpoints.token.string, scope: scope, extra: extra)
+                deviceEndpoint: deviceEndpoint.string, tokenEndpoint: endpoints.token.string, scope: scope, extra: extra
+            )
             exchanged = (response, receivedAt, serverDate, nil)
         case .browser(let port, let openBrowser, let timeout):
             guard let authorizationEndpoint = endpoints.authorization else {
@@ -207,11 +225,16 @@ extension TokenctlService {
                     hint: "Give it with --authorization-endpoint, or use --device.")
             }
             if let methods = metadata?.codeChallengeMethods, !methods.contains("S256") {
-                throw TokenctlError(.configuration, "the server does not support PKCE with S256 (it advertises: \(methods.map(TerminalText.short).joined(separator: ", ")))")
+                throw TokenctlError(
+                    .configuration,
+                    "the server does not support PKCE with S256 (it advertises: \(methods.map(TerminalText.short).joined(separator: ", ")))"
+                )
             }
-            let flow = BrowserFlow(http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter)
+            let flow = BrowserFlow(
+                http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter)
             let result = try await flow.run(
-                issuer: request.issuer.string, authorizationEndpoint: authorizationEndpoint.string, tokenEndpoint: endpoints.token.string,
+                issuer: request.issuer.string, authorizationEndpoint: authorizationEndpoint.string,
+                tokenEndpoint: endpoints.token.string,
                 scope: scope, extra: extra, port: port, openBrowser: openBrowser, timeout: timeout,
                 checksIssuerParameter: metadata != nil, dpopThumbprint: dpopKey?.thumbprint)
             exchanged = (result.response, result.receivedAt, result.serverDate, result.nonce)
@@ -219,10 +242,14 @@ extension TokenctlService {
 
         // RFC 9449 §5: tokens bound to our key, or (dpop_allow_bearer) Bearer ones; else nothing is stored.
         do { try DPoPBinding.check(exchanged.response, key: dpopKey, allowBearer: allowBearer) } catch {
-            events?.append(EventRecord(
-                time: clock.now(), event: .dpopDowngradeRefused, profile: request.profile.rawValue, issuer: request.issuer.string,
-                reason: error.eventReason))
-            throw TokenctlError(.configuration, "refused the tokens the server issued: \(error)", hint: Hint.sentences("Nothing was stored.", DPoPBinding.hint(request.profile, error)))
+            events?.append(
+                EventRecord(
+                    time: clock.now(), event: .dpopDowngradeRefused, profile: request.profile.rawValue,
+                    issuer: request.issuer.string,
+                    reason: error.eventReason))
+            throw TokenctlError(
+                .configuration, "refused the tokens the server issued: \(error)",
+                hint: Hint.sentences("Nothing was stored.", DPoPBinding.hint(request.profile, error)))
         }
         // OIDC Core §3.1.3.7: check the ID token before anything is stored.
         var verified = false
@@ -233,9 +260,11 @@ extension TokenctlService {
                 refusesUnsolicitedNonce: { if case .device = request.method { true } else { false } }())
         }
 
-        var tokenSet = TokenSet(response: exchanged.response, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate, previous: seed)
+        var tokenSet = TokenSet(
+            response: exchanged.response, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate,
+            previous: seed)
         tokenSet.lastRefreshAt = nil
-        tokenSet.targetedTokens = []  // a new session: no token of the previous one stays
+        tokenSet.targetedTokens = [] // a new session: no token of the previous one stays
         tokenSet.scopeNarrowedAt = nil
         tokenSet.dpopKey = dpopKey?.stored
         var configuration = ProfileConfiguration(
@@ -250,10 +279,12 @@ extension TokenctlService {
         configuration.dpop = dpop
         configuration.dpopAllowBearer = allowBearer
         try await persistLogin(
-            tokenSet, configuration: configuration, profile: request.profile, clientSecret: request.clientSecret, previous: previous,
+            tokenSet, configuration: configuration, profile: request.profile, clientSecret: request.clientSecret,
+            previous: previous,
             alreadyLocked: importLock != nil, journalUsable: journalUsable)
         return LoginResult(
-            tokenSet: tokenSet, idTokenSignatureVerified: verified, idTokenNonceChecked: exchanged.response.idToken != nil && exchanged.nonce != nil,
+            tokenSet: tokenSet, idTokenSignatureVerified: verified,
+            idTokenNonceChecked: exchanged.response.idToken != nil && exchanged.nonce != nil,
             requestedScope: scope)
     }
 
@@ -270,15 +301,21 @@ extension TokenctlService {
     /// so). With it, such a failure leaves the session pending in the journal.
     ///
     /// - Returns: whether the rotation journal can hold the session if a write fails later.
-    private func checkLoginCanBeKept(_ identity: SessionIdentity, takingTheLock: Bool) async throws(TokenctlError) -> Bool {
+    private func checkLoginCanBeKept(_ identity: SessionIdentity, takingTheLock: Bool) async throws(TokenctlError)
+        -> Bool
+    {
         let nothingSent = "Nothing was sent to the server."
         do { try profiles.checkWritable(identity.profile) } catch {
             throw TokenctlError(
                 .configuration, error.message,
-                hint: "\(nothingSent) Make \(profiles.paths.profilesDirectory) a directory tokenctl can write (mode 0700), then log in again.")
+                hint:
+                    "\(nothingSent) Make \(profiles.paths.profilesDirectory) a directory tokenctl can write (mode 0700), then log in again."
+            )
         }
         do { try store.checkWritable(identity) } catch {
-            throw TokenctlError(.storeUnavailable, error.message, hint: Hint.sentences(error.hint.map { $0.replacingSessionKept() }, nothingSent))
+            throw TokenctlError(
+                .storeUnavailable, error.message,
+                hint: Hint.sentences(error.hint.map { $0.replacingSessionKept() }, nothingSent))
         }
         if takingTheLock {
             do { withExtendedLifetime(try await locks.acquire(identity.profile, timeout: lockTimeout)) {} } catch {
@@ -294,15 +331,21 @@ extension TokenctlService {
     static func newDPoPKey(for issuer: EndpointURL, metadata: ServerMetadata?) throws(TokenctlError) -> DPoPKey {
         if let metadata {
             guard let algorithms = metadata.dpopSigningAlgorithms, algorithms.contains("ES256") else {
-                let advertised = metadata.dpopSigningAlgorithms.map { $0.isEmpty ? "none" : $0.map(TerminalText.short).joined(separator: ", ") }
+                let advertised = metadata.dpopSigningAlgorithms.map {
+                    $0.isEmpty ? "none" : $0.map(TerminalText.short).joined(separator: ", ")
+                }
                 throw TokenctlError(
                     .configuration,
                     "the server at \(issuer) does not support DPoP with ES256 (its dpop_signing_alg_values_supported: \(advertised ?? "not advertised"))",
-                    hint: "Nothing was sent. Sign in without --dpop (bearer tokens), or ask the server's operator to enable DPoP.")
+                    hint:
+                        "Nothing was sent. Sign in without --dpop (bearer tokens), or ask the server's operator to enable DPoP."
+                )
             }
         }
         do { return try DPoPKey.generate() } catch {
-            throw TokenctlError(.unexpected, "cannot make a DPoP key: \(error)", hint: "Nothing was sent. Install libgcrypt20, or sign in without --dpop.")
+            throw TokenctlError(
+                .unexpected, "cannot make a DPoP key: \(error)",
+                hint: "Nothing was sent. Install libgcrypt20, or sign in without --dpop.")
         }
     }
 
@@ -316,7 +359,9 @@ extension TokenctlService {
 
     /// - Parameter saved: the endpoints the profile saved; discovery runs even when they cover
     ///   the flow (only options given now skip it), and its absence is no error when they do.
-    private func discoverForLogin(_ request: LoginRequest, saved: ExplicitEndpoints, http: any HTTPClient, dpop: Bool) async throws(TokenctlError) -> ServerMetadata? {
+    private func discoverForLogin(_ request: LoginRequest, saved: ExplicitEndpoints, http: any HTTPClient, dpop: Bool)
+        async throws(TokenctlError) -> ServerMetadata?
+    {
         let explicit = request.endpoints
         let needsFlowEndpoint: Bool
         switch request.method {
@@ -327,8 +372,12 @@ extension TokenctlService {
         let covered: Bool
         switch request.method {
         case .refreshToken: covered = (explicit.token ?? saved.token) != nil
-        case .device: covered = (explicit.token ?? saved.token) != nil && (explicit.deviceAuthorization ?? saved.deviceAuthorization) != nil
-        case .browser: covered = (explicit.token ?? saved.token) != nil && (explicit.authorization ?? saved.authorization) != nil
+        case .device:
+            covered =
+                (explicit.token ?? saved.token) != nil
+                && (explicit.deviceAuthorization ?? saved.deviceAuthorization) != nil
+        case .browser:
+            covered = (explicit.token ?? saved.token) != nil && (explicit.authorization ?? saved.authorization) != nil
         }
         // The refresh-token import needs only the token endpoint: a given or saved one skips
         // discovery. Interactive logins skip it only when options give every endpoint.
@@ -341,13 +390,18 @@ extension TokenctlService {
         do {
             // A cached document may predate a server change: one that lacks the flow's endpoint
             // is fetched again before a missing endpoint is reported (a fresh one is not).
-            return try await ServerMetadata.discover(request.issuer, http: http, timeout: retry.attemptTimeout, cache: cache) { metadata in
+            return try await ServerMetadata.discover(
+                request.issuer, http: http, timeout: retry.attemptTimeout, cache: cache
+            ) { metadata in
                 // A server may have enabled DPoP since the document was cached.
                 if dpop && !(metadata.dpopSigningAlgorithms?.contains("ES256") ?? false) { return false }
                 return switch request.method {
-                case .refreshToken: true  // a document always names its token endpoint
-                case .device: (explicit.deviceAuthorization ?? saved.deviceAuthorization) != nil || metadata.deviceAuthorizationEndpoint != nil
-                case .browser: (explicit.authorization ?? saved.authorization) != nil || metadata.authorizationEndpoint != nil
+                case .refreshToken: true // a document always names its token endpoint
+                case .device:
+                    (explicit.deviceAuthorization ?? saved.deviceAuthorization) != nil
+                        || metadata.deviceAuthorizationEndpoint != nil
+                case .browser:
+                    (explicit.authorization ?? saved.authorization) != nil || metadata.authorizationEndpoint != nil
                 }
             }
         } catch {
@@ -366,44 +420,59 @@ extension TokenctlService {
     }
 
     /// Each endpoint from the options, else the profile's saved one, else discovery.
-    private func resolveEndpoints(_ request: LoginRequest, saved: ExplicitEndpoints, metadata: ServerMetadata?) throws(TokenctlError) -> ResolvedEndpoints {
+    private func resolveEndpoints(_ request: LoginRequest, saved: ExplicitEndpoints, metadata: ServerMetadata?)
+        throws(TokenctlError) -> ResolvedEndpoints
+    {
         let explicit = request.endpoints
         guard let token = explicit.token ?? saved.token ?? metadata?.tokenEndpoint else {
-            throw TokenctlError(.configuration, "no token endpoint for \(request.issuer)", hint: "Give it with --token-endpoint.")
+            throw TokenctlError(
+                .configuration, "no token endpoint for \(request.issuer)", hint: "Give it with --token-endpoint.")
         }
         return ResolvedEndpoints(
             token: token, revocation: explicit.revocation ?? saved.revocation ?? metadata?.revocationEndpoint,
-            deviceAuthorization: explicit.deviceAuthorization ?? saved.deviceAuthorization ?? metadata?.deviceAuthorizationEndpoint,
+            deviceAuthorization: explicit.deviceAuthorization ?? saved.deviceAuthorization
+                ?? metadata?.deviceAuthorizationEndpoint,
             authorization: explicit.authorization ?? saved.authorization ?? metadata?.authorizationEndpoint,
             jwks: explicit.jwks ?? saved.jwks ?? metadata?.jwksURI)
     }
 
-    static func successOrThrow(_ outcome: RefreshOutcome, what: String) throws(TokenctlError) -> (TokenResponse, Double?) {
+    static func successOrThrow(_ outcome: RefreshOutcome, what: String) throws(TokenctlError) -> (
+        TokenResponse, Double?
+    ) {
         switch outcome {
         case .success(let response, let serverDate):
             return (response, serverDate)
         case .terminal(let reason):
             let hint = TokenBroker.oauthErrorHint(reason)
-            throw TokenctlError(.loginRequired, "the server did not accept \(what): \(reason)", hint: Hint.sentences("Nothing was stored.", hint))
+            throw TokenctlError(
+                .loginRequired, "the server did not accept \(what): \(reason)",
+                hint: Hint.sentences("Nothing was stored.", hint))
         case .clientRefused(let reason):
             let hint = TokenBroker.oauthErrorHint(reason)
-            throw TokenctlError(.configuration, "the server refused the client: \(reason)", hint: Hint.sentences("Nothing was stored.", hint))
+            throw TokenctlError(
+                .configuration, "the server refused the client: \(reason)",
+                hint: Hint.sentences("Nothing was stored.", hint))
         case .unusableTokens(let answer):
-            throw TokenctlError(.loginRequired, "the server did not accept \(what): \(answer)", hint: "Nothing was stored.")
+            throw TokenctlError(
+                .loginRequired, "the server did not accept \(what): \(answer)", hint: "Nothing was stored.")
         case .transient(let reason, _):
-            throw TokenctlError(.transient, "could not reach the token endpoint: \(reason)", hint: "Nothing was stored; try again later.")
+            throw TokenctlError(
+                .transient, "could not reach the token endpoint: \(reason)",
+                hint: "Nothing was stored; try again later.")
         }
     }
 
     /// Claims always; the signature when the issuer's JWKS is known. Returns whether the signature was verified.
     private func checkIDToken(
-        _ idToken: String, issuer: String, clientID: String, nonce: String?, jwksURI: EndpointURL?, http: any HTTPClient,
+        _ idToken: String, issuer: String, clientID: String, nonce: String?, jwksURI: EndpointURL?,
+        http: any HTTPClient,
         receivedAt: Double, serverDate: Double?, refusesUnsolicitedNonce: Bool
     ) async throws(TokenctlError) -> Bool {
         func rejected(_ error: JWTError) -> TokenctlError {
             // A missing libcrypto is this machine's problem, not the token's: not "log in again".
             if case .cryptoUnavailable(let reason) = error {
-                return TokenctlError(.unexpected, "cannot check the ID token's signature: \(reason)", hint: "Nothing was stored.")
+                return TokenctlError(
+                    .unexpected, "cannot check the ID token's signature: \(reason)", hint: "Nothing was stored.")
             }
             return TokenctlError(.loginRequired, "the ID token was rejected: \(error)", hint: "Nothing was stored.")
         }
@@ -414,11 +483,15 @@ extension TokenctlService {
             do {
                 response = try await http.send(.getJSON(jwksURI.string), timeout: retry.attemptTimeout)
             } catch {
-                throw TokenctlError(.transient, "cannot fetch the issuer's keys from \(jwksURI): \(error)", hint: "Nothing was stored; try again later.")
+                throw TokenctlError(
+                    .transient, "cannot fetch the issuer's keys from \(jwksURI): \(error)",
+                    hint: "Nothing was stored; try again later.")
             }
             guard response.status == 200 else {
                 let kind: TokenctlError.Kind = response.isTransientFailure ? .transient : .loginRequired
-                throw TokenctlError(kind, "the issuer's JWKS at \(jwksURI) answered HTTP \(response.status)", hint: "Nothing was stored.")
+                throw TokenctlError(
+                    kind, "the issuer's JWKS at \(jwksURI) answered HTTP \(response.status)",
+                    hint: "Nothing was stored.")
             }
             let keys: JSONWebKeySet
             do { keys = try JSONWebKeySet.parse(response.body) } catch { throw rejected(error) }
@@ -430,8 +503,10 @@ extension TokenctlService {
             // Without keys, the token still came straight from the token endpoint over TLS
             // (OIDC Core §3.1.3.7 item 6) — but never accept 'none' or HMAC.
             let parts = idToken.split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 3, let header = UnverifiedJWT.base64URLDecode(String(parts[0])).flatMap(JSONValue.parseObject),
-                  let parsed = UnverifiedJWT.claims(of: idToken) else { throw rejected(.malformed("not a compact JWS")) }
+            guard parts.count == 3,
+                let header = UnverifiedJWT.base64URLDecode(String(parts[0])).flatMap(JSONValue.parseObject),
+                let parsed = UnverifiedJWT.claims(of: idToken)
+            else { throw rejected(.malformed("not a compact JWS")) }
             let algorithm = header["alg"]?.stringValue ?? "none"
             guard JWSAlgorithm(rawValue: algorithm) != nil else { throw rejected(.unsupportedAlgorithm(algorithm)) }
             claims = parsed
@@ -470,10 +545,15 @@ extension TokenctlService {
         let outcome: PersistOutcome
         do { outcome = try store.persist(tokenSet, for: identity) } catch {
             // Only without a journal entry: the journal keeps whatever the Secret Service refuses.
-            let why = journalUsable ? "the kernel keyring's rotation journal could not hold them either" : "there is no rotation journal here: the kernel keyring is unusable"
+            let why =
+                journalUsable
+                ? "the kernel keyring's rotation journal could not hold them either"
+                : "there is no rotation journal here: the kernel keyring is unusable"
             throw TokenctlError(
                 .storeUnavailable, "the server issued the session but it could not be saved: \(error.message)",
-                hint: "The tokens were not kept (\(why)) and the server may count the grant as used: log in again once the Secret Service works (see 'tokenctl doctor').")
+                hint:
+                    "The tokens were not kept (\(why)) and the server may count the grant as used: log in again once the Secret Service works (see 'tokenctl doctor')."
+            )
         }
         var secretError: StoreError?
         if let clientSecret {
@@ -491,33 +571,46 @@ extension TokenctlService {
             _ = try? store.deleteClientSecret(stale)
             hotCache?.forget(stale)
         }
-        events?.append(EventRecord(time: clock.now(), event: .signedIn, profile: profile.rawValue, issuer: configuration.issuer.string, subject: tokenSet.subject))
+        events?.append(
+            EventRecord(
+                time: clock.now(), event: .signedIn, profile: profile.rawValue, issuer: configuration.issuer.string,
+                subject: tokenSet.subject))
         if let stored = tokenSet.dpopKey, tokenSet.tokenType == "DPoP", let key = try? DPoPKey(stored: stored) {
-            events?.append(EventRecord(
-                time: clock.now(), event: .dpopBound, profile: profile.rawValue, issuer: configuration.issuer.string, subject: tokenSet.subject,
-                reason: "jkt:" + key.thumbprint))
+            events?.append(
+                EventRecord(
+                    time: clock.now(), event: .dpopBound, profile: profile.rawValue,
+                    issuer: configuration.issuer.string, subject: tokenSet.subject,
+                    reason: "jkt:" + key.thumbprint))
         }
         var pendingError: StoreError?
         if case .pending(let error) = outcome {
             pendingError = error
-            events?.append(EventRecord(
-                time: clock.now(), event: .storeUnavailable, profile: profile.rawValue, issuer: configuration.issuer.string,
-                subject: tokenSet.subject, reason: "write-pending:" + error.reason.rawValue))
+            events?.append(
+                EventRecord(
+                    time: clock.now(), event: .storeUnavailable, profile: profile.rawValue,
+                    issuer: configuration.issuer.string,
+                    subject: tokenSet.subject, reason: "write-pending:" + error.reason.rawValue))
         }
-        let kept = pendingError == nil
+        let kept =
+            pendingError == nil
             ? "The session is saved in the Secret Service"
             : "The session is held in memory only (the kernel keyring's rotation journal; a reboot or logout loses it) until the Secret Service takes it"
         if let profileError {
-            let sameIdentity = previous.map { SessionIdentity(profile: profile, configuration: $0) == identity } ?? false
-            let next = sameIdentity
+            let sameIdentity =
+                previous.map { SessionIdentity(profile: profile, configuration: $0) == identity } ?? false
+            let next =
+                sameIdentity
                 ? "; the profile keeps its previous settings, which find it. To save the new ones, make \(profiles.paths.profilesDirectory) writable and run '\(CommandHint.login(profile))' again."
                 : " (profile '\(profile)', issuer \(configuration.issuer), client \(configuration.clientID)), but no command finds it until the profile names them: make \(profiles.paths.profilesDirectory) writable, then run '\(CommandHint.tokenctl(profile, "login --issuer \(configuration.issuer) --client-id \(configuration.clientID)"))' again."
             throw TokenctlError(.configuration, "signed in, but \(profileError.message)", hint: kept + next)
         }
         if let secretError {
             throw TokenctlError(
-                .storeUnavailable, "signed in, but the Secret Service could not save the client secret: \(secretError.message)",
-                hint: kept + ", but it cannot be refreshed without its client secret: once the Secret Service works (see 'tokenctl doctor'), run 'printf %s \"$CLIENT_SECRET\" | \(CommandHint.login(profile)) --client-secret-stdin'.")
+                .storeUnavailable,
+                "signed in, but the Secret Service could not save the client secret: \(secretError.message)",
+                hint: kept
+                    + ", but it cannot be refreshed without its client secret: once the Secret Service works (see 'tokenctl doctor'), run 'printf %s \"$CLIENT_SECRET\" | \(CommandHint.login(profile)) --client-secret-stdin'."
+            )
         }
         if let pendingError {
             throw TokenctlError(
@@ -525,7 +618,8 @@ extension TokenctlService {
                 "signed in, but the Secret Service could not save the session: \(pendingError.message)",
                 hint: Hint.sentences(
                     "\(kept); the profile is saved.", pendingError.hint.map { $0.replacingSessionKept() },
-                    "Then run '\(CommandHint.tokenctl(profile, "status"))': it writes the session to the Secret Service (as any tokenctl command does once it can) and shows it as pending until then."))
+                    "Then run '\(CommandHint.tokenctl(profile, "status"))': it writes the session to the Secret Service (as any tokenctl command does once it can) and shows it as pending until then."
+                ))
         }
     }
 }

@@ -1,8 +1,9 @@
+import Dispatch
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Dispatch
-import TokenctlEssentials
 
 /// The one-shot HTTP listener on 127.0.0.1 that receives the authorization response of a
 /// native app (RFC 8252 §7.3). Plain POSIX sockets: it reads one request line per connection,
@@ -23,14 +24,17 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
     public init(port: UInt16 = 0) throws(TokenctlError) {
         let socketDescriptor = system_socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard socketDescriptor >= 0 else {
-            throw TokenctlError(.unexpected, "cannot create a socket for the redirect: \(system_strerror(system_errno))")
+            throw TokenctlError(
+                .unexpected, "cannot create a socket for the redirect: \(system_strerror(system_errno))")
         }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian  // 127.0.0.1 only: never reachable from the network
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian // 127.0.0.1 only: never reachable from the network
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { system_bind(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                system_bind(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, system_listen(socketDescriptor, 8) == 0 else {
             let code = system_errno
@@ -63,9 +67,9 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
         /// Send the page and close the connection.
         public func respond(status: Int, title: String, message: String) {
             let body = """
-            <!doctype html><html><head><meta charset="utf-8"><title>tokenctl: \(title)</title></head>
-            <body style="font-family:sans-serif;margin:3em"><h1>\(title)</h1><p>\(message)</p></body></html>
-            """
+                <!doctype html><html><head><meta charset="utf-8"><title>tokenctl: \(title)</title></head>
+                <body style="font-family:sans-serif;margin:3em"><h1>\(title)</h1><p>\(message)</p></body></html>
+                """
             LoopbackRedirectServer.send(connection, status: status, body: body)
             system_close(connection)
         }
@@ -77,11 +81,15 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
     /// no other process can end the sign-in; each connection has at most a few seconds.
     ///
     /// - Returns: `nil` on timeout.
-    public func waitForCallback(timeout: Double, expectedState: String? = nil, clock: Clock = .system) async -> Callback? {
+    public func waitForCallback(timeout: Double, expectedState: String? = nil, clock: Clock = .system) async
+        -> Callback?
+    {
         // A private queue: the loop blocks in poll(2) and must not hold a shared worker.
         await withCheckedContinuation { continuation in
             DispatchQueue(label: "tokenctl.loopback-redirect").async {
-                continuation.resume(returning: self.acceptLoop(deadline: clock.now() + timeout, expectedState: expectedState, clock: clock))
+                continuation.resume(
+                    returning: self.acceptLoop(
+                        deadline: clock.now() + timeout, expectedState: expectedState, clock: clock))
             }
         }
     }
@@ -102,7 +110,10 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             _ = system_fcntl(connection, F_SETFD, FD_CLOEXEC)
             // A stalled or trickling client must not hold up the login: the whole head within
             // a few seconds, however it arrives.
-            guard let head = Self.readHead(connection, until: min(deadline, clock.now() + Self.connectionTimeLimit), clock: clock) else {
+            guard
+                let head = Self.readHead(
+                    connection, until: min(deadline, clock.now() + Self.connectionTimeLimit), clock: clock)
+            else {
                 Self.send(connection, status: 400, body: "Bad request\n")
                 system_close(connection)
                 continue
@@ -111,10 +122,13 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             let requestLine = lines.first.map(String.init) ?? ""
             let parts = requestLine.split(separator: " ")
             // DNS-rebinding guard: the Host must be our own address, not a name pointing at it.
-            let host = lines.dropFirst().first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: " \t") }
+            let host = lines.dropFirst().first { $0.lowercased().hasPrefix("host:") }.map {
+                $0.dropFirst(5).trimmingCharacters(in: " \t")
+            }
             guard parts.count == 3, parts[0] == "GET", host == "127.0.0.1:\(port)" else {
                 if parts.count == 3, Self.path(of: parts[1]) == Self.callbackPath {
-                    lastRefusal = parts[0] != "GET"
+                    lastRefusal =
+                        parts[0] != "GET"
                         ? "it came as \(TerminalText.short(String(parts[0].prefix(16)))), not GET"
                         : "it was addressed to \(host.map { "'\(TerminalText.short(String($0.prefix(64))))'" } ?? "no host"), not 127.0.0.1:\(port)"
                 }
@@ -134,7 +148,8 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             // or a local process probing ports): refuse it and keep waiting for ours.
             if let expectedState, parameters["state"] != expectedState {
                 lastRefusal = Self.stateRefusal(parameters)
-                Self.send(connection, status: 400, body: "This response is not for the sign-in tokenctl is waiting for.\n")
+                Self.send(
+                    connection, status: 400, body: "This response is not for the sign-in tokenctl is waiting for.\n")
                 system_close(connection)
                 continue
             }
@@ -170,7 +185,9 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             let polled = system_poll(&ready, 1, Int32(max(1, remaining * 1000)))
             if polled < 0 && system_errno == EINTR { continue }
             guard polled > 0 else { return nil }
-            let count = Descriptor.retryingInterrupted { buffer.withUnsafeMutableBytes { system_recv(connection, $0.baseAddress, $0.count, 0) } }
+            let count = Descriptor.retryingInterrupted {
+                buffer.withUnsafeMutableBytes { system_recv(connection, $0.baseAddress, $0.count, 0) }
+            }
             guard count > 0 else { return nil }
             bytes += buffer[0..<count]
             if let text = String(validating: bytes, as: UTF8.self), let end = text.firstRange(of: "\r\n\r\n") {
@@ -184,11 +201,14 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
         let reason = [200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"][status] ?? "Error"
         let bodyBytes = Array(body.utf8)
         let contentType = body.hasPrefix("<!doctype") ? "text/html; charset=utf-8" : "text/plain; charset=utf-8"
-        let head = "HTTP/1.1 \(status) \(reason)\r\nContent-Type: \(contentType)\r\nContent-Length: \(bodyBytes.count)\r\n"
+        let head =
+            "HTTP/1.1 \(status) \(reason)\r\nContent-Type: \(contentType)\r\nContent-Length: \(bodyBytes.count)\r\n"
             + "Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\nConnection: close\r\n\r\n"
         var bytes = Array(head.utf8) + bodyBytes
         while !bytes.isEmpty {
-            let sent = Descriptor.retryingInterrupted { bytes.withUnsafeBytes { system_send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+            let sent = Descriptor.retryingInterrupted {
+                bytes.withUnsafeBytes { system_send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
             guard sent > 0 else { return }
             bytes.removeFirst(sent)
         }

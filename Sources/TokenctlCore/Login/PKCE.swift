@@ -1,8 +1,9 @@
+import CCrypto // tokenctl_getrandom: libc, needs no libcrypto (SHA-256 goes through OpenSSL.sha256)
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlEssentials
-import CCrypto  // tokenctl_getrandom: libc, needs no libcrypto (SHA-256 goes through OpenSSL.sha256)
 
 /// Random values for the authorization request: PKCE verifier (RFC 7636 §4.1), `state` and `nonce`.
 public enum SecureRandom {
@@ -11,7 +12,9 @@ public enum SecureRandom {
         var result = [UInt8](repeating: 0, count: count)
         var filled = 0
         while filled < count {
-            let got = Descriptor.retryingInterrupted { result.withUnsafeMutableBytes { tokenctl_getrandom($0.baseAddress! + filled, count - filled) } }
+            let got = Descriptor.retryingInterrupted {
+                result.withUnsafeMutableBytes { tokenctl_getrandom($0.baseAddress! + filled, count - filled) }
+            }
             if got < 0 { fatalError("getrandom failed: errno \(system_errno)") }
             filled += got
         }

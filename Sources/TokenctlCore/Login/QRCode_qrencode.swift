@@ -25,7 +25,8 @@ public struct QRCode: Sendable, Equatable {
     /// Why libqrencode cannot be used, or nil once it is loaded (on the first call; thread-safe).
     public static var unavailableReason: String? {
         guard let failure = tokenctl_qrencode_load() else { return nil }
-        return "cannot load libqrencode (\(TOKENCTL_QRENCODE_SONAME)): \(String(cString: failure)); install libqrencode4"
+        return
+            "cannot load libqrencode (\(TOKENCTL_QRENCODE_SONAME)): \(String(cString: failure)); install libqrencode4"
     }
 
     /// What loading `soname` as libqrencode would say (nil: it has every function tokenctl calls),
@@ -42,7 +43,8 @@ public struct QRCode: Sendable, Equatable {
     public func terminalLines(margin: Int = 2) -> [String] {
         let width = modules.count + 2 * margin
         func dark(_ row: Int, _ column: Int) -> Bool {
-            let r = row - margin, c = column - margin
+            let r = row - margin
+            let c = column - margin
             guard r >= 0, c >= 0, r < modules.count, c < modules.count else { return false }
             return modules[r][c]
         }

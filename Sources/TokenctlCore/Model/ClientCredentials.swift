@@ -41,6 +41,7 @@ public struct ClientCredentials: Sendable, Equatable {
         if supported.contains(ClientAuthenticationMethod.clientSecretPost.rawValue) { return .clientSecretPost }
         throw TokenctlError(
             .configuration,
-            "the server supports none of client_secret_basic and client_secret_post for client authentication (it advertises: \(supported.map(TerminalText.short).joined(separator: ", ")))")
+            "the server supports none of client_secret_basic and client_secret_post for client authentication (it advertises: \(supported.map(TerminalText.short).joined(separator: ", ")))"
+        )
     }
 }

@@ -24,7 +24,8 @@ public enum ClockSkew {
     /// The local expiry of an access token received at `receivedAt`.
     public static func expiry(response: TokenResponse, receivedAt: Double, offset: Double?) -> Double? {
         expiry(
-            expiresIn: response.expiresIn, accessTokenClaims: UnverifiedJWT.claims(of: response.accessToken), receivedAt: receivedAt, offset: offset,
+            expiresIn: response.expiresIn, accessTokenClaims: UnverifiedJWT.claims(of: response.accessToken),
+            receivedAt: receivedAt, offset: offset,
             createdAt: response.createdAt)
     }
 
@@ -33,7 +34,10 @@ public enum ClockSkew {
     /// - Parameter createdAt: when the server says it issued the token (GitLab's `created_at`),
     ///   on its clock: `created_at + expires_in` mapped to ours, never later than the arrival
     ///   plus `expires_in` (a slow answer, or a token the server handed out again, has less left).
-    static func expiry(expiresIn: Double?, accessTokenClaims: [String: JSONValue]?, receivedAt: Double, offset: Double?, createdAt: Double? = nil) -> Double? {
+    static func expiry(
+        expiresIn: Double?, accessTokenClaims: [String: JSONValue]?, receivedAt: Double, offset: Double?,
+        createdAt: Double? = nil
+    ) -> Double? {
         var expiry = expiresIn.map { receivedAt + $0 }
         if let createdAt, let expiresIn, isTrusted(offset) {
             let local = (createdAt + expiresIn - (offset ?? 0)).clamped(to: 0...(receivedAt + expiresIn))

@@ -24,7 +24,9 @@ public enum EndpointAnswer {
     /// Whether a `Content-Type` names `application/x-www-form-urlencoded` (parameters ignored).
     static func isFormEncoded(_ contentType: String?) -> Bool {
         guard let contentType else { return false }
-        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: " \t").lowercased() }
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {
+            $0.trimmingCharacters(in: " \t").lowercased()
+        }
         return mediaType == "application/x-www-form-urlencoded"
     }
 
@@ -38,11 +40,12 @@ public enum EndpointAnswer {
     /// A member in seconds, given as a number or as a string of digits (GitHub's early answers
     /// quoted them); nil when absent, negative, not finite or not a number.
     public static func seconds(_ value: JSONValue?) -> Double? {
-        let seconds: Double? = switch value {
-        case .number(let number)?: number
-        case .string(let text)?: Double(text.trimmingCharacters(in: " \t"))
-        default: nil
-        }
+        let seconds: Double? =
+            switch value {
+            case .number(let number)?: number
+            case .string(let text)?: Double(text.trimmingCharacters(in: " \t"))
+            default: nil
+            }
         guard let seconds, seconds.isFinite, seconds >= 0 else { return nil }
         return seconds
     }

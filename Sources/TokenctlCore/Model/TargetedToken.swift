@@ -31,10 +31,13 @@ public struct TargetedToken: Equatable, Sendable {
 
     public func isFresh(at now: Double, minimumTimeToLive: Double, capped: Bool = true) -> Bool {
         AccessTokenLifetime.isFresh(
-            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now, minimumTimeToLive: minimumTimeToLive, capped: capped)
+            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now,
+            minimumTimeToLive: minimumTimeToLive, capped: capped)
     }
 
-    public var effectiveExpiry: Double { AccessTokenLifetime.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt) }
+    public var effectiveExpiry: Double {
+        AccessTokenLifetime.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt)
+    }
 
     // MARK: Stored form: flat members `target.N.<field>` of the token set's JSON object
 
@@ -57,8 +60,12 @@ public struct TargetedToken: Equatable, Sendable {
     /// The members of one token, in the order written (absent optionals left out).
     func members(_ index: Int) -> [(key: String, string: String?, number: Double?)] {
         var result: [(String, String?, Double?)] = []
-        func add(_ field: Field, _ string: String?) { if let string { result.append((Self.key(index, field), string, nil)) } }
-        func add(_ field: Field, _ number: Double?) { if let number { result.append((Self.key(index, field), nil, number)) } }
+        func add(_ field: Field, _ string: String?) {
+            if let string { result.append((Self.key(index, field), string, nil)) }
+        }
+        func add(_ field: Field, _ number: Double?) {
+            if let number { result.append((Self.key(index, field), nil, number)) }
+        }
         add(.scope, target.scopeField)
         add(.audience, target.audience)
         add(.resource, target.resourceField)
@@ -79,15 +86,24 @@ public struct TargetedToken: Equatable, Sendable {
         var tokens: [TargetedToken] = []
         for index in 0..<maximumPerSession {
             guard let accessToken = try string(key(index, .accessToken)) else { break }
-            guard let target = TokenTarget(
-                storedScope: try string(key(index, .scope)), audience: try string(key(index, .audience)), resource: try string(key(index, .resource))),
+            guard
+                let target = TokenTarget(
+                    storedScope: try string(key(index, .scope)), audience: try string(key(index, .audience)),
+                    resource: try string(key(index, .resource))),
                 !target.isSession
             else { throw .wrongType(key: key(index, .scope), expected: "a token target", offset: 0) }
-            guard let tokenType = try string(key(index, .tokenType)) else { throw .missing(key: key(index, .tokenType)) }
-            guard let obtainedAt = try number(key(index, .obtainedAt)) else { throw .missing(key: key(index, .obtainedAt)) }
-            tokens.append(TargetedToken(
-                target: target, accessToken: accessToken, tokenType: tokenType, grantedScope: try string(key(index, .grantedScope)),
-                expiresAt: try number(key(index, .expiresAt)), issuedLifetime: try number(key(index, .issuedLifetime)), obtainedAt: obtainedAt))
+            guard let tokenType = try string(key(index, .tokenType)) else {
+                throw .missing(key: key(index, .tokenType))
+            }
+            guard let obtainedAt = try number(key(index, .obtainedAt)) else {
+                throw .missing(key: key(index, .obtainedAt))
+            }
+            tokens.append(
+                TargetedToken(
+                    target: target, accessToken: accessToken, tokenType: tokenType,
+                    grantedScope: try string(key(index, .grantedScope)),
+                    expiresAt: try number(key(index, .expiresAt)),
+                    issuedLifetime: try number(key(index, .issuedLifetime)), obtainedAt: obtainedAt))
         }
         return tokens
     }
@@ -126,7 +142,9 @@ extension TokenSet {
             set.targetedTokens = others.sorted { $0.target < $1.target }
             return set
         }
-        while !others.isEmpty && (others.count + 1 > TargetedToken.maximumPerSession || !fits(others + [token])) { dropOldest() }
+        while !others.isEmpty && (others.count + 1 > TargetedToken.maximumPerSession || !fits(others + [token])) {
+            dropOldest()
+        }
         set.targetedTokens = (others + [token]).sorted { $0.target < $1.target }
         return set
     }
@@ -139,7 +157,8 @@ extension TokenSet {
         return TokenSet(
             // Its expiry set (assumed when not stated): renewable, though the set has no refresh token.
             accessToken: token.accessToken, tokenType: token.tokenType, refreshToken: nil, scope: token.grantedScope,
-            expiresAt: token.effectiveExpiry, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt, subject: subject,
+            expiresAt: token.effectiveExpiry, issuedLifetime: token.issuedLifetime, obtainedAt: token.obtainedAt,
+            subject: subject,
             dpopKey: dpopKey)
     }
 }

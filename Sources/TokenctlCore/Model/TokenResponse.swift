@@ -55,16 +55,19 @@ public struct TokenResponse: Equatable, Sendable {
         let createdAt = EndpointAnswer.seconds(object["created_at"]).flatMap { (1e9...1e11).contains($0) ? $0 : nil }
         do {
             let (accessToken, tokenType, expiresIn) = try accessTokenFields(object)
-            return .usable(TokenResponse(
-                accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
-                refreshToken: refreshToken, idToken: idToken, scope: scope, createdAt: createdAt))
+            return .usable(
+                TokenResponse(
+                    accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
+                    refreshToken: refreshToken, idToken: idToken, scope: scope, createdAt: createdAt))
         } catch {
             return .unusableAccessToken(error, refreshToken: refreshToken, idToken: idToken)
         }
     }
 
     /// `access_token`, `token_type` and `expires_in`: what makes the access token usable.
-    private static func accessTokenFields(_ object: [String: JSONValue]) throws(TokenResponseError) -> (String, String, Double?) {
+    private static func accessTokenFields(_ object: [String: JSONValue]) throws(TokenResponseError) -> (
+        String, String, Double?
+    ) {
         guard case .string(let accessToken)? = object["access_token"] else { throw .missingAccessToken }
         try validateToken(accessToken, field: "access_token")
         var tokenType = "Bearer"
@@ -82,7 +85,7 @@ public struct TokenResponse: Equatable, Sendable {
         switch object["expires_in"] {
         case nil, .null?: break
         case .number(let seconds)?: expiresIn = seconds
-        case .string(let text)?:  // some servers quote it
+        case .string(let text)?: // some servers quote it
             guard let seconds = Double(text) else { throw .invalidField("expires_in") }
             expiresIn = seconds
         default: throw .invalidField("expires_in")
@@ -141,9 +144,11 @@ public enum TokenResponseError: Error, Equatable, CustomStringConvertible {
         case .notJSONObject: "the token endpoint's answer is not a JSON object"
         case .missingAccessToken: "the token endpoint's answer has no access_token"
         case .emptyToken(let field): "the token endpoint's answer has an empty \(field)"
-        case .invalidTokenCharacters(let field): "the token endpoint's \(field) contains whitespace or control characters"
+        case .invalidTokenCharacters(let field):
+            "the token endpoint's \(field) contains whitespace or control characters"
         case .invalidField(let field): "the token endpoint's answer has an invalid \(field)"
-        case .unsupportedTokenType(let type): "the token endpoint issued a '\(TerminalText.short(type))' token; tokenctl supports Bearer and DPoP tokens"
+        case .unsupportedTokenType(let type):
+            "the token endpoint issued a '\(TerminalText.short(type))' token; tokenctl supports Bearer and DPoP tokens"
         }
     }
 }

@@ -6,8 +6,10 @@ extension TokenSet {
         // The access token decoded once, for its exp and sub (nil: an opaque token).
         let accessClaims = UnverifiedJWT.claims(of: response.accessToken)
         let expiry = ClockSkew.expiry(
-            expiresIn: response.expiresIn, accessTokenClaims: accessClaims, receivedAt: receivedAt, offset: offset, createdAt: response.createdAt)
-        let subject = response.idToken.flatMap { UnverifiedJWT.claims(of: $0)?["sub"]?.stringValue }
+            expiresIn: response.expiresIn, accessTokenClaims: accessClaims, receivedAt: receivedAt, offset: offset,
+            createdAt: response.createdAt)
+        let subject =
+            response.idToken.flatMap { UnverifiedJWT.claims(of: $0)?["sub"]?.stringValue }
             ?? accessClaims?["sub"]?.stringValue
             ?? previous?.subject
         self.init(
@@ -47,7 +49,8 @@ extension TokenSet {
         for index in targetedTokens.indices {
             targetedTokens[index].expiresAt = targetedTokens[index].expiresAt?.clamped(to: 0...1e11)
             targetedTokens[index].obtainedAt = targetedTokens[index].obtainedAt.clamped(to: 0...1e11)
-            targetedTokens[index].issuedLifetime = targetedTokens[index].issuedLifetime?.clamped(to: 0...TokenResponse.maximumLifetime)
+            targetedTokens[index].issuedLifetime = targetedTokens[index].issuedLifetime?.clamped(
+                to: 0...TokenResponse.maximumLifetime)
         }
     }
 }

@@ -50,7 +50,8 @@ public struct TokenSet: Codable, Equatable, Sendable {
     public init(
         accessToken: String, tokenType: String = "Bearer", refreshToken: String?, idToken: String? = nil,
         scope: String? = nil, expiresAt: Double?, issuedLifetime: Double?, obtainedAt: Double,
-        lastRefreshAt: Double? = nil, serverClockOffset: Double? = nil, subject: String? = nil, targetedTokens: [TargetedToken] = [],
+        lastRefreshAt: Double? = nil, serverClockOffset: Double? = nil, subject: String? = nil,
+        targetedTokens: [TargetedToken] = [],
         scopeNarrowedAt: Double? = nil, dpopKey: String? = nil
     ) {
         self.dpopKey = dpopKey
@@ -78,7 +79,8 @@ public struct TokenSet: Codable, Equatable, Sendable {
     ///
     /// With `capped: false` the margin is min-ttl itself (see `AccessTokenLifetime`).
     public func refreshMargin(minimumTimeToLive: Double, capped: Bool = true) -> Double {
-        AccessTokenLifetime.refreshMargin(issuedLifetime: issuedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped)
+        AccessTokenLifetime.refreshMargin(
+            issuedLifetime: issuedLifetime, minimumTimeToLive: minimumTimeToLive, capped: capped)
     }
 
     /// Whether the server stated no expiry for the access token and nothing can renew it (no
@@ -90,13 +92,15 @@ public struct TokenSet: Codable, Equatable, Sendable {
     /// Whether the access token is still valid for at least the refresh margin at `now`.
     public func isFresh(at now: Double, minimumTimeToLive: Double, capped: Bool = true) -> Bool {
         AccessTokenLifetime.isFresh(
-            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now, minimumTimeToLive: minimumTimeToLive, capped: capped,
+            expiresAt: expiresAt, issuedLifetime: issuedLifetime, obtainedAt: obtainedAt, at: now,
+            minimumTimeToLive: minimumTimeToLive, capped: capped,
             renewable: !statesNoExpiry)
     }
 
     /// Seconds of validity left at `now` (negative once expired; `.infinity` with no stated expiry).
     public func timeLeft(at now: Double) -> Double {
-        AccessTokenLifetime.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt, renewable: !statesNoExpiry) - now
+        AccessTokenLifetime.effectiveExpiry(expiresAt: expiresAt, obtainedAt: obtainedAt, renewable: !statesNoExpiry)
+            - now
     }
 
     public var hasRefreshToken: Bool { refreshToken != nil }
@@ -140,15 +144,20 @@ public struct TokenSet: Codable, Equatable, Sendable {
     /// The Codable reading (the reference `decode` is held to, see TokenSetDecodingTests).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: StoredKey.self)
-        func string(_ key: CodingKeys) throws -> String? { try container.decodeIfPresent(String.self, forKey: StoredKey(key.rawValue)) }
-        func number(_ key: CodingKeys) throws -> Double? { try container.decodeIfPresent(Double.self, forKey: StoredKey(key.rawValue)) }
+        func string(_ key: CodingKeys) throws -> String? {
+            try container.decodeIfPresent(String.self, forKey: StoredKey(key.rawValue))
+        }
+        func number(_ key: CodingKeys) throws -> Double? {
+            try container.decodeIfPresent(Double.self, forKey: StoredKey(key.rawValue))
+        }
         self.init(
             accessToken: try container.decode(String.self, forKey: StoredKey(CodingKeys.accessToken.rawValue)),
             tokenType: try container.decode(String.self, forKey: StoredKey(CodingKeys.tokenType.rawValue)),
             refreshToken: try string(.refreshToken), idToken: try string(.idToken), scope: try string(.scope),
             expiresAt: try number(.expiresAt), issuedLifetime: try number(.issuedLifetime),
             obtainedAt: try container.decode(Double.self, forKey: StoredKey(CodingKeys.obtainedAt.rawValue)),
-            lastRefreshAt: try number(.lastRefreshAt), serverClockOffset: try number(.serverClockOffset), subject: try string(.subject))
+            lastRefreshAt: try number(.lastRefreshAt), serverClockOffset: try number(.serverClockOffset),
+            subject: try string(.subject))
         scopeNarrowedAt = try number(.scopeNarrowedAt)
         dpopKey = try string(.dpopKey)
         var failure: (any Error)?
@@ -238,8 +247,12 @@ public struct TokenSet: Codable, Equatable, Sendable {
         }
         for (index, targeted) in targetedTokens.enumerated() {
             guard (try? TokenResponse.validateToken(targeted.accessToken, field: "access_token")) != nil,
-                  !targeted.tokenType.isEmpty, targeted.tokenType.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
-            else { throw .wrongType(key: TargetedToken.key(index, .accessToken), expected: "a token (visible ASCII, not empty)", offset: 0) }
+                !targeted.tokenType.isEmpty, targeted.tokenType.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+            else {
+                throw .wrongType(
+                    key: TargetedToken.key(index, .accessToken), expected: "a token (visible ASCII, not empty)",
+                    offset: 0)
+            }
         }
         set.clampToStoredBounds()
         return set

@@ -1,7 +1,8 @@
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlEssentials
 
 /// One line of `tokenctl doctor`.
 public struct DoctorCheck: Sendable, Equatable {
@@ -46,7 +47,10 @@ extension TokenctlService {
         do {
             let names = try profiles.all()
             if names.isEmpty {
-                checks.append(DoctorCheck("configuration", ok: false, "no profiles in \(profiles.paths.profilesDirectory)", hint: "Sign a profile in: 'tokenctl login --issuer URL --client-id ID'."))
+                checks.append(
+                    DoctorCheck(
+                        "configuration", ok: false, "no profiles in \(profiles.paths.profilesDirectory)",
+                        hint: "Sign a profile in: 'tokenctl login --issuer URL --client-id ID'."))
             }
             for name in names {
                 do {
@@ -56,7 +60,9 @@ extension TokenctlService {
                 }
             }
             if !configured.isEmpty && configured.count == names.count {
-                checks.append(DoctorCheck("configuration", ok: true, "\(names.count) profile(s) in \(profiles.paths.profilesDirectory)"))
+                checks.append(
+                    DoctorCheck(
+                        "configuration", ok: true, "\(names.count) profile(s) in \(profiles.paths.profilesDirectory)"))
             }
         } catch {
             checks.append(DoctorCheck("configuration", ok: false, error.message))
@@ -77,11 +83,17 @@ extension TokenctlService {
         if let bus {
             checks.append(DoctorCheck("session bus", ok: true, "\(bus.address) (from \(bus.source))"))
         } else {
-            checks.append(DoctorCheck("session bus", ok: false, "not found: DBUS_SESSION_BUS_ADDRESS is unset and there is no bus socket in the runtime directory",
-                                      hint: "Set DBUS_SESSION_BUS_ADDRESS, or enable lingering ('loginctl enable-linger $USER') so /run/user/$UID/bus exists."))
+            checks.append(
+                DoctorCheck(
+                    "session bus", ok: false,
+                    "not found: DBUS_SESSION_BUS_ADDRESS is unset and there is no bus socket in the runtime directory",
+                    hint:
+                        "Set DBUS_SESSION_BUS_ADDRESS, or enable lingering ('loginctl enable-linger $USER') so /run/user/$UID/bus exists."
+                ))
         }
         var storeUsable = false
-        let secretService = (store as? JournaledSessionStore)?.inner as? SecretServiceStore ?? store as? SecretServiceStore
+        let secretService =
+            (store as? JournaledSessionStore)?.inner as? SecretServiceStore ?? store as? SecretServiceStore
         // After the check: naming the provider connects first, and the check must get the time.
         var providerName: String { secretService.map { " (provider: \($0.provider().name))" } ?? "" }
         do {
@@ -104,17 +116,25 @@ extension TokenctlService {
         case .kernelKeyring:
             checks.append(DoctorCheck("hot cache", ok: true, "kernel user keyring (token hits need no D-Bus)"))
         case .none:
-            checks.append(DoctorCheck("hot cache", level: .warn, "none: the kernel keyring is unavailable here, so every 'token' reads the Secret Service"))
+            checks.append(
+                DoctorCheck(
+                    "hot cache", level: .warn,
+                    "none: the kernel keyring is unavailable here, so every 'token' reads the Secret Service"))
         }
 
         // The rotation journal lives in the kernel keyring too.
         let journal = (store as? JournaledSessionStore)?.journal
         if let journal, journal.isAvailable {
-            checks.append(DoctorCheck("rotation journal", ok: true, "kernel user keyring (a rotated session is held in memory until the Secret Service has it)"))
+            checks.append(
+                DoctorCheck(
+                    "rotation journal", ok: true,
+                    "kernel user keyring (a rotated session is held in memory until the Secret Service has it)"))
         } else {
-            checks.append(DoctorCheck(
-                "rotation journal", level: .warn,
-                "unavailable: the kernel keyring cannot be used here, so a crash or a hung keyring between a rotation and its keyring write can lose the session"))
+            checks.append(
+                DoctorCheck(
+                    "rotation journal", level: .warn,
+                    "unavailable: the kernel keyring cannot be used here, so a crash or a hung keyring between a rotation and its keyring write can lose the session"
+                ))
         }
 
         // Rotations the Secret Service does not hold yet (it may have been unusable since).
@@ -122,11 +142,14 @@ extension TokenctlService {
             let identity = SessionIdentity(profile: name, configuration: configuration)
             if storeUsable { await completePendingWrite(name) }
             guard let pending = store.pendingWrite(identity) else { continue }
-            checks.append(DoctorCheck(
-                "pending write '\(name)'", ok: false,
-                "a rotated session is held only in memory (kernel keyring) since \(Timestamp.iso8601(pending.journaledAt))"
-                    + (pending.pendingReason.map { ": \(TerminalText.short($0))" } ?? ""),
-                hint: "Make the Secret Service writable (see the checks above); the next tokenctl command then writes it. Until then a reboot or logout loses it."))
+            checks.append(
+                DoctorCheck(
+                    "pending write '\(name)'", ok: false,
+                    "a rotated session is held only in memory (kernel keyring) since \(Timestamp.iso8601(pending.journaledAt))"
+                        + (pending.pendingReason.map { ": \(TerminalText.short($0))" } ?? ""),
+                    hint:
+                        "Make the Secret Service writable (see the checks above); the next tokenctl command then writes it. Until then a reboot or logout loses it."
+                ))
         }
 
         // Room in the kernel key quota for the journal's next entry (after the pending writes above).
@@ -144,24 +167,40 @@ extension TokenctlService {
                 }
                 switch status.state {
                 case .authenticated, .expiredRefreshable:
-                    checks.append(DoctorCheck("session '\(name)'", ok: true, "\(status.state.rawValue)" + (status.subject.map { " as \($0)" } ?? "")))
+                    checks.append(
+                        DoctorCheck(
+                            "session '\(name)'", ok: true,
+                            "\(status.state.rawValue)" + (status.subject.map { " as \($0)" } ?? "")))
                 case .signedOut:
-                    checks.append(DoctorCheck("session '\(name)'", ok: false, "signed out (no session for \(status.issuer), client \(status.clientID))",
-                                              hint: "Run '\(CommandHint.login(name))'."))
+                    checks.append(
+                        DoctorCheck(
+                            "session '\(name)'", ok: false,
+                            "signed out (no session for \(status.issuer), client \(status.clientID))",
+                            hint: "Run '\(CommandHint.login(name))'."))
                 case .ended:
-                    checks.append(DoctorCheck("session '\(name)'", ok: false, "ended by the server (\(status.endedReason ?? "terminal failure"))",
-                                              hint: "Run '\(CommandHint.login(name))'."))
+                    checks.append(
+                        DoctorCheck(
+                            "session '\(name)'", ok: false,
+                            "ended by the server (\(status.endedReason ?? "terminal failure"))",
+                            hint: "Run '\(CommandHint.login(name))'."))
                 case .storeUnavailable:
-                    checks.append(DoctorCheck("session '\(name)'", ok: false, status.storeProblem ?? "store unavailable", hint: status.storeHint))
+                    checks.append(
+                        DoctorCheck(
+                            "session '\(name)'", ok: false, status.storeProblem ?? "store unavailable",
+                            hint: status.storeHint))
                 }
             }
             if let orphans = try? orphanedSessions(), !orphans.isEmpty {
-                checks.append(DoctorCheck("keyring residue", level: .warn, "\(orphans.count) orphaned session(s) no profile uses",
-                                          hint: "See 'tokenctl status --all'; remove them with 'tokenctl logout --orphans'."))
+                checks.append(
+                    DoctorCheck(
+                        "keyring residue", level: .warn, "\(orphans.count) orphaned session(s) no profile uses",
+                        hint: "See 'tokenctl status --all'; remove them with 'tokenctl logout --orphans'."))
             }
         } else {
             for (name, _) in configured {
-                checks.append(DoctorCheck("session '\(name)'", ok: false, "not checked: the Secret Service cannot be used (see above)"))
+                checks.append(
+                    DoctorCheck(
+                        "session '\(name)'", ok: false, "not checked: the Secret Service cannot be used (see above)"))
             }
         }
 
@@ -170,9 +209,16 @@ extension TokenctlService {
         if !dpopProfiles.isEmpty {
             do {
                 try Gcrypt.requireLibrary()
-                checks.append(DoctorCheck("dpop", ok: true, "libgcrypt loads: proofs can be signed for \(dpopProfiles.count) profile(s) with dpop = true"))
+                checks.append(
+                    DoctorCheck(
+                        "dpop", ok: true,
+                        "libgcrypt loads: proofs can be signed for \(dpopProfiles.count) profile(s) with dpop = true"))
             } catch {
-                checks.append(DoctorCheck("dpop", ok: false, error.reason, hint: "Install libgcrypt20: DPoP sessions cannot sign the proofs their tokens need without it."))
+                checks.append(
+                    DoctorCheck(
+                        "dpop", ok: false, error.reason,
+                        hint: "Install libgcrypt20: DPoP sessions cannot sign the proofs their tokens need without it.")
+                )
             }
         }
 
@@ -186,8 +232,11 @@ extension TokenctlService {
             var info = stat()
             system_stat(lockDirectory, &info)
             let writable = system_access(lockDirectory, W_OK) == 0
-            checks.append(DoctorCheck("lock directory", ok: writable && info.st_mode & 0o777 == 0o700,
-                                      "\(lockDirectory) (mode \(String(info.st_mode & 0o777, radix: 8)), \(writable ? "writable" : "not writable"))"))
+            checks.append(
+                DoctorCheck(
+                    "lock directory", ok: writable && info.st_mode & 0o777 == 0o700,
+                    "\(lockDirectory) (mode \(String(info.st_mode & 0o777, radix: 8)), \(writable ? "writable" : "not writable"))"
+                ))
         } catch {
             checks.append(DoctorCheck("lock directory", ok: false, "\(error)"))
         }
@@ -195,12 +244,16 @@ extension TokenctlService {
         // Unattended refresh.
         let installed = schedule.status().filter(\.installed)
         if installed.isEmpty {
-            checks.append(DoctorCheck("refresh schedule", level: .warn, "no systemd timer or crontab entry",
-                                      hint: "Run 'tokenctl schedule install' to keep sessions alive unattended."))
+            checks.append(
+                DoctorCheck(
+                    "refresh schedule", level: .warn, "no systemd timer or crontab entry",
+                    hint: "Run 'tokenctl schedule install' to keep sessions alive unattended."))
         } else {
             for entry in installed {
-                checks.append(DoctorCheck("refresh schedule", ok: entry.working, "\(entry.backend.rawValue): \(entry.detail)",
-                                          hint: entry.working ? nil : "Run 'tokenctl schedule install' again from a login session."))
+                checks.append(
+                    DoctorCheck(
+                        "refresh schedule", ok: entry.working, "\(entry.backend.rawValue): \(entry.detail)",
+                        hint: entry.working ? nil : "Run 'tokenctl schedule install' again from a login session."))
             }
         }
         return checks
@@ -213,13 +266,20 @@ extension TokenctlService {
     /// a session the Secret Service does not hold yet (a pending write) is lost by its next
     /// refresh (a failure). A session is measured as its journal entry, read from the journal
     /// or the Secret Service; `estimatedJournalCharge` stands in when none can be read.
-    func journalQuotaCheck(_ configured: [(ProfileName, ProfileConfiguration)], storeUsable: Bool, quota: KernelKeyQuota?) -> DoctorCheck {
+    func journalQuotaCheck(
+        _ configured: [(ProfileName, ProfileConfiguration)], storeUsable: Bool, quota: KernelKeyQuota?
+    ) -> DoctorCheck {
         let name = "journal quota"
         guard let quota else {
-            return DoctorCheck(name, ok: true, "unknown: /proc/key-users cannot be read here, so the room left for the rotation journal cannot be measured")
+            return DoctorCheck(
+                name, ok: true,
+                "unknown: /proc/key-users cannot be read here, so the room left for the rotation journal cannot be measured"
+            )
         }
-        let room = "\(quota.bytesLeft) of \(quota.maximumBytes) bytes and \(quota.keysLeft) of \(quota.maximumKeys) keys left in this user's kernel key quota"
-        let hint = "Another program fills this user's kernel key quota: list the keys with 'keyctl show @u' and remove those no longer needed, or raise the limit (/proc/sys/kernel/keys/maxbytes, as root)."
+        let room =
+            "\(quota.bytesLeft) of \(quota.maximumBytes) bytes and \(quota.keysLeft) of \(quota.maximumKeys) keys left in this user's kernel key quota"
+        let hint =
+            "Another program fills this user's kernel key quota: list the keys with 'keyctl show @u' and remove those no longer needed, or raise the limit (/proc/sys/kernel/keys/maxbytes, as root)."
         func fits(_ charge: Int) -> Bool { charge <= quota.bytesLeft && quota.keysLeft >= 1 }
 
         var largest: (profile: ProfileName, charge: Int)?
@@ -253,14 +313,23 @@ extension TokenctlService {
                 hint: "Make the Secret Service writable first (see the checks above), then: " + hint)
         }
         if let tooLarge {
-            return DoctorCheck(name, level: .warn, "the session of '\(tooLarge)' is larger than a journal entry may be (\(HotCacheEntry.maximumPayloadSize) bytes): its refreshes are written to the Secret Service alone")
+            return DoctorCheck(
+                name, level: .warn,
+                "the session of '\(tooLarge)' is larger than a journal entry may be (\(HotCacheEntry.maximumPayloadSize) bytes): its refreshes are written to the Secret Service alone"
+            )
         }
         let measured: String
         let charge: Int
         if let largest {
-            (measured, charge) = ("the largest session ('\(largest.profile)') takes \(largest.charge) bytes and one key in the journal", largest.charge)
+            (measured, charge) = (
+                "the largest session ('\(largest.profile)') takes \(largest.charge) bytes and one key in the journal",
+                largest.charge
+            )
         } else if unreadable {
-            (measured, charge) = ("a session takes about \(Self.estimatedJournalCharge) bytes and one key in the journal (an estimate: the sessions cannot be read)", Self.estimatedJournalCharge)
+            (measured, charge) = (
+                "a session takes about \(Self.estimatedJournalCharge) bytes and one key in the journal (an estimate: the sessions cannot be read)",
+                Self.estimatedJournalCharge
+            )
         } else {
             return DoctorCheck(name, ok: true, room + " (no session to journal yet)")
         }
@@ -282,21 +351,38 @@ extension TokenctlService {
         let url = ServerMetadata.discoveryURLs(for: configuration.issuer)[0]
         let left = retry.commandDeadline?.remaining(clock: clock) ?? 5
         guard left > 0.1 else {
-            return [DoctorCheck("issuer \(configuration.issuer)", ok: false, "not checked: doctor's time ran out (--timeout)", hint: "Run 'tokenctl doctor --timeout 30' to give the checks more time.")]
+            return [
+                DoctorCheck(
+                    "issuer \(configuration.issuer)", ok: false, "not checked: doctor's time ran out (--timeout)",
+                    hint: "Run 'tokenctl doctor --timeout 30' to give the checks more time.")
+            ]
         }
         do {
             let sentAt = clock.now()
             let response = try await http.send(.getJSON(url), timeout: min(5, left))
             let receivedAt = clock.now()
-            var checks = [DoctorCheck("issuer \(configuration.issuer)", ok: true, "reachable (discovery: HTTP \(response.status))")]
+            var checks = [
+                DoctorCheck(
+                    "issuer \(configuration.issuer)", ok: true, "reachable (discovery: HTTP \(response.status))")
+            ]
             if let offset = ClockSkew.offset(serverDate: response.serverDate, receivedAt: (sentAt + receivedAt) / 2) {
                 let trusted = ClockSkew.isTrusted(offset)
-                checks.append(DoctorCheck("clock", level: trusted ? .ok : .warn, "\(offset >= 0 ? "+" : "")\(Int(saturating: offset)) s against \(configuration.issuer.host)",
-                                          hint: trusted ? nil : "Beyond ±\(Int(ClockSkew.trustedBound)) s tokenctl refreshes online on every use; fix the system clock ('timedatectl')."))
+                checks.append(
+                    DoctorCheck(
+                        "clock", level: trusted ? .ok : .warn,
+                        "\(offset >= 0 ? "+" : "")\(Int(saturating: offset)) s against \(configuration.issuer.host)",
+                        hint: trusted
+                            ? nil
+                            : "Beyond ±\(Int(ClockSkew.trustedBound)) s tokenctl refreshes online on every use; fix the system clock ('timedatectl')."
+                    ))
             }
             return checks
         } catch {
-            return [DoctorCheck("issuer \(configuration.issuer)", ok: false, "unreachable: \(error)", hint: "Check the network and the issuer URL.")]
+            return [
+                DoctorCheck(
+                    "issuer \(configuration.issuer)", ok: false, "unreachable: \(error)",
+                    hint: "Check the network and the issuer URL.")
+            ]
         }
     }
 }

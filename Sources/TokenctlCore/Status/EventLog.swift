@@ -1,7 +1,8 @@
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlEssentials
 
 /// The lifecycle events of sessions, each tagged with an audit significance.
 public enum SessionEvent: String, Sendable, CaseIterable {
@@ -47,7 +48,10 @@ public struct EventRecord: Sendable, Equatable {
     /// For sessionEnded / refreshFailed / storeUnavailable: the failure class.
     public var reason: String?
 
-    public init(time: Double, event: SessionEvent, profile: String, issuer: String? = nil, subject: String? = nil, reason: String? = nil) {
+    public init(
+        time: Double, event: SessionEvent, profile: String, issuer: String? = nil, subject: String? = nil,
+        reason: String? = nil
+    ) {
         self.time = time
         self.event = event
         self.profile = profile
@@ -93,9 +97,10 @@ public struct EventRecord: Sendable, Equatable {
 
     public static func parse(_ line: Substring) -> EventRecord? {
         guard let object = JSONValue.parseObject(Array(line.utf8)),
-              case .number(let time)? = object["unix_time"],
-              let event = object["event"]?.stringValue.flatMap(SessionEvent.init(rawValue:)),
-              let profile = object["profile"]?.stringValue else { return nil }
+            case .number(let time)? = object["unix_time"],
+            let event = object["event"]?.stringValue.flatMap(SessionEvent.init(rawValue:)),
+            let profile = object["profile"]?.stringValue
+        else { return nil }
         return EventRecord(
             time: time, event: event, profile: profile, issuer: object["issuer"]?.stringValue,
             subject: object["subject"]?.stringValue, reason: object["reason"]?.stringValue)
@@ -123,7 +128,8 @@ public struct EventLog: Sendable {
         guard (try? FileIO.ensurePrivateDirectory(directory)) != nil else { return false }
         // Without blocking, regular files only: a FIFO in place of the log must not hang a
         // refresh that holds the profile lock.
-        var descriptor = system_open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
+        var descriptor = system_open(
+            path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
         guard descriptor >= 0 else { return false }
         defer { system_close(descriptor) }
         guard (try? FileIO.requireRegularFile(descriptor, path: path)) != nil else { return false }
@@ -137,8 +143,11 @@ public struct EventLog: Sendable {
                 }
                 system_flock(descriptor, LOCK_UN)
                 system_close(descriptor)
-                descriptor = system_open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
-                guard descriptor >= 0, (try? FileIO.requireRegularFile(descriptor, path: path)) != nil else { return false }
+                descriptor = system_open(
+                    path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
+                guard descriptor >= 0, (try? FileIO.requireRegularFile(descriptor, path: path)) != nil else {
+                    return false
+                }
             }
         }
         let bytes = Array(record.jsonLine().utf8)
@@ -167,16 +176,19 @@ public struct EventLog: Sendable {
     }
 
     /// Every record (the rotated file first), filtered.
-    public func records(since: Double? = nil, minimumSignificance: EventSignificance = .low, profile: String? = nil) -> [EventRecord] {
+    public func records(since: Double? = nil, minimumSignificance: EventSignificance = .low, profile: String? = nil)
+        -> [EventRecord]
+    {
         let filter = Filter(since: since, minimumSignificance: minimumSignificance, profile: profile)
-        return (completeLines(of: rotatedPath) + completeLines(of: path)).compactMap(EventRecord.parse).filter(filter.matches)
+        return (completeLines(of: rotatedPath) + completeLines(of: path)).compactMap(EventRecord.parse).filter(
+            filter.matches)
     }
 
     /// The complete lines of one file (a line still being written is left out).
     public func completeLines(of file: String) -> [Substring] {
         guard let text = try? FileIO.readFile(file, limit: 4 * maximumBytes) else { return [] }
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        lines.removeLast()  // after the final newline: empty, or a partial line
+        lines.removeLast() // after the final newline: empty, or a partial line
         return lines.filter { !$0.isEmpty }
     }
 

@@ -66,7 +66,8 @@ public struct SessionStatus: Sendable, Equatable {
 
     public static func == (lhs: SessionStatus, rhs: SessionStatus) -> Bool {
         lhs.profile == rhs.profile && lhs.issuer == rhs.issuer && lhs.clientID == rhs.clientID && lhs.state == rhs.state
-            && lhs.subject == rhs.subject && lhs.obtainedAt == rhs.obtainedAt && lhs.hasRefreshToken == rhs.hasRefreshToken
+            && lhs.subject == rhs.subject && lhs.obtainedAt == rhs.obtainedAt
+            && lhs.hasRefreshToken == rhs.hasRefreshToken
             && lhs.endedReason == rhs.endedReason && lhs.storeProblem == rhs.storeProblem
     }
 
@@ -79,7 +80,9 @@ public struct SessionStatus: Sendable, Equatable {
     }
 
     /// The claims `status` shows, in this order, when present.
-    public static let shownClaims = ["sub", "sid", "iss", "aud", "azp", "org_id", "role", "roles", "permissions", "email", "name"]
+    public static let shownClaims = [
+        "sub", "sid", "iss", "aud", "azp", "org_id", "role", "roles", "permissions", "email", "name",
+    ]
 }
 
 extension TokenctlService {
@@ -102,9 +105,13 @@ extension TokenctlService {
         var jwksURI = configuration.jwksURI?.string
         if jwksURI == nil {
             let discovery = DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock)
-            jwksURI = (try? await ServerMetadata.discover(configuration.issuer, http: http, timeout: retry.attemptTimeout, cache: discovery))?.jwksURI?.string
+            jwksURI =
+                (try? await ServerMetadata.discover(
+                    configuration.issuer, http: http, timeout: retry.attemptTimeout, cache: discovery))?.jwksURI?.string
         }
-        guard let jwksURI, let keys = await cache.refetch(issuer, jwksURI: jwksURI, http: http, timeout: retry.attemptTimeout) else {
+        guard let jwksURI,
+            let keys = await cache.refetch(issuer, jwksURI: jwksURI, http: http, timeout: retry.attemptTimeout)
+        else {
             return status
         }
         var updated = status
@@ -136,7 +143,9 @@ extension TokenctlService {
     }
 
     /// The status, and the token its signature verdict is about (never shown).
-    private func statusAndSignedToken(_ name: ProfileName) throws(TokenctlError) -> (status: SessionStatus, token: String?) {
+    private func statusAndSignedToken(_ name: ProfileName) throws(TokenctlError) -> (
+        status: SessionStatus, token: String?
+    ) {
         let configuration = try profiles.require(name)
         let identity = SessionIdentity(profile: name, configuration: configuration)
         var status = SessionStatus(
@@ -222,7 +231,9 @@ extension TokenctlService {
                         continuation.yield(current)
                         last = current
                     }
-                    wakeAt = current.state == .authenticated ? current.accessTokenTimeLeft.map { clock.now() + $0 + 0.05 } : nil
+                    wakeAt =
+                        current.state == .authenticated
+                        ? current.accessTokenTimeLeft.map { clock.now() + $0 + 0.05 } : nil
                     // Sleep until the log changes or the token expires.
                     while !Task.isCancelled {
                         try? await clock.sleep(pollInterval)

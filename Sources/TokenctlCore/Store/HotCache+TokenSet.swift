@@ -19,7 +19,8 @@ extension TokenSet {
     init(cached entry: HotCacheEntry) {
         self.init(
             accessToken: entry.accessToken, tokenType: entry.tokenType, refreshToken: nil,
-            expiresAt: entry.statesNoExpiry ? nil : entry.effectiveExpiry, issuedLifetime: entry.issuedLifetime, obtainedAt: entry.obtainedAt)
+            expiresAt: entry.statesNoExpiry ? nil : entry.effectiveExpiry, issuedLifetime: entry.issuedLifetime,
+            obtainedAt: entry.obtainedAt)
     }
 }
 

@@ -33,7 +33,9 @@ public final class JournaledSessionStore: SessionStore, Sendable {
         _ = try persist(tokenSet, for: identity)
     }
 
-    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?) throws(StoreError) -> PersistOutcome {
+    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?)
+        throws(StoreError) -> PersistOutcome
+    {
         // Under the profile lock every set already known (the one refreshed from, any entry
         // there) is older than this one: the entry names their refresh tokens.
         let existing = journal.pending(identity)
@@ -52,7 +54,8 @@ public final class JournaledSessionStore: SessionStore, Sendable {
                 error.journalFailure = journalFailure
                 throw error
             }
-            journal.record(tokenSet, for: identity, now: clock.now(), pendingReason: error.message, supersedes: supersedes)
+            journal.record(
+                tokenSet, for: identity, now: clock.now(), pendingReason: error.message, supersedes: supersedes)
             return .pending(error)
         }
         if journaled { journal.clear(identity, holding: tokenSet) }
@@ -67,7 +70,9 @@ public final class JournaledSessionStore: SessionStore, Sendable {
             return nil
         }
         do { try inner.write(pending.tokenSet, for: identity) } catch {
-            journal.record(pending.tokenSet, for: identity, now: pending.journaledAt, pendingReason: error.message, supersedes: pending.supersedes)
+            journal.record(
+                pending.tokenSet, for: identity, now: pending.journaledAt, pendingReason: error.message,
+                supersedes: pending.supersedes)
             throw error
         }
         journal.clear(identity, holding: pending.tokenSet)
@@ -90,11 +95,15 @@ public final class JournaledSessionStore: SessionStore, Sendable {
     }
 
     public func storedIdentities() throws(StoreError) -> [SessionIdentity] { try inner.storedIdentities() }
-    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? { try inner.readClientSecret(identity) }
+    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
+        try inner.readClientSecret(identity)
+    }
     public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
         try inner.writeClientSecret(secret, for: identity)
     }
-    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { try inner.deleteClientSecret(identity) }
+    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+        try inner.deleteClientSecret(identity)
+    }
     public func checkAvailable() throws(StoreError) { try inner.checkAvailable() }
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try inner.checkWritable(identity) }
     public func limitCalls(until deadline: Deadline?) { inner.limitCalls(until: deadline) }

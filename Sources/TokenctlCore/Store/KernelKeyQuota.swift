@@ -34,7 +34,9 @@ public struct KernelKeyQuota: Sendable, Equatable {
         if let users, let quota = parse(keyUsers: users, uid: uid) { return quota }
         let prefix = uid == 0 ? "root_" : ""
         func limit(_ name: String) -> Int? {
-            guard let text = (try? FileIO.readFile("/proc/sys/kernel/keys/" + prefix + name, limit: 64)) ?? nil else { return nil }
+            guard let text = (try? FileIO.readFile("/proc/sys/kernel/keys/" + prefix + name, limit: 64)) ?? nil else {
+                return nil
+            }
             let fields = text.split(whereSeparator: \.isWhitespace)
             guard fields.count == 1, let value = Int(fields[0]), value > 0 else { return nil }
             return value
@@ -54,11 +56,15 @@ public struct KernelKeyQuota: Sendable, Equatable {
             func pair(_ field: Substring) -> (Int, Int)? {
                 let parts = field.split(separator: "/", omittingEmptySubsequences: false)
                 guard parts.count == 2, let used = Int(parts[0]), let maximum = Int(parts[1]),
-                      used >= 0, maximum > 0 else { return nil }
+                    used >= 0, maximum > 0
+                else { return nil }
                 return (used, maximum)
             }
-            guard let (usedKeys, maximumKeys) = pair(fields[3]), let (usedBytes, maximumBytes) = pair(fields[4]) else { return nil }
-            return KernelKeyQuota(usedBytes: usedBytes, maximumBytes: maximumBytes, usedKeys: usedKeys, maximumKeys: maximumKeys)
+            guard let (usedKeys, maximumKeys) = pair(fields[3]), let (usedBytes, maximumBytes) = pair(fields[4]) else {
+                return nil
+            }
+            return KernelKeyQuota(
+                usedBytes: usedBytes, maximumBytes: maximumBytes, usedKeys: usedKeys, maximumKeys: maximumKeys)
         }
         return nil
     }

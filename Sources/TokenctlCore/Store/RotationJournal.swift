@@ -27,7 +27,10 @@ public struct RotationJournal: Sendable {
         /// `maximumLineage`, the newest last). Empty: a login, or an entry of an older tokenctl.
         public var supersedes: [String] = []
 
-        public init(identity: SessionIdentity, tokenSet: TokenSet, journaledAt: Double, pendingReason: String? = nil, supersedes: [String] = []) {
+        public init(
+            identity: SessionIdentity, tokenSet: TokenSet, journaledAt: Double, pendingReason: String? = nil,
+            supersedes: [String] = []
+        ) {
             self.identity = identity
             self.tokenSet = tokenSet
             self.journaledAt = journaledAt
@@ -105,9 +108,12 @@ public struct RotationJournal: Sendable {
     public func canRecord(bytes size: Int = 4096) -> Bool {
         guard isAvailable else { return false }
         let description = "tokenctl:journal-probe:v1:\(system_getpid())"
-        guard case .success(let key) = KernelKeyring.replace(
-            description, payload: [UInt8](repeating: 0x2E, count: max(1, min(size, HotCacheEntry.maximumPayloadSize))),
-            permissions: KernelKeyring.userOnlyPermissions, timeout: 60) else { return false }
+        guard
+            case .success(let key) = KernelKeyring.replace(
+                description,
+                payload: [UInt8](repeating: 0x2E, count: max(1, min(size, HotCacheEntry.maximumPayloadSize))),
+                permissions: KernelKeyring.userOnlyPermissions, timeout: 60)
+        else { return false }
         _ = KernelKeyring.invalidate(key)
         return true
     }
@@ -129,20 +135,24 @@ public struct RotationJournal: Sendable {
     ///   here, e.g. seccomp or the quota; the caller goes on as without a journal).
     @discardableResult
     public func record(
-        _ tokenSet: TokenSet, for identity: SessionIdentity, now: Double, pendingReason: String? = nil, supersedes: [String] = []
+        _ tokenSet: TokenSet, for identity: SessionIdentity, now: Double, pendingReason: String? = nil,
+        supersedes: [String] = []
     ) -> Bool {
         recordReporting(tokenSet, for: identity, now: now, pendingReason: pendingReason, supersedes: supersedes) == nil
     }
 
     /// `record`, saying why the entry could not be written (nil: it was), for messages.
     public func recordReporting(
-        _ tokenSet: TokenSet, for identity: SessionIdentity, now: Double, pendingReason: String? = nil, supersedes: [String] = []
+        _ tokenSet: TokenSet, for identity: SessionIdentity, now: Double, pendingReason: String? = nil,
+        supersedes: [String] = []
     ) -> String? {
         guard !isDisabled else { return "the kernel keyring is switched off (\(HotCache.disableVariable)=1)" }
         var payload: [UInt8]
         do {
-            payload = try Self.encode(Entry(
-                identity: identity, tokenSet: tokenSet, journaledAt: now, pendingReason: pendingReason, supersedes: supersedes))
+            payload = try Self.encode(
+                Entry(
+                    identity: identity, tokenSet: tokenSet, journaledAt: now, pendingReason: pendingReason,
+                    supersedes: supersedes))
         } catch {
             return error as? FormatError == .tooLarge
                 ? "the session is larger than a journal entry may be (\(HotCacheEntry.maximumPayloadSize) bytes)"
@@ -150,13 +160,16 @@ public struct RotationJournal: Sendable {
         }
         defer { KernelKeyring.scrub(&payload) }
         let description = Self.keyDescription(identity)
-        switch KernelKeyring.replace(description, payload: payload, permissions: KernelKeyring.userOnlyPermissions, timeout: 0) {
+        switch KernelKeyring.replace(
+            description, payload: payload, permissions: KernelKeyring.userOnlyPermissions, timeout: 0)
+        {
         case .success:
             return nil
         case .failure(let error) where error.isQuotaExceeded:
             // The kernel charges a key its description, a NUL and its payload.
             let needed = Self.quotaCharge(descriptionLength: description.utf8.count, payloadLength: payload.count)
-            return "this user's kernel key quota is full (\(KernelKeyQuota.current()?.summary ?? "usage unknown"); the entry needs \(needed) bytes)"
+            return
+                "this user's kernel key quota is full (\(KernelKeyQuota.current()?.summary ?? "usage unknown"); the entry needs \(needed) bytes)"
         case .failure(let error):
             return "the kernel keyring refused it (\(error))"
         }
@@ -167,7 +180,8 @@ public struct RotationJournal: Sendable {
     /// entry is written again with one when the Secret Service refuses it) and lineage.
     public static func quotaCharge(of tokenSet: TokenSet, for identity: SessionIdentity) -> Int? {
         let entry = Entry(
-            identity: identity, tokenSet: tokenSet, journaledAt: 0, pendingReason: String(repeating: "x", count: maximumPendingReason),
+            identity: identity, tokenSet: tokenSet, journaledAt: 0,
+            pendingReason: String(repeating: "x", count: maximumPendingReason),
             supersedes: Array(repeating: String(repeating: "0", count: 16), count: maximumLineage))
         guard let payload = try? encode(entry) else { return nil }
         return quotaCharge(descriptionLength: keyDescription(identity).utf8.count, payloadLength: payload.count)
@@ -181,7 +195,9 @@ public struct RotationJournal: Sendable {
     /// The pending entry for exactly this identity, if any.
     public func pending(_ identity: SessionIdentity) -> Entry? {
         guard !isDisabled else { return nil }
-        guard let (_, entry) = Self.lookup(Self.keyDescription(identity)), entry.identity == identity else { return nil }
+        guard let (_, entry) = Self.lookup(Self.keyDescription(identity)), entry.identity == identity else {
+            return nil
+        }
         return entry
     }
 
@@ -193,10 +209,13 @@ public struct RotationJournal: Sendable {
         for _ in 0..<4 {
             guard case .success(let key?) = KernelKeyring.search(description) else { return }
             if let tokenSet {
-                guard case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize) else { return }
+                guard case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize)
+                else { return }
                 defer { KernelKeyring.scrub(&payload) }
                 if let entry = try? Self.decode(payload),
-                   entry.tokenSet.refreshToken != tokenSet.refreshToken || entry.tokenSet.obtainedAt != tokenSet.obtainedAt {
+                    entry.tokenSet.refreshToken != tokenSet.refreshToken
+                        || entry.tokenSet.obtainedAt != tokenSet.obtainedAt
+                {
                     return
                 }
             }
@@ -213,7 +232,8 @@ public struct RotationJournal: Sendable {
 
     private static func lookup(_ description: String) -> (KernelKeyring.KeyID, Entry)? {
         guard case .success(let key?) = KernelKeyring.search(description),
-              case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize) else { return nil }
+            case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize)
+        else { return nil }
         defer { KernelKeyring.scrub(&payload) }
         guard let entry = try? decode(payload) else { return nil }
         return (key, entry)
@@ -229,14 +249,23 @@ public struct RotationJournal: Sendable {
             ("profile", entry.identity.profile.rawValue),
             ("issuer", entry.identity.issuer),
             ("client_id", entry.identity.clientID),
-            ("journaled_at", String(entry.journaledAt.isFinite && abs(entry.journaledAt) < 1e12 ? Int64(entry.journaledAt) : 0)),
+            (
+                "journaled_at",
+                String(entry.journaledAt.isFinite && abs(entry.journaledAt) < 1e12 ? Int64(entry.journaledAt) : 0)
+            ),
         ]
-        if let reason = entry.pendingReason { fields.append(("pending_reason", String(reason.prefix(maximumPendingReason)))) }
-        if !entry.supersedes.isEmpty { fields.append(("supersedes", entry.supersedes.suffix(maximumLineage).joined(separator: ","))) }
+        if let reason = entry.pendingReason {
+            fields.append(("pending_reason", String(reason.prefix(maximumPendingReason))))
+        }
+        if !entry.supersedes.isEmpty {
+            fields.append(("supersedes", entry.supersedes.suffix(maximumLineage).joined(separator: ",")))
+        }
         var bytes = Array(versionLine.utf8) + [0x0A]
         for (key, value) in fields {
             // One line per field: a line break (or any control character) cannot be represented.
-            guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else { throw FormatError.malformed }
+            guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+                throw FormatError.malformed
+            }
             bytes += Array(key.utf8) + [UInt8(ascii: "=")] + Array(value.utf8) + [0x0A]
         }
         guard !json.contains(0x0A) else { throw FormatError.malformed }
@@ -264,17 +293,22 @@ public struct RotationJournal: Sendable {
             return string
         }
         guard let profile = ProfileName(rawValue: try text("profile")), let json = values["token_set"],
-              let journaledAt = Int64(try text("journaled_at")) else { throw FormatError.malformed }
+            let journaledAt = Int64(try text("journaled_at"))
+        else { throw FormatError.malformed }
         let tokenSet = try TokenSet.decode(json)
         var supersedes: [String] = []
         if values["supersedes"] != nil {
             supersedes = try text("supersedes").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
             guard supersedes.count <= maximumLineage,
-                  supersedes.allSatisfy({ $0.utf8.count == 16 && $0.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) } })
+                supersedes.allSatisfy({
+                    $0.utf8.count == 16
+                        && $0.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+                })
             else { throw FormatError.malformed }
         }
         return Entry(
             identity: SessionIdentity(profile: profile, issuer: try text("issuer"), clientID: try text("client_id")),
-            tokenSet: tokenSet, journaledAt: Double(journaledAt), pendingReason: try? text("pending_reason"), supersedes: supersedes)
+            tokenSet: tokenSet, journaledAt: Double(journaledAt), pendingReason: try? text("pending_reason"),
+            supersedes: supersedes)
     }
 }

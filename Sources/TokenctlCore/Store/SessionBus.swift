@@ -1,7 +1,8 @@
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlEssentials
 
 /// Finding the D-Bus session bus where scripts run (cron, systemd timers, SSH).
 public enum SessionBus {
@@ -13,7 +14,9 @@ public enum SessionBus {
     /// - Returns: the address, where it came from (`DBUS_SESSION_BUS_ADDRESS`, `$XDG_RUNTIME_DIR`
     ///   or the user's runtime directory), and whether the variable was set already;
     ///   nil when there is no bus.
-    public static func locate(environment: Environment = .process) -> (address: String, source: String, fromVariable: Bool)? {
+    public static func locate(environment: Environment = .process) -> (
+        address: String, source: String, fromVariable: Bool
+    )? {
         if let address = environment["DBUS_SESSION_BUS_ADDRESS"] {
             return (address, "DBUS_SESSION_BUS_ADDRESS", true)
         }
@@ -23,7 +26,8 @@ public enum SessionBus {
         candidates.append(("/run/user/\(system_getuid())/bus", "the user's runtime directory"))
         for (path, source) in candidates {
             var info = stat()
-            guard system_stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK, info.st_uid == system_getuid() else { continue }
+            guard system_stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK, info.st_uid == system_getuid()
+            else { continue }
             return ("unix:path=" + path, source, false)
         }
         return nil

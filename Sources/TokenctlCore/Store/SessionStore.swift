@@ -45,7 +45,8 @@ public protocol SessionStore: Sendable {
     ///   stored set only when the stored set is one of them (see `RotationJournal.Entry.isNewer`).
     /// - Throws: when nothing holds it (no journal, or the journal could not take it, and the
     ///   write failed); with a journal, `StoreError.journalFailure` says why it could not.
-    func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?) throws(StoreError) -> PersistOutcome
+    func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?) throws(StoreError)
+        -> PersistOutcome
 
     /// Under the profile lock: write a pending journal entry newer than the stored set to the
     /// Secret Service, and drop entries it already holds.
@@ -77,7 +78,9 @@ extension SessionStore {
     public func checkAvailable() throws(StoreError) {}
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try checkAvailable() }
     public func limitCalls(until deadline: Deadline?) {}
-    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?) throws(StoreError) -> PersistOutcome {
+    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?)
+        throws(StoreError) -> PersistOutcome
+    {
         try write(tokenSet, for: identity)
         return .stored
     }

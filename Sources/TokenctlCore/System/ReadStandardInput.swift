@@ -1,7 +1,8 @@
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlEssentials
 
 /// How `readStandardInput` ended.
 public enum StandardInputOutcome: Sendable, Equatable {
@@ -38,7 +39,9 @@ public func readStandardInput(
                 if polled < 0 && system_errno == EINTR { continue }
                 if polled == 0 { return .timedOut }
             }
-            let count = Descriptor.retryingInterrupted { buffer.withUnsafeMutableBytes { system_read(descriptor, $0.baseAddress, $0.count) } }
+            let count = Descriptor.retryingInterrupted {
+                buffer.withUnsafeMutableBytes { system_read(descriptor, $0.baseAddress, $0.count) }
+            }
             if count <= 0 { break }
             bytes += buffer[0..<count]
         }

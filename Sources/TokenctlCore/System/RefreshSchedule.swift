@@ -1,7 +1,8 @@
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlEssentials
 
 /// Keeping sessions alive unattended: a systemd user timer, or a crontab entry, running
 /// `tokenctl refresh --all --if-expiring-within …`. Installing is idempotent; removing takes
@@ -24,7 +25,9 @@ public struct RefreshSchedule: Sendable {
     /// `.timer`, running /usr/bin/tokenctl every 15 minutes).
     public var packagedUnitDirectory: String
 
-    public init(executable: String, environment: Environment = .process, packagedUnitDirectory: String = "/usr/lib/systemd/user") {
+    public init(
+        executable: String, environment: Environment = .process, packagedUnitDirectory: String = "/usr/lib/systemd/user"
+    ) {
         self.executable = executable
         self.environment = environment
         self.crontab = environment[EnvironmentSwitches.crontab] ?? "crontab"
@@ -39,8 +42,9 @@ public struct RefreshSchedule: Sendable {
     /// units of its own (which, in ~/.config/systemd/user, would shadow them).
     func packagedUnitsServe(interval: Int) -> Bool {
         guard interval == Self.packagedInterval,
-              let service = (try? FileIO.readFile(packagedUnitDirectory + "/\(Self.unitName).service")) ?? nil,
-              (try? FileIO.readFile(packagedUnitDirectory + "/\(Self.unitName).timer")) ?? nil != nil else { return false }
+            let service = (try? FileIO.readFile(packagedUnitDirectory + "/\(Self.unitName).service")) ?? nil,
+            (try? FileIO.readFile(packagedUnitDirectory + "/\(Self.unitName).timer")) ?? nil != nil
+        else { return false }
         return service.split(separator: "\n").contains { $0.hasPrefix("ExecStart=\(executable) ") }
     }
 
@@ -104,7 +108,9 @@ public struct RefreshSchedule: Sendable {
 
     /// Variables the refresh needs when they are not the defaults (where the profiles are).
     var passedEnvironment: [(String, String)] {
-        ["XDG_CONFIG_HOME", "XDG_STATE_HOME", EnvironmentSwitches.profile.description].compactMap { name in environment[name].map { (name, $0) } }
+        ["XDG_CONFIG_HOME", "XDG_STATE_HOME", EnvironmentSwitches.profile.description].compactMap { name in
+            environment[name].map { (name, $0) }
+        }
     }
 
     public func serviceUnit(interval: Int) -> String {
@@ -148,7 +154,8 @@ public struct RefreshSchedule: Sendable {
         var variables = [("XDG_RUNTIME_DIR", environment["XDG_RUNTIME_DIR"] ?? "/run/user/\(system_getuid())")]
         variables += passedEnvironment
         let assignments = variables.map { Self.quoted("\($0.0)=\($0.1)") }.joined(separator: " ")
-        let command = "\(assignments) \(Self.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval)) 2>&1 | logger -t tokenctl"
+        let command =
+            "\(assignments) \(Self.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval)) 2>&1 | logger -t tokenctl"
         return [Self.cronBegin, "\(fields) \(command)", Self.cronEnd].joined(separator: "\n") + "\n"
     }
 
@@ -167,9 +174,12 @@ public struct RefreshSchedule: Sendable {
                     throw TokenctlError(
                         .serviceUnavailable,
                         "cannot enable the packaged systemd timer: '\(command.joined(separator: " "))' failed: \(result.output.trimmingCharacters(in: " \n"))",
-                        hint: "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed.")
+                        hint:
+                            "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed."
+                    )
                 }
-                return "systemd user timer \(Self.unitName).timer (every \(Self.describe(interval))), installed by the package: \(packagedUnitDirectory)/\(Self.unitName).timer"
+                return
+                    "systemd user timer \(Self.unitName).timer (every \(Self.describe(interval))), installed by the package: \(packagedUnitDirectory)/\(Self.unitName).timer"
             }
             do {
                 try FileIO.makeDirectories(unitDirectory, mode: 0o700)
@@ -178,7 +188,10 @@ public struct RefreshSchedule: Sendable {
             } catch {
                 throw TokenctlError(.unexpected, "cannot write the unit files: \(error)")
             }
-            for command in [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", "\(Self.unitName).timer"]] {
+            for command in [
+                ["systemctl", "--user", "daemon-reload"],
+                ["systemctl", "--user", "enable", "--now", "\(Self.unitName).timer"],
+            ] {
                 let result = Subprocess.run(command)
                 guard result.status == 0 else {
                     // Nothing half-installed: units that no manager runs would look like a schedule.
@@ -187,13 +200,18 @@ public struct RefreshSchedule: Sendable {
                     throw TokenctlError(
                         .serviceUnavailable,
                         "cannot install the systemd timer: '\(command.joined(separator: " "))' failed: \(result.output.trimmingCharacters(in: " \n"))",
-                        hint: "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed.")
+                        hint:
+                            "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed."
+                    )
                 }
             }
             return "systemd user timer \(Self.unitName).timer (every \(Self.describe(interval))): \(timerPath)"
         case .cron:
             guard let block = cronBlock(interval: interval) else {
-                throw TokenctlError(.invalidInput, "cron can run every N minutes where N divides 60, or every N hours where N divides 24; \(Self.describe(interval)) is neither")
+                throw TokenctlError(
+                    .invalidInput,
+                    "cron can run every N minutes where N divides 60, or every N hours where N divides 24; \(Self.describe(interval)) is neither"
+                )
             }
             let current = try readCrontab()
             try writeCrontab(Self.withoutBlock(current) + block)
@@ -213,7 +231,8 @@ public struct RefreshSchedule: Sendable {
                 if ours.isEmpty {
                     // The package's timer, enabled by 'install': disable it (its files stay the package's).
                     if packagedUnitsServe(interval: Self.packagedInterval),
-                       Subprocess.run(["systemctl", "--user", "is-enabled", "\(Self.unitName).timer"]).status == 0 {
+                        Subprocess.run(["systemctl", "--user", "is-enabled", "\(Self.unitName).timer"]).status == 0
+                    {
                         _ = Subprocess.run(["systemctl", "--user", "disable", "--now", "\(Self.unitName).timer"])
                         removed.append("the packaged systemd timer \(Self.unitName).timer (disabled)")
                     }
@@ -221,7 +240,9 @@ public struct RefreshSchedule: Sendable {
                 }
                 _ = Subprocess.run(["systemctl", "--user", "disable", "--now", "\(Self.unitName).timer"])
                 for path in ours {
-                    do { try FileIO.removeFile(path) } catch { throw TokenctlError(.unexpected, "cannot remove \(path): \(error)") }
+                    do { try FileIO.removeFile(path) } catch {
+                        throw TokenctlError(.unexpected, "cannot remove \(path): \(error)")
+                    }
                     removed.append(path)
                 }
                 _ = Subprocess.run(["systemctl", "--user", "daemon-reload"])
@@ -250,10 +271,14 @@ public struct RefreshSchedule: Sendable {
     public func status() -> [Status] {
         var result: [Status] = []
         let ownTimer = timerPath.map { (try? FileIO.readFile($0))??.hasPrefix(Self.marker) == true } ?? false
-        let packagedTimer = !ownTimer && packagedUnitsServe(interval: Self.packagedInterval)
+        let packagedTimer =
+            !ownTimer && packagedUnitsServe(interval: Self.packagedInterval)
             && Subprocess.run(["systemctl", "--user", "is-enabled", "\(Self.unitName).timer"]).status == 0
         let timerInstalled = ownTimer || packagedTimer
-        var detail = ownTimer ? timerPath! : packagedTimer ? "\(packagedUnitDirectory)/\(Self.unitName).timer (the package's)" : "not installed"
+        var detail =
+            ownTimer
+            ? timerPath!
+            : packagedTimer ? "\(packagedUnitDirectory)/\(Self.unitName).timer (the package's)" : "not installed"
         var active = false
         if timerInstalled {
             let answer = Subprocess.run(["systemctl", "--user", "is-active", "\(Self.unitName).timer"])
@@ -265,7 +290,10 @@ public struct RefreshSchedule: Sendable {
         let line = cron.flatMap { text in
             text.split(separator: "\n").drop { $0 != Self.cronBegin }.dropFirst().first.map(String.init)
         }
-        result.append(Status(backend: .cron, installed: line != nil, working: line != nil, detail: line ?? (cron == nil ? "crontab not available" : "not installed")))
+        result.append(
+            Status(
+                backend: .cron, installed: line != nil, working: line != nil,
+                detail: line ?? (cron == nil ? "crontab not available" : "not installed")))
         return result
     }
 
@@ -273,7 +301,9 @@ public struct RefreshSchedule: Sendable {
 
     func readCrontab() throws(TokenctlError) -> String {
         guard Subprocess.locate(crontab) != nil else {
-            throw TokenctlError(.serviceUnavailable, "crontab is not installed", hint: "Install cron ('apt-get install cron'), or use systemd: 'tokenctl schedule install --systemd'.")
+            throw TokenctlError(
+                .serviceUnavailable, "crontab is not installed",
+                hint: "Install cron ('apt-get install cron'), or use systemd: 'tokenctl schedule install --systemd'.")
         }
         let result = Subprocess.run([crontab, "-l"])
         if result.status == 0 { return result.output }
@@ -293,8 +323,14 @@ public struct RefreshSchedule: Sendable {
         var lines: [Substring] = []
         var inside = false
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line == cronBegin { inside = true; continue }
-            if inside { if line == cronEnd { inside = false }; continue }
+            if line == cronBegin {
+                inside = true
+                continue
+            }
+            if inside {
+                if line == cronEnd { inside = false }
+                continue
+            }
             lines.append(line)
         }
         var result = lines.joined(separator: "\n")

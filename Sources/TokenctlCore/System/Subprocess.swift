@@ -1,7 +1,8 @@
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import TokenctlEssentials
 
 /// Starting another program, the three ways tokenctl does: `run` a helper and collect its
 /// output (systemctl, crontab, systemd-analyze), `launch` one and leave it running (the
@@ -53,7 +54,9 @@ public struct Subprocess: Sendable {
         var output: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let count = Descriptor.retryingInterrupted { buffer.withUnsafeMutableBytes { system_read(outputPipe[0], $0.baseAddress, $0.count) } }
+            let count = Descriptor.retryingInterrupted {
+                buffer.withUnsafeMutableBytes { system_read(outputPipe[0], $0.baseAddress, $0.count) }
+            }
             if count <= 0 { break }
             output += buffer[0..<count]
         }
@@ -61,7 +64,8 @@ public struct Subprocess: Sendable {
         var status: Int32 = 0
         _ = Descriptor.retryingInterrupted { system_waitpid(pid, &status, 0) }
         let signal = status & 0x7F
-        return Result(status: signal == 0 ? (status >> 8) & 0xFF : 128 + signal, output: String(decoding: output, as: UTF8.self))
+        return Result(
+            status: signal == 0 ? (status >> 8) & 0xFF : 128 + signal, output: String(decoding: output, as: UTF8.self))
     }
 
     /// Start `arguments[0]` (searched in PATH) without waiting for it, its standard input,

@@ -1,3 +1,5 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+
 // Every libc function TokenctlCore calls, and only here (as swift-system keeps all of its libc
 // calls in its Internals/Syscalls.swift): each as `system_<cname>` with the C signature, so the
 // rest of Core reads as Swift and a call to the C library is easy to find. Types and constants (`stat`,
@@ -18,37 +20,74 @@ func system_strerror(_ code: Int32) -> String { String(cString: strerror(code)) 
 
 // MARK: Files
 
-@inline(__always) func system_open(_ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t) -> Int32 { open(path, flags, mode) }
+@inline(__always) func system_open(_ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    open(path, flags, mode)
+}
 @inline(__always) func system_open(_ path: UnsafePointer<CChar>, _ flags: Int32) -> Int32 { open(path, flags) }
 @discardableResult @inline(__always) func system_close(_ descriptor: Int32) -> Int32 { close(descriptor) }
-@discardableResult @inline(__always) func system_flock(_ descriptor: Int32, _ operation: Int32) -> Int32 { flock(descriptor, operation) }
-@inline(__always) func system_fstat(_ descriptor: Int32, _ info: UnsafeMutablePointer<stat>) -> Int32 { fstat(descriptor, info) }
-@discardableResult @inline(__always) func system_stat(_ path: UnsafePointer<CChar>, _ info: UnsafeMutablePointer<stat>) -> Int32 { stat(path, info) }
-@discardableResult @inline(__always) func system_rename(_ from: UnsafePointer<CChar>, _ to: UnsafePointer<CChar>) -> Int32 { rename(from, to) }
-@inline(__always) func system_read(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int { read(descriptor, buffer, count) }
-@inline(__always) func system_write(_ descriptor: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int { write(descriptor, buffer, count) }
+@discardableResult @inline(__always) func system_flock(_ descriptor: Int32, _ operation: Int32) -> Int32 {
+    flock(descriptor, operation)
+}
+@inline(__always) func system_fstat(_ descriptor: Int32, _ info: UnsafeMutablePointer<stat>) -> Int32 {
+    fstat(descriptor, info)
+}
+@discardableResult @inline(__always) func system_stat(_ path: UnsafePointer<CChar>, _ info: UnsafeMutablePointer<stat>)
+    -> Int32
+{ stat(path, info) }
+@discardableResult @inline(__always) func system_rename(_ from: UnsafePointer<CChar>, _ to: UnsafePointer<CChar>)
+    -> Int32
+{ rename(from, to) }
+@inline(__always) func system_read(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(descriptor, buffer, count)
+}
+@inline(__always) func system_write(_ descriptor: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
+    write(descriptor, buffer, count)
+}
 @inline(__always) func system_access(_ path: UnsafePointer<CChar>, _ mode: Int32) -> Int32 { access(path, mode) }
-@inline(__always) func system_readlink(_ path: UnsafePointer<CChar>, _ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> Int { readlink(path, buffer, size) }
+@inline(__always) func system_readlink(_ path: UnsafePointer<CChar>, _ buffer: UnsafeMutablePointer<CChar>, _ size: Int)
+    -> Int
+{ readlink(path, buffer, size) }
 @inline(__always) func system_pipe(_ descriptors: UnsafeMutablePointer<Int32>) -> Int32 { pipe(descriptors) }
-@inline(__always) func system_getcwd(_ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> UnsafeMutablePointer<CChar>? { getcwd(buffer, size) }
-@inline(__always) func system_fcntl(_ descriptor: Int32, _ command: Int32, _ value: Int32) -> Int32 { fcntl(descriptor, command, value) }
+@inline(__always) func system_getcwd(_ buffer: UnsafeMutablePointer<CChar>, _ size: Int) -> UnsafeMutablePointer<CChar>?
+{ getcwd(buffer, size) }
+@inline(__always) func system_fcntl(_ descriptor: Int32, _ command: Int32, _ value: Int32) -> Int32 {
+    fcntl(descriptor, command, value)
+}
 
 // MARK: Terminals
 
 @inline(__always) func system_isatty(_ descriptor: Int32) -> Int32 { isatty(descriptor) }
-@discardableResult @inline(__always) func system_tcgetattr(_ descriptor: Int32, _ attributes: UnsafeMutablePointer<termios>) -> Int32 { tcgetattr(descriptor, attributes) }
-@discardableResult @inline(__always) func system_tcsetattr(_ descriptor: Int32, _ action: Int32, _ attributes: UnsafePointer<termios>) -> Int32 { tcsetattr(descriptor, action, attributes) }
+@discardableResult @inline(__always) func system_tcgetattr(
+    _ descriptor: Int32, _ attributes: UnsafeMutablePointer<termios>
+) -> Int32 { tcgetattr(descriptor, attributes) }
+@discardableResult @inline(__always) func system_tcsetattr(
+    _ descriptor: Int32, _ action: Int32, _ attributes: UnsafePointer<termios>
+) -> Int32 { tcsetattr(descriptor, action, attributes) }
 
 // MARK: Sockets and polling (the login's loopback listener)
 
-@inline(__always) func system_socket(_ domain: Int32, _ type: Int32, _ proto: Int32) -> Int32 { socket(domain, type, proto) }
-@inline(__always) func system_bind(_ descriptor: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 { bind(descriptor, address, length) }
+@inline(__always) func system_socket(_ domain: Int32, _ type: Int32, _ proto: Int32) -> Int32 {
+    socket(domain, type, proto)
+}
+@inline(__always) func system_bind(_ descriptor: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t)
+    -> Int32
+{ bind(descriptor, address, length) }
 @inline(__always) func system_listen(_ descriptor: Int32, _ backlog: Int32) -> Int32 { listen(descriptor, backlog) }
-@inline(__always) func system_accept(_ descriptor: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?) -> Int32 { accept(descriptor, address, length) }
-@inline(__always) func system_getsockname(_ descriptor: Int32, _ address: UnsafeMutablePointer<sockaddr>, _ length: UnsafeMutablePointer<socklen_t>) -> Int32 { getsockname(descriptor, address, length) }
-@inline(__always) func system_poll(_ descriptors: UnsafeMutablePointer<pollfd>, _ count: nfds_t, _ timeout: Int32) -> Int32 { poll(descriptors, count, timeout) }
-@inline(__always) func system_recv(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int, _ flags: Int32) -> Int { recv(descriptor, buffer, count, flags) }
-@inline(__always) func system_send(_ descriptor: Int32, _ buffer: UnsafeRawPointer?, _ count: Int, _ flags: Int32) -> Int { send(descriptor, buffer, count, flags) }
+@inline(__always) func system_accept(
+    _ descriptor: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?
+) -> Int32 { accept(descriptor, address, length) }
+@inline(__always) func system_getsockname(
+    _ descriptor: Int32, _ address: UnsafeMutablePointer<sockaddr>, _ length: UnsafeMutablePointer<socklen_t>
+) -> Int32 { getsockname(descriptor, address, length) }
+@inline(__always) func system_poll(_ descriptors: UnsafeMutablePointer<pollfd>, _ count: nfds_t, _ timeout: Int32)
+    -> Int32
+{ poll(descriptors, count, timeout) }
+@inline(__always) func system_recv(
+    _ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int, _ flags: Int32
+) -> Int { recv(descriptor, buffer, count, flags) }
+@inline(__always) func system_send(_ descriptor: Int32, _ buffer: UnsafeRawPointer?, _ count: Int, _ flags: Int32)
+    -> Int
+{ send(descriptor, buffer, count, flags) }
 
 // MARK: Processes and signals
 
@@ -56,35 +95,62 @@ func system_strerror(_ code: Int32) -> String { String(cString: strerror(code)) 
 @inline(__always) func system_getpid() -> pid_t { getpid() }
 @discardableResult @inline(__always) func system_kill(_ pid: pid_t, _ signal: Int32) -> Int32 { kill(pid, signal) }
 @discardableResult @inline(__always) func system_usleep(_ microseconds: useconds_t) -> Int32 { usleep(microseconds) }
-@discardableResult @inline(__always) func system_sigaction(_ signal: Int32, _ action: UnsafePointer<sigaction>?, _ old: UnsafeMutablePointer<sigaction>?) -> Int32 { sigaction(signal, action, old) }
-@discardableResult @inline(__always) func system_signal(_ signal: Int32, _ handler: sighandler_t?) -> sighandler_t? { Glibc.signal(signal, handler) }
-@discardableResult @inline(__always) func system_sigemptyset(_ set: UnsafeMutablePointer<sigset_t>) -> Int32 { sigemptyset(set) }
+@discardableResult @inline(__always) func system_sigaction(
+    _ signal: Int32, _ action: UnsafePointer<sigaction>?, _ old: UnsafeMutablePointer<sigaction>?
+) -> Int32 { sigaction(signal, action, old) }
+@discardableResult @inline(__always) func system_signal(_ signal: Int32, _ handler: sighandler_t?) -> sighandler_t? {
+    Glibc.signal(signal, handler)
+}
+@discardableResult @inline(__always) func system_sigemptyset(_ set: UnsafeMutablePointer<sigset_t>) -> Int32 {
+    sigemptyset(set)
+}
 @inline(__always) func system_getenv(_ name: UnsafePointer<CChar>) -> UnsafeMutablePointer<CChar>? { getenv(name) }
-@inline(__always) func system_waitpid(_ pid: pid_t, _ status: UnsafeMutablePointer<Int32>?, _ options: Int32) -> pid_t { waitpid(pid, status, options) }
+@inline(__always) func system_waitpid(_ pid: pid_t, _ status: UnsafeMutablePointer<Int32>?, _ options: Int32) -> pid_t {
+    waitpid(pid, status, options)
+}
 /// The process's environment, for posix_spawn.
 var system_environ: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>! { environ }
 @inline(__always) func system_posix_spawn(
-    _ pid: UnsafeMutablePointer<pid_t>, _ path: UnsafePointer<CChar>, _ actions: UnsafePointer<posix_spawn_file_actions_t>?,
-    _ attributes: UnsafePointer<posix_spawnattr_t>?, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>, _ environment: UnsafePointer<UnsafeMutablePointer<CChar>?>?
+    _ pid: UnsafeMutablePointer<pid_t>, _ path: UnsafePointer<CChar>,
+    _ actions: UnsafePointer<posix_spawn_file_actions_t>?,
+    _ attributes: UnsafePointer<posix_spawnattr_t>?, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>,
+    _ environment: UnsafePointer<UnsafeMutablePointer<CChar>?>?
 ) -> Int32 { posix_spawn(pid, path, actions, attributes, argv, environment) }
 @inline(__always) func system_posix_spawnp(
-    _ pid: UnsafeMutablePointer<pid_t>, _ file: UnsafePointer<CChar>, _ actions: UnsafePointer<posix_spawn_file_actions_t>?,
-    _ attributes: UnsafePointer<posix_spawnattr_t>?, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>, _ environment: UnsafePointer<UnsafeMutablePointer<CChar>?>?
+    _ pid: UnsafeMutablePointer<pid_t>, _ file: UnsafePointer<CChar>,
+    _ actions: UnsafePointer<posix_spawn_file_actions_t>?,
+    _ attributes: UnsafePointer<posix_spawnattr_t>?, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>,
+    _ environment: UnsafePointer<UnsafeMutablePointer<CChar>?>?
 ) -> Int32 { posix_spawnp(pid, file, actions, attributes, argv, environment) }
-@discardableResult @inline(__always) func system_execvp(_ file: UnsafePointer<CChar>, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>) -> Int32 { execvp(file, argv) }
-@discardableResult @inline(__always) func system_posix_spawn_file_actions_init(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>) -> Int32 { posix_spawn_file_actions_init(actions) }
-@discardableResult @inline(__always) func system_posix_spawn_file_actions_destroy(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>) -> Int32 { posix_spawn_file_actions_destroy(actions) }
-@discardableResult @inline(__always) func system_posix_spawn_file_actions_addclose(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32) -> Int32 { posix_spawn_file_actions_addclose(actions, descriptor) }
+@discardableResult @inline(__always) func system_execvp(
+    _ file: UnsafePointer<CChar>, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>
+) -> Int32 { execvp(file, argv) }
+@discardableResult @inline(__always) func system_posix_spawn_file_actions_init(
+    _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>
+) -> Int32 { posix_spawn_file_actions_init(actions) }
+@discardableResult @inline(__always) func system_posix_spawn_file_actions_destroy(
+    _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>
+) -> Int32 { posix_spawn_file_actions_destroy(actions) }
+@discardableResult @inline(__always) func system_posix_spawn_file_actions_addclose(
+    _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32
+) -> Int32 { posix_spawn_file_actions_addclose(actions, descriptor) }
 @discardableResult @inline(__always) func system_posix_spawn_file_actions_addopen(
-    _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32, _ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t
+    _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32, _ path: UnsafePointer<CChar>,
+    _ flags: Int32, _ mode: mode_t
 ) -> Int32 { posix_spawn_file_actions_addopen(actions, descriptor, path, flags, mode) }
-@discardableResult @inline(__always) func system_posix_spawn_file_actions_adddup2(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32, _ target: Int32) -> Int32 { posix_spawn_file_actions_adddup2(actions, descriptor, target) }
+@discardableResult @inline(__always) func system_posix_spawn_file_actions_adddup2(
+    _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32, _ target: Int32
+) -> Int32 { posix_spawn_file_actions_adddup2(actions, descriptor, target) }
 
 // MARK: Time
 
-@discardableResult @inline(__always) func system_clock_gettime(_ clock: clockid_t, _ time: UnsafeMutablePointer<timespec>) -> Int32 { clock_gettime(clock, time) }
+@discardableResult @inline(__always) func system_clock_gettime(
+    _ clock: clockid_t, _ time: UnsafeMutablePointer<timespec>
+) -> Int32 { clock_gettime(clock, time) }
 @inline(__always) func system_timegm(_ parts: UnsafeMutablePointer<tm>) -> time_t { timegm(parts) }
-@discardableResult @inline(__always) func system_gmtime_r(_ time: UnsafePointer<time_t>, _ parts: UnsafeMutablePointer<tm>) -> UnsafeMutablePointer<tm>? { gmtime_r(time, parts) }
+@discardableResult @inline(__always) func system_gmtime_r(
+    _ time: UnsafePointer<time_t>, _ parts: UnsafeMutablePointer<tm>
+) -> UnsafeMutablePointer<tm>? { gmtime_r(time, parts) }
 
 // MARK: Memory (C strings handed to C)
 

@@ -9,25 +9,40 @@ enum KnownCrash {
         func month(_ name: Substring) -> Int? { months.firstIndex(of: name.lowercased()) }
         func clock(_ text: String) -> [Int]? {
             let parts = text.split(separator: ":").compactMap { Int($0) }
-            guard parts.count == 3, (0...23).contains(parts[0]), (0...59).contains(parts[1]), (0...60).contains(parts[2]) else { return nil }
+            guard parts.count == 3, (0...23).contains(parts[0]), (0...59).contains(parts[1]),
+                (0...60).contains(parts[2])
+            else { return nil }
             return parts
         }
         let fields = text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
-        var day: Int?, monthIndex: Int?, year: Int?, time: [Int]?
+        var day: Int?
+        var monthIndex: Int?
+        var year: Int?
+        var time: [Int]?
         switch fields.count {
         case 4 where fields[3] == "GMT":
             let parts = fields[1].split(separator: "-")
             guard parts.count == 3 else { return false }
-            day = Int(parts[0]); monthIndex = month(parts[1]); year = Int(parts[2]).map { $0 < 70 ? 2000 + $0 : ($0 < 100 ? 1900 + $0 : $0) }
+            day = Int(parts[0])
+            monthIndex = month(parts[1])
+            year = Int(parts[2]).map { $0 < 70 ? 2000 + $0 : ($0 < 100 ? 1900 + $0 : $0) }
             time = clock(fields[2])
         case 6 where fields[5] == "GMT":
-            day = Int(fields[1]); monthIndex = month(Substring(fields[2])); year = Int(fields[3]); time = clock(fields[4])
+            day = Int(fields[1])
+            monthIndex = month(Substring(fields[2]))
+            year = Int(fields[3])
+            time = clock(fields[4])
         case 5:
-            monthIndex = month(Substring(fields[1])); day = Int(fields[2]); time = clock(fields[3]); year = Int(fields[4])
+            monthIndex = month(Substring(fields[1]))
+            day = Int(fields[2])
+            time = clock(fields[3])
+            year = Int(fields[4])
         default:
             return false
         }
-        guard let day, monthIndex != nil, let year, time != nil, (1...31).contains(day), year >= 1970 else { return false }
+        guard let day, monthIndex != nil, let year, time != nil, (1...31).contains(day), year >= 1970 else {
+            return false
+        }
         return Int32(exactly: year - 1900) == nil
     }
 }

@@ -1,3 +1,6 @@
+import TokenctlEssentials
+
+@testable import TokenctlCommands
 // What the engine does with every token set it accepts (from a token response, the Secret
 // Service, or the rotation journal), for the targets whose parsers produce one: store it and read
 // it back (Secret Service JSON, hot-cache payload, rotation journal), decide freshness, and print
@@ -5,8 +8,6 @@
 // (Output.timestamp and Output.duration, from TokenctlCommands). Round trips are checked: what
 // one component writes, the other must read back unchanged.
 @testable import TokenctlCore
-import TokenctlEssentials
-@testable import TokenctlCommands
 
 enum TokenSetUse {
     static let identity = SessionIdentity(
@@ -39,8 +40,9 @@ enum TokenSetUse {
         if let payload = try? entry.encoded() {
             do {
                 let back = try HotCacheEntry.decode(payload)
-                check(back.accessToken == entry.accessToken && back.tokenType == entry.tokenType
-                    && back.belongs(to: identity.profile, issuer: identity.issuer, clientID: identity.clientID),
+                check(
+                    back.accessToken == entry.accessToken && back.tokenType == entry.tokenType
+                        && back.belongs(to: identity.profile, issuer: identity.issuer, clientID: identity.clientID),
                     "HotCacheEntry.decode(encoded()) changed the token or identity")
             } catch {
                 fail("HotCacheEntry.decode rejects what encoded() wrote: \(error)")
@@ -48,7 +50,8 @@ enum TokenSetUse {
         }
 
         // The rotation journal.
-        let journaled = RotationJournal.Entry(identity: identity, tokenSet: set, journaledAt: now, pendingReason: "fuzz")
+        let journaled = RotationJournal.Entry(
+            identity: identity, tokenSet: set, journaledAt: now, pendingReason: "fuzz")
         if let payload = try? RotationJournal.encode(journaled) {
             do {
                 let back = try RotationJournal.decode(payload)

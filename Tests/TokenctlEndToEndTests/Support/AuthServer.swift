@@ -34,7 +34,8 @@ final class AuthServer: @unchecked Sendable {
         // A new server may get the port (and so the issuer URL) of one that an earlier test used:
         // start from a shared keyring holding nothing for this issuer.
         for kind in ["session", "client-secret"] {
-            _ = try? runProgram("/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", url, "kind", kind])
+            _ = try? runProgram(
+                "/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", url, "kind", kind])
         }
         if !configuration.isEmpty { try configure(configuration) }
     }
@@ -61,9 +62,13 @@ final class AuthServer: @unchecked Sendable {
         return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8), options: [.fragmentsAllowed])
     }
 
-    func issue(clientID: String = "cli", subject: String = "alice", scope: String = "openid offline_access") throws -> String {
+    func issue(clientID: String = "cli", subject: String = "alice", scope: String = "openid offline_access") throws
+        -> String
+    {
         let answer = try request("POST", "/_test/issue", json: ["client_id": clientID, "sub": subject, "scope": scope])
-        guard let token = (answer as? [String: Any])?["refresh_token"] as? String else { throw HarnessError("no refresh token issued") }
+        guard let token = (answer as? [String: Any])?["refresh_token"] as? String else {
+            throw HarnessError("no refresh token issued")
+        }
         return token
     }
 

@@ -15,7 +15,8 @@ final class BusMonitor: @unchecked Sendable {
     init(busAddress: String) throws {
         command = try RunningCommand(
             executable: "/usr/bin/stdbuf", arguments: ["-oL", "/usr/bin/dbus-monitor", "--address", busAddress],
-            environment: ["PATH": "/usr/bin:/bin"], stdin: nil, directory: String(NSTemporaryDirectory().trimmingSuffix("/")))
+            environment: ["PATH": "/usr/bin:/bin"], stdin: nil,
+            directory: String(NSTemporaryDirectory().trimmingSuffix("/")))
         // Monitoring once the bus daemon has taken its name back (BecomeMonitor drops it).
         let deadline = now() + 10
         while !command.currentStandardOutput.contains("member=NameLost") {
@@ -29,21 +30,27 @@ final class BusMonitor: @unchecked Sendable {
 
     /// Stop monitoring; the calls to the Secret Service, in order.
     func stop() -> [Call] {
-        sleep(seconds: 0.2)  // the last lines through stdbuf
+        sleep(seconds: 0.2) // the last lines through stdbuf
         command.signal(SIGTERM)
         let output = command.wait().stdout
         return output.split(separator: "\n").compactMap { line -> Call? in
-            guard line.hasPrefix("method call "), !line.contains("destination=org.freedesktop.DBus ") else { return nil }
+            guard line.hasPrefix("method call "), !line.contains("destination=org.freedesktop.DBus ") else {
+                return nil
+            }
             func field(_ name: String) -> String? {
                 guard let range = line.range(of: " \(name)=") else { return nil }
                 return String(line[range.upperBound...].prefix { $0 != ";" && $0 != " " })
             }
-            guard let interface = field("interface"), let member = field("member"), let path = field("path") else { return nil }
+            guard let interface = field("interface"), let member = field("member"), let path = field("path") else {
+                return nil
+            }
             return Call(interface: interface, member: member, path: path)
         }
     }
 }
 
-private extension String {
-    func trimmingSuffix(_ suffix: String) -> Substring { hasSuffix(suffix) ? dropLast(suffix.count) : Substring(self) }
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> Substring {
+        hasSuffix(suffix) ? dropLast(suffix.count) : Substring(self)
+    }
 }

@@ -21,7 +21,9 @@ struct DescriptorProbe {
     init(_ program: String, then body: String) throws {
         self.program = program
         listing = program + ".fds"
-        try writeExecutable(program, """
+        try writeExecutable(
+            program,
+            """
             #!/bin/sh
             ls -l /proc/$$/fd > '\(listing)'.tmp 2>&1
             if [ "$1" = --baseline ]; then mv '\(listing)'.tmp '\(listing)'.baseline; exit 0; fi
@@ -32,7 +34,8 @@ struct DescriptorProbe {
 
     /// What the probe is given when the test starts it (the test runner's own descriptors).
     func baseline(environment: [String: String]) throws -> [String] {
-        _ = try runProgram("/bin/sh", ["-c", "exec \"$0\" --baseline </dev/null >/dev/null 2>&1", program], environment: environment)
+        _ = try runProgram(
+            "/bin/sh", ["-c", "exec \"$0\" --baseline </dev/null >/dev/null 2>&1", program], environment: environment)
         return descriptorEntries((try? String(contentsOfFile: listing + ".baseline", encoding: .utf8)) ?? "")
     }
 

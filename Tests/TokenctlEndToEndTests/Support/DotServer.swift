@@ -16,7 +16,9 @@ struct DotServer: Sendable {
 
     static func require() throws -> DotServer {
         let env = ProcessInfo.processInfo.environment
-        guard let base = env["TOKENCTL_DOTSERVER_URL"], let python = env["TOKENCTL_DOT_PYTHON"], let script = env["TOKENCTL_DOTUSER_PY"] else {
+        guard let base = env["TOKENCTL_DOTSERVER_URL"], let python = env["TOKENCTL_DOT_PYTHON"],
+            let script = env["TOKENCTL_DOTUSER_PY"]
+        else {
             throw HarnessError("the django-oauth-toolkit server is started by Scripts/test: run Scripts/test")
         }
         return DotServer(base: base, python: python, userScript: script)
@@ -24,7 +26,8 @@ struct DotServer: Sendable {
 
     /// Sign in as alice and approve (or deny) the device code.
     func approveDevice(userCode: String, deny: Bool = false) throws -> RunResult {
-        try runProgram(python, [userScript, "device", "--base", base, "--user-code", userCode] + (deny ? ["--deny"] : []))
+        try runProgram(
+            python, [userScript, "device", "--base", base, "--user-code", userCode] + (deny ? ["--deny"] : []))
     }
 
     /// Sign in as alice and answer the consent page of `url`, following the redirect to tokenctl.
@@ -33,10 +36,14 @@ struct DotServer: Sendable {
     }
 
     /// The server's own answer to a refresh with `refreshToken` (status and OAuth error), sent with curl.
-    func tryRefresh(_ refreshToken: String, clientID: String, secret: String? = nil) throws -> (status: Int, error: String?) {
-        var arguments = ["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", "POST", tokenEndpoint,
-                         "--data-urlencode", "grant_type=refresh_token", "--data-urlencode", "refresh_token=\(refreshToken)",
-                         "--data-urlencode", "client_id=\(clientID)"]
+    func tryRefresh(_ refreshToken: String, clientID: String, secret: String? = nil) throws -> (
+        status: Int, error: String?
+    ) {
+        var arguments = [
+            "-sS", "-o", "-", "-w", "\n%{http_code}", "-X", "POST", tokenEndpoint,
+            "--data-urlencode", "grant_type=refresh_token", "--data-urlencode", "refresh_token=\(refreshToken)",
+            "--data-urlencode", "client_id=\(clientID)",
+        ]
         if let secret { arguments += ["--data-urlencode", "client_secret=\(secret)"] }
         let result = try runProgram("/usr/bin/curl", arguments)
         let lines = result.stdout.split(separator: "\n")
@@ -48,7 +55,12 @@ struct DotServer: Sendable {
 
     /// Whether the server accepts `accessToken` (its userinfo endpoint answers 200).
     func acceptsAccessToken(_ accessToken: String) throws -> Bool {
-        let result = try runProgram("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Authorization: Bearer \(accessToken)", base + "/o/userinfo/"])
+        let result = try runProgram(
+            "/usr/bin/curl",
+            [
+                "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Authorization: Bearer \(accessToken)",
+                base + "/o/userinfo/",
+            ])
         return result.stdout == "200"
     }
 }

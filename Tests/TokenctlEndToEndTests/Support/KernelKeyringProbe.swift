@@ -12,7 +12,8 @@ struct KernelKeyringProbe {
 
     /// The id of the hot-cache key of this identity in @u, or nil.
     func key(profile: String = "default", issuer: String, clientID: String = "cli") throws -> String? {
-        let result = try runProgram(keyctl, ["search", "@u", "user", Self.description(profile: profile, issuer: issuer, clientID: clientID)])
+        let result = try runProgram(
+            keyctl, ["search", "@u", "user", Self.description(profile: profile, issuer: issuer, clientID: clientID)])
         return result.status == 0 ? result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) : nil
     }
 
@@ -22,8 +23,10 @@ struct KernelKeyringProbe {
         guard list.status == 0 else { throw HarnessError("keyctl rlist @u: \(list)") }
         return try list.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { id in
             let described = try runProgram(keyctl, ["rdescribe", String(id)])
-            guard described.status == 0 else { return nil }  // expired or invalidated meanwhile
-            return described.stdout.split(separator: ";", maxSplits: 4).last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            guard described.status == 0 else { return nil } // expired or invalidated meanwhile
+            return described.stdout.split(separator: ";", maxSplits: 4).last.map {
+                $0.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
         }
     }
 
@@ -31,7 +34,8 @@ struct KernelKeyringProbe {
     func rawDescription(_ id: String) throws -> [String] {
         let result = try runProgram(keyctl, ["rdescribe", id])
         guard result.status == 0 else { throw HarnessError("keyctl rdescribe: \(result)") }
-        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ";", maxSplits: 4).map(String.init)
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ";", maxSplits: 4).map(
+            String.init)
     }
 
     func payload(_ id: String) throws -> String {
@@ -49,10 +53,14 @@ struct KernelKeyringProbe {
         for _ in 0..<5 {
             // Not String(contentsOfFile:): for a procfs file (size 0) it returns only the first
             // page (~4 KB), and with enough keys on the machine the line is beyond it.
-            guard let handle = FileHandle(forReadingAtPath: "/proc/keys") else { throw HarnessError("cannot open /proc/keys") }
+            guard let handle = FileHandle(forReadingAtPath: "/proc/keys") else {
+                throw HarnessError("cannot open /proc/keys")
+            }
             let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
             try? handle.close()
-            if let line = text.split(separator: "\n").first(where: { $0.split(separator: " ").first.map { String($0) == padded } ?? false }) {
+            if let line = text.split(separator: "\n").first(where: {
+                $0.split(separator: " ").first.map { String($0) == padded } ?? false
+            }) {
                 return String(line)
             }
             usleep(50_000)
@@ -63,8 +71,12 @@ struct KernelKeyringProbe {
     /// Put a `user` key with this payload in @u under tokenctl's description, as any process of
     /// the user could.
     @discardableResult
-    func plant(_ payload: String, profile: String = "default", issuer: String, clientID: String = "cli") throws -> String {
-        let result = try runProgram(keyctl, ["padd", "user", Self.description(profile: profile, issuer: issuer, clientID: clientID), "@u"], stdin: payload)
+    func plant(_ payload: String, profile: String = "default", issuer: String, clientID: String = "cli") throws
+        -> String
+    {
+        let result = try runProgram(
+            keyctl, ["padd", "user", Self.description(profile: profile, issuer: issuer, clientID: clientID), "@u"],
+            stdin: payload)
         guard result.status == 0 else { throw HarnessError("keyctl padd: \(result)") }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }

@@ -17,24 +17,34 @@ final class NonRootUser: @unchecked Sendable {
 
     init() throws {
         environment = try TestEnvironment.require()
-        let repositoryScript = ProcessInfo.processInfo.environment["TOKENCTL_SERVICES_SH"]
-            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../Scripts/lib/services.sh").standardized.path
+        let repositoryScript =
+            ProcessInfo.processInfo.environment["TOKENCTL_SERVICES_SH"]
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+                "../../../Scripts/lib/services.sh"
+            ).standardized.path
         if try runProgram("/usr/bin/id", ["-u", Self.name]).status != 0 {
-            let made = try runProgram("/usr/sbin/useradd", ["--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/bash", Self.name])
-            guard made.status == 0 || made.stderr.contains("already exists") else { throw HarnessError("useradd failed: \(made)") }
+            let made = try runProgram(
+                "/usr/sbin/useradd",
+                ["--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/bash", Self.name])
+            guard made.status == 0 || made.stderr.contains("already exists") else {
+                throw HarnessError("useradd failed: \(made)")
+            }
         }
         directory = NSTemporaryDirectory() + "tokenctl-nonroot-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         // The user may not be able to read the checkout (a clone under a 0700 directory, as
         // mktemp -d makes): it gets its own copy of the scripts it runs.
-        let scripts = URL(fileURLWithPath: repositoryScript).deletingLastPathComponent().deletingLastPathComponent().path
+        let scripts = URL(fileURLWithPath: repositoryScript).deletingLastPathComponent().deletingLastPathComponent()
+            .path
         let copied = try runProgram("/bin/cp", ["-R", scripts + "/lib", scripts + "/testserver", directory + "/"])
         guard copied.status == 0 else { throw HarnessError("cp of the scripts failed: \(copied)") }
         servicesScript = directory + "/lib/services.sh"
         // Likewise the executables: the front and the engine it runs from its own directory.
         let built = URL(fileURLWithPath: environment.binary).deletingLastPathComponent().path
         try FileManager.default.createDirectory(atPath: directory + "/bin", withIntermediateDirectories: true)
-        let binaries = try runProgram("/bin/cp", [built + "/tokenctl", built + "/tokenctl-engine", directory + "/bin/"])
+        let binaries = try runProgram(
+            "/bin/cp", [built + "/tokenctl", built + "/tokenctl-engine", directory + "/bin/"])
         guard binaries.status == 0 else { throw HarnessError("cp of the executables failed: \(binaries)") }
         binary = directory + "/bin/tokenctl"
         let owned = try runProgram("/bin/chown", ["-R", Self.name + ":", directory])
@@ -68,13 +78,15 @@ final class NonRootUser: @unchecked Sendable {
     func start(_ arguments: [String], stdin: String? = nil) throws -> RunningCommand {
         let assignments = variables.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         return try RunningCommand(
-            executable: "/usr/sbin/runuser", arguments: ["-u", Self.name, "--", "/usr/bin/env", "-i"] + assignments + [binary] + arguments,
+            executable: "/usr/sbin/runuser",
+            arguments: ["-u", Self.name, "--", "/usr/bin/env", "-i"] + assignments + [binary] + arguments,
             environment: ["PATH": "/usr/bin:/bin"], stdin: stdin, directory: directory)
     }
 
     /// Sign the default profile in at `server` (one-use refresh tokens unless configured otherwise).
     func login(_ server: AuthServer) throws {
-        let result = try tokenctl("login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: try server.issue())
+        let result = try tokenctl(
+            "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: try server.issue())
         guard result.status == 0 else { throw HarnessError("login failed: \(result)") }
     }
 
@@ -111,7 +123,8 @@ final class NonRootUser: @unchecked Sendable {
     /// The user's keyring services (Scripts/lib/services.sh), as the user.
     @discardableResult
     func services(_ commands: String) throws -> RunResult {
-        try asUser("""
+        try asUser(
+            """
             source "\(servicesScript)"
             trap : EXIT
             tk_services_init "\(directory)"
@@ -136,8 +149,9 @@ final class NonRootUser: @unchecked Sendable {
 
     @discardableResult
     private func asUser(_ script: String) throws -> RunResult {
-        let result = try runProgram("/usr/sbin/runuser", ["-u", Self.name, "--", "/bin/bash", "-c", "set -euo pipefail\n" + script],
-                                    environment: ["PATH": "/usr/bin:/bin", "HOME": directory])
+        let result = try runProgram(
+            "/usr/sbin/runuser", ["-u", Self.name, "--", "/bin/bash", "-c", "set -euo pipefail\n" + script],
+            environment: ["PATH": "/usr/bin:/bin", "HOME": directory])
         guard result.status == 0 else { throw HarnessError("as \(Self.name): \(script): \(result)") }
         return result
     }

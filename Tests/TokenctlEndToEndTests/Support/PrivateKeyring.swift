@@ -11,8 +11,11 @@ final class PrivateKeyring: @unchecked Sendable {
     private let servicesScript: String
 
     init() throws {
-        servicesScript = ProcessInfo.processInfo.environment["TOKENCTL_SERVICES_SH"]
-            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../Scripts/lib/services.sh").standardized.path
+        servicesScript =
+            ProcessInfo.processInfo.environment["TOKENCTL_SERVICES_SH"]
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+                "../../../Scripts/lib/services.sh"
+            ).standardized.path
         directory = NSTemporaryDirectory() + "tokenctl-keyring-" + UUID().uuidString
         runtimeDirectory = directory + "/runtime"
         busAddress = "unix:path=" + runtimeDirectory + "/bus"
@@ -33,7 +36,8 @@ final class PrivateKeyring: @unchecked Sendable {
     /// in the middle of a call: upstream issues 190/196/199). Returns whether it had to.
     @discardableResult
     func restartIfDead() throws -> Bool {
-        let result = try shell("""
+        let result = try shell(
+            """
             pid=$(cat "$TK_SERVICES_DIR/pids/keyring.pid" 2>/dev/null || true)
             if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat") != Z ]]; then echo alive; else tk_start_keyring test; echo restarted; fi
             """)
@@ -57,7 +61,9 @@ final class PrivateKeyring: @unchecked Sendable {
 
     /// The calls the fake Secret Service received, one line each ("answered"/"held" INTERFACE.MEMBER PATH).
     func hungServiceCalls() -> [String] {
-        ((try? String(contentsOfFile: directory + "/hung-secret-service.log", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        ((try? String(contentsOfFile: directory + "/hung-secret-service.log", encoding: .utf8)) ?? "").split(
+            separator: "\n"
+        ).map(String.init)
     }
 
     /// SIGSTOP / SIGCONT the daemon (a hung keyring).
@@ -68,13 +74,13 @@ final class PrivateKeyring: @unchecked Sendable {
     @discardableResult
     private func shell(_ commands: String) throws -> RunResult {
         let script = """
-        set -euo pipefail
-        source "\(servicesScript)"
-        trap : EXIT
-        tk_services_init "\(directory)"
-        if [[ -S "$XDG_RUNTIME_DIR/bus" ]]; then export DBUS_SESSION_BUS_ADDRESS="unix:path=$XDG_RUNTIME_DIR/bus"; fi
-        \(commands)
-        """
+            set -euo pipefail
+            source "\(servicesScript)"
+            trap : EXIT
+            tk_services_init "\(directory)"
+            if [[ -S "$XDG_RUNTIME_DIR/bus" ]]; then export DBUS_SESSION_BUS_ADDRESS="unix:path=$XDG_RUNTIME_DIR/bus"; fi
+            \(commands)
+            """
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
         let result = try runProgram("/bin/bash", ["-c", script], environment: environment)

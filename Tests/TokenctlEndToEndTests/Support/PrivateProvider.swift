@@ -24,8 +24,11 @@ final class PrivateProvider: @unchecked Sendable, CustomStringConvertible {
     init(_ kind: Kind, confirmsAccess: Bool = false) throws {
         self.kind = kind
         self.confirmsAccess = confirmsAccess
-        let servicesScript = ProcessInfo.processInfo.environment["TOKENCTL_SERVICES_SH"]
-            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../../Scripts/lib/services.sh").standardized.path
+        let servicesScript =
+            ProcessInfo.processInfo.environment["TOKENCTL_SERVICES_SH"]
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+                "../../../Scripts/lib/services.sh"
+            ).standardized.path
         scriptsDirectory = (servicesScript as NSString).deletingLastPathComponent
         directory = NSTemporaryDirectory() + "tokenctl-provider-" + UUID().uuidString
         busAddress = "unix:path=" + directory + "/runtime/bus"
@@ -69,15 +72,15 @@ final class PrivateProvider: @unchecked Sendable, CustomStringConvertible {
     @discardableResult
     private func shell(_ commands: String) throws -> RunResult {
         let script = """
-        set -euo pipefail
-        source "\(scriptsDirectory)/services.sh"
-        source "\(scriptsDirectory)/keepassxc.sh"
-        source "\(scriptsDirectory)/kwallet.sh"
-        trap : EXIT
-        tk_services_init "\(directory)"
-        if [[ -S "$XDG_RUNTIME_DIR/bus" ]]; then export DBUS_SESSION_BUS_ADDRESS="unix:path=$XDG_RUNTIME_DIR/bus"; fi
-        \(commands)
-        """
+            set -euo pipefail
+            source "\(scriptsDirectory)/services.sh"
+            source "\(scriptsDirectory)/keepassxc.sh"
+            source "\(scriptsDirectory)/kwallet.sh"
+            trap : EXIT
+            tk_services_init "\(directory)"
+            if [[ -S "$XDG_RUNTIME_DIR/bus" ]]; then export DBUS_SESSION_BUS_ADDRESS="unix:path=$XDG_RUNTIME_DIR/bus"; fi
+            \(commands)
+            """
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
         let result = try runProgram("/bin/bash", ["-c", script], environment: environment)

@@ -12,13 +12,16 @@ final class ProfileLockHolder {
         marker = sandbox.root + "/lock-held-\(profile)"
         holder = try RunningCommand(
             executable: sandbox.environment.python,
-            arguments: ["-c", """
+            arguments: [
+                "-c",
+                """
                 import fcntl, os, sys, time
                 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 open(sys.argv[2], "w").close()
                 time.sleep(int(sys.argv[3]))
-                """, lockPath, marker, String(seconds)],
+                """, lockPath, marker, String(seconds),
+            ],
             environment: sandbox.variables, stdin: nil, directory: sandbox.root)
     }
 

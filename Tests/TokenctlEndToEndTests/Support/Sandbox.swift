@@ -16,7 +16,9 @@ final class Sandbox: @unchecked Sendable {
         environment = try TestEnvironment.require()
         root = NSTemporaryDirectory() + "tokenctl-e2e-" + UUID().uuidString
         for directory in ["home", "config", "state", "runtime"] {
-            try FileManager.default.createDirectory(atPath: root + "/" + directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                atPath: root + "/" + directory, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
         }
         variables = [
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -34,18 +36,23 @@ final class Sandbox: @unchecked Sendable {
 
     deinit {
         for (profile, issuer, clientID) in loggedIn {
-            HotCache(environment: .fixed([:])).invalidate(profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID)
+            HotCache(environment: .fixed([:])).invalidate(
+                profile: ProfileName(rawValue: profile)!, issuer: issuer, clientID: clientID)
         }
         try? FileManager.default.removeItem(atPath: root)
     }
 
     /// Run `tokenctl` with `arguments`.
     @discardableResult
-    func tokenctl(_ arguments: String..., stdin: String? = nil, extraEnvironment: [String: String] = [:]) throws -> RunResult {
+    func tokenctl(_ arguments: String..., stdin: String? = nil, extraEnvironment: [String: String] = [:]) throws
+        -> RunResult
+    {
         try start(arguments, stdin: stdin, extraEnvironment: extraEnvironment).wait()
     }
 
-    func start(_ arguments: [String], stdin: String? = nil, extraEnvironment: [String: String] = [:]) throws -> RunningCommand {
+    func start(_ arguments: [String], stdin: String? = nil, extraEnvironment: [String: String] = [:]) throws
+        -> RunningCommand
+    {
         try RunningCommand(
             executable: environment.binary, arguments: arguments,
             environment: variables.merging(extraEnvironment) { $1 }, stdin: stdin, directory: root)
@@ -59,19 +66,28 @@ final class Sandbox: @unchecked Sendable {
 
     /// Log `profile` in at `server` with a fresh refresh token for `subject`.
     @discardableResult
-    func login(_ server: AuthServer, profile: String = "default", clientID: String = "cli", subject: String = "alice", scope: String = "openid offline_access") throws -> String {
+    func login(
+        _ server: AuthServer, profile: String = "default", clientID: String = "cli", subject: String = "alice",
+        scope: String = "openid offline_access"
+    ) throws -> String {
         let refreshToken = try server.issue(clientID: clientID, subject: subject, scope: scope)
         loggedIn.append((profile, server.url, clientID))
-        let result = try tokenctl("--profile", profile, "login", "--issuer", server.url, "--client-id", clientID, "--refresh-token-stdin", stdin: refreshToken)
+        let result = try tokenctl(
+            "--profile", profile, "login", "--issuer", server.url, "--client-id", clientID, "--refresh-token-stdin",
+            stdin: refreshToken)
         guard result.status == 0 else { throw HarnessError("login failed: \(result)") }
         return refreshToken
     }
 
     /// The token set stored in the keyring for a profile, read back with secret-tool (not tokenctl).
-    func storedTokenSet(profile: String = "default", issuer: String, clientID: String = "cli") throws -> [String: Any]? {
+    func storedTokenSet(profile: String = "default", issuer: String, clientID: String = "cli") throws -> [String: Any]?
+    {
         let result = try runProgram(
             "/usr/bin/secret-tool",
-            ["lookup", "application", "tokenctl", "profile", profile, "issuer", issuer, "client_id", clientID, "kind", "session"],
+            [
+                "lookup", "application", "tokenctl", "profile", profile, "issuer", issuer, "client_id", clientID,
+                "kind", "session",
+            ],
             environment: variables)
         guard result.status == 0, !result.stdout.isEmpty else { return nil }
         return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]

@@ -32,8 +32,11 @@ struct SwiftSourceText {
         let enumerator = FileManager.default.enumerator(at: sourcesRoot, includingPropertiesForKeys: nil)
         var files: [SwiftSourceText] = []
         while let url = enumerator?.nextObject() as? URL {
-            guard url.pathExtension == "swift", let text = try? String(contentsOf: url, encoding: .utf8) else { continue }
-            files.append(SwiftSourceText(path: url.path.replacingOccurrences(of: sourcesRoot.path + "/", with: ""), text: text))
+            guard url.pathExtension == "swift", let text = try? String(contentsOf: url, encoding: .utf8) else {
+                continue
+            }
+            files.append(
+                SwiftSourceText(path: url.path.replacingOccurrences(of: sourcesRoot.path + "/", with: ""), text: text))
         }
         return files.sorted { $0.path < $1.path }
     }()
@@ -52,8 +55,12 @@ struct SwiftSourceText {
         func literal(at open: Int) -> Int {
             var hashes = 0
             var position = open
-            while characters[position] == "#" { hashes += 1; position += 1 }
-            let multiline = position + 2 < characters.count && characters[position + 1] == "\"" && characters[position + 2] == "\""
+            while characters[position] == "#" {
+                hashes += 1
+                position += 1
+            }
+            let multiline =
+                position + 2 < characters.count && characters[position + 1] == "\"" && characters[position + 2] == "\""
             position += multiline ? 3 : 1
             let escape = "\\" + String(repeating: "#", count: hashes)
             let closing = (multiline ? "\"\"\"" : "\"") + String(repeating: "#", count: hashes)
@@ -61,10 +68,14 @@ struct SwiftSourceText {
             var current = ""
             func matches(_ text: String, at position: Int) -> Bool {
                 let needle = Array(text)
-                return position + needle.count <= characters.count && Array(characters[position..<(position + needle.count)]) == needle
+                return position + needle.count <= characters.count
+                    && Array(characters[position..<(position + needle.count)]) == needle
             }
             while position < characters.count {
-                if matches(closing, at: position) { position += closing.count; break }
+                if matches(closing, at: position) {
+                    position += closing.count
+                    break
+                }
                 if matches(escape, at: position) {
                     let after = position + escape.count
                     guard after < characters.count else { break }
@@ -77,7 +88,9 @@ struct SwiftSourceText {
                         var inner = after + 1
                         while inner < characters.count && depth > 0 {
                             let character = characters[inner]
-                            if character == "\"" || (character == "#" && inner + 1 < characters.count && characters[inner + 1] == "\"") {
+                            if character == "\""
+                                || (character == "#" && inner + 1 < characters.count && characters[inner + 1] == "\"")
+                            {
                                 inner = literal(at: inner)
                                 continue
                             }
@@ -93,11 +106,16 @@ struct SwiftSourceText {
                     case "u":
                         var scalar = ""
                         var cursor = after + 2
-                        while cursor < characters.count && characters[cursor] != "}" { scalar.append(characters[cursor]); cursor += 1 }
-                        if let value = UInt32(scalar, radix: 16), let unicode = Unicode.Scalar(value) { current.append(Character(unicode)) }
+                        while cursor < characters.count && characters[cursor] != "}" {
+                            scalar.append(characters[cursor])
+                            cursor += 1
+                        }
+                        if let value = UInt32(scalar, radix: 16), let unicode = Unicode.Scalar(value) {
+                            current.append(Character(unicode))
+                        }
                         position = cursor + 1
                         continue
-                    case "\n": break  // a multi-line literal's line continuation
+                    case "\n": break // a multi-line literal's line continuation
                     default: current.append(characters[after])
                     }
                     position = after + 1
@@ -109,7 +127,10 @@ struct SwiftSourceText {
             pieces.append(current)
             if multiline {
                 // Drop the indentation of the closing delimiter's line from each line, roughly.
-                pieces = pieces.map { $0.split(separator: "\n", omittingEmptySubsequences: false).map { $0.drop { $0 == " " } }.joined(separator: "\n") }
+                pieces = pieces.map {
+                    $0.split(separator: "\n", omittingEmptySubsequences: false).map { $0.drop { $0 == " " } }.joined(
+                        separator: "\n")
+                }
             }
             literals.append(Literal(pieces: pieces, start: open, end: position, path: path, line: line(at: open)))
             return position
@@ -121,7 +142,9 @@ struct SwiftSourceText {
                 while index < characters.count && characters[index] != "\n" { index += 1 }
             } else if character == "/" && next == "*" {
                 index += 2
-                while index + 1 < characters.count && !(characters[index] == "*" && characters[index + 1] == "/") { index += 1 }
+                while index + 1 < characters.count && !(characters[index] == "*" && characters[index + 1] == "/") {
+                    index += 1
+                }
                 index += 2
             } else if character == "\"" || (character == "#" && (next == "\"" || next == "#")) {
                 let end = literal(at: index)
@@ -169,7 +192,10 @@ struct SwiftSourceText {
                     var nameEnd = index
                     while nameEnd > 0 && code[nameEnd - 1] == " " { nameEnd -= 1 }
                     var nameStart = nameEnd
-                    while nameStart > 0 && (code[nameStart - 1].isLetter || code[nameStart - 1].isNumber || code[nameStart - 1] == "." || code[nameStart - 1] == "_") { nameStart -= 1 }
+                    while nameStart > 0
+                        && (code[nameStart - 1].isLetter || code[nameStart - 1].isNumber || code[nameStart - 1] == "."
+                            || code[nameStart - 1] == "_")
+                    { nameStart -= 1 }
                     calls.append((String(code[nameStart..<nameEnd]), index))
                 } else {
                     depth -= 1

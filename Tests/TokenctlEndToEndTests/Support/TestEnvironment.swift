@@ -14,8 +14,10 @@ struct TestEnvironment: Sendable {
 
     static func require() throws -> TestEnvironment {
         let env = ProcessInfo.processInfo.environment
-        guard env["TOKENCTL_TEST_ENV"] == "1", let binary = env["TOKENCTL_BINARY"], let script = env["TOKENCTL_AUTHSERVER_PY"],
-              let bus = env["DBUS_SESSION_BUS_ADDRESS"], let runtime = env["XDG_RUNTIME_DIR"] else {
+        guard env["TOKENCTL_TEST_ENV"] == "1", let binary = env["TOKENCTL_BINARY"],
+            let script = env["TOKENCTL_AUTHSERVER_PY"],
+            let bus = env["DBUS_SESSION_BUS_ADDRESS"], let runtime = env["XDG_RUNTIME_DIR"]
+        else {
             throw HarnessError("end-to-end tests need the services that Scripts/test starts: run Scripts/test")
         }
         return TestEnvironment(
@@ -47,13 +49,18 @@ final class RunningCommand: @unchecked Sendable {
     let stderrPath: String
     private let stdinPath: String?
 
-    init(executable: String, arguments: [String], environment: [String: String], stdin: String?, directory: String) throws {
+    init(executable: String, arguments: [String], environment: [String: String], stdin: String?, directory: String)
+        throws
+    {
         let id = UUID().uuidString
         stdoutPath = directory + "/out." + id
         stderrPath = directory + "/err." + id
         if let stdin {
             let path = directory + "/in." + id
-            guard FileManager.default.createFile(atPath: path, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600]) else {
+            guard
+                FileManager.default.createFile(
+                    atPath: path, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600])
+            else {
                 throw HarnessError("cannot write \(path)")
             }
             stdinPath = path
@@ -124,8 +131,15 @@ final class RunningCommand: @unchecked Sendable {
 
 /// Run a program to completion.
 @discardableResult
-func runProgram(_ executable: String, _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment, stdin: String? = nil) throws -> RunResult {
-    try RunningCommand(executable: executable, arguments: arguments, environment: environment, stdin: stdin, directory: NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()).wait()
+func runProgram(
+    _ executable: String, _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+    stdin: String? = nil
+) throws -> RunResult {
+    try RunningCommand(
+        executable: executable, arguments: arguments, environment: environment, stdin: stdin,
+        directory: NSTemporaryDirectory().hasSuffix("/")
+            ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
+    ).wait()
 }
 
 /// Write an executable script from a child shell. Written from this (multi-threaded) test

@@ -9,7 +9,9 @@ extension Sandbox {
     /// Log in with access tokens that are already stale by the time this returns, then make the
     /// server issue `nextLifetime`-second tokens.
     @discardableResult
-    func loginWithExpiredAccessToken(_ server: AuthServer, profile: String = "default", clientID: String = "cli", nextLifetime: Int = 3600) throws -> String {
+    func loginWithExpiredAccessToken(
+        _ server: AuthServer, profile: String = "default", clientID: String = "cli", nextLifetime: Int = 3600
+    ) throws -> String {
         try server.configure(["access_ttl": 1])
         let refreshToken = try login(server, profile: profile, clientID: clientID)
         try server.configure(["access_ttl": nextLifetime])
@@ -18,10 +20,15 @@ extension Sandbox {
     }
 
     /// Replace the stored item behind tokenctl's back (a writer that ignores the profile lock).
-    func overwriteStoredTokenSet(_ json: String, profile: String = "default", issuer: String, clientID: String = "cli") throws {
+    func overwriteStoredTokenSet(_ json: String, profile: String = "default", issuer: String, clientID: String = "cli")
+        throws
+    {
         let result = try runProgram(
             "/usr/bin/secret-tool",
-            ["store", "--label=overwritten by test", "application", "tokenctl", "profile", profile, "issuer", issuer, "client_id", clientID, "kind", "session"],
+            [
+                "store", "--label=overwritten by test", "application", "tokenctl", "profile", profile, "issuer", issuer,
+                "client_id", clientID, "kind", "session",
+            ],
             environment: variables, stdin: json)
         guard result.status == 0 else { throw HarnessError("secret-tool store failed: \(result)") }
     }

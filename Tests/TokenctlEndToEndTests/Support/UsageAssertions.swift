@@ -17,21 +17,27 @@ func expectUsageErrorOutput(
     #expect(result.stdout.isEmpty, "stdout must be empty: \(result)", sourceLocation: sourceLocation)
     #expect(result.stderr.hasPrefix("Error: "), "\(result)", sourceLocation: sourceLocation)
     if let command {
-        #expect(result.stderr.contains("USAGE: tokenctl [--profile <name>] \(command)"), "\(result)", sourceLocation: sourceLocation)
+        #expect(
+            result.stderr.contains("USAGE: tokenctl [--profile <name>] \(command)"), "\(result)",
+            sourceLocation: sourceLocation)
         #expect(result.stderr.contains("See 'tokenctl \(command) --help'"), "\(result)", sourceLocation: sourceLocation)
     } else {
         #expect(result.stderr.contains("USAGE: tokenctl"), "\(result)", sourceLocation: sourceLocation)
         #expect(result.stderr.contains("See 'tokenctl --help'"), "\(result)", sourceLocation: sourceLocation)
     }
     for fragment in fragments {
-        #expect(result.stderr.contains(fragment), "stderr should mention \(fragment): \(result)", sourceLocation: sourceLocation)
+        #expect(
+            result.stderr.contains(fragment), "stderr should mention \(fragment): \(result)",
+            sourceLocation: sourceLocation)
     }
 }
 
 extension Sandbox {
     /// Run `tokenctl` with an array of arguments.
     @discardableResult
-    func runTokenctl(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> RunResult {
+    func runTokenctl(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws
+        -> RunResult
+    {
         try start(arguments, stdin: stdin, extraEnvironment: environment).wait()
     }
 
@@ -46,8 +52,9 @@ extension Sandbox {
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         #expect(!profileFileExists(profile), "no profile file may be created", sourceLocation: sourceLocation)
-        #expect(try storedTokenSet(profile: profile, issuer: issuer, clientID: clientID) == nil,
-                "nothing may be stored in the keyring", sourceLocation: sourceLocation)
+        #expect(
+            try storedTokenSet(profile: profile, issuer: issuer, clientID: clientID) == nil,
+            "nothing may be stored in the keyring", sourceLocation: sourceLocation)
     }
 }
 

@@ -31,7 +31,8 @@ public enum SecretServiceProvider: Sendable, Equatable {
     }
 
     /// How to start one when none owns the name (the user's provider is unknown then).
-    public static let startAnyHint = "Start your Secret Service provider: gnome-keyring ('gnome-keyring-daemon --start --components=secrets'), KeePassXC (Settings > Secret Service Integration, with a database open), or KWallet (apiEnabled=true under [org.freedesktop.secrets] in kwalletrc)."
+    public static let startAnyHint =
+        "Start your Secret Service provider: gnome-keyring ('gnome-keyring-daemon --start --components=secrets'), KeePassXC (Settings > Secret Service Integration, with a database open), or KWallet (apiEnabled=true under [org.freedesktop.secrets] in kwalletrc)."
 
     var unlockHint: String {
         switch self {

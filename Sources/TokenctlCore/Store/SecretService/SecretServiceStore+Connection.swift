@@ -92,7 +92,8 @@ extension SecretServiceStore {
                 guard let bus = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, &error) else {
                     let message = error.flatMap { $0.pointee.message.map { String(cString: $0) } } ?? "unknown error"
                     if let error { g_error_free(error) }
-                    throw StoreError(.noSessionBus, "cannot connect to the D-Bus session bus: \(message)", hint: Self.noBusHint)
+                    throw StoreError(
+                        .noSessionBus, "cannot connect to the D-Bus session bus: \(message)", hint: Self.noBusHint)
                 }
                 return bus
             }
@@ -110,13 +111,20 @@ extension SecretServiceStore {
                 throw error
             }
             state.primedOwner = Self.nameOwner(service)
-            var opened = try withWatchdog(milliseconds) { cancellable in secret_service_ensure_session_sync(service, cancellable, &error) }
+            var opened = try withWatchdog(milliseconds) { cancellable in
+                secret_service_ensure_session_sync(service, cancellable, &error)
+            }
             // kwalletd5 now and then fails to negotiate an encrypted session ("Client public key
             // size is invalid"): one more try, for an error of no known class only.
-            if opened == 0, let failed = error, Self.classify(domain: failed.pointee.domain, code: failed.pointee.code, remoteName: "", mayPrompt: false) == nil {
+            if opened == 0, let failed = error,
+                Self.classify(
+                    domain: failed.pointee.domain, code: failed.pointee.code, remoteName: "", mayPrompt: false) == nil
+            {
                 g_error_free(failed)
                 error = nil
-                opened = try withWatchdog(milliseconds) { cancellable in secret_service_ensure_session_sync(service, cancellable, &error) }
+                opened = try withWatchdog(milliseconds) { cancellable in
+                    secret_service_ensure_session_sync(service, cancellable, &error)
+                }
             }
             if opened == 0 {
                 tokenctl_object_unref(service)
@@ -133,7 +141,9 @@ extension SecretServiceStore {
     /// (gnome-keyring 42 aborts when a connection's first call loses a race on a busy daemon).
     private func prime(_ service: UnsafeMutablePointer<SecretService>, milliseconds: Int32) throws(StoreError) {
         var error: UnsafeMutablePointer<GError>?
-        let primed = try withWatchdog(milliseconds) { cancellable in tokenctl_secret_service_prime(service, milliseconds, cancellable, &error) }
+        let primed = try withWatchdog(milliseconds) { cancellable in
+            tokenctl_secret_service_prime(service, milliseconds, cancellable, &error)
+        }
         if primed == 0 { throw storeError(error, operation: "connect to the Secret Service") }
     }
 
@@ -153,7 +163,8 @@ extension SecretServiceStore {
         let pointer: OpaquePointer
     }
 
-    static let noBusHint = "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus); for cron and timers without a login, enable lingering: 'loginctl enable-linger $USER'."
+    static let noBusHint =
+        "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus); for cron and timers without a login, enable lingering: 'loginctl enable-linger $USER'."
 
     /// Forget the open session (and its proxy): the next call opens a new one.
     func dropSession() {

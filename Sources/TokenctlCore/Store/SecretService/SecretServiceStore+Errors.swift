@@ -5,9 +5,11 @@ import TokenctlEssentials
 
 extension SecretServiceStore {
     static func isUnknownObject(_ error: UnsafeMutablePointer<GError>) -> Bool {
-        let domain = error.pointee.domain, code = error.pointee.code
+        let domain = error.pointee.domain
+        let code = error.pointee.code
         if domain == g_dbus_error_quark() {
-            return code == Int32(G_DBUS_ERROR_UNKNOWN_OBJECT.rawValue) || code == Int32(G_DBUS_ERROR_UNKNOWN_METHOD.rawValue)
+            return code == Int32(G_DBUS_ERROR_UNKNOWN_OBJECT.rawValue)
+                || code == Int32(G_DBUS_ERROR_UNKNOWN_METHOD.rawValue)
                 || code == Int32(G_DBUS_ERROR_UNKNOWN_INTERFACE.rawValue)
         }
         if domain == secret_error_get_quark() { return code == Int32(SECRET_ERROR_NO_SUCH_OBJECT.rawValue) }
@@ -18,12 +20,15 @@ extension SecretServiceStore {
     static func isGoneDaemon(_ error: UnsafeMutablePointer<GError>) -> Bool {
         let code = error.pointee.code
         return error.pointee.domain == g_dbus_error_quark()
-            && (code == Int32(G_DBUS_ERROR_SERVICE_UNKNOWN.rawValue) || code == Int32(G_DBUS_ERROR_NAME_HAS_NO_OWNER.rawValue))
+            && (code == Int32(G_DBUS_ERROR_SERVICE_UNKNOWN.rawValue)
+                || code == Int32(G_DBUS_ERROR_NAME_HAS_NO_OWNER.rawValue))
     }
 
     func lockedError() -> StoreError {
         let provider = provider()
-        return StoreError(.locked, "the keyring is locked" + provider.label, hint: Hint.sentences(provider.unlockHint, "The session is kept."))
+        return StoreError(
+            .locked, "the keyring is locked" + provider.label,
+            hint: Hint.sentences(provider.unlockHint, "The session is kept."))
     }
 
     func perItemLockedError() -> StoreError {
@@ -45,17 +50,18 @@ extension SecretServiceStore {
         if domain == g_dbus_error_quark() {
             switch code {
             case G_DBUS_ERROR_SERVICE_UNKNOWN.rawValue, G_DBUS_ERROR_NAME_HAS_NO_OWNER.rawValue,
-                 G_DBUS_ERROR_SPAWN_EXEC_FAILED.rawValue, G_DBUS_ERROR_SPAWN_FORK_FAILED.rawValue,
-                 G_DBUS_ERROR_SPAWN_CHILD_EXITED.rawValue, G_DBUS_ERROR_SPAWN_CHILD_SIGNALED.rawValue,
-                 G_DBUS_ERROR_SPAWN_FAILED.rawValue, G_DBUS_ERROR_SPAWN_SETUP_FAILED.rawValue,
-                 G_DBUS_ERROR_SPAWN_CONFIG_INVALID.rawValue, G_DBUS_ERROR_SPAWN_SERVICE_INVALID.rawValue,
-                 G_DBUS_ERROR_SPAWN_SERVICE_NOT_FOUND.rawValue, G_DBUS_ERROR_SPAWN_PERMISSIONS_INVALID.rawValue,
-                 G_DBUS_ERROR_SPAWN_FILE_INVALID.rawValue, G_DBUS_ERROR_SPAWN_NO_MEMORY.rawValue:
+                G_DBUS_ERROR_SPAWN_EXEC_FAILED.rawValue, G_DBUS_ERROR_SPAWN_FORK_FAILED.rawValue,
+                G_DBUS_ERROR_SPAWN_CHILD_EXITED.rawValue, G_DBUS_ERROR_SPAWN_CHILD_SIGNALED.rawValue,
+                G_DBUS_ERROR_SPAWN_FAILED.rawValue, G_DBUS_ERROR_SPAWN_SETUP_FAILED.rawValue,
+                G_DBUS_ERROR_SPAWN_CONFIG_INVALID.rawValue, G_DBUS_ERROR_SPAWN_SERVICE_INVALID.rawValue,
+                G_DBUS_ERROR_SPAWN_SERVICE_NOT_FOUND.rawValue, G_DBUS_ERROR_SPAWN_PERMISSIONS_INVALID.rawValue,
+                G_DBUS_ERROR_SPAWN_FILE_INVALID.rawValue, G_DBUS_ERROR_SPAWN_NO_MEMORY.rawValue:
                 return .noSecretService
             case G_DBUS_ERROR_NO_REPLY.rawValue, G_DBUS_ERROR_TIMEOUT.rawValue, G_DBUS_ERROR_TIMED_OUT.rawValue:
                 return .timeout
-            case G_DBUS_ERROR_DISCONNECTED.rawValue, G_DBUS_ERROR_UNKNOWN_OBJECT.rawValue, G_DBUS_ERROR_UNKNOWN_METHOD.rawValue,
-                 G_DBUS_ERROR_UNKNOWN_INTERFACE.rawValue:
+            case G_DBUS_ERROR_DISCONNECTED.rawValue, G_DBUS_ERROR_UNKNOWN_OBJECT.rawValue,
+                G_DBUS_ERROR_UNKNOWN_METHOD.rawValue,
+                G_DBUS_ERROR_UNKNOWN_INTERFACE.rawValue:
                 return .serviceGone
             default:
                 return nil
@@ -69,7 +75,8 @@ extension SecretServiceStore {
             case G_IO_ERROR_TIMED_OUT.rawValue: return .timeout
             // Only tokenctl's watchdog cancels: the call (or a prompt it waits for) ran out of time.
             case G_IO_ERROR_CANCELLED.rawValue: return mayPrompt ? .promptPending : .timeout
-            case G_IO_ERROR_CLOSED.rawValue, G_IO_ERROR_BROKEN_PIPE.rawValue, G_IO_ERROR_CONNECTION_CLOSED.rawValue: return .serviceGone
+            case G_IO_ERROR_CLOSED.rawValue, G_IO_ERROR_BROKEN_PIPE.rawValue, G_IO_ERROR_CONNECTION_CLOSED.rawValue:
+                return .serviceGone
             default: return nil
             }
         }
@@ -87,17 +94,22 @@ extension SecretServiceStore {
             g_free(remote)
         }
         let kept = "Restart your Secret Service provider and try again; the session is kept."
-        switch Self.classify(domain: error.pointee.domain, code: error.pointee.code, remoteName: remoteName, mayPrompt: mayPrompt) {
+        switch Self.classify(
+            domain: error.pointee.domain, code: error.pointee.code, remoteName: remoteName, mayPrompt: mayPrompt)
+        {
         case .noSecretService:
             return StoreError(
-                .noSecretService, "no Secret Service on the session bus (\(remoteName.isEmpty ? "no owner" : remoteName))",
+                .noSecretService,
+                "no Secret Service on the session bus (\(remoteName.isEmpty ? "no owner" : remoteName))",
                 hint: SecretServiceProvider.startAnyHint)
         case .timeout:
             return StoreError(
                 .timeout, "the Secret Service\(provider().label) did not answer in time (\(operation))",
                 hint: "Check that it is running and not waiting for a prompt; the session is kept.")
         case .serviceGone:
-            return StoreError(.serviceGone, "the Secret Service went away during the operation (\(operation)): \(message)", hint: kept)
+            return StoreError(
+                .serviceGone, "the Secret Service went away during the operation (\(operation)): \(message)", hint: kept
+            )
         case .locked:
             return lockedError()
         case .promptPending:
@@ -107,7 +119,8 @@ extension SecretServiceStore {
                 "the Secret Service\(provider.label) did not finish in time (\(operation)); it may be waiting for a confirmation prompt",
                 hint: options.interactive
                     ? "Approve the request in \(provider.name) and try again; the session is kept."
-                    : "Run the command again in a terminal of your desktop session and approve the request \(provider.name) shows; the session is kept.")
+                    : "Run the command again in a terminal of your desktop session and approve the request \(provider.name) shows; the session is kept."
+            )
         default:
             return StoreError(.other, "could not \(operation): \(message)")
         }

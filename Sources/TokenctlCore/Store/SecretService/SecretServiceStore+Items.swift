@@ -25,7 +25,9 @@ extension SecretServiceStore {
         var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
         var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
         var error: UnsafeMutablePointer<GError>?
-        if secret_service_search_for_dbus_paths_sync(service, tokenctl_secret_schema(), table, nil, &unlocked, &locked, &error) == 0 {
+        if secret_service_search_for_dbus_paths_sync(
+            service, tokenctl_secret_schema(), table, nil, &unlocked, &locked, &error) == 0
+        {
             throw storeError(error, operation: "search the Secret Service")
         }
         defer {
@@ -61,7 +63,9 @@ extension SecretServiceStore {
         let name = provider.name
         var error: UnsafeMutablePointer<GError>?
         var newlyUnlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-        let count = try withWatchdog(milliseconds, prompt: { "\(name) asks whether tokenctl may use its item: allow it in the \(name) window." }) { cancellable in
+        let count = try withWatchdog(
+            milliseconds, prompt: { "\(name) asks whether tokenctl may use its item: allow it in the \(name) window." }
+        ) { cancellable in
             var pointers: [UnsafePointer<CChar>?] = locked.map { UnsafePointer(system_strdup($0)) } + [nil]
             defer { for pointer in pointers { system_free(UnsafeMutableRawPointer(mutating: pointer)) } }
             return pointers.withUnsafeMutableBufferPointer { buffer in
@@ -69,7 +73,9 @@ extension SecretServiceStore {
             }
         }
         defer { g_strfreev(newlyUnlocked) }
-        if let error { throw storeError(error, operation: "ask \(provider.name) for access to tokenctl's item", mayPrompt: true) }
+        if let error {
+            throw storeError(error, operation: "ask \(provider.name) for access to tokenctl's item", mayPrompt: true)
+        }
         let paths = Self.strings(newlyUnlocked)
         guard count > 0, !paths.isEmpty else { throw perItemLockedError() }
         return paths
@@ -91,7 +97,9 @@ extension SecretServiceStore {
 
     /// Remember `path` for `key`, when the daemon that reported it (`owner`, read before the
     /// call) still owns the name.
-    func remember(_ key: ItemKey, at path: String, reportedBy owner: String?, service: UnsafeMutablePointer<SecretService>) {
+    func remember(
+        _ key: ItemKey, at path: String, reportedBy owner: String?, service: UnsafeMutablePointer<SecretService>
+    ) {
         guard let owner, Self.nameOwner(service) == owner else { return }
         connection.withLock { $0.knownItems[key] = KnownItem(path: path, owner: owner) }
     }
@@ -147,7 +155,8 @@ extension SecretServiceStore {
         if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
         var error: UnsafeMutablePointer<GError>?
         let list = try withWatchdog(milliseconds) { cancellable in
-            secret_service_search_sync(service, tokenctl_secret_schema(), table, SecretSearchFlags(flags), cancellable, &error)
+            secret_service_search_sync(
+                service, tokenctl_secret_schema(), table, SecretSearchFlags(flags), cancellable, &error)
         }
         if let error { throw storeError(error, operation: "search the Secret Service") }
         return ItemList(list: list, timeoutMilliseconds: milliseconds)

@@ -24,7 +24,10 @@ extension SecretServiceStore {
                 }
                 // An error of no known class (kwalletd5 losing our session: "Can't find
                 // session"): once more on a new session.
-                if attempt == 0, Self.classify(domain: error.pointee.domain, code: error.pointee.code, remoteName: "", mayPrompt: false) == nil {
+                if attempt == 0,
+                    Self.classify(
+                        domain: error.pointee.domain, code: error.pointee.code, remoteName: "", mayPrompt: false) == nil
+                {
                     g_error_free(error)
                     dropSession()
                     continue
@@ -42,16 +45,20 @@ extension SecretServiceStore {
                 continue
             }
         }
-        throw StoreError(.other, "the Secret Service\(provider().label) returned no secret for tokenctl's item (\(operation))",
-                         hint: "Try again; if it persists, restart your Secret Service provider. The session is kept.")
+        throw StoreError(
+            .other, "the Secret Service\(provider().label) returned no secret for tokenctl's item (\(operation))",
+            hint: "Try again; if it persists, restart your Secret Service provider. The session is kept.")
     }
 
     /// Replace the secret of the item `key` names with `Item.SetSecret`, or create the item when
     /// there is none. After a read of the same item (a refresh) the write goes to the path the
     /// read found: one call at the daemon instead of a search, a property load and the write,
     /// which is what makes `refresh --all` scale (the daemon serves one call at a time).
-    func storeSecret(_ bytes: [UInt8], contentType: String, key: ItemKey, label: String, operation: String) throws(StoreError) {
-        do { try storeSecretOnce(bytes, contentType: contentType, key: key, label: label, operation: operation) } catch {
+    func storeSecret(_ bytes: [UInt8], contentType: String, key: ItemKey, label: String, operation: String)
+        throws(StoreError)
+    {
+        do { try storeSecretOnce(bytes, contentType: contentType, key: key, label: label, operation: operation) } catch
+        {
             // An error of no known class (kwalletd5 losing our session: "Can't find session"),
             // as reads see it too: once more on a new session (both writes replace the secret).
             guard error.reason == .other else { throw error }
@@ -60,7 +67,9 @@ extension SecretServiceStore {
         }
     }
 
-    private func storeSecretOnce(_ bytes: [UInt8], contentType: String, key: ItemKey, label: String, operation: String) throws(StoreError) {
+    private func storeSecretOnce(_ bytes: [UInt8], contentType: String, key: ItemKey, label: String, operation: String)
+        throws(StoreError)
+    {
         let service = try connect()
         let value = bytes.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { secret_value_new($0.baseAddress, buffer.count, contentType) }
@@ -68,26 +77,37 @@ extension SecretServiceStore {
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
         let milliseconds = try boundMilliseconds(operation, floor: Self.minimumWriteTime)
         if let known = knownItem(key, service: service) {
-            switch try setSecret(value, at: known.path, of: known.owner, service: service, milliseconds: milliseconds, operation: operation) {
+            switch try setSecret(
+                value, at: known.path, of: known.owner, service: service, milliseconds: milliseconds,
+                operation: operation)
+            {
             case .written: return
-            case .noSuchItem, .daemonGone: forget(key)  // deleted, or the daemon restarted: search as below
+            case .noSuchItem, .daemonGone: forget(key) // deleted, or the daemon restarted: search as below
             }
         }
         let owner = Self.nameOwner(service)
         if let path = try unlockedPaths(attributes(key)).first {
-            switch try setSecret(value, at: path, of: Self.busName, service: service, milliseconds: milliseconds, operation: operation) {
+            switch try setSecret(
+                value, at: path, of: Self.busName, service: service, milliseconds: milliseconds, operation: operation)
+            {
             case .written:
                 remember(key, at: path, reportedBy: owner, service: service)
                 return
-            case .noSuchItem, .daemonGone: break  // deleted meanwhile: create it below (the well-known name is never "gone")
+            case .noSuchItem, .daemonGone:
+                // Deleted meanwhile: create it below (the well-known name is never "gone").
+                break
             }
         }
         try requireUnlockedDefaultCollection(service)
         let table = attributes(key)
         defer { g_hash_table_unref(table) }
-        try withWatchdog(milliseconds, prompt: { "\(self.provider().name) asks to confirm a new item for tokenctl: allow it." }) { (cancellable) throws(StoreError) in
+        try withWatchdog(
+            milliseconds, prompt: { "\(self.provider().name) asks to confirm a new item for tokenctl: allow it." }
+        ) { (cancellable) throws(StoreError) in
             var error: UnsafeMutablePointer<GError>?
-            if secret_service_store_sync(service, tokenctl_secret_schema(), table, nil, label, value, cancellable, &error) == 0 {
+            if secret_service_store_sync(
+                service, tokenctl_secret_schema(), table, nil, label, value, cancellable, &error) == 0
+            {
                 throw storeError(error, operation: operation, mayPrompt: true)
             }
         }
@@ -101,9 +121,13 @@ extension SecretServiceStore {
         _ value: OpaquePointer?, at path: String, of destination: String, service: UnsafeMutablePointer<SecretService>,
         milliseconds: Int32, operation: String
     ) throws(StoreError) -> SetSecretOutcome {
-        try withWatchdog(milliseconds, prompt: { "\(self.provider().name) asks to confirm a change to tokenctl's item: allow it." }) { (cancellable) throws(StoreError) -> SetSecretOutcome in
+        try withWatchdog(
+            milliseconds, prompt: { "\(self.provider().name) asks to confirm a change to tokenctl's item: allow it." }
+        ) { (cancellable) throws(StoreError) -> SetSecretOutcome in
             var error: UnsafeMutablePointer<GError>?
-            if tokenctl_item_set_secret(service, destination, path, value, milliseconds, cancellable, &error) != 0 { return .written }
+            if tokenctl_item_set_secret(service, destination, path, value, milliseconds, cancellable, &error) != 0 {
+                return .written
+            }
             if let error, Self.isUnknownObject(error) {
                 g_error_free(error)
                 return .noSuchItem
@@ -132,7 +156,9 @@ extension SecretServiceStore {
             guard try shouldDelete(item) else { continue }
             let milliseconds = try boundMilliseconds("delete the session", floor: Self.minimumWriteTime)
             var error: UnsafeMutablePointer<GError>?
-            let ok = try withWatchdog(milliseconds, prompt: { "\(self.provider().name) asks to confirm deleting tokenctl's item: allow it." }) { cancellable in
+            let ok = try withWatchdog(
+                milliseconds, prompt: { "\(self.provider().name) asks to confirm deleting tokenctl's item: allow it." }
+            ) { cancellable in
                 secret_item_delete_sync(item, cancellable, &error)
             }
             if ok == 0 {
@@ -166,7 +192,9 @@ extension SecretServiceStore {
         guard let pointer = secret_value_get(value, &length) else {
             throw StoreError(.corruptItem, "the stored session is empty")
         }
-        let bytes = pointer.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+        let bytes = pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+            Array(UnsafeBufferPointer(start: $0, count: length))
+        }
         do { return try TokenSet.decode(bytes) } catch {
             throw StoreError(
                 .corruptItem, "the stored session is not a tokenctl token set",

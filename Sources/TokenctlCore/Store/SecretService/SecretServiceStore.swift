@@ -33,7 +33,10 @@ public final class SecretServiceStore: SessionStore, Sendable {
         /// to approve (on a terminal, the engine prints it to stderr).
         public var promptNotice: (@Sendable (String) -> Void)?
 
-        public init(callTimeout: Double = 10, deadline: Deadline? = nil, interactive: Bool = false, promptNotice: (@Sendable (String) -> Void)? = nil) {
+        public init(
+            callTimeout: Double = 10, deadline: Deadline? = nil, interactive: Bool = false,
+            promptNotice: (@Sendable (String) -> Void)? = nil
+        ) {
             self.callTimeout = callTimeout
             self.deadline = deadline
             self.interactive = interactive
@@ -76,7 +79,10 @@ public final class SecretServiceStore: SessionStore, Sendable {
     // MARK: SessionStore
 
     public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
-        guard let value = try readSecret(ItemKey(identity: identity, kind: Self.sessionKind), operation: "read the session") else {
+        guard
+            let value = try readSecret(
+                ItemKey(identity: identity, kind: Self.sessionKind), operation: "read the session")
+        else {
             // A locked keyring hides nothing from a search here, but some providers do:
             // "not found" in a locked or missing collection must not read as "signed out".
             try requireUnlockedDefaultCollection(try connect())
@@ -86,7 +92,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
             var error = error
             // Spelled for this profile, so it runs as printed.
             if error.reason == .corruptItem {
-                error.hint = "Run '\(CommandHint.tokenctl(identity.profile, "logout --no-revoke"))', then '\(CommandHint.login(identity.profile))'."
+                error.hint =
+                    "Run '\(CommandHint.tokenctl(identity.profile, "logout --no-revoke"))', then '\(CommandHint.login(identity.profile))'."
             }
             throw error
         }
@@ -99,7 +106,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
         }
         guard bytes.count <= Self.maximumSecretBytes else {
             throw StoreError(
-                .itemTooLarge, "the token set is too large to store (\(bytes.count) bytes; the limit is \(Self.maximumSecretBytes))",
+                .itemTooLarge,
+                "the token set is too large to store (\(bytes.count) bytes; the limit is \(Self.maximumSecretBytes))",
                 hint: "The server issues unusually large tokens; ask for fewer scopes or claims.")
         }
         try storeSecret(
@@ -112,7 +120,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
     }
 
     public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
-        try deleteItems(ItemKey(identity: identity, kind: Self.sessionKind), loadSecrets: true) { item throws(StoreError) in
+        try deleteItems(ItemKey(identity: identity, kind: Self.sessionKind), loadSecrets: true) {
+            item throws(StoreError) in
             try decodeSecret(of: item)?.refreshToken == refreshToken
         } > 0
     }
@@ -132,7 +141,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
                 }
             }
             guard let name = value("profile"), let profile = ProfileName(rawValue: name),
-                  let issuer = value("issuer"), let clientID = value("client_id") else { return nil }
+                let issuer = value("issuer"), let clientID = value("client_id")
+            else { return nil }
             return SessionIdentity(profile: profile, issuer: issuer, clientID: clientID)
         }
     }
@@ -140,7 +150,10 @@ public final class SecretServiceStore: SessionStore, Sendable {
     // MARK: Client secrets (kind=client-secret, same attributes otherwise)
 
     public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
-        guard let value = try readSecret(ItemKey(identity: identity, kind: Self.clientSecretKind), operation: "read the client secret") else {
+        guard
+            let value = try readSecret(
+                ItemKey(identity: identity, kind: Self.clientSecretKind), operation: "read the client secret")
+        else {
             return nil
         }
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
@@ -153,7 +166,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
 
     public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
         try storeSecret(
-            Array(secret.utf8), contentType: "text/plain", key: ItemKey(identity: identity, kind: Self.clientSecretKind),
+            Array(secret.utf8), contentType: "text/plain",
+            key: ItemKey(identity: identity, kind: Self.clientSecretKind),
             label: "tokenctl client secret: \(identity.profile) (\(identity.clientID) at \(identity.issuer))",
             operation: "store the client secret")
     }
@@ -194,7 +208,8 @@ public final class SecretServiceStore: SessionStore, Sendable {
             current = again
         }
         guard let bus = current.bus else { return .unknown }
-        let pid = tokenctl_bus_name_owner_pid(bus.pointer, Self.busName, Int32(min(1000, max(100, (try? boundMilliseconds("ask the bus")) ?? 1000))))
+        let pid = tokenctl_bus_name_owner_pid(
+            bus.pointer, Self.busName, Int32(min(1000, max(100, (try? boundMilliseconds("ask the bus")) ?? 1000))))
         var found = SecretServiceProvider.unknown
         if pid != 0, let comm = try? FileIO.readFile("/proc/\(pid)/comm", limit: 256) {
             found = SecretServiceProvider(processName: String(comm.prefix { $0 != "\n" }))
