@@ -244,11 +244,13 @@ final class PrivateUser: @unchecked Sendable {
     ) async throws -> InProcessResult {
         let refreshToken = try server.issue(clientID: clientID, subject: subject, scope: scope)
         loggedIn.append((profile, server.url, clientID))
-        // A generous --timeout: the suite shares the process with hundreds of parallel tests, and
-        // the Secret Service connect is bounded by it (these tests are not about the bound).
+        // The longest --timeout: these tests share one process with every other suite, whose
+        // blocking waits can hold the few threads of Swift's cooperative pool for minutes (seen:
+        // 130 s and 305 s on a 2-core CI machine), and the command's deadline keeps running
+        // while its task waits for a thread. These tests are not about the bound.
         let result = try await tokenctlArguments(
             [
-                "--profile", profile, "login", "--timeout", "300", "--issuer", server.url, "--client-id", clientID,
+                "--profile", profile, "login", "--timeout", "3600", "--issuer", server.url, "--client-id", clientID,
                 "--refresh-token-stdin",
             ] + extra,
             stdin: refreshToken)

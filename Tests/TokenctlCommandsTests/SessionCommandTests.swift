@@ -55,7 +55,8 @@ struct SessionCommandTests {
             let profile = uniqueProfile("device")
             user.willLogIn(server, profile: profile)
             let running = try BackgroundCommand([
-                "--profile", profile, "login", "--device", "--issuer", server.url, "--client-id", "cli",
+                "--profile", profile, "login", "--timeout", "3600", "--device", "--issuer", server.url, "--client-id",
+                "cli",
             ])
             let shown = try await running.waitForStandardError(containing: "Waiting for approval")
             let code = try #require(shown.firstMatch(of: /and enter the code: ([A-Z0-9-]+)\n/)?.1, "\(shown)")

@@ -182,7 +182,7 @@ extension SessionCommandTests {
                 let refreshToken = try server.issue()
                 user.willLogIn(server, profile: profile)
                 let login = try await tokenctl(
-                    "--profile", profile, "login", "--issuer", server.url, "--client-id", "cli",
+                    "--profile", profile, "login", "--timeout", "3600", "--issuer", server.url, "--client-id", "cli",
                     "--refresh-token-stdin", stdin: refreshToken)
                 #expect(login.status == .success, "\(login)")
                 // The login's first refresh rotated the imported token; revocation reaches the family.
