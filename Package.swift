@@ -44,15 +44,18 @@ let package = Package(
         // add_key(2)/keyctl(2) as raw system calls: no library (the static front links it).
         .target(name: "CKernelKeyring"),
 
-        // No Foundation and no C library but Glibc: argv parsing, profile configuration,
-        // paths, exit codes, and the kernel keyring hot cache. The static front links it.
-        .target(name: "TokenctlEssentials", dependencies: ["CKernelKeyring"]),
+        // What the static front's hit needs, and nothing else: no Foundation, no C library but
+        // Glibc and the kernel keyring calls (the rule and the folders: its README.md).
+        .target(name: "TokenctlEssentials", dependencies: ["CKernelKeyring"], exclude: ["README.md"]),
 
         // The token logic: token sets, the refresh broker, Secret Service storage, HTTP.
         // No argv, no printing.
         .target(
             name: "TokenctlCore",
-            dependencies: ["TokenctlEssentials", "CSecret", "CSecretShim", "CCurl", "CCrypto", "CGcrypt", "CQRencode"],
+            dependencies: [
+                "TokenctlEssentials", "CKernelKeyring", "CSecret", "CSecretShim", "CCurl", "CCrypto", "CGcrypt",
+                "CQRencode",
+            ],
             exclude: ["README.md"]
         ),
 
@@ -94,7 +97,7 @@ let package = Package(
         .testTarget(name: "TokenctlEssentialsTests", dependencies: ["TokenctlEssentials"]),
         .testTarget(name: "TokenctlCoreTests", dependencies: ["TokenctlCore"]),
         .testTarget(name: "TokenctlCommandsTests", dependencies: ["TokenctlCommands", "TokenctlCore", "TokenctlEssentials"]),
-        .testTarget(name: "TokenctlEndToEndTests", dependencies: ["TokenctlEssentials"]),
+        .testTarget(name: "TokenctlEndToEndTests", dependencies: ["TokenctlEssentials", "TokenctlCore"]),
     ],
     swiftLanguageModes: [.v6]
 )

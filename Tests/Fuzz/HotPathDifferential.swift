@@ -1,3 +1,5 @@
+import TokenctlCore
+
 @testable import TokenctlCommands
 @testable import TokenctlEssentials
 
@@ -28,8 +30,8 @@
 //   4 a whole hit without system calls: sections split on 0x1E:
 //     argv (NUL-separated) | environment (NUL-separated NAME=value) | profile file | payload |
 //     now ("SECONDS.NANOSECONDS"), rendered by HotPath.render and by the old front's general
-//     rendering (Tests/TokenctlEssentialsTests/OldFrontRendering.swift, shared with HotPathTests).
-// fuzz-extra-sources: Tests/TokenctlEssentialsTests/OldFrontRendering.swift
+//     rendering (Tests/TokenctlCommandsTests/OldFrontRendering.swift, shared with HotPathTests).
+// fuzz-extra-sources: Tests/TokenctlCommandsTests/OldFrontRendering.swift
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -7,6 +7,7 @@
 // Input: the authority text (host, optional :port).
 // fuzz-extra-sources:
 import Glibc
+import TokenctlCore
 import TokenctlEssentials
 
 /// The reference: split host and port the way git writes them, then ask the C library.

@@ -4,6 +4,7 @@
 //
 // Input: the file bytes.
 // fuzz-extra-sources:
+import TokenctlCore
 import TokenctlEssentials
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -1,4 +1,5 @@
 import Testing
+import TokenctlCommands
 import TokenctlCore
 import TokenctlEssentials
 

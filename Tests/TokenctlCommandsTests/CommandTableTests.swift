@@ -1,4 +1,5 @@
 import Testing
+import TokenctlCommands
 import TokenctlEssentials
 
 @testable import TokenctlCommands

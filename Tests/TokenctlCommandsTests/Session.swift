@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokenctlCommands
+import TokenctlCore
 import TokenctlEssentials
 
 // What the in-process tests of commands that need a session share: the services Scripts/test

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlCore
 import TokenctlEssentials
 
 /// tokenctl's exit statuses, for this target (Swift Testing has an `ExitStatus` of its own).
@@ -373,8 +374,8 @@ struct DiagnosticsAgreementTests {
     /// `ExitStatus`'s doc comments, read from its source: the words before the first ":" after
     /// the sysexits name, up to the first full stop or parenthesis.
     static func statusMeanings() -> [Int32: String] {
-        guard let file = SwiftSourceText.all.first(where: { $0.path.hasSuffix("TokenctlEssentials/ExitStatus.swift") })
-        else { return [:] }
+        let path = "TokenctlEssentials/System/ExitStatus.swift"
+        guard let file = SwiftSourceText.all.first(where: { $0.path.hasSuffix(path) }) else { return [:] }
         var meanings: [Int32: String] = [:]
         var comment = ""
         for line in String(file.code).split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlCore
 import TokenctlEssentials
 
 /// GitHub as it really behaves (PROVIDERS.md §1), through the built binary against the test

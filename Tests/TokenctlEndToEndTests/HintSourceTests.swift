@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlCore
 import TokenctlEssentials
 
 /// Every hint written in the sources holds to `Hint.problems`: commands in single quotes, no

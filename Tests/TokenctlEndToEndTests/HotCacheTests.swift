@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlCore
 import TokenctlEssentials
 
 /// The kernel keyring hot cache, through the built front (`tokenctl`) and engine

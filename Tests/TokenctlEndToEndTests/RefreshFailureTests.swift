@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlCore
 import TokenctlEssentials
 
 /// Every row of the failure-class table, against the real binary, keyring and HTTP server.

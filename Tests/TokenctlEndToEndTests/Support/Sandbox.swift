@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlCore
 import TokenctlEssentials
 
 /// A throwaway user for one test: its own HOME, config, state and runtime (lock) directories,

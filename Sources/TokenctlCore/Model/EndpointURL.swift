@@ -1,3 +1,4 @@
+import TokenctlEssentials
 /// A checked absolute URL for an issuer or endpoint.
 ///
 /// `https` always; plain `http` only to a loopback host (RFC 8252 §8.3 spirit: nothing

@@ -1,3 +1,4 @@
+import TokenctlEssentials
 /// Writing JSON text by hand, without Foundation: string escaping (RFC 8259 §7) and objects
 /// whose fields keep their order (stable, documented output schemas).
 public enum JSONText {

@@ -1,4 +1,5 @@
 import Testing
+import TokenctlCore
 import TokenctlEssentials
 
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import TokenctlEssentials
 /// The hand-editable configuration of one profile: where its authorization server is and
 /// which client it is. Never holds a secret.
 ///

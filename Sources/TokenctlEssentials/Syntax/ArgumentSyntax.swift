@@ -36,6 +36,19 @@ public enum ArgumentSyntax {
         case stop
     }
 
+    /// `arguments` as the NUL-terminated C strings of an argv, for `body` only: how the
+    /// engine's parser reads Swift strings with the reader the front's hit uses on its own argv.
+    public static func withArgumentVector<Result, Failure: Error>(
+        _ arguments: [String],
+        _ body: (UnsafeBufferPointer<UnsafeMutablePointer<CChar>?>) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        var pointers = arguments.map { strdup($0) }
+        defer { for pointer in pointers { free(pointer) } }
+        return try pointers.withUnsafeMutableBufferPointer { buffer throws(Failure) -> Result in
+            try body(UnsafeBufferPointer(buffer))
+        }
+    }
+
     /// Read `arguments` (argv without argv[0]) in order. `index` is each item's position in
     /// `arguments`. A nil pointer (never in a real argv) ends the reading.
     public static func scan(

@@ -1,4 +1,5 @@
 import Testing
+import TokenctlCore
 import TokenctlEssentials
 
 private let path = "/home/u/.config/tokenctl/profiles/work.conf"

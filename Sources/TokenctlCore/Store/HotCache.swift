@@ -1,3 +1,4 @@
+import TokenctlEssentials
 /// The memory-only hot cache: one `user` key per profile in the kernel user keyring, holding a
 /// `HotCacheEntry`, readable by this user only, expiring in the kernel at the access token's
 /// expiry minus the default refresh margin.
@@ -14,7 +15,7 @@ public struct HotCache: Sendable {
     }
 
     /// Set to `1` to behave as if the kernel keyring were unavailable (tests of the fallback).
-    public static let disableVariable = HotPath.disableVariable.description
+    public static let disableVariable = EnvironmentSwitches.disableKernelKeyring.description
 
     /// True when the test switch forces the Secret Service path.
     public let isDisabled: Bool

@@ -1,3 +1,5 @@
+import TokenctlCore
+import TokenctlEssentials
 /// The command specifications both executables parse: the static front (`tokenctl`) serves
 /// `token` hot-cache hits with exactly the options the engine (`tokenctl-engine`) accepts.
 public enum SharedCommandSpecs {

@@ -1,3 +1,5 @@
+import TokenctlCore
+import TokenctlEssentials
 /// Renders help in the layout every Swift command-line tool uses
 /// (`OVERVIEW:`, `USAGE:`, `ARGUMENTS:`, `OPTIONS:`, `SUBCOMMANDS:`).
 public struct HelpFormatter: Sendable {

@@ -1,3 +1,4 @@
+import TokenctlEssentials
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

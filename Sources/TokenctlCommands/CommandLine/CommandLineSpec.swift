@@ -1,3 +1,5 @@
+import TokenctlCore
+import TokenctlEssentials
 /// One option of a command: a flag, or an option taking a value (`--opt value`, `--opt=value`).
 public struct OptionSpec: Sendable, Equatable {
     /// Every spelling, long name last (`["-h", "--help"]`). The last name is the key in `ParsedOptions`.

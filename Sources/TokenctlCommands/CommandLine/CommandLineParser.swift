@@ -1,3 +1,6 @@
+import TokenctlCore
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -25,10 +28,8 @@ public struct CommandLineParser: Sendable {
 
     public func parse(_ arguments: [String]) throws(UsageError) -> Invocation {
         // The words as C strings for ArgumentSyntax, the reader the front's hit uses too.
-        var pointers = arguments.map { strdup($0) }
-        defer { for pointer in pointers { free(pointer) } }
-        return try pointers.withUnsafeMutableBufferPointer { buffer throws(UsageError) -> Invocation in
-            try parse(arguments, UnsafeBufferPointer(buffer))
+        try ArgumentSyntax.withArgumentVector(arguments) { argv throws(UsageError) -> Invocation in
+            try parse(arguments, argv)
         }
     }
 
@@ -162,31 +163,4 @@ public struct CommandLineParser: Sendable {
         let hint = closestMatch(to: name, in: commands.map(\.name)).map { " Did you mean '\($0)'?" } ?? ""
         return UsageError("Unknown command '\(name)'.\(hint)", command: nil)
     }
-}
-
-/// The closest candidate by edit distance, if it is close enough to be a likely typo.
-public func closestMatch(to word: String, in candidates: [String]) -> String? {
-    let scored = candidates.map { ($0, editDistance(word, $0)) }
-    guard let best = scored.min(by: { $0.1 < $1.1 }) else { return nil }
-    let allowed = max(2, word.count / 3)
-    return best.1 <= allowed ? best.0 : nil
-}
-
-/// Levenshtein distance over Unicode scalars.
-public func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a.unicodeScalars)
-    let b = Array(b.unicodeScalars)
-    if a.isEmpty { return b.count }
-    if b.isEmpty { return a.count }
-    var previous = Array(0...b.count)
-    var current = [Int](repeating: 0, count: b.count + 1)
-    for i in 1...a.count {
-        current[0] = i
-        for j in 1...b.count {
-            let substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, substitution)
-        }
-        swap(&previous, &current)
-    }
-    return previous[b.count]
 }

@@ -1,4 +1,6 @@
 import Testing
+import TokenctlCommands
+import TokenctlCore
 import TokenctlEssentials
 
 /// A command set shaped like tokenctl's own (the real one lives in the executable target).

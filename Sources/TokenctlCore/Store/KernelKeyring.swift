@@ -1,4 +1,5 @@
 import CKernelKeyring
+import TokenctlEssentials
 
 #if canImport(Glibc)
 import Glibc

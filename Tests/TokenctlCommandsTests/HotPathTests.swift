@@ -1,4 +1,6 @@
 import Testing
+import TokenctlCommands
+import TokenctlCore
 import TokenctlEssentials
 
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import Testing
+import TokenctlCore
 import TokenctlEssentials
 
 private func parse(_ text: String) throws(FlatJSONObjectError) -> FlatJSONObject {
@@ -406,18 +407,5 @@ struct FlatJSONObjectAccessorTests {
         #expect(throws: FlatJSONObjectError.missing(key: "z")) { try object.requiredString("z") }
         #expect(throws: FlatJSONObjectError.missing(key: "absent")) { try object.requiredNumber("absent") }
         #expect(FlatJSONObjectError.missing(key: "absent").description == "'absent' is missing or null")
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so failures reproduce.
-private struct SplitMix64 {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
