@@ -141,6 +141,18 @@ still shorten an interval; its "wire" switches shape every /token and device ans
                     a refresh kills the refresh token used and the access token it came with; a
                     spent, unknown or expired refresh token gets 200 error=bad_refresh_token (no
                     family revocation).
+  google            Google: discovery as usual; refresh answers carry no refresh_token (no
+                    rotation, the stored one stays); a code exchange gives a refresh token only
+                    when /authorize had access_type=offline and prompt=consent; the scope
+                    offline_access is refused (400 invalid_scope at /authorize and at the device
+                    endpoint); ID tokens' iss is the issuer without its scheme (as Google's
+                    "accounts.google.com"); device answers name verification_url (not _uri), no
+                    _complete; a dead refresh token gets invalid_grant "Token has been expired or
+                    revoked."; /revoke answers 400 invalid_token for a token it does not know.
+                    Set "client_secrets" for the client: Google requires its secret.
+GitHub's revocation (github-* personas, and any server): DELETE /api/v3/applications/{client_id}/token
+with Basic client_id:client_secret and {"access_token": ...}: 204 (the token and its grant
+revoked), 404 unknown token or bad credentials, 422 no token; logged as "/applications/token".
 Config "device_flow_disabled": the device endpoint answers device_flow_disabled ("Device Flow
 must be explicitly enabled for this App"; 400, or 200 under a GitHub persona).  Config
 "numbers_as_strings": numeric members of token and device answers sent as JSON strings.
@@ -319,7 +331,28 @@ GITHUB_WIRE = {
     "dead_refresh_error": "bad_refresh_token",
     "client_error": "incorrect_client_credentials",
 }
+# Google (PROVIDERS.md §2): no rotation (a refresh answer has no refresh_token), a refresh
+# token only for access_type=offline with prompt=consent, offline_access refused, ID tokens
+# whose iss has no scheme, verification_url, 400 invalid_token from /revoke.
+GOOGLE_WIRE = {
+    "token_type": "Bearer",
+    "access_prefix": "ya29.",
+    "scope_style": "space",
+    "iss_schemeless": True,
+    "device_verification_url": True,      # "verification_url", not "verification_uri"
+    "device_uri_complete": False,
+    "device_verification_path": "/device",
+    "refresh_needs_offline_consent": True,
+    "refuses_scopes": ["offline_access"],
+    "revoke_unknown_invalid_token": True,
+    "dead_refresh_description": "Token has been expired or revoked.",
+}
 PERSONAS = {
+    "google": {
+        "config": {"rotate": False, "grace_seconds": 0, "discovery_oidc": True, "device_interval": 5,
+                   "device_expires_in": 1800},
+        "wire": GOOGLE_WIRE,
+    },
     "github-oauth-app": {
         "config": {"omit_expires_in": True, "omit_refresh_token": True, "omit_id_token": True,
                    "discovery_oidc": False, "device_interval": 5, "device_expires_in": 900},
@@ -727,7 +760,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not isinstance(obj, dict):
             return self.send(status, obj, headers=headers)
         obj = dict(obj)
-        if wire_switches and "error" in obj:
+        if wire_switches and wire_switches.get("errors_with_200") and "error" in obj:
             obj.setdefault("error_description", GITHUB_DESCRIPTIONS.get(obj["error"], obj["error"]))
             obj.setdefault("error_uri", "https://docs.github.com/developers/apps/authorizing-oauth-apps")
             if wire_switches.get("errors_with_200"):
@@ -748,8 +781,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         parsed = urllib.parse.urlsplit(self.path)
         path = parsed.path
         try:
-            body = self.read_body() if method == "POST" else b""
+            body = self.read_body() if method in ("POST", "DELETE") else b""
             route = ROUTES.get((method, path))
+            if route is None and method == "DELETE" and path.startswith("/api/v3/applications/") \
+                    and path.endswith("/token"):
+                route = Handler.github_delete_token
             if route is None:
                 if method == "GET" and path.startswith("/.well-known/"):
                     with LOCK:
@@ -876,7 +912,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if verdict is not None and not downgrade:
                 status, obj, outcome = 400, {"error": verdict, "error_description": info["error"]}, verdict
             elif auth_error is not None and wire() is not None:
-                status, obj, outcome = 401, {"error": wire()["client_error"]}, wire()["client_error"]
+                code = wire().get("client_error", "invalid_client")
+                status, obj, outcome = 401, {"error": code}, code
             elif auth_error is not None:
                 status, obj, outcome = 401, {"error": "invalid_client"}, "invalid_client"
             elif grant_type == DEVICE_GRANT:
@@ -938,13 +975,49 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     status, obj, outcome = 400, {"error": "invalid_request",
                                                  "error_description": "missing token"}, "invalid_request"
                 else:
-                    outcome, obj = revoke_token(token, client_id, dpop)
+                    w = wire()
+                    if w and w.get("revoke_unknown_invalid_token") and not token_status(token).get("active"):
+                        outcome, obj = "unknown", None  # Google: a revoked token is one it does not know
+                    else:
+                        outcome, obj = revoke_token(token, client_id, dpop)
                     status = 200 if obj is None else 400
                     obj = b"" if obj is None else obj
+                    if outcome == "unknown" and wire() and wire().get("revoke_unknown_invalid_token"):
+                        status, obj = 400, {"error": "invalid_token"}  # Google: not 200 as RFC 7009 says
                 if nonce_required:
                     headers["DPoP-Nonce"] = dpop_nonce()
                 log_request("/revoke", status, outcome, dpop=copy.deepcopy(info), **entry)
         self.send(status, obj, None if obj == b"" else "application/json", headers)
+
+    def github_delete_token(self, body, query):
+        """GitHub's revocation (not RFC 7009): DELETE /api/v3/applications/{client_id}/token with
+        Basic client_id:client_secret and {"access_token": ...}: 204, 404 for a token it does not
+        know (or bad credentials), 422 for a malformed body.  The token's grant dies with it."""
+        client_id = urllib.parse.unquote(self.path.split("?")[0][len("/api/v3/applications/"):-len("/token")])
+        auth = self.headers.get("Authorization")
+        try:
+            token = json.loads(body or b"{}").get("access_token")
+        except (ValueError, AttributeError):
+            token = None
+        with LOCK:
+            expected = (STATE.config.get("client_secrets") or {}).get(client_id)
+            entry = {"client_id": client_id, "basic_client_id": basic_client_id(auth), "access_token": token,
+                     "method": "DELETE"}
+            if basic_client_id(auth) != client_id or basic_secret(auth) is None or \
+                    (expected is not None and basic_secret(auth) != expected):
+                status, obj, outcome = 404, {"message": "Not Found"}, "bad_credentials"
+            elif not isinstance(token, str) or not token:
+                status, obj, outcome = 422, {"message": "Validation Failed"}, "invalid_request"
+            else:
+                rec = STATE.access.get(token)
+                if rec is None or rec["revoked"] or rec["client_id"] != client_id:
+                    status, obj, outcome = 404, {"message": "Not Found"}, "unknown"
+                else:
+                    rec["revoked"] = True
+                    STATE.families[rec["family"]]["revoked"] = True
+                    status, obj, outcome = 204, b"", "revoked"
+            log_request("/applications/token", status, outcome, **entry)
+        self.send(status, obj, None if obj == b"" else "application/json")
 
     # -- protected resource (RFC 9449 §7, RFC 6750) ------------------------------
 
@@ -1010,7 +1083,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 status, doc = 400, {"error": "invalid_request"}
             elif check_client_secret(client_id, form, self.headers.get("Authorization")) is not None:
                 log_request("/device_authorization", 401, "invalid_client", client_id=client_id)
-                status, doc = 401, {"error": wire()["client_error"] if wire() else "invalid_client"}
+                status, doc = 401, {"error": (wire() or {}).get("client_error", "invalid_client")}
+            elif wire() and set((form.get("scope") or "").split()) & set(wire().get("refuses_scopes") or []):
+                log_request("/device_authorization", 400, "invalid_scope", client_id=client_id, scope=form.get("scope"))
+                status, doc = 400, {"error": "invalid_scope",
+                                    "error_description": "Some requested scopes were invalid. {invalid=[offline_access]}"}
             elif cfg.get("device_flow_disabled"):
                 log_request("/device_authorization", 400, "device_flow_disabled", client_id=client_id)
                 status, doc = 400, {"error": "device_flow_disabled",
@@ -1038,6 +1115,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                "expires_in": expires_in, "interval": cfg["device_interval"]}
         if w and not w.get("device_uri_complete"):
             del doc["verification_uri_complete"]
+        if w and w.get("device_verification_url"):
+            doc["verification_url"] = doc.pop("verification_uri")
         for k, v in (cfg.get("device_response_override") or {}).items():
             if v is None:
                 doc.pop(k, None)
@@ -1078,12 +1157,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         redirect_uri = q.get("redirect_uri", "")
         with LOCK:
             mode = STATE.config.get("authorize_mode") or "approve"
-            log_request("/authorize", 302, mode, client_id=q.get("client_id"), redirect_uri=redirect_uri,
+            w = wire()
+            refused_scope = bool(w and set((q.get("scope") or "").split()) & set(w.get("refuses_scopes") or []))
+            log_request("/authorize", 400 if refused_scope else 302, "invalid_scope" if refused_scope else mode,
+                        client_id=q.get("client_id"), redirect_uri=redirect_uri,
                         scope=q.get("scope"), nonce=q.get("nonce"), state=q.get("state"),
                         code_challenge_method=q.get("code_challenge_method"), audience=q.get("audience"),
-                        dpop_jkt=q.get("dpop_jkt"))
+                        dpop_jkt=q.get("dpop_jkt"), access_type=q.get("access_type"), prompt=q.get("prompt"))
             # (the 400 goes out after LOCK is released: send_response's Date header takes it)
-            refused = not redirect_uri.startswith("http://127.0.0.1:") or q.get("response_type") != "code"
+            refused = (refused_scope or not redirect_uri.startswith("http://127.0.0.1:")
+                       or q.get("response_type") != "code")
             params = {"state": q.get("state", "")}
             if refused:
                 pass
@@ -1100,10 +1183,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE.codes[code] = {"client_id": q.get("client_id"), "redirect_uri": redirect_uri,
                                      "challenge": q.get("code_challenge"), "method": q.get("code_challenge_method"),
                                      "nonce": q.get("nonce"), "scope": q.get("scope") or "openid offline_access",
-                                     "used": False, "dpop_jkt": q.get("dpop_jkt")}
+                                     "used": False, "dpop_jkt": q.get("dpop_jkt"),
+                                     "offline_consent": q.get("access_type") == "offline" and q.get("prompt") == "consent"}
                 params["code"] = code
         if refused:
-            return self.send_json(400, {"error": "invalid_request"})
+            return self.send_json(400, {"error": "invalid_scope" if refused_scope else "invalid_request"})
         self.send(302, b"", None, {"Location": redirect_uri + "?" + urllib.parse.urlencode(params)})
 
     def jwks(self, body, query):
@@ -1331,7 +1415,11 @@ def code_grant(issuer, form, client_id, dpop=None):
         # RFC 9449 §10: the code is bound to the key /authorize was given (dpop_jkt).
         return 400, {"error": "invalid_grant", "error_description": "dpop_jkt mismatch"}, "dpop_jkt_mismatch"
     family = new_family("alice", client_id, rec["scope"])
-    return 200, issue_pair(issuer, family, client_id, rec["scope"], True, nonce=rec["nonce"], dpop=dpop), "issued"
+    w = wire()
+    # Google: a refresh token only for access_type=offline with prompt=consent.
+    with_refresh = not (w and w.get("refresh_needs_offline_consent") and not rec.get("offline_consent"))
+    return 200, issue_pair(issuer, family, client_id, rec["scope"], with_refresh, nonce=rec["nonce"],
+                           dpop=dpop), "issued"
 
 
 def log_request(path, status, outcome, **fields):
@@ -1397,11 +1485,14 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=N
     if w:
         resp["token_type"] = w["token_type"]
         # GitHub: OAuth App scopes comma-separated; GitHub App user tokens "".
-        resp["scope"] = ",".join((scope or "").split()) if w["scope_style"] == "comma" else ""
+        resp["scope"] = (",".join((scope or "").split()) if w["scope_style"] == "comma"
+                         else scope if w["scope_style"] == "space" else "")
     id_claims = {"iss": issuer, "sub": fam["sub"], "aud": rec_client, "iat": now, "exp": now + ttl,
                  "email": fam["sub"] + "@example.test"}
     if nonce:
         id_claims["nonce"] = nonce
+    if w and w.get("iss_schemeless"):
+        id_claims["iss"] = issuer.split("://", 1)[1]  # Google's "accounts.google.com"
     if not STATE.config.get("omit_id_token"):
         resp["id_token"] = make_id_token(id_claims)
     if STATE.config.get("omit_expires_in"):
@@ -1423,8 +1514,9 @@ def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resourc
         return 400, {"error": "invalid_request",
                      "error_description": "missing refresh_token or client_id"}, "invalid_request"
     rec = STATE.refresh.get(rt)
-    bad = {"error": "invalid_grant", "error_description": "refresh token is invalid or revoked"}
     w = wire()
+    bad = {"error": "invalid_grant",
+           "error_description": (w or {}).get("dead_refresh_description") or "refresh token is invalid or revoked"}
     if w and w.get("dead_refresh_error"):
         # GitHub: a spent, unknown, revoked or expired refresh token is bad_refresh_token (with
         # HTTP 200, see send_answer); nothing else is revoked.

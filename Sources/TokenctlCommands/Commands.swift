@@ -30,7 +30,7 @@ enum Commands {
         CompletionCommand.self,
     ]
 
-    static let parser = CommandLineParser(toolName: "tokenctl", commands: all.map { $0.spec })
+    static let parser = CommandLineParser(toolName: "tokenctl", commands: all.map { $0.spec }, topics: ["providers"])
 
     static func named(_ name: String) -> (any EngineCommand.Type)? {
         all.first { $0.spec.name == name }

@@ -28,11 +28,14 @@ public enum Engine {
                         "OAuth 2.0 / OpenID Connect access tokens for shells, scripts and cron, kept in the Secret Service.",
                     commands: Commands.all.map { $0.spec },
                     footer:
-                        "  See 'tokenctl help <command>' or 'man tokenctl-<command>' for detailed help, and tokenctl(1) for exit statuses and files."
+                        "  See 'tokenctl help <command>' or 'man tokenctl-<command>' for detailed help, 'tokenctl help providers' for the provider presets, and tokenctl(1) for exit statuses and files."
                 ))
             return .success
         case .commandHelp(let name):
             Output.standardOutput(formatter.help(for: Commands.parser.command(named: name)!))
+            return .success
+        case .topicHelp:
+            Output.standardOutput(ProvidersHelp.text) // the one topic
             return .success
         case .run(let name):
             guard let named = Commands.named(name) else { return .failure } // the parser knows only these

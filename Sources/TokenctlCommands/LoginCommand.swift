@@ -4,6 +4,19 @@ import TokenctlEssentials
 enum LoginCommand: EngineCommand {
     /// Every option of `login`, by name.
     enum Option {
+        static let provider = OptionSpec(
+            "--provider", value: "name",
+            help:
+                "A provider preset: github, github-app, google, entra, gitlab, keycloak, okta, auth0, gitea or forgejo ('tokenctl help providers'). Saved in the profile."
+        )
+        static let host = OptionSpec(
+            "--host", value: "host",
+            help:
+                "With --provider: the instance's host (GitHub Enterprise Server, self-managed GitLab, Gitea, Forgejo, an Entra national cloud)."
+        )
+        static let tenant = OptionSpec(
+            "--tenant", value: "tenant",
+            help: "With --provider entra: the tenant ID (or a domain), common, organizations or consumers.")
         static let issuer = OptionSpec(
             "--issuer", value: "url",
             help:
@@ -67,8 +80,12 @@ enum LoginCommand: EngineCommand {
     static let spec = CommandSpec(
         name: "login",
         abstract: "Sign in a profile: device code, browser, or an imported refresh token.",
-        usage: "[--issuer <url> --client-id <id>] [--device | --browser | --refresh-token-stdin] [<options>]",
+        usage:
+            "[--provider <name>] [--issuer <url> --client-id <id>] [--device | --browser | --refresh-token-stdin] [<options>]",
         options: [
+            Option.provider,
+            Option.host,
+            Option.tenant,
             Option.issuer,
             Option.clientID,
             Option.device,
@@ -118,6 +135,11 @@ enum LoginCommand: EngineCommand {
             the Secret Service; every request to the token and revocation endpoints carries a
             proof signed with it, and the server must answer with DPoP tokens (see DPOP in
             tokenctl-login(1)). The choice is saved ('dpop = true') and applies to later logins.
+            With --provider, the preset fills in what the provider needs beyond the standards
+            (endpoints where it has no discovery, default scopes, Google's access_type=offline,
+            how its issuer is matched, how logout revokes): give only the client id (and
+            --client-secret-stdin where the provider requires a secret). 'tokenctl help
+            providers' says what to register at each provider.
             """)
 
     /// Waits for a person: --timeout bounds each request, the store checks before the flow and
@@ -147,6 +169,8 @@ enum LoginCommand: EngineCommand {
         var endpoints: ExplicitEndpoints
         /// true `--dpop`, false `--no-dpop`, nil what the profile saved.
         var dpop: Bool?
+        /// `--provider` (with the issuer it implies in `issuer`); nil: what the profile saved.
+        var provider: Provider?
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
             let chosen = [Option.device, Option.browser, Option.refreshTokenStdin].filter(parsed.has)
@@ -168,6 +192,30 @@ enum LoginCommand: EngineCommand {
                 }
             }
             issuer = try url(Option.issuer)
+            if let name = parsed.value(Option.provider) {
+                guard let named = Provider.named(name) else {
+                    let hint =
+                        closestMatch(to: name.lowercased(), in: Provider.names).map { " (did you mean '\($0)'?)" } ?? ""
+                    throw UsageError(
+                        "Unknown provider '\(Output.printable(String(name.prefix(40))))'\(hint); known: \(Provider.names.joined(separator: ", ")).",
+                        command: "login")
+                }
+                provider = named
+                do {
+                    issuer = try ProviderPreset.issuer(
+                        for: named, host: parsed.value(Option.host), tenant: parsed.value(Option.tenant), issuer: issuer
+                    )
+                } catch {
+                    throw UsageError(error.message, command: "login")
+                }
+                if !named.offersDeviceFlow, parsed.has(Option.device) {
+                    throw UsageError(
+                        "\(named.displayName) has no device flow: sign in with --browser (add --no-open to print the URL).",
+                        command: "login")
+                }
+            } else if let given = [Option.host, Option.tenant].first(where: { parsed.value($0) != nil }) {
+                throw UsageError("\(given.key) applies with --provider only.", command: "login")
+            }
             clientID = parsed.value(Option.clientID)
             if let clientID,
                 clientID.isEmpty || !clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F })
@@ -209,7 +257,7 @@ enum LoginCommand: EngineCommand {
                 ? .refreshTokenImport
                 : parsed.has(Option.browser) || port != nil || !opensBrowser
                     ? .browser
-                    : parsed.has(Option.device) ? .device : .automatic
+                    : parsed.has(Option.device) ? .device : provider?.offersDeviceFlow == false ? .browser : .automatic
             endpoints = ExplicitEndpoints(
                 token: try url(Option.tokenEndpoint), revocation: try url(Option.revocationEndpoint),
                 deviceAuthorization: try url(Option.deviceAuthorizationEndpoint),
@@ -259,7 +307,7 @@ enum LoginCommand: EngineCommand {
             endpoints: options.endpoints,
             caBundle: options.caBundle.map(absolutePath(_:)), clientSecret: clientSecret, audience: options.audience,
             resources: options.resources,
-            dpop: options.dpop)
+            dpop: options.dpop, provider: options.provider)
         let presenter = TerminalLoginPresenter()
         let result = try await context.service().login(request, presenter: presenter)
         let tokenSet = result.tokenSet

@@ -24,6 +24,8 @@ enum LogoutCommand: EngineCommand {
             until then. When the server refuses the revocation or cannot be reached, the local
             session is removed anyway, the event log records revocationFailed, and the exit
             status is 76: the refresh token may stay valid at the server until it expires.
+            A profile signed in with --provider revokes as its provider does (GitHub with the
+            app's secret; Entra cannot, and logout says what stays valid; see tokenctl-logout(1)).
             """)
 
     /// `logout`'s options, checked.
@@ -76,9 +78,15 @@ enum LogoutCommand: EngineCommand {
                         + "The \(token) may stay valid at the server \(until).\n")
                 status = worse(status, .protocolError)
             case .success?:
-                Output.standardError("Logged out profile '\(name)'; the server revoked its refresh token.\n")
+                Output.standardError(
+                    report.alreadyRevoked
+                        ? "Logged out profile '\(name)'; the server says its token was already revoked.\n"
+                        : "Logged out profile '\(name)'; the server revoked its \(report.revokedTokenType == "access_token" ? "access token" : "refresh token").\n"
+                )
             case nil:
-                if report.removed {
+                if report.removed, let notice = report.serverNotice {
+                    Output.standardError("Logged out profile '\(name)' here. \(notice)\n")
+                } else if report.removed {
                     Output.standardError("Logged out profile '\(name)' (not revoked at the server).\n")
                 } else if !report.forgotten {
                     Output.standardError("Profile '\(name)' was not logged in.\n")

@@ -162,3 +162,73 @@ struct CommandOptionsTests {
         #expect(DoctorCommand.Options(try Self.parsed("doctor", "--json")).json)
     }
 }
+
+@Suite("TokenctlCommands: login --provider")
+struct LoginProviderOptionsTests {
+    static func options(_ arguments: String...) throws -> LoginCommand.Options {
+        try LoginCommand.Options(Commands.parser.parse(["login"] + arguments).options)
+    }
+
+    static func usageError(_ arguments: String...) -> String? {
+        CommandOptionsTests.usageError {
+            _ = try LoginCommand.Options(Commands.parser.parse(["login"] + arguments).options)
+        }
+    }
+
+    @Test("each preset's issuer: the provider's home, --host, Entra's --tenant, --issuer as given")
+    func issuers() throws {
+        #expect(try Self.options("--provider", "github").issuer?.string == "https://github.com")
+        #expect(
+            try Self.options("--provider", "github", "--host", "github.example.com").issuer?.string
+                == "https://github.example.com")
+        #expect(try Self.options("--provider", "gitlab").issuer?.string == "https://gitlab.com")
+        #expect(
+            try Self.options("--provider", "gitlab", "--host", "https://git.example.com/gitlab/").issuer?.string
+                == "https://git.example.com/gitlab")
+        #expect(try Self.options("--provider", "google").issuer?.string == "https://accounts.google.com")
+        #expect(
+            try Self.options("--provider", "entra", "--tenant", "common").issuer?.string
+                == "https://login.microsoftonline.com/common/v2.0")
+        #expect(
+            try Self.options("--provider", "entra", "--tenant", "consumers").issuer?.string
+                == "https://login.microsoftonline.com/\(EntraTenant.consumersID)/v2.0")
+        #expect(
+            try Self.options("--provider", "entra", "--tenant", "contoso.onmicrosoft.com").issuer?.string
+                == "https://login.microsoftonline.com/contoso.onmicrosoft.com/v2.0")
+        #expect(
+            try Self.options("--provider", "keycloak", "--issuer", "https://sso.example.com/realms/dev").issuer?.string
+                == "https://sso.example.com/realms/dev")
+        #expect(try Self.options("--provider", "GitHub").provider == .github)
+        #expect(try Self.options("--provider", "gitea", "--host", "codeberg.org").flow == .browser)
+    }
+
+    @Test("usage errors name what to give")
+    func usageErrors() {
+        #expect(Self.usageError("--provider", "gihub")?.contains("did you mean 'github'") == true)
+        #expect(Self.usageError("--provider", "entra")?.contains("needs --tenant") == true)
+        #expect(Self.usageError("--provider", "entra", "--tenant", "not a tenant")?.contains("'--tenant'") == true)
+        #expect(Self.usageError("--provider", "okta")?.contains("needs --issuer") == true)
+        #expect(Self.usageError("--provider", "gitea")?.contains("needs --host") == true)
+        #expect(
+            Self.usageError("--provider", "google", "--host", "x.example")?.contains("--host does not apply") == true)
+        #expect(Self.usageError("--provider", "github", "--tenant", "common")?.contains("entra only") == true)
+        #expect(Self.usageError("--host", "github.example.com")?.contains("with --provider only") == true)
+        #expect(
+            Self.usageError("--provider", "forgejo", "--host", "codeberg.org", "--device")?.contains("no device flow")
+                == true)
+        #expect(
+            Self.usageError("--provider", "gitlab", "--host", "h.example", "--issuer", "https://h.example")?.contains(
+                "not both") == true)
+        #expect(
+            Self.usageError("--provider", "github", "--host", "http://github.example.com")?.contains("--host") == true)
+    }
+
+    @Test("help providers lists every preset with the redirect URI to register")
+    func providersTopic() throws {
+        #expect(try Commands.parser.parse(["help", "providers"]).action == .topicHelp("providers"))
+        let text = ProvidersHelp.text
+        for provider in Provider.allCases { #expect(text.contains("\n  \(provider.rawValue) ("), "\(provider)") }
+        #expect(text.contains("http://127.0.0.1/callback"))
+        #expect(text.split(separator: "\n").allSatisfy { $0.count <= 100 })
+    }
+}

@@ -228,7 +228,8 @@ struct HotPathProfileTests {
                 ? "client_secret_basic"
                 : key == "client_id" || key == "scope" || key == "cacert"
                     ? "x"
-                    : key == "dpop" || key == "dpop_allow_bearer" ? "false" : "https://a.example/\(key)"
+                    : key == "dpop" || key == "dpop_allow_bearer"
+                        ? "false" : key == "provider" ? "github" : "https://a.example/\(key)"
             var text = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\n"
             if !["issuer", "client_id", "token_endpoint"].contains(key) { text += "\(key) = \(value)\n" }
             #expect(bytes(text) { HotPath.profileIdentity($0) != nil }, "\(key)")
@@ -239,6 +240,16 @@ struct HotPathProfileTests {
         let allowBearer =
             "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\ndpop_allow_bearer = true\n"
         #expect(bytes(allowBearer) { HotPath.profileIdentity($0) != nil })
+        // Every preset name, as ProfileConfiguration knows them; an unknown one is the engine's to report.
+        #expect(ProfileFileSyntax.providerNames.map { "\($0)" } == Provider.names)
+        let base = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\n"
+        for name in Provider.names {
+            #expect(bytes(base + "provider = \(name)\n") { HotPath.profileIdentity($0) != nil }, "\(name)")
+        }
+        #expect(bytes(base + "provider = gihub\n") { HotPath.profileIdentity($0) == nil })
+        #expect(throws: ConfigurationError.self) {
+            try ProfileConfiguration.parse(base + "provider = gihub\n", path: "p")
+        }
     }
 
     @Test(

@@ -188,7 +188,7 @@ struct ProfileConfigurationTests {
                 "device_authorization_endpoint",
                 "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
                 "git_username",
-                "dpop", "dpop_allow_bearer",
+                "dpop", "dpop_allow_bearer", "provider",
             ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {
@@ -197,6 +197,7 @@ struct ProfileConfigurationTests {
                 "jwks_uri":
                 "\(key) = https://a.example/\(key)"
             case "token_endpoint_auth_method": "\(key) = client_secret_post"
+            case "provider": "provider = gitlab"
             case "resource": "resource = https://api.example/ urn:example:ledger"
             case "dpop", "dpop_allow_bearer": "\(key) = true"
             default: "\(key) = v"

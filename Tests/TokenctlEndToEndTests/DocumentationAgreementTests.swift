@@ -248,6 +248,7 @@ struct DocumentationAgreementTests {
             switch key {
             case "dpop", "dpop_allow_bearer": "true"
             case "token_endpoint_auth_method": "client_secret_basic"
+            case "provider": "github"
             case "cacert": "/etc/ssl/certs/ca-certificates.crt"
             case _ where key.hasSuffix("_endpoint") || key == "jwks_uri": "https://login.example.com/\(key)"
             default: "value"
@@ -262,6 +263,20 @@ struct DocumentationAgreementTests {
         #expect(throws: ConfigurationError.self) {
             _ = try ProfileConfiguration.parse(base + "client_secret = value\n", path: "test.conf")
         }
+    }
+
+    @Test("PROVIDERS in tokenctl-login(1) has an entry for every preset 'tokenctl help providers' lists, and no other")
+    func providersSectionListsEveryPreset() throws {
+        let sandbox = try Sandbox()
+        let help = try sandbox.tokenctl("help", "providers")
+        #expect(help.status == 0, "\(help)")
+        var documented: [String] = []
+        for line in Self.section("PROVIDERS", of: Self.page("tokenctl-login.1")) where line.hasPrefix(".It Cm ") {
+            documented += line.dropFirst(".It ".count).split(separator: " ").filter { $0 != "Cm" && $0 != "," }
+                .map(String.init)
+        }
+        #expect(documented == Provider.names, "the man page's entries: \(documented)")
+        for name in Provider.names { #expect(help.stdout.contains("\n  \(name) ("), "help providers lists \(name)") }
     }
 
     @Test("every page renders without a warning (groff -mandoc -ww) and names the same version")

@@ -16,10 +16,13 @@ import Darwin
 public struct CommandLineParser: Sendable {
     public let toolName: String
     public let commands: [CommandSpec]
+    /// Help topics that are not commands (`help providers`).
+    public let topics: [String]
 
-    public init(toolName: String, commands: [CommandSpec]) {
+    public init(toolName: String, commands: [CommandSpec], topics: [String] = []) {
         self.toolName = toolName
         self.commands = commands
+        self.topics = topics
     }
 
     public func command(named name: String) -> CommandSpec? {
@@ -149,6 +152,7 @@ public struct CommandLineParser: Sendable {
         guard rest.count == 1 else {
             throw UsageError("'help' takes one command name.", command: nil)
         }
+        if topics.contains(topic) { return withAction(.topicHelp(topic), invocation) }
         guard self.command(named: topic) != nil else { throw unknownCommand(topic) }
         return withAction(.commandHelp(topic), invocation)
     }

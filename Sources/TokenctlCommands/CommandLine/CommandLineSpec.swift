@@ -141,6 +141,8 @@ public struct Invocation: Sendable, Equatable {
         case version
         /// Print one command's help.
         case commandHelp(String)
+        /// Print a help topic that is not a command (`help providers`).
+        case topicHelp(String)
         /// Run a command.
         case run(String)
     }

@@ -340,7 +340,8 @@ public actor TokenBroker {
                 try IDTokenValidation.validateRefreshed(
                     claims, previous: current.idToken.flatMap(UnverifiedJWT.claims(of:)),
                     issuer: profile.configuration.issuer.string,
-                    clientID: profile.configuration.clientID)
+                    clientID: profile.configuration.clientID,
+                    issuerRule: profile.configuration.preset?.issuerRule ?? .exact)
                 try await checkSignature(ofRefreshed: idToken, profile)
             } catch {
                 outcome = .terminal(.unusableResponse("\(error)"))

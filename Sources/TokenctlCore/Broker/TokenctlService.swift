@@ -320,6 +320,11 @@ public final class TokenctlService: Sendable {
         public var unrevokedTokenExpiresAt: Double?
         /// With `forget`: whether the profile's file was removed.
         public var forgotten = false
+        /// What stays valid at the server because its provider cannot revoke it here, and
+        /// where to end it (GitHub without the app's secret, Entra).
+        public var serverNotice: String?
+        /// The server said the token was already gone (Google's 400 `invalid_token`).
+        public var alreadyRevoked = false
     }
 
     /// Revoke the refresh token (RFC 7009) when asked and possible, then remove this
@@ -352,25 +357,62 @@ public final class TokenctlService: Sendable {
             stored = nil
         }
         var revocation: Result<Void, RevocationFailure>?
-        if revoke, let stored, let endpoint = configuration.revocationEndpoint {
-            let token = stored.refreshToken ?? stored.accessToken
-            let hint = stored.refreshToken == nil ? "access_token" : "refresh_token"
-            var credentials = ClientCredentials(clientID: configuration.clientID)
-            if let method = configuration.tokenEndpointAuthMethod, let secret = try? store.readClientSecret(identity) {
-                credentials = ClientCredentials(clientID: configuration.clientID, secret: secret, method: method)
+        var serverNotice: String?
+        var alreadyRevoked = false
+        let method = configuration.preset?.revocation ?? .standard
+        let secret = configuration.tokenEndpointAuthMethod != nil ? try? store.readClientSecret(identity) : nil
+        if revoke, let stored {
+            switch method {
+            case .standard, .standardTreatingInvalidTokenAsGone:
+                guard let endpoint = configuration.revocationEndpoint else { break }
+                let token = stored.refreshToken ?? stored.accessToken
+                let hint = stored.refreshToken == nil ? "access_token" : "refresh_token"
+                var credentials = ClientCredentials(clientID: configuration.clientID)
+                if let authMethod = configuration.tokenEndpointAuthMethod, let secret {
+                    credentials = ClientCredentials(
+                        clientID: configuration.clientID, secret: secret, method: authMethod)
+                }
+                // A DPoP session's tokens are bound to its key: the revocation carries a proof too.
+                let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
+                revocation = await self.revoke(
+                    token: token, hint: hint, endpoint: endpoint.string, credentials: credentials,
+                    caBundle: configuration.caBundle,
+                    dpop: dpopKey.map { ($0, configuration.issuer.string, stored.serverClockOffset) })
+                if case .failure(let failure)? = revocation, failure.alreadyGone,
+                    method == .standardTreatingInvalidTokenAsGone
+                {
+                    revocation = .success(())
+                    alreadyRevoked = true
+                }
+            case .gitHubApplicationToken(let api):
+                if let secret {
+                    revocation = await revokeAtGitHub(
+                        api: api, clientID: configuration.clientID, secret: secret, accessToken: stored.accessToken,
+                        caBundle: configuration.caBundle)
+                    if case .failure(let failure)? = revocation, failure.alreadyGone {
+                        revocation = .success(())
+                        alreadyRevoked = true
+                    }
+                }
+            case .none:
+                break
             }
-            // A DPoP session's tokens are bound to its key: the revocation carries a proof too.
-            let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
-            revocation = await self.revoke(
-                token: token, hint: hint, endpoint: endpoint.string, credentials: credentials,
-                caBundle: configuration.caBundle,
-                dpop: dpopKey.map { ($0, configuration.issuer.string, stored.serverClockOffset) })
+            if revocation == nil, let provider = configuration.provider {
+                serverNotice = method.unrevokedNotice(provider, issuer: configuration.issuer, hasSecret: secret != nil)
+            }
         }
         let removed: Bool
         do { removed = try store.delete(identity) } catch { throw TokenctlError(error) }
         // Again after the delete: a `token` racing the logout may have cached meanwhile.
         hotCache?.forget(identity)
         var report = LogoutReport(profile: name, removed: removed, revocation: revocation.map { $0.mapError(\.error) })
+        report.serverNotice = serverNotice
+        report.alreadyRevoked = alreadyRevoked
+        if case .gitHubApplicationToken = method {
+            report.revokedTokenType = "access_token" // GitHub revokes the app's token, the grant with it
+        } else if stored?.refreshToken == nil {
+            report.revokedTokenType = "access_token"
+        }
         switch revocation {
         case .success?:
             events?.append(
@@ -414,6 +456,32 @@ public final class TokenctlService: Sendable {
         var error: TokenctlError
         /// `http-STATUS` or `unreachable`.
         var reason: String
+        /// The server says the token is not valid (any more): 400 `invalid_token` (Google),
+        /// 404 (GitHub). Only a provider that is known to answer so counts it as revoked.
+        var alreadyGone = false
+    }
+
+    /// GitHub's revocation (not RFC 7009): 204 revoked; 404 or 422 the token is not valid.
+    private func revokeAtGitHub(
+        api: String, clientID: String, secret: String, accessToken: String, caBundle: String?
+    ) async -> Result<Void, RevocationFailure> {
+        let request = ProviderRevocation.gitHubRequest(
+            api: api, clientID: clientID, secret: secret, accessToken: accessToken)
+        do {
+            let response = try await httpClient(caBundle).send(request, timeout: retry.attemptTimeout)
+            if response.status == 204 || response.status == 200 { return .success(()) }
+            let kind: TokenctlError.Kind = response.isTransientFailure ? .transient : .unexpected
+            var failure = RevocationFailure(
+                error: TokenctlError(kind, "GitHub refused to revoke the token (HTTP \(response.status))"),
+                reason: "http-\(response.status)")
+            failure.alreadyGone = response.status == 404
+            return .failure(failure)
+        } catch {
+            return .failure(
+                RevocationFailure(
+                    error: TokenctlError(.transient, "could not reach GitHub's API at \(api): \(error)"),
+                    reason: "unreachable"))
+        }
     }
 
     private func revoke(
@@ -433,10 +501,13 @@ public final class TokenctlService: Sendable {
             // RFC 7009 §2.2: 200 whether or not the token was valid.
             if response.status == 200 { return .success(()) }
             let kind: TokenctlError.Kind = response.isTransientFailure ? .transient : .unexpected
-            return .failure(
-                RevocationFailure(
-                    error: TokenctlError(kind, "the server refused to revoke the token (HTTP \(response.status))"),
-                    reason: "http-\(response.status)"))
+            var failure = RevocationFailure(
+                error: TokenctlError(kind, "the server refused to revoke the token (HTTP \(response.status))"),
+                reason: "http-\(response.status)")
+            failure.alreadyGone =
+                response.status == 400
+                && EndpointAnswer.error(in: EndpointAnswer.object(response))?.0 == "invalid_token"
+            return .failure(failure)
         } catch {
             return .failure(
                 RevocationFailure(

@@ -98,7 +98,10 @@ public struct CurlHTTPClient: HTTPClient {
         switch request.method {
         case .get:
             try check(tokenctl_curl_setopt_long(easy, CURLOPT_HTTPGET, 1))
-        case .post:
+        case .post, .delete:
+            if request.method == .delete {
+                try check(tokenctl_curl_setopt_string(easy, CURLOPT_CUSTOMREQUEST, "DELETE"))
+            }
             let body = request.body ?? []
             try check(tokenctl_curl_setopt_long(easy, CURLOPT_POSTFIELDSIZE, body.count))
             // COPYPOSTFIELDS: libcurl keeps its own copy; a Swift buffer's pointer dies after the call.

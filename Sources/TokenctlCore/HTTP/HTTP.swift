@@ -3,6 +3,8 @@ public struct HTTPRequest: Sendable, Equatable {
     public enum Method: String, Sendable {
         case get = "GET"
         case post = "POST"
+        /// With a body: GitHub's token revocation (`DELETE /applications/{client_id}/token`).
+        case delete = "DELETE"
     }
 
     public var method: Method

@@ -13,6 +13,8 @@ public struct IDTokenExpectations: Sendable {
     /// Refuse an ID token carrying a `nonce` when none was sent: in the device flow, which
     /// sends none, a nonce means the token was issued for another sign-in.
     public var refusesUnsolicitedNonce = false
+    /// How `iss` is matched: exactly, unless the profile's provider preset says otherwise.
+    public var issuerRule = IssuerRule.exact
 
     public init(issuer: String, clientID: String, nonce: String?, now: Double, leeway: Double = 300) {
         self.issuer = issuer
@@ -32,9 +34,12 @@ public enum IDTokenValidation {
     /// - Parameter previous: the claims of the ID token stored with the session, if any.
     /// - Throws: `JWTError.claim` naming the failed check.
     public static func validateRefreshed(
-        _ claims: [String: JSONValue], previous: [String: JSONValue]?, issuer: String, clientID: String
+        _ claims: [String: JSONValue], previous: [String: JSONValue]?, issuer: String, clientID: String,
+        issuerRule: IssuerRule = .exact
     ) throws(JWTError) {
-        guard let newIssuer = claims["iss"]?.stringValue, EndpointURL.sameIssuer(newIssuer, issuer) else {
+        guard let newIssuer = claims["iss"]?.stringValue,
+            issuerRule.acceptsTokenIssuer(newIssuer, claims: claims, configured: issuer)
+        else {
             throw .claim(
                 "the refreshed ID token was issued by '\(TerminalText.short(claims["iss"]?.stringValue ?? "nobody"))', not '\(issuer)'"
             )
@@ -59,8 +64,10 @@ public enum IDTokenValidation {
     /// - Throws: `JWTError.claim` naming the failed check.
     public static func validate(_ claims: [String: JSONValue], _ expected: IDTokenExpectations) throws(JWTError) {
         guard let issuer = claims["iss"]?.stringValue else { throw .claim("the ID token has no 'iss' claim") }
-        guard EndpointURL.sameIssuer(issuer, expected.issuer) else {
-            throw .claim("the ID token was issued by '\(TerminalText.short(issuer))', not '\(expected.issuer)'")
+        guard expected.issuerRule.acceptsTokenIssuer(issuer, claims: claims, configured: expected.issuer) else {
+            throw .claim(
+                "the ID token was issued by '\(TerminalText.short(issuer))', not \(expected.issuerRule.describeExpected(expected.issuer))"
+            )
         }
         let audiences: [String]
         switch claims["aud"] {

@@ -59,13 +59,15 @@ public struct ServerMetadata: Equatable, Sendable {
     ///   error when no document is found, it is malformed, or its issuer differs.
     public static func discover(
         _ issuer: EndpointURL, http: any HTTPClient, timeout: Double, cache: DiscoveryCache? = nil,
-        cachedIsUsable: (ServerMetadata) -> Bool = { _ in true }
+        issuerRule: IssuerRule = .exact, cachedIsUsable: (ServerMetadata) -> Bool = { _ in true }
     ) async throws(TokenctlError) -> ServerMetadata {
         if let cache, let cached = cache.load(issuer),
-            var metadata = try? parse(Array(cached.document.utf8), expectedIssuer: issuer, url: cached.url)
+            var metadata = try? parse(
+                Array(cached.document.utf8), expectedIssuer: issuer, issuerRule: issuerRule, url: cached.url)
         {
             if let url = cached.supplementURL, let document = cached.supplementDocument,
-                let supplement = try? parse(Array(document.utf8), expectedIssuer: issuer, url: url)
+                let supplement = try? parse(
+                    Array(document.utf8), expectedIssuer: issuer, issuerRule: issuerRule, url: url)
             {
                 metadata.fillGaps(from: supplement)
             }
@@ -87,13 +89,14 @@ public struct ServerMetadata: Equatable, Sendable {
                 problems.append("\(url): HTTP \(response.status)")
                 continue
             }
-            var metadata = try parse(response.body, expectedIssuer: issuer, url: url)
+            var metadata = try parse(response.body, expectedIssuer: issuer, issuerRule: issuerRule, url: url)
             var supplement: (url: String, document: String)?
             // Some servers (django-oauth-toolkit) list the device and revocation endpoints only in
             // their RFC 8414 document: fill what the OIDC document lacks from it, if it is there.
             if index == 0, metadata.deviceAuthorizationEndpoint == nil || metadata.revocationEndpoint == nil,
                 let response = try? await http.send(.getJSON(urls[1]), timeout: timeout),
-                response.status == 200, let other = try? parse(response.body, expectedIssuer: issuer, url: urls[1])
+                response.status == 200,
+                let other = try? parse(response.body, expectedIssuer: issuer, issuerRule: issuerRule, url: urls[1])
             {
                 metadata.fillGaps(from: other)
                 supplement = (urls[1], String(decoding: response.body, as: UTF8.self))
@@ -120,8 +123,22 @@ public struct ServerMetadata: Equatable, Sendable {
         dpopSigningAlgorithms = dpopSigningAlgorithms ?? other.dpopSigningAlgorithms
     }
 
-    static func parse(_ body: [UInt8], expectedIssuer: EndpointURL, url: String) throws(TokenctlError) -> ServerMetadata
-    {
+    /// What to do when discovery names another issuer: Entra's multi-tenant template needs
+    /// the preset; another URL is the one to use.
+    static func mismatchHint(named: String) -> String {
+        if named.contains("{tenantid}") {
+            return
+                "This is Microsoft Entra ID's multi-tenant issuer, a template: sign in with the preset, e.g. tokenctl login --provider entra --tenant common --client-id ID"
+        }
+        if let url = try? EndpointURL(named), !named.contains(" ") {
+            return "Use the issuer URL exactly as the server names it: --issuer \(TerminalText.short(url.string))"
+        }
+        return "Use the issuer URL exactly as the server names it."
+    }
+
+    static func parse(
+        _ body: [UInt8], expectedIssuer: EndpointURL, issuerRule: IssuerRule = .exact, url: String
+    ) throws(TokenctlError) -> ServerMetadata {
         guard let object = JSONValue.parseObject(body) else {
             throw TokenctlError(.configuration, "the discovery document at \(url) is not a JSON object")
         }
@@ -129,11 +146,12 @@ public struct ServerMetadata: Equatable, Sendable {
             throw TokenctlError(.configuration, "the discovery document at \(url) has no issuer")
         }
         // OIDC Discovery §4.3 / RFC 8414 §3.3: the issuer must be exactly the one configured.
-        guard EndpointURL.sameIssuer(issuer, expectedIssuer.string) else {
+        // A preset may say otherwise for its own provider (Entra's `{tenantid}` template).
+        guard issuerRule.acceptsDiscoveryIssuer(issuer, configured: expectedIssuer) else {
             throw TokenctlError(
                 .configuration,
                 "the discovery document at \(url) names issuer '\(TerminalText.short(issuer))', not '\(expectedIssuer)'",
-                hint: "Use the issuer URL exactly as the server names it.")
+                hint: mismatchHint(named: issuer))
         }
         func endpoint(_ key: String) throws(TokenctlError) -> EndpointURL? {
             guard let value = object[key] else { return nil }

@@ -73,13 +73,16 @@ extension TokenctlService {
         /// Bind the session to a new DPoP key (RFC 9449): true `--dpop`, false `--no-dpop`,
         /// nil what the profile saved (a new profile: no).
         public var dpop: Bool?
+        /// The provider preset (`--provider`); nil: what the profile saved for this issuer.
+        public var provider: Provider?
 
         public init(
             profile: ProfileName, issuer: EndpointURL, clientID: String, scope: String?, method: LoginMethod,
             endpoints: ExplicitEndpoints = ExplicitEndpoints(), caBundle: String? = nil, clientSecret: String? = nil,
-            audience: String? = nil, resources: [String] = [], dpop: Bool? = nil
+            audience: String? = nil, resources: [String] = [], dpop: Bool? = nil, provider: Provider? = nil
         ) {
             self.dpop = dpop
+            self.provider = provider
             self.profile = profile
             self.issuer = issuer
             self.clientID = clientID
@@ -120,12 +123,20 @@ extension TokenctlService {
             if request.resources.isEmpty { request.resources = configured.resources }
             request.caBundle = request.caBundle ?? configured.caBundle
             request.dpop = request.dpop ?? configured.dpop
+            request.provider = request.provider ?? configured.provider
             allowBearer = configured.dpopAllowBearer // hand-set: no option changes it
         }
         let dpop = request.dpop ?? false
+        // What the provider needs beyond the standards (PROVIDERS.md): fixed endpoints where
+        // there is no discovery, default scopes, authorization parameters, the issuer rule.
+        let preset = request.provider.map { ProviderPreset($0, issuer: request.issuer) }
+        try Self.checkScope(request.scope, against: preset)
         let plainHTTP = httpClient(request.caBundle)
-        let metadata = try await discoverForLogin(request, saved: saved, http: plainHTTP, dpop: dpop)
-        let endpoints = try resolveEndpoints(request, saved: saved, metadata: metadata)
+        let metadata =
+            preset?.discovers == false
+            ? nil : try await discoverForLogin(request, saved: saved, http: plainHTTP, dpop: dpop, preset: preset)
+        let endpoints = try resolveEndpoints(
+            request, saved: saved, metadata: metadata, fallback: preset?.fallbackEndpoints ?? ExplicitEndpoints())
         // DPoP: a new key for the new session; every request to the token endpoint carries a
         // proof signed with it (device polls, the code exchange, the import's refresh).
         let dpopKey = dpop ? try Self.newDPoPKey(for: request.issuer, metadata: metadata) : nil
@@ -153,18 +164,33 @@ extension TokenctlService {
                 metadata?.tokenEndpointAuthMethods?.contains(method.rawValue) ?? true
             {
                 authMethod = method
+            } else if metadata?.tokenEndpointAuthMethods == nil, let preferred = preset?.preferredAuthMethod {
+                authMethod = preferred
             } else {
                 authMethod = try ClientCredentials.preferredMethod(supported: metadata?.tokenEndpointAuthMethods)
             }
             credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: authMethod)
         }
 
-        // The import asks for no scope unless told to; interactive logins default to openid offline_access.
+        if let preset, preset.provider.requiresClientSecret, secret == nil {
+            throw TokenctlError(
+                .invalidInput,
+                "\(preset.provider.displayName) needs the client's secret, and profile '\(request.profile)' has none stored",
+                hint:
+                    "Nothing was sent. Give it once on standard input: "
+                    + CommandHint.tokenctl(
+                        request.profile,
+                        "login --provider \(preset.provider.rawValue) --client-id \(TerminalText.short(request.clientID)) --client-secret-stdin"
+                    )
+            )
+        }
+        // The import asks for no scope unless told to; interactive logins default to the
+        // preset's scopes, else openid offline_access as far as the server advertises them.
         let scope: String?
         if case .refreshToken = request.method {
             scope = request.scope
         } else {
-            scope = request.scope ?? Self.defaultScope(supported: metadata?.scopesSupported)
+            scope = request.scope ?? preset?.defaultScope ?? Self.defaultScope(supported: metadata?.scopesSupported)
         }
         // Find out before anything is sent to the token endpoint (which spends an imported
         // refresh token on a rotating server) or approved by the user that the tokens could
@@ -219,6 +245,7 @@ extension TokenctlService {
             )
             exchanged = (response, receivedAt, serverDate, nil)
         case .browser(let port, let openBrowser, let timeout):
+            extra += preset?.authorizationParameters ?? []
             guard let authorizationEndpoint = endpoints.authorization else {
                 throw TokenctlError(
                     .configuration, "the server at \(request.issuer) advertises no authorization_endpoint",
@@ -257,7 +284,8 @@ extension TokenctlService {
             verified = try await checkIDToken(
                 idToken, issuer: request.issuer.string, clientID: request.clientID, nonce: exchanged.nonce,
                 jwksURI: endpoints.jwks, http: http, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate,
-                refusesUnsolicitedNonce: { if case .device = request.method { true } else { false } }())
+                refusesUnsolicitedNonce: { if case .device = request.method { true } else { false } }(),
+                issuerRule: preset?.issuerRule ?? .exact)
         }
 
         var tokenSet = TokenSet(
@@ -278,6 +306,7 @@ extension TokenctlService {
         configuration.resources = request.resources
         configuration.dpop = dpop
         configuration.dpopAllowBearer = allowBearer
+        configuration.provider = request.provider
         try await persistLogin(
             tokenSet, configuration: configuration, profile: request.profile, clientSecret: request.clientSecret,
             previous: previous,
@@ -349,6 +378,18 @@ extension TokenctlService {
         }
     }
 
+    /// A scope the provider refuses outright is refused before anything is sent.
+    static func checkScope(_ scope: String?, against preset: ProviderPreset?) throws(TokenctlError) {
+        guard let scope, let preset else { return }
+        for word in scope.split(separator: " ") {
+            if let why = preset.refusedScopes[String(word)] {
+                throw TokenctlError(
+                    .invalidInput, "\(why)",
+                    hint: "Nothing was sent. Leave '\(word)' out of --scope.")
+            }
+        }
+    }
+
     /// `openid offline_access`, limited to what the server advertises; `nil` (the server's
     /// default) when it advertises neither or lists no scopes.
     static func defaultScope(supported: [String]?) -> String? {
@@ -359,9 +400,9 @@ extension TokenctlService {
 
     /// - Parameter saved: the endpoints the profile saved; discovery runs even when they cover
     ///   the flow (only options given now skip it), and its absence is no error when they do.
-    private func discoverForLogin(_ request: LoginRequest, saved: ExplicitEndpoints, http: any HTTPClient, dpop: Bool)
-        async throws(TokenctlError) -> ServerMetadata?
-    {
+    private func discoverForLogin(
+        _ request: LoginRequest, saved: ExplicitEndpoints, http: any HTTPClient, dpop: Bool, preset: ProviderPreset?
+    ) async throws(TokenctlError) -> ServerMetadata? {
         let explicit = request.endpoints
         let needsFlowEndpoint: Bool
         switch request.method {
@@ -391,7 +432,8 @@ extension TokenctlService {
             // A cached document may predate a server change: one that lacks the flow's endpoint
             // is fetched again before a missing endpoint is reported (a fresh one is not).
             return try await ServerMetadata.discover(
-                request.issuer, http: http, timeout: retry.attemptTimeout, cache: cache
+                request.issuer, http: http, timeout: retry.attemptTimeout, cache: cache,
+                issuerRule: preset?.issuerRule ?? .exact
             ) { metadata in
                 // A server may have enabled DPoP since the document was cached.
                 if dpop && !(metadata.dpopSigningAlgorithms?.contains("ES256") ?? false) { return false }
@@ -419,21 +461,24 @@ extension TokenctlService {
         var jwks: EndpointURL?
     }
 
-    /// Each endpoint from the options, else the profile's saved one, else discovery.
-    private func resolveEndpoints(_ request: LoginRequest, saved: ExplicitEndpoints, metadata: ServerMetadata?)
-        throws(TokenctlError) -> ResolvedEndpoints
-    {
+    /// Each endpoint from the options, else the profile's saved one, else discovery, else the
+    /// provider preset's.
+    private func resolveEndpoints(
+        _ request: LoginRequest, saved: ExplicitEndpoints, metadata: ServerMetadata?, fallback: ExplicitEndpoints
+    ) throws(TokenctlError) -> ResolvedEndpoints {
         let explicit = request.endpoints
-        guard let token = explicit.token ?? saved.token ?? metadata?.tokenEndpoint else {
+        guard let token = explicit.token ?? saved.token ?? metadata?.tokenEndpoint ?? fallback.token else {
             throw TokenctlError(
                 .configuration, "no token endpoint for \(request.issuer)", hint: "Give it with --token-endpoint.")
         }
         return ResolvedEndpoints(
-            token: token, revocation: explicit.revocation ?? saved.revocation ?? metadata?.revocationEndpoint,
+            token: token,
+            revocation: explicit.revocation ?? saved.revocation ?? metadata?.revocationEndpoint ?? fallback.revocation,
             deviceAuthorization: explicit.deviceAuthorization ?? saved.deviceAuthorization
-                ?? metadata?.deviceAuthorizationEndpoint,
-            authorization: explicit.authorization ?? saved.authorization ?? metadata?.authorizationEndpoint,
-            jwks: explicit.jwks ?? saved.jwks ?? metadata?.jwksURI)
+                ?? metadata?.deviceAuthorizationEndpoint ?? fallback.deviceAuthorization,
+            authorization: explicit.authorization ?? saved.authorization ?? metadata?.authorizationEndpoint
+                ?? fallback.authorization,
+            jwks: explicit.jwks ?? saved.jwks ?? metadata?.jwksURI ?? fallback.jwks)
     }
 
     static func successOrThrow(_ outcome: RefreshOutcome, what: String) throws(TokenctlError) -> (
@@ -466,7 +511,7 @@ extension TokenctlService {
     private func checkIDToken(
         _ idToken: String, issuer: String, clientID: String, nonce: String?, jwksURI: EndpointURL?,
         http: any HTTPClient,
-        receivedAt: Double, serverDate: Double?, refusesUnsolicitedNonce: Bool
+        receivedAt: Double, serverDate: Double?, refusesUnsolicitedNonce: Bool, issuerRule: IssuerRule
     ) async throws(TokenctlError) -> Bool {
         func rejected(_ error: JWTError) -> TokenctlError {
             // A missing libcrypto is this machine's problem, not the token's: not "log in again".
@@ -515,6 +560,7 @@ extension TokenctlService {
         let serverNow = serverDate.map { $0 + (clock.now() - receivedAt) } ?? clock.now()
         var expectations = IDTokenExpectations(issuer: issuer, clientID: clientID, nonce: nonce, now: serverNow)
         expectations.refusesUnsolicitedNonce = refusesUnsolicitedNonce
+        expectations.issuerRule = issuerRule
         do { try IDTokenValidation.validate(claims, expectations) } catch { throw rejected(error) }
         return verified
     }

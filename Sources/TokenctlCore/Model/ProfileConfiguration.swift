@@ -1,4 +1,5 @@
 import TokenctlEssentials
+
 /// The hand-editable configuration of one profile: where its authorization server is and
 /// which client it is. Never holds a secret.
 ///
@@ -34,6 +35,13 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// Accept a Bearer answer to a DPoP request (`dpop_allow_bearer = true`): for servers that
     /// ignore DPoP for some clients. Otherwise such an answer is refused.
     public var dpopAllowBearer = false
+    /// The provider preset the profile was signed in with (`login --provider`, `provider =
+    /// NAME`): how its issuer is matched, its default scopes and authorization parameters,
+    /// how logout revokes (`ProviderPreset`).
+    public var provider: Provider?
+
+    /// The provider's behaviour at this profile's issuer, when the profile has a provider.
+    public var preset: ProviderPreset? { provider.map { ProviderPreset($0, issuer: issuer) } }
 
     public init(
         issuer: EndpointURL, clientID: String, scope: String? = nil,
@@ -58,7 +66,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
         "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
         "git_username",
-        "dpop", "dpop_allow_bearer",
+        "dpop", "dpop_allow_bearer", "provider",
     ]
 
     /// Parse a profile file.
@@ -155,6 +163,17 @@ public struct ProfileConfiguration: Equatable, Sendable {
         }
         configuration.dpop = try flag("dpop")
         configuration.dpopAllowBearer = try flag("dpop_allow_bearer")
+        if let entry = entry("provider"), !entry.value.isEmpty {
+            guard let provider = Provider(rawValue: entry.value) else {
+                let hint = closestMatch(to: entry.value, in: Provider.names).map { " (did you mean '\($0)'?)" } ?? ""
+                throw ConfigurationError(
+                    path: path, line: entry.line,
+                    message:
+                        "provider: unknown provider '\(entry.value)'\(hint); known: \(Provider.names.joined(separator: ", "))"
+                )
+            }
+            configuration.provider = provider
+        }
         return configuration
     }
 
@@ -183,6 +202,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let gitUsername { lines.append("git_username = \(gitUsername)") }
         if dpop { lines.append("dpop = true") }
         if dpopAllowBearer { lines.append("dpop_allow_bearer = true") }
+        if let provider { lines.append("provider = \(provider.rawValue)") }
         return lines.joined(separator: "\n") + "\n"
     }
 }

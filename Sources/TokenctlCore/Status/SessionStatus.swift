@@ -107,7 +107,8 @@ extension TokenctlService {
             let discovery = DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock)
             jwksURI =
                 (try? await ServerMetadata.discover(
-                    configuration.issuer, http: http, timeout: retry.attemptTimeout, cache: discovery))?.jwksURI?.string
+                    configuration.issuer, http: http, timeout: retry.attemptTimeout, cache: discovery,
+                    issuerRule: configuration.preset?.issuerRule ?? .exact))?.jwksURI?.string
         }
         guard let jwksURI,
             let keys = await cache.refetch(issuer, jwksURI: jwksURI, http: http, timeout: retry.attemptTimeout)

@@ -179,6 +179,10 @@ extension HotPath {
             } else if isEqual(key, "dpop_allow_bearer") {
                 valueAccepted = value.count == 0 || isEqual(value, "true") || isEqual(value, "false")
                 bit = 16384
+            } else if isEqual(key, "provider") {
+                // ProfileConfiguration: empty or one of the preset names.
+                valueAccepted = value.count == 0 || ProfileFileSyntax.providerNames.contains { isEqual(value, $0) }
+                bit = 32768
             } else {
                 accepted = false
                 return false

@@ -6,6 +6,12 @@
 /// part of them (CRLF files work); blank lines and lines starting with `#` are skipped; every
 /// other line is `key = value` (the first `=` splits it).
 public enum ProfileFileSyntax {
+    /// The values the `provider` key may take: `Provider`'s names in TokenctlCore (a test
+    /// keeps the two lists equal), here so the front can accept such a profile without Core.
+    public static let providerNames: [StaticString] = [
+        "github", "github-app", "google", "entra", "gitlab", "keycloak", "okta", "auth0", "gitea", "forgejo",
+    ]
+
     /// One `key = value` line: offsets into the file, and its 1-based line number.
     public struct Entry {
         public var key: Range<Int>

@@ -1,0 +1,110 @@
+import Testing
+import TokenctlEssentials
+
+@testable import TokenctlCore
+
+@Suite("Provider presets and issuer rules (issue 25, items 3, 4, 7)")
+struct ProviderPresetUnitTests {
+    static func url(_ text: String) -> EndpointURL { try! EndpointURL(text) }
+
+    @Test("GitHub: fixed paths on the host, no discovery, revocation at api.github.com or the GHES API")
+    func gitHub() {
+        let dotcom = ProviderPreset(.github, issuer: Self.url("https://github.com"))
+        #expect(!dotcom.discovers)
+        #expect(dotcom.fallbackEndpoints.token?.string == "https://github.com/login/oauth/access_token")
+        #expect(dotcom.fallbackEndpoints.deviceAuthorization?.string == "https://github.com/login/device/code")
+        #expect(dotcom.fallbackEndpoints.authorization?.string == "https://github.com/login/oauth/authorize")
+        #expect(dotcom.revocation == .gitHubApplicationToken(api: "https://api.github.com"))
+        let enterprise = ProviderPreset(.githubApp, issuer: Self.url("https://ghe.example.com"))
+        #expect(enterprise.revocation == .gitHubApplicationToken(api: "https://ghe.example.com/api/v3"))
+        #expect(enterprise.defaultScope == nil)
+        let request = ProviderRevocation.gitHubRequest(
+            api: "https://api.github.com", clientID: "Iv1.abc", secret: "s", accessToken: "ghu_x")
+        #expect(request.method == .delete && request.url == "https://api.github.com/applications/Iv1.abc/token")
+        #expect(request.body.map { String(decoding: $0, as: UTF8.self) } == #"{"access_token":"ghu_x"}"#)
+        #expect(request.headers.contains { $0.name == "Authorization" && $0.value == "Basic SXYxLmFiYzpz" })
+    }
+
+    @Test(
+        "Google: access_type=offline and prompt=consent, never offline_access, the device endpoint when discovery has none"
+    )
+    func google() {
+        let preset = ProviderPreset(.google, issuer: Self.url("https://accounts.google.com"))
+        #expect(preset.authorizationParameters.map { "\($0.0)=\($0.1)" } == ["access_type=offline", "prompt=consent"])
+        #expect(preset.defaultScope == "openid email profile" && preset.refusedScopes["offline_access"] != nil)
+        #expect(preset.fallbackEndpoints.deviceAuthorization?.string == "https://oauth2.googleapis.com/device/code")
+        #expect(preset.revocation == .standardTreatingInvalidTokenAsGone)
+        #expect(Provider.google.requiresClientSecret)
+    }
+
+    @Test("Entra: offline_access by default, no revocation, the end-session endpoint of the tenant")
+    func entra() {
+        let preset = ProviderPreset(.entra, issuer: Self.url("https://login.microsoftonline.com/common/v2.0"))
+        #expect(preset.defaultScope == "openid profile offline_access")
+        #expect(preset.issuerRule == .entraTenantTemplate(segment: "common"))
+        #expect(preset.revocation == .none(endSession: "https://login.microsoftonline.com/common/oauth2/v2.0/logout"))
+        let single = ProviderPreset(
+            .entra, issuer: Self.url("https://login.microsoftonline.com/\(EntraTenant.consumersID)/v2.0"))
+        #expect(single.issuerRule == .exact)
+    }
+
+    static let tenant = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+
+    @Test("Entra multi-tenant: the {tenantid} template in discovery, the ID token's iss with its own tid; nothing else")
+    func entraTemplate() {
+        let configured = Self.url("https://login.microsoftonline.com/organizations/v2.0")
+        let rule = IssuerRule.entraTenantTemplate(segment: "organizations")
+        #expect(
+            rule.acceptsDiscoveryIssuer("https://login.microsoftonline.com/{tenantid}/v2.0", configured: configured))
+        #expect(
+            !IssuerRule.exact.acceptsDiscoveryIssuer(
+                "https://login.microsoftonline.com/{tenantid}/v2.0", configured: configured))
+        #expect(!rule.acceptsDiscoveryIssuer("https://evil.example/{tenantid}/v2.0", configured: configured))
+        let iss = "https://login.microsoftonline.com/\(Self.tenant)/v2.0"
+        #expect(rule.acceptsTokenIssuer(iss, claims: ["tid": .string(Self.tenant)], configured: configured.string))
+        // tid missing, not a GUID, another tenant than the iss names, the template itself
+        #expect(!rule.acceptsTokenIssuer(iss, claims: [:], configured: configured.string))
+        #expect(!rule.acceptsTokenIssuer(iss, claims: ["tid": .string("common")], configured: configured.string))
+        #expect(
+            !rule.acceptsTokenIssuer(
+                iss, claims: ["tid": .string("00000000-0000-0000-0000-000000000000")], configured: configured.string))
+        #expect(
+            !rule.acceptsTokenIssuer(
+                "https://login.microsoftonline.com/{tenantid}/v2.0", claims: ["tid": .string("{tenantid}")],
+                configured: configured.string))
+        #expect(
+            !IssuerRule.exact.acceptsTokenIssuer(
+                iss, claims: ["tid": .string(Self.tenant)], configured: configured.string))
+    }
+
+    @Test("Google: iss without its scheme for Google's preset only")
+    func schemeless() {
+        #expect(
+            IssuerRule.schemelessAlias.acceptsTokenIssuer(
+                "accounts.google.com", claims: [:], configured: "https://accounts.google.com"))
+        #expect(
+            !IssuerRule.exact.acceptsTokenIssuer(
+                "accounts.google.com", claims: [:], configured: "https://accounts.google.com"))
+        #expect(
+            !IssuerRule.schemelessAlias.acceptsTokenIssuer(
+                "evil.example", claims: [:], configured: "https://accounts.google.com"))
+    }
+
+    @Test("a discovery mismatch with Entra's template says to use the preset")
+    func mismatchHint() {
+        #expect(
+            ServerMetadata.mismatchHint(named: "https://login.microsoftonline.com/{tenantid}/v2.0").contains(
+                "--provider entra"))
+        #expect(ServerMetadata.mismatchHint(named: "https://other.example").hasSuffix("--issuer https://other.example"))
+    }
+
+    @Test("every provider's profile key round-trips through the file")
+    func profileKey() throws {
+        for provider in Provider.allCases {
+            var configuration = ProfileConfiguration(issuer: Self.url("https://a.example"), clientID: "c")
+            configuration.provider = provider
+            let text = configuration.serialized(profile: .default)
+            #expect(try ProfileConfiguration.parse(text, path: "p").provider == provider)
+        }
+    }
+}
