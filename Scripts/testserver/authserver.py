@@ -150,6 +150,7 @@ still shorten an interval; its "wire" switches shape every /token and device ans
                     _complete; a dead refresh token gets invalid_grant "Token has been expired or
                     revoked."; /revoke answers 400 invalid_token for a token it does not know.
                     Set "client_secrets" for the client: Google requires its secret.
+POST /_test/revoke-all: the provider ends every session (families and access tokens revoked).
 GitHub's revocation (github-* personas, and any server): DELETE /api/v3/applications/{client_id}/token
 with Basic client_id:client_secret and {"access_token": ...}: 204 (the token and its grant
 revoked), 404 unknown token or bad credentials, 422 no token; logged as "/applications/token".
@@ -1258,6 +1259,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             STATE.reset()
         self.send_json(200, {"ok": True})
 
+    def t_revoke_all(self, body, query):
+        """The provider ends every session (an admin's revoke, a password change): every family
+        and access token revoked; the persona answers the next refresh its own way."""
+        with LOCK:
+            for fam in STATE.families.values():
+                fam["revoked"] = True
+            for rec in STATE.access.values():
+                rec["revoked"] = True
+            log_request("/_test/revoke-all", 200, "revoked")
+        self.send_json(200, {"ok": True})
+
     def t_stats(self, body, query):
         with LOCK:
             data = dict(STATE.stats)
@@ -1285,6 +1297,7 @@ ROUTES = {
     ("GET", "/_test/log"): Handler.t_log,
     ("GET", "/_test/token-status"): Handler.t_status,
     ("POST", "/_test/reset"): Handler.t_reset,
+    ("POST", "/_test/revoke-all"): Handler.t_revoke_all,
     ("GET", "/_test/stats"): Handler.t_stats,
 }
 
