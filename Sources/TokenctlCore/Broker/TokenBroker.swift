@@ -55,6 +55,8 @@ public actor TokenBroker {
     /// ID tokens are not checked (unit tests).
     public typealias IssuerKeys = @Sendable (_ profile: ResolvedProfile, _ refetch: Bool) async -> JSONWebKeySet?
     private let issuerKeys: IssuerKeys?
+    /// The issuers' DPoP nonces and clock offsets (`TokenctlService.dpopState`: kept on disk).
+    private let dpopState: DPoPIssuerState
     /// Told, in a sentence each, what this broker does and why (`--verbose`): where a set came
     /// from, why it refreshes, how long the lock wait took, a capped min-ttl. Never a token.
     public typealias Narrator = @Sendable (String) -> Void
@@ -73,10 +75,12 @@ public actor TokenBroker {
 
     public init(
         store: any SessionStore, locks: any LockProvider, clock: Clock, configuration: Configuration = Configuration(),
-        events: EventLog? = nil, didServe: (@Sendable (TokenSet, SessionIdentity, TokenTarget) -> Void)? = nil,
+        events: EventLog? = nil, dpopState: DPoPIssuerState = .shared,
+        didServe: (@Sendable (TokenSet, SessionIdentity, TokenTarget) -> Void)? = nil,
         issuerKeys: IssuerKeys? = nil, narrate: Narrator? = nil,
         endpointClient: @escaping @Sendable (ResolvedProfile) -> TokenEndpointClient
     ) {
+        self.dpopState = dpopState
         self.issuerKeys = issuerKeys
         self.narrate = narrate
         self.events = events
@@ -289,7 +293,7 @@ public actor TokenBroker {
             client.http = DPoPHTTPClient(
                 client.http, key: dpopKey, issuer: profile.configuration.issuer.string,
                 endpoints: [profile.tokenEndpoint], clock: clock,
-                serverClockOffset: current.serverClockOffset)
+                serverClockOffset: current.serverClockOffset, issuerState: dpopState)
         }
         // From the request until the rotated set is written (or the bounded write gave up with
         // the set safe in the journal), signals wait: a SIGTERM in between would spend the old

@@ -12,6 +12,9 @@ public final class TokenctlService: Sendable {
     /// The kernel keyring hot cache the front reads `token` hits from; `nil` in unit tests.
     public let hotCache: HotCache?
     let httpClient: @Sendable (_ caBundle: String?) -> any HTTPClient
+    /// The DPoP nonces and clock offsets of the issuers, the nonces kept on disk for the next
+    /// command (`DPoPNonceCache`): login, refresh and revocation share it.
+    public let dpopState: DPoPIssuerState
 
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
@@ -27,9 +30,13 @@ public final class TokenctlService: Sendable {
         self.clock = clock
         self.retry = retry
         self.httpClient = httpClient
+        let dpopState = DPoPIssuerState(
+            persisted: DPoPNonceCache(directory: paths.dpopNonceCacheDirectory, clock: clock))
+        self.dpopState = dpopState
         self.broker = TokenBroker(
             store: store, locks: locks, clock: clock,
             configuration: .init(lockTimeout: lockTimeout, commandDeadline: commandDeadline), events: events,
+            dpopState: dpopState,
             didServe: { tokenSet, identity, target in
                 hotCache?.remember(tokenSet, for: identity, target: target, now: clock.now())
             },
@@ -446,6 +453,7 @@ public final class TokenctlService: Sendable {
                 DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock).remove(
                     configuration.issuer)
                 jwksCache.remove(configuration.issuer.string)
+                dpopState.persisted?.remove(configuration.issuer.string)
             }
         }
         return report
@@ -494,7 +502,7 @@ public final class TokenctlService: Sendable {
         if let dpop {
             http = DPoPHTTPClient(
                 http, key: dpop.key, issuer: dpop.issuer, endpoints: [endpoint], clock: clock,
-                serverClockOffset: dpop.serverClockOffset)
+                serverClockOffset: dpop.serverClockOffset, issuerState: dpopState)
         }
         do {
             let response = try await http.send(request, timeout: retry.attemptTimeout)

@@ -6,8 +6,8 @@ import TokenctlEssentials
 /// JWKS, the device authorization endpoint) pass through unchanged.
 ///
 /// Server nonces (§8): a `use_dpop_nonce` answer that carries a `DPoP-Nonce` is retried once
-/// with that nonce; the last nonce any answer carried is kept per issuer for this process
-/// (`DPoPIssuerState`) and sent with later proofs.
+/// with that nonce; the last nonce any answer carried is kept per issuer (`DPoPIssuerState`:
+/// for this process, and on disk for the next ones) and sent with later proofs.
 ///
 /// Clocks (§11.1): a proof's `iat` must be near the server's time. It is the local time plus the
 /// session's measured offset from the server's clock; before a session has one (at login), an
@@ -120,16 +120,45 @@ public struct DPoPHTTPClient: HTTPClient {
 
 /// What this process learnt of each issuer's DPoP: the last nonce it gave, and its clock's
 /// offset when a proof was refused for the local clock.
+///
+/// With a `DPoPNonceCache` (every command's state, `TokenctlService.dpopState`) the nonces live
+/// on across processes: the first proof of a process to an issuer carries the nonce the last
+/// process was given, and every new nonce an answer carries is written for the next one.
 public final class DPoPIssuerState: Sendable {
+    /// This process's memory only (unit tests; clients made without a service).
     public static let shared = DPoPIssuerState()
+    public let persisted: DPoPNonceCache?
     private let nonces = Mutex<[String: String]>([:])
+    /// Issuers whose file was read already (read once per process, before the first proof).
+    private let loaded = Mutex<Set<String>>([])
     private let offsets = Mutex<[String: Double]>([:])
 
-    public init() {}
+    public init(persisted: DPoPNonceCache? = nil) {
+        self.persisted = persisted
+    }
 
-    public func nonce(_ issuer: String) -> String? { nonces.withLock { $0[issuer] } }
+    public func nonce(_ issuer: String) -> String? {
+        if let persisted, loaded.withLock({ $0.insert(issuer).inserted }) {
+            if let kept = persisted.load(issuer) {
+                // A nonce an answer of this process gave meanwhile wins over the file's.
+                return nonces.withLock { current in
+                    if current[issuer] == nil { current[issuer] = kept }
+                    return current[issuer]
+                }
+            }
+        }
+        return nonces.withLock { $0[issuer] }
+    }
 
-    public func remember(nonce: String, for issuer: String) { nonces.withLock { $0[issuer] = nonce } }
+    /// The nonce an answer carried: kept for this process, and written for the next ones when it
+    /// is new (one that every answer repeats is not written again).
+    public func remember(nonce: String, for issuer: String) {
+        let changed = nonces.withLock { current in
+            defer { current[issuer] = nonce }
+            return current[issuer] != nonce
+        }
+        if changed { persisted?.store(nonce, for: issuer) }
+    }
 
     public func clockOffset(_ issuer: String) -> Double? { offsets.withLock { $0[issuer] } }
 

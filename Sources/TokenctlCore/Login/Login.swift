@@ -144,7 +144,7 @@ extension TokenctlService {
         if let dpopKey {
             http = DPoPHTTPClient(
                 plainHTTP, key: dpopKey, issuer: request.issuer.string, endpoints: [endpoints.token.string],
-                clock: clock)
+                clock: clock, issuerState: dpopState)
         }
 
         var credentials = ClientCredentials(clientID: request.clientID)

@@ -16,7 +16,8 @@ public struct Paths: Sendable, Equatable {
     public var lockDirectory: String
     /// `$XDG_STATE_HOME/tokenctl` (default `~/.local/state/tokenctl`).
     public var stateDirectory: String
-    /// `$XDG_CACHE_HOME/tokenctl` (default `~/.cache/tokenctl`): discovery documents and JWK Sets only.
+    /// `$XDG_CACHE_HOME/tokenctl` (default `~/.cache/tokenctl`): discovery documents, JWK Sets
+    /// and DPoP nonces only (public values the servers hand anyone).
     public var cacheDirectory: String
 
     /// - Parameter cacheDirectory: defaults to `cache` beside the state directory (tests).
@@ -84,6 +85,9 @@ public struct Paths: Sendable, Equatable {
 
     /// The cached JWK Sets (public signing keys), one file per issuer.
     public var jwksCacheDirectory: String { cacheDirectory + "/jwks" }
+
+    /// The last DPoP nonce of each authorization server (`DPoPNonceCache`), one file per issuer.
+    public var dpopNonceCacheDirectory: String { cacheDirectory + "/dpop-nonce" }
 
     /// The cross-process refresh lock of one profile.
     public func lockFile(_ profile: ProfileName) -> String {
