@@ -47,7 +47,12 @@ Config keys (defaults in DEFAULT_CONFIG):
   device_interval, device_expires_in, client_secrets, auth_methods, authorize_mode,
   jwt_access_tokens, omit_expires_in, allowed_resources,
   dpop_algs, dpop_iat_window, dpop_nonce_required, dpop_resource_nonce_required,
-  dpop_nonce_rotate_after, dpop_downgrade, dpop_wrong_cnf.
+  dpop_nonce_rotate_after, dpop_downgrade, dpop_wrong_cnf, refresh_answer_overrides, persona,
+  device_flow_disabled, numbers_as_strings, created_at_offset_seconds, device_endpoint_missing.
+device_script entries: "approve", any error code (answered 400 {"error": code}, or the persona's
+status; "expired_token" also counts as reported, see auth0), or an object {"status", "body"}
+answered exactly so (a 200 without access_token, say), touching nothing.  The
+/device_authorization log entry carries the "device_code" it issued (so a test can poll too).
 
 Log (/_test/log): entries {"time", "path", ..., "status", "outcome"}.  /token entries also carry
 "received" (when the request arrived, before any delay), "client_port" and, for a 200,
@@ -154,6 +159,40 @@ POST /_test/revoke-all: the provider ends every session (families and access tok
 GitHub's revocation (github-* personas, and any server): DELETE /api/v3/applications/{client_id}/token
 with Basic client_id:client_secret and {"access_token": ...}: 204 (the token and its grant
 revoked), 404 unknown token or bad credentials, 422 no token; logged as "/applications/token".
+  okta              Okta's org authorization server (PROVIDERS.md §6): endpoints /oauth2/v1/token,
+                    /oauth2/v1/device/authorize, /oauth2/v1/revoke, /oauth2/v1/authorize,
+                    /oauth2/v1/keys, advertised by discovery; DPoP with a mandatory nonce
+                    (dpop_nonce_required: a proof without the current nonce gets 400 use_dpop_nonce
+                    "Authorization server requires nonce in DPoP proof." and a DPoP-Nonce header,
+                    at /token and /revoke); rotation with a grace window (grace_seconds 30) in which
+                    the spent token still works, reuse after it revokes the family (invalid_grant
+                    "The refresh token is invalid or expired."); with rotate false persistent
+                    refresh tokens: the refresh answer carries the same refresh token again (a
+                    refresh_answer_overrides entry {"refresh_token": null} leaves it out); a
+                    refresh token only for the offline_access scope; device verification_uri
+                    ISSUER/activate.  Rate limits (429 without a body) are a faults entry:
+                    {"status": 429, "body": "", "content_type": null}.
+  auth0             Auth0 (PROVIDERS.md §7): endpoints /oauth/token, /oauth/device/code,
+                    /oauth/revoke, /authorize, /.well-known/jwks.json; device polls answered 403
+                    authorization_pending / access_denied / expired_token, 429 slow_down, each with
+                    Auth0's error_description; expired_token exactly once (by time or script),
+                    then 403 invalid_grant "Invalid or expired device code." to every later poll;
+                    rotation with a reuse interval (grace_seconds, the API's leeway, 30): within
+                    it only the previous refresh token (the one spent last) may be used again,
+                    the second-to-last revokes the family (403 invalid_grant "Unknown or invalid
+                    refresh token."); a JWT access token (aud = the audience) only when the
+                    device, authorize or refresh request (or /_test/issue) named an audience, an
+                    opaque one otherwise; a refresh token only for the offline_access scope.
+  gitlab            GitLab (PROVIDERS.md §4): endpoints /oauth/token, /oauth/authorize_device,
+                    /oauth/revoke, /oauth/authorize, /oauth/discovery/keys; token answers carry
+                    created_at (the server's clock + created_at_offset_seconds), expires_in 7200,
+                    token_type "Bearer"; strict one-use rotation with no grace: a spent refresh
+                    token gets 400 invalid_grant with GitLab's long generic description, and the
+                    newer pair lives on; a refresh kills the access token the refresh token came
+                    with; device answers with verification_uri ISSUER/oauth/device,
+                    verification_uri_complete, expires_in 300, interval 5, and a success without
+                    a refresh token.  Config "device_endpoint_missing": the device endpoint
+                    answers 404 with an HTML page (GitLab before 17.2, or the flag off).
 Config "device_flow_disabled": the device endpoint answers device_flow_disabled ("Device Flow
 must be explicitly enabled for this App"; 400, or 200 under a GitHub persona).  Config
 "numbers_as_strings": numeric members of token and device answers sent as JSON strings.
@@ -316,6 +355,12 @@ DEFAULT_CONFIG = {
     "device_flow_disabled": False,
     # Numeric members of token and device answers as JSON strings (early GitHub App answers).
     "numbers_as_strings": False,
+    # Token answers carry created_at (GitLab): the server's clock plus this many seconds
+    # (negative: issued in the past, as a slow answer or a token handed out again would be).
+    "created_at_offset_seconds": 0,
+    # The device authorization endpoint answers 404 with an HTML page (a GitLab before 17.2, or
+    # its oauth2_device_grant_flow feature flag off).
+    "device_endpoint_missing": False,
 }
 
 # Providers as they behave on the wire (PROVIDERS.md).  "config": the config keys a persona
@@ -323,7 +368,7 @@ DEFAULT_CONFIG = {
 # wire(), None when no persona is set).  A new persona (google, entra...) is one more entry here,
 # plus whatever new "wire" switch it needs, read where the answer is made.
 GITHUB_WIRE = {
-    "errors_with_200": True,          # an OAuth error body comes with HTTP 200
+        "errors_with_200": True,          # an OAuth error body comes with HTTP 200
     "form_unless_json": True,         # form-encoded unless Accept names application/json
     "token_type": "bearer",
     "device_verification_path": "/login/device",
@@ -348,6 +393,65 @@ GOOGLE_WIRE = {
     "revoke_unknown_invalid_token": True,
     "dead_refresh_description": "Token has been expired or revoked.",
 }
+OKTA_WIRE = {
+    # Okta's org authorization server: https://{org}/oauth2/v1/... (the generic paths still work).
+    "paths": {"token": "/oauth2/v1/token", "device": "/oauth2/v1/device/authorize",
+              "revoke": "/oauth2/v1/revoke", "authorize": "/oauth2/v1/authorize", "jwks": "/oauth2/v1/keys"},
+    "device_verification_path": "/activate",
+    "device_uri_complete": True,
+    "descriptions": {
+        "use_dpop_nonce": "Authorization server requires nonce in DPoP proof.",
+        "invalid_grant": "The refresh token is invalid or expired.",
+        "authorization_pending": "The device authorization is pending. Please try again later.",
+        "slow_down": "The client is polling too frequently.",
+        "access_denied": "The resource owner or authorization server denied the request.",
+        "expired_token": "The device code has expired.",
+    },
+    "persistent_refresh_echo": True,  # rotate off: the refresh answer carries the same refresh token
+    "refresh_needs_offline_access": True,
+}
+AUTH0_WIRE = {
+    "paths": {"token": "/oauth/token", "device": "/oauth/device/code", "revoke": "/oauth/revoke",
+              "authorize": "/authorize", "jwks": "/.well-known/jwks.json"},
+    "device_verification_path": "/activate",
+    "device_uri_complete": True,
+    # Auth0 answers device polls and dead grants with 403, slow_down with 429.
+    "error_status": {"authorization_pending": 403, "access_denied": 403, "expired_token": 403,
+                     "invalid_grant": 403, "slow_down": 429},
+    "descriptions": {
+        "authorization_pending": "User has yet to authorize device code.",
+        "slow_down": "You are polling faster than the specified interval of 5 seconds.",
+        "access_denied": "User cancelled the confirmation prompt or consent page; the code expired; there was an error.",
+        "expired_token": "The device code has expired.",
+        "invalid_grant": "Unknown or invalid refresh token.",
+    },
+    "device_invalid_grant_description": "Invalid or expired device code.",
+    "expired_token_once": True,       # expired_token to one poll, invalid_grant to every later one
+    "reuse_only_previous": True,      # within the leeway (grace_seconds) only the previous token
+    "jwt_with_audience": True,        # a JWT access token with audience, an opaque one without
+    "refresh_needs_offline_access": True,
+}
+GITLAB_WIRE = {
+    "paths": {"token": "/oauth/token", "device": "/oauth/authorize_device", "revoke": "/oauth/revoke",
+              "authorize": "/oauth/authorize", "jwks": "/oauth/discovery/keys"},
+    "device_verification_path": "/oauth/device",
+    "device_uri_complete": True,
+    "token_type": "Bearer",
+    "created_at": True,
+    "descriptions": {
+        "invalid_grant": "The provided authorization grant is invalid, expired, revoked, does not match the "
+                         "redirection URI used in the authorization request, or was issued to another client.",
+        "authorization_pending": "The authorization request is still pending as the end user hasn't yet "
+                                 "completed the user-interaction steps.",
+        "slow_down": "The authorization request is still pending and polling should continue, but the "
+                     "interval MUST be increased by 5 seconds for this and all subsequent requests.",
+        "access_denied": "The resource owner or authorization server denied the request.",
+        "expired_token": "The device_code has expired, and the device authorization session has concluded.",
+    },
+    "reuse_keeps_family": True,       # a spent token is refused; the newer pair lives on
+    "refresh_kills_access_token": True,
+    "device_without_refresh_token": True,
+}
 PERSONAS = {
     "google": {
         "config": {"rotate": False, "grace_seconds": 0, "discovery_oidc": True, "device_interval": 5,
@@ -365,6 +469,21 @@ PERSONAS = {
                    "discovery_oidc": False, "device_interval": 5, "device_expires_in": 900},
         "wire": dict(GITHUB_WIRE, access_prefix="ghu_", refresh_prefix="ghr_", scope_style="empty",
                      refresh_token_expires_in=15897600, refresh_kills_access_token=True),
+    },
+    "okta": {
+        "config": {"access_ttl": 3600, "rotate": True, "grace_seconds": 30, "dpop_nonce_required": True,
+                   "discovery_oidc": True, "device_interval": 5, "device_expires_in": 600},
+        "wire": OKTA_WIRE,
+    },
+    "auth0": {
+        "config": {"access_ttl": 86400, "rotate": True, "grace_seconds": 30, "discovery_oidc": True,
+                   "device_interval": 5, "device_expires_in": 900},
+        "wire": AUTH0_WIRE,
+    },
+    "gitlab": {
+        "config": {"access_ttl": 7200, "rotate": True, "grace_seconds": 0, "discovery_oidc": True,
+                   "device_interval": 5, "device_expires_in": 300},
+        "wire": GITLAB_WIRE,
     },
 }
 
@@ -715,6 +834,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def issuer(self):
         return "http://127.0.0.1:%d" % self.server.server_address[1]
 
+    def request_url(self):
+        """The URL this request was sent to, without its query (a proof's htu names it: a
+        persona's token endpoint is not /token)."""
+        return self.issuer + urllib.parse.urlsplit(self.path).path
+
     def read_body(self):
         length = self.headers.get("Content-Length")
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -826,20 +950,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 status, doc = 200, None
             else:
                 issuer = self.issuer
+                paths = dict({"token": "/token", "device": "/device_authorization", "revoke": "/revoke",
+                              "authorize": "/authorize", "jwks": "/jwks"}, **((wire() or {}).get("paths") or {}))
                 doc = {
                     "issuer": cfg["discovery_issuer_override"] or issuer,
-                    "token_endpoint": issuer + "/token",
+                    "token_endpoint": issuer + paths["token"],
                     "grant_types_supported": ["refresh_token", "authorization_code", DEVICE_GRANT],
                     "token_endpoint_auth_methods_supported": list(cfg.get("auth_methods") or []),
                     "scopes_supported": ["openid", "offline_access", "profile", "email"],
-                    "device_authorization_endpoint": issuer + "/device_authorization",
-                    "authorization_endpoint": issuer + "/authorize",
-                    "jwks_uri": issuer + "/jwks",
+                    "device_authorization_endpoint": issuer + paths["device"],
+                    "authorization_endpoint": issuer + paths["authorize"],
+                    "jwks_uri": issuer + paths["jwks"],
                     "code_challenge_methods_supported": ["S256"],
                     "id_token_signing_alg_values_supported": ["RS256", "ES256"],
                 }
                 if cfg["advertise_revocation"]:
-                    doc["revocation_endpoint"] = issuer + "/revoke"
+                    doc["revocation_endpoint"] = issuer + paths["revoke"]
                 if cfg.get("dpop_algs"):
                     doc["dpop_signing_alg_values_supported"] = list(cfg["dpop_algs"])
                 for k in cfg.get("discovery_omit") or []:
@@ -878,7 +1004,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if fault is not None and "delay" not in fault:
                 # A faulted request never touches state: its proof is decoded for the log, not settled.
                 algs, window, clock, _, _ = dpop_settings("/token")
-                info, error = check_dpop_proof(proofs, "POST", self.issuer + "/token", algs, window, clock)
+                info, error = check_dpop_proof(proofs, "POST", self.request_url(), algs, window, clock)
                 if info is not None:
                     info["valid"] = error is None
                     if error is not None:
@@ -903,7 +1029,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
         with LOCK:
             algs, window, clock, nonce_required, downgrade = dpop_settings("/token")
-        info, error = check_dpop_proof(proofs, "POST", self.issuer + "/token", algs, window, clock)
+        info, error = check_dpop_proof(proofs, "POST", self.request_url(), algs, window, clock)
         headers = {}
         with LOCK:
             verdict = settle_dpop_proof(info, error, nonce_required)
@@ -926,6 +1052,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                    form.get("audience"), form.get_all("resource"), dpop)
                 if "_overridden" in obj:
                     entry["overridden"] = obj.pop("_overridden")
+            status, obj = persona_error(status, obj, grant_type)
             if status == 200:
                 STATE.stats["issued"] += 1
             elif obj.get("error") == "invalid_grant":
@@ -952,7 +1079,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                  "refresh_token": token}
         with LOCK:
             algs, window, clock, nonce_required, downgrade = dpop_settings("/revoke")
-        info, error = check_dpop_proof(self.headers.get_all("DPoP"), "POST", self.issuer + "/revoke",
+        info, error = check_dpop_proof(self.headers.get_all("DPoP"), "POST", self.request_url(),
                                        algs, window, clock)
         headers = {}
         with LOCK:
@@ -1079,7 +1206,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         # Answers go out after LOCK is released: send_response's Date header takes it.
         with LOCK:
             cfg = STATE.config
-            if not client_id:
+            if cfg.get("device_endpoint_missing"):
+                log_request("/device_authorization", 404, "not_found", client_id=client_id)
+                status, doc = 404, None
+            elif not client_id:
                 log_request("/device_authorization", 400, "invalid_request")
                 status, doc = 400, {"error": "invalid_request"}
             elif check_client_secret(client_id, form, self.headers.get("Authorization")) is not None:
@@ -1096,6 +1226,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else:
                 status, doc = 200, self.new_device_code(form, client_id, cfg)
             shape = (wire(), bool(cfg.get("numbers_as_strings")))
+        if doc is None:
+            # What a Rails application answers for a route it does not have.
+            return self.send(404, "<!DOCTYPE html>\n<html><head><title>The page you're looking for could not be found (404)</title></head>"
+                                  "<body><h1>404</h1><p>Page not found</p></body></html>\n", "text/html; charset=utf-8")
         self.send_answer(status, doc, shape=shape)
 
     def new_device_code(self, form, client_id, cfg):
@@ -1106,13 +1240,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         w = wire()
         STATE.devices[device_code] = {"user_code": user_code, "client_id": client_id,
                                       "scope": form.get("scope") or ("" if w else "openid offline_access"),
+                                      "audience": form.get("audience"),
                                       "status": "pending", "sub": "alice",
                                       "expires_at": time.time() + expires_in,
                                       # the interval in force, and when the code was issued or last polled
                                       "interval": float(cfg["device_interval"]), "last_poll": time.time()}
         doc = {"device_code": device_code, "user_code": user_code,
-               "verification_uri": self.issuer + (w["device_verification_path"] if w else "/device"),
-               "verification_uri_complete": self.issuer + "/device?user_code=" + user_code,
+               "verification_uri": self.issuer + ((w or {}).get("device_verification_path") or "/device"),
+               "verification_uri_complete": (self.issuer + ((w or {}).get("device_verification_path") or "/device")
+                                             + "?user_code=" + user_code),
                "expires_in": expires_in, "interval": cfg["device_interval"]}
         if w and not w.get("device_uri_complete"):
             del doc["verification_uri_complete"]
@@ -1124,7 +1260,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else:
                 doc[k] = v
         log_request("/device_authorization", 200, "issued", client_id=client_id, scope=form.get("scope"),
-                    audience=form.get("audience"), resource=form.get("resource"))
+                    audience=form.get("audience"), resource=form.get("resource"), device_code=device_code)
         return doc
 
     def t_device(self, body, query, approve):
@@ -1184,7 +1320,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE.codes[code] = {"client_id": q.get("client_id"), "redirect_uri": redirect_uri,
                                      "challenge": q.get("code_challenge"), "method": q.get("code_challenge_method"),
                                      "nonce": q.get("nonce"), "scope": q.get("scope") or "openid offline_access",
-                                     "used": False, "dpop_jkt": q.get("dpop_jkt"),
+                                     "used": False, "dpop_jkt": q.get("dpop_jkt"), "audience": q.get("audience"),
                                      "offline_consent": q.get("access_type") == "offline" and q.get("prompt") == "consent"}
                 params["code"] = code
         if refused:
@@ -1208,7 +1344,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not client_id:
             return self.send_json(400, {"error": "invalid_request", "error_description": "client_id required"})
         with LOCK:
-            family = new_family(req.get("sub") or "alice", client_id, req.get("scope") or "openid offline_access")
+            family = new_family(req.get("sub") or "alice", client_id, req.get("scope") or "openid offline_access",
+                                req.get("audience"))
             rt = new_refresh(family, client_id)
         self.send_json(200, {"refresh_token": rt, "family": family})
 
@@ -1288,6 +1425,19 @@ ROUTES = {
     ("POST", "/login/device/code"): Handler.device_authorization,
     ("POST", "/login/oauth/access_token"): Handler.token,
     ("GET", "/login/oauth/authorize"): Handler.authorize,
+    # Okta's org authorization server, Auth0's and GitLab's paths (their personas; the same handlers).
+    ("POST", "/oauth2/v1/token"): Handler.token,
+    ("POST", "/oauth2/v1/device/authorize"): Handler.device_authorization,
+    ("POST", "/oauth2/v1/revoke"): Handler.revoke,
+    ("GET", "/oauth2/v1/authorize"): Handler.authorize,
+    ("GET", "/oauth2/v1/keys"): Handler.jwks,
+    ("POST", "/oauth/token"): Handler.token,
+    ("POST", "/oauth/device/code"): Handler.device_authorization,
+    ("POST", "/oauth/authorize_device"): Handler.device_authorization,
+    ("POST", "/oauth/revoke"): Handler.revoke,
+    ("GET", "/oauth/authorize"): Handler.authorize,
+    ("GET", "/.well-known/jwks.json"): Handler.jwks,
+    ("GET", "/oauth/discovery/keys"): Handler.jwks,
     ("GET", "/authorize"): Handler.authorize,
     ("GET", "/jwks"): Handler.jwks,
     ("POST", "/_test/device/approve"): Handler.t_device_approve,
@@ -1351,10 +1501,31 @@ def check_client_secret(client_id, form, auth):
     return None if sent == expected else "bad client secret"
 
 
-def new_family(sub, client_id, scope):
+def new_family(sub, client_id, scope, audience=None):
     family = "fam_" + secrets.token_hex(8)
-    STATE.families[family] = {"sub": sub, "client_id": client_id, "scope": scope, "revoked": False, "jkt": None}
+    STATE.families[family] = {"sub": sub, "client_id": client_id, "scope": scope, "revoked": False, "jkt": None,
+                              "audience": audience, "last_spent": None}
     return family
+
+
+def persona_error(status, obj, grant_type):
+    """LOCK held.  A persona's own words and HTTP status for an error answer of /token (GitHub's
+    are put in by send_answer).  invalid_grant gets the persona's words for a refresh only."""
+    w = wire()
+    if not w or w.get("errors_with_200") or not isinstance(obj, dict) or "error" not in obj:
+        return status, obj
+    obj = dict(obj)
+    code = obj["error"]
+    words = w.get("descriptions") or {}
+    if code in words and (code != "invalid_grant" or grant_type == "refresh_token"):
+        obj["error_description"] = words[code]
+    return (w.get("error_status") or {}).get(code, status), obj
+
+
+def wants_refresh_token(scope):
+    """Okta and Auth0 issue a refresh token only for the offline_access scope.  LOCK held."""
+    w = wire()
+    return not (w and w.get("refresh_needs_offline_access")) or "offline_access" in (scope or "").split()
 
 
 class DPoP:
@@ -1382,6 +1553,10 @@ def device_grant(issuer, device_code, client_id, dpop=None):
     if rec is None or rec["client_id"] != client_id:
         return 400, {"error": "invalid_grant"}, "invalid"
     w = wire()
+    if w and w.get("expired_token_once") and rec.get("expired_reported"):
+        # Auth0: expired_token to one poll, invalid_grant to every later one.
+        return 400, {"error": "invalid_grant", "error_description": w["device_invalid_grant_description"]}, \
+            "invalid_after_expiry"
     if w and w.get("poll_interval_rule"):
         # GitHub: a poll before the interval has passed (since the code was issued, or since the
         # previous poll) gets slow_down, and the interval grows by 5 s.
@@ -1394,14 +1569,20 @@ def device_grant(issuer, device_code, client_id, dpop=None):
     script = STATE.config.get("device_script") or []
     if script:
         step = script.pop(0)
+        if isinstance(step, dict):
+            # Answered exactly so, touching nothing: {"status": 200, "body": {...}}.
+            return int(step.get("status", 200)), copy.deepcopy(step.get("body") or {}), "scripted"
         if step == "approve":
             rec["status"] = "approved"
         elif step == "slow_down" and w and w.get("poll_interval_rule"):
             rec["interval"] += 5
             return 400, {"error": step, "interval": int(rec["interval"])}, step
-        elif step in ("authorization_pending", "slow_down", "access_denied", "expired_token"):
+        elif isinstance(step, str):
+            if step == "expired_token":
+                rec["expired_reported"] = True
             return 400, {"error": step}, step
     if time.time() > rec["expires_at"]:
+        rec["expired_reported"] = True
         return 400, {"error": "expired_token"}, "expired_token"
     if rec["status"] == "pending":
         return 400, {"error": "authorization_pending"}, "authorization_pending"
@@ -1410,8 +1591,11 @@ def device_grant(issuer, device_code, client_id, dpop=None):
     if rec["status"] == "used":
         return 400, {"error": "invalid_grant"}, "invalid"
     rec["status"] = "used"
-    family = new_family(rec["sub"], client_id, rec["scope"])
-    return 200, issue_pair(issuer, family, client_id, rec["scope"], True, dpop=dpop), "issued"
+    family = new_family(rec["sub"], client_id, rec["scope"], rec.get("audience"))
+    # GitLab's documented device answer has no refresh token; Okta and Auth0 need offline_access.
+    with_refresh = wants_refresh_token(rec["scope"]) and not (w and w.get("device_without_refresh_token"))
+    return 200, issue_pair(issuer, family, client_id, rec["scope"], with_refresh, audience=rec.get("audience"),
+                           dpop=dpop), "issued"
 
 
 def code_grant(issuer, form, client_id, dpop=None):
@@ -1427,12 +1611,14 @@ def code_grant(issuer, form, client_id, dpop=None):
     if dpop is not None and rec.get("dpop_jkt") and dpop.jkt != rec["dpop_jkt"]:
         # RFC 9449 §10: the code is bound to the key /authorize was given (dpop_jkt).
         return 400, {"error": "invalid_grant", "error_description": "dpop_jkt mismatch"}, "dpop_jkt_mismatch"
-    family = new_family("alice", client_id, rec["scope"])
+    family = new_family("alice", client_id, rec["scope"], rec.get("audience"))
     w = wire()
-    # Google: a refresh token only for access_type=offline with prompt=consent.
-    with_refresh = not (w and w.get("refresh_needs_offline_consent") and not rec.get("offline_consent"))
+    # Google: a refresh token only for access_type=offline with prompt=consent; Okta and Auth0
+    # only for the offline_access scope.
+    with_refresh = wants_refresh_token(rec["scope"]) and \
+        not (w and w.get("refresh_needs_offline_consent") and not rec.get("offline_consent"))
     return 200, issue_pair(issuer, family, client_id, rec["scope"], with_refresh, nonce=rec["nonce"],
-                           dpop=dpop), "issued"
+                           audience=rec.get("audience"), dpop=dpop), "issued"
 
 
 def log_request(path, status, outcome, **fields):
@@ -1474,16 +1660,20 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=N
     # The server's own clock, which tests may set off from the client's.
     now = int(time.time() + (STATE.config.get("date_offset_seconds") or 0))
     ttl = int(STATE.config["access_ttl"])
-    if STATE.config.get("jwt_access_tokens"):
-        claims = {"iss": issuer, "sub": fam["sub"], "aud": rec_client, "iat": now, "exp": now + ttl,
+    w = wire()
+    audience = audience or fam.get("audience")
+    # Auth0: a JWT for an API (audience), an opaque token good for /userinfo only without one.
+    jwt = (bool(audience) and bool(w.get("jwt_with_audience"))) if w and "jwt_with_audience" in w \
+        else bool(STATE.config.get("jwt_access_tokens"))
+    if jwt:
+        claims = {"iss": issuer, "sub": fam["sub"], "aud": audience or rec_client, "iat": now, "exp": now + ttl,
                   "jti": secrets.token_urlsafe(16)}
         if jkt is not None:
             claims["cnf"] = {"jkt": b64url(secrets.token_bytes(32)) if STATE.config.get("dpop_wrong_cnf") else jkt}
         at = make_jwt(claims)
     else:
         at = "at_" + secrets.token_urlsafe(32)
-    w = wire()
-    if w:
+    if w and w.get("access_prefix"):
         at = w["access_prefix"] + secrets.token_hex(18)
     never = bool(w and w.get("access_never_expires"))
     STATE.access[at] = {"family": fam_id, "client_id": rec_client, "expires_at": float("inf") if never else time.time() + ttl,
@@ -1495,11 +1685,15 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=N
         "expires_in": ttl,
         "scope": scope,
     }
-    if w:
+    if w and w.get("token_type") and jkt is None:
         resp["token_type"] = w["token_type"]
+    if w and w.get("scope_style"):
         # GitHub: OAuth App scopes comma-separated; GitHub App user tokens "".
         resp["scope"] = (",".join((scope or "").split()) if w["scope_style"] == "comma"
                          else scope if w["scope_style"] == "space" else "")
+    if w and w.get("created_at"):
+        # GitLab: when the token was made, on the server's clock.
+        resp["created_at"] = now + int(STATE.config.get("created_at_offset_seconds") or 0)
     id_claims = {"iss": issuer, "sub": fam["sub"], "aud": rec_client, "iat": now, "exp": now + ttl,
                  "email": fam["sub"] + "@example.test"}
     if nonce:
@@ -1566,15 +1760,23 @@ def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resourc
     now = time.time()
     if rec["spent_at"] is not None:
         grace = float(cfg["grace_seconds"] or 0)
-        if grace > 0 and now - rec["spent_at"] < grace:
+        # Auth0: within the leeway only the previous token (the one spent last) may be used
+        # again; the one before it revokes the family.
+        replayable = not (w and w.get("reuse_only_previous")) or fam.get("last_spent") == rt
+        if grace > 0 and now - rec["spent_at"] < grace and replayable:
             return 200, issue_pair(issuer, rec["family"], client_id, granted, True, audience=audience,
                                    resources=resources, dpop=dpop), "grace_replay"
-        fam["revoked"] = True
+        if not (w and w.get("reuse_keeps_family")):
+            fam["revoked"] = True
         return 400, {"error": "invalid_grant", "error_description": "refresh token reuse detected"}, "reuse_detected"
     resp = issue_pair(issuer, rec["family"], client_id, granted, rotate, audience=audience, resources=resources,
                       dpop=dpop)
     if rotate:
         rec["spent_at"] = now
+        fam["last_spent"] = rt
+    elif w and w.get("persistent_refresh_echo"):
+        # Okta's persistent refresh tokens: the same one comes back.
+        resp["refresh_token"] = rt
     if w and w.get("refresh_kills_access_token") and rec.get("access_token") in STATE.access:
         # GitHub App: using a refresh token also kills the access token it came with.
         STATE.access[rec["access_token"]]["revoked"] = True

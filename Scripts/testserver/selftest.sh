@@ -521,6 +521,94 @@ expect "numbers_as_strings" "$(jget "$body" '[j["expires_in"], j["interval"]]')"
 tjson /_test/reset '{}' >/dev/null
 expect "reset: no persona" "$(jget "$(tjson /_test/config '{}')" 'j["persona"]')" null
 
+# --- personas: Okta, Auth0, GitLab (PROVIDERS.md §6, §7, §4)
+post() { req -X POST "$base$1" "${@:2}"; }
+poll() { post "$1" --data grant_type=urn:ietf:params:oauth:grant-type:device_code --data "device_code=$2" --data client_id=cli; }
+rt_of() { jget "$(<"$tmp/body")" 'j.get("refresh_token")'; }
+tjson /_test/config '{"persona": "okta"}' >/dev/null
+d=$(curl -sS "$base/.well-known/openid-configuration")
+expect "okta: discovery names the org server's paths" \
+  "$(jget "$d" '[j["token_endpoint"][-16:], j["device_authorization_endpoint"][-27:], j["revocation_endpoint"][-17:]]')" \
+  '["/oauth2/v1/token", "/oauth2/v1/device/authorize", "/oauth2/v1/revoke"]'
+r=$(tjson /_test/issue '{"client_id":"cli"}'); o1=$(jget "$r" 'j["refresh_token"]')
+code=$(post /oauth2/v1/token --data grant_type=refresh_token --data-urlencode "refresh_token=$o1" --data client_id=cli); o2=$(rt_of)
+expect "okta: refresh at /oauth2/v1/token rotates" "$code $([[ $o2 != "$o1" ]] && echo new)" "200 new"
+code=$(post /oauth2/v1/token --data grant_type=refresh_token --data-urlencode "refresh_token=$o1" --data client_id=cli)
+expect "okta: the spent token works within the grace window (30 s)" "$code" 200
+tjson /_test/config '{"grace_seconds": 0}' >/dev/null
+code=$(post /oauth2/v1/token --data grant_type=refresh_token --data-urlencode "refresh_token=$o1" --data client_id=cli)
+expect "okta: reuse after the window: Okta's words" "$code $(jget "$(<"$tmp/body")" 'j["error_description"]')" \
+  "400 The refresh token is invalid or expired."
+expect "okta: ... and the family is revoked" "$(jget "$(status_of "$o2")" 'j["family_revoked"]')" true
+tjson /_test/config '{"rotate": false}' >/dev/null
+r=$(tjson /_test/issue '{"client_id":"cli"}'); o1=$(jget "$r" 'j["refresh_token"]')
+post /oauth2/v1/token --data grant_type=refresh_token --data-urlencode "refresh_token=$o1" --data client_id=cli >/dev/null
+expect "okta persistent refresh token: the same one comes back" "$(rt_of)" "$o1"
+code=$(post /oauth2/v1/device/authorize --data client_id=cli --data scope=openid); body=$(<"$tmp/body")
+expect "okta: device endpoint, verification at /activate" "$code $(jget "$body" 'j["verification_uri"][-9:]')" "200 /activate"
+dc=$(jget "$body" 'j["device_code"]'); uc=$(jget "$body" 'j["user_code"]')
+tjson /_test/device/approve "{\"user_code\":\"$uc\"}" >/dev/null
+poll /oauth2/v1/token "$dc" >/dev/null
+expect "okta: no offline_access, no refresh token" "$(rt_of)" null
+tjson /_test/reset '{}' >/dev/null
+
+tjson /_test/config '{"persona": "auth0", "device_script": ["authorization_pending", "slow_down"]}' >/dev/null
+post /oauth/device/code --data client_id=cli --data scope=openid --data audience=https://api.example >/dev/null
+dc=$(jget "$(<"$tmp/body")" 'j["device_code"]'); uc=$(jget "$(<"$tmp/body")" 'j["user_code"]')
+code=$(poll /oauth/token "$dc"); e1="$code $(jget "$(<"$tmp/body")" 'j["error"]')"
+code=$(poll /oauth/token "$dc"); e2="$code $(jget "$(<"$tmp/body")" 'j["error"]')"
+expect "auth0: pending 403, slow_down 429" "$e1, $e2" "403 authorization_pending, 429 slow_down"
+tjson /_test/device/approve "{\"user_code\":\"$uc\"}" >/dev/null
+code=$(poll /oauth/token "$dc"); at=$(jget "$(<"$tmp/body")" 'j["access_token"]')
+expect "auth0: with audience a JWT for the API" "$code $(jget "$(<"$tmp/body")" 'j["access_token"].count(".")') $(rt_of)" "200 2 null"
+tjson /_test/config '{"device_script": ["expired_token"]}' >/dev/null
+post /oauth/device/code --data client_id=cli --data "scope=openid offline_access" >/dev/null
+dc=$(jget "$(<"$tmp/body")" 'j["device_code"]'); uc=$(jget "$(<"$tmp/body")" 'j["user_code"]')
+code=$(poll /oauth/token "$dc"); e1="$code $(jget "$(<"$tmp/body")" 'j["error"]')"
+tjson /_test/device/approve "{\"user_code\":\"$uc\"}" >/dev/null
+code=$(poll /oauth/token "$dc"); e2="$code $(jget "$(<"$tmp/body")" 'j["error"]')"
+code=$(poll /oauth/token "$dc"); e3="$code $(jget "$(<"$tmp/body")" 'j["error_description"]')"
+expect "auth0: expired_token once, then invalid_grant" "$e1, $e2, $e3" \
+  "403 expired_token, 403 invalid_grant, 403 Invalid or expired device code."
+tjson /_test/config '{"grace_seconds": 3600}' >/dev/null
+r=$(tjson /_test/issue '{"client_id":"cli"}'); a1=$(jget "$r" 'j["refresh_token"]')
+a0r() { post /oauth/token --data grant_type=refresh_token --data-urlencode "refresh_token=$1" --data client_id=cli; }
+code=$(a0r "$a1"); a2=$(rt_of); at=$(jget "$(<"$tmp/body")" 'j["access_token"]')
+expect "auth0: without audience an opaque access token" "$code $(jget "$(<"$tmp/body")" 'j["access_token"].count(".")')" "200 0"
+a0r "$a2" >/dev/null; a3=$(rt_of)
+code=$(a0r "$a2")
+expect "auth0: the previous token may be used again within the leeway" "$code" 200
+code=$(a0r "$a1")
+expect "auth0: the second-to-last revokes the family" "$code $(jget "$(<"$tmp/body")" 'j["error"]') $(jget "$(status_of "$a3")" 'j["family_revoked"]')" \
+  "403 invalid_grant true"
+tjson /_test/reset '{}' >/dev/null
+
+tjson /_test/config '{"persona": "gitlab", "created_at_offset_seconds": -600}' >/dev/null
+r=$(tjson /_test/issue '{"client_id":"cli"}'); l1=$(jget "$r" 'j["refresh_token"]')
+code=$(post /oauth/token --data grant_type=refresh_token --data-urlencode "refresh_token=$l1" --data client_id=cli); body=$(<"$tmp/body")
+now=$(date +%s)
+expect "gitlab: expires_in 7200, created_at 600 s back, Bearer" \
+  "$code $(jget "$body" '[j["expires_in"], j["token_type"]]') $(( now - $(jget "$body" 'j["created_at"]') >= 599 ))" '200 [7200, "Bearer"] 1'
+l2=$(rt_of)
+code=$(post /oauth/token --data grant_type=refresh_token --data-urlencode "refresh_token=$l1" --data client_id=cli)
+expect "gitlab: a spent token is invalid_grant with GitLab's words" "$code $(jget "$(<"$tmp/body")" 'j["error_description"][:35]')" \
+  "400 The provided authorization grant is"
+expect "gitlab: ... and the newer pair lives on" "$(jget "$(status_of "$l2")" 'j["active"]')" true
+code=$(post /oauth/authorize_device --data client_id=cli --data scope=openid); body=$(<"$tmp/body")
+expect "gitlab: device answer" "$code $(jget "$body" '[j["expires_in"], j["interval"], j["verification_uri_complete"].split("?")[0][-13:]]')" \
+  '200 [300, 5, "/oauth/device"]'
+dc=$(jget "$body" 'j["device_code"]'); tjson /_test/device/approve "{\"user_code\":\"$(jget "$body" 'j["user_code"]')\"}" >/dev/null
+code=$(poll /oauth/token "$dc")
+expect "gitlab: a device success without a refresh token" "$code $(rt_of)" "200 null"
+tjson /_test/config '{"device_endpoint_missing": true, "device_script": [{"status": 200, "body": {"token_type": "bearer"}}]}' >/dev/null
+code=$(post /oauth/authorize_device --data client_id=cli)
+expect "gitlab old instance: 404 HTML at the device endpoint" "$code $(grep -c '<html>' "$tmp/body")" "404 1"
+tjson /_test/config '{"device_endpoint_missing": false}' >/dev/null
+post /oauth/authorize_device --data client_id=cli >/dev/null; dc=$(jget "$(<"$tmp/body")" 'j["device_code"]')
+code=$(poll /oauth/token "$dc")
+expect "device_script object: answered exactly so" "$code $(<"$tmp/body")" '200 {"token_type": "bearer"}'
+tjson /_test/reset '{}' >/dev/null
+
 # --- concurrency: 256 parallel uses of one token: exactly one wins, the first
 # loser trips reuse detection, the rest find the family revoked
 tjson /_test/reset '{}' >/dev/null
