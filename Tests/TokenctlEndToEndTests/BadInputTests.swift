@@ -152,8 +152,8 @@ struct BadInputTests {
     ]
 
     @Test(
-        "login: an unusable or refusing token endpoint → 77, the problem named, nothing stored", arguments: badResponses
-    )
+        "login: a refusing token endpoint → 77, an unusable 200 without an error → 76 (protocol error), the problem named, nothing stored",
+        arguments: badResponses)
     func loginRejected(_ response: BadTokenResponse) throws {
         let sandbox = try Sandbox()
         let server = try AuthServer(["faults": [try response.fault]])
@@ -161,7 +161,9 @@ struct BadInputTests {
         let result = try sandbox.tokenctl(
             "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "20",
             stdin: refreshToken)
-        #expect(result.status == 77, "\(result)")
+        // Issue 25, item 1: a 2xx without an error is the server breaking the protocol (76), not a refusal.
+        let unusable = response.faultJSON.contains(#""status": 200"#)
+        #expect(result.status == (unusable ? 76 : 77), "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
         #expect(result.stderr.hasPrefix("Error: "), "\(result)")
         #expect(result.stderr.contains(response.mentioning), "\(result)")

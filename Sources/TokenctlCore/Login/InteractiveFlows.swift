@@ -9,6 +9,8 @@ struct DeviceFlow: Sendable {
     var retry: RetryPolicy
     var credentials: ClientCredentials
     var presenter: any LoginPresenter
+    /// The same login by browser, for hints (`LoginRequest.browserLoginCommand`); nil: none printable.
+    var browserCommand: String? = nil
 
     func run(
         deviceEndpoint: String, tokenEndpoint: String, scope: String?, extra: [(String, String)]
@@ -29,6 +31,17 @@ struct DeviceFlow: Sendable {
             throw TokenctlError(
                 .transient, "the device authorization endpoint failed with HTTP \(response.status)",
                 hint: "Nothing was stored; try again later.")
+        }
+        // No such endpoint, whatever the body says: a server without the device grant (GitLab
+        // before 17.2 or with its feature flag off answers 404, PROVIDERS.md §4).
+        if [404, 405, 501].contains(response.status) {
+            throw TokenctlError(
+                .configuration,
+                "the server does not support the device flow: its device authorization endpoint \(deviceEndpoint) answered HTTP \(response.status)",
+                hint: Hint.sentences(
+                    "Nothing was stored.", signInByBrowser,
+                    "If the server has a device authorization endpoint elsewhere, give it with --device-authorization-endpoint."
+                ))
         }
         // The body decides (GitHub answers its errors with HTTP 200, by default form-encoded).
         let object = EndpointAnswer.object(response)
@@ -66,6 +79,15 @@ struct DeviceFlow: Sendable {
             switch RefreshOutcome.classify(result, now: receivedAt) {
             case .success(let tokens, let serverDate):
                 return (tokens, receivedAt, serverDate)
+            case .transient(.rateLimited, let retryAfter):
+                // 429: Auth0's slow_down, or a rate limit without a body (Okta): poll more
+                // slowly, at least as long as Retry-After and the body's interval say.
+                transientFailures = 0
+                let answer = try? result.get()
+                let interval = answer.flatMap { EndpointAnswer.seconds(EndpointAnswer.object($0)?["interval"]) }
+                let asked = max(retryAfter ?? 0, interval ?? 0)
+                schedule.slowDown(serverInterval: asked > 0 ? asked : nil)
+                presenter.deviceFlowSlowedDown(interval: schedule.interval)
             case .transient:
                 // §3.5: back off on connection problems and keep going until the codes expire.
                 transientFailures += 1
@@ -111,8 +133,11 @@ struct DeviceFlow: Sendable {
                 throw TokenctlError(
                     .loginRequired, "the server ended the device login: \(reason)", hint: "Nothing was stored.")
             case .unusableTokens(let answer):
+                // A 2xx without an access token and without an error: the server broke the
+                // protocol, it did not refuse the login (76; a session signed in before stays).
                 throw TokenctlError(
-                    .loginRequired, "the server ended the device login: \(answer)", hint: "Nothing was stored.")
+                    .protocolError, "the server approved the device login but its answer is unusable: \(answer)",
+                    hint: "Nothing was stored; a session signed in before is kept. Report it to the server's operator.")
             }
         }
     }
@@ -130,9 +155,10 @@ struct DeviceFlow: Sendable {
             return TokenctlError(
                 .configuration,
                 "the device flow is not enabled for client '\(TerminalText.short(credentials.clientID))' at this server (\(words))",
-                hint:
-                    "Nothing was stored. Sign in with --browser instead, or have the client's owner enable the device flow (GitHub: the app's settings, \"Enable Device Flow\")."
-            )
+                hint: Hint.sentences(
+                    "Nothing was stored.", signInByBrowser,
+                    "Or have the client's owner enable the device flow (GitHub: the app's settings, \"Enable Device Flow\")."
+                ))
         }
         if let meaning = OAuthErrorCodes.meaning(of: code), meaning.kind == .clientRefused {
             return TokenctlError(
@@ -143,6 +169,12 @@ struct DeviceFlow: Sendable {
             .configuration,
             "the device authorization endpoint refused the request (\(status.map { "HTTP \($0) " } ?? "")\(words))",
             hint: "Check --client-id and --scope, and that the client may use the device flow.")
+    }
+
+    /// "Sign in by browser instead", with the command when it can be printed.
+    private var signInByBrowser: String {
+        browserCommand.map { "Sign in by browser instead: '\($0)'." }
+            ?? "Sign in by browser instead: run the same login command with --browser in place of --device."
     }
 
     private func expired() -> TokenctlError {

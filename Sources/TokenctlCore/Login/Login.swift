@@ -239,7 +239,8 @@ extension TokenctlService {
                     hint: "Give it with --device-authorization-endpoint, or use --browser.")
             }
             let flow = DeviceFlow(
-                http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter)
+                http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter,
+                browserCommand: request.browserLoginCommand())
             let (response, receivedAt, serverDate) = try await flow.run(
                 deviceEndpoint: deviceEndpoint.string, tokenEndpoint: endpoints.token.string, scope: scope, extra: extra
             )
@@ -498,8 +499,10 @@ extension TokenctlService {
                 .configuration, "the server refused the client: \(reason)",
                 hint: Hint.sentences("Nothing was stored.", hint))
         case .unusableTokens(let answer):
+            // Accepted, but answered against the protocol: 76, as a refresh's unusable answer.
             throw TokenctlError(
-                .loginRequired, "the server did not accept \(what): \(answer)", hint: "Nothing was stored.")
+                .protocolError, "the server accepted \(what) but its answer is unusable: \(answer)",
+                hint: "Nothing was stored; a session signed in before is kept.")
         case .transient(let reason, _):
             throw TokenctlError(
                 .transient, "could not reach the token endpoint: \(reason)",

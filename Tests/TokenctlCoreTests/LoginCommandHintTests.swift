@@ -1,0 +1,41 @@
+import Testing
+import TokenctlEssentials
+
+@testable import TokenctlCore
+
+/// The browser login a device-flow refusal offers (issue 25: "offers --browser", the hint runs
+/// as printed): the same issuer, client and options, or no command when one cannot be printed.
+@Suite("The browser login command in device-flow hints")
+struct LoginCommandHintTests {
+    func request(_ profile: String = "default") throws -> TokenctlService.LoginRequest {
+        TokenctlService.LoginRequest(
+            profile: ProfileName(rawValue: profile)!, issuer: try EndpointURL("https://gitlab.example.com"),
+            clientID: "app-id", scope: "openid read_repository", method: .device,
+            endpoints: ExplicitEndpoints(
+                token: try EndpointURL("https://gitlab.example.com/oauth/token"),
+                deviceAuthorization: try EndpointURL("https://gitlab.example.com/oauth/authorize_device")),
+            audience: nil, dpop: true)
+    }
+
+    @Test("the device login's options but the device endpoint, spaces quoted, --profile when not default; a valid hint")
+    func command() throws {
+        let command = try #require(try request("work").browserLoginCommand())
+        #expect(
+            command
+                == "tokenctl --profile work login --browser --issuer https://gitlab.example.com --client-id app-id --scope \"openid read_repository\" --token-endpoint https://gitlab.example.com/oauth/token --dpop"
+        )
+        #expect(Hint.problems(in: "Sign in by browser instead: '\(command)'.").isEmpty)
+    }
+
+    @Test("no command with a client secret (stdin cannot be copied) or a value a shell would change")
+    func none() throws {
+        var withSecret = try request()
+        withSecret.clientSecret = "s"
+        #expect(withSecret.browserLoginCommand() == nil)
+        var quoted = try request()
+        quoted.scope = "it's"
+        #expect(quoted.browserLoginCommand() == nil)
+        quoted.scope = "a $HOME"
+        #expect(quoted.browserLoginCommand() == nil)
+    }
+}
