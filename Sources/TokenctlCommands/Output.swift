@@ -47,6 +47,7 @@ enum Output {
         let total = max(0, Int(saturating: seconds.rounded(.down)))
         if total < 120 { return "\(total) s" }
         if total < 7200 { return "\(total / 60) min" }
+        if total >= 172_800 { return "\(total / 86400) days" }
         return "\(total / 3600) h \(total % 3600 / 60) min"
     }
 

@@ -130,7 +130,15 @@ enum StatusCommand: EngineCommand {
                 status.accessTokenTimeLeft == .infinity
                 ? "none (log in again when a server rejects the access token)"
                 : "none (log in again when the access token expires)"
-            lines.append("  refresh token: \(status.hasRefreshToken ? "present" : noRefreshToken)")
+            var refresh = status.hasRefreshToken ? "present" : noRefreshToken
+            if status.hasRefreshToken, let left = status.refreshTokenTimeLeft {
+                // The server said how long it lives (GitHub App tokens: about six months).
+                refresh =
+                    left > 0
+                    ? "present, expires in \(Output.duration(left))"
+                    : "expired \(Output.duration(-left)) ago (run '\(CommandHint.login(status.profile))' to sign in again)"
+            }
+            lines.append("  refresh token: \(refresh)")
             if let scope = status.scope { lines.append("  scope:         \(scope)") }
             if let dpop = status.dpop {
                 let jkt = status.dpopThumbprint.map { " (jkt \($0))" } ?? ""

@@ -93,7 +93,8 @@ struct BodyDecidesTests {
             outcome
                 == .success(
                     TokenResponse(
-                        accessToken: "ghu_x", tokenType: "Bearer", expiresIn: 28800, refreshToken: "ghr_y", scope: nil),
+                        accessToken: "ghu_x", tokenType: "Bearer", expiresIn: 28800, refreshToken: "ghr_y", scope: nil,
+                        refreshTokenExpiresIn: 15_897_600),
                     serverDate: nil))
     }
 

@@ -284,6 +284,15 @@ public actor TokenBroker {
         guard let refreshToken = current.refreshToken else {
             throw await noRefreshToken(profile, current: current, target: target, rejected: force && rejected)
         }
+        if let end = current.refreshTokenExpiresAt, clock.now() >= end {
+            // The server said when the refresh token dies (GitHub App tokens, about six months):
+            // a request now can only be refused. The session stays for `status` to show.
+            narrate?("the refresh token of '\(profile.name)' expired by the server's own statement: no request sent")
+            throw TokenctlError(
+                .loginRequired,
+                "the refresh token of profile '\(profile.name)' has expired (the server stated its lifetime): re-login needed",
+                hint: "Run '\(CommandHint.login(profile.name))' to sign in again. Nothing was sent to the server.")
+        }
 
         let credentials = try await clientCredentials(for: profile)
         var client = endpointClient(profile)
@@ -576,6 +585,7 @@ public actor TokenBroker {
         let fresh = TokenSet(response: response, receivedAt: receivedAt, serverDate: serverDate, previous: current)
         var next = current
         next.refreshToken = fresh.refreshToken
+        next.refreshTokenExpiresAt = fresh.refreshTokenExpiresAt
         next.idToken = fresh.idToken
         next.lastRefreshAt = receivedAt
         next.serverClockOffset = fresh.serverClockOffset

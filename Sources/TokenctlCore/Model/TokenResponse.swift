@@ -12,6 +12,9 @@ public struct TokenResponse: Equatable, Sendable {
     /// When the server says it issued the token, on its clock (GitLab's `created_at`, epoch
     /// seconds): the expiry is then `created_at + expires_in`, not the arrival plus `expires_in`.
     public var createdAt: Double? = nil
+    /// How long the refresh token lives, in seconds from the answer (GitHub App user tokens'
+    /// `refresh_token_expires_in`, about six months), when the server says.
+    public var refreshTokenExpiresIn: Double? = nil
 
     /// Parse and validate a 200 body.
     ///
@@ -53,12 +56,17 @@ public struct TokenResponse: Equatable, Sendable {
         // Only a plausible time (after 2001, within the stored bounds) is believed; anything
         // else is ignored, not refused: the answer may have rotated the refresh token.
         let createdAt = EndpointAnswer.seconds(object["created_at"]).flatMap { (1e9...1e11).contains($0) ? $0 : nil }
+        // The same for the refresh token's lifetime: a number or a numeric string (early GitHub App answers).
+        let refreshTokenExpiresIn = EndpointAnswer.seconds(object["refresh_token_expires_in"]).flatMap {
+            $0.isFinite && $0 > 0 ? min($0, maximumLifetime) : nil
+        }
         do {
             let (accessToken, tokenType, expiresIn) = try accessTokenFields(object)
             return .usable(
                 TokenResponse(
                     accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
-                    refreshToken: refreshToken, idToken: idToken, scope: scope, createdAt: createdAt))
+                    refreshToken: refreshToken, idToken: idToken, scope: scope, createdAt: createdAt,
+                    refreshTokenExpiresIn: refreshToken == nil ? nil : refreshTokenExpiresIn))
         } catch {
             return .unusableAccessToken(error, refreshToken: refreshToken, idToken: idToken)
         }

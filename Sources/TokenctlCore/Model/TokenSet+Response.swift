@@ -29,7 +29,10 @@ extension TokenSet {
             targetedTokens: previous?.targetedTokens.filter { $0.effectiveExpiry > receivedAt } ?? [],
             scopeNarrowedAt: previous?.scopeNarrowedAt,
             // The key the response's tokens are bound to stays with them.
-            dpopKey: previous?.dpopKey
+            dpopKey: previous?.dpopKey,
+            // A new refresh token lives as long as its answer says; a kept one as long as it did.
+            refreshTokenExpiresAt: response.refreshToken != nil
+                ? response.refreshTokenExpiresIn.map { receivedAt + $0 } : previous?.refreshTokenExpiresAt
         )
         // The bounds a stored set is read back with (`validated()`), applied where the values
         // arrive, so that what is written reads back unchanged (a server Date in year 9790 made
@@ -44,6 +47,7 @@ extension TokenSet {
         obtainedAt = obtainedAt.clamped(to: 0...1e11)
         lastRefreshAt = lastRefreshAt?.clamped(to: 0...1e11)
         scopeNarrowedAt = scopeNarrowedAt?.clamped(to: 0...1e11)
+        refreshTokenExpiresAt = refreshTokenExpiresAt?.clamped(to: 0...1e11)
         issuedLifetime = issuedLifetime?.clamped(to: 0...TokenResponse.maximumLifetime)
         serverClockOffset = serverClockOffset?.clamped(to: -1e9...1e9)
         for index in targetedTokens.indices {

@@ -30,6 +30,10 @@ public struct TokenSet: Codable, Equatable, Sendable {
     /// to one: kept in the same item as the tokens it binds (and in the rotation journal with
     /// them), never on disk or in the hot cache. Nil: a bearer session.
     public var dpopKey: String?
+    /// When the refresh token dies, in local epoch seconds, when the server said how long it
+    /// lives (`refresh_token_expires_in`): past it a refresh needs a new login, and no request
+    /// is sent. Nil: no stated end (most servers).
+    public var refreshTokenExpiresAt: Double?
 
     enum CodingKeys: String, CodingKey {
         case accessToken = "access_token"
@@ -45,6 +49,7 @@ public struct TokenSet: Codable, Equatable, Sendable {
         case subject
         case scopeNarrowedAt = "scope_narrowed_at"
         case dpopKey = "dpop_key"
+        case refreshTokenExpiresAt = "refresh_token_expires_at"
     }
 
     public init(
@@ -52,9 +57,10 @@ public struct TokenSet: Codable, Equatable, Sendable {
         scope: String? = nil, expiresAt: Double?, issuedLifetime: Double?, obtainedAt: Double,
         lastRefreshAt: Double? = nil, serverClockOffset: Double? = nil, subject: String? = nil,
         targetedTokens: [TargetedToken] = [],
-        scopeNarrowedAt: Double? = nil, dpopKey: String? = nil
+        scopeNarrowedAt: Double? = nil, dpopKey: String? = nil, refreshTokenExpiresAt: Double? = nil
     ) {
         self.dpopKey = dpopKey
+        self.refreshTokenExpiresAt = refreshTokenExpiresAt
         self.targetedTokens = targetedTokens
         self.scopeNarrowedAt = scopeNarrowedAt
         self.accessToken = accessToken
@@ -133,6 +139,8 @@ public struct TokenSet: Codable, Equatable, Sendable {
         try container.encodeIfPresent(subject, forKey: StoredKey(CodingKeys.subject.rawValue))
         try container.encodeIfPresent(scopeNarrowedAt, forKey: StoredKey(CodingKeys.scopeNarrowedAt.rawValue))
         try container.encodeIfPresent(dpopKey, forKey: StoredKey(CodingKeys.dpopKey.rawValue))
+        try container.encodeIfPresent(
+            refreshTokenExpiresAt, forKey: StoredKey(CodingKeys.refreshTokenExpiresAt.rawValue))
         for (index, token) in targetedTokens.prefix(TargetedToken.maximumPerSession).enumerated() {
             for member in token.members(index) {
                 if let string = member.string { try container.encode(string, forKey: StoredKey(member.key)) }
@@ -160,6 +168,7 @@ public struct TokenSet: Codable, Equatable, Sendable {
             subject: try string(.subject))
         scopeNarrowedAt = try number(.scopeNarrowedAt)
         dpopKey = try string(.dpopKey)
+        refreshTokenExpiresAt = try number(.refreshTokenExpiresAt)
         var failure: (any Error)?
         do {
             targetedTokens = try TargetedToken.decodeAll(
@@ -220,7 +229,8 @@ public struct TokenSet: Codable, Equatable, Sendable {
             subject: try object.string(CodingKeys.subject.rawValue),
             targetedTokens: try TargetedToken.decodeAll(string: object.string, number: object.number),
             scopeNarrowedAt: try object.number(CodingKeys.scopeNarrowedAt.rawValue),
-            dpopKey: try object.string(CodingKeys.dpopKey.rawValue))
+            dpopKey: try object.string(CodingKeys.dpopKey.rawValue),
+            refreshTokenExpiresAt: try object.number(CodingKeys.refreshTokenExpiresAt.rawValue))
     }
 
     /// This set as tokenctl may use it: a hand-edited or foreign item must not put a line break

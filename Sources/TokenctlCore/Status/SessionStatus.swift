@@ -35,6 +35,9 @@ public struct SessionStatus: Sendable, Equatable {
     /// Seconds of access-token validity left (negative once expired), skew-corrected.
     public var accessTokenTimeLeft: Double?
     public var hasRefreshToken: Bool
+    /// Seconds until the refresh token dies by the server's statement (`refresh_token_expires_in`),
+    /// negative once it has; nil when the server stated no end.
+    public var refreshTokenTimeLeft: Double?
     /// The session's tokens for other targets (`token --scope …`): each target and the seconds
     /// its token has left (negative: expired, refreshed on next use).
     public var targetedTokens: [(target: TokenTarget, timeLeft: Double)] = []
@@ -180,6 +183,7 @@ extension TokenctlService {
         status.scope = stored.scope
         status.accessTokenTimeLeft = stored.timeLeft(at: now)
         status.hasRefreshToken = stored.hasRefreshToken
+        status.refreshTokenTimeLeft = stored.refreshToken == nil ? nil : stored.refreshTokenExpiresAt.map { $0 - now }
         status.targetedTokens = stored.targetedTokens.map { ($0.target, $0.effectiveExpiry - now) }
         status.scopeNarrowedByServer = stored.scopeNarrowedAt != nil
         status.dpop = stored.dpopKey == nil ? "bearer" : stored.tokenType == "DPoP" ? "bound" : "bearer-accepted"
@@ -198,7 +202,9 @@ extension TokenctlService {
         if stored.timeLeft(at: now) > 0 {
             status.state = .authenticated
         } else {
-            status.state = stored.hasRefreshToken ? .expiredRefreshable : .signedOut
+            // A refresh token past its stated end cannot renew anything: sign in again.
+            let renewable = stored.hasRefreshToken && (status.refreshTokenTimeLeft ?? 1) > 0
+            status.state = renewable ? .expiredRefreshable : .signedOut
         }
         // The ID token's signature; without one, a JWT access token's. An opaque access token has none.
         let signed = stored.idToken ?? (accessClaims == nil ? nil : stored.accessToken)
