@@ -25,6 +25,11 @@ struct LoginCommandHintTests {
                 == "tokenctl --profile work login --browser --issuer https://gitlab.example.com --client-id app-id --scope \"openid read_repository\" --token-endpoint https://gitlab.example.com/oauth/token --dpop"
         )
         #expect(Hint.problems(in: "Sign in by browser instead: '\(command)'.").isEmpty)
+        var preset = try request()
+        preset.provider = .gitlab
+        #expect(
+            preset.browserLoginCommand()?.hasPrefix(
+                "tokenctl login --browser --provider gitlab --issuer https://gitlab.example.com ") == true)
     }
 
     @Test("no command with a client secret (stdin cannot be copied) or a value a shell would change")

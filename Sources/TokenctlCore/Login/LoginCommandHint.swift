@@ -2,13 +2,15 @@ import TokenctlEssentials
 
 extension TokenctlService.LoginRequest {
     /// This login as a command line that signs in by browser instead of the device flow, for a
-    /// hint that must run as printed: the issuer, client and everything given or saved that
+    /// hint that must run as printed: the preset, issuer, client and everything given or saved that
     /// still applies (scope, audience, resources, endpoints other than the device endpoint,
     /// the CA bundle, DPoP). Nil when it cannot be printed so: a client secret (read from
     /// standard input, which a copied command cannot carry) or a value a shell would change.
     public func browserLoginCommand() -> String? {
         guard clientSecret == nil else { return nil }
         var words = ["login", "--browser"]
+        // The preset, whose issuer is given as it resolved (`--issuer` works for every preset).
+        if let provider { words += ["--provider", provider.rawValue] }
         func add(_ option: String, _ value: String?) -> Bool {
             guard let value else { return true }
             guard let word = Self.shellWord(value) else { return false }
