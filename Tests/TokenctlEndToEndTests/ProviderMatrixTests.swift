@@ -40,6 +40,15 @@ struct ProviderMatrixTests {
             persona: "google", provider: "google", byHost: false, clientID: "99-matrix.apps.googleusercontent.com",
             secret: "g-secret", refreshes: true, endWords: "invalid_grant: Token has been expired or revoked.",
             logoutWords: "the server revoked its refresh token"),
+        Persona(
+            persona: "okta", provider: "okta", byHost: false, clientID: "0oaMatrix", secret: nil, refreshes: true,
+            endWords: "invalid_grant", logoutWords: "the server revoked its refresh token"),
+        Persona(
+            persona: "auth0", provider: "auth0", byHost: false, clientID: "Auth0Matrix", secret: nil, refreshes: true,
+            endWords: "invalid_grant", logoutWords: "the server revoked its refresh token"),
+        Persona(
+            persona: "gitlab", provider: "gitlab", byHost: true, clientID: "glMatrix", secret: nil, refreshes: false,
+            endWords: "is no longer trusted", logoutWords: "the server revoked its access token"),
     ]
 
     func presetArguments(_ persona: Persona, _ server: AuthServer) -> [String] {
