@@ -111,6 +111,11 @@ public enum ProviderErrorClasses {
             hint:
                 "A public client must not send a secret (AADSTS700025): log in again without --client-secret-stdin.",
             followUp: .forgetSecret),
+        "AADSTS7000215": Row(
+            .configuration, "Entra",
+            hint:
+                "Entra refused the client secret (AADSTS7000215): give the secret's value, not its ID, and check that it has not expired.",
+            followUp: .newSecret),
         "AADSTS50011": Row(
             .configuration, "Entra",
             hint:
