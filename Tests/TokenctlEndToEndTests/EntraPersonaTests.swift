@@ -199,6 +199,36 @@ struct EntraPersonaTests {
     }
 
     @Test(
+        "Entra multi-tenant (/common): discovery's {tenantid} issuer is accepted with --provider entra only, and the ID token's iss must be the template with its tid (PROVIDERS.md §3, \"{tenantid} placeholder issuer\")"
+    )
+    func commonTenant() throws {
+        let server = try AuthServer([
+            "persona": "entra", "entra_tenant": "common", "device_interval": 1,
+            "device_script": ["approve", "approve", "approve"],
+        ])
+        let issuer = server.url + "/common/v2.0"
+        let sandbox = try Sandbox()
+        for kind in ["session", "client-secret"] {
+            _ = try runProgram(
+                "/usr/bin/secret-tool", ["clear", "application", "tokenctl", "issuer", issuer, "kind", kind],
+                environment: sandbox.variables)
+        }
+        let plain = try sandbox.tokenctl("login", "--device", "--issuer", issuer, "--client-id", "cli")
+        #expect(plain.status == 78, "without the preset the match stays exact: \(plain)")
+
+        let login = try sandbox.tokenctl(
+            "login", "--device", "--provider", "entra", "--issuer", issuer, "--client-id", "cli")
+        #expect(login.status == 0, "\(login)")
+        #expect(try sandbox.tokenctl("refresh").status == 0, "the refreshed ID token's iss is checked the same way")
+
+        try server.configure(["id_token_claims": ["tid": "11111111-2222-3333-4444-555555555555"]])
+        let other = try sandbox.tokenctl(
+            "login", "--device", "--provider", "entra", "--issuer", issuer, "--client-id", "cli")
+        #expect(other.status == 77, "iss names another tenant than tid: \(other)")
+        #expect(other.stderr.contains("{tenantid}"), "\(other)")
+    }
+
+    @Test(
         "429 during device polling raises the interval and honours Retry-After (no OAuth body, as Okta and Auth0 send it: PROVIDERS.md §6, §7)"
     )
     func rateLimitedDevicePolling() throws {
