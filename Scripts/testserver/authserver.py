@@ -48,7 +48,8 @@ Config keys (defaults in DEFAULT_CONFIG):
   jwt_access_tokens, omit_expires_in, allowed_resources,
   dpop_algs, dpop_iat_window, dpop_nonce_required, dpop_resource_nonce_required,
   dpop_nonce_rotate_after, dpop_downgrade, dpop_wrong_cnf, refresh_answer_overrides, persona,
-  device_flow_disabled, numbers_as_strings, created_at_offset_seconds, device_endpoint_missing.
+  device_flow_disabled, numbers_as_strings, created_at_offset_seconds, device_endpoint_missing,
+  entra_tenant, entra_user_tenant, aadsts_errors, keycloak_errors.
 device_script entries: "approve", any error code (answered 400 {"error": code}, or the persona's
 status; "expired_token" also counts as reported, see auth0), or an object {"status", "body"}
 answered exactly so (a 200 without access_token, say), touching nothing.  The
@@ -155,6 +156,48 @@ still shorten an interval; its "wire" switches shape every /token and device ans
                     _complete; a dead refresh token gets invalid_grant "Token has been expired or
                     revoked."; /revoke answers 400 invalid_token for a token it does not know.
                     Set "client_secrets" for the client: Google requires its secret.
+  entra             Microsoft Entra ID (PROVIDERS.md §3).  Every OAuth error is 400 JSON (401 for
+                    invalid_client) shaped as Entra's: "error", "error_description"
+                    "AADSTSnnnn: text\r\nTrace ID: <uuid>\r\nCorrelation ID: <uuid>\r\nTimestamp:
+                    <YYYY-MM-DD HH:MM:SSZ>", "error_codes": [nnnn], "trace_id", "correlation_id",
+                    "timestamp", "error_uri" (ISSUER/error?code=nnnn); the code is the server's own
+                    (authorization_pending 70016, expired_token 70020, authorization_declined 65004,
+                    invalid_grant 70008, invalid_client 7000215, invalid_scope 70011, ...: the
+                    AADSTS table in this file).  Device answers: verification_uri ISSUER/devicelogin, no
+                    verification_uri_complete, a "message" ("To sign in, use a web browser to open
+                    the page ISSUER/devicelogin and enter the code XXXX-XXXX to authenticate."),
+                    expires_in 900, interval 5; a denied code (/_test/device/deny, or
+                    "access_denied" in device_script) polls as authorization_declined.  Discovery
+                    has no revocation_endpoint (advertise_revocation false) and names an
+                    end_session_endpoint.  A refresh rotates WITHOUT revoking: the new refresh
+                    token and the old one both stay valid (token-status "spent": false).
+                    Token answers carry ext_expires_in; ID tokens carry "tid" (the user's tenant,
+                    a GUID), "ver": "2.0" and "oid".
+                    Tenants (config "entra_tenant"): null (the default) serves the root paths only,
+                    issuer ISSUER, ID tokens' iss ISSUER.  "common", "organizations", "consumers"
+                    or a tenant GUID also serves that tenant's paths:
+                      GET  /TENANT/v2.0/.well-known/openid-configuration
+                      POST /TENANT/oauth2/v2.0/token, POST /TENANT/oauth2/v2.0/devicecode,
+                      GET  /TENANT/oauth2/v2.0/authorize, GET /TENANT/discovery/v2.0/keys
+                    (other tenants' paths: 404), and its discovery names those endpoints
+                    (end_session_endpoint ISSUER/TENANT/oauth2/v2.0/logout) and, as issuer, the
+                    literal template "ISSUER/{tenantid}/v2.0" for common and organizations, else
+                    "ISSUER/GUID/v2.0" (consumers: 9188040d-6c67-4c5b-b112-36a304b66dad).  ID tokens
+                    issued at any path then carry tid = GUID and iss = "ISSUER/GUID/v2.0", where GUID
+                    is the tenant's own, or for common and organizations config "entra_user_tenant"
+                    (default 8eaef023-2b34-4da1-9baa-8bc8c9d6a490).  A test of a multi-tenant
+                    profile: POST /_test/config {"persona": "entra", "entra_tenant": "common"}, then
+                    log in with --issuer ISSUER/common/v2.0 (discovery at
+                    ISSUER/common/v2.0/.well-known/openid-configuration answers issuer
+                    "ISSUER/{tenantid}/v2.0"); the ID token's iss is "ISSUER/<entra_user_tenant>/v2.0"
+                    and its tid entra_user_tenant.  A mismatch to provoke: "id_token_claims"
+                    {"tid": OTHER} (iss keeps entra_user_tenant) or {"iss": ...}.
+  keycloak          Keycloak with Revoke Refresh Token on and Refresh Token Max Reuse 0 (PROVIDERS.md
+                    §5): access_ttl 300; each refresh token works once; reusing a spent one gets 400
+                    invalid_grant "Maximum allowed refresh token reuse exceeded" and the whole
+                    session (family) dies, the fresh token too, which then gets invalid_grant
+                    "Session not active"; an unknown refresh token gets "Invalid refresh token".
+                    Revocation as the server's own (RFC 7009).  Client errors: unauthorized_client.
 POST /_test/revoke-all: the provider ends every session (families and access tokens revoked).
 GitHub's revocation (github-* personas, and any server): DELETE /api/v3/applications/{client_id}/token
 with Basic client_id:client_secret and {"access_token": ...}: 204 (the token and its grant
@@ -193,6 +236,19 @@ revoked), 404 unknown token or bad credentials, 422 no token; logged as "/applic
                     verification_uri_complete, expires_in 300, interval 5, and a success without
                     a refresh token.  Config "device_endpoint_missing": the device endpoint
                     answers 404 with an HTML page (GitLab before 17.2, or the flag off).
+Config "aadsts_errors" (any persona; shaped as the entra persona's errors): a queue consumed one
+entry per /token request (refresh, device poll or code exchange), after "faults" and before
+normal handling; the request touches no token state (nothing is spent or rotated) and is
+logged with outcome "AADSTSnnnn":
+  {"code": 90024, "error"?: "temporarily_unavailable", "description"?: "text", "status"?: 400}
+  error, text and status default from the code (the AADSTS table; status 401 for invalid_client),
+  e.g. [{"code": 90024}, {"code": 700082}] answers the next request temporarily_unavailable
+  AADSTS90024 and the one after invalid_grant AADSTS700082.
+Config "keycloak_errors": a queue of invalid_grant descriptions ("Token is not active",
+"Session not active", "Stale token", "Stale refresh token", "Maximum allowed refresh token reuse
+exceeded", "Refresh token expired", "Client session not active"), consumed one per /token
+request like aadsts_errors: 400 {"error": "invalid_grant", "error_description": TEXT}, and the
+session of the refresh token sent ends (its family is revoked); logged as "keycloak_invalid_grant".
 Config "device_flow_disabled": the device endpoint answers device_flow_disabled ("Device Flow
 must be explicitly enabled for this App"; 400, or 200 under a GitHub persona).  Config
 "numbers_as_strings": numeric members of token and device answers sent as JSON strings.
@@ -361,6 +417,14 @@ DEFAULT_CONFIG = {
     # The device authorization endpoint answers 404 with an HTML page (a GitLab before 17.2, or
     # its oauth2_device_grant_flow feature flag off).
     "device_endpoint_missing": False,
+    # Entra (see the header): the tenant of the /{tenant}/... paths (None: the root paths
+    # only), the user's home tenant for ID tokens' tid, and AADSTS errors for the next /token
+    # requests, one entry each.
+    "entra_tenant": None,
+    "entra_user_tenant": "8eaef023-2b34-4da1-9baa-8bc8c9d6a490",
+    "aadsts_errors": [],
+    # Keycloak (see the header): invalid_grant descriptions for the next /token requests.
+    "keycloak_errors": [],
 }
 
 # Providers as they behave on the wire (PROVIDERS.md).  "config": the config keys a persona
@@ -376,6 +440,30 @@ GITHUB_WIRE = {
     "poll_interval_rule": True,       # an early poll gets slow_down; slow_down carries "interval"
     "dead_refresh_error": "bad_refresh_token",
     "client_error": "incorrect_client_credentials",
+    "error_style": "github",          # GitHub's error_description and error_uri defaults
+}
+ENTRA_WIRE = {
+    "error_style": "entra",           # AADSTS codes in error_description and error_codes (entra_error)
+    "token_type": "Bearer",
+    "access_prefix": "eyJ0eXAiOiJKV1QiLCJub25jZSI6",
+    "scope_style": "space",
+    "client_error": "invalid_client",
+    "device_verification_path": "/devicelogin",
+    "device_uri_complete": False,     # no verification_uri_complete
+    "device_message": True,           # a "message" member in the device answer
+    "denied_error": "authorization_declined",
+    "rotation_keeps_old": True,       # a refresh rotates, and the old refresh token stays valid
+    "id_token_tid": True,             # ID tokens carry tid (and iss per tenant, see entra_tenant)
+}
+KEYCLOAK_WIRE = {
+    "error_style": "keycloak",
+    "token_type": "Bearer",
+    "access_prefix": "eyJhbGciOiJSUzI1NiIsInR5cCI6",
+    "scope_style": "space",
+    "client_error": "unauthorized_client",
+    "device_verification_path": "/device",
+    "device_uri_complete": True,
+    "keycloak_texts": True,           # invalid_grant with Keycloak's descriptions; reuse kills the session
 }
 # Google (PROVIDERS.md §2): no rotation (a refresh answer has no refresh_token), a refresh
 # token only for access_type=offline with prompt=consent, offline_access refused, ID tokens
@@ -485,7 +573,106 @@ PERSONAS = {
                    "device_interval": 5, "device_expires_in": 300},
         "wire": GITLAB_WIRE,
     },
+    "entra": {
+        "config": {"advertise_revocation": False, "access_ttl": 3600, "rotate": True, "grace_seconds": 0,
+                   "device_interval": 5, "device_expires_in": 900, "omit_refresh_token": False},
+        "wire": ENTRA_WIRE,
+    },
+    "keycloak": {
+        "config": {"access_ttl": 300, "rotate": True, "grace_seconds": 0, "advertise_revocation": True,
+                   "device_interval": 5, "device_expires_in": 600, "omit_refresh_token": False},
+        "wire": KEYCLOAK_WIRE,
+    },
 }
+
+# Entra's AADSTS codes: the error each comes with and its text (entra-docs reference-error-codes.md),
+# for the answers the entra persona makes and for "aadsts_errors" entries that give only a code.
+AADSTS = {
+    50173: ("invalid_grant", "The provided grant has expired due to it being revoked, a fresh auth token is needed."),
+    700082: ("invalid_grant", "The refresh token has expired due to inactivity. The token was issued on 2026-09-01T00:00:00.0000000Z and was inactive for 90.00:00:00."),
+    70008: ("invalid_grant", "The provided authorization code or refresh token has expired due to inactivity. Send a new interactive authorization request for this user and resource."),
+    700084: ("invalid_grant", "The refresh token was issued to a single page app (SPA), and therefore has a fixed, limited lifetime of 1.00:00:00, which cannot be extended."),
+    70043: ("invalid_grant", "The refresh token has expired or is invalid due to sign-in frequency checks by conditional access."),
+    50132: ("invalid_grant", "The session is not valid due to password expiration or recent password change."),
+    50133: ("invalid_grant", "Session is invalid due to expiration or recent password change."),
+    54005: ("invalid_grant", "OAuth2 Authorization code was already redeemed, please retry with a new valid code or use an existing refresh token."),
+    50089: ("invalid_grant", "Flow token expired - Authentication failed."),
+    70000: ("invalid_grant", "Provided grant is invalid or malformed."),
+    50076: ("invalid_grant", "Due to a configuration change made by your administrator, or because you moved to a new location, you must use multi-factor authentication to access '00000003-0000-0000-c000-000000000000'."),
+    50079: ("interaction_required", "Due to a configuration change made by your administrator, or because you moved to a new location, you must enroll in multi-factor authentication."),
+    50078: ("interaction_required", "Presented multi-factor authentication has expired due to policies configured by your administrator, you must refresh your multi-factor authentication to access '00000003-0000-0000-c000-000000000000'."),
+    65001: ("invalid_grant", "The user or administrator has not consented to use the application. Send an interactive authorization request for this user and resource."),
+    50058: ("interaction_required", "A silent sign-in request was sent but no user is signed in."),
+    53003: ("invalid_grant", "Access has been blocked by Conditional Access policies. The access policy does not allow token issuance."),
+    7000218: ("invalid_client", "The request body must contain the following parameter: 'client_assertion' or 'client_secret'."),
+    700025: ("invalid_client", "Client is public so neither 'client_assertion' nor 'client_secret' should be presented."),
+    7000215: ("invalid_client", "Invalid client secret provided. Ensure the secret being sent in the request is the client secret value, not the client secret ID."),
+    50011: ("invalid_request", "The redirect URI 'http://127.0.0.1:1/' specified in the request does not match the redirect URIs configured for the application."),
+    70004: ("invalid_request", "The provided value for the input parameter 'redirect_uri' is not valid."),
+    700016: ("unauthorized_client", "Application with identifier 'cli' was not found in the directory 'contoso'."),
+    50194: ("invalid_request", "Application 'cli' is not configured as a multi-tenant application. Usage of the /common endpoint is not supported for such applications created after '10/15/2018'. Use a tenant-specific endpoint or configure the application to be multi-tenant."),
+    70011: ("invalid_scope", "The provided request must include a 'scope' input parameter. The provided value for the input parameter 'scope' is not valid."),
+    9002313: ("invalid_request", "Invalid request. Request is malformed or invalid."),
+    50033: ("temporarily_unavailable", "A transient error has occurred. Try again."),
+    90006: ("temporarily_unavailable", "The server encountered an unexpected error. Try again."),
+    90024: ("temporarily_unavailable", "RequestBudgetExceededError - A transient error has occurred. Try again."),
+    90055: ("temporarily_unavailable", "TenantThrottlingError - There are too many incoming requests. This exception is thrown for blocked tenants."),
+    50196: ("invalid_request", "The server terminated an operation because it encountered a client request loop. Please contact your app vendor."),
+    # What the entra persona's own answers carry (entra_error_code).
+    70016: ("authorization_pending", "OAuth 2.0 device flow error. Authorization is pending. Continue polling."),
+    70020: ("expired_token", "The provided value for the input parameter 'device_code' is not valid. This device code has expired."),
+    65004: ("authorization_declined", "User declined to consent to access the app."),
+    900144: ("invalid_request", "The request body must contain the following parameter: 'grant_type'."),
+}
+# The AADSTS code of an error the entra persona answers by itself.
+ENTRA_CODE_OF = {"authorization_pending": 70016, "expired_token": 70020, "authorization_declined": 65004,
+                 "access_denied": 65004, "invalid_grant": 70008, "invalid_client": 7000215,
+                 "unauthorized_client": 700016, "invalid_scope": 70011, "invalid_request": 900144,
+                 "unsupported_grant_type": 70003, "slow_down": 70016}
+ENTRA_CONSUMERS_TENANT = "9188040d-6c67-4c5b-b112-36a304b66dad"
+
+# Keycloak's invalid_grant descriptions (TokenManager.java; PROVIDERS.md §5).
+KEYCLOAK_TEXTS = ["Token is not active", "Session not active", "Stale token", "Stale refresh token",
+                  "Maximum allowed refresh token reuse exceeded", "Refresh token expired",
+                  "Client session not active", "Invalid refresh token"]
+
+
+def entra_error(obj, issuer, code=None):
+    """An OAuth error body as Entra shapes it: AADSTSnnnn: text, then \\r\\n Trace ID, Correlation
+    ID and Timestamp lines, error_codes [n], trace_id, correlation_id, timestamp, error_uri."""
+    code = code or obj.get("_aadsts") or ENTRA_CODE_OF.get(obj["error"], 90014)
+    text = obj.get("error_description") or AADSTS.get(code, ("", "An error occurred."))[1]
+    trace, correlation = str(uuid_like()), str(uuid_like())
+    stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())
+    shaped = {k: v for k, v in obj.items() if not k.startswith("_")}
+    shaped.update({
+        "error_description": "AADSTS%d: %s\r\nTrace ID: %s\r\nCorrelation ID: %s\r\nTimestamp: %s"
+                             % (code, text, trace, correlation, stamp),
+        "error_codes": [code], "timestamp": stamp, "trace_id": trace, "correlation_id": correlation,
+        "error_uri": issuer + "/error?code=%d" % code})
+    return shaped
+
+
+def uuid_like():
+    h = secrets.token_hex(16)
+    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
+
+
+def entra_tenant_ids():
+    """(the tenant whose /{tenant}/... paths are served or None, the ID tokens' tid).  LOCK held."""
+    tenant = STATE.config.get("entra_tenant")
+    if tenant == "consumers":
+        return tenant, ENTRA_CONSUMERS_TENANT
+    if tenant in (None, "common", "organizations"):
+        return tenant, STATE.config.get("entra_user_tenant")
+    return tenant, tenant
+
+
+def entra_issuer(root):
+    """Discovery's issuer at the tenant's paths: the literal {tenantid} template for common and
+    organizations, else the tenant's own.  LOCK held."""
+    tenant, tid = entra_tenant_ids()
+    return root + ("/{tenantid}/v2.0" if tenant in ("common", "organizations") else "/%s/v2.0" % tid)
 
 GITHUB_DESCRIPTIONS = {
     "authorization_pending": "The authorization request is still pending.",
@@ -890,6 +1077,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             obj.setdefault("error_uri", "https://docs.github.com/developers/apps/authorizing-oauth-apps")
             if wire_switches.get("errors_with_200"):
                 status = 200
+        if wire_switches and "error" in obj and wire_switches.get("error_style") == "entra":
+            obj = entra_error(obj, self.issuer)
+        obj = {k: v for k, v in obj.items() if not k.startswith("_")}
         if numbers_as_strings:
             obj = {k: (str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in obj.items()}
         accept = (self.headers.get("Accept") or "").lower()
@@ -907,7 +1097,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = parsed.path
         try:
             body = self.read_body() if method in ("POST", "DELETE") else b""
-            route = ROUTES.get((method, path))
+            route = ROUTES.get((method, path)) or self.entra_route(method, path)
             if route is None and method == "DELETE" and path.startswith("/api/v3/applications/") \
                     and path.endswith("/token"):
                 route = Handler.github_delete_token
@@ -923,6 +1113,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
+    def entra_route(self, method, path):
+        """The handler of an Entra tenant path (/{tenant}/oauth2/v2.0/token...) when the entra
+        persona serves that tenant (config entra_tenant), else None."""
+        parts = path.split("/", 2)
+        if len(parts) < 3 or not parts[1]:
+            return None
+        with LOCK:
+            serves = wire() is not None and wire().get("error_style") == "entra" and \
+                STATE.config.get("entra_tenant") == parts[1]
+        return ENTRA_ROUTES.get((method, "/" + parts[2])) if serves else None
+
     def do_GET(self):
         self.dispatch("GET")
 
@@ -937,7 +1138,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     # -- discovery --------------------------------------------------------
 
-    def discovery(self, body, query, oidc):
+    def discovery(self, body, query, oidc, tenant_paths=False):
         with LOCK:
             cfg = STATE.config
             raw = cfg.get("discovery_raw")
@@ -948,6 +1149,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             elif raw is not None:
                 log_request(self.path, 200, "discovery_raw")
                 status, doc = 200, None
+            elif tenant_paths:
+                doc = self.entra_discovery()
+                status = 200
+                log_request(self.path, 200, "discovery")
             else:
                 issuer = self.issuer
                 paths = dict({"token": "/token", "device": "/device_authorization", "revoke": "/revoke",
@@ -964,6 +1169,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     "code_challenge_methods_supported": ["S256"],
                     "id_token_signing_alg_values_supported": ["RS256", "ES256"],
                 }
+                if wire() and wire().get("error_style") == "entra":
+                    doc["end_session_endpoint"] = issuer + "/logout"
                 if cfg["advertise_revocation"]:
                     doc["revocation_endpoint"] = issuer + paths["revoke"]
                 if cfg.get("dpop_algs"):
@@ -979,6 +1186,33 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def oidc_discovery(self, body, query):
         self.discovery(body, query, True)
+
+    def entra_tenant_discovery(self, body, query):
+        self.discovery(body, query, True, tenant_paths=True)
+
+    def entra_discovery(self):
+        """Entra's discovery document at /{tenant}/v2.0/.well-known/openid-configuration: its
+        endpoints under /{tenant}/, no revocation_endpoint.  LOCK held."""
+        cfg = STATE.config
+        base = self.issuer + "/" + cfg["entra_tenant"]
+        doc = {
+            "issuer": cfg["discovery_issuer_override"] or entra_issuer(self.issuer),
+            "token_endpoint": base + "/oauth2/v2.0/token",
+            "authorization_endpoint": base + "/oauth2/v2.0/authorize",
+            "device_authorization_endpoint": base + "/oauth2/v2.0/devicecode",
+            "end_session_endpoint": base + "/oauth2/v2.0/logout",
+            "jwks_uri": base + "/discovery/v2.0/keys",
+            "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
+            "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
+            "scopes_supported": ["openid", "profile", "email", "offline_access"],
+            "subject_types_supported": ["pairwise"],
+            "id_token_signing_alg_values_supported": ["RS256"],
+            "claims_supported": ["sub", "iss", "aud", "exp", "iat", "nonce", "tid", "oid", "ver"],
+            "cloud_instance_name": "microsoftonline.com",
+        }
+        for k in cfg.get("discovery_omit") or []:
+            doc.pop(k, None)
+        return doc
 
     def as_discovery(self, body, query):
         self.discovery(body, query, False)
@@ -1012,6 +1246,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 kind = "hang" if "hang" in fault else "close" if fault.get("close") else "status"
                 log_request("/token", fault.get("status") if kind == "status" else None,
                             "fault", fault=kind, dpop=info, token_type=None, **entry)
+        if fault is None:
+            with LOCK:
+                injected = take_injected_error(rt)
+                if injected is not None:
+                    log_request("/token", injected[0], injected[2], token_type=None, **entry)
+                    shape = (wire() if injected[1].get("_aadsts") is None else ENTRA_WIRE, False)
+            if injected is not None:
+                return self.send_answer(injected[0], injected[1], shape=shape)
         if fault is not None and "delay" in fault:
             time.sleep(float(fault["delay"]))
             fault = None
@@ -1238,8 +1480,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         user_code = secrets.token_hex(2).upper() + "-" + secrets.token_hex(2).upper()
         expires_in = int(cfg["device_expires_in"])
         w = wire()
+        oidc_default = not w or w.get("error_style") in ("entra", "keycloak")
         STATE.devices[device_code] = {"user_code": user_code, "client_id": client_id,
-                                      "scope": form.get("scope") or ("" if w else "openid offline_access"),
+                                      "scope": form.get("scope") or ("openid offline_access" if oidc_default else ""),
                                       "audience": form.get("audience"),
                                       "status": "pending", "sub": "alice",
                                       "expires_at": time.time() + expires_in,
@@ -1254,6 +1497,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             del doc["verification_uri_complete"]
         if w and w.get("device_verification_url"):
             doc["verification_url"] = doc.pop("verification_uri")
+        if w and w.get("device_message"):
+            # Entra: the user's instructions, localized by the server.
+            doc["message"] = ("To sign in, use a web browser to open the page %s and enter the code %s to "
+                              "authenticate." % (doc["verification_uri"], user_code))
         for k, v in (cfg.get("device_response_override") or {}).items():
             if v is None:
                 doc.pop(k, None)
@@ -1450,6 +1697,14 @@ ROUTES = {
     ("POST", "/_test/revoke-all"): Handler.t_revoke_all,
     ("GET", "/_test/stats"): Handler.t_stats,
 }
+# Entra's paths under /{tenant}/ (the entra persona with entra_tenant; Handler.entra_route).
+ENTRA_ROUTES = {
+    ("GET", "/v2.0/.well-known/openid-configuration"): Handler.entra_tenant_discovery,
+    ("POST", "/oauth2/v2.0/token"): Handler.token,
+    ("POST", "/oauth2/v2.0/devicecode"): Handler.device_authorization,
+    ("GET", "/oauth2/v2.0/authorize"): Handler.authorize,
+    ("GET", "/discovery/v2.0/keys"): Handler.jwks,
+}
 
 
 # -- helpers below are called with LOCK held (except the pure ones) ----------
@@ -1580,6 +1835,8 @@ def device_grant(issuer, device_code, client_id, dpop=None):
         elif isinstance(step, str):
             if step == "expired_token":
                 rec["expired_reported"] = True
+            if step == "access_denied" and w and w.get("denied_error"):
+                step = w["denied_error"]
             return 400, {"error": step}, step
     if time.time() > rec["expires_at"]:
         rec["expired_reported"] = True
@@ -1587,7 +1844,8 @@ def device_grant(issuer, device_code, client_id, dpop=None):
     if rec["status"] == "pending":
         return 400, {"error": "authorization_pending"}, "authorization_pending"
     if rec["status"] == "denied":
-        return 400, {"error": "access_denied"}, "access_denied"
+        denied = (w and w.get("denied_error")) or "access_denied"
+        return 400, {"error": denied}, denied
     if rec["status"] == "used":
         return 400, {"error": "invalid_grant"}, "invalid"
     rec["status"] = "used"
@@ -1642,6 +1900,30 @@ def take_fault():
     return dict(fault)
 
 
+def take_injected_error(rt):
+    """The next "aadsts_errors" or "keycloak_errors" entry as (status, body, outcome), or None.
+    An AADSTS entry touches no state; a Keycloak text ends the session of the refresh token
+    sent (its family), as Keycloak's would be."""
+    entries = STATE.config.get("aadsts_errors") or []
+    if entries:
+        entry = entries.pop(0)
+        code = int(entry["code"])
+        error = entry.get("error") or AADSTS.get(code, ("invalid_request", ""))[0]
+        obj = {"error": error, "_aadsts": code}
+        if entry.get("description"):
+            obj["error_description"] = entry["description"]
+        status = int(entry.get("status") or (401 if error == "invalid_client" else 400))
+        return status, obj, "AADSTS%d" % code
+    texts = STATE.config.get("keycloak_errors") or []
+    if texts:
+        text = texts.pop(0)
+        rec = STATE.refresh.get(rt) if rt else None
+        if rec is not None:
+            STATE.families[rec["family"]]["revoked"] = True
+        return 400, {"error": "invalid_grant", "error_description": text}, "keycloak_invalid_grant"
+    return None
+
+
 def new_refresh(family, client_id, access_token=None):
     w = wire()
     rt = (w.get("refresh_prefix") or "rt_") + secrets.token_urlsafe(32) if w else "rt_" + secrets.token_urlsafe(32)
@@ -1694,12 +1976,20 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=N
     if w and w.get("created_at"):
         # GitLab: when the token was made, on the server's clock.
         resp["created_at"] = now + int(STATE.config.get("created_at_offset_seconds") or 0)
+    if w and w.get("error_style") == "entra":
+        resp["ext_expires_in"] = ttl
     id_claims = {"iss": issuer, "sub": fam["sub"], "aud": rec_client, "iat": now, "exp": now + ttl,
                  "email": fam["sub"] + "@example.test"}
     if nonce:
         id_claims["nonce"] = nonce
     if w and w.get("iss_schemeless"):
         id_claims["iss"] = issuer.split("://", 1)[1]  # Google's "accounts.google.com"
+    if w and w.get("id_token_tid"):
+        # Entra: the user's tenant, and at the tenant's paths the issuer of that tenant.
+        tenant, tid = entra_tenant_ids()
+        id_claims.update({"tid": tid, "ver": "2.0", "oid": "00000000-0000-0000-66f3-3332eca7ea81"})
+        if tenant is not None:
+            id_claims["iss"] = issuer + "/%s/v2.0" % tid
     if not STATE.config.get("omit_id_token"):
         resp["id_token"] = make_id_token(id_claims)
     if STATE.config.get("omit_expires_in"):
@@ -1733,11 +2023,13 @@ def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resourc
         lifetime = w.get("refresh_token_expires_in")
         if lifetime and time.time() > rec.get("issued_at", 0) + lifetime:
             return 400, dead, "bad_refresh_token"
+    keycloak = bool(w and w.get("keycloak_texts"))
     if rec is None or rec["revoked"]:
-        return 400, bad, "invalid"
+        return 400, dict(bad, error_description="Invalid refresh token") if keycloak else bad, "invalid"
     fam = STATE.families[rec["family"]]
     if fam["revoked"]:
-        return 400, bad, "invalid"
+        # Keycloak: the session is gone (ended, or killed by a reuse).
+        return 400, dict(bad, error_description="Session not active") if keycloak else bad, "invalid"
     if rec["client_id"] != client_id:
         bad = {"error": "invalid_grant", "error_description": "refresh token was issued to another client"}
         return 400, bad, "invalid"
@@ -1768,10 +2060,12 @@ def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resourc
                                    resources=resources, dpop=dpop), "grace_replay"
         if not (w and w.get("reuse_keeps_family")):
             fam["revoked"] = True
-        return 400, {"error": "invalid_grant", "error_description": "refresh token reuse detected"}, "reuse_detected"
+        reuse = "Maximum allowed refresh token reuse exceeded" if keycloak else "refresh token reuse detected"
+        return 400, {"error": "invalid_grant", "error_description": reuse}, "reuse_detected"
     resp = issue_pair(issuer, rec["family"], client_id, granted, rotate, audience=audience, resources=resources,
                       dpop=dpop)
-    if rotate:
+    if rotate and not (w and w.get("rotation_keeps_old")):
+        # (Entra rotates without revoking: the old refresh token stays valid.)
         rec["spent_at"] = now
         fam["last_spent"] = rt
     elif w and w.get("persistent_refresh_echo"):

@@ -607,6 +607,65 @@ tjson /_test/config '{"device_endpoint_missing": false}' >/dev/null
 post /oauth/authorize_device --data client_id=cli >/dev/null; dc=$(jget "$(<"$tmp/body")" 'j["device_code"]')
 code=$(poll /oauth/token "$dc")
 expect "device_script object: answered exactly so" "$code $(<"$tmp/body")" '200 {"token_type": "bearer"}'
+# --- personas: Entra and Keycloak (PROVIDERS.md §3, §5)
+tjson /_test/config '{"persona": "entra", "device_interval": 0}' >/dev/null
+d=$(curl -sS "$base/.well-known/openid-configuration")
+expect "entra: no revocation_endpoint, an end_session_endpoint" "$(jget "$d" '["revocation_endpoint" in j, "end_session_endpoint" in j]')" '[false, true]'
+expect "entra: no tenant paths without entra_tenant" "$(req "$base/common/v2.0/.well-known/openid-configuration")" 404
+tjson /_test/config '{"entra_tenant": "common"}' >/dev/null
+d=$(curl -sS "$base/common/v2.0/.well-known/openid-configuration")
+expect "entra common: the {tenantid} issuer template, endpoints under /common" \
+  "$(jget "$d" '[j["issuer"], j["token_endpoint"], j["device_authorization_endpoint"], "revocation_endpoint" in j]')" \
+  "[\"$base/{tenantid}/v2.0\", \"$base/common/oauth2/v2.0/token\", \"$base/common/oauth2/v2.0/devicecode\", false]"
+expect "entra: another tenant's paths are 404" "$(req "$base/organizations/v2.0/.well-known/openid-configuration")" 404
+body=$(curl -sS -X POST "$base/common/oauth2/v2.0/devicecode" --data client_id=cli --data-urlencode "scope=openid offline_access")
+dc=$(jget "$body" 'j["device_code"]'); uc=$(jget "$body" 'j["user_code"]')
+expect "entra device: devicelogin, a message, no verification_uri_complete" \
+  "$(jget "$body" '[j["verification_uri"], "verification_uri_complete" in j, j["message"].startswith("To sign in, use a web browser to open the page " + j["verification_uri"])]')" \
+  "[\"$base/devicelogin\", false, true]"
+epoll() { req -X POST "$base/common/oauth2/v2.0/token" --data client_id=cli \
+  --data-urlencode "grant_type=urn:ietf:params:oauth:grant-type:device_code" --data-urlencode "device_code=$dc"; }
+code=$(epoll); body=$(<"$tmp/body")
+expect "entra poll pending: 400, AADSTS70016 in the description and error_codes, lines by \\r\\n" \
+  "$code $(jget "$body" '[j["error"], j["error_codes"], j["error_description"].split("\r\n")[0], j["error_description"].split("\r\n")[1].startswith("Trace ID: "), sorted(k for k in j if k not in ("error", "error_description"))]')" \
+  '400 ["authorization_pending", [70016], "AADSTS70016: OAuth 2.0 device flow error. Authorization is pending. Continue polling.", true, ["correlation_id", "error_codes", "error_uri", "timestamp", "trace_id"]]'
+tjson /_test/device/deny "{\"user_code\": \"$uc\"}" >/dev/null
+code=$(epoll); body=$(<"$tmp/body")
+expect "entra: a denied code polls as authorization_declined" "$code $(jget "$body" 'j["error"]')" "400 authorization_declined"
+body=$(curl -sS -X POST "$base/common/oauth2/v2.0/devicecode" --data client_id=cli)
+dc=$(jget "$body" 'j["device_code"]'); uc=$(jget "$body" 'j["user_code"]')
+tjson /_test/device/approve "{\"user_code\": \"$uc\"}" >/dev/null
+code=$(epoll); body=$(<"$tmp/body")
+claims=$("$py" -c 'import json,sys,base64; p=json.loads(sys.argv[1])["id_token"].split(".")[1]; print(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)).decode())' "$body")
+expect "entra common: ID token iss per the user's tenant, tid" "$(jget "$claims" '[j["iss"], j["tid"], j["ver"]]')" \
+  "[\"$base/8eaef023-2b34-4da1-9baa-8bc8c9d6a490/v2.0\", \"8eaef023-2b34-4da1-9baa-8bc8c9d6a490\", \"2.0\"]"
+e1=$(jget "$body" 'j["refresh_token"]')
+code=$(req -X POST "$base/common/oauth2/v2.0/token" --data client_id=cli --data grant_type=refresh_token --data-urlencode "refresh_token=$e1")
+e2=$(jget "$(<"$tmp/body")" 'j["refresh_token"]')
+code2=$(req -X POST "$base/common/oauth2/v2.0/token" --data client_id=cli --data grant_type=refresh_token --data-urlencode "refresh_token=$e1")
+expect "entra: rotation without revocation (the old refresh token still works)" "$code $code2 $([[ $e1 != "$e2" ]] && echo rotated)" "200 200 rotated"
+tjson /_test/config '{"entra_tenant": "3f2504e0-4f89-11d3-9a0c-0305e82c3301"}' >/dev/null
+d=$(curl -sS "$base/3f2504e0-4f89-11d3-9a0c-0305e82c3301/v2.0/.well-known/openid-configuration")
+expect "entra tenant GUID: its own issuer" "$(jget "$d" 'j["issuer"]')" "$base/3f2504e0-4f89-11d3-9a0c-0305e82c3301/v2.0"
+tjson /_test/config '{"aadsts_errors": [{"code": 90024}, {"code": 7000218}]}' >/dev/null
+code=$(req -X POST "$base/token" --data client_id=cli --data grant_type=refresh_token --data-urlencode "refresh_token=$e2"); body=$(<"$tmp/body")
+expect "aadsts_errors: AADSTS90024 as temporarily_unavailable" "$code $(jget "$body" '[j["error"], j["error_codes"]]')" '400 ["temporarily_unavailable", [90024]]'
+code=$(req -X POST "$base/token" --data client_id=cli --data grant_type=refresh_token --data-urlencode "refresh_token=$e2"); body=$(<"$tmp/body")
+expect "aadsts_errors: AADSTS7000218 as 401 invalid_client" "$code $(jget "$body" '[j["error"], j["error_description"].split(":")[0]]')" '401 ["invalid_client", "AADSTS7000218"]'
+expect "aadsts_errors: nothing spent" "$(jget "$(status_of "$e2")" 'j["active"]')" true
+tjson /_test/reset '{}' >/dev/null
+tjson /_test/config '{"persona": "keycloak"}' >/dev/null
+r=$(tjson /_test/issue '{"client_id":"cli"}'); k1=$(jget "$r" 'j["refresh_token"]')
+refresh "$k1"; k2=$(jget "$body" 'j["refresh_token"]')
+refresh "$k1"
+expect "keycloak: reuse is Maximum allowed refresh token reuse exceeded" "$code $(jget "$body" 'j["error_description"]')" "400 Maximum allowed refresh token reuse exceeded"
+refresh "$k2"
+expect "keycloak: the whole session died, the fresh token too" "$code $(jget "$body" 'j["error_description"]')" "400 Session not active"
+r=$(tjson /_test/issue '{"client_id":"cli"}'); k1=$(jget "$r" 'j["refresh_token"]')
+tjson /_test/config '{"keycloak_errors": ["Token is not active"]}' >/dev/null
+refresh "$k1"
+expect "keycloak_errors: the text, and the session ends" "$code $(jget "$body" '[j["error"], j["error_description"]]') $(jget "$(status_of "$k1")" 'j["family_revoked"]')" \
+  '400 ["invalid_grant", "Token is not active"] true'
 tjson /_test/reset '{}' >/dev/null
 
 # --- concurrency: 256 parallel uses of one token: exactly one wins, the first

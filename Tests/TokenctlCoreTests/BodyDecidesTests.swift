@@ -120,11 +120,12 @@ struct BodyDecidesTests {
         "the provider error-code table: GitHub's bad_refresh_token ends the grant (77), incorrect_client_credentials refuses the client (78)"
     )
     func errorCodeTable() {
-        #expect(OAuthErrorCodes.meaning(of: "bad_refresh_token")?.kind == .grantEnded)
-        #expect(OAuthErrorCodes.endsGrant("bad_refresh_token"))
-        #expect(OAuthErrorCodes.endsGrant("invalid_grant"))
-        #expect(!OAuthErrorCodes.endsGrant("invalid_scope"))
-        #expect(OAuthErrorCodes.meaning(of: "incorrect_client_credentials")?.kind == .clientRefused)
+        func reason(_ code: String) -> TerminalReason { .oauthError(status: 200, code: code, description: nil) }
+        #expect(ProviderErrorClasses.codes["bad_refresh_token"]?.errorClass == .signInAgain)
+        #expect(ProviderErrorClasses.endsGrant(reason("bad_refresh_token")))
+        #expect(ProviderErrorClasses.endsGrant(reason("invalid_grant")))
+        #expect(!ProviderErrorClasses.endsGrant(reason("invalid_scope")))
+        #expect(ProviderErrorClasses.codes["incorrect_client_credentials"]?.errorClass == .configuration)
         #expect(
             classify(
                 .json(
@@ -136,7 +137,7 @@ struct BodyDecidesTests {
                         status: 200, code: "incorrect_client_credentials",
                         description: "The client_id and/or client_secret passed are incorrect.")))
         #expect(
-            OAuthErrorCodes.meaning(of: "invalid_grant") == nil,
+            ProviderErrorClasses.codes["invalid_grant"] == nil,
             "RFC 6749's codes are the classifier's default, not table rows")
     }
 

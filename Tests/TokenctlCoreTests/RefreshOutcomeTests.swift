@@ -199,18 +199,20 @@ struct RefreshOutcomeTests {
                 == .terminal(.unexpectedStatus(400, contentType: "application/json")))
     }
 
-    @Test("server-provided error text is sanitised: control characters removed, at most 200 characters")
+    @Test(
+        "server-provided error text is sanitised: a line break becomes a space, other control characters removed, at most 200 characters"
+    )
     func sanitisedDescription() {
         let long = String(repeating: "y", count: 500)
         let outcome = classify(
             .json(400, #"{"error": "invalid_grant", "error_description": "line1\nline2\u001b[31m\#(long)"}"#))
-        guard case .terminal(.oauthError(_, _, let description?)) = outcome else {
+        guard case .terminal(.oauthError(_, _, let description?, _)) = outcome else {
             Issue.record("expected an OAuth error with a description")
             return
         }
         #expect(!description.contains("\n"))
         #expect(!description.contains("\u{1B}"))
-        #expect(description.hasPrefix("line1line2[31m"))
+        #expect(description.hasPrefix("line1 line2[31m"))
         #expect(description.count == 200)
     }
 

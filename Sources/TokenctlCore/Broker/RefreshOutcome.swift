@@ -14,7 +14,8 @@ import TokenctlEssentials
 /// | 429 (honouring Retry-After)                               | transient |
 /// | 408, 500, 502, 503, 504 (any body)                        | transient |
 /// | any other status with `error` (2xx too): `invalid_grant`, GitHub's `bad_refresh_token`, … | terminal  |
-/// | `error` that says the client is refused, not the grant (`OAuthErrorCodes`) | client refused (78, session kept) |
+/// | `error` that says the client or its registration is refused, not the grant (`ProviderErrorClasses`: GitHub's `incorrect_client_credentials`, Entra's AADSTS7000218, …) | client refused (78, session kept) |
+/// | `error` that says the server cannot answer now (`temporarily_unavailable`, Entra's AADSTS90024, …) | transient |
 /// | 2xx without `error` and without a usable access token, or not an object | unusable tokens (76, session kept) |
 /// | 2xx whose refresh token is unusable (`UnusableTokens`)    | unusable tokens |
 /// | anything else (other 4xx, empty 400, HTML 4xx, 2xx with an unusable ID token or scope) | terminal  |
@@ -27,8 +28,9 @@ public enum RefreshOutcome: Equatable, Sendable {
     /// A 200 JSON answer tokenctl cannot use as a whole, though the server did not end the grant.
     case unusableTokens(UnusableTokens)
     case terminal(TerminalReason)
-    /// An OAuth error that refuses the client (its id or secret), not the grant: the session is
-    /// kept, and the configuration must change (`OAuthErrorCodes`, exit 78).
+    /// An OAuth error that refuses the client (its id or secret) or its registration, not the
+    /// grant: the session is kept, and the configuration must change (`ProviderErrorClasses`,
+    /// exit 78).
     case clientRefused(TerminalReason)
     case transient(TransientReason, retryAfter: Double?)
 
@@ -50,10 +52,21 @@ public enum RefreshOutcome: Equatable, Sendable {
         }
         let object = EndpointAnswer.object(response)
         if let (code, description) = EndpointAnswer.error(in: object) {
+            let (row, providerCode) = ProviderErrorClasses.match(
+                code: code, description: description, errorCodes: object?["error_codes"])
             let reason = TerminalReason.oauthError(
-                status: response.status, code: code, description: description.map(TerminalText.short))
-            return OAuthErrorCodes.meaning(of: code)?.kind == .clientRefused
-                ? .clientRefused(reason) : .terminal(reason)
+                status: response.status, code: code, description: description.map(TerminalText.short),
+                providerCode: providerCode)
+            switch row?.errorClass {
+            case .configuration?:
+                return .clientRefused(reason)
+            case .transient(let minimumBackoff)?:
+                let asked = retryAfter(response, now: now)
+                let wait = minimumBackoff.map { max($0, asked ?? 0) } ?? asked
+                return .transient(.oauthError(reason), retryAfter: wait)
+            default:
+                return .terminal(reason)
+            }
         }
         guard (200..<300).contains(response.status) else {
             return .terminal(.unexpectedStatus(response.status, contentType: response.header("content-type")))
@@ -91,44 +104,6 @@ public enum RefreshOutcome: Equatable, Sendable {
     }
 }
 
-/// OAuth error codes whose meaning is not RFC 6749 §5.2's "the grant is dead", or that only
-/// some providers send: one table, a row per code and provider (PROVIDERS.md), read by
-/// `RefreshOutcome.classify` and `TokenBroker`. A code not listed is terminal, as §5.2 says.
-public enum OAuthErrorCodes {
-    public struct Meaning: Sendable, Equatable {
-        public enum Kind: Sendable, Equatable {
-            /// The grant (refresh token) is dead: the session ends, exit 77.
-            case grantEnded
-            /// The client is refused (its id or secret), not the grant: the session is kept, exit 78.
-            case clientRefused
-        }
-
-        public var kind: Kind
-        /// Who sends it (for messages and for readers of the table).
-        public var provider: String
-        /// What to do about it, shown after the server's words.
-        public var hint: String?
-    }
-
-    public static let table: [String: Meaning] = [
-        // A dead GitHub App refresh token, with HTTP 200 (orgs/community discussion #24745).
-        "bad_refresh_token": Meaning(kind: .grantEnded, provider: "GitHub", hint: nil),
-        // GitHub's word for a wrong client id or secret, with HTTP 200.
-        "incorrect_client_credentials": Meaning(
-            kind: .clientRefused, provider: "GitHub",
-            hint: "Check the profile's client id and client secret."),
-    ]
-
-    public static func meaning(of code: String) -> Meaning? { table[code] }
-
-    /// Whether `code` says the grant is dead whatever was asked for (RFC 6749 §5.2's
-    /// `invalid_grant`, a refused client, and the table's `grantEnded` rows), as opposed to a
-    /// refusal of what a narrowed refresh asked for.
-    public static func endsGrant(_ code: String) -> Bool {
-        ["invalid_grant", "invalid_client", "unauthorized_client"].contains(code) || table[code]?.kind == .grantEnded
-    }
-}
-
 /// A 200 JSON answer to a token request with an access token or a refresh token tokenctl
 /// cannot use (a login cannot go on with it; a refresh keeps what it can, see `TokenBroker`).
 public struct UnusableTokens: Equatable, Sendable, CustomStringConvertible {
@@ -162,8 +137,9 @@ public struct UnusableTokens: Equatable, Sendable, CustomStringConvertible {
 }
 
 public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {
-    /// An RFC 6749 §5.2 error, e.g. `invalid_grant`.
-    case oauthError(status: Int, code: String, description: String?)
+    /// An RFC 6749 §5.2 error, e.g. `invalid_grant`, with the provider's own code for it
+    /// (Entra's `AADSTS70043`), if the answer carried one.
+    case oauthError(status: Int, code: String, description: String?, providerCode: String? = nil)
     /// A status tokenctl cannot interpret (other 4xx, an empty 400, a redirect, HTML…).
     case unexpectedStatus(Int, contentType: String?)
     /// A 200 without a usable token set.
@@ -171,8 +147,10 @@ public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .oauthError(let status, let code, let description):
-            "the server answered \(status) \(TerminalText.short(code))" + (description.map { ": \($0)" } ?? "")
+        case .oauthError(let status, let code, let description, let providerCode):
+            "the server answered \(status) \(TerminalText.short(code))"
+                + (providerCode.flatMap { description?.hasPrefix($0) == true ? nil : " (\($0))" } ?? "")
+                + (description.map { ": \($0)" } ?? "")
         case .unexpectedStatus(let status, let contentType):
             "the server answered HTTP \(status)" + (contentType.map { " (\(TerminalText.short($0)))" } ?? "")
                 + " without an OAuth error"
@@ -184,7 +162,8 @@ public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {
     /// A short class name for logs and `refresh --all` lines.
     public var className: String {
         switch self {
-        case .oauthError(_, let code, _): TerminalText.short(code)
+        case .oauthError(_, let code, _, let providerCode):
+            TerminalText.short(code) + (providerCode.map { " \($0)" } ?? "")
         case .unexpectedStatus(let status, _): "http-\(status)"
         case .unusableResponse: "unusable-response"
         }
@@ -197,9 +176,13 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
     case serverError(Int)
     case lockTimeout
     case deadlineExceeded(String)
+    /// An OAuth error saying the server cannot answer now (`ProviderErrorClasses`: RFC 6749's
+    /// `temporarily_unavailable`, Entra's throttling codes).
+    case oauthError(TerminalReason)
 
     public var description: String {
         switch self {
+        case .oauthError(let reason): reason.description
         case .transport(_, let message): message
         case .rateLimited: "the server is rate-limiting requests (HTTP 429)"
         case .serverError(let status): "the server failed with HTTP \(status)"
@@ -215,7 +198,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .transport(let kind, _): kind == .timeout || kind == .connectionReset || kind == .other
         case .deadlineExceeded(let last): last != "no time left"
-        case .rateLimited, .serverError, .lockTimeout: false
+        case .rateLimited, .serverError, .lockTimeout, .oauthError: false
         }
     }
 
@@ -226,6 +209,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
         case .serverError(let status): "http-\(status)"
         case .lockTimeout: "lock-timeout"
         case .deadlineExceeded: "deadline"
+        case .oauthError(let reason): reason.className
         }
     }
 }

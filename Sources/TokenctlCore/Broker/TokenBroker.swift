@@ -366,7 +366,7 @@ public actor TokenBroker {
             // the session stays, and the refresh token was not spent.
             record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
             let refusedTarget: Bool
-            if case .oauthError(_, let code, _) = reason {
+            if case .oauthError(_, let code, _, _) = reason {
                 refusedTarget = ["invalid_scope", "invalid_target", "invalid_request"].contains(code)
             } else {
                 refusedTarget = false
@@ -427,15 +427,22 @@ public actor TokenBroker {
             throw try await keepingSession(
                 after: answer, profile, target: target, current: current, receivedAt: receivedAt)
         case .clientRefused(let reason):
-            // The client is refused, not the grant: nothing was spent, the session stays.
+            // The client or its registration is refused, not the grant: nothing was spent, the
+            // session stays, and no login is asked for (it would be refused the same way).
             record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
-            let hint = Self.oauthErrorHint(reason)
+            let row = ProviderErrorClasses.row(reason)
             throw TokenctlError(
                 .configuration, "the server refused the client of profile '\(profile.name)': \(reason)",
                 hint: Hint.sentences(
-                    "The session is kept.", hint,
-                    "A new secret is given with '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))'."
-                ))
+                    "The session is kept.", row?.hint,
+                    ProviderErrorClasses.followUp(row.map(\.followUp) ?? .newSecret, for: profile.name)))
+        case .terminal(let reason) where ProviderErrorClasses.row(reason)?.errorClass == .blockedByPolicy:
+            // A policy refuses the refresh (Entra's Conditional Access), not the grant: a new
+            // login would be refused too, so the session stays for when the policy allows it.
+            record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
+            throw TokenctlError(
+                .loginRequired, "the server refused to refresh the session of profile '\(profile.name)': \(reason)",
+                hint: Hint.sentences(ProviderErrorClasses.row(reason)?.hint, "The session is kept."))
         case .terminal(let reason):
             // Another writer may have replaced the item meanwhile: delete only what we sent.
             let (store, identity) = (self.store, profile.identity)
@@ -443,10 +450,17 @@ public actor TokenBroker {
                 try store.delete(identity, ifRefreshTokenIs: refreshToken)
             })
             record(.sessionEnded, profile, subject: current.subject, reason: reason.className)
+            let row = ProviderErrorClasses.row(reason)
             throw TokenctlError(
                 .loginRequired, "the server ended the session of profile '\(profile.name)': \(reason)",
                 hint: Hint.sentences(
-                    Self.oauthErrorHint(reason), "Run '\(CommandHint.login(profile.name))' to sign in again."))
+                    row?.hint, ProviderErrorClasses.followUp(row.map(\.followUp) ?? .signIn, for: profile.name)))
+        case .transient(.oauthError(let reason), _):
+            // The server answered that it cannot now: it spent nothing.
+            record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
+            throw TokenctlError(
+                .transient, "could not refresh profile '\(profile.name)': \(reason)",
+                hint: Hint.sentences(ProviderErrorClasses.row(reason)?.hint, "The session is kept; try again later."))
         case .transient(let reason, _):
             record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
             if reason.requestMayHaveReachedServer {
@@ -560,22 +574,15 @@ public actor TokenBroker {
     /// Whether a server refused a refresh's DPoP proof (RFC 9449 §7.1, §8), not its grant: the
     /// refresh token was not spent, and the session stays whatever the target.
     static func refusesProof(_ reason: TerminalReason) -> Bool {
-        if case .oauthError(_, let code, _) = reason { return code == "invalid_dpop_proof" || code == "use_dpop_nonce" }
+        if case .oauthError(_, let code, _, _) = reason {
+            return code == "invalid_dpop_proof" || code == "use_dpop_nonce"
+        }
         return false
-    }
-
-    /// The error-code table's advice for an OAuth error, if it has any.
-    static func oauthErrorHint(_ reason: TerminalReason) -> String? {
-        if case .oauthError(_, let code, _) = reason { return OAuthErrorCodes.meaning(of: code)?.hint }
-        return nil
     }
 
     /// Whether a server's refusal of a refresh means the grant is dead (the session ends), as
     /// opposed to a refusal of what a narrowed refresh asked for.
-    static func endsSession(_ reason: TerminalReason) -> Bool {
-        if case .oauthError(_, let code, _) = reason { return OAuthErrorCodes.endsGrant(code) }
-        return false
-    }
+    static func endsSession(_ reason: TerminalReason) -> Bool { ProviderErrorClasses.endsGrant(reason) }
 
     /// The session after a narrowed refresh: its own access token, scope and expiry unchanged;
     /// the refresh token (and ID token) the response rotated; the target's token stored.

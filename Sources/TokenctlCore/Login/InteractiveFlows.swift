@@ -11,6 +11,8 @@ struct DeviceFlow: Sendable {
     var presenter: any LoginPresenter
     /// The same login by browser, for hints (`LoginRequest.browserLoginCommand`); nil: none printable.
     var browserCommand: String? = nil
+    /// The profile signing in, for the commands hints name.
+    var profile: ProfileName = .default
 
     func run(
         deviceEndpoint: String, tokenEndpoint: String, scope: String?, extra: [(String, String)]
@@ -46,9 +48,19 @@ struct DeviceFlow: Sendable {
         // The body decides (GitHub answers its errors with HTTP 200, by default form-encoded).
         let object = EndpointAnswer.object(response)
         if let (code, description) = EndpointAnswer.error(in: object) {
+            let (row, providerCode) = ProviderErrorClasses.match(
+                code: code, description: description, errorCodes: object?["error_codes"])
+            if case .transient? = row?.errorClass {
+                let reason = TerminalReason.oauthError(
+                    status: response.status, code: code, description: description.map(TerminalText.short),
+                    providerCode: providerCode)
+                throw TokenctlError(
+                    .transient, "the device authorization endpoint cannot answer now: \(reason)",
+                    hint: Hint.sentences(row?.hint, "Nothing was stored; try again later."))
+            }
             throw deviceEndpointRefusal(
                 status: response.status, code: TerminalText.short(code),
-                description: description.map(TerminalText.short))
+                description: description.map(TerminalText.short), row: row)
         }
         guard (200..<300).contains(response.status) else {
             throw TokenctlError(
@@ -64,9 +76,12 @@ struct DeviceFlow: Sendable {
             tokenEndpoint, [("grant_type", Self.grantType), ("device_code", authorization.deviceCode)])
         var schedule = DevicePollSchedule(interval: authorization.interval)
         var transientFailures = 0
+        // A wait the server asked for (Retry-After, or a row's minimum backoff), for the next poll only.
+        var serverWait: Double?
         while true {
             // §3.5: wait `interval` (and a margin) before every poll, also the first.
-            let wait = schedule.wait(afterTransientFailures: transientFailures)
+            let wait = max(schedule.wait(afterTransientFailures: transientFailures), serverWait ?? 0)
+            serverWait = nil
             guard clock.now() + wait < expiresAt else { throw expired() }
             do { try await clock.sleep(wait) } catch {
                 throw TokenctlError(.loginRequired, "login cancelled", hint: "Nothing was stored.")
@@ -80,19 +95,22 @@ struct DeviceFlow: Sendable {
             case .success(let tokens, let serverDate):
                 return (tokens, receivedAt, serverDate)
             case .transient(.rateLimited, let retryAfter):
-                // 429: Auth0's slow_down, or a rate limit without a body (Okta): poll more
-                // slowly, at least as long as Retry-After and the body's interval say.
+                // 429: Auth0's slow_down, or a rate limit without an OAuth body (Okta: PROVIDERS.md
+                // §6, §7) says what slow_down says: the interval grows (to the body's interval if
+                // larger), and Retry-After is waited out before the next poll.
                 transientFailures = 0
                 let answer = try? result.get()
-                let interval = answer.flatMap { EndpointAnswer.seconds(EndpointAnswer.object($0)?["interval"]) }
-                let asked = max(retryAfter ?? 0, interval ?? 0)
-                schedule.slowDown(serverInterval: asked > 0 ? asked : nil)
-                presenter.deviceFlowSlowedDown(interval: schedule.interval)
-            case .transient:
-                // §3.5: back off on connection problems and keep going until the codes expire.
+                schedule.slowDown(
+                    serverInterval: answer.flatMap { EndpointAnswer.seconds(EndpointAnswer.object($0)?["interval"]) })
+                serverWait = retryAfter
+                presenter.deviceFlowSlowedDown(interval: max(schedule.interval, retryAfter ?? 0))
+            case .transient(_, let retryAfter):
+                // §3.5: back off on connection problems and on a server that cannot answer now
+                // (temporarily_unavailable, Entra's throttling), and keep going until the codes expire.
                 transientFailures += 1
-            case .terminal(.oauthError(_, let code, let description)),
-                .clientRefused(.oauthError(_, let code, let description)):
+                serverWait = retryAfter
+            case .terminal(.oauthError(_, let code, let description, _))
+            where Self.pollCodes.contains(code) || (code == "invalid_grant" && receivedAt >= expiresAt):
                 transientFailures = 0
                 switch code {
                 case "authorization_pending":
@@ -108,30 +126,28 @@ struct DeviceFlow: Sendable {
                     throw TokenctlError(
                         .loginRequired, "the sign-in was denied on the verification page",
                         hint: "Nothing was stored. Run the same login command to try again.")
-                case "expired_token":
-                    throw expired()
-                case "invalid_grant" where receivedAt >= expiresAt:
+                case "expired_token", "invalid_grant":
                     // Auth0 answers expired_token once, then invalid_grant.
                     throw expired()
-                case _ where Self.deviceFlowOffCodes.contains(code):
-                    throw deviceEndpointRefusal(status: nil, code: code, description: description)
                 default:
-                    if let hint = OAuthErrorCodes.meaning(of: code)?.hint,
-                        OAuthErrorCodes.meaning(of: code)?.kind == .clientRefused
-                    {
-                        throw TokenctlError(
-                            .configuration,
-                            "the server refused the client: \(code)\(description.map { ": \($0)" } ?? "")",
-                            hint: Hint.sentences("Nothing was stored.", hint))
-                    }
-                    throw TokenctlError(
-                        .loginRequired,
-                        "the server ended the device login: \(code)\(description.map { ": \($0)" } ?? "")",
-                        hint: "Nothing was stored.")
+                    throw deviceEndpointRefusal(status: nil, code: code, description: description, row: nil)
                 }
-            case .terminal(let reason), .clientRefused(let reason):
+            case .clientRefused(let reason):
+                let row = ProviderErrorClasses.row(reason)
                 throw TokenctlError(
-                    .loginRequired, "the server ended the device login: \(reason)", hint: "Nothing was stored.")
+                    .configuration, "the server refused the client: \(reason)",
+                    hint: Hint.sentences(
+                        "Nothing was stored.", row?.hint,
+                        row?.followUp == .forgetSecret
+                            ? ProviderErrorClasses.followUp(.forgetSecret, for: profile) : nil))
+            case .terminal(let reason):
+                var words = "\(reason)"
+                if case .oauthError(_, let code, let description, _) = reason {
+                    words = "\(code)\(description.map { ": \($0)" } ?? "")"
+                }
+                throw TokenctlError(
+                    .loginRequired, "the server ended the device login: \(words)",
+                    hint: Hint.sentences("Nothing was stored.", ProviderErrorClasses.row(reason)?.hint))
             case .unusableTokens(let answer):
                 // A 2xx without an access token and without an error: the server broke the
                 // protocol, it did not refuse the login (76; a session signed in before stays).
@@ -142,6 +158,13 @@ struct DeviceFlow: Sendable {
         }
     }
 
+    /// The poll answers RFC 8628 §3.5 and the providers give while the user has not finished,
+    /// or that end the wait (and `invalid_grant` once the codes have expired; before, it ends
+    /// the login as any refusal does).
+    static let pollCodes: Set<String> = Set([
+        "authorization_pending", "slow_down", "access_denied", "authorization_declined", "expired_token",
+    ]).union(deviceFlowOffCodes)
+
     /// Error codes saying the device flow is switched off for this client: GitHub's
     /// `device_flow_disabled` (the app's owner must enable it), and `unauthorized_client` at the
     /// device endpoint (older GitHub Enterprise Server, RFC 8628 §3.2).
@@ -149,7 +172,9 @@ struct DeviceFlow: Sendable {
 
     /// The device endpoint's (or a poll's) OAuth error, as the error to report: exit 78 either
     /// way, since the request or the client is what must change.
-    private func deviceEndpointRefusal(status: Int?, code: String, description: String?) -> TokenctlError {
+    private func deviceEndpointRefusal(status: Int?, code: String, description: String?, row: ProviderErrorClasses.Row?)
+        -> TokenctlError
+    {
         let words = "\(code)\(description.map { ": \($0)" } ?? "")"
         if Self.deviceFlowOffCodes.contains(code) {
             return TokenctlError(
@@ -160,10 +185,10 @@ struct DeviceFlow: Sendable {
                     "Or have the client's owner enable the device flow (GitHub: the app's settings, \"Enable Device Flow\")."
                 ))
         }
-        if let meaning = OAuthErrorCodes.meaning(of: code), meaning.kind == .clientRefused {
+        if let row, row.errorClass == .configuration {
             return TokenctlError(
                 .configuration, "the device authorization endpoint refused the client (\(words))",
-                hint: Hint.sentences("Nothing was stored.", meaning.hint))
+                hint: Hint.sentences("Nothing was stored.", row.hint))
         }
         return TokenctlError(
             .configuration,
@@ -191,6 +216,8 @@ struct BrowserFlow: Sendable {
     var retry: RetryPolicy
     var credentials: ClientCredentials
     var presenter: any LoginPresenter
+    /// The profile signing in, for the commands hints name.
+    var profile: ProfileName = .default
 
     struct Result {
         var response: TokenResponse
@@ -294,7 +321,8 @@ struct BrowserFlow: Sendable {
         once.maximumAttempts = 1
         let client = TokenEndpointClient(http: http, clock: clock, retry: once)
         let (outcome, receivedAt) = await client.exchange(request)
-        let (response, serverDate) = try TokenctlService.successOrThrow(outcome, what: "the authorization code")
+        let (response, serverDate) = try TokenctlService.successOrThrow(
+            outcome, what: "the authorization code", profile: profile)
         return Result(response: response, receivedAt: receivedAt, serverDate: serverDate, nonce: nonce)
     }
 

@@ -227,7 +227,8 @@ extension TokenctlService {
                 refreshToken: refreshToken, endpoint: endpoints.token.string, clientID: request.clientID,
                 scope: request.scope,
                 credentials: credentials)
-            let (response, serverDate) = try Self.successOrThrow(outcome, what: "the refresh token")
+            let (response, serverDate) = try Self.successOrThrow(
+                outcome, what: "the refresh token", profile: request.profile)
             seed = TokenSet(
                 accessToken: "-", refreshToken: refreshToken, expiresAt: nil, issuedLifetime: nil,
                 obtainedAt: receivedAt)
@@ -240,7 +241,7 @@ extension TokenctlService {
             }
             let flow = DeviceFlow(
                 http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter,
-                browserCommand: request.browserLoginCommand())
+                browserCommand: request.browserLoginCommand(), profile: request.profile)
             let (response, receivedAt, serverDate) = try await flow.run(
                 deviceEndpoint: deviceEndpoint.string, tokenEndpoint: endpoints.token.string, scope: scope, extra: extra
             )
@@ -259,7 +260,8 @@ extension TokenctlService {
                 )
             }
             let flow = BrowserFlow(
-                http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter)
+                http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter,
+                profile: request.profile)
             let result = try await flow.run(
                 issuer: request.issuer.string, authorizationEndpoint: authorizationEndpoint.string,
                 tokenEndpoint: endpoints.token.string,
@@ -482,27 +484,34 @@ extension TokenctlService {
             jwks: explicit.jwks ?? saved.jwks ?? metadata?.jwksURI ?? fallback.jwks)
     }
 
-    static func successOrThrow(_ outcome: RefreshOutcome, what: String) throws(TokenctlError) -> (
-        TokenResponse, Double?
-    ) {
+    static func successOrThrow(
+        _ outcome: RefreshOutcome, what: String, profile: ProfileName
+    ) throws(TokenctlError) -> (TokenResponse, Double?) {
         switch outcome {
         case .success(let response, let serverDate):
             return (response, serverDate)
         case .terminal(let reason):
-            let hint = TokenBroker.oauthErrorHint(reason)
             throw TokenctlError(
                 .loginRequired, "the server did not accept \(what): \(reason)",
-                hint: Hint.sentences("Nothing was stored.", hint))
+                hint: Hint.sentences("Nothing was stored.", ProviderErrorClasses.row(reason)?.hint))
         case .clientRefused(let reason):
-            let hint = TokenBroker.oauthErrorHint(reason)
+            let row = ProviderErrorClasses.row(reason)
             throw TokenctlError(
                 .configuration, "the server refused the client: \(reason)",
-                hint: Hint.sentences("Nothing was stored.", hint))
+                hint: Hint.sentences(
+                    "Nothing was stored.", row?.hint,
+                    row?.followUp == .forgetSecret ? ProviderErrorClasses.followUp(.forgetSecret, for: profile) : nil))
         case .unusableTokens(let answer):
             // Accepted, but answered against the protocol: 76, as a refresh's unusable answer.
             throw TokenctlError(
                 .protocolError, "the server accepted \(what) but its answer is unusable: \(answer)",
                 hint: "Nothing was stored; a session signed in before is kept.")
+        case .transient(.oauthError(let reason), _):
+            throw TokenctlError(
+                .transient, "the server could not take \(what) now: \(reason)",
+                hint: Hint.sentences(
+                    ProviderErrorClasses.row(reason)?.hint,
+                    "Nothing was stored; run the same login command again later."))
         case .transient(let reason, _):
             throw TokenctlError(
                 .transient, "could not reach the token endpoint: \(reason)",

@@ -23,5 +23,40 @@ public enum TerminalText {
     }
 
     /// Server-provided text in a message: printable, and at most 200 Unicode scalars of it.
-    public static func short(_ text: String) -> String { printable(text, limit: 200) }
+    /// Line breaks and tabs separate words (Entra's descriptions hold "\r\n" before their
+    /// "Trace ID:" line): each run of them is one space, never nothing, and none is kept at the
+    /// ends; other control characters are dropped.
+    public static func short(_ text: String) -> String {
+        let limit = 200
+        var kept = String.UnicodeScalarView()
+        var count = 0
+        var separated = false
+        for scalar in text.unicodeScalars {
+            if count == limit { break }
+            if isSeparator(scalar) {
+                separated = true
+                continue
+            }
+            guard isPrintable(scalar) else { continue }
+            if separated, count > 0, kept.last != " " {
+                kept.append(" ")
+                count += 1
+                if count == limit { break }
+            }
+            separated = false
+            kept.append(scalar)
+            count += 1
+        }
+        if kept.last == " " { kept.removeLast() }
+        return String(kept)
+    }
+
+    /// Line breaks and tabs: characters that stand between words.
+    @inlinable
+    static func isSeparator(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x85, 0x2028, 0x2029: true
+        default: false
+        }
+    }
 }
