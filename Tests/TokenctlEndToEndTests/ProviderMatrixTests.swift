@@ -24,6 +24,8 @@ struct ProviderMatrixTests {
         var endWords: String
         /// What logout says.
         var logoutWords: String
+        /// Entra: the tenant the persona serves (`--tenant`, the `entra_tenant` config).
+        var tenant: String? = nil
 
         var testDescription: String { persona }
     }
@@ -49,6 +51,13 @@ struct ProviderMatrixTests {
         Persona(
             persona: "gitlab", provider: "gitlab", byHost: true, clientID: "glMatrix", secret: nil, refreshes: false,
             endWords: "is no longer trusted", logoutWords: "the server revoked its access token"),
+        Persona(
+            persona: "entra", provider: "entra", byHost: true, clientID: "11111111-2222-3333-4444-555555555555",
+            secret: nil, refreshes: true, endWords: "invalid_grant", logoutWords: "has no revocation endpoint",
+            tenant: "8eaef023-2b34-4da1-9baa-8bc8c9d6a490"),
+        Persona(
+            persona: "keycloak", provider: "keycloak", byHost: false, clientID: "kc-matrix", secret: nil,
+            refreshes: true, endWords: "invalid_grant", logoutWords: "the server revoked its refresh token"),
     ]
 
     func presetArguments(_ persona: Persona, _ server: AuthServer) -> [String] {
@@ -57,12 +66,18 @@ struct ProviderMatrixTests {
             persona.clientID,
         ]
             + (persona.secret == nil ? [] : ["--client-secret-stdin"])
+            + (persona.tenant.map { ["--tenant", $0] } ?? [])
+    }
+
+    /// The profile's issuer: the server's URL, or Entra's tenant issuer under it.
+    func issuer(_ persona: Persona, _ server: AuthServer) -> String {
+        persona.tenant.map { server.url + "/" + $0 + "/v2.0" } ?? server.url
     }
 
     func stdin(_ persona: Persona) -> String? { persona.secret.map { $0 + "\n" } }
 
     func stored(_ sandbox: Sandbox, _ server: AuthServer, _ persona: Persona) throws -> [String: Any] {
-        try #require(try sandbox.storedTokenSet(issuer: server.url, clientID: persona.clientID))
+        try #require(try sandbox.storedTokenSet(issuer: issuer(persona, server), clientID: persona.clientID))
     }
 
     /// Expire the stored access token and drop it from the hot cache: the next `token` refreshes.
@@ -70,8 +85,9 @@ struct ProviderMatrixTests {
         var set = try stored(sandbox, server, persona)
         set["expires_at"] = Date().timeIntervalSince1970 - 60
         let json = String(decoding: try JSONSerialization.data(withJSONObject: set), as: UTF8.self)
-        try sandbox.overwriteStoredTokenSet(json, issuer: server.url, clientID: persona.clientID)
-        HotCache(environment: .fixed([:])).invalidate(profile: .default, issuer: server.url, clientID: persona.clientID)
+        try sandbox.overwriteStoredTokenSet(json, issuer: issuer(persona, server), clientID: persona.clientID)
+        HotCache(environment: .fixed([:])).invalidate(
+            profile: .default, issuer: issuer(persona, server), clientID: persona.clientID)
     }
 
     @Test("a session's whole life at the persona", arguments: personas)
@@ -82,9 +98,10 @@ struct ProviderMatrixTests {
             "device_script": ["authorization_pending", "slow_down", "approve"],
             "client_secrets": persona.secret.map { [persona.clientID: $0] } ?? [:],
         ])
+        if let tenant = persona.tenant { try server.configure(["entra_tenant": tenant]) }
         defer {
             HotCache(environment: .fixed([:])).invalidate(
-                profile: .default, issuer: server.url, clientID: persona.clientID)
+                profile: .default, issuer: issuer(persona, server), clientID: persona.clientID)
         }
 
         // Device login, approved after several polls with a slow_down in between.
