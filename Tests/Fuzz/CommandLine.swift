@@ -28,6 +28,8 @@ public func fuzzCommandLine(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
     switch invocation.action {
     case .topLevelHelp, .version:
         break
+    case .topicHelp(let topic):
+        check(parser.topics.contains(topic), "help for an unknown topic")
     case .commandHelp(let name):
         guard let command = parser.command(named: name) else { fail("help for an unknown command") }
         _ = formatter.help(for: command)
