@@ -370,7 +370,10 @@ public final class TokenctlService: Sendable {
         let secret = configuration.tokenEndpointAuthMethod != nil ? try? store.readClientSecret(identity) : nil
         if revoke, let stored {
             switch method {
-            case .standard, .standardTreatingInvalidTokenAsGone:
+            // Entra's missing revocation_endpoint is [unverified] (PROVIDERS.md): one the profile
+            // has is used, as for any server.
+            case .standard, .standardTreatingInvalidTokenAsGone,
+                .none where configuration.revocationEndpoint != nil:
                 guard let endpoint = configuration.revocationEndpoint else { break }
                 let token = stored.refreshToken ?? stored.accessToken
                 let hint = stored.refreshToken == nil ? "access_token" : "refresh_token"

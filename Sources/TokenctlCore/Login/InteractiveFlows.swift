@@ -133,13 +133,7 @@ struct DeviceFlow: Sendable {
                     throw deviceEndpointRefusal(status: nil, code: code, description: description, row: nil)
                 }
             case .clientRefused(let reason):
-                let row = ProviderErrorClasses.row(reason)
-                throw TokenctlError(
-                    .configuration, "the server refused the client: \(reason)",
-                    hint: Hint.sentences(
-                        "Nothing was stored.", row?.hint,
-                        row?.followUp == .forgetSecret
-                            ? ProviderErrorClasses.followUp(.forgetSecret, for: profile) : nil))
+                throw TokenctlService.clientRefused(reason, profile: profile)
             case .terminal(let reason):
                 var words = "\(reason)"
                 if case .oauthError(_, let code, let description, _) = reason {

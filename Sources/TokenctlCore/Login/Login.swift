@@ -484,6 +484,16 @@ extension TokenctlService {
             jwks: explicit.jwks ?? saved.jwks ?? metadata?.jwksURI ?? fallback.jwks)
     }
 
+    /// The server refused the client (its id or secret), not the grant: 78, with the row's fix.
+    static func clientRefused(_ reason: TerminalReason, profile: ProfileName) -> TokenctlError {
+        let row = ProviderErrorClasses.row(reason)
+        return TokenctlError(
+            .configuration, "the server refused the client: \(reason)",
+            hint: Hint.sentences(
+                "Nothing was stored.", row?.hint,
+                row?.followUp == .forgetSecret ? ProviderErrorClasses.followUp(.forgetSecret, for: profile) : nil))
+    }
+
     static func successOrThrow(
         _ outcome: RefreshOutcome, what: String, profile: ProfileName
     ) throws(TokenctlError) -> (TokenResponse, Double?) {
@@ -495,12 +505,7 @@ extension TokenctlService {
                 .loginRequired, "the server did not accept \(what): \(reason)",
                 hint: Hint.sentences("Nothing was stored.", ProviderErrorClasses.row(reason)?.hint))
         case .clientRefused(let reason):
-            let row = ProviderErrorClasses.row(reason)
-            throw TokenctlError(
-                .configuration, "the server refused the client: \(reason)",
-                hint: Hint.sentences(
-                    "Nothing was stored.", row?.hint,
-                    row?.followUp == .forgetSecret ? ProviderErrorClasses.followUp(.forgetSecret, for: profile) : nil))
+            throw clientRefused(reason, profile: profile)
         case .unusableTokens(let answer):
             // Accepted, but answered against the protocol: 76, as a refresh's unusable answer.
             throw TokenctlError(
