@@ -16,10 +16,10 @@ tk_require_packages "${TK_SSHD_PACKAGES[@]}" python3
 root=$(mktemp -d)
 echo_pid=
 cleanup() {
-  [[ -n $echo_pid ]] && kill "$echo_pid" 2>/dev/null
+  if [[ -n $echo_pid ]]; then kill "$echo_pid" 2>/dev/null || true; fi
   tk_stop_sshd 2>/dev/null || true
   tk_services_stop_all || true
-  [[ -n ${KEEP:-} ]] && { echo "kept $root"; return; }; rm -rf "$root"
+  if [[ -n ${KEEP:-} ]]; then echo "kept $root" >&2; else rm -rf "$root"; fi
 }
 trap cleanup EXIT
 
