@@ -40,6 +40,29 @@ struct CommandContext {
         return (service, bus)
     }
 
+    /// The forward socket this process gets its tokens from (TOKENCTL_FORWARD_SOCKET, or the
+    /// well-known remote path), nil for a local session.
+    var forwardSocket: String? { ForwardClient.socketPath() }
+
+    /// A token to hand to a program (`exec`, `git-credential`): the forwarded session's when a
+    /// forward socket is set, else the local one's (the hot cache first, as the front does).
+    func handOutToken(target: TokenTarget, minimumTimeToLive: Double, command: String) async throws(TokenctlError)
+        -> (tokenSet: TokenSet, gitUsername: String?)
+    {
+        if let socket = forwardSocket {
+            let served = try ForwardedSession(socketPath: socket).token(
+                profile, target: target, minimumTimeToLive: minimumTimeToLive, force: false, command: command,
+                timeout: timeout)
+            verboseLog(
+                (served.fromHotCache ? "from the hot cache" : "forwarded from \(served.servedBy ?? "the serving side")")
+                    + " over \(socket)")
+            return (served.tokenSet, nil)
+        }
+        let served = try await service().token(
+            profile, target: target, minimumTimeToLive: minimumTimeToLive, force: false, consultHotCache: true)
+        return (served.tokenSet, served.configuration.gitUsername)
+    }
+
     func verboseLog(_ message: String) {
         if verbose { Output.standardError("tokenctl: \(message)\n") }
     }

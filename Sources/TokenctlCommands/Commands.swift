@@ -26,7 +26,7 @@ enum Commands {
     nonisolated(unsafe) static let all: [any EngineCommand.Type] = [ // immutable: metatypes only
         LoginCommand.self, TokenCommand.self, RefreshCommand.self, LogoutCommand.self, StatusCommand.self,
         EventsCommand.self,
-        DoctorCommand.self, ScheduleCommand.self, GitCredentialCommand.self, ExecCommand.self,
+        DoctorCommand.self, ScheduleCommand.self, GitCredentialCommand.self, ExecCommand.self, ForwardCommand.self,
         CompletionCommand.self,
     ]
 

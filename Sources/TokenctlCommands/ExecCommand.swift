@@ -76,9 +76,8 @@ enum ExecCommand: EngineCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = try Options(context.options)
         let (variable, arguments, program) = (options.variable, options.commandLine, options.commandLine[0])
-        let tokenSet = try await context.service().token(
-            context.profile, target: options.target, minimumTimeToLive: options.minimumTimeToLive, force: false,
-            consultHotCache: true
+        let tokenSet = try await context.handOutToken(
+            target: options.target, minimumTimeToLive: options.minimumTimeToLive, command: "exec"
         ).tokenSet
         Environment.setProcessVariable(variable, tokenSet.accessToken)
         Environment.setProcessVariable(variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? "")

@@ -124,11 +124,10 @@ enum GitCredentialCommand: EngineCommand {
             Output.standardError("tokenctl: no token for git: \(refusal) (git asks the next helper).\n")
             return .success
         }
-        let served: TokenctlService.ServedToken
+        let served: (tokenSet: TokenSet, gitUsername: String?)
         do {
-            served = try await context.service().token(
-                context.profile, target: options.target, minimumTimeToLive: options.minimumTimeToLive, force: false,
-                consultHotCache: true)
+            served = try await context.handOutToken(
+                target: options.target, minimumTimeToLive: options.minimumTimeToLive, command: "git-credential")
         } catch {
             guard error.kind == .loginRequired || error.kind == .configuration else { throw error }
             // Nothing on stdout: git goes on to the next helper, or asks.
@@ -145,7 +144,7 @@ enum GitCredentialCommand: EngineCommand {
                 "credential=\(tokenSet.accessToken)", "ephemeral=1",
             ]
         } else {
-            answer += ["username=\(served.configuration.gitUsername ?? "oauth2")", "password=\(tokenSet.accessToken)"]
+            answer += ["username=\(served.gitUsername ?? "oauth2")", "password=\(tokenSet.accessToken)"]
         }
         if let expiry = tokenSet.expiresAt {
             answer.append("password_expiry_utc=\(Int(saturating: expiry.rounded(.down)))")
@@ -165,6 +164,14 @@ enum GitCredentialCommand: EngineCommand {
             return .success
         }
         let rejected = attributes["credential"] ?? attributes["password"]
+        if let socket = context.forwardSocket {
+            // The serving side keeps its session; only this machine's copy of the token goes.
+            HotCache().invalidate(
+                profile: context.profile, issuer: ForwardClient.cacheIssuer(socketPath: socket),
+                clientID: ForwardClient.cacheClientID, target: options.target)
+            context.verboseLog("git says the forwarded access token was rejected: the next get asks the serving side")
+            return .success
+        }
         do {
             let discarded = try await context.service().discardAccessToken(
                 context.profile, target: options.target, ifAccessTokenIs: rejected)

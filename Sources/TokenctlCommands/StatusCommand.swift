@@ -40,6 +40,9 @@ enum StatusCommand: EngineCommand {
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = try Options(context.options)
+        if let socket = context.forwardSocket, !options.all, !options.watch {
+            return forwardedStatus(context, socket: socket, json: options.json)
+        }
         let service = context.service()
         let json = options.json
         if options.watch {
@@ -72,6 +75,43 @@ enum StatusCommand: EngineCommand {
             return statuses.allSatisfy({ $0.exitStatus == .success }) ? .success : .loginRequired
         }
         return statuses.first?.exitStatus ?? .success
+    }
+
+    /// A forwarded session's state: what the serving side answers now (never the token).
+    static func forwardedStatus(_ context: CommandContext, socket: String, json: Bool) -> ExitStatus {
+        let now = Clock.system.now()
+        var fields: [(String, JSONText.Value)] = [
+            ("profile", .string(context.profile.rawValue)), ("forwarded", .bool(true)), ("socket", .string(socket)),
+        ]
+        var lines = ["Profile: \(context.profile)", "Forwarded over: \(socket)"]
+        let status: ExitStatus
+        do {
+            let served = try ForwardedSession(socketPath: socket, hotCache: nil).token(
+                context.profile, target: .session, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive,
+                force: false, command: "status", timeout: context.timeout)
+            let host = served.servedBy ?? "the serving side"
+            lines.insert("State: authenticated (forwarded from \(host))", at: 1)
+            lines.append(
+                "Access token: \(served.tokenSet.tokenType), \(Output.validity(served.tokenSet.timeLeft(at: now)))")
+            fields += [
+                ("state", .string("authenticated")), ("served_by", .string(host)),
+                ("token_type", .string(served.tokenSet.tokenType)),
+            ]
+            if let expiry = served.tokenSet.expiresAt {
+                fields.append(("access_token_expires_at", .string(Output.timestamp(expiry))))
+            }
+            status = .success
+        } catch {
+            lines.insert("State: unavailable (forwarded): \(Output.printable(error.message))", at: 1)
+            if let hint = error.hint { lines.append("Hint: \(Output.printable(hint))") }
+            fields += [
+                ("state", .string("forward-failed")), ("error", .string(error.message)),
+                ("exit_status", .number(Int(error.exitStatus.rawValue))),
+            ]
+            status = error.exitStatus
+        }
+        Output.standardOutput(json ? JSONText.object(fields) + "\n" : lines.joined(separator: "\n") + "\n")
+        return status
     }
 
     /// The current state, then one line per change, until interrupted.

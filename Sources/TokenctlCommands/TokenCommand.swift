@@ -45,42 +45,39 @@ enum TokenCommand: EngineCommand {
         let (minimumTimeToLive, format, proofRequest, target) = (
             options.minimumTimeToLive, options.format, options.proofRequest, options.target
         )
-        // The front serves raw, header and json hits itself; exec-credential comes here first.
-        let served = try await context.service().token(
-            context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: options.force,
-            consultHotCache: format == .execCredential)
-        let tokenSet = served.tokenSet
-        if served.fromAnotherProcessRefresh {
-            context.verboseLog(
-                "waited for another process's refresh of '\(context.profile)'; serving the token it cached")
-        }
         let now = Clock.system.now()
-        context.verboseLog(
-            "access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") \(Output.validity(tokenSet.timeLeft(at: now)))"
-        )
-        // A DPoP session's token is useless without a proof: sign one when asked, else say so (once a session).
-        let dpopKey = try tokenSet.dpopSigningKey(of: context.profile, checked: false)
+        let tokenSet: TokenSet
         var proof: String?
-        if let proofRequest {
-            guard let dpopKey else {
-                throw TokenctlError(
-                    .configuration,
-                    "profile '\(context.profile)' is not bound to a DPoP key: its tokens are Bearer tokens",
-                    hint:
-                        "Use '\(CommandHint.tokenctl(context.profile, "token --format header"))', or sign in with DPoP: '\(CommandHint.tokenctl(context.profile, "login --dpop"))'."
-                )
+        if let socket = context.forwardSocket {
+            // A forwarded session: the serving side refreshes and signs; nothing is local.
+            let served = try ForwardedSession(socketPath: socket).token(
+                context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: options.force,
+                proof: proofRequest.map { .init(method: $0.method, url: $0.url, nonce: $0.nonce) }, command: "token",
+                timeout: context.timeout)
+            tokenSet = served.tokenSet
+            proof = served.dpopProof
+            context.verboseLog(
+                "access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") "
+                    + (served.fromHotCache
+                        ? "from the hot cache" : "forwarded from \(served.servedBy ?? "the serving side")")
+                    + " over \(socket), \(Output.validity(tokenSet.timeLeft(at: now)))")
+            if proofRequest != nil, proof == nil {
+                throw TokenctlError(.protocolError, "the serving side answered without the DPoP proof asked for")
             }
-            do {
-                proof = try DPoPProof.make(
-                    key: dpopKey, method: proofRequest.method, url: proofRequest.url,
-                    issuedAt: Int(saturating: (now + (tokenSet.serverClockOffset ?? 0)).rounded(.down)),
-                    accessToken: tokenSet.accessToken,
-                    nonce: proofRequest.nonce)
-            } catch {
-                throw TokenctlError(.unexpected, "cannot sign a DPoP proof: \(error)")
+        } else {
+            // The front serves raw, header and json hits itself; exec-credential comes here first.
+            let served = try await context.service().token(
+                context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: options.force,
+                consultHotCache: format == .execCredential)
+            tokenSet = served.tokenSet
+            if served.fromAnotherProcessRefresh {
+                context.verboseLog(
+                    "waited for another process's refresh of '\(context.profile)'; serving the token it cached")
             }
-        } else if let dpopKey, format != .json {
-            DPoPNotice.once(profile: context.profile, thumbprint: dpopKey.thumbprint, paths: context.paths)
+            context.verboseLog(
+                "access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") \(Output.validity(tokenSet.timeLeft(at: now)))"
+            )
+            proof = try signProof(proofRequest, tokenSet: tokenSet, format: format, context: context, now: now)
         }
         switch format {
         case .dpop:
@@ -104,6 +101,37 @@ enum TokenCommand: EngineCommand {
             Output.standardOutput(tokenSet.accessToken + "\n")
         }
         return .success
+    }
+
+    /// The proof for `proofRequest`, signed with the session's DPoP key; nil when none is asked
+    /// for (then a DPoP session's note, once).
+    static func signProof(
+        _ proofRequest: ProofRequest?, tokenSet: TokenSet, format: Format, context: CommandContext, now: Double
+    ) throws -> String? {
+        // A DPoP session's token is useless without a proof: sign one when asked, else say so (once a session).
+        let dpopKey = try tokenSet.dpopSigningKey(of: context.profile, checked: false)
+        if let proofRequest {
+            guard let dpopKey else {
+                throw TokenctlError(
+                    .configuration,
+                    "profile '\(context.profile)' is not bound to a DPoP key: its tokens are Bearer tokens",
+                    hint:
+                        "Use '\(CommandHint.tokenctl(context.profile, "token --format header"))', or sign in with DPoP: '\(CommandHint.tokenctl(context.profile, "login --dpop"))'."
+                )
+            }
+            do {
+                return try DPoPProof.make(
+                    key: dpopKey, method: proofRequest.method, url: proofRequest.url,
+                    issuedAt: Int(saturating: (now + (tokenSet.serverClockOffset ?? 0)).rounded(.down)),
+                    accessToken: tokenSet.accessToken,
+                    nonce: proofRequest.nonce)
+            } catch {
+                throw TokenctlError(.unexpected, "cannot sign a DPoP proof: \(error)")
+            }
+        } else if let dpopKey, format != .json {
+            DPoPNotice.once(profile: context.profile, thumbprint: dpopKey.thumbprint, paths: context.paths)
+        }
+        return nil
     }
 
     /// The request a DPoP proof is for, checked; nil when none is asked for.

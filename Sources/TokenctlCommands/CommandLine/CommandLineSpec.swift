@@ -1,5 +1,6 @@
 import TokenctlCore
 import TokenctlEssentials
+
 /// One option of a command: a flag, or an option taking a value (`--opt value`, `--opt=value`).
 public struct OptionSpec: Sendable, Equatable {
     /// Every spelling, long name last (`["-h", "--help"]`). The last name is the key in `ParsedOptions`.
@@ -51,7 +52,7 @@ public struct CommandSpec: Sendable {
     public init(
         name: String, abstract: String, usage: String, options: [OptionSpec],
         arguments: [(String, String)] = [], argumentChoices: [String] = [], discussion: String? = nil,
-        takesCommandLine: Bool = false
+        takesCommandLine: Bool = false, maximumArguments: Int? = nil
     ) {
         self.argumentChoices = argumentChoices
         self.name = name
@@ -59,7 +60,7 @@ public struct CommandSpec: Sendable {
         self.usage = usage
         self.options = options
         self.arguments = arguments
-        self.maximumArguments = takesCommandLine ? Int.max : arguments.count
+        self.maximumArguments = takesCommandLine ? Int.max : maximumArguments ?? arguments.count
         self.discussion = discussion
         self.takesCommandLine = takesCommandLine
     }

@@ -1,5 +1,6 @@
 import TokenctlCore
 import TokenctlEssentials
+
 /// Renders help in the layout every Swift command-line tool uses
 /// (`OVERVIEW:`, `USAGE:`, `ARGUMENTS:`, `OPTIONS:`, `SUBCOMMANDS:`).
 public struct HelpFormatter: Sendable {

@@ -1,5 +1,6 @@
 import TokenctlCore
 import TokenctlEssentials
+
 /// The command specifications both executables parse: the static front (`tokenctl`) serves
 /// `token` hot-cache hits with exactly the options the engine (`tokenctl-engine`) accepts.
 public enum SharedCommandSpecs {

@@ -1,4 +1,5 @@
 import TokenctlEssentials
+
 /// A checked absolute URL for an issuer or endpoint.
 ///
 /// `https` always; plain `http` only to a loopback host (RFC 8252 §8.3 spirit: nothing

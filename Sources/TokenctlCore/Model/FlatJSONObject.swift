@@ -1,4 +1,5 @@
 import TokenctlEssentials
+
 /// One JSON object whose member values are all scalars (string, number, `true`/`false`, `null`),
 /// read strictly by RFC 8259 without Foundation.
 ///

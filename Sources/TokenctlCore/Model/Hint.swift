@@ -1,4 +1,5 @@
 import TokenctlEssentials
+
 /// How a hint is put together, so that whatever a user copies out of it runs as printed:
 /// every command stands in single quotes, a quoted command holds no sentence's end, and every
 /// sentence ends with its full stop before the next begins (". Nothing was sent" never runs on

@@ -1,4 +1,5 @@
 import TokenctlEssentials
+
 /// Writing JSON text by hand, without Foundation: string escaping (RFC 8259 §7) and objects
 /// whose fields keep their order (stable, documented output schemas).
 public enum JSONText {

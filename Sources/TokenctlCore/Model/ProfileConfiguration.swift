@@ -39,6 +39,15 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// NAME`): how its issuer is matched, its default scopes and authorization parameters,
     /// how logout revokes (`ProviderPreset`).
     public var provider: Provider?
+    /// Whether remote hosts and containers may get this profile's access tokens over the
+    /// forward socket (`forward = true`, `tokenctl forward enable`). Never its refresh token.
+    public var forward = false
+    /// The most a forwarded request may ask for (`forward_scope = a b`): a request's scope must
+    /// be within these words, and a request without one gets a token for exactly them.
+    public var forwardScope: [String]?
+    /// The audiences and resource indicators a forwarded request may name (`forward_audience =
+    /// A B`); without the key, any the session can get.
+    public var forwardAudience: [String]?
 
     /// The provider's behaviour at this profile's issuer, when the profile has a provider.
     public var preset: ProviderPreset? { provider.map { ProviderPreset($0, issuer: issuer) } }
@@ -66,7 +75,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         "issuer", "client_id", "scope", "token_endpoint", "revocation_endpoint", "device_authorization_endpoint",
         "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
         "git_username",
-        "dpop", "dpop_allow_bearer", "provider",
+        "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
     ]
 
     /// Parse a profile file.
@@ -174,6 +183,13 @@ public struct ProfileConfiguration: Equatable, Sendable {
             }
             configuration.provider = provider
         }
+        configuration.forward = try flag("forward")
+        func words(_ key: String) -> [String]? {
+            guard let entry = entry(key), !entry.value.isEmpty else { return nil }
+            return entry.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        }
+        configuration.forwardScope = words("forward_scope")
+        configuration.forwardAudience = words("forward_audience")
         return configuration
     }
 
@@ -203,6 +219,9 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if dpop { lines.append("dpop = true") }
         if dpopAllowBearer { lines.append("dpop_allow_bearer = true") }
         if let provider { lines.append("provider = \(provider.rawValue)") }
+        if forward { lines.append("forward = true") }
+        if let forwardScope { lines.append("forward_scope = \(forwardScope.joined(separator: " "))") }
+        if let forwardAudience { lines.append("forward_audience = \(forwardAudience.joined(separator: " "))") }
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -20,11 +20,17 @@ public enum SessionEvent: String, Sendable, CaseIterable {
     /// A token response to a DPoP request was refused: a Bearer token or one bound to another
     /// key (the reason says which); the session was not replaced.
     case dpopDowngradeRefused
+    /// An access token was handed out over the forward socket (`tokenctl forward`); the reason
+    /// names the peer process, the target and the client's command. Never the token.
+    case tokenForwarded
+    /// A forwarded request was refused (a profile not forwarded, a target beyond its limits,
+    /// another user, a malformed request); the reason says which.
+    case forwardRefused
 
     public var significance: EventSignificance {
         switch self {
         case .signedIn, .signedOut, .sessionEnded, .sessionRevoked, .revocationFailed, .dpopDowngradeRefused: .high
-        case .dpopBound: .medium
+        case .dpopBound, .tokenForwarded, .forwardRefused: .medium
         case .storeUnavailable, .refreshFailed, .pendingWriteCompleted, .scopeNarrowed: .medium
         case .tokenRefreshed: .low
         }

@@ -1,4 +1,5 @@
 import TokenctlEssentials
+
 /// The memory-only hot cache: one `user` key per profile in the kernel user keyring, holding a
 /// `HotCacheEntry`, readable by this user only, expiring in the kernel at the access token's
 /// expiry minus the default refresh margin.

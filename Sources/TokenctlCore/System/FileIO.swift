@@ -1,4 +1,5 @@
 import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,4 +1,5 @@
 import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -88,6 +89,11 @@ public struct Paths: Sendable, Equatable {
 
     /// The last DPoP nonce of each authorization server (`DPoPNonceCache`), one file per issuer.
     public var dpopNonceCacheDirectory: String { cacheDirectory + "/dpop-nonce" }
+
+    /// The forward's serving socket (`tokenctl forward`): beside the locks, in the same
+    /// uid-derived directory (`/run/user/UID/tokenctl/forward.sock`, the socket unit's
+    /// `%t/tokenctl/forward.sock`).
+    public var forwardSocket: String { lockDirectory + "/" + ForwardProtocol.servingName }
 
     /// The cross-process refresh lock of one profile.
     public func lockFile(_ profile: ProfileName) -> String {

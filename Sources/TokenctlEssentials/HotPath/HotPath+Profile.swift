@@ -127,12 +127,12 @@ extension HotPath {
         var tokenEndpoint: Bytes?
         var revocationEndpoint: Bytes?
         var otherEndpoints: (Bytes?, Bytes?, Bytes?)
-        var seen: UInt16 = 0
+        var seen: UInt32 = 0
         var accepted = true
         let malformedLine = ProfileFileSyntax.scan(file) { entry in
             let key = slice(file, entry.key.lowerBound, entry.key.upperBound)
             let value = slice(file, entry.value.lowerBound, entry.value.upperBound)
-            let bit: UInt16
+            let bit: UInt32
             // The keys whose values ProfileConfiguration checks; the others take any value.
             var valueAccepted = true
             if isEqual(key, "issuer") {
@@ -183,6 +183,14 @@ extension HotPath {
                 // ProfileConfiguration: empty or one of the preset names.
                 valueAccepted = value.count == 0 || ProfileFileSyntax.providerNames.contains { isEqual(value, $0) }
                 bit = 32768
+            } else if isEqual(key, "forward") {
+                // Whether the profile is forwarded: its own hits are served as any other.
+                valueAccepted = value.count == 0 || isEqual(value, "true") || isEqual(value, "false")
+                bit = 65536
+            } else if isEqual(key, "forward_scope") {
+                bit = 131072
+            } else if isEqual(key, "forward_audience") {
+                bit = 262144
             } else {
                 accepted = false
                 return false

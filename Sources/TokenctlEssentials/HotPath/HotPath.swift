@@ -109,9 +109,13 @@ public enum HotPath {
 
     /// Serve `token` from the hot cache if this invocation is a plain hit: write the token (and
     /// the `--verbose` line) and return true. False means nothing was written: run the engine.
+    ///
+    /// - Parameter forwardSocket: the forward socket this process gets its tokens from
+    ///   (`forwardSocket(environment:)`): then the hot-cache entry is that socket's
+    ///   (`ForwardClient.cacheIssuer`), not a local profile file's.
     public static func serve(
         argc: Int32, argv: UnsafePointer<UnsafeMutablePointer<CChar>?>, now: Instant,
-        environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?
+        environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?, forwardSocket: UnsafePointer<CChar>? = nil
     ) -> Bool {
         guard let request = recognize(argc: argc, argv: argv) else { return false }
         // One block for every buffer, filled front to back with only what each step produced:
@@ -132,15 +136,34 @@ public enum HotPath {
 
         let path = block
         guard environment(cString(disableVariable)).map({ !isEqual(cString: $0, "1") }) ?? true,
-            let profile = profileName(request, environment: environment),
-            let pathCount = profileFilePath(
-                profile: profile, environment: environment, into: path, capacity: pathCapacity)
+            let profile = profileName(request, environment: environment)
         else { return false }
-        let file = path + pathCount + 1
-        guard let fileCount = readFile(path, into: file, capacity: fileCapacity),
-            let identity = profileIdentity(Bytes(start: file, count: fileCount))
-        else { return false }
-        let description = file + fileCount
+        let identity: ProfileIdentity
+        let description: UnsafeMutablePointer<UInt8>
+        if let forwardSocket {
+            // A forwarded session's entry: keyed by the socket, no local profile file.
+            var writer = Writer(block, capacity: pathCapacity + fileCapacity)
+            writer.append("forward:")
+            writer.append(cString: forwardSocket)
+            let issuerCount = writer.count
+            writer.append("tokenctl-forward")
+            guard !writer.overflowed else { return false }
+            identity = ProfileIdentity(
+                issuer: Bytes(start: block, count: issuerCount),
+                clientID: Bytes(start: block + issuerCount, count: writer.count - issuerCount))
+            description = block + writer.count
+        } else {
+            guard
+                let pathCount = profileFilePath(
+                    profile: profile, environment: environment, into: path, capacity: pathCapacity)
+            else { return false }
+            let file = path + pathCount + 1
+            guard let fileCount = readFile(path, into: file, capacity: fileCapacity),
+                let found = profileIdentity(Bytes(start: file, count: fileCount))
+            else { return false }
+            identity = found
+            description = file + fileCount
+        }
         let target = requestedTarget(request)
         guard
             let descriptionCount = keyDescription(

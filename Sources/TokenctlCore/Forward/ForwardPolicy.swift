@@ -1,0 +1,70 @@
+import TokenctlEssentials
+
+/// What a forwarded request may get of a profile: whether it is forwarded at all, and the
+/// target it is served for within the profile's `forward_scope` and `forward_audience` limits.
+/// The serving side's whole decision, apart from the peer's user (`ForwardServer`).
+public enum ForwardPolicy {
+    /// A refusal: exit 77 for the client, the message and hint it shows, and the event's reason.
+    public struct Refusal: Error, Equatable, Sendable {
+        public var status: ExitStatus
+        public var message: String
+        public var hint: String?
+        public var reason: String
+    }
+
+    /// The target to serve `request` for, or why not.
+    ///
+    /// - A request without a scope gets the whole `forward_scope` when one is set, else the session's own.
+    /// - Every scope word asked for must be in `forward_scope` (when set).
+    /// - An audience or resource asked for must be in `forward_audience` (when set).
+    public static func target(
+        for request: ForwardRequest, profile: ProfileName, configuration: ProfileConfiguration?, host: String
+    ) -> Result<TokenTarget, Refusal> {
+        guard let configuration, configuration.forward else {
+            // The same words for a profile that does not exist: a remote learns nothing more.
+            return .failure(
+                Refusal(
+                    status: .loginRequired, message: "profile '\(profile)' is not forwarded from \(host)",
+                    hint: "On \(host), share it with 'tokenctl --profile \(profile) forward enable'.",
+                    reason: "not forwarded"))
+        }
+        var scope = request.scope
+        if let limit = configuration.forwardScope {
+            if let asked = scope {
+                let words = asked.split(separator: " ").map(String.init)
+                if let beyond = words.first(where: { !limit.contains($0) }) {
+                    return .failure(
+                        Refusal(
+                            status: .loginRequired,
+                            message:
+                                "scope '\(ForwardProtocol.sanitized(beyond, limit: 100))' is beyond what profile '\(profile)' forwards (forward_scope = \(limit.joined(separator: " ")))",
+                            hint:
+                                "Ask for scopes within it, or widen forward_scope on \(host) ('tokenctl forward enable --scope …').",
+                            reason: "scope beyond forward_scope"))
+                }
+            } else {
+                scope = limit.joined(separator: " ")
+            }
+        }
+        if let limit = configuration.forwardAudience {
+            let asked =
+                [request.audience].compactMap { $0 } + (request.resource?.split(separator: " ").map(String.init) ?? [])
+            if let beyond = asked.first(where: { !limit.contains($0) }) {
+                return .failure(
+                    Refusal(
+                        status: .loginRequired,
+                        message:
+                            "audience or resource '\(ForwardProtocol.sanitized(beyond, limit: 200))' is beyond what profile '\(profile)' forwards (forward_audience = \(limit.joined(separator: " ")))",
+                        hint:
+                            "Ask for one within it, or widen forward_audience on \(host) ('tokenctl forward enable --audience …').",
+                        reason: "audience beyond forward_audience"))
+            }
+        }
+        do {
+            return .success(try TokenTarget(scope: scope, audience: request.audience, resource: request.resource))
+        } catch {
+            return .failure(
+                Refusal(status: .usage, message: error.description, hint: nil, reason: "invalid target"))
+        }
+    }
+}

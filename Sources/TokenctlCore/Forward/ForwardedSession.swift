@@ -1,0 +1,97 @@
+import TokenctlEssentials
+
+/// The client side of the forward in the engine: a profile's access token from the socket
+/// (`TOKENCTL_FORWARD_SOCKET`, or the well-known remote path) instead of a local session, kept
+/// in this machine's hot cache under an identity of the socket's (so the front's next `token`
+/// is a hit, and two sockets never share an entry).
+public struct ForwardedSession: Sendable {
+    public let socketPath: String
+    public let hotCache: HotCache?
+    public let clock: Clock
+
+    public init(socketPath: String, hotCache: HotCache? = HotCache(), clock: Clock = .system) {
+        self.socketPath = socketPath
+        self.hotCache = hotCache
+        self.clock = clock
+    }
+
+    /// The hot-cache identity of tokens from this socket (the front builds the same).
+    public var issuer: String { ForwardClient.cacheIssuer(socketPath: socketPath) }
+    public static let clientID = ForwardClient.cacheClientID
+
+    /// A token from the serving side (or the hot cache), and what the serving side said.
+    public struct Served: Sendable {
+        public var tokenSet: TokenSet
+        public var fromHotCache: Bool
+        /// The serving host's name, when this call asked it.
+        public var servedBy: String?
+        public var dpopProof: String?
+    }
+
+    /// A DPoP proof to ask the serving side for.
+    public struct ProofRequest: Sendable {
+        public var method: String
+        public var url: String
+        public var nonce: String?
+        public init(method: String, url: String, nonce: String?) {
+            self.method = method
+            self.url = url
+            self.nonce = nonce
+        }
+    }
+
+    public func token(
+        _ profile: ProfileName, target: TokenTarget, minimumTimeToLive: Double, force: Bool,
+        proof: ProofRequest? = nil, command: String, timeout: Double
+    ) throws(TokenctlError) -> Served {
+        let now = clock.now()
+        if !force, proof == nil, let hotCache,
+            let entry = hotCache.lookup(profile: profile, issuer: issuer, clientID: Self.clientID, target: target),
+            entry.isFresh(at: now, minimumTimeToLive: minimumTimeToLive)
+        {
+            return Served(tokenSet: TokenSet(cached: entry), fromHotCache: true)
+        }
+        var request = ForwardRequest(profile: profile.rawValue)
+        if !target.scopes.isEmpty { request.scope = target.scopes.joined(separator: " ") }
+        request.audience = target.audience
+        if !target.resources.isEmpty { request.resource = target.resources.joined(separator: " ") }
+        request.minimumTimeToLive = Int(saturating: minimumTimeToLive.rounded(.up))
+        request.force = force
+        request.proofMethod = proof?.method
+        request.proofURL = proof?.url
+        request.proofNonce = proof?.nonce
+        request.command = command
+        switch ForwardClient.exchange(request, socketPath: socketPath, timeout: timeout) {
+        case .failure(let failure):
+            throw TokenctlError(Self.kind(failure.status.rawValue), failure.message, hint: failure.hint)
+        case .success(.failure(let failure)):
+            let host = failure.servedBy ?? "the serving side"
+            throw TokenctlError(
+                Self.kind(failure.status), "\(host) (forwarded): \(failure.message)",
+                hint: failure.hint.map { "(on \(host)) \($0)" })
+        case .success(.token(let token)):
+            let entry = HotCacheEntry(
+                profile: profile, issuer: issuer, clientID: Self.clientID, accessToken: token.accessToken,
+                tokenType: token.tokenType, obtainedAt: token.obtainedAt, expiresAt: token.expiresAt,
+                issuedLifetime: token.issuedLifetime, target: target, statesNoExpiry: token.statesNoExpiry)
+            // A DPoP token is useless without a proof, which only the serving side signs.
+            if token.dpopProof == nil, token.tokenType != "DPoP" { hotCache?.store(entry, now: now) }
+            var tokenSet = TokenSet(cached: entry)
+            if token.statesNoExpiry { tokenSet.expiresAt = nil }
+            return Served(tokenSet: tokenSet, fromHotCache: false, servedBy: token.servedBy, dpopProof: token.dpopProof)
+        }
+    }
+
+    /// The error kind whose exit status is `status` (the serving side's, passed on).
+    static func kind(_ status: Int32) -> TokenctlError.Kind {
+        switch ExitStatus(rawValue: status) {
+        case .usage?: .invalidInput
+        case .configuration?: .configuration
+        case .loginRequired?: .loginRequired
+        case .unavailable?: .serviceUnavailable
+        case .temporaryFailure?: .transient
+        case .protocolError?: .protocolError
+        default: .unexpected
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import Testing
+
+/// A serving sandbox (the machine with the session) running `tokenctl forward listen` on a
+/// socket, and a client sandbox (a remote host's user: its own HOME and XDG directories, no
+/// profile, no session) with TOKENCTL_FORWARD_SOCKET naming that socket.
+final class ForwardPair: @unchecked Sendable {
+    let serving: Sandbox
+    let client: Sandbox
+    let socket: String
+    private(set) var listener: RunningCommand?
+
+    init(socket: String? = nil) throws {
+        serving = try Sandbox()
+        client = try Sandbox()
+        self.socket = socket ?? serving.root + "/runtime/tokenctl/forward.sock"
+        client.variables["TOKENCTL_FORWARD_SOCKET"] = self.socket
+        // The client has no session bus of its own: a remote host usually has none.
+        client.variables["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/bus"
+    }
+
+    /// Start `forward listen` and wait until it serves.
+    func listen(extra: [String] = []) throws {
+        let command = try serving.start(["forward", "listen", "--socket", socket] + extra)
+        listener = command
+        guard command.waitForStandardError(containing: "serving forwarded tokens", timeout: 20) != nil else {
+            command.signal(SIGKILL)
+            throw HarnessError("forward listen did not start: \(command.currentStandardError)")
+        }
+    }
+
+    /// Stop the listener (SIGTERM) and return how it ended.
+    @discardableResult
+    func stop() -> RunResult? {
+        guard let listener else { return nil }
+        listener.signal(SIGTERM)
+        self.listener = nil
+        return listener.wait()
+    }
+
+    deinit {
+        if let listener {
+            listener.signal(SIGKILL)
+            _ = listener.wait()
+        }
+    }
+
+    /// The serving side's event log lines of one event kind.
+    func events(_ kind: String) throws -> [[String: Any]] {
+        let path = serving.root + "/state/tokenctl/events.jsonl"
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.filter { $0["event"] as? String == kind }
+    }
+
+    /// Send raw bytes to the socket (python3, no tokenctl) and return what came back.
+    func raw(_ script: String) throws -> RunResult {
+        try runProgram(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import socket, sys, time\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(30)\ns.connect(sys.argv[1])\n"
+                    + script,
+                socket,
+            ])
+    }
+}
