@@ -98,6 +98,32 @@ struct CommandOptionsTests {
         #expect(try CompletionCommand.Options(Self.parsed("completion", "fish")).shell == .fish)
     }
 
+    @Test("forward: actions, profiles as operands, limits only with enable, --socket only with listen")
+    func forward() throws {
+        let enable = try ForwardCommand.Options(
+            Self.parsed("forward", "enable", "--scope", "read  write", "--audience", "https://api.example", "a", "b"))
+        #expect(enable.action == .enable && enable.profiles.map(\.rawValue) == ["a", "b"] && enable.enableUnit)
+        #expect(enable.scope == ["read", "write"] && enable.audience == ["https://api.example"])
+        #expect(try ForwardCommand.Options(Self.parsed("forward", "enable", "--no-unit")).enableUnit == false)
+        let listen = try ForwardCommand.Options(Self.parsed("forward", "listen", "--socket", "/run/x.sock"))
+        #expect(listen.action == .listen && listen.socket == "/run/x.sock")
+        for (arguments, message) in [
+            (["forward"], "Missing action"),
+            (["forward", "enabel"], "Did you mean 'enable'"),
+            (["forward", "status", "a"], "takes no profile names"),
+            (["forward", "enable", ".bad"], "Invalid profile name"),
+            (["forward", "listen", "--scope", "x"], "applies to 'forward enable' only"),
+            (["forward", "enable", "--scope", ""], "Invalid value for '--scope'"),
+            (["forward", "serve", "--socket", "/x"], "applies to 'forward listen' only"),
+            (["forward", "listen", "--socket", "relative.sock"], "absolute path"),
+            (["forward", "disable", "--no-unit"], "'--no-unit' applies"),
+        ] {
+            let parsed = try Commands.parser.parse(arguments).options
+            #expect(
+                Self.usageError { _ = try ForwardCommand.Options(parsed) }?.contains(message) == true, "\(arguments)")
+        }
+    }
+
     @Test("login: the flow, endpoints, scope words, DPoP choice, browser settings")
     func login() throws {
         let automatic = try LoginCommand.Options(Self.parsed("login"))

@@ -229,7 +229,10 @@ struct HotPathProfileTests {
                 : key == "client_id" || key == "scope" || key == "cacert"
                     ? "x"
                     : key == "dpop" || key == "dpop_allow_bearer"
-                        ? "false" : key == "provider" ? "github" : "https://a.example/\(key)"
+                        ? "false"
+                        : key == "provider"
+                            ? "github"
+                            : key == "forward" ? "true" : key.hasPrefix("forward_") ? "a b" : "https://a.example/\(key)"
             var text = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\n"
             if !["issuer", "client_id", "token_endpoint"].contains(key) { text += "\(key) = \(value)\n" }
             #expect(bytes(text) { HotPath.profileIdentity($0) != nil }, "\(key)")

@@ -17,7 +17,8 @@ struct EventLogTests {
             ])
         #expect(
             SessionEvent.allCases.filter { $0.significance == .medium } == [
-                .refreshFailed, .storeUnavailable, .pendingWriteCompleted, .scopeNarrowed, .dpopBound,
+                .refreshFailed, .storeUnavailable, .pendingWriteCompleted, .scopeNarrowed, .dpopBound, .tokenForwarded,
+                .forwardRefused,
             ])
         #expect(SessionEvent.allCases.filter { $0.significance == .low } == [.tokenRefreshed])
         #expect(EventSignificance.low < .medium && EventSignificance.medium < .high)

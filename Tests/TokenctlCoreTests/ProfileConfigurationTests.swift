@@ -188,7 +188,7 @@ struct ProfileConfigurationTests {
                 "device_authorization_endpoint",
                 "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
                 "git_username",
-                "dpop", "dpop_allow_bearer", "provider",
+                "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
             ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {
@@ -199,7 +199,9 @@ struct ProfileConfigurationTests {
             case "token_endpoint_auth_method": "\(key) = client_secret_post"
             case "provider": "provider = gitlab"
             case "resource": "resource = https://api.example/ urn:example:ledger"
-            case "dpop", "dpop_allow_bearer": "\(key) = true"
+            case "dpop", "dpop_allow_bearer", "forward": "\(key) = true"
+            case "forward_scope": "forward_scope = read  write"
+            case "forward_audience": "forward_audience = https://api.example"
             default: "\(key) = v"
             }
         }.joined(separator: "\n")
@@ -211,6 +213,11 @@ struct ProfileConfigurationTests {
         #expect(configuration.jwksURI?.string == "https://a.example/jwks_uri")
         #expect(configuration.tokenEndpointAuthMethod == .clientSecretPost)
         #expect(configuration.dpop && configuration.dpopAllowBearer)
+        #expect(configuration.forward && configuration.forwardScope == ["read", "write"])
+        #expect(configuration.forwardAudience == ["https://api.example"])
+        // The file written back says the same.
+        #expect(
+            try ProfileConfiguration.parse(configuration.serialized(profile: .default), path: path) == configuration)
         #expect(configuration.audience == "v")
         #expect(configuration.resources == ["https://api.example/", "urn:example:ledger"])
         #expect(configuration.gitUsername == "v")

@@ -22,7 +22,7 @@ struct SyscallConfinementTests {
     static let swiftMethods: [String: Set<String>] = [
         "SessionStore.swift": ["write"], "TokenBroker.swift": ["read"], "HTTP.swift": ["send"],
         "CurlHTTPClient.swift": ["send"],
-        "KernelKeyring.swift": ["read"],
+        "KernelKeyring.swift": ["read"], "ForwardCommand.swift": ["listen"],
     ]
 
     /// Where each library may call libc, and what.
@@ -41,15 +41,21 @@ struct SyscallConfinementTests {
             // Syscalls.swift, and the files and environment the engine reads (System/FileIO.swift,
             // System/Environment.swift), and the kernel keyring's one file (Store/KernelKeyring.swift,
             // over CKernelKeyring): each one library's or one concern's calls, nothing else in them.
-            system: ["Syscalls.swift", "FileIO.swift", "Environment.swift", "KernelKeyring.swift"], minimumFiles: 30),
+            // And the forward's serving socket (System/UnixSocket.swift: bind, accept, SO_PEERCRED,
+            // the per-connection child).
+            system: ["Syscalls.swift", "FileIO.swift", "Environment.swift", "KernelKeyring.swift", "UnixSocket.swift"],
+            minimumFiles: 30),
         Layer(
             sources: "TokenctlEssentials",
-            system: ["Descriptor.swift", "CurrentExecutable.swift"],
+            // And the forward's client socket (Forward/ForwardClient.swift), which the front uses.
+            system: ["Descriptor.swift", "CurrentExecutable.swift", "ForwardClient.swift"],
             listed: [
                 // The front's hit path: Foundation-free and as short as a process start, its
                 // minimal calls its own (writes and the EINTR retry go through Descriptor).
                 "HotPath.swift": ["clock_gettime", "malloc", "free", "signal"],
                 "HotPath+Profile.swift": ["open", "close", "fstat", "read"],
+                // Which forward socket, if any: a getenv the caller makes, one lstat.
+                "HotPath+Forward.swift": ["malloc", "free", "lstat", "getuid", "signal"],
                 // C strings of Swift strings for the argv reader the engine's parser shares.
                 "ArgumentSyntax.swift": ["strdup", "free"],
             ],

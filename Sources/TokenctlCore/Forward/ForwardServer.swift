@@ -46,6 +46,10 @@ public struct ForwardServer: Sendable {
         }
         let bytes: [UInt8]
         switch UnixSocket.receive(connection, limit: ForwardProtocol.maximumRequestSize, within: requestTimeout) {
+        case .message(let message) where message.isEmpty:
+            // Connected and closed without a word: a liveness probe ('forward status', a
+            // listener checking for another), not a request. Nothing to answer or log.
+            return .refused(status: .usage, reason: "no request")
         case .message(let message): bytes = message
         case .tooLarge:
             return refuse(

@@ -74,7 +74,9 @@ public struct ForwardSocketUnit: Sendable {
             "StandardError=journal",
             "RuntimeMaxSec=60",
         ]
-        for name in ["XDG_CONFIG_HOME", "XDG_STATE_HOME"] {
+        // Where the profiles are, and the lock directory when it is moved: every process of the
+        // user must lock the same files, or a forwarded refresh and a local one race.
+        for name in ["XDG_CONFIG_HOME", "XDG_STATE_HOME", EnvironmentSwitches.runtimeDirectory] {
             if let value = environment[name] {
                 lines.append("Environment=\(RefreshSchedule.quoted("\(name)=\(value)"))")
             }

@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+
+/// `forward enable` under a real systemd user manager (Debian's systemd 252, started for the
+/// user tokenctl-remote by Scripts/lib/usermanager.sh: PID 1 here is not systemd): the units it
+/// writes are loaded, the socket is enabled at %t/tokenctl/forward.sock, each connection runs
+/// `tokenctl forward serve` (Accept=yes) against the user's own keyring and session, the peer
+/// check refuses another user, and `forward disable` takes it all away.
+@Suite("End to end: the forward socket unit under a systemd user manager")
+struct ForwardSocketUnitTests {
+    static let script = #"""
+        set -euo pipefail
+        lib=$1 work=$2 bin=$3
+        source "$lib/services.sh"; source "$lib/sshd.sh"; source "$lib/usermanager.sh"
+        user=$TK_SSHD_USER_NAME
+        tk_services_init "$work/svc"
+        cleanup() {
+          [[ -n ${home:-} ]] && as_user bash -c "source $work/lib/services.sh; trap : EXIT; TK_SERVICES_DIR=$home/svc; tk_services_stop_all" || true
+          tk_stop_user_manager "$user" || true
+          tk_services_stop_all || true
+        }
+        trap cleanup EXIT
+        _tk_sshd_user >/dev/null
+        tk_start_user_manager "$user" "$work/um"
+        rt=$TK_USER_MANAGER_RUNTIME home=$TK_USER_MANAGER_HOME
+        mkdir -p "$work/um/bin" "$work/um/client" "$work/lib"
+        cp "$bin/tokenctl" "$bin/tokenctl-engine" "$work/um/bin/"
+        cp -R "$lib/." "$work/lib/"
+        chown -R "$user:" "$work/um/bin" "$work/um/client"
+        chmod -R a+rX "$work/lib"; chmod a+x "$work"
+        as_user() {
+          runuser -u "$user" -- env -i PATH="$work/um/bin:/usr/bin:/bin" HOME="$home" XDG_RUNTIME_DIR="$rt" \
+            TOKENCTL_RUNTIME_DIR="$rt" DBUS_SESSION_BUS_ADDRESS="unix:path=$rt/bus" LANG=C.UTF-8 "$@"
+        }
+        # The user's own unlocked keyring on the manager's user bus (dbus-user-session), in place
+        # of the stock gnome-keyring units, which would replace it with one without a login collection.
+        tk_user_systemctl "$user" mask --now gnome-keyring-daemon.socket gnome-keyring-daemon.service >&2 2>&1 || true
+        as_user bash -c "source $work/lib/services.sh; trap : EXIT; tk_services_init $home/svc; export DBUS_SESSION_BUS_ADDRESS=unix:path=$rt/bus; tk_start_keyring test" >&2
+        printf %s "$REFRESH_TOKEN" | as_user tokenctl login --issuer "$ISSUER" --client-id cli --refresh-token-stdin >&2
+        as_user tokenctl forward enable 2>&1 | sed 's/^/ENABLE:/'
+        echo "UNIT:$(tk_user_systemctl "$user" is-active tokenctl-forward.socket || true)"
+        echo "SOCKET:$(stat -c '%F %a %U' "$rt/tokenctl/forward.sock")"
+        echo "LOCAL:$(as_user tokenctl token)"
+        echo "FORWARDED:$(as_user env HOME="$work/um/client" TOKENCTL_FORWARD_SOCKET="$rt/tokenctl/forward.sock" tokenctl token 2>&1)"
+        echo "ROOT:$(env -i TOKENCTL_FORWARD_SOCKET="$rt/tokenctl/forward.sock" HOME=/nonexistent "$bin/tokenctl" token 2>&1; echo " rc=$?")"
+        echo "ACCEPTED:$(tk_user_systemctl "$user" show -p NAccepted --value tokenctl-forward.socket)"
+        as_user tokenctl forward status | sed 's/^/STATUS:/'
+        as_user tokenctl forward disable 2>&1 | sed 's/^/DISABLE:/'
+        echo "AFTER:$(tk_user_systemctl "$user" is-active tokenctl-forward.socket || true)"
+        ls "$home/.config/systemd/user" | sed 's/^/LEFT:/'
+        """#
+
+    @Test(
+        "forward enable writes and enables the user socket unit; each connection runs forward serve with the user's session; another user is refused; disable removes the units"
+    )
+    func socketUnit() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/lib/systemd/systemd") else { return }
+        let environment = try TestEnvironment.require()
+        let server = try AuthServer()
+        let lib = URL(
+            fileURLWithPath: ProcessInfo.processInfo.environment["TOKENCTL_SSHD_SH"]
+                ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+                    "../../Scripts/lib/sshd.sh"
+                ).standardized.path
+        )
+        .deletingLastPathComponent().path
+        let work = "/tmp/tokenctl-unit-" + String(UUID().uuidString.prefix(8))
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let bin = URL(fileURLWithPath: environment.binary).deletingLastPathComponent().path
+        let result = try runProgram(
+            "/bin/bash", ["-c", Self.script, "unit-test", lib, work, bin],
+            environment: [
+                "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": work, "REFRESH_TOKEN": try server.issue(),
+                "ISSUER": server.url,
+                "TK_PYTHON": "/usr/bin/python3",
+            ])
+        func values(_ key: String) -> [String] {
+            result.stdout.split(separator: "\n").filter { $0.hasPrefix(key + ":") }.map {
+                String($0.dropFirst(key.count + 1))
+            }
+        }
+        #expect(result.status == 0, "\(result)")
+        #expect(
+            values("ENABLE").contains { $0.contains("Enabled systemd user socket tokenctl-forward.socket") },
+            "\(result)")
+        #expect(values("UNIT") == ["active"], "\(result)")
+        #expect(values("SOCKET") == ["socket 600 tokenctl-remote"], "\(result)")
+        let local = try #require(values("LOCAL").first)
+        #expect(!local.isEmpty && values("FORWARDED") == [local], "served through the unit: \(result)")
+        #expect(
+            result.stdout.contains("ROOT:Error: ") && result.stdout.contains("runs as uid 0;")
+                && result.stdout.contains(" rc=77\n"), "another user is refused by SO_PEERCRED: \(result)")
+        #expect(values("ACCEPTED").first.flatMap { Int($0) }.map { $0 >= 2 } == true, "\(result)")
+        #expect(values("STATUS").contains { $0.hasPrefix("Socket unit: tokenctl-forward.socket active") }, "\(result)")
+        #expect(values("STATUS").contains { $0.contains("handed out default") }, "\(result)")
+        #expect(values("AFTER") != ["active"] && !values("LEFT").contains { $0.hasPrefix("tokenctl") }, "\(result)")
+    }
+}
