@@ -52,11 +52,13 @@ struct CommandContext {
         if let socket = forwardSocket {
             let served = try ForwardedSession(socketPath: socket).token(
                 profile, target: target, minimumTimeToLive: minimumTimeToLive, force: false, command: command,
-                timeout: timeout)
+                timeout: timeout,
+                // git's user name comes with the serving side's answer, which the hot cache lacks.
+                consultHotCache: command != "git-credential")
             verboseLog(
                 (served.fromHotCache ? "from the hot cache" : "forwarded from \(served.servedBy ?? "the serving side")")
                     + " over \(socket)")
-            return (served.tokenSet, nil)
+            return (served.tokenSet, served.gitUsername)
         }
         let served = try await service().token(
             profile, target: target, minimumTimeToLive: minimumTimeToLive, force: false, consultHotCache: true)

@@ -29,9 +29,14 @@ struct ForwardTests {
         #expect(object["access_token"] as? String == local && object["expires_in"] is Int, "\(json)")
         let exec = try pair.client.tokenctl("exec", "--", "/bin/sh", "-c", "printf %s \"$TOKENCTL_ACCESS_TOKEN\"")
         #expect(exec.status == 0 && exec.stdout == local, "\(exec)")
+        // git's user name is the serving profile's.
+        let handle = try #require(FileHandle(forWritingAtPath: pair.serving.profileFile()))
+        handle.seekToEndOfFile()
+        handle.write(Data("git_username = forge\n".utf8))
+        try handle.close()
         let git = try pair.client.tokenctl(
             "git-credential", "get", stdin: "protocol=https\nhost=git.example.com\n\n")
-        #expect(git.status == 0 && git.stdout.contains("password=\(local)\n"), "\(git)")
+        #expect(git.status == 0 && git.stdout.contains("username=forge\npassword=\(local)\n"), "\(git)")
         let credential = try pair.client.tokenctl("token", "--format", "exec-credential")
         #expect(credential.status == 0 && credential.stdout.contains("\"token\":\"\(local)\""), "\(credential)")
         let status = try pair.client.tokenctl("status")

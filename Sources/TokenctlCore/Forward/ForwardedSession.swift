@@ -26,6 +26,8 @@ public struct ForwardedSession: Sendable {
         /// The serving host's name, when this call asked it.
         public var servedBy: String?
         public var dpopProof: String?
+        /// The serving profile's `git_username`, when this call asked the serving side.
+        public var gitUsername: String?
     }
 
     /// A DPoP proof to ask the serving side for.
@@ -42,10 +44,10 @@ public struct ForwardedSession: Sendable {
 
     public func token(
         _ profile: ProfileName, target: TokenTarget, minimumTimeToLive: Double, force: Bool,
-        proof: ProofRequest? = nil, command: String, timeout: Double
+        proof: ProofRequest? = nil, command: String, timeout: Double, consultHotCache: Bool = true
     ) throws(TokenctlError) -> Served {
         let now = clock.now()
-        if !force, proof == nil, let hotCache,
+        if !force, proof == nil, consultHotCache, let hotCache,
             let entry = hotCache.lookup(profile: profile, issuer: issuer, clientID: Self.clientID, target: target),
             entry.isFresh(at: now, minimumTimeToLive: minimumTimeToLive)
         {
@@ -78,7 +80,9 @@ public struct ForwardedSession: Sendable {
             if token.dpopProof == nil, token.tokenType != "DPoP" { hotCache?.store(entry, now: now) }
             var tokenSet = TokenSet(cached: entry)
             if token.statesNoExpiry { tokenSet.expiresAt = nil }
-            return Served(tokenSet: tokenSet, fromHotCache: false, servedBy: token.servedBy, dpopProof: token.dpopProof)
+            return Served(
+                tokenSet: tokenSet, fromHotCache: false, servedBy: token.servedBy, dpopProof: token.dpopProof,
+                gitUsername: token.gitUsername)
         }
     }
 

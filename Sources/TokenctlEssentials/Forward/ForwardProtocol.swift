@@ -191,6 +191,7 @@ public enum ForwardAnswer: Equatable, Sendable {
                     ("expires_at", token.statesNoExpiry ? "never" : token.expiresAt.map(ForwardedToken.format)),
                     ("issued_lifetime", token.issuedLifetime.map(ForwardedToken.format)),
                     ("scope", token.scope), ("dpop_proof", token.dpopProof), ("served_by", token.servedBy),
+                    ("git_username", token.gitUsername),
                 ])
         case .failure(let failure):
             return ForwardProtocol.message(
@@ -238,6 +239,7 @@ public enum ForwardAnswer: Equatable, Sendable {
             token.scope = value("scope")
             token.dpopProof = value("dpop_proof")
             token.servedBy = value("served_by")
+            token.gitUsername = value("git_username")
             return .token(token)
         case ForwardProtocol.errorLine:
             guard let statusText = value("status"), statusText.utf8.count <= 3,
@@ -274,6 +276,8 @@ public struct ForwardedToken: Equatable, Sendable {
     public var dpopProof: String?
     /// The serving host's name, for `status` ("forwarded from …").
     public var servedBy: String?
+    /// The profile's `git_username`, for `git-credential` on the client.
+    public var gitUsername: String?
 
     public init(profile: String, accessToken: String, tokenType: String, obtainedAt: Double) {
         self.profile = profile
