@@ -218,7 +218,8 @@ struct ForwardTests {
                 "/usr/bin/unshare",
                 [
                     "--mount", "--pid", "--fork", "/bin/sh", "-c",
-                    "mount -t proc proc \"$1/proc\" && exec /usr/sbin/chroot \"$1\" /tokenctl $2", "sh", jail, arguments,
+                    "mount -t proc proc \"$1/proc\" && exec /usr/sbin/chroot \"$1\" /tokenctl $2", "sh", jail,
+                    arguments,
                 ], environment: ["TOKENCTL_FORWARD_SOCKET": "/forward.sock"])
         }
         let result = try inContainer("token --format header")
