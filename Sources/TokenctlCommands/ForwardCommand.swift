@@ -40,8 +40,10 @@ enum ForwardCommand: EngineCommand {
             On the machine that holds the session: 'tokenctl forward enable' marks the profile as \
             forwarded (forward = true in its file) and enables the systemd user socket \
             tokenctl-forward.socket at $XDG_RUNTIME_DIR/tokenctl/forward.sock; without a user \
-            manager, run 'tokenctl forward listen'. Then: ssh -o StreamLocalBindUnlink=yes -R \
-            /run/user/REMOTE_UID/tokenctl-forward.sock:$XDG_RUNTIME_DIR/tokenctl/forward.sock HOST. \
+            manager, run 'tokenctl forward listen'. Then: ssh -R \
+            /run/user/REMOTE_UID/tokenctl-forward.sock:$XDG_RUNTIME_DIR/tokenctl/forward.sock HOST \
+            (the remote sshd_config needs StreamLocalBindUnlink yes, or the socket file an earlier \
+            connection left there makes the forward fail). \
             On the remote side (or in a container, with TOKENCTL_FORWARD_SOCKET naming the socket) \
             'tokenctl token', 'exec', 'git-credential' and 'status' use the forwarded session. \
             Anyone who can open the socket there (that user, and root) gets access tokens of the \
@@ -180,8 +182,9 @@ enum ForwardCommand: EngineCommand {
     static func printForwardingHelp(socket: String) {
         Output.standardError(
             """
-            To use it from a remote host:  ssh -o StreamLocalBindUnlink=yes -R /run/user/REMOTE_UID/\(ForwardProtocol.wellKnownName):\(socket) HOST
-            In a container:                docker run -v \(socket):/run/tokenctl.sock -e TOKENCTL_FORWARD_SOCKET=/run/tokenctl.sock IMAGE tokenctl token
+            To use it from a remote host:  ssh -R /run/user/REMOTE_UID/\(ForwardProtocol.wellKnownName):\(socket) HOST
+                                           (the remote host's sshd_config needs StreamLocalBindUnlink yes)
+            In a container:                docker run --user "$(id -u)" -v \(socket):/run/tokenctl.sock -e TOKENCTL_FORWARD_SOCKET=/run/tokenctl.sock IMAGE tokenctl token
 
             """)
     }

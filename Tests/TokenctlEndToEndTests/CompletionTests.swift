@@ -41,6 +41,11 @@ struct CompletionTests {
         #expect(try bashCompletions(sandbox, path, ["tokenctl", "git-credential", "e"]) == ["erase"])
         #expect(try bashCompletions(sandbox, path, ["tokenctl", "completion", "f"]) == ["fish"])
         #expect(
+            try bashCompletions(sandbox, path, ["tokenctl", "forward", ""]) == [
+                "enable", "disable", "status", "serve", "listen",
+            ])
+        #expect(try bashCompletions(sandbox, path, ["tokenctl", "forward", "enable", "--no"]) == ["--no-unit"])
+        #expect(
             try bashCompletions(sandbox, path, ["tokenctl", "exec", "--", "bas"]).contains("bash"),
             "programs after exec")
         // Profile names come from the configuration directory, when completing.
@@ -83,6 +88,9 @@ struct CompletionTests {
             ])
         #expect(try fishComplete("tokenctl sched") == ["schedule"])
         #expect(try fishComplete("tokenctl logout --for") == ["--forget"])
+        #expect(try fishComplete("tokenctl forw") == ["forward"])
+        #expect(
+            try fishComplete("tokenctl forward ").sorted() == ["disable", "enable", "listen", "serve", "status"])
     }
 
     @Test("an unknown or missing shell is a usage error")

@@ -16,7 +16,7 @@ typealias ExitStatus = TokenctlEssentials.ExitStatus
 struct DocumentationAgreementTests {
     static let commands = [
         "login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec",
-        "completion",
+        "forward", "completion",
     ]
 
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -246,7 +246,7 @@ struct DocumentationAgreementTests {
         // What the parser does with each documented key, and with one it does not know.
         func value(_ key: String) -> String {
             switch key {
-            case "dpop", "dpop_allow_bearer": "true"
+            case "dpop", "dpop_allow_bearer", "forward": "true"
             case "token_endpoint_auth_method": "client_secret_basic"
             case "provider": "github"
             case "cacert": "/etc/ssl/certs/ca-certificates.crt"
