@@ -44,17 +44,36 @@ struct CommandContext {
     /// well-known remote path), nil for a local session.
     var forwardSocket: String? { ForwardClient.socketPath() }
 
+    /// A token from the forward socket, if this process has one that serves: nil for a local
+    /// session, and for a well-known socket nothing serves (the file an ended `ssh -R` leaves),
+    /// which falls back to the local session.
+    func forwardedToken(
+        target: TokenTarget, minimumTimeToLive: Double, force: Bool, proof: ForwardedSession.ProofRequest? = nil,
+        command: String, consultHotCache: Bool = true
+    ) throws(TokenctlError) -> (served: ForwardedSession.Served, socket: String)? {
+        guard let source = ForwardClient.socketSource() else { return nil }
+        guard
+            let served = try ForwardedSession(socketPath: source.path).token(
+                profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force, proof: proof,
+                command: command, timeout: timeout, consultHotCache: consultHotCache,
+                fallBackWhenNotServed: !source.explicit)
+        else {
+            verboseLog("nothing serves the forward socket \(source.path) (an ended ssh -R?): using the local session")
+            return nil
+        }
+        return (served, source.path)
+    }
+
     /// A token to hand to a program (`exec`, `git-credential`): the forwarded session's when a
     /// forward socket is set, else the local one's (the hot cache first, as the front does).
     func handOutToken(target: TokenTarget, minimumTimeToLive: Double, command: String) async throws(TokenctlError)
         -> (tokenSet: TokenSet, gitUsername: String?)
     {
-        if let socket = forwardSocket {
-            let served = try ForwardedSession(socketPath: socket).token(
-                profile, target: target, minimumTimeToLive: minimumTimeToLive, force: false, command: command,
-                timeout: timeout,
-                // git's user name comes with the serving side's answer, which the hot cache lacks.
-                consultHotCache: command != "git-credential")
+        if let (served, socket) = try forwardedToken(
+            target: target, minimumTimeToLive: minimumTimeToLive, force: false, command: command,
+            // git's user name comes with the serving side's answer, which the hot cache lacks.
+            consultHotCache: command != "git-credential")
+        {
             verboseLog(
                 (served.fromHotCache ? "from the hot cache" : "forwarded from \(served.servedBy ?? "the serving side")")
                     + " over \(socket)")

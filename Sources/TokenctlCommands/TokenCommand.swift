@@ -48,12 +48,11 @@ enum TokenCommand: EngineCommand {
         let now = Clock.system.now()
         let tokenSet: TokenSet
         var proof: String?
-        if let socket = context.forwardSocket {
+        if let (served, socket) = try context.forwardedToken(
+            target: target, minimumTimeToLive: minimumTimeToLive, force: options.force,
+            proof: proofRequest.map { .init(method: $0.method, url: $0.url, nonce: $0.nonce) }, command: "token")
+        {
             // A forwarded session: the serving side refreshes and signs; nothing is local.
-            let served = try ForwardedSession(socketPath: socket).token(
-                context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: options.force,
-                proof: proofRequest.map { .init(method: $0.method, url: $0.url, nonce: $0.nonce) }, command: "token",
-                timeout: context.timeout)
             tokenSet = served.tokenSet
             proof = served.dpopProof
             context.verboseLog(

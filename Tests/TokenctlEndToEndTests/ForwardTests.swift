@@ -191,6 +191,16 @@ struct ForwardTests {
         #expect(stale.status == 69 && stale.stderr.contains("nothing serves"), "\(stale)")
         try pair.listen()
         #expect(try pair.client.tokenctl("token").status == 0)
+        // A stale socket at the well-known path (an ended ssh -R) is passed over: the local
+        // session serves, on the serving side as on any host with one.
+        let wellKnown = pair.serving.root + "/runtime/tokenctl-forward.sock"
+        let made = try runProgram(
+            "/usr/bin/python3",
+            ["-c", "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])", wellKnown])
+        #expect(made.status == 0 && FileManager.default.fileExists(atPath: wellKnown), "\(made)")
+        let passedOver = try pair.serving.tokenctl("token")
+        #expect(passedOver.status == 0 && !passedOver.stdout.isEmpty, "\(passedOver)")
+        #expect(try pair.serving.tokenctl("status").stdout.contains("forwarded") == false)
         // An empty TOKENCTL_FORWARD_SOCKET means a local session (none here: 78).
         let local = try pair.client.tokenctl("token", extraEnvironment: ["TOKENCTL_FORWARD_SOCKET": ""])
         #expect(local.status == 78, "\(local)")

@@ -46,6 +46,21 @@ public struct ForwardedSession: Sendable {
         _ profile: ProfileName, target: TokenTarget, minimumTimeToLive: Double, force: Bool,
         proof: ProofRequest? = nil, command: String, timeout: Double, consultHotCache: Bool = true
     ) throws(TokenctlError) -> Served {
+        guard
+            let served = try token(
+                profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force, proof: proof,
+                command: command, timeout: timeout, consultHotCache: consultHotCache, fallBackWhenNotServed: false)
+        else { throw TokenctlError(.unexpected, "no answer from the forward socket") }
+        return served
+    }
+
+    /// `token(…)`, or nil when `fallBackWhenNotServed` and nothing serves the socket (a
+    /// well-known path left behind by an ended `ssh -R`): then the caller uses the local session.
+    public func token(
+        _ profile: ProfileName, target: TokenTarget, minimumTimeToLive: Double, force: Bool,
+        proof: ProofRequest? = nil, command: String, timeout: Double, consultHotCache: Bool = true,
+        fallBackWhenNotServed: Bool
+    ) throws(TokenctlError) -> Served? {
         let now = clock.now()
         if !force, proof == nil, consultHotCache, let hotCache,
             let entry = hotCache.lookup(profile: profile, issuer: issuer, clientID: Self.clientID, target: target),
@@ -65,6 +80,7 @@ public struct ForwardedSession: Sendable {
         request.command = command
         switch ForwardClient.exchange(request, socketPath: socketPath, timeout: timeout) {
         case .failure(let failure):
+            if failure.notServed, fallBackWhenNotServed { return nil }
             throw TokenctlError(Self.kind(failure.status.rawValue), failure.message, hint: failure.hint)
         case .success(.failure(let failure)):
             let host = failure.servedBy ?? "the serving side"

@@ -306,6 +306,13 @@ extension TokenctlService {
         configuration.audience = request.audience
         // Hand-set keys a login has no option for survive it.
         configuration.gitUsername = previous?.gitUsername
+        // So does sharing (`forward enable`), for a new login of the same server and client only:
+        // a profile pointed at another server is not shared until its user says so again.
+        if let previous, previous.issuer == request.issuer, previous.clientID == request.clientID {
+            configuration.forward = previous.forward
+            configuration.forwardScope = previous.forwardScope
+            configuration.forwardAudience = previous.forwardAudience
+        }
         configuration.resources = request.resources
         configuration.dpop = dpop
         configuration.dpopAllowBearer = allowBearer

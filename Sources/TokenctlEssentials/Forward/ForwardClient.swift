@@ -13,6 +13,17 @@ public enum ForwardClient {
         public var status: ExitStatus
         public var message: String
         public var hint: String?
+        /// Nothing serves the path (no socket there, or a socket nothing accepts on: the file
+        /// an ended `ssh -R` leaves behind).
+        public var notServed = false
+    }
+
+    /// Where a process's forward socket came from.
+    public struct Source: Equatable, Sendable {
+        public var path: String
+        /// Named by TOKENCTL_FORWARD_SOCKET (a failure to reach it is an error), rather than
+        /// found at the well-known path (a stale one there means: use the local session).
+        public var explicit: Bool
     }
 
     /// The socket this process forwards to: `$TOKENCTL_FORWARD_SOCKET` when set (empty: never
@@ -20,8 +31,15 @@ public enum ForwardClient {
     public static func socketPath(
         environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>? = { UnsafePointer(getenv($0)) }
     ) -> String? {
+        socketSource(environment: environment)?.path
+    }
+
+    /// `socketPath`, and whether the variable named it.
+    public static func socketSource(
+        environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>? = { UnsafePointer(getenv($0)) }
+    ) -> Source? {
         if let value = environment(cString(ForwardProtocol.socketVariable)) {
-            return value[0] == 0 ? nil : String(cString: value)
+            return value[0] == 0 ? nil : Source(path: String(cString: value), explicit: true)
         }
         let runtime: String
         if let value = environment(cString("XDG_RUNTIME_DIR")), value[0] == CChar(UInt8(ascii: "/")) {
@@ -32,7 +50,7 @@ public enum ForwardClient {
         let path = runtime + "/" + ForwardProtocol.wellKnownName
         var info = stat()
         guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK else { return nil }
-        return path
+        return Source(path: path, explicit: false)
     }
 
     @inline(__always)
@@ -163,8 +181,8 @@ public enum ForwardClient {
                 Failure(
                     status: .unavailable, message: "no forwarded session: \(detail)",
                     hint:
-                        "On the machine that holds the session run 'tokenctl forward status'; reconnect with the forward (see 'tokenctl help forward'), or unset TOKENCTL_FORWARD_SOCKET to use a local session."
-                ))
+                        "On the machine that holds the session run 'tokenctl forward status'; reconnect with the forward (see 'tokenctl help forward'), or unset TOKENCTL_FORWARD_SOCKET to use a local session.",
+                    notServed: error == ENOENT || error == ECONNREFUSED))
         }
         return .success(descriptor)
     }
