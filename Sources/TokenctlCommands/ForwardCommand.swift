@@ -287,7 +287,7 @@ enum ForwardCommand: EngineCommand {
 
     static func listen(_ context: CommandContext, _ options: Options) throws -> ExitStatus {
         let path = options.socket ?? context.paths.forwardSocket
-        let listening = try UnixSocket.listen(at: path)
+        let listening = try UnixSocket.listen(at: path, makingPrivateDirectory: options.socket == nil)
         let identity = UnixSocket.fileIdentity(path)
         UnixSocket.catchStopSignals()
         // Each connection is served by its own `tokenctl-engine forward serve`, as under the

@@ -215,7 +215,8 @@ struct ForwardTests {
         #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
         // The listener serves a socket inside the container's root, as `docker run -v` would mount it.
         let jail = pair.serving.root + "/jail"
-        try FileManager.default.createDirectory(atPath: jail, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: jail, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         try FileManager.default.copyItem(atPath: pair.serving.environment.binary, toPath: jail + "/tokenctl")
         let listener = try pair.serving.start(["forward", "listen", "--socket", jail + "/forward.sock"])
         defer {
@@ -223,6 +224,9 @@ struct ForwardTests {
             _ = listener.wait()
         }
         #expect(listener.waitForStandardError(containing: "serving forwarded tokens") != nil)
+        // A directory named with --socket keeps its mode (it may be /tmp or a shared volume).
+        let mode = try FileManager.default.attributesOfItem(atPath: jail)[.posixPermissions] as? Int
+        #expect(mode == 0o755, "listen left the jail's mode alone: \(String(mode ?? 0, radix: 8))")
         let files = try FileManager.default.contentsOfDirectory(atPath: jail).sorted()
         #expect(files == ["forward.sock", "tokenctl"], "nothing else in the container: \(files)")
         // A container has its own /proc (the Swift runtime reads /proc/self/exe at start-up):

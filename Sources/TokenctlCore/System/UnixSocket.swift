@@ -110,10 +110,16 @@ public enum UnixSocket {
         return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK
     }
 
-    /// A listening socket at `path`, this user's only (0600; its directory is made 0700). A
-    /// socket file nothing serves (a server that was killed) is replaced; a served one, or
-    /// anything that is not a socket, is not.
-    public static func listen(at path: String, backlog: Int32 = 128) throws(TokenctlError) -> Int32 {
+    /// A listening socket at `path`, this user's only (0600 from its creation). A socket file
+    /// nothing serves (a server that was killed) is replaced; a served one, or anything that is
+    /// not a socket, is not.
+    ///
+    /// - Parameter makingPrivateDirectory: create the directory (0700, ours) when it is
+    ///   tokenctl's own (the runtime directory's `tokenctl/`); a directory the user named is
+    ///   left as it is (it must exist), never re-moded (`/tmp`, a container's volume).
+    public static func listen(at path: String, makingPrivateDirectory: Bool, backlog: Int32 = 128)
+        throws(TokenctlError) -> Int32
+    {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
@@ -121,7 +127,7 @@ public enum UnixSocket {
             throw TokenctlError(.configuration, "the socket path is longer than \(capacity - 1) bytes: \(path)")
         }
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-        if !directory.isEmpty {
+        if makingPrivateDirectory, !directory.isEmpty {
             do { try FileIO.ensurePrivateDirectory(directory) } catch {
                 throw TokenctlError(.configuration, "cannot make the socket's directory \(directory): \(error)")
             }

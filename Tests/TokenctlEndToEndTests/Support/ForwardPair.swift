@@ -21,6 +21,10 @@ final class ForwardPair: @unchecked Sendable {
 
     /// Start `forward listen` and wait until it serves.
     func listen(extra: [String] = []) throws {
+        // `--socket` names a place of the user's: listen makes no directory for it.
+        try FileManager.default.createDirectory(
+            atPath: (socket as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
         let command = try serving.start(["forward", "listen", "--socket", socket] + extra)
         listener = command
         guard command.waitForStandardError(containing: "serving forwarded tokens", timeout: 20) != nil else {
