@@ -45,7 +45,8 @@ public enum UnixSocket {
     public static func hostName() -> String {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
-        return ForwardProtocol.sanitized(String(cString: buffer), limit: 255)
+        let name = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        return ForwardProtocol.sanitized(name, limit: 255)
     }
 
     /// How a bounded read of one message ended.
