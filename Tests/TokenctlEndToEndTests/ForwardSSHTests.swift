@@ -28,7 +28,7 @@ struct ForwardSSHTests {
                 scanned += 1
                 for blob in blobs:
                     for needle in needles:
-                        if needle in blob: found.append(pid)
+                        if needle in blob: found.append('%s:%d' % (pid, needles.index(needle)))
             except (FileNotFoundError, ProcessLookupError, PermissionError): pass
         print('scanned=%d found=%s' % (scanned, ','.join(sorted(set(found)))))
         """
@@ -84,7 +84,7 @@ struct ForwardSSHTests {
         // While the remote `exec` child holds its token: search every remote process.
         let uid = try runProgram("/usr/bin/id", ["-u", SSHRemote.user]).stdout.trimmingCharacters(in: .newlines)
         let scan = try runProgram(
-            "/usr/bin/python3", ["-c", Self.memoryScan, uid, firstRefreshToken, currentRefreshToken, "refresh_token"])
+            "/usr/bin/python3", ["-c", Self.memoryScan, uid, firstRefreshToken, currentRefreshToken])
         #expect(scan.status == 0 && scan.stdout.contains("found=\n") && !scan.stdout.contains("scanned=0"), "\(scan)")
         let accessScan = try runProgram("/usr/bin/python3", ["-c", Self.memoryScan, uid, access])
         #expect(
