@@ -53,6 +53,9 @@ struct ForwardTests {
         let events = try pair.events("tokenForwarded")
         #expect(events.count >= 2, "\(events)")
         #expect(events.allSatisfy { ($0["reason"] as? String)?.contains("pid ") == true })
+        let shown = try pair.serving.tokenctl("events", "--min-significance", "medium")
+        #expect(shown.stdout.contains("tokenForwarded") && shown.stdout.contains("for git-credential"), "\(shown)")
+        #expect(!shown.stdout.contains(local) && !shown.stdout.contains(refreshToken))
         let forwardStatus = try pair.serving.tokenctl("forward", "status")
         #expect(
             forwardStatus.stdout.contains("default (no limits)") && forwardStatus.stdout.contains("handed out"),
