@@ -220,7 +220,10 @@ struct ForwardTests {
         let jail = pair.serving.root + "/jail"
         try FileManager.default.createDirectory(
             atPath: jail, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        try FileManager.default.copyItem(atPath: pair.serving.environment.binary, toPath: jail + "/tokenctl")
+        // Copied by cp(1), not in this process: a write descriptor of ours open while another
+        // test's child forks would leave the file busy for exec (ETXTBSY, seen in CI).
+        let copied = try runProgram("/bin/cp", [pair.serving.environment.binary, jail + "/tokenctl"])
+        #expect(copied.status == 0, "\(copied)")
         let listener = try pair.serving.start(["forward", "listen", "--socket", jail + "/forward.sock"])
         defer {
             listener.signal(SIGTERM)
