@@ -40,9 +40,15 @@ struct CommandContext {
         return (service, bus)
     }
 
-    /// The forward socket this process gets its tokens from (TOKENCTL_FORWARD_SOCKET, or the
-    /// well-known remote path), nil for a local session.
-    var forwardSocket: String? { ForwardClient.socketPath() }
+    /// The forward socket this process uses, for the commands that do not ask it for a token
+    /// (`status`, `git-credential erase`): the one TOKENCTL_FORWARD_SOCKET names, or the
+    /// well-known one when something serves it (one probe connection); nil for the local session.
+    var servedForwardSocket: String? {
+        guard let source = ForwardClient.socketSource(), source.explicit || UnixSocket.isServed(source.path) else {
+            return nil
+        }
+        return source.path
+    }
 
     /// A token from the forward socket, if this process has one that serves: nil for a local
     /// session, and for a well-known socket nothing serves (the file an ended `ssh -R` leaves),

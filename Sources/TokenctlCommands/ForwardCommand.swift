@@ -64,15 +64,7 @@ enum ForwardCommand: EngineCommand {
         var socket: String?
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            guard let text = parsed.arguments.first else {
-                throw UsageError("Missing action: enable, disable, status, serve or listen.", command: "forward")
-            }
-            guard let action = Action(rawValue: text) else {
-                let hint =
-                    closestMatch(to: text, in: Action.allCases.map(\.rawValue)).map { " Did you mean '\($0)'?" } ?? ""
-                throw UsageError(
-                    "Unknown action '\(Output.printable(String(text.prefix(40))))'.\(hint)", command: "forward")
-            }
+            let action = try parsed.action(Action.self, command: "forward")
             self.action = action
             profiles = []
             for name in parsed.arguments.dropFirst() {

@@ -164,7 +164,7 @@ enum GitCredentialCommand: EngineCommand {
             return .success
         }
         let rejected = attributes["credential"] ?? attributes["password"]
-        if let socket = context.forwardSocket {
+        if let socket = context.servedForwardSocket {
             // The serving side keeps its session; only this machine's copy of the token goes.
             HotCache().invalidate(
                 profile: context.profile, issuer: ForwardClient.cacheIssuer(socketPath: socket),

@@ -1,3 +1,4 @@
+import TokenctlCore
 import TokenctlEssentials
 
 // Reading a command's parsed options by the `OptionSpec` that declares them, never by spelling,
@@ -41,6 +42,22 @@ extension ParsedOptions {
                 command: command)
         }
         return chosen
+    }
+
+    /// The action a command's first argument names (`schedule install`, `forward enable`).
+    func action<Action: RawRepresentable & CaseIterable>(_: Action.Type, command: String) throws(UsageError) -> Action
+    where Action.RawValue == String {
+        let names = Action.allCases.map(\.rawValue)
+        guard let text = arguments.first else {
+            throw UsageError(
+                "Missing action: \(names.dropLast().joined(separator: ", ")) or \(names.last!).", command: command)
+        }
+        guard let action = Action(rawValue: text) else {
+            let hint = closestMatch(to: text, in: names).map { " Did you mean '\($0)'?" } ?? ""
+            throw UsageError(
+                "Unknown action '\(Output.printable(String(text.prefix(40))))'.\(hint)", command: command)
+        }
+        return action
     }
 
     /// The token target of `--scope`, `--audience` and `--resource` (`.session` without them).

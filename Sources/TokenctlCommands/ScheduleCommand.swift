@@ -54,16 +54,7 @@ enum ScheduleCommand: EngineCommand {
         var interval: Int?
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            guard let text = parsed.arguments.first else {
-                throw UsageError("Missing action: install, remove or status.", command: "schedule")
-            }
-            guard let action = Action(rawValue: text) else {
-                let hint =
-                    closestMatch(to: text, in: Action.allCases.map(\.rawValue)).map { " Did you mean '\($0)'?" } ?? ""
-                throw UsageError(
-                    "Unknown action '\(Output.printable(String(text.prefix(40))))'.\(hint)", command: "schedule")
-            }
-            self.action = action
+            action = try parsed.action(Action.self, command: "schedule")
             if parsed.has(systemdOption) && parsed.has(cronOption) {
                 throw UsageError("'--systemd' and '--cron' exclude each other.", command: "schedule")
             }

@@ -41,10 +41,8 @@ enum StatusCommand: EngineCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = try Options(context.options)
         // A well-known socket nothing serves (left by an ended ssh -R) means the local session.
-        if let source = ForwardClient.socketSource(), source.explicit || UnixSocket.isServed(source.path),
-            !options.all, !options.watch
-        {
-            return forwardedStatus(context, socket: source.path, json: options.json)
+        if !options.all, !options.watch, let socket = context.servedForwardSocket {
+            return forwardedStatus(context, socket: socket, json: options.json)
         }
         let service = context.service()
         let json = options.json

@@ -119,6 +119,20 @@ struct ForwardTests {
         #expect(refusals.count >= 4, "\(refusals)")
         #expect(refusals.contains { ($0["reason"] as? String)?.hasPrefix("scope beyond forward_scope") == true })
 
+        // The refusal's hint runs as printed on the serving side, and lets the scope through.
+        let hinted = try #require(
+            beyond.stderr.components(separatedBy: ": '").last?.components(separatedBy: "'.").first)
+        let command = hinted
+        #expect(command == "tokenctl --profile shared forward enable --scope \"read write\"", "\(beyond)")
+        let widened = try runProgram(
+            "/bin/sh",
+            [
+                "-c", command.replacingOccurrences(of: "tokenctl ", with: "\"$0\" ", options: .anchored) + " --no-unit",
+                pair.serving.environment.binary,
+            ],
+            environment: pair.serving.variables)
+        #expect(widened.status == 0, "\(widened)")
+        #expect(try pair.client.tokenctl("--profile", "shared", "token", "--scope", "write").status == 0)
         #expect(try pair.serving.tokenctl("forward", "disable", "shared").status == 0)
         let after = try pair.client.tokenctl("--profile", "shared", "token", "--scope", "read", "--force")
         #expect(after.status == 77, "\(after)")

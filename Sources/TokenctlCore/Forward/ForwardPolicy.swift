@@ -38,8 +38,8 @@ public enum ForwardPolicy {
                             status: .loginRequired,
                             message:
                                 "scope '\(ForwardProtocol.sanitized(beyond, limit: 100))' is beyond what profile '\(profile)' forwards (forward_scope = \(limit.joined(separator: " ")))",
-                            hint:
-                                "Ask for scopes within it, or widen forward_scope on \(host) ('tokenctl forward enable --scope …').",
+                            hint: "Ask for scopes within it, or widen it on \(host): "
+                                + widening(profile, "--scope", limit, words) + ".",
                             reason: "scope beyond forward_scope"))
                 }
             } else {
@@ -55,8 +55,8 @@ public enum ForwardPolicy {
                         status: .loginRequired,
                         message:
                             "audience or resource '\(ForwardProtocol.sanitized(beyond, limit: 200))' is beyond what profile '\(profile)' forwards (forward_audience = \(limit.joined(separator: " ")))",
-                        hint:
-                            "Ask for one within it, or widen forward_audience on \(host) ('tokenctl forward enable --audience …').",
+                        hint: "Ask for one within it, or widen it on \(host): "
+                            + widening(profile, "--audience", limit, asked) + ".",
                         reason: "audience beyond forward_audience"))
             }
         }
@@ -66,5 +66,16 @@ public enum ForwardPolicy {
             return .failure(
                 Refusal(status: .usage, message: error.description, hint: nil, reason: "invalid target"))
         }
+    }
+
+    /// The `forward enable` that lets `asked` through, as it runs: the limit and the words
+    /// asked, double-quoted (the hint itself is in single quotes, as every hint of tokenctl's).
+    static func widening(_ profile: ProfileName, _ option: String, _ limit: [String], _ asked: [String]) -> String {
+        var words = limit
+        for word in asked where !words.contains(word) { words.append(word) }
+        let value = ForwardProtocol.sanitized(words.joined(separator: " "), limit: 2048).map { character in
+            "\\\"$`".contains(character) ? "\\" + String(character) : String(character)
+        }.joined()
+        return "'tokenctl --profile \(profile) forward enable \(option) \"\(value)\"'"
     }
 }

@@ -21,15 +21,10 @@ public struct ForwardSocketUnit: Sendable {
         self.packagedUnitDirectory = packagedUnitDirectory
     }
 
-    var unitDirectory: String? {
-        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/systemd/user" }
-        return environment["HOME"].map { $0 + "/.config/systemd/user" }
-    }
+    var unitDirectory: String? { RefreshSchedule.userUnitDirectory(environment) }
 
     /// Whether a systemd user manager answers (`systemctl --user`).
-    public func managerAvailable() -> Bool {
-        Subprocess.run(["systemctl", "--user", "show-environment"]).status == 0
-    }
+    public func managerAvailable() -> Bool { RefreshSchedule.userManagerAnswers() }
 
     /// The package's units run this very executable.
     func packagedUnitsServe() -> Bool {

@@ -86,16 +86,23 @@ public struct RefreshSchedule: Sendable {
     // MARK: Backends
 
     /// Whether a systemd user manager answers (`systemctl --user`).
-    public func systemdAvailable() -> Bool {
+    public func systemdAvailable() -> Bool { Self.userManagerAnswers() }
+
+    /// Whether a systemd user manager answers (`systemctl --user`): the refresh timer's and the
+    /// forward socket's (`ForwardSocketUnit`) one test.
+    static func userManagerAnswers() -> Bool {
         Subprocess.run(["systemctl", "--user", "show-environment"]).status == 0
+    }
+
+    /// Where user units go: `$XDG_CONFIG_HOME/systemd/user`, else `~/.config/systemd/user`.
+    static func userUnitDirectory(_ environment: Environment) -> String? {
+        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/systemd/user" }
+        return environment["HOME"].map { $0 + "/.config/systemd/user" }
     }
 
     public func defaultBackend() -> Backend { systemdAvailable() ? .systemd : .cron }
 
-    var unitDirectory: String? {
-        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/systemd/user" }
-        return environment["HOME"].map { $0 + "/.config/systemd/user" }
-    }
+    var unitDirectory: String? { Self.userUnitDirectory(environment) }
 
     var servicePath: String? { unitDirectory.map { "\($0)/\(Self.unitName).service" } }
     var timerPath: String? { unitDirectory.map { "\($0)/\(Self.unitName).timer" } }

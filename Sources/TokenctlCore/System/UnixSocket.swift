@@ -62,11 +62,11 @@ public enum UnixSocket {
     /// deadline (seconds from now), whichever comes first: a slow or silent peer holds a
     /// connection no longer than that.
     public static func receive(_ descriptor: Int32, limit: Int, within seconds: Double) -> Received {
-        let deadline = monotonicNow() + seconds
+        let deadline = ForwardClient.monotonicNow() + seconds
         var message: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while !(message.count >= 2 && message[message.count - 1] == 0x0A && message[message.count - 2] == 0x0A) {
-            let left = deadline - monotonicNow()
+            let left = deadline - ForwardClient.monotonicNow()
             guard left > 0 else { return .timedOut }
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             let ready = Descriptor.retryingInterrupted { poll(&poller, 1, Int32(left * 1000) + 1) }
@@ -220,9 +220,9 @@ public enum UnixSocket {
 
     /// Wait for one child to finish (at most `seconds`, polling).
     public static func waitForAChild(within seconds: Double) -> Bool {
-        let deadline = monotonicNow() + seconds
+        let deadline = ForwardClient.monotonicNow() + seconds
         var status: Int32 = 0
-        while monotonicNow() < deadline {
+        while ForwardClient.monotonicNow() < deadline {
             if waitpid(-1, &status, WNOHANG) > 0 { return true }
             usleep(10_000)
         }
@@ -242,12 +242,6 @@ public enum UnixSocket {
     }
 
     public static var stopRequested: Bool { stopSignal.load(ordering: .sequentiallyConsistent) != 0 }
-
-    static func monotonicNow() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
-    }
 }
 
 private let stopSignal = Atomic<Int32>(0)

@@ -187,7 +187,8 @@ public enum ForwardClient {
         return .success(descriptor)
     }
 
-    static func monotonicNow() -> Double {
+    /// Seconds on the monotonic clock (deadlines of the forward's reads, both sides).
+    public static func monotonicNow() -> Double {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
