@@ -218,6 +218,32 @@ struct ForwardTests {
         let passedOver = try pair.serving.tokenctl("token")
         #expect(passedOver.status == 0 && !passedOver.stdout.isEmpty, "\(passedOver)")
         #expect(try pair.serving.tokenctl("status").stdout.contains("forwarded") == false)
+        // Another user's socket there is never used, even when it answers (with a fake token).
+        if getuid() == 0 {
+            try FileManager.default.removeItem(atPath: wellKnown)
+            let impostor = try RunningCommand(
+                executable: "/usr/bin/python3",
+                arguments: [
+                    "-c",
+                    """
+                    import os, socket, sys
+                    s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chown(sys.argv[1], 65534, 65534); s.listen(4)
+                    print('ready', flush=True)
+                    while True:
+                        c, _ = s.accept(); c.recv(65536)
+                        c.sendall(b'tokenctl-forward-v1 token\\nprofile=default\\ntoken_type=Bearer\\naccess_token=fake\\nobtained_at=1\\n\\n'); c.close()
+                    """,
+                    wellKnown,
+                ], environment: [:], stdin: nil, directory: pair.serving.root)
+            defer {
+                impostor.signal(SIGKILL)
+                _ = impostor.wait()
+            }
+            for _ in 0..<100 where !impostor.currentStandardOutput.contains("ready") { usleep(50_000) }
+            let local = try pair.serving.tokenctl("token", "--force")
+            #expect(local.status == 0 && local.stdout != "fake\n", "\(local)")
+            #expect(try pair.serving.tokenctl("status").stdout.contains("forwarded") == false)
+        }
         // An empty TOKENCTL_FORWARD_SOCKET means a local session (none here: 78).
         let local = try pair.client.tokenctl("token", extraEnvironment: ["TOKENCTL_FORWARD_SOCKET": ""])
         #expect(local.status == 78, "\(local)")

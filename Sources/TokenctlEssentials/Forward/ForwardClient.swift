@@ -27,7 +27,7 @@ public enum ForwardClient {
     }
 
     /// The socket this process forwards to: `$TOKENCTL_FORWARD_SOCKET` when set (empty: never
-    /// forward), else the well-known remote path when a socket is there; nil otherwise.
+    /// forward), else the well-known remote path when a socket of this user is there; nil otherwise.
     public static func socketPath(
         environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>? = { UnsafePointer(getenv($0)) }
     ) -> String? {
@@ -49,7 +49,8 @@ public enum ForwardClient {
         }
         let path = runtime + "/" + ForwardProtocol.wellKnownName
         var info = stat()
-        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK else { return nil }
+        // This user's socket only: a runtime directory others can write must not feed us tokens.
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK, info.st_uid == getuid() else { return nil }
         return Source(path: path, explicit: false)
     }
 

@@ -9,7 +9,7 @@ import Darwin
 // over the socket where no engine is installed (a container with nothing but `tokenctl`).
 extension HotPath {
     /// `ForwardClient.socketPath`'s answer as a C string: `$TOKENCTL_FORWARD_SOCKET` when set
-    /// (empty: none), else the well-known remote path when a socket is there (a copy that lives
+    /// (empty: none), else the well-known remote path when a socket of this user is there (a copy that lives
     /// as long as the process), else nil.
     public static func forwardSocket(environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?)
         -> UnsafePointer<CChar>?
@@ -34,7 +34,7 @@ extension HotPath {
         }
         buffer[writer.count] = 0
         let found = buffer.withMemoryRebound(to: CChar.self, capacity: writer.count + 1) { path in
-            lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK
+            lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK && info.st_uid == getuid()
         }
         guard found else {
             free(buffer)
