@@ -2,19 +2,21 @@
 """Chaos schedules against tokenctl: run by Scripts/chaos (which starts the services).
 
 One schedule is one wave of 1 to 12 concurrent `tokenctl token` / `tokenctl refresh` processes
-in mixed environments (full, without XDG_RUNTIME_DIR, an `env -i`-like minimal one), with, at
-random: server faults (5xx, 429, slow answers, closed connections, hangs, through the test
-server's fault queue), a keyring freeze (SIGSTOP/SIGCONT of gnome-keyring for a moment), and in
-about one wave in four a SIGKILL of one of its processes at a random moment; then one
-`tokenctl refresh` that must find the session. Two CPU-bound processes run beside it all.
-The server rotates refresh tokens, allows no grace period and revokes the family on reuse.
+in mixed environments (full, without XDG_RUNTIME_DIR, an `env -i`-like minimal one), each the
+leader of a process group of its own (as a shell's job or a CI step is), with, at random:
+server faults (5xx, 429, slow answers, closed connections, hangs, through the test server's
+fault queue), a keyring freeze (SIGSTOP/SIGCONT of gnome-keyring for a moment), and in about one
+wave in four a SIGKILL at a random moment of one of its processes, or of its whole process group
+(as `timeout -s KILL` or a CI runner does); then one `tokenctl refresh` that must find the
+session. Two CPU-bound processes run beside it all. The server rotates refresh tokens, allows no
+grace period and revokes the family on reuse.
 
-Invariants checked after every wave (from the server's log, which records every redemption, the
-port it came from, and the refresh token each answer carried):
-  * every reuse the server saw is one of a pair of redemptions of which one was made by a killed
-    process (its sockets are sampled until the kill), and when that one came first, its answer
-    (the refresh token it carried) was never seen again: the refresh in flight at the kill;
-  * a session is lost (exit 77, or the probe refresh fails with 77) only through such a reuse.
+Invariants checked after every wave (from the server's log, which records every redemption and
+the refresh token each answer carried):
+  * the server never saw a refresh token reused;
+  * no session is lost (no exit 77, and the probe refresh finds the session).
+tokenctl runs each refresh exchange in a detached process of its own session, which a kill of
+the caller or its process group does not reach: even the refresh in flight at a kill is stored.
 Anything else is a violation: reported with the seed and schedule, and the run exits 1.
 
     chaos.py --tokenctl BIN --authserver-url URL --keyring-pid-file F --bus ADDRESS \
@@ -43,18 +45,32 @@ def api(url, method, path, body=None):
         return json.loads(answer.read() or b"null")
 
 
-def holds_flock(pid, inode):
-    """Whether `pid` holds an flock(2) on the file with this inode (/proc/locks)."""
+def holds_flock(pids, inode):
+    """Whether one of `pids` holds an flock(2) on the file with this inode (/proc/locks)."""
+    wanted = {str(pid) for pid in pids}
     try:
         with open("/proc/locks") as f:
             for line in f:
                 fields = line.split()
                 # "1: FLOCK  ADVISORY  WRITE 1234 fe:00:5678 0 EOF" (a blocked waiter: "1: -> FLOCK ...")
-                if len(fields) >= 6 and fields[1] == "FLOCK" and fields[4] == str(pid) and fields[5].rsplit(":", 1)[-1] == str(inode):
+                if len(fields) >= 6 and fields[1] == "FLOCK" and fields[4] in wanted and fields[5].rsplit(":", 1)[-1] == str(inode):
                     return True
     except OSError:
         pass
     return False
+
+
+def with_children(pid):
+    """`pid` and its children: a caller and the detached refresh it started (setsid keeps the
+    parent). Each thread lists the children it started: every thread's list is read."""
+    pids = [pid]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                pids += [int(child) for child in f.read().split()]
+    except OSError:
+        pass
+    return pids
 
 
 class Chaos:
@@ -77,13 +93,11 @@ class Chaos:
         }
         self.log_seen = 0
         self.log = []  # every /token entry so far
-        self.victims = []  # (held the lock from, killed at, wave) of every kill in the middle of a refresh
-        self.figures = dict(schedules=0, waves=0, processes=0, kills=0, killed_holding_lock=0, freezes=0, faults=0,
-                            refreshes_issued=0, reuse_seen=0, reuse_allowed=0, lost_kill_in_flight=0, lost_kill_in_flight_later_wave=0, lost_other=0,
-                            exit_codes={}, keyring_restarts=0)
+        self.figures = dict(schedules=0, waves=0, processes=0, kills=0, kills_of_process_group=0,
+                            killed_mid_refresh=0, freezes=0, faults=0, refreshes_issued=0, reuse_seen=0,
+                            sessions_lost=0, exit_codes={}, keyring_restarts=0)
         self.violations = []
         self.lost_now = False
-        self.explained_by_wave = None
 
     def say(self, text):
         print(text, flush=True)
@@ -101,7 +115,6 @@ class Chaos:
         if result.returncode != 0:
             raise SystemExit(f"chaos: login failed: {result.stderr}")
         self.sync_log()
-        self.allowed_since_login = 0
 
     def sync_log(self):
         entries = api(self.url, "GET", "/_test/log")
@@ -149,6 +162,13 @@ class Chaos:
         freeze = (rng.uniform(0, 0.6), rng.uniform(0.2, 2.5)) if rng.random() < 0.2 else None
         victim = rng.randrange(count) if rng.random() < self.args.kill_rate else None
         kill_after = rng.uniform(0.0, 1.5)
+        kill_group = rng.random() < 0.5
+        # Half the kills at a random moment, half once the victim's refresh is under way (its
+        # exchange holds the profile lock), a random moment into it: the refresh in flight.
+        kill_mid_refresh = rng.random() < 0.5
+        kill_into_refresh = rng.uniform(0.0, 0.4)
+        if victim is not None and kill_mid_refresh:
+            plan[victim] = ("refresh", plan[victim][1])  # one that refreshes whatever the token
         if freeze:
             f["freezes"] += 1
 
@@ -156,7 +176,8 @@ class Chaos:
         for command, env in plan:
             processes.append(subprocess.Popen([self.args.tokenctl, "--profile", self.profile] + [command],
                                               env=self.environments[env], stdin=subprocess.DEVNULL,
-                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.args.dir))
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.args.dir,
+                                              process_group=0))
         started = time.time()
         threads = []
         if freeze:
@@ -172,22 +193,25 @@ class Chaos:
         killed = {}
         if victim is not None:
             def killer(process=processes[victim]):
-                # When the victim took the lock: after the last sample without it.
-                free_at = started
-                deadline = started + kill_after
+                if kill_mid_refresh:
+                    deadline = started + 5
+                    while time.time() < deadline and process.poll() is None:
+                        if holds_flock(with_children(process.pid), self.lock_inode()):
+                            break
+                        time.sleep(0.001)
+                    deadline = time.time() + kill_into_refresh
+                else:
+                    deadline = started + kill_after
                 while time.time() < deadline and process.poll() is None:
-                    now = time.time()
-                    if not holds_flock(process.pid, self.lock_inode()):
-                        free_at = now
                     time.sleep(0.001)
                 if process.poll() is None:
-                    now = time.time()
-                    if not holds_flock(process.pid, self.lock_inode()):
-                        free_at = now
-                    held = holds_flock(process.pid, self.lock_inode())
-                    process.send_signal(signal.SIGKILL)
+                    # Mid-refresh: the caller's detached exchange (or the caller) holds the lock.
+                    killed["mid_refresh"] = holds_flock(with_children(process.pid), self.lock_inode())
+                    if kill_group:
+                        os.killpg(process.pid, signal.SIGKILL)
+                    else:
+                        process.send_signal(signal.SIGKILL)
                     killed["at"] = time.time()
-                    killed["held_from"] = free_at if held else None
             threads.append(threading.Thread(target=killer))
         for t in threads:
             t.start()
@@ -208,9 +232,8 @@ class Chaos:
             subprocess.run(["bash", "-c", self.args.restart_keyring], check=True)
         if killed:
             f["kills"] += 1
-            if killed["held_from"] is not None:
-                self.victims.append((killed["held_from"], killed["at"], number))
-                f["killed_holding_lock"] += 1
+            f["kills_of_process_group"] += 1 if kill_group else 0
+            f["killed_mid_refresh"] += 1 if killed["mid_refresh"] else 0
         # A hung fault outlives the wave at the server: let it end before the probe.
         api(self.url, "POST", "/_test/config", {"faults": [], "delay_seconds": 0})
         codes = [code for code, _ in results]
@@ -224,7 +247,7 @@ class Chaos:
         if self.args.verbose or lost or any(e["outcome"] == "reuse_detected" for e in new):
             self.say(f"wave {number}: {count} x {[c + '/' + e for c, e in plan]} faults={faults} slow={slow} "
                      f"freeze={freeze and tuple(round(x, 2) for x in freeze)} "
-                     f"kill={'none' if victim is None else f'#{victim} at {kill_after:.2f}s'}"
+                     f"kill={'none' if victim is None else (f'#{victim} {kill_into_refresh:.2f}s into its refresh' if kill_mid_refresh else f'#{victim} at {kill_after:.2f}s') + (' (group)' if kill_group else '')}"
                      f"{' (exited before)' if victim is not None and not killed else ''} "
                      f"codes={codes} probe={probe.returncode}")
         self.check(number, new, lost, probe, results)
@@ -243,47 +266,16 @@ class Chaos:
 
     def check(self, number, new, lost, probe, results):
         f = self.figures
-        by_token = {}
-        for e in self.log:
-            if e.get("refresh_token") and e["outcome"] in ("issued", "reuse_detected", "grace_replay"):
-                by_token.setdefault(e["refresh_token"], []).append(e)
-        presented = {e.get("refresh_token") for e in self.log}
-        reuses = [e for e in new if e["outcome"] == "reuse_detected"]
-        explained = False
-        for reuse in reuses:
+        for reuse in (e for e in new if e["outcome"] == "reuse_detected"):
             f["reuse_seen"] += 1
-            pair = sorted(by_token.get(reuse["refresh_token"], []), key=lambda e: e["received"])
-            first = pair[0]
-            killed_in = self.in_flight_at_kill(first)
-            ok = (first is not reuse or len(pair) > 1) and killed_in is not None and (
-                first["outcome"] != "issued" or first.get("issued_refresh_token") not in presented)
-            if ok:
-                f["reuse_allowed"] += 1
-                self.allowed_since_login += 1
-                explained = True
-                self.explained_by_wave = killed_in
-            else:
-                self.violation(number, f"refresh token reuse not explained by a kill: redemptions "
-                                       f"{[self.brief(e) for e in pair]}, kills mid-refresh {self.victims[-3:]}")
+            pair = sorted((e for e in self.log if e.get("refresh_token") == reuse["refresh_token"]), key=lambda e: e["received"])
+            self.violation(number, f"refresh token reused: redemptions {[self.brief(e) for e in pair]}")
         if lost:
             self.lost_now = True
-            if explained or self.allowed_since_login > 0:
-                f["lost_kill_in_flight"] += 1
-                later = self.explained_by_wave != number
-                if later:
-                    f["lost_kill_in_flight_later_wave"] += 1
-                self.say(f"wave {number}: session lost: the refresh in flight at the kill of wave {self.explained_by_wave} (allowed)")
-            else:
-                f["lost_other"] += 1
-                errors = sorted({err.strip().splitlines()[-1][:200] for code, err in results if code == 77 and err.strip()})
-                self.violation(number, f"session lost without a killed in-flight refresh to explain it: probe "
-                                       f"{probe.returncode} {probe.stderr.strip()[-300:]}; wave errors {errors}; "
-                                       f"log {[self.brief(e) for e in new]}")
-
-    def in_flight_at_kill(self, entry):
-        """The wave of the kill whose refresh this was: sent while the killed process held the
-        refresh lock, up to its kill (None: no killed process sent it)."""
-        return next((wave for held_from, killed_at, wave in self.victims if held_from <= entry["received"] <= killed_at), None)
+            f["sessions_lost"] += 1
+            errors = sorted({err.strip().splitlines()[-1][:200] for code, err in results if code == 77 and err.strip()})
+            self.violation(number, f"session lost: probe {probe.returncode} {probe.stderr.strip()[-300:]}; "
+                                   f"wave errors {errors}; log {[self.brief(e) for e in new]}")
 
     def lock_inode(self):
         for directory in ("/run/user/%d/tokenctl" % os.getuid(), "/tmp/tokenctl-%d" % os.getuid()):

@@ -36,7 +36,7 @@ struct CommandContext {
         let service = TokenctlService.live(
             paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, deadline: deadline,
             storeOptions: storeOptions,
-            narrate: narrate)
+            narrate: narrate, detachedRefreshEngine: detachedRefreshEngine)
         return (service, bus)
     }
 
@@ -120,3 +120,7 @@ func locateSessionBus(verbose: Bool) -> (address: String, source: String)? {
 /// This engine's own path (what `--version` and `doctor` report: beside the front, or under
 /// libexec in a package).
 let enginePath: String = currentExecutable() ?? "unknown"
+
+/// The engine refreshes run in, each in a detached child of its own (`DetachedRefresh`): this
+/// executable when it is the engine. Commands run in-process by a test bundle refresh in it.
+let detachedRefreshEngine: String? = enginePath.hasSuffix("/tokenctl-engine") ? enginePath : nil

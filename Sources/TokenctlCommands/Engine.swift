@@ -11,6 +11,10 @@ public enum Engine {
     }
 
     private static func runCommand(_ arguments: [String]) async -> ExitStatus {
+        if arguments == [DetachedRefresh.childArgument] {
+            // A refresh started by another engine process, outliving it (`DetachedRefresh`).
+            return ExitStatus(rawValue: await DetachedRefresh.serveChild()) ?? .failure
+        }
         let startedAt = TokenctlCore.Clock.system.now()
         let invocation: Invocation
         do { invocation = try Commands.parser.parse(arguments) } catch { return Output.usageError(error) }

@@ -448,10 +448,9 @@ private struct GitHubBroker {
         }
     }
 
-    func result(force: Bool = false, rejected: Bool = false) async -> Result<TokenSet, TokenctlError> {
+    func result(force: Bool = false) async -> Result<TokenSet, TokenctlError> {
         do {
-            return .success(
-                try await broker.validTokenSet(for: profile, minimumTimeToLive: 60, force: force, rejected: rejected))
+            return .success(try await broker.validTokenSet(for: profile, minimumTimeToLive: 60, force: force))
         } catch {
             return .failure(error)
         }
@@ -474,35 +473,9 @@ struct GitHubBrokerTests {
     }
 
     @Test(
-        "token --force on it (a server answered 401): no longer trusted, stored as expired, 77 with a sign-in hint; the next token says it expired"
+        "token --force on it (the user saw a 401): 77 saying no new token can be had, the session stored as it was, the next token served"
     )
-    func forceRejected() async throws {
-        let harness = GitHubBroker([])
-        let stored = TokenSet(
-            accessToken: "gho_x", refreshToken: nil, expiresAt: nil, issuedLifetime: nil,
-            obtainedAt: harness.clock.now - 3600)
-        try harness.memory.write(stored, for: harness.profile.identity)
-        guard case .failure(let error) = await harness.result(force: true, rejected: true) else {
-            Issue.record("expected a failure")
-            return
-        }
-        #expect(error.exitStatus == .loginRequired)
-        #expect(
-            error.message.contains("is no longer trusted") && !error.message.contains("has expired"), "\(error.message)"
-        )
-        #expect(error.hint?.contains("tokenctl --profile gh login") == true, "\(error.hint ?? "")")
-        let after = try #require(try harness.memory.read(harness.profile.identity))
-        #expect(after.expiresAt.map { $0 < harness.clock.now } == true)
-        guard case .failure(let next) = await harness.result() else {
-            Issue.record("expected a failure")
-            return
-        }
-        #expect(next.message.contains("has expired"))
-        #expect(harness.http.requestCount == 0)
-    }
-
-    @Test("a forced refresh (not a rejection) of such a session says it cannot be renewed, and leaves it as it was")
-    func refreshWithoutRefreshToken() async throws {
+    func forceKeepsTheSession() async throws {
         let harness = GitHubBroker([])
         let stored = TokenSet(
             accessToken: "gho_x", refreshToken: nil, expiresAt: nil, issuedLifetime: nil,
@@ -513,9 +486,11 @@ struct GitHubBrokerTests {
             return
         }
         #expect(error.exitStatus == .loginRequired)
-        #expect(
-            error.message.contains("cannot be renewed") && !error.message.contains("has expired"), "\(error.message)")
+        #expect(error.message.contains("kept as it was") && !error.message.contains("has expired"), "\(error.message)")
+        #expect(error.hint?.contains("tokenctl --profile gh login") == true, "\(error.hint ?? "")")
         #expect(try harness.memory.read(harness.profile.identity) == stored)
+        #expect(try await harness.result().get().accessToken == "gho_x")
+        #expect(harness.http.requestCount == 0)
     }
 
     @Test(

@@ -105,20 +105,31 @@ struct GitHubPersonaTests {
     }
 
     @Test(
-        "token --force on an OAuth App token (the user saw a 401): no longer trusted, 77 with a sign-in hint, and it is not served again"
+        "token --force on an OAuth App token (no refresh token): 77 saying no new token can be had, and status, the stored item and the next token as they were"
     )
     func forceOnOAuthAppToken() throws {
         let sandbox = try Sandbox()
         sandbox.useSecretServicePathOnly()
         let server = try AuthServer(["persona": "github-oauth-app", "device_interval": 1, "device_script": ["approve"]])
         #expect(try deviceLogin(sandbox, server, clientID: Self.oauthAppClient).status == 0)
-        #expect(try sandbox.tokenctl("token").status == 0)
+        let served = try sandbox.tokenctl("token")
+        #expect(served.status == 0)
+        let storedBefore = try sandbox.storedTokenSet(issuer: server.url, clientID: Self.oauthAppClient)
+        let statusBefore = try sandbox.tokenctl("status")
         let forced = try sandbox.tokenctl("token", "--force")
-        #expect(forced.status == 77, "\(forced)")
-        #expect(forced.stderr.contains("is no longer trusted") && !forced.stderr.contains("has expired"), "\(forced)")
+        #expect(forced.status == 77 && forced.stdout.isEmpty, "\(forced)")
+        #expect(forced.stderr.contains("has no refresh token"), "\(forced)")
+        #expect(forced.stderr.contains("kept as it was"), "\(forced)")
         #expect(forced.stderr.contains("tokenctl login"), "\(forced)")
+        let storedAfter = try sandbox.storedTokenSet(issuer: server.url, clientID: Self.oauthAppClient)
+        #expect(
+            storedAfter.map { NSDictionary(dictionary: $0) } == storedBefore.map { NSDictionary(dictionary: $0) },
+            "the stored session is untouched")
+        let statusAfter = try sandbox.tokenctl("status")
+        #expect(
+            statusAfter.status == statusBefore.status && statusAfter.stdout == statusBefore.stdout, "\(statusAfter)")
         let next = try sandbox.tokenctl("token")
-        #expect(next.status == 77 && next.stdout.isEmpty, "\(next)")
+        #expect(next.status == 0 && next.stdout == served.stdout, "still served: \(next)")
     }
 
     @Test("scope shown space-separated: GitHub's 'repo,gist' is stored and shown as 'repo gist'")

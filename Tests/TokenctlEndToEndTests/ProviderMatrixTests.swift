@@ -33,7 +33,7 @@ struct ProviderMatrixTests {
     static let personas: [Persona] = [
         Persona(
             persona: "github-oauth-app", provider: "github", byHost: true, clientID: "Ov23liMatrix", secret: nil,
-            refreshes: false, endWords: "is no longer trusted", logoutWords: "the token stays valid at GitHub"),
+            refreshes: false, endWords: "has no refresh token", logoutWords: "the token stays valid at GitHub"),
         Persona(
             persona: "github-app", provider: "github-app", byHost: true, clientID: "Iv1.matrix", secret: nil,
             refreshes: true, endWords: "bad_refresh_token: The refresh token passed is incorrect or expired.",
@@ -50,7 +50,7 @@ struct ProviderMatrixTests {
             endWords: "invalid_grant", logoutWords: "the server revoked its refresh token"),
         Persona(
             persona: "gitlab", provider: "gitlab", byHost: true, clientID: "glMatrix", secret: nil, refreshes: false,
-            endWords: "is no longer trusted", logoutWords: "the server revoked its access token"),
+            endWords: "has no refresh token", logoutWords: "the server revoked its access token"),
         Persona(
             persona: "entra", provider: "entra", byHost: true, clientID: "11111111-2222-3333-4444-555555555555",
             secret: nil, refreshes: true, endWords: "invalid_grant", logoutWords: "has no revocation endpoint",
@@ -152,9 +152,10 @@ struct ProviderMatrixTests {
             #expect(ended.status == 77, "\(ended)")
             #expect(ended.stderr.contains(persona.endWords), "\(ended)")
         } else {
-            // No refresh token: the session ends when the user reports the token rejected.
+            // No refresh token: a forced refresh cannot get a new token, says so, and ends nothing.
             let forced = try sandbox.tokenctl("token", "--force")
             #expect(forced.status == 77 && forced.stderr.contains(persona.endWords), "\(forced)")
+            #expect(try sandbox.tokenctl("token").status == 0, "the session is kept as it was")
         }
 
         // A plain re-login keeps the preset.

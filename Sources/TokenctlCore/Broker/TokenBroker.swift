@@ -27,9 +27,14 @@ public actor TokenBroker {
         public var lockTimeout: Double
         /// The command's deadline: the lock wait ends there too.
         public var commandDeadline: Deadline?
-        public init(lockTimeout: Double = 30, commandDeadline: Deadline? = nil) {
+        /// Where a refresh runs: nil, in this process (unit tests, and the detached child
+        /// itself); otherwise in a child that outlives this process (`DetachedRefresh`).
+        public var detachedRefresh: DetachedRefresh?
+        public init(lockTimeout: Double = 30, commandDeadline: Deadline? = nil, detachedRefresh: DetachedRefresh? = nil)
+        {
             self.lockTimeout = lockTimeout
             self.commandDeadline = commandDeadline
+            self.detachedRefresh = detachedRefresh
         }
 
         /// The lock wait allowed at `now`: the lock timeout, within the deadline.
@@ -105,20 +110,17 @@ public actor TokenBroker {
     /// - Parameter readFirst: with `force`, `false` skips the read before the lock (`refresh`:
     ///   a forced refresh needs only the read under the lock; one Secret Service read less per
     ///   profile in `refresh --all`, whose floor is the keyring daemon's time).
-    /// - Parameter rejected: with `force`, the caller reports that a server rejected the access
-    ///   token (`token --force` after a 401), rather than asking for a renewal (`refresh`): a
-    ///   session without a refresh token then stops trusting its token (see `noRefreshToken`).
     public func validTokenSet(
         for profile: ResolvedProfile, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool = false,
         capMargin: Bool = true,
-        readFirst: Bool = true, rejected: Bool = false
+        readFirst: Bool = true
     ) async throws(TokenctlError) -> TokenSet {
         await completePendingWrite(profile)
         if force && !readFirst {
             narrate?("refreshing: forced")
             return try await sharedRefresh(
                 profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: true,
-                capMargin: capMargin, rejected: rejected)
+                capMargin: capMargin)
         }
         let session = try await read(profile.identity)
         guard let session else { throw Self.notLoggedIn(profile.name) }
@@ -127,7 +129,7 @@ public actor TokenBroker {
             narrate?("no token for \(target) is stored for '\(profile.name)': refreshing to get one")
             return try await sharedRefresh(
                 profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: force,
-                capMargin: capMargin, rejected: rejected)
+                capMargin: capMargin)
         }
         if let narrate {
             narrate(
@@ -153,7 +155,7 @@ public actor TokenBroker {
         }
         return try await sharedRefresh(
             profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
-            capMargin: capMargin, rejected: rejected)
+            capMargin: capMargin)
     }
 
     /// A narrowed refresh may only ask for scopes the session was granted (RFC 6749 §6): asking
@@ -213,7 +215,7 @@ public actor TokenBroker {
 
     private func sharedRefresh(
         _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
-        capMargin: Bool, rejected: Bool
+        capMargin: Bool
     ) async throws(TokenctlError) -> TokenSet {
         let task: Task<TokenSet, any Error>
         let flight = Flight(profile: profile.name, target: target)
@@ -225,10 +227,9 @@ public actor TokenBroker {
             let id = nextFlightID
             task = Task {
                 do {
-                    let result = try await self.lockedRefresh(
+                    let result = try await self.exchange(
                         profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
-                        capMargin: capMargin,
-                        rejected: rejected)
+                        capMargin: capMargin)
                     self.endFlight(flight, id: id)
                     return result
                 } catch {
@@ -251,9 +252,40 @@ public actor TokenBroker {
 
     // MARK: The refresh under the cross-process lock
 
+    /// The refresh under the lock, in a detached child when the configuration says so (see
+    /// `DetachedRefresh`: a kill of this process must not lose a refresh the server answers).
+    private func exchange(
+        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
+        capMargin: Bool
+    ) async throws(TokenctlError) -> TokenSet {
+        guard let detached = configuration.detachedRefresh else {
+            return try await refreshUnderLock(
+                profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
+                capMargin: capMargin)
+        }
+        let request = DetachedRefresh.Request(
+            profile: profile.name, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive,
+            force: force, capMargin: capMargin, deadline: configuration.commandDeadline,
+            settings: detached.settings)
+        // The child put what it served in the hot cache (the user's kernel keyring is this
+        // process's too); doing it again here could bring back a token a logout just removed.
+        return try await detached.run(request, narrate: narrate)
+    }
+
+    /// Take the profile lock, re-read, and refresh once in this process: what a detached
+    /// refresh's child runs.
+    func refreshUnderLock(
+        _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
+        capMargin: Bool
+    ) async throws(TokenctlError) -> TokenSet {
+        try await lockedRefresh(
+            profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
+            capMargin: capMargin)
+    }
+
     private func lockedRefresh(
         _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
-        capMargin: Bool, rejected: Bool
+        capMargin: Bool
     ) async throws(TokenctlError) -> TokenSet {
         let lock: any HeldLock
         let waitStarted = clock.now()
@@ -282,7 +314,7 @@ public actor TokenBroker {
             }
         }
         guard let refreshToken = current.refreshToken else {
-            throw await noRefreshToken(profile, current: current, target: target, rejected: force && rejected)
+            throw noRefreshToken(profile, current: current, force: force)
         }
         if let end = current.refreshTokenExpiresAt, clock.now() >= end {
             // The server said when the refresh token dies (GitHub App tokens, about six months):
@@ -476,29 +508,23 @@ public actor TokenBroker {
         }
     }
 
-    /// Why a session without a refresh token cannot give what was asked (exit 77).
-    ///
-    /// Such a session's token is served until the server rejects it: with no `expires_in` it
-    /// states no expiry (GitHub OAuth App tokens never expire on their own). When the caller
-    /// reports that rejection (`rejected`: `token --force` after a 401), the token is no longer
-    /// trusted: it is stored as expired (as git-credential `erase` does) so that nothing serves
-    /// it again, and only a new sign-in helps.
-    private func noRefreshToken(_ profile: ResolvedProfile, current: TokenSet, target: TokenTarget, rejected: Bool)
-        async -> TokenctlError
-    {
+    /// Why a session without a refresh token cannot give what was asked (exit 77). The stored
+    /// session is left as it was, whatever was asked: only a server's verdict on a grant ends a
+    /// session (RFC 6749 §5.2), and a forced refresh is no verdict (nor a remote client's
+    /// `force`). Such a session's token is served until its stated expiry, or for good when the
+    /// server stated none (GitHub OAuth App tokens never expire on their own).
+    private func noRefreshToken(_ profile: ResolvedProfile, current: TokenSet, force: Bool) -> TokenctlError {
         let now = clock.now()
-        let login = "Run '\(CommandHint.login(profile.name))' to sign in again."
-        if rejected && target.isSession && current.timeLeft(at: now) > 0 {
-            var untrusted = current
-            untrusted.expiresAt = now - 1
-            _ = try? await persist(untrusted, for: profile.identity, replacing: current)
+        if force && current.timeLeft(at: now) > 0 {
             narrate?(
-                "--force: the access token of '\(profile.name)' is no longer trusted, and there is no refresh token to get another"
+                "--force: '\(profile.name)' has no refresh token, so no new access token can be had; the session is left as it was"
             )
             return TokenctlError(
                 .loginRequired,
-                "the access token of profile '\(profile.name)' is no longer trusted (--force: a server rejected it), and the server issued no refresh token to get another",
-                hint: login)
+                "profile '\(profile.name)' has no refresh token (the server issued none), so a forced refresh cannot get a new access token; the stored session is kept as it was",
+                hint:
+                    "If a server rejected the access token, sign in again: '\(CommandHint.login(profile.name))'. Without --force, 'tokenctl token' still serves the stored one."
+            )
         }
         if current.timeLeft(at: now) > 0 {
             return TokenctlError(

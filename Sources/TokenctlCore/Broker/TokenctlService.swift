@@ -20,7 +20,7 @@ public final class TokenctlService: Sendable {
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
         retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, commandDeadline: Deadline? = nil,
         events: EventLog? = nil, hotCache: HotCache? = nil,
-        narrate: TokenBroker.Narrator? = nil,
+        narrate: TokenBroker.Narrator? = nil, detachedRefresh: DetachedRefresh? = nil,
         httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
     ) {
         self.events = events
@@ -35,7 +35,9 @@ public final class TokenctlService: Sendable {
         self.dpopState = dpopState
         self.broker = TokenBroker(
             store: store, locks: locks, clock: clock,
-            configuration: .init(lockTimeout: lockTimeout, commandDeadline: commandDeadline), events: events,
+            configuration: .init(
+                lockTimeout: lockTimeout, commandDeadline: commandDeadline, detachedRefresh: detachedRefresh),
+            events: events,
             dpopState: dpopState,
             didServe: { tokenSet, identity, target in
                 hotCache?.remember(tokenSet, for: identity, target: target, now: clock.now())
@@ -72,9 +74,12 @@ public final class TokenctlService: Sendable {
     ///   - deadline: the command's (`--timeout` from its start), nil for none: the one value
     ///     that bounds the HTTP retries, the lock wait and the Secret Service calls.
     ///   - storeOptions: the Secret Service's other bounds.
+    ///   - detachedRefreshEngine: the engine executable to run refreshes in, each in a child
+    ///     that outlives this process (`DetachedRefresh`); nil to refresh in this process.
     public static func live(
         paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30, deadline: Deadline? = nil,
-        storeOptions: SecretServiceStore.Options = .init(), narrate: TokenBroker.Narrator? = nil
+        storeOptions: SecretServiceStore.Options = .init(), narrate: TokenBroker.Narrator? = nil,
+        detachedRefreshEngine: String? = nil
     ) -> TokenctlService {
         var retry = retry
         retry.commandDeadline = deadline
@@ -85,6 +90,15 @@ public final class TokenctlService: Sendable {
             paths: paths, store: store, locks: FileLockProvider(directory: paths.lockDirectory),
             retry: retry, lockTimeout: lockTimeout, commandDeadline: deadline,
             events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(), narrate: narrate,
+            detachedRefresh: detachedRefreshEngine.map { engine in
+                DetachedRefresh(
+                    enginePath: engine,
+                    settings: DetachedRefresh.Settings(
+                        retryDeadline: retry.deadline, attemptTimeout: retry.attemptTimeout, lockTimeout: lockTimeout,
+                        storeCallTimeout: storeOptions.callTimeout, interactive: storeOptions.interactive,
+                        verbose: narrate != nil, userAgent: userAgent),
+                    notice: storeOptions.promptNotice)
+            },
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
     }
 
@@ -160,9 +174,8 @@ public final class TokenctlService: Sendable {
         }
         let tokenSet = try await forgettingEndedSession(profile.identity) {
             () async throws(TokenctlError) -> TokenSet in
-            // `token --force` is what a user runs after a server rejected the token (a 401).
             try await broker.validTokenSet(
-                for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force, rejected: force)
+                for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force)
         }
         return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: false, configuration: profile.configuration)
     }

@@ -4,9 +4,10 @@ import TokenctlEssentials
 import Glibc
 #endif
 
-/// Starting another program, the three ways tokenctl does: `run` a helper and collect its
+/// Starting another program, the four ways tokenctl does: `run` a helper and collect its
 /// output (systemctl, crontab, systemd-analyze), `launch` one and leave it running (the
-/// browser), `exec` one in tokenctl's place (`tokenctl exec`). Every way starts from
+/// browser), `detach` one that must outlive this process and talk to it over pipes (the refresh
+/// exchange, `DetachedRefresh`), `exec` one in tokenctl's place (`tokenctl exec`). Every way starts from
 /// `prepareChild()`, so no program gets a connection of ours. Never used to pass a secret in
 /// argv: arguments and input here are schedule text, a URL or the user's own command line.
 public struct Subprocess: Sendable {
@@ -81,6 +82,69 @@ public struct Subprocess: Sendable {
         system_posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         var pid: pid_t = 0
         return withArgv(arguments) { system_posix_spawnp(&pid, program, &actions, nil, $0, system_environ) } == 0
+    }
+
+    /// A program started by `detach`, and our end of the socket that is its standard input
+    /// and output.
+    public struct DetachedChild: Sendable {
+        public var pid: pid_t
+        /// Our end of the child's standard input and output (close-on-exec here).
+        public var socket: Int32
+
+        /// Say that nothing more comes on the child's standard input (it reads end of file).
+        public func finishSending() { system_shutdown(socket, Int32(SHUT_WR)) }
+        public func close() { system_close(socket) }
+
+        /// Whether the socket has something to read (or is closed) within `timeout` seconds.
+        public func waitReadable(timeout: Double) -> Bool {
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(clamping: Int((min(max(timeout, 0), 3600) * 1000).rounded(.up)))
+            return Descriptor.retryingInterrupted { system_poll(&descriptor, 1, milliseconds) } > 0
+        }
+
+        /// Collect the child's exit status if it has ended (never waits).
+        public func reap() {
+            var status: Int32 = 0
+            _ = Descriptor.retryingInterrupted { system_waitpid(pid, &status, WNOHANG) }
+        }
+    }
+
+    /// Start `arguments[0]` (an absolute path) in a session of its own (setsid), so that no
+    /// signal meant for this process, its process group or its terminal reaches it; its standard
+    /// input and output are one end of a socket pair whose other end is returned, its standard
+    /// error /dev/null, its signal mask empty. Nil when it could not be started.
+    public static func detach(_ arguments: [String]) -> DetachedChild? {
+        guard let program = arguments.first else { return nil }
+        var pair: [Int32] = [-1, -1]
+        // Close-on-exec from the start: a program another thread starts meanwhile must not
+        // inherit an end (the child would never read end of file).
+        guard system_socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0
+        else { return nil }
+        prepareChild()
+        var actions = posix_spawn_file_actions_t()
+        system_posix_spawn_file_actions_init(&actions)
+        defer { system_posix_spawn_file_actions_destroy(&actions) }
+        // dup2 clears close-on-exec on the copies; the originals close at exec.
+        system_posix_spawn_file_actions_adddup2(&actions, pair[1], 0)
+        system_posix_spawn_file_actions_adddup2(&actions, pair[1], 1)
+        system_posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var attributes = posix_spawnattr_t()
+        system_posix_spawnattr_init(&attributes)
+        defer { system_posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        system_sigemptyset(&empty)
+        system_posix_spawnattr_setsigmask(&attributes, &empty)
+        system_posix_spawnattr_setflags(&attributes, Int16(system_POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK))
+        var pid: pid_t = 0
+        let spawned = withArgv(arguments) {
+            system_posix_spawn(&pid, program, &actions, &attributes, $0, system_environ)
+        }
+        system_close(pair[1])
+        guard spawned == 0 else {
+            system_close(pair[0])
+            return nil
+        }
+        return DetachedChild(pid: pid, socket: pair[0])
     }
 
     /// Why `exec` could not run a program.

@@ -82,6 +82,14 @@ func system_strerror(_ code: Int32) -> String { String(cString: strerror(code)) 
 @inline(__always) func system_poll(_ descriptors: UnsafeMutablePointer<pollfd>, _ count: nfds_t, _ timeout: Int32)
     -> Int32
 { poll(descriptors, count, timeout) }
+/// socketpair(2); with `SOCK_CLOEXEC` in `type`, both ends are close-on-exec from the start
+/// (pipe2(2) is a GNU extension Swift's Glibc module does not import).
+@inline(__always) func system_socketpair(
+    _ domain: Int32, _ type: Int32, _ proto: Int32, _ descriptors: UnsafeMutablePointer<Int32>
+) -> Int32 { socketpair(domain, type, proto, descriptors) }
+@discardableResult @inline(__always) func system_shutdown(_ descriptor: Int32, _ how: Int32) -> Int32 {
+    shutdown(descriptor, how)
+}
 @inline(__always) func system_recv(
     _ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int, _ flags: Int32
 ) -> Int { recv(descriptor, buffer, count, flags) }
@@ -141,6 +149,22 @@ var system_environ: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>! { enviro
 @discardableResult @inline(__always) func system_posix_spawn_file_actions_adddup2(
     _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32, _ target: Int32
 ) -> Int32 { posix_spawn_file_actions_adddup2(actions, descriptor, target) }
+
+@discardableResult @inline(__always) func system_posix_spawnattr_init(
+    _ attributes: UnsafeMutablePointer<posix_spawnattr_t>
+) -> Int32 { posix_spawnattr_init(attributes) }
+@discardableResult @inline(__always) func system_posix_spawnattr_destroy(
+    _ attributes: UnsafeMutablePointer<posix_spawnattr_t>
+) -> Int32 { posix_spawnattr_destroy(attributes) }
+@discardableResult @inline(__always) func system_posix_spawnattr_setflags(
+    _ attributes: UnsafeMutablePointer<posix_spawnattr_t>, _ flags: Int16
+) -> Int32 { posix_spawnattr_setflags(attributes, flags) }
+@discardableResult @inline(__always) func system_posix_spawnattr_setsigmask(
+    _ attributes: UnsafeMutablePointer<posix_spawnattr_t>, _ mask: UnsafePointer<sigset_t>
+) -> Int32 { posix_spawnattr_setsigmask(attributes, mask) }
+/// glibc's POSIX_SPAWN_SETSID (spawn.h, a GNU extension Swift does not import): the child
+/// calls setsid(2) before exec.
+let system_POSIX_SPAWN_SETSID: Int32 = 0x80
 
 // MARK: Time
 

@@ -91,7 +91,11 @@ final class RunningCommand: @unchecked Sendable {
         for signal in [SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT] { sigaddset(&defaultSet, signal) }
         posix_spawnattr_setsigmask(&attributes, &emptySet)
         posix_spawnattr_setsigdefault(&attributes, &defaultSet)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        // Each command leads a process group of its own, as a shell's job or a CI step does, so
+        // that a test can kill the whole group (`signalGroup`).
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
         var pid: pid_t = 0
         let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         guard result == 0 else { throw HarnessError("cannot run \(executable): \(String(cString: strerror(result)))") }
@@ -110,6 +114,9 @@ final class RunningCommand: @unchecked Sendable {
     }
 
     func signal(_ number: Int32) { kill(pid, number) }
+
+    /// Signal the command's whole process group (`timeout -s KILL`, a CI runner ending a job).
+    func signalGroup(_ number: Int32) { kill(-pid, number) }
 
     /// What the command has written to stdout so far.
     var currentStandardOutput: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
