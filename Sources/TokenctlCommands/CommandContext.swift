@@ -122,5 +122,8 @@ func locateSessionBus(verbose: Bool) -> (address: String, source: String)? {
 let enginePath: String = currentExecutable() ?? "unknown"
 
 /// The engine refreshes run in, each in a detached child of its own (`DetachedRefresh`): this
-/// executable when it is the engine. Commands run in-process by a test bundle refresh in it.
-let detachedRefreshEngine: String? = enginePath.hasSuffix("/tokenctl-engine") ? enginePath : nil
+/// executable when it is the engine. Commands run in-process by a test bundle refresh in it,
+/// and so does every command under TOKENCTL_TEST_REFRESH_IN_PROCESS=1.
+let detachedRefreshEngine: String? =
+    enginePath.hasSuffix("/tokenctl-engine")
+        && Environment.process[EnvironmentSwitches.refreshInProcess] != "1" ? enginePath : nil

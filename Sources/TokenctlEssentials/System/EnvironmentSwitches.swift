@@ -1,5 +1,5 @@
 /// Every environment variable of tokenctl's own, in one place (tokenctl(1), ENVIRONMENT): the
-/// default profile, and the three switches the tests use to keep off a machine's real locks,
+/// default profile, and the switches the tests and the benchmark use to keep off a machine's real locks,
 /// crontab and kernel keyring. Each is also an honest feature a user may set. (The XDG base
 /// directories and DBUS_SESSION_BUS_ADDRESS are the desktop's, read where they are used.)
 public enum EnvironmentSwitches {
@@ -8,6 +8,10 @@ public enum EnvironmentSwitches {
     /// `1`: never use the kernel keyring (no hot cache, no rotation journal): every token comes
     /// from the Secret Service. The tests of that path and Scripts/bench's fallback run set it.
     public static let disableKernelKeyring: StaticString = "TOKENCTL_TEST_DISABLE_KERNEL_KEYRING"
+    /// `1`: run each refresh exchange in the calling process instead of a detached child (what
+    /// tokenctl did before; a kill of the caller may then lose the refresh in flight).
+    /// Scripts/bench sets it to measure what the detached exchange costs.
+    public static let refreshInProcess = "TOKENCTL_TEST_REFRESH_IN_PROCESS"
     /// The directory for profile locks instead of /run/user/UID/tokenctl; it must be the user's
     /// own 0700 directory. The tests give each test its own.
     public static let runtimeDirectory = "TOKENCTL_RUNTIME_DIR"
