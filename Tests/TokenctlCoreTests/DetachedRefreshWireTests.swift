@@ -16,37 +16,85 @@ struct DetachedRefreshWireTests {
             force: true, capMargin: false, deadline: Deadline(1_700_000_030.5), settings: settings)
     }
 
-    @Test("a request survives the round trip: target, snapshot with every token, deadline and settings")
+    /// The requests `bytes` carry, as the child reads them from a pipe.
+    static func readRequests(_ bytes: [UInt8]) -> [(
+        UInt64, Result<DetachedRefresh.Request, DetachedRefreshWire.WireError>
+    )] {
+        var descriptors: [Int32] = [-1, -1]
+        #expect(pipe(&descriptors) == 0)
+        _ = Descriptor.writeAll(descriptors[1], bytes)
+        close(descriptors[1])
+        var delivered: [(UInt64, Result<DetachedRefresh.Request, DetachedRefreshWire.WireError>)] = []
+        DetachedRefreshWire.readRequests(from: descriptors[0]) { delivered.append($0) }
+        close(descriptors[0])
+        return delivered
+    }
+
+    @Test("requests survive the round trip, two interleaved ones too: target, snapshot, deadline and settings")
     func requestRoundTrip() throws {
         let target = try TokenTarget(
             scope: "read write", audience: "api", resource: "https://a.example/ https://b.example/")
         let snapshot = TokenSet(
             accessToken: "at-1", refreshToken: "rt-1", idToken: nil, scope: "read write", expiresAt: 1_700_000_100,
             issuedLifetime: 3600, obtainedAt: 1_699_999_000)
-        let request = Self.request(target: target, snapshot: snapshot)
-        let decoded = try DetachedRefreshWire.decodeRequest(try DetachedRefreshWire.encode(request))
-        #expect(decoded == request)
-        let plain = Self.request()
-        #expect(try DetachedRefreshWire.decodeRequest(try DetachedRefreshWire.encode(plain)) == plain)
+        let first = Self.request(target: target, snapshot: snapshot)
+        let second = Self.request()
+        let one = try DetachedRefreshWire.encode(first, id: 1)
+        let two = try DetachedRefreshWire.encode(second, id: 2)
+        // Record by record, alternately: the child keeps each request's fields apart.
+        let oneRecords = try DetachedRefreshWire.records(one[...]).records
+        let twoRecords = try DetachedRefreshWire.records(two[...]).records
+        var mixed: [UInt8] = []
+        for index in 0..<max(oneRecords.count, twoRecords.count) {
+            if index < twoRecords.count {
+                mixed += DetachedRefreshWire.record(twoRecords[index].0, twoRecords[index].1)
+            }
+            if index < oneRecords.count {
+                mixed += DetachedRefreshWire.record(oneRecords[index].0, oneRecords[index].1)
+            }
+        }
+        let delivered = Self.readRequests(mixed)
+        #expect(delivered.map(\.0) == [2, 1])
+        #expect(try delivered.first { $0.0 == 1 }?.1.get() == first)
+        #expect(try delivered.first { $0.0 == 2 }?.1.get() == second)
     }
 
     @Test(
-        "hostile requests are refused: cut short, a field twice, a bad profile, a length past the cap, a non-number",
+        "hostile requests: a field twice, a bad profile, a non-number are refused as that request; a cut stream delivers nothing",
         arguments: [
-            "profile 4\nwork", "profile 4\nworkprofile 4\nworkend 0\n", "profile 5\n../ximin-ttl 1\n1end 0\n",
-            "profile 99999999999\n", "profile x\nwork", "profile 4\nworkmin-ttl 3\nnanend 0\n",
+            ("1:profile 4\nwork1:profile 4\nwork1:end 0\n", 1),
+            ("1:profile 5\n../xi1:min-ttl 1\n11:end 0\n", 1),
+            ("1:profile 4\nwork1:min-ttl 3\nnan1:end 0\n", 1),
+            ("1:profile 4\nwork", 0),
+            ("1:profile 99999999999\n", 0),
+            ("0:profile 4\nwork0:end 0\n", 0),
+            ("nocolon 0\n", 0),
         ])
-    func hostileRequests(text: String) {
-        #expect(throws: (any Error).self) { try DetachedRefreshWire.decodeRequest(Array(text.utf8)) }
+    func hostileRequests(text: String, delivered: Int) {
+        let requests = Self.readRequests(Array(text.utf8))
+        #expect(requests.count == delivered)
+        for (_, result) in requests {
+            guard case .failure = result else {
+                Issue.record("accepted: \(text)")
+                continue
+            }
+        }
+    }
+
+    @Test("a header without a newline in its first 96 bytes is malformed, not waited for")
+    func longHeader() {
+        #expect(throws: DetachedRefreshWire.WireError.self) {
+            try DetachedRefreshWire.records(Array(repeating: UInt8(ascii: "a"), count: 200)[...])
+        }
     }
 
     @Test("records split anywhere are read whole once complete; a partial one is left for later")
     func partialRecords() throws {
-        let bytes = DetachedRefreshWire.record("narrate", "one") + DetachedRefreshWire.record("notice", "two")
+        let bytes = DetachedRefreshWire.record("0:narrate", "one") + DetachedRefreshWire.record("3:notice", "two")
         for cut in 0...bytes.count {
             let (records, used) = try DetachedRefreshWire.records(bytes[..<cut])
             let (rest, _) = try DetachedRefreshWire.records(bytes[used...])
-            #expect((records + rest).map(\.0) == ["narrate", "notice"], "cut at \(cut)")
+            #expect((records + rest).map(\.0) == ["0:narrate", "3:notice"], "cut at \(cut)")
         }
     }
 
@@ -94,3 +142,7 @@ struct DetachedRefreshWireTests {
         #expect(DetachedRefresh.waitLimit(noDeadline, now: 1_700_000_000) >= 1_700_000_000 + 60)
     }
 }
+
+#if canImport(Glibc)
+import Glibc
+#endif

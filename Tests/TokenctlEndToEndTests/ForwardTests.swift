@@ -65,6 +65,37 @@ struct ForwardTests {
         #expect(!FileManager.default.fileExists(atPath: pair.socket), "listen removes its socket")
     }
 
+    @Test(
+        "a remote token --force on a forwarded profile without a refresh token: 77 on the client, and the serving session, its status and its token as they were"
+    )
+    func remoteForceEndsNothing() throws {
+        let pair = try ForwardPair()
+        let server = try AuthServer([
+            "omit_refresh_token": true, "omit_expires_in": true, "device_interval": 1, "device_script": ["approve"],
+        ])
+        let login = try pair.serving.tokenctl("login", "--device", "--issuer", server.url, "--client-id", "cli")
+        #expect(login.status == 0, "\(login)")
+        #expect(try pair.serving.storedTokenSet(issuer: server.url)?["refresh_token"] == nil, "a session without one")
+        #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
+        try pair.listen()
+        let local = try pair.serving.tokenctl("token")
+        #expect(local.status == 0, "\(local)")
+        let statusBefore = try pair.serving.tokenctl("status")
+
+        for _ in 0..<3 {
+            let forced = try pair.client.tokenctl("token", "--force")
+            #expect(forced.status == 77 && forced.stdout.isEmpty, "\(forced)")
+            #expect(forced.stderr.contains("has no refresh token"), "\(forced)")
+        }
+        let after = try pair.serving.tokenctl("token")
+        #expect(after.status == 0 && after.stdout == local.stdout, "the serving side's token is still served: \(after)")
+        let statusAfter = try pair.serving.tokenctl("status")
+        #expect(statusAfter.stdout == statusBefore.stdout, "\(statusAfter)")
+        #expect(try pair.client.tokenctl("token").status == 0, "the client is still served")
+        #expect(try server.tokenRequests().filter { ($0["grant_type"] as? String) == "refresh_token" }.isEmpty)
+        #expect(pair.stop()?.status == 0)
+    }
+
     @Test("64 client processes on an expired token: one refresh at the server, one token, all exit 0")
     func remoteFanIn() throws {
         let pair = try ForwardPair()

@@ -306,8 +306,14 @@ struct HotCacheTests {
         #expect(timedOut.stderr.contains("refreshing this profile for too long"), "\(timedOut.stderr)")
         #expect(Date().timeIntervalSince(started) < 10)
 
-        // --force never waits for a cached token: it goes to the Secret Service (unreachable).
+        // --force never waits for a cached token. Its refresh waits for the lock like any
+        // refresh (75 at --timeout while another process holds it), then reads the Secret
+        // Service under it (unreachable: 69).
+        let forcedWhileHeld = try sandbox.tokenctl("token", "--force", "--timeout", "1", extraEnvironment: Self.noBus)
+        #expect(forcedWhileHeld.status == 75, "\(forcedWhileHeld)")
+        close(lock)
         #expect(try sandbox.tokenctl("token", "--force", extraEnvironment: Self.noBus).status == 69)
+        lock = try holdLock()
 
         // Without a usable hot cache (the test switch) a refresher leaves nothing to take: the
         // Secret Service is read at once and its still-valid token served, lock or no lock.

@@ -1,3 +1,5 @@
+import Dispatch
+import Synchronization
 import TokenctlEssentials
 
 /// The refresh exchange in a process that outlives its caller.
@@ -9,20 +11,27 @@ import TokenctlEssentials
 /// Ctrl-C. So the exchange — from taking the profile lock, through sending, to persisting the
 /// answer — runs in a child engine started in a session of its own (`setsid`, through
 /// posix_spawn): no signal aimed at the caller, its process group or its terminal reaches it.
-/// The caller waits on a pipe for what the child reports (its narration, then the token set or
-/// the error) and hands it out as if it had refreshed itself. Only a kill of everything (the
-/// cgroup, the machine) can still lose the refresh in flight.
+/// The caller waits for what the child reports (its narration, then the token set or the error)
+/// and hands it out as if it had refreshed itself. Only a kill of everything (the cgroup, the
+/// machine) can still lose the refresh in flight.
 ///
-/// The price is one process start, paid only on a refresh; the hot path never comes here.
-/// Nothing secret crosses argv or the environment: the request goes on the child's standard
-/// input, the answer comes back on its standard output: one socket pair of this process's own.
-public struct DetachedRefresh: Sendable {
+/// One child serves all the refreshes a service has in flight at once (`refresh --all`'s eight,
+/// a served forward connection's), each request tagged with an id: the process start and its
+/// Secret Service connection are paid once per burst, not once per profile. When nothing is in
+/// flight any more, the caller closes its side and the child exits; the next refresh starts
+/// another. A refresh never starts one unless it must: the hot path never comes here.
+///
+/// Nothing secret crosses argv or the environment: requests go on the child's standard input,
+/// reports come back on its standard output, one socket pair of this process's own.
+public final class DetachedRefresh: Sendable {
     /// The engine executable the child runs (this very engine).
-    public var enginePath: String
+    public let enginePath: String
     /// What the child needs to build the same service as the caller.
-    public var settings: Settings
+    public let settings: Settings
     /// Told what a store prompt asks a person (printed even without `--verbose`).
-    public var notice: (@Sendable (String) -> Void)?
+    public let notice: (@Sendable (String) -> Void)?
+    /// The child taking new requests, if one runs.
+    private let current = Mutex<ChildConnection?>(nil)
 
     /// The caller's service settings, so the child's bounds are the caller's.
     public struct Settings: Sendable, Equatable {
@@ -72,48 +81,57 @@ public struct DetachedRefresh: Sendable {
 
     // MARK: The caller's side
 
-    /// Run `request` in a detached child and return what it reports.
+    /// Run `request` in the detached child (started if none runs) and return what it reports.
     ///
-    /// - Throws: the child's error as it reported it; `.transient` when the child cannot be
-    ///   started (nothing was sent) or has not answered by the time the caller gives up (the
-    ///   child goes on and stores what the server answers).
+    /// - Throws: the child's error as it reported it; `.transient` when no child can be started
+    ///   (nothing was sent) or it has not answered by the time the caller gives up (the child
+    ///   goes on and stores what the server answers).
     func run(_ request: Request, narrate: TokenBroker.Narrator?) async throws(TokenctlError) -> TokenSet {
-        let bytes: [UInt8]
-        do { bytes = try DetachedRefreshWire.encode(request) } catch {
-            throw TokenctlError(.unexpected, "could not prepare the refresh of profile '\(request.profile)': \(error)")
+        let relay: DetachedRefreshWire.Relay = { [notice] record in
+            switch record {
+            case .narration(let line): narrate?(line)
+            case .notice(let line): notice?(line)
+            }
         }
-        guard let child = Subprocess.detach([enginePath, Self.childArgument]) else {
+        let limit = Self.waitLimit(request, now: Clock.system.now())
+        var slot: ReportSlot?
+        var pid: Int32 = 0
+        // A child that went idle meanwhile takes no more requests: then another is started.
+        for _ in 0..<3 where slot == nil {
+            guard let connection = connection() else { break }
+            pid = connection.pid
+            slot = connection.submit(request, limit: limit, relay: relay)
+            if slot == nil { current.withLock { if $0 === connection { $0 = nil } } }
+        }
+        guard let slot else {
             throw TokenctlError(
                 .transient,
                 "could not start the refresh process for profile '\(request.profile)' (\(enginePath))",
                 hint: "Nothing was sent; the session is kept. Try again later.")
         }
-        narrate?(
-            "refreshing in a detached process (pid \(child.pid)) that finishes the exchange even if this one is killed")
-        let limit = Self.waitLimit(request, now: Clock.system.now())
-        let notice = self.notice
-        let result = await BlockingCall.run({ () -> DetachedRefreshWire.Outcome in
-            _ = Descriptor.writeAll(child.socket, bytes)
-            child.finishSending()
-            return DetachedRefreshWire.read(from: child, until: limit) { record in
-                switch record {
-                case .narration(let line): narrate?(line)
-                case .notice(let line): notice?(line)
-                }
-            }
-        })
-        switch result {
+        narrate?("refreshing in a detached process (pid \(pid)) that finishes the exchange even if this one is killed")
+        switch await slot.outcome() {
         case .tokens(let tokenSet):
             return tokenSet
         case .failure(let error):
             throw error
         case .noAnswer(let why):
             throw TokenctlError(
-                .transient,
-                "the refresh process of profile '\(request.profile)' (pid \(child.pid)) \(why)",
+                .transient, "the refresh process of profile '\(request.profile)' (pid \(pid)) \(why)",
                 hint:
                     "It goes on by itself and stores what the server answers; the session is kept. Run '\(CommandHint.tokenctl(request.profile, "token"))' again in a moment."
             )
+        }
+    }
+
+    /// The running child, or a new one; nil when none can be started.
+    private func connection() -> ChildConnection? {
+        current.withLock { running in
+            if let running, !running.isClosing { return running }
+            guard let child = Subprocess.detach([enginePath, Self.childArgument]) else { return nil }
+            let connection = ChildConnection(child)
+            running = connection
+            return connection
         }
     }
 
@@ -129,52 +147,228 @@ public struct DetachedRefresh: Sendable {
 
     // MARK: The child's side
 
-    /// The child: read one request from standard input, refresh in this process, report on
-    /// standard output, exit. Returns the exit status (0 once a report was written; the report
-    /// carries the outcome).
+    /// The child: read requests from standard input until its end, run each in this process
+    /// as it comes (one service for all), report each on standard output, and return once all
+    /// are reported (0; the reports carry the outcomes).
     public static func serveChild(standardInput: Int32 = 0, standardOutput: Int32 = 1) async -> Int32 {
         let output = DetachedRefreshWire.Writer(descriptor: standardOutput)
-        let request: Request
-        do { request = try DetachedRefreshWire.decodeRequest(DetachedRefreshWire.readAll(standardInput)) } catch {
-            output.failure(TokenctlError(.unexpected, "the detached refresh got an unreadable request: \(error)"))
-            return 64
+        let requests = AsyncStream<(UInt64, Result<Request, DetachedRefreshWire.WireError>)> { continuation in
+            DispatchQueue.global(qos: .userInitiated).async {
+                DetachedRefreshWire.readRequests(from: standardInput) { continuation.yield($0) }
+                continuation.finish()
+            }
         }
+        var service: TokenctlService?
+        var paths: Paths?
+        await withTaskGroup(of: Void.self) { group in
+            for await (id, parsed) in requests {
+                let request: Request
+                switch parsed {
+                case .success(let value): request = value
+                case .failure(let error):
+                    output.failure(
+                        id, TokenctlError(.unexpected, "the detached refresh got an unreadable request: \(error)"))
+                    continue
+                }
+                if service == nil {
+                    do throws(PathsError) { paths = try Paths.resolve() } catch {
+                        output.failure(id, TokenctlError(.configuration, error.description))
+                        continue
+                    }
+                    service = makeService(request, paths: paths!, output: output)
+                }
+                let shared = service!
+                group.addTask {
+                    do throws(TokenctlError) {
+                        let profile = try shared.resolve(request.profile)
+                        let tokenSet = try await shared.broker.refreshUnderLock(
+                            profile, target: request.target, snapshot: request.snapshot,
+                            minimumTimeToLive: request.minimumTimeToLive, force: request.force,
+                            capMargin: request.capMargin)
+                        output.tokens(id, tokenSet)
+                    } catch {
+                        output.failure(id, error)
+                    }
+                }
+            }
+        }
+        return 0
+    }
+
+    /// The child's service: the caller's settings and deadline, refreshing in this process.
+    private static func makeService(_ request: Request, paths: Paths, output: DetachedRefreshWire.Writer)
+        -> TokenctlService
+    {
         let settings = request.settings
         var retry = RetryPolicy(deadline: settings.retryDeadline, attemptTimeout: settings.attemptTimeout)
         retry.commandDeadline = request.deadline
-        let paths: Paths
-        do { paths = try Paths.resolve() } catch {
-            output.failure(TokenctlError(.configuration, error.description))
-            return 0
-        }
+        // A narration or notice belongs to no one request: it goes with id 0, which every
+        // waiting caller relays.
         let notice: (@Sendable (String) -> Void)? =
             settings.interactive ? { @Sendable (line: String) in output.notice(line) } : nil
         let narrate: TokenBroker.Narrator? =
             settings.verbose ? { @Sendable (line: String) in output.narration(line) } : nil
         let storeOptions = SecretServiceStore.Options(
             callTimeout: settings.storeCallTimeout, interactive: settings.interactive, promptNotice: notice)
-        let service = TokenctlService.live(
+        return TokenctlService.live(
             paths: paths, retry: retry, userAgent: settings.userAgent, lockTimeout: settings.lockTimeout,
             deadline: request.deadline, storeOptions: storeOptions, narrate: narrate)
-        do throws(TokenctlError) {
-            let profile = try service.resolve(request.profile)
-            let tokenSet = try await service.broker.refreshUnderLock(
-                profile, target: request.target, snapshot: request.snapshot,
-                minimumTimeToLive: request.minimumTimeToLive, force: request.force, capMargin: request.capMargin)
-            output.tokens(tokenSet)
-        } catch {
-            output.failure(error)
-        }
-        return 0
     }
 }
 
-/// The records between a caller and its detached refresh: `TAG LENGTH\n` and LENGTH bytes,
-/// repeated. Tags of the request: the refresh's parameters; of the report: `narrate`, `notice`,
-/// then `tokens` (the token set as the Secret Service stores it) or `error-kind`, `error-message`
-/// and `error-hint`, then `end`.
+/// Where one request's outcome arrives, from the connection's reader.
+final class ReportSlot: Sendable {
+    private let state = Mutex<
+        (outcome: DetachedRefreshWire.Outcome?, waiter: CheckedContinuation<DetachedRefreshWire.Outcome, Never>?)
+    >((nil, nil))
+
+    func fulfil(_ outcome: DetachedRefreshWire.Outcome) {
+        let waiter = state.withLock { state -> CheckedContinuation<DetachedRefreshWire.Outcome, Never>? in
+            guard state.outcome == nil else { return nil }
+            state.outcome = outcome
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: outcome)
+    }
+
+    func outcome() async -> DetachedRefreshWire.Outcome {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> DetachedRefreshWire.Outcome? in
+                if let outcome = state.outcome { return outcome }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
+
+/// One detached child and the requests waiting for its reports: a reader on a Dispatch thread
+/// routes each report to its request's slot, gives up on a request at its limit, and fails what
+/// is left when the child ends. When no request waits any more, the connection closes its side
+/// (the child finishes and exits) and takes no new ones.
+final class ChildConnection: Sendable {
+    private let child: Subprocess.DetachedChild
+    var pid: Int32 { child.pid }
+
+    private struct Waiting {
+        var slot: ReportSlot
+        var limit: Double
+        var relay: DetachedRefreshWire.Relay
+    }
+
+    private struct State {
+        var waiting: [UInt64: Waiting] = [:]
+        var nextID: UInt64 = 1
+        var closing = false
+    }
+
+    private let state = Mutex(State())
+    /// Held while a request is written: requests of several callers never interleave.
+    private let writing = Mutex(())
+
+    init(_ child: Subprocess.DetachedChild) {
+        self.child = child
+        DispatchQueue.global(qos: .userInitiated).async { [self] in readReports() }
+    }
+
+    var isClosing: Bool { state.withLock { $0.closing } }
+
+    /// Send `request`; nil when this connection no longer takes requests.
+    func submit(_ request: DetachedRefresh.Request, limit: Double, relay: @escaping DetachedRefreshWire.Relay)
+        -> ReportSlot?
+    {
+        let slot = ReportSlot()
+        let id: UInt64? = state.withLock { state in
+            guard !state.closing else { return nil }
+            let id = state.nextID
+            state.nextID += 1
+            state.waiting[id] = Waiting(slot: slot, limit: limit, relay: relay)
+            return id
+        }
+        guard let id else { return nil }
+        let bytes: [UInt8]
+        do { bytes = try DetachedRefreshWire.encode(request, id: id) } catch {
+            finish(id, .failure(TokenctlError(.unexpected, "could not prepare the refresh: \(error)")))
+            return slot
+        }
+        let written = writing.withLock { _ in Descriptor.writeAll(child.socket, bytes) }
+        if written != 0 { finish(id, .noAnswer("could not be sent the request")) }
+        return slot
+    }
+
+    /// Hand `outcome` to request `id`; close this side once nothing waits.
+    private func finish(_ id: UInt64, _ outcome: DetachedRefreshWire.Outcome) {
+        let slot = state.withLock { state -> ReportSlot? in
+            let slot = state.waiting.removeValue(forKey: id)?.slot
+            if state.waiting.isEmpty && !state.closing {
+                state.closing = true
+                child.finishSending()
+            }
+            return slot
+        }
+        slot?.fulfil(outcome)
+    }
+
+    private func readReports() {
+        var pending: [UInt8] = []
+        var fields: [UInt64: [String: [UInt8]]] = [:]
+        var buffer = [UInt8](repeating: 0, count: 16384)
+        defer {
+            let left = state.withLock { state -> [ReportSlot] in
+                state.closing = true
+                defer { state.waiting = [:] }
+                return state.waiting.values.map(\.slot)
+            }
+            left.forEach { $0.fulfil(.noAnswer("ended without a report")) }
+            child.close()
+            child.reap()
+        }
+        while true {
+            let now = Clock.system.now()
+            let expired = state.withLock { state in state.waiting.filter { $0.value.limit <= now }.map(\.key) }
+            expired.forEach { finish($0, .noAnswer("has not answered in time")) }
+            let next = state.withLock { state in state.waiting.values.map(\.limit).min() }
+            if !child.waitReadable(timeout: next.map { $0 - now } ?? 60) { continue }
+            let count = Descriptor.retryingInterrupted {
+                buffer.withUnsafeMutableBytes { system_read(child.socket, $0.baseAddress, $0.count) }
+            }
+            if count <= 0 { return }
+            pending += buffer[0..<count]
+            let parsed: (records: [(String, [UInt8])], used: Int)
+            do { parsed = try DetachedRefreshWire.records(pending[...]) } catch { return }
+            pending.removeFirst(parsed.used)
+            guard pending.count <= 2 * DetachedRefreshWire.maximumSize else { return }
+            for (tag, payload) in parsed.records {
+                guard let (id, name) = DetachedRefreshWire.split(tag) else { return }
+                switch name {
+                case "narrate", "notice":
+                    let text = String(decoding: payload, as: UTF8.self)
+                    let record: DetachedRefreshWire.Record = name == "narrate" ? .narration(text) : .notice(text)
+                    // Id 0: the child's service speaking for whatever runs: every caller hears it.
+                    let relays = state.withLock { state in
+                        id == 0 ? state.waiting.values.map(\.relay) : state.waiting[id].map { [$0.relay] } ?? []
+                    }
+                    relays.forEach { $0(record) }
+                case "end":
+                    finish(id, DetachedRefreshWire.outcome(fields.removeValue(forKey: id) ?? [:]))
+                default:
+                    guard fields[id, default: [:]].count < 16 else { return }
+                    fields[id, default: [:]][name] = payload
+                }
+            }
+        }
+    }
+}
+
+/// The records between a caller and its detached refresh: `ID:TAG LENGTH\n` and LENGTH bytes,
+/// repeated; ID a request's number. Tags of a request: the refresh's parameters, then `end`; of
+/// its report: `narrate`, `notice` (id 0: not tied to one request), then `tokens` (the token
+/// set as the Secret Service stores it) or `error-kind`, `error-message` and `error-hint`,
+/// then `end`.
 enum DetachedRefreshWire {
-    /// At most this many bytes either way: a token set is a few KiB (targets, a DPoP key).
+    /// At most this many bytes in a record: a token set is a few KiB (targets, a DPoP key).
     static let maximumSize = 1 << 20
 
     struct WireError: Error, CustomStringConvertible {
@@ -186,7 +380,9 @@ enum DetachedRefreshWire {
         case notice(String)
     }
 
-    enum Outcome {
+    typealias Relay = @Sendable (Record) -> Void
+
+    enum Outcome: Sendable {
         case tokens(TokenSet)
         case failure(TokenctlError)
         case noAnswer(String)
@@ -198,13 +394,19 @@ enum DetachedRefreshWire {
 
     static func record(_ tag: String, _ text: String) -> [UInt8] { record(tag, Array(text.utf8)) }
 
+    /// A tag's request id and name (`7:profile`).
+    static func split(_ tag: String) -> (UInt64, String)? {
+        guard let colon = tag.firstIndex(of: ":"), let id = UInt64(tag[..<colon]) else { return nil }
+        return (id, String(tag[tag.index(after: colon)...]))
+    }
+
     /// The records in `bytes` in order, and how many bytes they took (a partial record is left).
     static func records(_ bytes: ArraySlice<UInt8>) throws(WireError) -> (records: [(String, [UInt8])], used: Int) {
         var result: [(String, [UInt8])] = []
         var index = bytes.startIndex
-        while let newline = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) {
+        while let newline = bytes[index...].prefix(96).firstIndex(of: UInt8(ascii: "\n")) {
             let header = bytes[index..<newline]
-            guard let space = header.firstIndex(of: UInt8(ascii: " ")), header.count <= 64,
+            guard let space = header.firstIndex(of: UInt8(ascii: " ")),
                 let length = Int(String(decoding: header[(space + 1)...], as: UTF8.self)), length >= 0,
                 length <= maximumSize
             else { throw WireError(description: "a malformed record header") }
@@ -213,21 +415,24 @@ enum DetachedRefreshWire {
             result.append((String(decoding: header[..<space], as: UTF8.self), Array(bytes[start..<(start + length)])))
             index = start + length
         }
+        if bytes.endIndex - index >= 96 && !bytes[index...].prefix(96).contains(UInt8(ascii: "\n")) {
+            throw WireError(description: "a record header over 96 bytes")
+        }
         return (result, index - bytes.startIndex)
     }
 
     // MARK: Request
 
-    static func encode(_ request: DetachedRefresh.Request) throws -> [UInt8] {
+    static func encode(_ request: DetachedRefresh.Request, id: UInt64) throws -> [UInt8] {
         var bytes: [UInt8] = []
-        func add(_ tag: String, _ text: String) { bytes += record(tag, text) }
+        func add(_ tag: String, _ text: String) { bytes += record("\(id):\(tag)", text) }
         func add(_ tag: String, _ number: Double) { add(tag, "\(number)") }
         func add(_ tag: String, _ flag: Bool) { add(tag, flag ? "1" : "0") }
         add("profile", request.profile.rawValue)
         if let scope = request.target.scopeField { add("scope", scope) }
         if let audience = request.target.audience { add("audience", audience) }
         if let resource = request.target.resourceField { add("resource", resource) }
-        if let snapshot = request.snapshot { bytes += record("snapshot", try snapshot.encoded()) }
+        if let snapshot = request.snapshot { bytes += record("\(id):snapshot", try snapshot.encoded()) }
         add("min-ttl", request.minimumTimeToLive)
         add("force", request.force)
         add("cap-margin", request.capMargin)
@@ -240,17 +445,14 @@ enum DetachedRefreshWire {
         add("interactive", settings.interactive)
         add("verbose", settings.verbose)
         add("user-agent", settings.userAgent)
-        bytes += record("end", "")
+        add("end", "")
         return bytes
     }
 
-    static func decodeRequest(_ bytes: [UInt8]) throws -> DetachedRefresh.Request {
-        let (records, used) = try records(bytes[...])
-        guard used == bytes.count, records.last?.0 == "end" else {
-            throw WireError(description: "an incomplete request")
-        }
+    /// A request from its fields (its records up to `end`, without the id).
+    static func decodeRequest(_ records: [(String, [UInt8])]) throws -> DetachedRefresh.Request {
         var fields: [String: [UInt8]] = [:]
-        for (tag, payload) in records.dropLast() {
+        for (tag, payload) in records {
             guard fields.updateValue(payload, forKey: tag) == nil else {
                 throw WireError(description: "'\(tag)' given twice")
             }
@@ -284,43 +486,68 @@ enum DetachedRefreshWire {
                 userAgent: text("user-agent") ?? "tokenctl"))
     }
 
-    /// Standard input to its end, at most `maximumSize` bytes.
-    static func readAll(_ descriptor: Int32) throws(WireError) -> [UInt8] {
-        var bytes: [UInt8] = []
+    /// Read requests from `descriptor` until its end, handing each to `deliver` with its id as
+    /// soon as its `end` arrives. A malformed stream ends the reading (what was delivered runs).
+    static func readRequests(
+        from descriptor: Int32, _ deliver: ((UInt64, Result<DetachedRefresh.Request, WireError>)) -> Void
+    ) {
+        var pending: [UInt8] = []
+        var fields: [UInt64: [(String, [UInt8])]] = [:]
         var buffer = [UInt8](repeating: 0, count: 16384)
         while true {
             let count = Descriptor.retryingInterrupted {
                 buffer.withUnsafeMutableBytes { system_read(descriptor, $0.baseAddress, $0.count) }
             }
-            if count < 0 { throw WireError(description: "read: \(system_strerror(system_errno))") }
-            if count == 0 { return bytes }
-            bytes += buffer[0..<count]
-            if bytes.count > maximumSize { throw WireError(description: "a request over \(maximumSize) bytes") }
+            if count <= 0 { return }
+            pending += buffer[0..<count]
+            guard let parsed = try? records(pending[...]) else { return }
+            pending.removeFirst(parsed.used)
+            for (tag, payload) in parsed.records {
+                guard let (id, name) = split(tag), id != 0 else { return }
+                if name == "end" {
+                    let request: Result<DetachedRefresh.Request, WireError>
+                    do { request = .success(try decodeRequest(fields.removeValue(forKey: id) ?? [])) } catch {
+                        request = .failure((error as? WireError) ?? WireError(description: "\(error)"))
+                    }
+                    deliver((id, request))
+                } else {
+                    guard fields[id, default: []].count < 32, fields.count < 64 else { return }
+                    fields[id, default: []].append((name, payload))
+                }
+            }
         }
     }
 
     // MARK: Report
 
-    /// The child's report writer. A write to a caller that is gone fails with EPIPE (the engine
-    /// ignores SIGPIPE) and changes nothing: by then the answer is stored.
-    struct Writer: Sendable {
-        var descriptor: Int32
+    /// The child's report writer, shared by its concurrent requests: each write of records is
+    /// whole (a lock), so records of two requests never interleave. A write to a caller that is
+    /// gone fails with EPIPE (the engine ignores SIGPIPE) and changes nothing: by then the answer
+    /// is stored.
+    final class Writer: Sendable {
+        let descriptor: Int32
+        private let lock = Mutex(())
 
-        func narration(_ line: String) { _ = Descriptor.writeAll(descriptor, record("narrate", line)) }
-        func notice(_ line: String) { _ = Descriptor.writeAll(descriptor, record("notice", line)) }
+        init(descriptor: Int32) { self.descriptor = descriptor }
 
-        func tokens(_ tokenSet: TokenSet) {
+        private func emit(_ bytes: [UInt8]) { lock.withLock { _ in _ = Descriptor.writeAll(descriptor, bytes) } }
+
+        func narration(_ line: String) { emit(record("0:narrate", line)) }
+        func notice(_ line: String) { emit(record("0:notice", line)) }
+
+        func tokens(_ id: UInt64, _ tokenSet: TokenSet) {
             guard let bytes = try? tokenSet.encoded() else {
-                failure(TokenctlError(.unexpected, "the refreshed token set could not be handed back"))
+                failure(id, TokenctlError(.unexpected, "the refreshed token set could not be handed back"))
                 return
             }
-            _ = Descriptor.writeAll(descriptor, record("tokens", bytes) + record("end", ""))
+            emit(record("\(id):tokens", bytes) + record("\(id):end", ""))
         }
 
-        func failure(_ error: TokenctlError) {
-            var bytes = record("error-kind", kindName(error.kind)) + record("error-message", error.message)
-            if let hint = error.hint { bytes += record("error-hint", hint) }
-            _ = Descriptor.writeAll(descriptor, bytes + record("end", ""))
+        func failure(_ id: UInt64, _ error: TokenctlError) {
+            var bytes =
+                record("\(id):error-kind", kindName(error.kind)) + record("\(id):error-message", error.message)
+            if let hint = error.hint { bytes += record("\(id):error-hint", hint) }
+            emit(bytes + record("\(id):end", ""))
         }
     }
 
@@ -332,43 +559,7 @@ enum DetachedRefreshWire {
 
     static func kindName(_ kind: TokenctlError.Kind) -> String { kinds.first { $0.0 == kind }!.1 }
 
-    /// Read the child's report until its `end`, its exit, or `limit` (a `Clock` time), passing
-    /// narration and notices to `relay` as they come; then reap the child if it has ended.
-    static func read(from child: Subprocess.DetachedChild, until limit: Double, relay: (Record) -> Void) -> Outcome {
-        var pending: [UInt8] = []
-        var fields: [String: [UInt8]] = [:]
-        var buffer = [UInt8](repeating: 0, count: 16384)
-        defer { child.close() }
-        while true {
-            let left = limit - Clock.system.now()
-            guard left > 0 else { return .noAnswer("has not answered in time") }
-            guard child.waitReadable(timeout: left) else { continue }
-            let count = Descriptor.retryingInterrupted {
-                buffer.withUnsafeMutableBytes { system_read(child.socket, $0.baseAddress, $0.count) }
-            }
-            if count <= 0 {
-                child.reap()
-                return .noAnswer("ended without a report")
-            }
-            pending += buffer[0..<count]
-            guard pending.count <= 2 * maximumSize else { return .noAnswer("sent more than a report can hold") }
-            let parsed: (records: [(String, [UInt8])], used: Int)
-            do { parsed = try records(pending[...]) } catch { return .noAnswer("sent \(error)") }
-            pending.removeFirst(parsed.used)
-            for (tag, payload) in parsed.records {
-                let text = String(decoding: payload, as: UTF8.self)
-                switch tag {
-                case "narrate": relay(.narration(text))
-                case "notice": relay(.notice(text))
-                case "end":
-                    child.reap()
-                    return outcome(fields)
-                default: fields[tag] = payload
-                }
-            }
-        }
-    }
-
+    /// A report's outcome from its fields (without the id).
     static func outcome(_ fields: [String: [UInt8]]) -> Outcome {
         if let bytes = fields["tokens"] {
             guard let tokenSet = try? TokenSet.decode(bytes) else {

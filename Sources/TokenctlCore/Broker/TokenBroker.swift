@@ -54,6 +54,11 @@ public actor TokenBroker {
     /// so processes waiting for this refresh may be served what it hands over here.
     /// The set is what was handed out for the target (`TokenSet.served(for:)`).
     private let didServe: (@Sendable (TokenSet, SessionIdentity, TokenTarget) -> Void)?
+    /// The token the hot cache holds for a target (nil: none, or no hot cache). With a detached
+    /// refresh, a due or forced one is the snapshot a refresh starts from without a Secret
+    /// Service read here: the refresh process reads the session under the lock anyway.
+    public typealias CachedToken = @Sendable (SessionIdentity, TokenTarget) -> TokenSet?
+    private let cachedToken: CachedToken?
     /// The issuer's keys for checking a refreshed ID token's signature: the cached ones
     /// (`refetch` false), or fetched now because the cache does not know the token's key
     /// (`refetch` true; rate-limited, nil when not fetched). Nil closure: signatures of refreshed
@@ -82,7 +87,7 @@ public actor TokenBroker {
         store: any SessionStore, locks: any LockProvider, clock: Clock, configuration: Configuration = Configuration(),
         events: EventLog? = nil, dpopState: DPoPIssuerState = .shared,
         didServe: (@Sendable (TokenSet, SessionIdentity, TokenTarget) -> Void)? = nil,
-        issuerKeys: IssuerKeys? = nil, narrate: Narrator? = nil,
+        cachedToken: CachedToken? = nil, issuerKeys: IssuerKeys? = nil, narrate: Narrator? = nil,
         endpointClient: @escaping @Sendable (ResolvedProfile) -> TokenEndpointClient
     ) {
         self.dpopState = dpopState
@@ -90,6 +95,7 @@ public actor TokenBroker {
         self.narrate = narrate
         self.events = events
         self.didServe = didServe
+        self.cachedToken = cachedToken
         self.store = store
         self.locks = locks
         self.clock = clock
@@ -120,6 +126,17 @@ public actor TokenBroker {
             narrate?("refreshing: forced")
             return try await sharedRefresh(
                 profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: true,
+                capMargin: capMargin)
+        }
+        if configuration.detachedRefresh != nil, let cached = cachedToken?(profile.identity, target),
+            force || !cached.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin)
+        {
+            narrate?(
+                force
+                    ? "refreshing: forced (the hot cache's token is the one to replace)"
+                    : "refreshing: the hot cache's token of '\(profile.name)' is due")
+            return try await sharedRefresh(
+                profile, target: target, snapshot: cached, minimumTimeToLive: minimumTimeToLive, force: force,
                 capMargin: capMargin)
         }
         let session = try await read(profile.identity)
@@ -301,10 +318,18 @@ public actor TokenBroker {
 
         // Values read before the await are snapshots: re-read under the lock.
         guard let current = try await read(profile.identity) else { throw Self.notLoggedIn(profile.name) }
+        narrate?(
+            store.pendingWrite(profile.identity) != nil
+                ? "read the session of '\(profile.name)' from the rotation journal in the kernel keyring under the lock (its Secret Service write is pending)"
+                : "read the session of '\(profile.name)' from the Secret Service under the lock")
+        try Self.checkScopes(target, within: current, profile.name)
         if let served = current.served(for: target) {
-            // Without a snapshot there is nothing to compare: a forced refresh refreshes.
+            // Without a snapshot there is nothing to compare: a forced refresh refreshes. A
+            // snapshot from the hot cache keeps its time to the millisecond.
             let rotatedElsewhere =
-                snapshot.map { served.accessToken != $0.accessToken || served.obtainedAt != $0.obtainedAt } ?? false
+                snapshot.map {
+                    served.accessToken != $0.accessToken || abs(served.obtainedAt - $0.obtainedAt) > 0.002
+                } ?? false
             if (rotatedElsewhere || !force)
                 && served.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin)
             {

@@ -42,6 +42,11 @@ public final class TokenctlService: Sendable {
             didServe: { tokenSet, identity, target in
                 hotCache?.remember(tokenSet, for: identity, target: target, now: clock.now())
             },
+            cachedToken: { identity, target in
+                hotCache?.lookup(
+                    profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target
+                ).map(TokenSet.init(cached:))
+            },
             issuerKeys: { profile, refetch in
                 let cache = JWKSCache(directory: paths.jwksCacheDirectory, clock: clock)
                 let issuer = profile.configuration.issuer.string
