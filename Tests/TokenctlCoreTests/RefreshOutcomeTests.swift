@@ -276,6 +276,65 @@ struct RefreshOutcomeTests {
                 == .notTheServersVerdict(ForeignAnswer(kind: .serverFailure, status: status)))
     }
 
+    @Test(
+        "Entra AADSTS65001 refuses a narrowed refresh's target, not the grant; on the session's own refresh it still ends it"
+    )
+    func consentRefusesTheTarget() {
+        let answer = HTTPResponse.json(
+            400,
+            #"{"error":"invalid_grant","error_description":"AADSTS65001: The user or administrator has not consented.","error_codes":[65001]}"#
+        )
+        guard case .terminal(let reason) = classify(answer) else {
+            Issue.record("expected terminal")
+            return
+        }
+        #expect(!ProviderErrorClasses.endsGrant(reason))
+        let (refused, hint) = ProviderErrorClasses.refusesTarget(reason)
+        #expect(refused)
+        #expect(hint?.contains("AADSTS65001") == true)
+        #expect(ProviderErrorClasses.row(reason)?.errorClass == .interactionNeeded, "the session's own refresh")
+        let scope = TerminalReason.oauthError(status: 400, code: "invalid_scope", description: nil)
+        #expect(ProviderErrorClasses.refusesTarget(scope) == (true, nil))
+        let grant = TerminalReason.oauthError(status: 400, code: "invalid_grant", description: nil)
+        #expect(ProviderErrorClasses.refusesTarget(grant) == (false, nil))
+        #expect(ProviderErrorClasses.endsGrant(grant))
+    }
+
+    @Test("Keycloak's idle texts on a session with offline_access name Offline Session Idle and a schedule")
+    func keycloakOfflineIdle() {
+        let row = ProviderErrorClasses.row(code: "invalid_grant", description: "Session not active", providerCode: nil)
+        let offline = ProviderErrorClasses.hint(row, sessionScope: "openid offline_access profile")
+        #expect(offline?.contains("Offline Session Idle (30 days by default)") == true)
+        #expect(offline?.contains("'tokenctl schedule install'") == true)
+        #expect(Hint.problems(in: offline ?? "").isEmpty)
+        let online = ProviderErrorClasses.hint(row, sessionScope: "openid profile")
+        #expect(online?.contains("SSO Session Idle") == true)
+        #expect(ProviderErrorClasses.hint(row, sessionScope: nil) == online)
+        let reuse = ProviderErrorClasses.row(
+            code: "invalid_grant", description: "Stale refresh token", providerCode: nil)
+        #expect(ProviderErrorClasses.hint(reuse, sessionScope: "offline_access") == reuse?.hint)
+    }
+
+    @Test(
+        "an error answer's trace_id and correlation_id, for --verbose; nothing else, and only identifier-shaped values")
+    func errorIdentifiers() {
+        let entra = HTTPResponse.json(
+            400,
+            #"{"error":"invalid_grant","trace_id":"0b1c2d3e-aaaa-bbbb-cccc-0123456789ab","correlation_id":"11111111-2222-3333-4444-555555555555","refresh_token":"rt-secret"}"#
+        )
+        #expect(
+            TokenEndpointClient.errorIdentifiers(entra)
+                == "trace_id 0b1c2d3e-aaaa-bbbb-cccc-0123456789ab, correlation_id 11111111-2222-3333-4444-555555555555")
+        #expect(
+            TokenEndpointClient.errorIdentifiers(
+                .json(
+                    400,
+                    #"{"error":"invalid_grant","trace_id":"has space","correlation_id":"\#(String(repeating: "a", count: 65))"}"#
+                ))
+                == nil)
+        #expect(TokenEndpointClient.errorIdentifiers(.json(200, #"{"access_token":"a","trace_id":"abc"}"#)) == nil)
+    }
+
     @Test("the authority of a redirect's Location: host and port, lowercased, without user information")
     func authority() {
         #expect(ForeignAnswer.authority(of: "https://User:pw@Portal.Example:8443/x?y") == "portal.example:8443")
