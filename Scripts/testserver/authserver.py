@@ -197,7 +197,9 @@ still shorten an interval; its "wire" switches shape every /token and device ans
                     invalid_grant "Maximum allowed refresh token reuse exceeded" and the whole
                     session (family) dies, the fresh token too, which then gets invalid_grant
                     "Session not active"; an unknown refresh token gets "Invalid refresh token".
-                    Revocation as the server's own (RFC 7009).  Client errors: unauthorized_client.
+                    Revocation as the server's own (RFC 7009).  Client errors (a wrong or missing
+                    secret of a client in "client_secrets", at /token and the device endpoint):
+                    401 unauthorized_client "Invalid client or Invalid client credentials".
 POST /_test/revoke-all: the provider ends every session (families and access tokens revoked).
 GitHub's revocation (github-* personas, and any server): DELETE /api/v3/applications/{client_id}/token
 with Basic client_id:client_secret and {"access_token": ...}: 204 (the token and its grant
@@ -250,7 +252,9 @@ exceeded", "Refresh token expired", "Client session not active"), consumed one p
 request like aadsts_errors: 400 {"error": "invalid_grant", "error_description": TEXT}, and the
 session of the refresh token sent ends (its family is revoked); logged as "keycloak_invalid_grant".
 Config "device_flow_disabled": the device endpoint answers device_flow_disabled ("Device Flow
-must be explicitly enabled for this App"; 400, or 200 under a GitHub persona).  Config
+must be explicitly enabled for this App"; 400, or 200 under a GitHub persona); the string
+"unauthorized_client" instead answers {"error": "unauthorized_client"} (400, or 200 under a GitHub
+persona, whose error_description defaults to the code), as GitHub Enterprise Server does.  Config
 "numbers_as_strings": numeric members of token and device answers sent as JSON strings.
 
 Token model: /_test/issue creates a family (sub, client_id, scope) and its first
@@ -464,6 +468,8 @@ KEYCLOAK_WIRE = {
     "device_verification_path": "/device",
     "device_uri_complete": True,
     "keycloak_texts": True,           # invalid_grant with Keycloak's descriptions; reuse kills the session
+    # Keycloak's answer to a wrong or rotated client secret (401, at /token and the device endpoint).
+    "descriptions": {"unauthorized_client": "Invalid client or Invalid client credentials"},
 }
 # Google (PROVIDERS.md §2): no rotation (a refresh answer has no refresh_token), a refresh
 # token only for access_type=offline with prompt=consent, offline_access refused, ID tokens
@@ -1456,11 +1462,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 status, doc = 400, {"error": "invalid_request"}
             elif check_client_secret(client_id, form, self.headers.get("Authorization")) is not None:
                 log_request("/device_authorization", 401, "invalid_client", client_id=client_id)
-                status, doc = 401, {"error": (wire() or {}).get("client_error", "invalid_client")}
+                code = (wire() or {}).get("client_error", "invalid_client")
+                status, doc = 401, {"error": code}
+                words = ((wire() or {}).get("descriptions") or {}).get(code)
+                if words:
+                    doc["error_description"] = words
             elif wire() and set((form.get("scope") or "").split()) & set(wire().get("refuses_scopes") or []):
                 log_request("/device_authorization", 400, "invalid_scope", client_id=client_id, scope=form.get("scope"))
                 status, doc = 400, {"error": "invalid_scope",
                                     "error_description": "Some requested scopes were invalid. {invalid=[offline_access]}"}
+            elif cfg.get("device_flow_disabled") == "unauthorized_client":
+                # GitHub Enterprise Server's word for it.
+                log_request("/device_authorization", 400, "unauthorized_client", client_id=client_id)
+                status, doc = 400, {"error": "unauthorized_client"}
             elif cfg.get("device_flow_disabled"):
                 log_request("/device_authorization", 400, "device_flow_disabled", client_id=client_id)
                 status, doc = 400, {"error": "device_flow_disabled",

@@ -515,6 +515,9 @@ expect "github: a bad client secret is 200 incorrect_client_credentials" "$code 
 tjson /_test/config '{"device_flow_disabled": true, "numbers_as_strings": true}' >/dev/null
 code=$(req -X POST "$base/login/device/code" -H 'Accept: application/json' --data client_id=Iv1.app); body=$(<"$tmp/body")
 expect "github: device_flow_disabled with 200" "$code $(jget "$body" 'j["error"]')" "200 device_flow_disabled"
+tjson /_test/config '{"device_flow_disabled": "unauthorized_client"}' >/dev/null
+code=$(req -X POST "$base/login/device/code" -H 'Accept: application/json' --data client_id=Iv1.app); body=$(<"$tmp/body")
+expect "github: device_flow_disabled unauthorized_client (GHES) with 200" "$code $(jget "$body" 'j["error"]')" "200 unauthorized_client"
 tjson /_test/config '{"device_flow_disabled": false}' >/dev/null
 code=$(req -X POST "$base/login/device/code" -H 'Accept: application/json' --data client_id=Iv1.app); body=$(<"$tmp/body")
 expect "numbers_as_strings" "$(jget "$body" '[j["expires_in"], j["interval"]]')" '["900", "5"]'
@@ -666,6 +669,14 @@ tjson /_test/config '{"keycloak_errors": ["Token is not active"]}' >/dev/null
 refresh "$k1"
 expect "keycloak_errors: the text, and the session ends" "$code $(jget "$body" '[j["error"], j["error_description"]]') $(jget "$(status_of "$k1")" 'j["family_revoked"]')" \
   '400 ["invalid_grant", "Token is not active"] true'
+tjson /_test/config '{"client_secrets": {"kc": "right"}}' >/dev/null
+r=$(tjson /_test/issue '{"client_id":"kc"}'); k1=$(jget "$r" 'j["refresh_token"]')
+code=$(req -X POST "$base/token" --data client_id=kc --data client_secret=wrong --data grant_type=refresh_token --data-urlencode "refresh_token=$k1"); body=$(<"$tmp/body")
+expect "keycloak: a wrong client secret is 401 unauthorized_client with Keycloak's text" "$code $(jget "$body" '[j["error"], j["error_description"]]')" \
+  '401 ["unauthorized_client", "Invalid client or Invalid client credentials"]'
+code=$(req -X POST "$base/device_authorization" --data client_id=kc --data client_secret=wrong); body=$(<"$tmp/body")
+expect "keycloak: the device endpoint too" "$code $(jget "$body" '[j["error"], j["error_description"]]')" \
+  '401 ["unauthorized_client", "Invalid client or Invalid client credentials"]'
 tjson /_test/reset '{}' >/dev/null
 
 # --- concurrency: 256 parallel uses of one token: exactly one wins, the first

@@ -135,6 +135,11 @@ enum LoginCommand: EngineCommand {
             the Secret Service; every request to the token and revocation endpoints carries a
             proof signed with it, and the server must answer with DPoP tokens (see DPOP in
             tokenctl-login(1)). The choice is saved ('dpop = true') and applies to later logins.
+            A profile with a session and a stored client secret takes a new secret (one the server
+            rotated, or that expired) with 'tokenctl login --client-secret-stdin' and no other login
+            option: the secret is replaced and the session kept, with nothing sent to the server
+            and no new sign-in; the next refresh uses it. Without a session, or with any other
+            option, --client-secret-stdin signs in as usual and stores the secret with the session.
             With --provider, the preset fills in what the provider needs beyond the standards
             (endpoints where it has no discovery, default scopes, Google's access_type=offline,
             how its issuer is matched, how logout revokes): give only the client id (and
@@ -171,6 +176,9 @@ enum LoginCommand: EngineCommand {
         var dpop: Bool?
         /// `--provider` (with the issuer it implies in `issuer`); nil: what the profile saved.
         var provider: Provider?
+        /// `--client-secret-stdin` with no other login option (`--timeout` aside): a profile
+        /// with a session gets the new secret and keeps its session (no new sign-in).
+        var replacesSecretOnly: Bool
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
             let chosen = [Option.device, Option.browser, Option.refreshTokenStdin].filter(parsed.has)
@@ -180,6 +188,12 @@ enum LoginCommand: EngineCommand {
                     command: "login")
             }
             readsClientSecret = parsed.has(Option.clientSecretStdin)
+            let given = Set(parsed.valueList.map(\.key) + parsed.flagList)
+            replacesSecretOnly =
+                readsClientSecret
+                && LoginCommand.spec.options.allSatisfy {
+                    [Option.clientSecretStdin, Option.timeout].contains($0) || !given.contains($0.key)
+                }
             if parsed.has(Option.refreshTokenStdin) && readsClientSecret {
                 throw UsageError(
                     "--refresh-token-stdin and --client-secret-stdin both read standard input; store the secret in a separate login first.",
@@ -302,6 +316,14 @@ enum LoginCommand: EngineCommand {
             ? try StandardInput.line(
                 what: "client secret", prompt: "Client secret (input hidden): ", timeout: context.timeout) : nil
 
+        if options.replacesSecretOnly, let clientSecret,
+            try await context.service().replaceClientSecret(clientSecret, of: context.profile)
+        {
+            Output.standardError(
+                "Stored the new client secret of profile '\(context.profile)'; its session is kept, and the next refresh uses the new secret (nothing was sent to the server).\n"
+            )
+            return .success
+        }
         let request = TokenctlService.LoginRequest(
             profile: context.profile, issuer: issuer, clientID: clientID, scope: options.scope, method: method,
             endpoints: options.endpoints,

@@ -239,7 +239,7 @@ struct GitHubDeviceFlowTests {
         "device_code=3584d83530557fdd1f46af8289938c8ef79f9dc5&expires_in=900&interval=5&user_code=WDJB-MJHT&verification_uri=https%3A%2F%2Fgithub.com%2Flogin%2Fdevice"
     )
 
-    func run(_ answers: [HTTPResponse]) async -> (
+    func run(_ answers: [HTTPResponse], provider: Provider? = nil) async -> (
         Result<TokenResponse, TokenctlError>, FakeHTTPClient, VirtualClock, RecordingPresenter
     ) {
         let clock = VirtualClock()
@@ -247,7 +247,7 @@ struct GitHubDeviceFlowTests {
         let presenter = RecordingPresenter()
         let flow = DeviceFlow(
             http: http, clock: clock.clock, retry: RetryPolicy(), credentials: ClientCredentials(clientID: "Iv1.abc"),
-            presenter: presenter)
+            presenter: presenter, provider: provider)
         do {
             let (response, _, _) = try await flow.run(
                 deviceEndpoint: "https://github.com/login/device/code",
@@ -294,7 +294,7 @@ struct GitHubDeviceFlowTests {
             HTTPResponse.json(400, #"{"error":"unauthorized_client"}"#),
         ])
     func deviceFlowDisabled(response: HTTPResponse) async {
-        let (result, http, _, _) = await run([response])
+        let (result, http, _, _) = await run([response], provider: .github)
         guard case .failure(let error) = result else {
             Issue.record("expected a failure")
             return
@@ -302,7 +302,58 @@ struct GitHubDeviceFlowTests {
         #expect(error.exitStatus == .configuration)
         #expect(error.message.contains("the device flow is not enabled for client 'Iv1.abc'"))
         #expect(error.hint?.contains("--browser") == true)
+        #expect(error.hint?.contains("\"Enable Device Flow\"") == true)
         #expect(http.requestCount == 1, "nothing is polled")
+    }
+
+    @Test(
+        "unauthorized_client elsewhere than GitHub is what the server said, never GitHub's device-flow text: a refused client (401, Keycloak's text), a plain refusal, a poll",
+        arguments: [
+            [
+                HTTPResponse.json(
+                    401,
+                    #"{"error":"unauthorized_client","error_description":"Invalid client or Invalid client credentials"}"#
+                )
+            ],
+            [HTTPResponse.json(400, #"{"error":"unauthorized_client"}"#)],
+            [
+                GitHubDeviceFlowTests.deviceForm,
+                .json(400, #"{"error":"unauthorized_client","error_description":"Client is not permitted here"}"#),
+            ],
+        ])
+    func unauthorizedClientElsewhere(answers: [HTTPResponse]) async {
+        for provider in [nil, Provider.keycloak] {
+            let (result, _, _, _) = await run(answers, provider: provider)
+            guard case .failure(let error) = result else {
+                Issue.record("expected a failure")
+                return
+            }
+            #expect(error.exitStatus == .configuration)
+            #expect(!error.message.contains("device flow is not enabled"), "\(error)")
+            #expect(error.hint?.contains("GitHub") != true, "\(error.hint ?? "")")
+            #expect(error.message.contains("unauthorized_client"), "the server's word: \(error)")
+            if answers.first?.status == 401 {
+                #expect(error.message.contains("refused the client"), "\(error)")
+                #expect(error.hint?.contains("client secret (or key)") == true, "\(error.hint ?? "")")
+            }
+        }
+    }
+
+    @Test("a text that says the device flow is off for the client (Keycloak's) reads so, without GitHub's settings")
+    func deviceFlowOffByText() async {
+        let (result, _, _, _) = await run([
+            .json(
+                400,
+                #"{"error":"unauthorized_client","error_description":"Client is not allowed to initiate OAuth 2.0 Device Authorization Grant. The flow is disabled for the client."}"#
+            )
+        ])
+        guard case .failure(let error) = result else {
+            Issue.record("expected a failure")
+            return
+        }
+        #expect(error.message.contains("the device flow is not enabled for client 'Iv1.abc'"))
+        #expect(error.hint?.contains("GitHub") == false)
+        #expect(error.hint?.contains("device authorization grant for this client") == true)
     }
 
     @Test("expired_token ends the wait; so does device_flow_disabled at a poll")

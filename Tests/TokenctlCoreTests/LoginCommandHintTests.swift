@@ -32,6 +32,25 @@ struct LoginCommandHintTests {
                 "tokenctl login --browser --provider gitlab --issuer https://gitlab.example.com ") == true)
     }
 
+    @Test(
+        "GitHub's code exchange needs the app's secret: its browser login carries --client-secret-stdin unless one is stored"
+    )
+    func gitHubNeedsTheSecret() throws {
+        for provider in [Provider.github, .githubApp] {
+            let request = TokenctlService.LoginRequest(
+                profile: .default, issuer: try EndpointURL("https://ghe.example.com"), clientID: "Ov23li", scope: nil,
+                method: .device, provider: provider)
+            #expect(
+                request.browserLoginCommand()
+                    == "tokenctl login --browser --provider \(provider.rawValue) --issuer https://ghe.example.com --client-id Ov23li --client-secret-stdin"
+            )
+            #expect(request.browserLoginCommand(secretStored: true)?.hasSuffix("--client-secret-stdin") == false)
+        }
+        var gitlab = try request()
+        gitlab.provider = .gitlab
+        #expect(gitlab.browserLoginCommand()?.contains("--client-secret-stdin") == false)
+    }
+
     @Test("no command with a client secret (stdin cannot be copied) or a value a shell would change")
     func none() throws {
         var withSecret = try request()

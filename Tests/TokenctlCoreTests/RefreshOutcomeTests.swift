@@ -1,4 +1,5 @@
 import Testing
+import TokenctlEssentials
 
 @testable import TokenctlCore
 
@@ -140,47 +141,206 @@ struct RefreshOutcomeTests {
 
     @Test(
         "other RFC 6749 §5.2 errors on a 400 are terminal too",
-        arguments: ["invalid_client", "unauthorized_client", "invalid_scope", "invalid_request"])
+        arguments: ["unauthorized_client", "invalid_scope", "invalid_request"])
     func otherOAuthErrors(code: String) {
         #expect(
             classify(.json(400, #"{"error": "\#(code)"}"#))
                 == .terminal(.oauthError(status: 400, code: code, description: nil)))
     }
 
-    @Test("400 with an empty body → terminal")
+    @Test(
+        "a refused client is a configuration error, never a dead grant: any invalid_client (Dex's 401), and unauthorized_client with 401 or a client-credentials text (Keycloak's)",
+        arguments: [
+            HTTPResponse.json(401, #"{"error":"invalid_client","error_description":"Invalid client credentials."}"#),
+            .json(400, #"{"error":"invalid_client"}"#),
+            .json(
+                401,
+                #"{"error":"unauthorized_client","error_description":"Invalid client or Invalid client credentials"}"#),
+            .json(401, #"{"error":"unauthorized_client"}"#),
+            .json(
+                400,
+                #"{"error":"unauthorized_client","error_description":"Invalid client or Invalid client credentials"}"#),
+            .json(400, #"{"error":"unauthorized_client","error_description":"Client secret not provided in request"}"#),
+        ])
+    func refusedClient(response: HTTPResponse) {
+        guard case .clientRefused(let reason) = classify(response) else {
+            Issue.record("expected clientRefused: \(classify(response))")
+            return
+        }
+        let row = ProviderErrorClasses.row(reason)
+        #expect(row?.errorClass == .configuration)
+        #expect(row?.followUp == .newSecret)
+        #expect(!ProviderErrorClasses.endsGrant(reason))
+        let hint = ProviderErrorClasses.followUp(row?.followUp, for: ProfileName(rawValue: "work")!)
+        #expect(hint?.contains("'tokenctl --profile work login --client-secret-stdin'") == true, "\(hint ?? "")")
+    }
+
+    @Test("unauthorized_client on a 400 with another text stays the server's refusal of the grant")
+    func unauthorizedClientOtherwise() {
+        let response = HTTPResponse.json(
+            400, #"{"error":"unauthorized_client","error_description":"Client not allowed for direct access grants"}"#)
+        #expect(
+            classify(response)
+                == .terminal(
+                    .oauthError(
+                        status: 400, code: "unauthorized_client",
+                        description: "Client not allowed for direct access grants")))
+    }
+
+    @Test("400 with an empty body → terminal (strict servers such as glewlwyd answer a dead refresh token so)")
     func empty400() {
         #expect(classify(HTTPResponse(status: 400)) == .terminal(.unexpectedStatus(400, contentType: nil)))
     }
 
-    @Test("400 with HTML → terminal, naming the content type")
+    @Test("400 with HTML → not the server's verdict (76, session kept), naming the content type")
     func html400() {
         let outcome = classify(.text(400, "<html><body>Bad Request</body></html>", contentType: "text/html"))
-        #expect(outcome == .terminal(.unexpectedStatus(400, contentType: "text/html")))
-        if case .terminal(let reason) = outcome {
-            #expect(reason.description == "the server answered HTTP 400 (text/html) without an OAuth error")
-            #expect(reason.className == "http-400")
+        #expect(outcome == .notTheServersVerdict(ForeignAnswer(kind: .page, status: 400, contentType: "text/html")))
+        if case .notTheServersVerdict(let answer) = outcome {
+            #expect(answer.description.hasPrefix("HTTP 400 (text/html) without an OAuth error: a page"))
+            #expect(answer.className == "not-oauth-400")
+            #expect(!answer.mayPass)
         }
     }
 
-    @Test("401 and 403 → terminal, with or without an OAuth error body")
+    @Test("401 and 403: an OAuth error or an empty body is the server's; a page is not")
     func unauthorizedForbidden() {
-        #expect(
-            classify(.json(401, #"{"error": "invalid_client"}"#))
-                == .terminal(.oauthError(status: 401, code: "invalid_client", description: nil)))
         #expect(classify(HTTPResponse(status: 401)) == .terminal(.unexpectedStatus(401, contentType: nil)))
+        #expect(classify(HTTPResponse(status: 403)) == .terminal(.unexpectedStatus(403, contentType: nil)))
         #expect(
             classify(.text(403, "Forbidden", contentType: "text/plain"))
-                == .terminal(.unexpectedStatus(403, contentType: "text/plain")))
+                == .notTheServersVerdict(ForeignAnswer(kind: .page, status: 403, contentType: "text/plain")))
+        #expect(
+            classify(.text(403, "<html><body>Blocked by policy</body></html>", contentType: "text/html"))
+                == .notTheServersVerdict(ForeignAnswer(kind: .page, status: 403, contentType: "text/html")))
+        #expect(
+            classify(.json(403, #"{"error":"invalid_grant","error_description":"Unknown or invalid refresh token."}"#))
+                == .terminal(
+                    .oauthError(
+                        status: 403, code: "invalid_grant", description: "Unknown or invalid refresh token.")))
     }
 
-    @Test("other 4xx statuses → terminal", arguments: [402, 404, 405, 409, 410, 413, 415, 418, 422, 451])
+    @Test(
+        "other 4xx: empty or JSON without an error → terminal; a page → not the server's verdict",
+        arguments: [402, 404, 405, 409, 410, 413, 415, 418, 422, 451])
     func other4xx(status: Int) {
-        #expect(isTerminal(classify(.text(status, "whatever", contentType: "text/plain"))))
+        #expect(isTerminal(classify(HTTPResponse(status: status))))
+        #expect(isTerminal(classify(.json(status, #"{"message":"no"}"#))))
+        #expect(
+            classify(.text(status, "whatever", contentType: "text/plain"))
+                == .notTheServersVerdict(ForeignAnswer(kind: .page, status: status, contentType: "text/plain")))
     }
 
-    @Test("redirects and unlisted 5xx → terminal (anything else)", arguments: [301, 302, 304, 501, 505, 599])
-    func anythingElse(status: Int) {
-        #expect(classify(HTTPResponse(status: status)) == .terminal(.unexpectedStatus(status, contentType: nil)))
+    @Test(
+        "a redirect to another host (a captive portal) may pass: 75; one on the same host, or without a Location, 76",
+        arguments: [301, 302, 303, 307, 308])
+    func redirects(status: Int) {
+        let endpoint = "https://sso.example.com/realms/x/protocol/openid-connect/token"
+        func outcome(_ location: String?) -> RefreshOutcome {
+            RefreshOutcome.classify(
+                .success(
+                    .text(
+                        status, "<html>Moved</html>", contentType: "text/html",
+                        headers: location.map { ["location": $0] } ?? [:])), now: now, endpoint: endpoint)
+        }
+        let portal = ForeignAnswer(
+            kind: .redirect(toHost: "portal.hotel.example"), status: status, contentType: "text/html")
+        #expect(outcome("http://portal.hotel.example/login?continue=x") == .notTheServersVerdict(portal))
+        #expect(portal.mayPass)
+        #expect(portal.className == "redirect-elsewhere-\(status)")
+        #expect(portal.description.contains("a redirect to portal.hotel.example"))
+        let same = ForeignAnswer(kind: .redirect(toHost: nil), status: status, contentType: "text/html")
+        #expect(outcome("https://SSO.example.com/auth/realms/x/token") == .notTheServersVerdict(same))
+        #expect(outcome("/auth/realms/x/token") == .notTheServersVerdict(same))
+        #expect(outcome(nil) == .notTheServersVerdict(same))
+        #expect(!same.mayPass)
+    }
+
+    @Test("407 (a proxy wants credentials) → 76; 511 (RFC 6585 §6, a captive portal) → 75; both any body")
+    func proxyAndNetworkAuthentication() {
+        let proxy = classify(.text(407, "<html>Proxy login</html>", contentType: "text/html"))
+        #expect(
+            proxy
+                == .notTheServersVerdict(
+                    ForeignAnswer(kind: .proxyAuthentication, status: 407, contentType: "text/html")))
+        let portal = classify(HTTPResponse(status: 511))
+        #expect(portal == .notTheServersVerdict(ForeignAnswer(kind: .networkAuthentication, status: 511)))
+        if case .notTheServersVerdict(let answer) = portal { #expect(answer.mayPass) }
+        if case .notTheServersVerdict(let answer) = proxy { #expect(!answer.mayPass) }
+    }
+
+    @Test("unlisted 5xx → not the server's verdict (76, session kept)", arguments: [501, 505, 599])
+    func unlisted5xx(status: Int) {
+        #expect(
+            classify(HTTPResponse(status: status))
+                == .notTheServersVerdict(ForeignAnswer(kind: .serverFailure, status: status)))
+    }
+
+    @Test(
+        "Entra AADSTS65001 refuses a narrowed refresh's target, not the grant; on the session's own refresh it still ends it"
+    )
+    func consentRefusesTheTarget() {
+        let answer = HTTPResponse.json(
+            400,
+            #"{"error":"invalid_grant","error_description":"AADSTS65001: The user or administrator has not consented.","error_codes":[65001]}"#
+        )
+        guard case .terminal(let reason) = classify(answer) else {
+            Issue.record("expected terminal")
+            return
+        }
+        #expect(!ProviderErrorClasses.endsGrant(reason))
+        let (refused, hint) = ProviderErrorClasses.refusesTarget(reason)
+        #expect(refused)
+        #expect(hint?.contains("AADSTS65001") == true)
+        #expect(ProviderErrorClasses.row(reason)?.errorClass == .interactionNeeded, "the session's own refresh")
+        let scope = TerminalReason.oauthError(status: 400, code: "invalid_scope", description: nil)
+        #expect(ProviderErrorClasses.refusesTarget(scope) == (true, nil))
+        let grant = TerminalReason.oauthError(status: 400, code: "invalid_grant", description: nil)
+        #expect(ProviderErrorClasses.refusesTarget(grant) == (false, nil))
+        #expect(ProviderErrorClasses.endsGrant(grant))
+    }
+
+    @Test("Keycloak's idle texts on a session with offline_access name Offline Session Idle and a schedule")
+    func keycloakOfflineIdle() {
+        let row = ProviderErrorClasses.row(code: "invalid_grant", description: "Session not active", providerCode: nil)
+        let offline = ProviderErrorClasses.hint(row, sessionScope: "openid offline_access profile")
+        #expect(offline?.contains("Offline Session Idle (30 days by default)") == true)
+        #expect(offline?.contains("'tokenctl schedule install'") == true)
+        #expect(Hint.problems(in: offline ?? "").isEmpty)
+        let online = ProviderErrorClasses.hint(row, sessionScope: "openid profile")
+        #expect(online?.contains("SSO Session Idle") == true)
+        #expect(ProviderErrorClasses.hint(row, sessionScope: nil) == online)
+        let reuse = ProviderErrorClasses.row(
+            code: "invalid_grant", description: "Stale refresh token", providerCode: nil)
+        #expect(ProviderErrorClasses.hint(reuse, sessionScope: "offline_access") == reuse?.hint)
+    }
+
+    @Test(
+        "an error answer's trace_id and correlation_id, for --verbose; nothing else, and only identifier-shaped values")
+    func errorIdentifiers() {
+        let entra = HTTPResponse.json(
+            400,
+            #"{"error":"invalid_grant","trace_id":"0b1c2d3e-aaaa-bbbb-cccc-0123456789ab","correlation_id":"11111111-2222-3333-4444-555555555555","refresh_token":"rt-secret"}"#
+        )
+        #expect(
+            TokenEndpointClient.errorIdentifiers(entra)
+                == "trace_id 0b1c2d3e-aaaa-bbbb-cccc-0123456789ab, correlation_id 11111111-2222-3333-4444-555555555555")
+        #expect(
+            TokenEndpointClient.errorIdentifiers(
+                .json(
+                    400,
+                    #"{"error":"invalid_grant","trace_id":"has space","correlation_id":"\#(String(repeating: "a", count: 65))"}"#
+                ))
+                == nil)
+        #expect(TokenEndpointClient.errorIdentifiers(.json(200, #"{"access_token":"a","trace_id":"abc"}"#)) == nil)
+    }
+
+    @Test("the authority of a redirect's Location: host and port, lowercased, without user information")
+    func authority() {
+        #expect(ForeignAnswer.authority(of: "https://User:pw@Portal.Example:8443/x?y") == "portal.example:8443")
+        #expect(ForeignAnswer.authority(of: "//cdn.example/p") == "cdn.example")
+        #expect(ForeignAnswer.authority(of: "/relative") == nil)
+        #expect(ForeignAnswer.authority(of: "https://") == nil)
     }
 
     @Test(

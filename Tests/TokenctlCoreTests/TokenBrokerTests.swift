@@ -310,7 +310,7 @@ struct TokenBrokerTests {
     @Test(
         "fake server: terminal answers other than invalid_grant also end the session",
         arguments: [
-            HTTPResponse(status: 400), .text(401, "<html/>", contentType: "text/html"),
+            HTTPResponse(status: 400), HTTPResponse(status: 401),
             .json(200, #"{"error":"bad_refresh_token"}"#),
         ])
     func otherTerminal(response: HTTPResponse) async throws {

@@ -249,7 +249,7 @@ struct TokenEndpointClientTests {
     @Test(
         "fake server: terminal answers are never retried",
         arguments: [
-            HTTPResponse.invalidGrant, HTTPResponse(status: 400), .text(401, "no"),
+            HTTPResponse.invalidGrant, HTTPResponse(status: 400), HTTPResponse(status: 401),
             .json(200, #"{"error":"bad_refresh_token"}"#),
         ])
     func terminalNotRetried(response: HTTPResponse) async {

@@ -26,11 +26,52 @@ struct HintSourceTests {
                 let sentence = file.enclosingCalls(literal.start, levels: 1).first?.name == "Hint.sentences"
                 // Also the branches of a ternary after `hint:` ("hint: interactive ? "A" : "B"").
                 let branch = before.range(of: #"hint: [A-Za-z.]+ \?( "X" :)?$"#, options: .regularExpression) != nil
-                guard labelled || sentence || branch else { continue }
-                found.append((literal, (labelled || sentence || branch) && (after == ")" || after == ",")))
+                if labelled || sentence || branch {
+                    found.append((literal, after == ")" || after == ","))
+                } else if let wholeValue = assignedHint(in: file, before: literal.start, names: hintNames(in: file)) {
+                    // A hint built in a local value first ("let login = "Run '…'."; … hint: login").
+                    found.append((literal, wholeValue && after != "+" && after != "."))
+                }
             }
         }
         return found
+    }
+
+    /// The names of values a file gives as a hint, and whether as a whole hint: `hint: login`
+    /// (whole), `hint: kept + ", …"` (its start), or a bare name among the parts of
+    /// `Hint.sentences(why, "…")` (whole).
+    static func hintNames(in file: SwiftSourceText) -> [String: Bool] {
+        let code = String(file.code)
+        var names: [String: Bool] = [:]
+        func add(_ name: String, whole: Bool) {
+            guard !["hint", "nil", "true", "false"].contains(name) else { return }
+            names[name] = (names[name] ?? true) && whole
+        }
+        for match in code.matches(of: /hint:\s*([a-z][A-Za-z0-9]*)\s*([,)+])/) {
+            add(String(match.output.1), whole: match.output.2 != "+")
+        }
+        for match in code.matches(of: /Hint\.sentences\(([^()]*)\)/) {
+            for part in match.output.1.split(separator: ",") {
+                let word = part.trimmingCharacters(in: .whitespacesAndNewlines)
+                if word.wholeMatch(of: /[a-z][A-Za-z0-9]*/) != nil { add(word, whole: true) }
+            }
+        }
+        return names
+    }
+
+    /// Whether the literal at `position` is the value of a `let`/`var` named in `names` (the
+    /// value itself, or either branch of `let x = c ? "…" : "…"`): whether that value is a whole
+    /// hint, or nil when the literal is no such value.
+    static func assignedHint(in file: SwiftSourceText, before position: Int, names: [String: Bool]) -> Bool? {
+        guard !names.isEmpty else { return nil }
+        let code = file.codeBefore(position, count: 240)
+        guard
+            let match = code.firstMatch(
+                of:
+                    /(?:let|var)\s+([a-z][A-Za-z0-9]*)(?:\s*:\s*String\??)?\s*=(?:\s*|(?:[^;{}=]|[!=<>]=)*?\?(?:\s+:)?)$/
+            )
+        else { return nil }
+        return names[String(match.output.1)]
     }
 
     @Test("every hint literal quotes its commands, and a whole one ends with its full stop")
@@ -45,6 +86,34 @@ struct HintSourceTests {
                 problems.isEmpty,
                 "\(literal.path):\(literal.line) \(literal.path):\(literal.line): \(problems): \(text)")
         }
+    }
+
+    @Test("the scan sees a hint built in a local value first, both branches of a choice, and its problems")
+    func scanSeesHintsInLocalValues() {
+        let file = SwiftSourceText(
+            path: "Local.swift",
+            text: #"""
+                let login = "Run 'tokenctl login' to sign in again"
+                let consequence =
+                    rotated
+                    ? "Run 'tokenctl login --device Nothing was sent."
+                    : "The session is kept."
+                let other = "not a hint"
+                throw TokenctlError(.loginRequired, "not one either", hint: login)
+                throw TokenctlError(.loginRequired, "x", hint: Hint.sentences(why, consequence))
+                """#)
+        #expect(Self.hintNames(in: file) == ["login": true, "consequence": true, "why": true])
+        let found = file.literals.compactMap { literal in
+            Self.assignedHint(in: file, before: literal.start, names: Self.hintNames(in: file)).map { _ in
+                literal.text()
+            }
+        }
+        #expect(
+            found == [
+                "Run 'tokenctl login' to sign in again", "Run 'tokenctl login --device Nothing was sent.",
+                "The session is kept.",
+            ])
+        #expect(found.prefix(2).allSatisfy { !Hint.problems(in: $0).isEmpty }, "both are caught")
     }
 
     @Test("the scan sees a hint that breaks the rule (a command run on by the next sentence)")

@@ -54,10 +54,13 @@ struct KeycloakPersonaTests {
     }
 
     @Test(
-        "Keycloak session idle: 'Token is not active' on refresh is 77 with the SSO Session Idle hint, never retried (PROVIDERS.md §5, \"Error texts\")"
+        "Keycloak session idle: 'Token is not active' on refresh of a session without offline_access is 77 with the SSO Session Idle hint, never retried (PROVIDERS.md §5, \"Error texts\")"
     )
     func tokenNotActive() throws {
-        let (sandbox, server, _) = try Self.signedIn()
+        let server = try AuthServer(["persona": "keycloak"])
+        let sandbox = try Sandbox()
+        _ = try sandbox.login(server, scope: "openid")
+        #expect(try sandbox.storedTokenSet(issuer: server.url)?["scope"] as? String == "openid")
         try server.configure(["keycloak_errors": ["Token is not active"]])
         let before = try server.tokenRequests().count
         let result = try sandbox.tokenctl("refresh")

@@ -170,9 +170,14 @@ struct ProviderMatrixTests {
         #expect(logout.status == 0, "\(logout)")
         #expect(logout.stderr.contains(persona.logoutWords), "\(logout)")
 
-        // A browser login with the preset.
+        // A browser login with the preset. GitHub's code exchange needs the app's secret, and
+        // tokenctl refuses a GitHub browser login without one (the persona checks a secret only
+        // when "client_secrets" names one, so any will do here).
+        let gitHubSecret = ["github", "github-app"].contains(persona.provider) && persona.secret == nil
         let command = try sandbox.start(
-            ["login", "--browser", "--no-open"] + presetArguments(persona, server), stdin: stdin(persona))
+            ["login", "--browser", "--no-open"] + presetArguments(persona, server)
+                + (gitHubSecret ? ["--client-secret-stdin"] : []),
+            stdin: gitHubSecret ? "matrix-app-secret\n" : stdin(persona))
         let stderr = command.waitForStandardError(containing: "redirect_uri=") ?? ""
         let url = stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first {
             $0.hasPrefix(server.url) && $0.contains("redirect_uri=")

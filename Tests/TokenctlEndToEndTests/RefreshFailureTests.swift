@@ -139,11 +139,11 @@ struct RefreshFailureTests {
     }
 
     @Test(
-        "fake server: every unexpected answer is terminal",
+        "fake server: an answer of the server without a usable OAuth error (an empty 400 or 401, a 404 with JSON) is terminal",
         arguments: [
-            ["status": 401, "body": "{\"error\":\"invalid_client\"}", "content_type": "application/json"],
+            ["status": 401, "body": ""],
             ["status": 400, "body": ""],
-            ["status": 403, "body": "<html>Forbidden</html>", "content_type": "text/html"],
+            ["status": 404, "body": "{\"message\":\"no such refresh token\"}", "content_type": "application/json"],
         ] as [[String: any Sendable]])
     func unexpectedAnswersAreTerminal(fault: [String: any Sendable]) throws {
         let server = try AuthServer()

@@ -163,7 +163,30 @@ public enum ProviderErrorClasses {
         // GitHub's word for a wrong client id or secret, with HTTP 200.
         "incorrect_client_credentials": Row(
             .configuration, "GitHub", hint: "Check the profile's client id and client secret.", followUp: .newSecret),
+        // RFC 6749 §5.2: client authentication failed (Dex: 401 "Invalid client credentials.").
+        "invalid_client": clientCredentialsRefused,
     ]
+
+    /// A client whose credentials the server refused: its secret (or key) is wrong, expired
+    /// or rotated, or its id is not known; the grant may be alive (RFC 6749 §5.2).
+    static let clientCredentialsRefused = Row(
+        .configuration, "any",
+        hint:
+            "The server refused the client's credentials (RFC 6749 §5.2), not the grant: the client secret (or key) is wrong, expired or was rotated, or the client id is not registered there.",
+        followUp: .newSecret)
+
+    /// `unauthorized_client` (RFC 6749 §5.2: the client may not use this grant) said of failed
+    /// client authentication: with HTTP 401, or with a text about the client's credentials, as
+    /// Keycloak answers a wrong or rotated secret (401 "Invalid client or Invalid client
+    /// credentials"; https://www.keycloak.org/docs/latest/server_admin/#_client-credentials).
+    static func refusesClientCredentials(code: String, status: Int?, description: String?) -> Bool {
+        guard code == "unauthorized_client" else { return false }
+        if status == 401 { return true }
+        guard let text = description?.lowercased() else { return false }
+        return ["client credentials", "invalid client", "client secret", "client authentication"].contains {
+            text.contains($0)
+        }
+    }
 
     static let keycloakIdle = Row(
         .signInAgain, "Keycloak",
@@ -175,6 +198,22 @@ public enum ProviderErrorClasses {
         hint:
             "Keycloak refused a refresh token that was already used (Revoke Refresh Token is on): the session is revoked. Something else refreshed with the same token: never share one session between machines or tools."
     )
+
+    /// Keycloak's words for an ended session said of an offline session (the session's scope
+    /// has `offline_access`, so SSO Session Idle does not apply: Offline Session Idle does,
+    /// 30 days by default; https://www.keycloak.org/docs/latest/server_admin/#_timeouts).
+    static let keycloakOfflineIdleHint =
+        "Keycloak ended the offline session (the scope has offline_access): it was not refreshed within the realm's Offline Session Idle (30 days by default), or it was revoked. Refreshing more often than that keeps it, for example on a schedule: 'tokenctl schedule install'."
+
+    /// The hint of `row` for a session whose scope is `sessionScope`: Keycloak's idle texts
+    /// name the offline session when the session asked for `offline_access`.
+    public static func hint(_ row: Row?, sessionScope: String?) -> String? {
+        guard let row else { return nil }
+        if row == keycloakIdle, let sessionScope, ScopeWords.words(sessionScope).contains("offline_access") {
+            return keycloakOfflineIdleHint
+        }
+        return row.hint
+    }
 
     /// `invalid_grant` rows by the exact `error_description`.
     public static let invalidGrantTexts: [String: Row] = [
@@ -205,17 +244,20 @@ public enum ProviderErrorClasses {
 
     /// The row for an error answer, and the provider's own code it carried (Entra's
     /// `AADSTSnnnn`), if any.
-    public static func match(code: String, description: String?, errorCodes: JSONValue?) -> (
+    public static func match(code: String, description: String?, errorCodes: JSONValue?, status: Int? = nil) -> (
         row: Row?, providerCode: String?
     ) {
         let providerCode = entraCode(errorCodes: errorCodes, description: description)
-        return (row(code: code, description: description, providerCode: providerCode), providerCode)
+        return (row(code: code, description: description, providerCode: providerCode, status: status), providerCode)
     }
 
-    /// The row for a classified answer's parts.
-    public static func row(code: String, description: String?, providerCode: String?) -> Row? {
+    /// The row for a classified answer's parts (`status`: its HTTP status, when known).
+    public static func row(code: String, description: String?, providerCode: String?, status: Int? = nil) -> Row? {
         if let providerCode, let row = entra[providerCode] { return row }
         if let row = codes[code] { return row }
+        if refusesClientCredentials(code: code, status: status, description: description) {
+            return clientCredentialsRefused
+        }
         if code == "invalid_grant", let description {
             return invalidGrantTexts[description.trimmingCharacters(in: " ")]
         }
@@ -224,20 +266,39 @@ public enum ProviderErrorClasses {
 
     /// The row of a terminal or refused answer's reason.
     public static func row(_ reason: TerminalReason) -> Row? {
-        guard case .oauthError(_, let code, let description, let providerCode) = reason else { return nil }
-        return row(code: code, description: description, providerCode: providerCode)
+        guard case .oauthError(let status, let code, let description, let providerCode) = reason else { return nil }
+        return row(code: code, description: description, providerCode: providerCode, status: status)
     }
 
     /// Whether an answer says the grant is dead whatever was asked for (RFC 6749 §5.2's
     /// `invalid_grant`, a refused client, and the rows that end the session), as opposed to a
     /// refusal of what a narrowed refresh asked for.
     public static func endsGrant(_ reason: TerminalReason) -> Bool {
-        guard case .oauthError(_, let code, _, _) = reason else { return false }
+        guard case .oauthError(_, let code, _, let providerCode) = reason else { return false }
+        if let providerCode, targetRefusals[providerCode] != nil { return false }
         switch row(reason)?.errorClass {
         case .signInAgain?, .interactionNeeded?: return true
         case .blockedByPolicy?, .configuration?, .transient?: return false
         case nil: return ["invalid_grant", "invalid_client", "unauthorized_client"].contains(code)
         }
+    }
+
+    /// Provider codes that refuse what a narrowed refresh (`token --scope`, `--resource`) asked
+    /// for, not the grant: on such a refresh the session stays and the target is refused; on
+    /// the session's own refresh their row applies. Entra's AADSTS65001: no consent for that
+    /// scope or resource
+    /// (https://learn.microsoft.com/en-us/entra/identity-platform/reference-error-codes).
+    public static let targetRefusals: [String: String] = [
+        "AADSTS65001":
+            "Entra has no consent for that scope or resource (AADSTS65001): the user, or the tenant's administrator, must grant it to the app first (in the app registration's API permissions, or by signing in asking for it)."
+    ]
+
+    /// Whether a narrowed refresh's refusal refuses the target (exit 64, as `invalid_scope`
+    /// does), and with which hint.
+    public static func refusesTarget(_ reason: TerminalReason) -> (refused: Bool, hint: String?) {
+        guard case .oauthError(_, let code, _, let providerCode) = reason else { return (false, nil) }
+        if let providerCode, let hint = targetRefusals[providerCode] { return (true, hint) }
+        return (["invalid_scope", "invalid_target", "invalid_request"].contains(code), nil)
     }
 
     /// Entra's code: the first of `error_codes` the table knows (else the first), or the
@@ -273,7 +334,7 @@ public enum ProviderErrorClasses {
         case .signIn: "Run '\(CommandHint.login(profile))' to sign in again."
         case .signInInteractively: "Sign in again interactively: '\(CommandHint.login(profile))'."
         case .newSecret:
-            "A new secret is given with '\(CommandHint.tokenctl(profile, "login --client-secret-stdin"))'."
+            "Give the client's new secret with '\(CommandHint.tokenctl(profile, "login --client-secret-stdin"))' (on standard input): a profile with a session keeps it, and the next refresh uses the new secret."
         case .forgetSecret:
             "A secret stored by an earlier login is removed, with the profile, by '\(CommandHint.tokenctl(profile, "logout --forget"))'."
         case nil: nil

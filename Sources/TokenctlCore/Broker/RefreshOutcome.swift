@@ -2,9 +2,9 @@ import TokenctlEssentials
 
 /// How one token endpoint exchange ended: the failure classes of tokenctl, in one place.
 ///
-/// The body decides (PROVIDERS.md): an answer's `error` member is read first, whatever the
-/// status and whether the body is JSON or form-encoded (`EndpointAnswer`); GitHub sends its
-/// errors with HTTP 200.
+/// The body decides: an answer's `error` member is read first, whatever the status and whether
+/// the body is JSON or form-encoded (`EndpointAnswer`); GitHub sends its errors with HTTP 200
+/// (https://docs.github.com/en/apps/oauth-apps/maintaining-oauth-apps/troubleshooting-oauth-app-access-token-request-errors).
 ///
 /// | response                                                  | class     |
 /// |-----------------------------------------------------------|-----------|
@@ -14,15 +14,24 @@ import TokenctlEssentials
 /// | 429 (honouring Retry-After)                               | transient |
 /// | 408, 500, 502, 503, 504 (any body)                        | transient |
 /// | any other status with `error` (2xx too): `invalid_grant`, GitHub's `bad_refresh_token`, … | terminal  |
-/// | `error` that says the client or its registration is refused, not the grant (`ProviderErrorClasses`: GitHub's `incorrect_client_credentials`, Entra's AADSTS7000218, …) | client refused (78, session kept) |
+/// | `error` that says the client or its registration is refused, not the grant (`ProviderErrorClasses`: any `invalid_client`, `unauthorized_client` with 401 or a client-credentials text, GitHub's `incorrect_client_credentials`, Entra's AADSTS7000215, …) | client refused (78, session kept) |
 /// | `error` that says the server cannot answer now (`temporarily_unavailable`, Entra's AADSTS90024, …) | transient |
 /// | 2xx without `error` and without a usable access token, or not an object | unusable tokens (76, session kept) |
 /// | 2xx whose refresh token is unusable (`UnusableTokens`)    | unusable tokens |
-/// | anything else (other 4xx, empty 400, HTML 4xx, 2xx with an unusable ID token or scope) | terminal  |
+/// | a redirect (3xx, any body) to another host: a captive portal or a network's sign-in page | not the server's verdict, may pass (75, session kept) |
+/// | 511 Network Authentication Required (RFC 6585 §6), any body | not the server's verdict, may pass (75, session kept) |
+/// | a redirect (3xx) on the same host, or without a Location  | not the server's verdict (76, session kept) |
+/// | 407 Proxy Authentication Required (RFC 9110 §15.5.8), any body | not the server's verdict (76, session kept) |
+/// | 501, 505 and any other 5xx not listed above, any body     | not the server's verdict (76, session kept) |
+/// | any other 4xx without `error` whose body is not empty and neither JSON nor form-encoded (an HTML or text page: a proxy, a web firewall, a gateway) | not the server's verdict (76, session kept) |
+/// | anything else: a 4xx with an empty body (strict servers such as glewlwyd answer a dead refresh token with an empty 400) or with JSON or a form without `error`; a 2xx with an unusable ID token or scope | terminal  |
 ///
 /// Only a terminal outcome may end a session (RFC 6749 §5.2 errors are the server saying
 /// the grant is dead); everything transient keeps it, and so do unusable tokens: the server
 /// accepted the grant, and a rotating one has already spent the refresh token it was sent.
+/// An answer that is not the server's verdict keeps it too: RFC 6749 §5.2 has the token
+/// endpoint itself answer an error as JSON with `error`, so an HTML page, a redirect or a
+/// proxy's status is something else in the path speaking, as a 200 tokenctl cannot read is.
 public enum RefreshOutcome: Equatable, Sendable {
     case success(TokenResponse, serverDate: Double?)
     /// A 200 JSON answer tokenctl cannot use as a whole, though the server did not end the grant.
@@ -33,8 +42,15 @@ public enum RefreshOutcome: Equatable, Sendable {
     /// exit 78).
     case clientRefused(TerminalReason)
     case transient(TransientReason, retryAfter: Double?)
+    /// An answer that is not the token endpoint's verdict on the grant (a proxy's page, a
+    /// redirect to a captive portal): the session is kept, exit 75 when it may pass, else 76.
+    case notTheServersVerdict(ForeignAnswer)
 
-    public static func classify(_ result: Result<HTTPResponse, HTTPTransportError>, now: Double) -> RefreshOutcome {
+    /// - Parameter endpoint: the URL the request went to, to tell a redirect to another host
+    ///   from one on the same host (nil: every absolute redirect counts as another host).
+    public static func classify(
+        _ result: Result<HTTPResponse, HTTPTransportError>, now: Double, endpoint: String? = nil
+    ) -> RefreshOutcome {
         let response: HTTPResponse
         switch result {
         case .failure(let error) where error.kind == .responseTooLarge:
@@ -53,7 +69,7 @@ public enum RefreshOutcome: Equatable, Sendable {
         let object = EndpointAnswer.object(response)
         if let (code, description) = EndpointAnswer.error(in: object) {
             let (row, providerCode) = ProviderErrorClasses.match(
-                code: code, description: description, errorCodes: object?["error_codes"])
+                code: code, description: description, errorCodes: object?["error_codes"], status: response.status)
             let reason = TerminalReason.oauthError(
                 status: response.status, code: code, description: description.map(TerminalText.short),
                 providerCode: providerCode)
@@ -67,6 +83,9 @@ public enum RefreshOutcome: Equatable, Sendable {
             default:
                 return .terminal(reason)
             }
+        }
+        if let foreign = ForeignAnswer(response, object: object, endpoint: endpoint) {
+            return .notTheServersVerdict(foreign)
         }
         guard (200..<300).contains(response.status) else {
             return .terminal(.unexpectedStatus(response.status, contentType: response.header("content-type")))
@@ -101,6 +120,127 @@ public enum RefreshOutcome: Equatable, Sendable {
             return max(0, date - serverNow)
         }
         return nil
+    }
+}
+
+/// An answer to a token request that is not the token endpoint's verdict (see the table of
+/// `RefreshOutcome`): what answered, so that the message can say so, and whether waiting may
+/// help.
+public struct ForeignAnswer: Equatable, Sendable, CustomStringConvertible {
+    public enum Kind: Equatable, Sendable {
+        /// A redirect (3xx); `host`: where to, when it names another host than the endpoint's.
+        case redirect(toHost: String?)
+        /// 407: a proxy asks for credentials.
+        case proxyAuthentication
+        /// 511: the network wants a sign-in first (a captive portal).
+        case networkAuthentication
+        /// A 5xx that is not retried (501, 505, …).
+        case serverFailure
+        /// A 4xx with a page that is not an OAuth answer (HTML, text).
+        case page
+    }
+
+    public var kind: Kind
+    public var status: Int
+    public var contentType: String?
+
+    public init(kind: Kind, status: Int, contentType: String? = nil) {
+        self.kind = kind
+        self.status = status
+        self.contentType = contentType
+    }
+
+    /// The answer's class, or nil when it may be the token endpoint's own verdict.
+    init?(_ response: HTTPResponse, object: [String: JSONValue]?, endpoint: String?) {
+        let status = response.status
+        let contentType = response.header("content-type").map(TerminalText.short)
+        switch status {
+        case 300..<400:
+            let location = response.header("location")
+            let target = location.flatMap(Self.authority(of:))
+            let own = endpoint.flatMap(Self.authority(of:))
+            let elsewhere = target.flatMap { $0 == own ? nil : TerminalText.short($0) }
+            self.init(kind: .redirect(toHost: elsewhere), status: status, contentType: contentType)
+        case 407: self.init(kind: .proxyAuthentication, status: status, contentType: contentType)
+        case 511: self.init(kind: .networkAuthentication, status: status, contentType: contentType)
+        case 500..<600: self.init(kind: .serverFailure, status: status, contentType: contentType)
+        case 400..<500 where object == nil && !response.body.allSatisfy(Self.isBlank):
+            self.init(kind: .page, status: status, contentType: contentType)
+        default: return nil
+        }
+    }
+
+    private static func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+
+    /// The `host[:port]` of an absolute http(s) URL, lowercased, without user information; nil
+    /// for a relative one.
+    static func authority(of url: String) -> String? {
+        let lowered = url.trimmingCharacters(in: " \t").lowercased()
+        let rest: Substring
+        if lowered.hasPrefix("https://") {
+            rest = lowered.dropFirst(8)
+        } else if lowered.hasPrefix("http://") {
+            rest = lowered.dropFirst(7)
+        } else if lowered.hasPrefix("//") {
+            rest = lowered.dropFirst(2)
+        } else {
+            return nil
+        }
+        var authority = rest.prefix(while: { $0 != "/" && $0 != "?" && $0 != "#" })
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        return authority.isEmpty ? nil : String(authority)
+    }
+
+    /// Whether it may pass without a change to tokenctl's configuration: a captive portal lets
+    /// the request through once the network's sign-in is done (exit 75; else 76).
+    public var mayPass: Bool {
+        switch kind {
+        case .redirect(let host): host != nil
+        case .networkAuthentication: true
+        case .proxyAuthentication, .serverFailure, .page: false
+        }
+    }
+
+    /// What answered, as far as the answer shows.
+    public var description: String {
+        let what = "HTTP \(status)" + (contentType.map { " (\($0))" } ?? "")
+        switch kind {
+        case .redirect(let host?):
+            return
+                "\(what), a redirect to \(host): a captive portal or a network's sign-in page answered, not the token endpoint"
+        case .redirect(nil):
+            return "\(what), a redirect: the token endpoint's address no longer leads to it"
+        case .proxyAuthentication:
+            return "\(what): a proxy asks for credentials"
+        case .networkAuthentication:
+            return "\(what): the network asks for a sign-in first (a captive portal)"
+        case .serverFailure:
+            return "\(what) without an OAuth error: the server, or a gateway in front of it, failed"
+        case .page:
+            return "\(what) without an OAuth error: a page, as a proxy, a web firewall or a gateway in the path answers"
+        }
+    }
+
+    /// What to do, after "the session is kept" (no command: it depends on the network).
+    public var advice: String {
+        switch kind {
+        case .redirect(_?), .networkAuthentication:
+            "Sign in to the network (open any web page in a browser), then try again."
+        case .redirect(nil):
+            "Check the profile's token endpoint: log in again with the right --token-endpoint, or ask the server's operator where it moved."
+        case .proxyAuthentication:
+            "Give the proxy's credentials in https_proxy (http://USER:PASSWORD@PROXY:PORT), or exempt the issuer with no_proxy."
+        case .serverFailure:
+            "Try again later; if it lasts, tell the server's operator."
+        case .page:
+            "Check the network path to the token endpoint (a proxy: https_proxy and no_proxy), then try again."
+        }
+    }
+
+    /// A short class name for logs and `refresh --all` lines.
+    public var className: String {
+        if case .redirect(_?) = kind { return "redirect-elsewhere-\(status)" }
+        return "not-oauth-\(status)"
     }
 }
 

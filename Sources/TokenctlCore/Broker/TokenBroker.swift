@@ -353,6 +353,7 @@ public actor TokenBroker {
 
         let credentials = try await clientCredentials(for: profile)
         var client = endpointClient(profile)
+        client.narrate = narrate
         // A DPoP session signs its refresh with its key (RFC 9449 §5): the refresh token is bound to it.
         let dpopKey = try current.dpopSigningKey(of: profile.name, checked: true)
         if let dpopKey {
@@ -422,17 +423,14 @@ public actor TokenBroker {
             // The server refused this target (invalid_scope, invalid_target, …), not the grant:
             // the session stays, and the refresh token was not spent.
             record(.refreshFailed, profile, subject: current.subject, reason: reason.className)
-            let refusedTarget: Bool
-            if case .oauthError(_, let code, _, _) = reason {
-                refusedTarget = ["invalid_scope", "invalid_target", "invalid_request"].contains(code)
-            } else {
-                refusedTarget = false
-            }
+            let (refusedTarget, why) = ProviderErrorClasses.refusesTarget(reason)
             throw TokenctlError(
                 refusedTarget ? .invalidInput : .unexpected,
                 "the server refused a token for \(target) on profile '\(profile.name)': \(reason)",
-                hint:
+                hint: Hint.sentences(
+                    why,
                     "The session is kept; '\(CommandHint.tokenctl(profile.name, "token"))' still serves its own token.")
+            )
         }
         switch outcome {
         case .success(let response, let serverDate) where !target.isSession:
@@ -511,7 +509,16 @@ public actor TokenBroker {
             throw TokenctlError(
                 .loginRequired, "the server ended the session of profile '\(profile.name)': \(reason)",
                 hint: Hint.sentences(
-                    row?.hint, ProviderErrorClasses.followUp(row.map(\.followUp) ?? .signIn, for: profile.name)))
+                    ProviderErrorClasses.hint(row, sessionScope: current.scope),
+                    ProviderErrorClasses.followUp(row.map(\.followUp) ?? .signIn, for: profile.name)))
+        case .notTheServersVerdict(let answer):
+            // Something in the path answered, not the token endpoint: nothing says the grant
+            // is dead, so the session stays (see `RefreshOutcome`).
+            record(.refreshFailed, profile, subject: current.subject, reason: answer.className)
+            throw TokenctlError(
+                answer.mayPass ? .transient : .protocolError,
+                "the refresh of profile '\(profile.name)' was not answered by the token endpoint: \(answer)",
+                hint: Hint.sentences("The session is kept.", answer.advice))
         case .transient(.oauthError(let reason), _):
             // The server answered that it cannot now: it spent nothing.
             record(.refreshFailed, profile, subject: current.subject, reason: reason.className)

@@ -6,6 +6,9 @@ public struct TokenEndpointClient: Sendable {
     public var http: any HTTPClient
     public var clock: Clock
     public var retry: RetryPolicy
+    /// Told (`--verbose`) the identifiers an error answer carries for its server's support
+    /// (`errorIdentifiers`); never a token.
+    public var narrate: (@Sendable (String) -> Void)?
 
     public init(http: any HTTPClient, clock: Clock, retry: RetryPolicy) {
         self.http = http
@@ -28,6 +31,25 @@ public struct TokenEndpointClient: Sendable {
         for resource in resources { fields.append(("resource", resource)) }
         let client = credentials ?? ClientCredentials(clientID: clientID)
         return await exchange(client.formRequest(endpoint, fields), completesOnceSent: true, onAttempt: onAttempt)
+    }
+
+    /// The identifiers of an error answer that its server's support asks for: Entra's
+    /// `trace_id` and `correlation_id`
+    /// (https://learn.microsoft.com/en-us/entra/identity-platform/reference-error-codes), as
+    /// "trace_id X, correlation_id Y"; nil when the answer is no OAuth error or carries none.
+    /// Only identifier-shaped values (letters, digits and dashes, at most 64) are shown.
+    static func errorIdentifiers(_ response: HTTPResponse) -> String? {
+        let object = EndpointAnswer.object(response)
+        guard EndpointAnswer.error(in: object) != nil, let object else { return nil }
+        let shown = ["trace_id", "correlation_id"].compactMap { name -> String? in
+            guard let value = object[name]?.stringValue, (1...64).contains(value.utf8.count),
+                value.unicodeScalars.allSatisfy({
+                    ($0.isASCII && $0.properties.isAlphabetic) || ("0"..."9").contains($0) || $0 == "-"
+                })
+            else { return nil }
+            return "\(name) \(value)"
+        }
+        return shown.isEmpty ? nil : shown.joined(separator: ", ")
     }
 
     /// Send one token request (any grant), retrying only transient failures inside the deadline.
@@ -53,7 +75,12 @@ public struct TokenEndpointClient: Sendable {
                 result = .failure(error)
             }
             let receivedAt = clock.now()
-            let outcome = RefreshOutcome.classify(result, now: receivedAt)
+            let outcome = RefreshOutcome.classify(result, now: receivedAt, endpoint: request.url)
+            if let narrate, case .success(let response) = result, let identifiers = Self.errorIdentifiers(response) {
+                narrate(
+                    "the token endpoint's error answer (HTTP \(response.status)) carries \(identifiers): the server's support asks for them"
+                )
+            }
             guard case .transient(let reason, let retryAfter) = outcome else { return (outcome, receivedAt) }
             let delay = retry.delay(afterAttempt: attempt, retryAfter: retryAfter)
             if attempt + 1 >= retry.maximumAttempts || clock.now() + delay >= end {

@@ -13,6 +13,8 @@ struct DeviceFlow: Sendable {
     var browserCommand: String? = nil
     /// The profile signing in, for the commands hints name.
     var profile: ProfileName = .default
+    /// The provider preset, for how to read its errors (GitHub's `unauthorized_client`).
+    var provider: Provider? = nil
 
     func run(
         deviceEndpoint: String, tokenEndpoint: String, scope: String?, extra: [(String, String)]
@@ -49,7 +51,7 @@ struct DeviceFlow: Sendable {
         let object = EndpointAnswer.object(response)
         if let (code, description) = EndpointAnswer.error(in: object) {
             let (row, providerCode) = ProviderErrorClasses.match(
-                code: code, description: description, errorCodes: object?["error_codes"])
+                code: code, description: description, errorCodes: object?["error_codes"], status: response.status)
             if case .transient? = row?.errorClass {
                 let reason = TerminalReason.oauthError(
                     status: response.status, code: code, description: description.map(TerminalText.short),
@@ -91,7 +93,7 @@ struct DeviceFlow: Sendable {
                 result = .failure(error)
             }
             let receivedAt = clock.now()
-            switch RefreshOutcome.classify(result, now: receivedAt) {
+            switch RefreshOutcome.classify(result, now: receivedAt, endpoint: tokenEndpoint) {
             case .success(let tokens, let serverDate):
                 return (tokens, receivedAt, serverDate)
             case .transient(.rateLimited, let retryAfter):
@@ -109,7 +111,7 @@ struct DeviceFlow: Sendable {
                 // (temporarily_unavailable, Entra's throttling), and keep going until the codes expire.
                 transientFailures += 1
                 serverWait = retryAfter
-            case .terminal(.oauthError(_, let code, let description, _))
+            case .terminal(.oauthError(let status, let code, let description, _))
             where Self.pollCodes.contains(code) || (code == "invalid_grant" && receivedAt >= expiresAt):
                 transientFailures = 0
                 switch code {
@@ -130,8 +132,15 @@ struct DeviceFlow: Sendable {
                     // Auth0 answers expired_token once, then invalid_grant.
                     throw expired()
                 default:
-                    throw deviceEndpointRefusal(status: nil, code: code, description: description, row: nil)
+                    throw deviceEndpointRefusal(status: status, code: code, description: description, row: nil)
                 }
+            case .notTheServersVerdict(let answer) where answer.mayPass:
+                // A captive portal in the way: the codes stay valid until they expire (§3.5).
+                transientFailures += 1
+            case .notTheServersVerdict(let answer):
+                throw TokenctlError(
+                    .protocolError, "the token endpoint did not answer the device login's poll: \(answer)",
+                    hint: Hint.sentences("Nothing was stored; a session signed in before is kept.", answer.advice))
             case .clientRefused(let reason):
                 throw TokenctlService.clientRefused(reason, profile: profile)
             case .terminal(let reason):
@@ -159,10 +168,25 @@ struct DeviceFlow: Sendable {
         "authorization_pending", "slow_down", "access_denied", "authorization_declined", "expired_token",
     ]).union(deviceFlowOffCodes)
 
-    /// Error codes saying the device flow is switched off for this client: GitHub's
-    /// `device_flow_disabled` (the app's owner must enable it), and `unauthorized_client` at the
-    /// device endpoint (older GitHub Enterprise Server, RFC 8628 §3.2).
+    /// Error codes that may say the device flow is switched off for this client (read by
+    /// `saysDeviceFlowOff`).
     static let deviceFlowOffCodes: Set<String> = ["device_flow_disabled", "unauthorized_client"]
+
+    /// Whether an error says the device flow is switched off for this client: GitHub's
+    /// `device_flow_disabled` (the app's owner must enable it), `unauthorized_client` from a
+    /// GitHub preset (GitHub Enterprise Server answers so at the device endpoint, RFC 8628
+    /// §3.2; https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#error-codes-for-the-device-flow),
+    /// or an `unauthorized_client` whose text says so (Keycloak: "Client is not allowed to
+    /// initiate OAuth 2.0 Device Authorization Grant. The flow is disabled for the client.").
+    /// Elsewhere `unauthorized_client` is RFC 6749 §5.2's: this client may not do this, as the
+    /// server says.
+    static func saysDeviceFlowOff(code: String, description: String?, provider: Provider?) -> Bool {
+        if code == "device_flow_disabled" { return true }
+        guard code == "unauthorized_client" else { return false }
+        if provider == .github || provider == .githubApp { return true }
+        guard let text = description?.lowercased(), text.contains("device") else { return false }
+        return ["disabled", "not enabled", "not allowed"].contains { text.contains($0) }
+    }
 
     /// The device endpoint's (or a poll's) OAuth error, as the error to report: exit 78 either
     /// way, since the request or the client is what must change.
@@ -170,13 +194,16 @@ struct DeviceFlow: Sendable {
         -> TokenctlError
     {
         let words = "\(code)\(description.map { ": \($0)" } ?? "")"
-        if Self.deviceFlowOffCodes.contains(code) {
+        if Self.saysDeviceFlowOff(code: code, description: description, provider: provider) {
+            let gitHub = code == "device_flow_disabled" || provider == .github || provider == .githubApp
             return TokenctlError(
                 .configuration,
                 "the device flow is not enabled for client '\(TerminalText.short(credentials.clientID))' at this server (\(words))",
                 hint: Hint.sentences(
                     "Nothing was stored.", signInByBrowser,
-                    "Or have the client's owner enable the device flow (GitHub: the app's settings, \"Enable Device Flow\")."
+                    gitHub
+                        ? "Or have the app's owner enable the device flow (GitHub: the app's settings, \"Enable Device Flow\")."
+                        : "Or have the server's administrator enable the device authorization grant for this client."
                 ))
         }
         if let row, row.errorClass == .configuration {

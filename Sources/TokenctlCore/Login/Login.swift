@@ -172,17 +172,15 @@ extension TokenctlService {
             credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: authMethod)
         }
 
-        if let preset, preset.provider.requiresClientSecret, secret == nil {
+        let browser: Bool
+        if case .browser = request.method { browser = true } else { browser = false }
+        if let preset, preset.provider.requiresClientSecret || (browser && preset.provider.codeExchangeNeedsSecret),
+            secret == nil
+        {
             throw TokenctlError(
                 .invalidInput,
-                "\(preset.provider.displayName) needs the client's secret, and profile '\(request.profile)' has none stored",
-                hint:
-                    "Nothing was sent. Give it once on standard input: "
-                    + CommandHint.tokenctl(
-                        request.profile,
-                        "login --provider \(preset.provider.rawValue) --client-id \(TerminalText.short(request.clientID)) --client-secret-stdin"
-                    )
-            )
+                "\(preset.provider.displayName) needs the client's secret\(preset.provider.requiresClientSecret ? "" : " to sign in by browser (the code exchange)"), and profile '\(request.profile)' has none stored",
+                hint: Self.secretNeededHint(request, preset: preset))
         }
         // The import asks for no scope unless told to; interactive logins default to the
         // preset's scopes, else openid offline_access as far as the server advertises them.
@@ -241,7 +239,8 @@ extension TokenctlService {
             }
             let flow = DeviceFlow(
                 http: http, clock: clock, retry: retry, credentials: credentials, presenter: presenter,
-                browserCommand: request.browserLoginCommand(), profile: request.profile)
+                browserCommand: request.browserLoginCommand(secretStored: secret != nil), profile: request.profile,
+                provider: request.provider)
             let (response, receivedAt, serverDate) = try await flow.run(
                 deviceEndpoint: deviceEndpoint.string, tokenEndpoint: endpoints.token.string, scope: scope, extra: extra
             )
@@ -325,6 +324,23 @@ extension TokenctlService {
             tokenSet: tokenSet, idTokenSignatureVerified: verified,
             idTokenNonceChecked: exchanged.response.idToken != nil && exchanged.nonce != nil,
             requestedScope: scope)
+    }
+
+    /// "Give the secret": the login asked for, with `--client-secret-stdin`, when it can be
+    /// printed (`browserLoginCommand`), else the preset and client alone.
+    static func secretNeededHint(_ request: LoginRequest, preset: ProviderPreset) -> String {
+        var printable = request
+        printable.clientSecret = nil
+        let command: String
+        if case .browser = request.method, let browser = printable.browserLoginCommand(secretStored: false) {
+            command = browser
+        } else {
+            command = CommandHint.tokenctl(
+                request.profile,
+                "login --provider \(preset.provider.rawValue) --client-id \(TerminalText.short(request.clientID)) --client-secret-stdin"
+            )
+        }
+        return "Nothing was sent. Give it once on standard input: '\(command)'."
     }
 
     /// Everything a login writes, proved writable before anything goes to the token endpoint:
@@ -518,6 +534,11 @@ extension TokenctlService {
             throw TokenctlError(
                 .protocolError, "the server accepted \(what) but its answer is unusable: \(answer)",
                 hint: "Nothing was stored; a session signed in before is kept.")
+        case .notTheServersVerdict(let answer):
+            throw TokenctlError(
+                answer.mayPass ? .transient : .protocolError,
+                "the token endpoint did not answer the exchange of \(what): \(answer)",
+                hint: Hint.sentences("Nothing was stored; a session signed in before is kept.", answer.advice))
         case .transient(.oauthError(let reason), _):
             throw TokenctlError(
                 .transient, "the server could not take \(what) now: \(reason)",

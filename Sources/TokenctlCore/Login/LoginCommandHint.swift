@@ -6,7 +6,10 @@ extension TokenctlService.LoginRequest {
     /// still applies (scope, audience, resources, endpoints other than the device endpoint,
     /// the CA bundle, DPoP). Nil when it cannot be printed so: a client secret (read from
     /// standard input, which a copied command cannot carry) or a value a shell would change.
-    public func browserLoginCommand() -> String? {
+    /// A provider whose code exchange needs the secret (`Provider.codeExchangeNeedsSecret`) gets
+    /// `--client-secret-stdin` when none is stored (`secretStored`): without it the browser
+    /// login is refused before it starts.
+    public func browserLoginCommand(secretStored: Bool = false) -> String? {
         guard clientSecret == nil else { return nil }
         var words = ["login", "--browser"]
         // The preset, whose issuer is given as it resolved (`--issuer` works for every preset).
@@ -26,6 +29,7 @@ extension TokenctlService.LoginRequest {
         ]
         for (option, value) in parts where !add(option, value) { return nil }
         if dpop == true { words.append("--dpop") }
+        if provider?.codeExchangeNeedsSecret == true && !secretStored { words.append("--client-secret-stdin") }
         return CommandHint.tokenctl(profile, words.joined(separator: " "))
     }
 

@@ -55,6 +55,11 @@ public enum Provider: String, CaseIterable, Sendable, Equatable {
     /// secret is required, though Google says it is not treated as one).
     public var requiresClientSecret: Bool { self == .google }
 
+    /// Whether the authorization code exchange needs the client's secret although the device
+    /// flow does not: GitHub's token endpoint requires `client_secret` with a code
+    /// (https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#2-users-are-redirected-back-to-your-site-by-github).
+    public var codeExchangeNeedsSecret: Bool { self == .github || self == .githubApp || self == .google }
+
     /// The closest known name, for "did you mean".
     public static func named(_ text: String) -> Provider? { Provider(rawValue: text.lowercased()) }
 
