@@ -2,7 +2,8 @@ import TokenctlEssentials
 
 /// OAuth error answers whose meaning is not RFC 6749 §5.2's "the grant is dead", or that only
 /// some providers send, as tokenctl's error classes: one table, a row per provider's code or
-/// text (PROVIDERS.md §1, §2, §3, §5), read by `RefreshOutcome.classify` (the class) and by
+/// text (GitHub, Google, Entra ID and Keycloak, each row citing its source), read by
+/// `RefreshOutcome.classify` (the class) and by
 /// `TokenBroker` and the login flows (the hint). An answer no row matches is classed by its
 /// `error` as §5.2 says: terminal.
 ///
@@ -68,7 +69,7 @@ public enum ProviderErrorClasses {
     )
     static let entraTransient = Row(.transient(minimumBackoff: nil), "Entra")
 
-    /// Entra ID's AADSTS codes (PROVIDERS.md §3; entra-docs reference-error-codes.md).
+    /// Entra ID's AADSTS codes (https://learn.microsoft.com/en-us/entra/identity-platform/reference-error-codes).
     public static let entra: [String: Row] = [
         // Sign in again: the refresh token is dead.
         "AADSTS50173": entraSignIn, // FreshTokenNeeded: revoked, or the password changed
@@ -217,7 +218,7 @@ public enum ProviderErrorClasses {
 
     /// `invalid_grant` rows by the exact `error_description`.
     public static let invalidGrantTexts: [String: Row] = [
-        // Keycloak (TokenManager.java; PROVIDERS.md §5).
+        // Keycloak (its TokenManager.java: https://github.com/keycloak/keycloak).
         "Token is not active": keycloakIdle,
         "Session not active": keycloakIdle,
         "Client session not active": keycloakIdle,
@@ -232,7 +233,7 @@ public enum ProviderErrorClasses {
         ),
         "Stale refresh token": keycloakReuse,
         "Maximum allowed refresh token reuse exceeded": keycloakReuse,
-        // Google (PROVIDERS.md §2).
+        // Google (https://developers.google.com/identity/protocols/oauth2#expiration).
         "Token has been expired or revoked.": Row(
             .signInAgain, "Google",
             hint:

@@ -388,8 +388,9 @@ public final class TokenctlService: Sendable {
         let secret = configuration.tokenEndpointAuthMethod != nil ? try? store.readClientSecret(identity) : nil
         if revoke, let stored {
             switch method {
-            // Entra's missing revocation_endpoint is [unverified] (PROVIDERS.md): one the profile
-            // has is used, as for any server.
+            // Entra's discovery document is not documented to list a revocation_endpoint
+            // (https://learn.microsoft.com/en-us/entra/identity-platform/v2-protocols-oidc): one
+            // the profile has is used, as for any server.
             case .standard, .standardTreatingInvalidTokenAsGone,
                 .none where configuration.revocationEndpoint != nil:
                 guard let endpoint = configuration.revocationEndpoint else { break }

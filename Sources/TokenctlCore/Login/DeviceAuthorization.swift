@@ -97,7 +97,8 @@ public struct DeviceAuthorization: Sendable, Equatable {
     }
 }
 
-/// The waits between device-flow polls: RFC 8628 §3.5 and what the providers do (PROVIDERS.md §1).
+/// The waits between device-flow polls: RFC 8628 §3.5 and what the providers do (GitHub's
+/// `slow_down` adds 5 s: https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#device-flow).
 ///
 /// Every wait keeps a safety margin over the interval (20%, 40% after a `slow_down`, as gh's
 /// cli/oauth does): a poll that reaches the server early by its clock (a VM's clock running

@@ -37,7 +37,8 @@ struct DeviceFlow: Sendable {
                 hint: "Nothing was stored; try again later.")
         }
         // No such endpoint, whatever the body says: a server without the device grant (GitLab
-        // before 17.2 or with its feature flag off answers 404, PROVIDERS.md §4).
+        // before 17.2 or with its feature flag off answers 404:
+        // https://docs.gitlab.com/api/oauth2/#device-authorization-grant-flow).
         if [404, 405, 501].contains(response.status) {
             throw TokenctlError(
                 .configuration,
@@ -97,9 +98,10 @@ struct DeviceFlow: Sendable {
             case .success(let tokens, let serverDate):
                 return (tokens, receivedAt, serverDate)
             case .transient(.rateLimited, let retryAfter):
-                // 429: Auth0's slow_down, or a rate limit without an OAuth body (Okta: PROVIDERS.md
-                // §6, §7) says what slow_down says: the interval grows (to the body's interval if
-                // larger), and Retry-After is waited out before the next poll.
+                // 429: Auth0's slow_down, or a rate limit without an OAuth body (Okta:
+                // https://developer.okta.com/docs/reference/rl-best-practices/) says what slow_down
+                // says: the interval grows (to the body's interval if larger), and Retry-After is
+                // waited out before the next poll.
                 transientFailures = 0
                 let answer = try? result.get()
                 schedule.slowDown(

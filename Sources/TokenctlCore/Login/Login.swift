@@ -127,7 +127,7 @@ extension TokenctlService {
             allowBearer = configured.dpopAllowBearer // hand-set: no option changes it
         }
         let dpop = request.dpop ?? false
-        // What the provider needs beyond the standards (PROVIDERS.md): fixed endpoints where
+        // What the provider needs beyond the standards (`ProviderPreset`): fixed endpoints where
         // there is no discovery, default scopes, authorization parameters, the issuer rule.
         let preset = request.provider.map { ProviderPreset($0, issuer: request.issuer) }
         try Self.checkScope(request.scope, against: preset)

@@ -1,5 +1,5 @@
 /// The members of a token or device endpoint's answer, whatever its encoding, so that the body
-/// decides what happened (PROVIDERS.md, the cross-cutting rule): a JSON object, or a form-encoded
+/// decides what happened (RFC 6749 §5.2; GitHub sends its errors with HTTP 200): a JSON object, or a form-encoded
 /// body (`application/x-www-form-urlencoded`, which GitHub sends unless the request asked for
 /// JSON; tokenctl always asks, and still reads one), whose values are strings.
 public enum EndpointAnswer {

@@ -1,7 +1,7 @@
 import TokenctlEssentials
 
-/// How the issuer a server or an ID token names is matched against the profile's (issue 25,
-/// item 4). Exact everywhere (a trailing slash aside, `EndpointURL.sameIssuer`) but where a
+/// How the issuer a server or an ID token names is matched against the profile's (OIDC
+/// Discovery §4.3, OIDC Core §3.1.3.7). Exact everywhere (a trailing slash aside, `EndpointURL.sameIssuer`) but where a
 /// preset says otherwise, and only for that preset's profiles.
 public enum IssuerRule: Sendable, Equatable {
     case exact

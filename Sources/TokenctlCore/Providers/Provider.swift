@@ -1,7 +1,7 @@
 import TokenctlEssentials
 
 /// An identity provider tokenctl knows by name (`login --provider NAME`, `provider = NAME` in
-/// the profile): how it bends the standards is in `ProviderPreset`, from PROVIDERS.md.
+/// the profile): how it bends the standards is in `ProviderPreset`, from its documentation.
 public enum Provider: String, CaseIterable, Sendable, Equatable {
     case github
     case githubApp = "github-app"

@@ -1,6 +1,6 @@
 import TokenctlEssentials
 
-/// What a provider needs that the standards do not say (PROVIDERS.md), derived from the
+/// What a provider needs that the standards do not say (its documentation), derived from the
 /// provider and the profile's issuer, so a profile that saved `provider = NAME` behaves the
 /// same at every login, refresh and logout: fixed endpoints where there is no discovery,
 /// default scopes, extra authorization parameters, how the issuer is matched, how to revoke.

@@ -1,6 +1,6 @@
 import TokenctlEssentials
 
-/// How `logout` ends a session at the server (issue 25, item 7).
+/// How `logout` ends a session at the server: RFC 7009, or a provider's own API.
 public enum ProviderRevocation: Sendable, Equatable {
     /// RFC 7009 at the profile's `revocation_endpoint`, when it has one.
     case standard
