@@ -342,7 +342,8 @@ def main():
     args = parser.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 2**31)
-    print(f"chaos: {args.schedules} schedules, seed {args.seed} (replay: Scripts/chaos --schedules {args.schedules} --seed {args.seed})",
+    rate = "" if args.kill_rate == 0.25 else f" --kill-rate {args.kill_rate}"
+    print(f"chaos: {args.schedules} schedules, seed {args.seed} (replay: Scripts/chaos --schedules {args.schedules} --seed {args.seed}{rate})",
           flush=True)
     sys.exit(Chaos(args).main())
 
