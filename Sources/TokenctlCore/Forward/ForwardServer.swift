@@ -239,7 +239,7 @@ public struct ForwardServer: Sendable {
     }
 
     /// The token for a request: a remote `force` refreshes only when the token the client
-    /// says was rejected (`token_sha256`) is still the current one, and only once per
+    /// says was rejected (`token_fingerprint`) is still the current one, and only once per
     /// `forcedRefreshes.interval` per profile across all clients; otherwise the client gets the
     /// current token, which the last refresh obtained. A provider's rate limit (429, RFC 6585
     /// section 4) is the serving user's everywhere: a remote loop must not spend it.
@@ -268,7 +268,7 @@ public struct ForwardServer: Sendable {
         }
     }
 
-    /// The `token_sha256` of `accessToken`, or nil without libcrypto (then every force counts
+    /// The `token_fingerprint` of `accessToken`, or nil without libcrypto (then every force counts
     /// against the limit alone).
     static func fingerprint(_ accessToken: String) -> String? {
         guard OpenSSL.unavailableReason == nil else { return nil }
