@@ -269,4 +269,58 @@ extension ForwardTests {
         let shown = try pair.serving.tokenctl("events")
         #expect(shown.stdout.contains("forwardRefused") && shown.stdout.contains("tokenForwarded"), "\(shown)")
     }
+
+    @Test(
+        "forward serve answers one connected socket on its standard input (a unit with Accept=yes an earlier version wrote), serves a listening one until stopped, and exits 64 on a terminal or pipe"
+    )
+    func serveCompatibility() throws {
+        let pair = try ForwardPair()
+        let server = try AuthServer()
+        try pair.serving.login(server)
+        #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
+        let local = line(try pair.serving.tokenctl("token"))
+        let result = try runProgram(
+            "/usr/bin/python3",
+            [
+                "-c",
+                #"""
+                import os, signal, socket, subprocess, sys, time
+                tokenctl = sys.argv[1]
+                ours, theirs = socket.socketpair()
+                child = subprocess.Popen([tokenctl, 'forward', 'serve'], stdin=theirs, stdout=theirs)
+                theirs.close()
+                ours.settimeout(30)
+                ours.sendall(b'tokenctl-forward-v1 request\nprofile=default\ncommand=token\n\n')
+                data = b''
+                while not data.endswith(b'\n\n'):
+                    chunk = ours.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                fields = dict(l.split('=', 1) for l in data.decode().split('\n')[1:] if '=' in l)
+                print('connected', child.wait(timeout=30), fields.get('access_token'))
+                # A listening socket on standard input (inetd style): served until SIGTERM.
+                path = os.path.join(os.environ['HOME'], 'inetd.sock')
+                listening = socket.socket(socket.AF_UNIX)
+                listening.bind(path)
+                listening.listen(16)
+                child = subprocess.Popen([tokenctl, 'forward', 'serve'], stdin=listening)
+                answers = []
+                for _ in range(3):
+                    s = socket.socket(socket.AF_UNIX)
+                    s.settimeout(30)
+                    s.connect(path)
+                    s.sendall(b'tokenctl-forward-v1 request\nprofile=default\ncommand=token\n\n')
+                    answers.append(s.recv(65536).split(b'\n', 1)[0].decode())
+                    s.close()
+                child.send_signal(signal.SIGTERM)
+                print('listening', child.wait(timeout=30), ' '.join(sorted(set(answers))))
+                """#,
+                pair.serving.environment.binary,
+            ], environment: pair.serving.variables)
+        #expect(result.stdout.contains("connected 0 \(local)\n"), "\(result)")
+        #expect(result.stdout.contains("listening 0 tokenctl-forward-v1 token\n"), "\(result)")
+        let terminal = try pair.serving.tokenctl("forward", "serve", stdin: "")
+        #expect(terminal.status == 64 && terminal.stderr.contains("forward listen"), "\(terminal)")
+    }
 }
