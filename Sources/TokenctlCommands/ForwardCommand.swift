@@ -293,7 +293,7 @@ enum ForwardCommand: EngineCommand {
         let listener: ForwardListener
         do {
             listener = try ForwardListener(
-                server: server, sockets: sockets, limits: .init(idleExit: ForwardListener.unitIdleExit),
+                server: server, sockets: sockets, limits: .init(idleExit: idleExit()),
                 report: report(context))
         } catch {
             Output.standardError("tokenctl: \((error as? TokenctlError)?.message ?? "\(error)")\n")
@@ -301,6 +301,14 @@ enum ForwardCommand: EngineCommand {
         }
         _ = await listener.run()
         return .success
+    }
+
+    /// TOKENCTL_FORWARD_IDLE_EXIT when it is whole seconds from 1 to 86400, else the default.
+    static func idleExit() -> Double {
+        guard let text = Environment.process[EnvironmentSwitches.forwardIdleExit], let seconds = Int(text),
+            (1...86400).contains(seconds)
+        else { return ForwardListener.unitIdleExit }
+        return Double(seconds)
     }
 
     /// With --verbose, the serving loop's minute report on standard error (the journal).

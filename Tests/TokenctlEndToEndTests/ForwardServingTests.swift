@@ -271,7 +271,7 @@ extension ForwardTests {
     }
 
     @Test(
-        "forward serve answers one connected socket on its standard input (a unit with Accept=yes an earlier version wrote), serves a listening one until stopped, and exits 64 on a terminal or pipe"
+        "forward serve answers one connected socket on its standard input (a unit with Accept=yes an earlier version wrote), serves a listening one until stopped or idle, and exits 64 on a terminal or pipe"
     )
     func serveCompatibility() throws {
         let pair = try ForwardPair()
@@ -315,11 +315,24 @@ extension ForwardTests {
                     s.close()
                 child.send_signal(signal.SIGTERM)
                 print('listening', child.wait(timeout=30), ' '.join(sorted(set(answers))))
+                # Idle: it exits by itself (TOKENCTL_FORWARD_IDLE_EXIT) after its last connection.
+                env = dict(os.environ, TOKENCTL_FORWARD_IDLE_EXIT='1')
+                child = subprocess.Popen([tokenctl, 'forward', 'serve'], stdin=listening, env=env)
+                s = socket.socket(socket.AF_UNIX)
+                s.settimeout(30)
+                s.connect(path)
+                s.sendall(b'tokenctl-forward-v1 request\nprofile=default\ncommand=token\n\n')
+                answer = s.recv(65536).split(b'\n', 1)[0].decode()
+                s.close()
+                start = time.time()
+                status = child.wait(timeout=30)
+                print('idle', status, answer, 'after %.1f s' % (time.time() - start))
                 """#,
                 pair.serving.environment.binary,
             ], environment: pair.serving.variables)
         #expect(result.stdout.contains("connected 0 \(local)\n"), "\(result)")
         #expect(result.stdout.contains("listening 0 tokenctl-forward-v1 token\n"), "\(result)")
+        #expect(result.stdout.contains("idle 0 tokenctl-forward-v1 token after "), "\(result)")
         let terminal = try pair.serving.tokenctl("forward", "serve", stdin: "")
         #expect(terminal.status == 64 && terminal.stderr.contains("forward listen"), "\(terminal)")
     }

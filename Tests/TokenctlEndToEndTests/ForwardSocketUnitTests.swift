@@ -59,6 +59,14 @@ struct ForwardSocketUnitTests {
         as_user python3 "$work/burst.py" "$rt/tokenctl/forward.sock" 300 | sed 's/^/BURST:/'
         echo "SAME_PROCESS:$([[ $pid != 0 && $(tk_user_systemctl "$user" show -p MainPID --value tokenctl-forward.service) == "$pid" ]] && echo yes || echo no)"
         echo "FORWARDED_AFTER_BURST:$(as_user env HOME="$work/um/client" TOKENCTL_FORWARD_SOCKET="$rt/tokenctl/forward.sock" TOKENCTL_TEST_DISABLE_KERNEL_KEYRING=1 tokenctl token 2>&1)"
+        # Idle exit: the serving process ends by itself; the socket starts the next one.
+        tk_user_systemctl "$user" set-environment TOKENCTL_FORWARD_IDLE_EXIT=1
+        tk_user_systemctl "$user" stop tokenctl-forward.service
+        first=$(as_user env HOME="$work/um/client" TOKENCTL_FORWARD_SOCKET="$rt/tokenctl/forward.sock" TOKENCTL_TEST_DISABLE_KERNEL_KEYRING=1 tokenctl token 2>&1)
+        for _ in $(seq 100); do [[ $(tk_user_systemctl "$user" is-active tokenctl-forward.service || true) == inactive ]] && break; sleep 0.1; done
+        echo "IDLE:$(tk_user_systemctl "$user" is-active tokenctl-forward.service || true) $(tk_user_systemctl "$user" show -p Result --value tokenctl-forward.service)"
+        echo "FORWARDED_AFTER_IDLE:$(as_user env HOME="$work/um/client" TOKENCTL_FORWARD_SOCKET="$rt/tokenctl/forward.sock" TOKENCTL_TEST_DISABLE_KERNEL_KEYRING=1 tokenctl token 2>&1) $([[ $first == "$(as_user tokenctl token)" ]] && echo same || echo "first: $first")"
+        tk_user_systemctl "$user" unset-environment TOKENCTL_FORWARD_IDLE_EXIT
         as_user tokenctl forward status | sed 's/^/STATUS:/'
         as_user tokenctl forward disable 2>&1 | sed 's/^/DISABLE:/'
         echo "AFTER:$(tk_user_systemctl "$user" is-active tokenctl-forward.socket || true)"
@@ -112,6 +120,8 @@ struct ForwardSocketUnitTests {
         #expect(values("UNIT_AFTER_BURST") == ["active"] && values("SOCKET_AFTER_BURST") == ["socket"], "\(result)")
         #expect(values("SAME_PROCESS") == ["yes"], "the burst was served by the same process: \(result)")
         #expect(values("FORWARDED_AFTER_BURST") == [local], "still serving after the burst: \(result)")
+        #expect(values("IDLE") == ["inactive success"], "the serving process exits when idle: \(result)")
+        #expect(values("FORWARDED_AFTER_IDLE") == [local + " same"], "and the socket starts it again: \(result)")
         #expect(values("STATUS").contains { $0.hasPrefix("Socket unit: tokenctl-forward.socket active") }, "\(result)")
         #expect(values("STATUS").contains { $0.contains("handed out default") }, "\(result)")
         #expect(values("AFTER") != ["active"] && !values("LEFT").contains { $0.hasPrefix("tokenctl") }, "\(result)")
