@@ -61,31 +61,50 @@ enum EventsCommand: EngineCommand {
             show(log.records(since: since, minimumSignificance: minimum, profile: profileFilter))
             return .success
         }
-        // Follow appends by counting the live file's complete lines, read once for the backlog
+        // Follow appends by counting each file's complete lines, read once for the backlog
         // and again only when the file's size or inode changes; a rotation (new inode) first
-        // drains what was appended to the old file before it was renamed.
-        var last = log.fingerprint()
-        let live = log.completeLines(of: log.path)
-        show((log.completeLines(of: log.rotatedPath) + live).compactMap(EventRecord.parse).filter(filter.matches))
-        var inode = last?.inode
-        var consumed = live.count
+        // drains what was appended to the old file before it was renamed. The event log and
+        // the forward's refusal log are followed alike.
+        var followers = [Follower(log: log)] + (log.refusals.map { [Follower(log: $0)] } ?? [])
+        show(log.records(since: since, minimumSignificance: minimum, profile: profileFilter))
         while true {
             try? await Clock.system.sleep(0.2)
-            guard let fingerprint = log.fingerprint() else { continue }
-            if let last, fingerprint.size == last.size, fingerprint.inode == last.inode { continue }
+            for index in followers.indices {
+                show(followers[index].appended().compactMap(EventRecord.parse).filter(filter.matches))
+            }
+        }
+    }
+
+    /// The lines appended to one log since the last look.
+    struct Follower {
+        let log: EventLog
+        var last: (size: Int, inode: UInt64)?
+        var inode: UInt64?
+        var consumed: Int
+
+        init(log: EventLog) {
+            self.log = log
+            last = log.fingerprint()
+            inode = last?.inode
+            consumed = log.completeLines(of: log.path).count
+        }
+
+        mutating func appended() -> [Substring] {
+            guard let fingerprint = log.fingerprint() else { return [] }
+            if let last, fingerprint.size == last.size, fingerprint.inode == last.inode { return [] }
             last = fingerprint
+            var lines: [Substring] = []
             if fingerprint.inode != inode {
-                show(
-                    log.completeLines(of: log.rotatedPath).dropFirst(consumed).compactMap(EventRecord.parse).filter(
-                        filter.matches))
+                lines += log.completeLines(of: log.rotatedPath).dropFirst(consumed)
                 inode = fingerprint.inode
                 consumed = 0
             }
-            let lines = log.completeLines(of: log.path)
-            if lines.count > consumed {
-                show(lines.dropFirst(consumed).compactMap(EventRecord.parse).filter(filter.matches))
-                consumed = lines.count
+            let live = log.completeLines(of: log.path)
+            if live.count > consumed {
+                lines += live.dropFirst(consumed)
+                consumed = live.count
             }
+            return lines
         }
     }
 

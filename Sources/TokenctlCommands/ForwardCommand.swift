@@ -29,7 +29,10 @@ enum ForwardCommand: EngineCommand {
             "enable|disable|status|serve|listen [--scope <scopes>] [--audience <list>] [--socket <path>] [<profile>…]",
         options: [scopeOption, audienceOption, noUnitOption, socketOption, Commands.timeout],
         arguments: [
-            ("action", "enable, disable, status, serve (one connection on stdin, for the socket unit) or listen."),
+            (
+                "action",
+                "enable, disable, status, serve (for the socket unit: the socket systemd hands over) or listen."
+            ),
             (
                 "profile",
                 "With enable or disable: the profiles (default: --profile, $TOKENCTL_PROFILE or 'default'; disable: all)."
@@ -39,8 +42,11 @@ enum ForwardCommand: EngineCommand {
         discussion: """
             On the machine that holds the session: 'tokenctl forward enable' marks the profile as \
             forwarded (forward = true in its file) and enables the systemd user socket \
-            tokenctl-forward.socket at $XDG_RUNTIME_DIR/tokenctl/forward.sock; without a user \
-            manager, run 'tokenctl forward listen'. Then: ssh -R \
+            tokenctl-forward.socket at $XDG_RUNTIME_DIR/tokenctl/forward.sock, whose first \
+            connection starts one 'tokenctl forward serve' that serves every connection and exits \
+            when idle; without a user manager, run 'tokenctl forward listen' (the same in the \
+            foreground). A remote's forced refreshes refresh at most once per profile every 30 \
+            seconds. Then: ssh -R \
             /run/user/REMOTE_UID/tokenctl-forward.sock:$XDG_RUNTIME_DIR/tokenctl/forward.sock HOST \
             (the remote sshd_config needs StreamLocalBindUnlink yes, or the socket file an earlier \
             connection left there makes the forward fail). \
@@ -122,7 +128,7 @@ enum ForwardCommand: EngineCommand {
         case .disable: return try disable(context, options)
         case .status: return status(context)
         case .serve: return await serve(context)
-        case .listen: return try listen(context, options)
+        case .listen: return try await listen(context, options)
         }
     }
 
@@ -261,44 +267,67 @@ enum ForwardCommand: EngineCommand {
 
     // MARK: serve / listen
 
+    /// Under the socket unit (Accept=no): serve the listening socket systemd hands over
+    /// (sd_listen_fds(3)), or a listening socket on standard input, in this one process until
+    /// idle; a connected socket on standard input (a unit with Accept=yes that an earlier version
+    /// wrote) gets its one answer.
     static func serve(_ context: CommandContext) async -> ExitStatus {
         let server = ForwardServer(service: context.service())
-        switch await server.serve(connection: 0, output: 1) {
-        case .notASocket:
-            Output.standardError(
-                "Error: 'tokenctl forward serve' answers one connection on its standard input, which is not a socket here.\nIt is run by the socket unit (Accept=yes) or by 'tokenctl forward listen'; start one of those instead.\n"
-            )
-            return .usage
-        case .handedOut:
-            return .success
-        case .refused(_, let reason):
-            context.verboseLog("refused a forwarded request: \(reason)")
-            return .success
+        var sockets = UnixSocket.socketsFromServiceManager()
+        if sockets.isEmpty, UnixSocket.isListening(0) { sockets = [0] }
+        guard !sockets.isEmpty else {
+            switch await server.serve(connection: 0, output: 1) {
+            case .notASocket:
+                Output.standardError(
+                    "Error: 'tokenctl forward serve' serves the socket systemd hands it (tokenctl-forward.socket), and there is none here.\nRun 'tokenctl forward enable' to use the socket unit, or serve in the foreground with 'tokenctl forward listen'.\n"
+                )
+                return .usage
+            case .handedOut:
+                return .success
+            case .refused(_, let reason):
+                context.verboseLog("refused a forwarded request: \(reason)")
+                return .success
+            }
         }
+        UnixSocket.catchStopSignals()
+        let listener: ForwardListener
+        do {
+            listener = try ForwardListener(
+                server: server, sockets: sockets, limits: .init(idleExit: idleExit()),
+                report: report(context))
+        } catch {
+            Output.standardError("tokenctl: \((error as? TokenctlError)?.message ?? "\(error)")\n")
+            return .failure
+        }
+        _ = await listener.run()
+        return .success
     }
 
-    static func listen(_ context: CommandContext, _ options: Options) throws -> ExitStatus {
+    /// TOKENCTL_FORWARD_IDLE_EXIT when it is whole seconds from 1 to 86400, else the default.
+    static func idleExit() -> Double {
+        guard let text = Environment.process[EnvironmentSwitches.forwardIdleExit], let seconds = Int(text),
+            (1...86400).contains(seconds)
+        else { return ForwardListener.unitIdleExit }
+        return Double(seconds)
+    }
+
+    /// With --verbose, the serving loop's minute report on standard error (the journal).
+    static func report(_ context: CommandContext) -> (@Sendable (String) -> Void)? {
+        guard context.verbose else { return nil }
+        return { line in Output.standardError("tokenctl: " + line + "\n") }
+    }
+
+    static func listen(_ context: CommandContext, _ options: Options) async throws -> ExitStatus {
         let path = options.socket ?? context.paths.forwardSocket
         let listening = try UnixSocket.listen(at: path, makingPrivateDirectory: options.socket == nil)
+        defer { UnixSocket.close(listening) }
         let identity = UnixSocket.fileIdentity(path)
         UnixSocket.catchStopSignals()
-        // Each connection is served by its own `tokenctl-engine forward serve`, as under the
-        // socket unit: one bounded process per request, the normal single-flight engine.
-        let engine = currentExecutable() ?? "/proc/self/exe"
+        // Every connection is served in this process (ForwardListener), as under the socket unit.
+        let listener = try ForwardListener(
+            server: ForwardServer(service: context.service()), sockets: [listening], report: report(context))
         Output.standardError("tokenctl: serving forwarded tokens at \(path) (until interrupted)\n")
-        var running = 0
-        let maximumRunning = 64
-        while !UnixSocket.stopRequested {
-            running -= UnixSocket.reapChildren()
-            if running >= maximumRunning {
-                if UnixSocket.waitForAChild(within: 1) { running -= 1 }
-                continue
-            }
-            guard let connection = UnixSocket.accept(listening, within: 1) else { continue }
-            if UnixSocket.spawnServing([engine, "forward", "serve"], connection: connection) != nil { running += 1 }
-            UnixSocket.close(connection)
-        }
-        UnixSocket.close(listening)
+        _ = await listener.run()
         // Only our own socket: a new listener may have replaced it meanwhile.
         if let identity, let now = UnixSocket.fileIdentity(path), now == identity { UnixSocket.remove(path) }
         Output.standardError("tokenctl: stopped serving \(path)\n")

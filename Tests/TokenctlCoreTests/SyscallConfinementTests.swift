@@ -16,7 +16,8 @@ struct SyscallConfinementTests {
         posix_spawn posix_spawnp posix_spawn_file_actions_init posix_spawn_file_actions_addopen clock_gettime timegm \
         gmtime_r localtime_r strdup free malloc strerror getuid getpid mkdir unlink fsync ftruncate dup2 execv execvp \
         execve fork isatty tcgetattr tcsetattr getcwd mkstemp mkdtemp chmod fchmod opendir readdir closedir exit \
-        socketpair shutdown posix_spawnattr_init posix_spawnattr_setflags posix_spawnattr_setsigmask
+        socketpair shutdown posix_spawnattr_init posix_spawnattr_setflags posix_spawnattr_setsigmask getsockopt \
+        setsockopt
         """.split(separator: " ").map(String.init)
 
     /// Swift methods named like a libc function, called unqualified in these files.

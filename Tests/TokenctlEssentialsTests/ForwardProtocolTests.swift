@@ -19,6 +19,8 @@ struct ForwardProtocolTests {
         request.proofURL = "https://api.example.com/x?y=1"
         request.proofNonce = "n-1"
         request.command = "token"
+        request.tokenFingerprint = ForwardProtocol.fingerprint(of: Array(repeating: 0xAB, count: 32))
+        #expect(request.tokenFingerprint == String(repeating: "ab", count: 32))
         let bytes = request.encoded()
         #expect(
             String(decoding: bytes, as: UTF8.self).hasPrefix(
@@ -39,6 +41,8 @@ struct ForwardProtocolTests {
             "tokenctl-forward-v1 request\nprofile=p\nmin_ttl=-1\n\n",
             "tokenctl-forward-v1 request\nprofile=p\ndpop_method=GET\n\n",
             "tokenctl-forward-v1 request\nprofile=p\nforce=yes\n\n",
+            "tokenctl-forward-v1 request\nprofile=p\ntoken_fingerprint=ABAB\n\n",
+            "tokenctl-forward-v1 request\nprofile=p\ntoken_fingerprint=\(String(repeating: "AB", count: 32))\n\n",
             "tokenctl-forward-v2 request\nprofile=p\n\n",
             "tokenctl-forward-v1 request\nprofile=p\n",
             "tokenctl-forward-v1 request\nprofile p\n\n",

@@ -1,12 +1,17 @@
 import TokenctlEssentials
 
 /// The systemd user socket that serves the forward without a resident daemon: a socket unit
-/// with Accept=yes at `%t/tokenctl/forward.sock`, each connection running `tokenctl forward
-/// serve` on it. The Debian package installs both units; `forward enable` enables them, or
+/// at `%t/tokenctl/forward.sock` with Accept=no (systemd.socket(5)): the first connection starts
+/// one `tokenctl forward serve`, which is handed the listening socket (sd_listen_fds(3)),
+/// serves every connection itself and exits when idle; the next connection starts it again.
+/// No burst of connections starts more than one process, so none can trip the socket's
+/// trigger limit. The Debian package installs both units; `forward enable` enables them, or
 /// writes its own into ~/.config/systemd/user (marked, so `disable` removes exactly those).
 public struct ForwardSocketUnit: Sendable {
     public static let socketName = "tokenctl-forward.socket"
-    public static let serviceName = "tokenctl-forward@.service"
+    public static let serviceName = "tokenctl-forward.service"
+    /// The per-connection template of earlier versions (Accept=yes): removed when ours.
+    static let formerServiceName = "tokenctl-forward@.service"
     static let marker = "# Installed by 'tokenctl forward enable'; removed by 'tokenctl forward disable'."
 
     public var executable: String
@@ -45,8 +50,7 @@ public struct ForwardSocketUnit: Sendable {
             "ListenStream=%t/tokenctl/forward.sock",
             "SocketMode=0600",
             "DirectoryMode=0700",
-            "Accept=yes",
-            "MaxConnections=64",
+            "Accept=no",
             "RemoveOnStop=yes",
             "",
             "[Install]",
@@ -58,16 +62,14 @@ public struct ForwardSocketUnit: Sendable {
         var lines = [
             Self.marker,
             "[Unit]",
-            "Description=tokenctl: one forwarded access token",
+            "Description=tokenctl: access tokens for remote hosts and containers (serving the forward socket)",
             "Documentation=man:tokenctl-forward(1)",
-            "CollectMode=inactive-or-failed",
+            "Requires=tokenctl-forward.socket",
             "",
             "[Service]",
             "ExecStart=\(RefreshSchedule.quoted(executable)) forward serve",
-            "StandardInput=socket",
-            "StandardOutput=socket",
+            "StandardInput=null",
             "StandardError=journal",
-            "RuntimeMaxSec=60",
         ]
         // Where the profiles are, and the lock directory when it is moved: every process of the
         // user must lock the same files, or a forwarded refresh and a local one race.
@@ -86,6 +88,8 @@ public struct ForwardSocketUnit: Sendable {
         }
         let socketPath = unitDirectory + "/" + Self.socketName
         let servicePath = unitDirectory + "/" + Self.serviceName
+        let formerPath = unitDirectory + "/" + Self.formerServiceName
+        if (try? FileIO.readFile(formerPath))??.hasPrefix(Self.marker) == true { try? FileIO.removeFile(formerPath) }
         var wrote = false
         if !packagedUnitsServe() || (try? FileIO.readFile(socketPath)) ?? nil != nil {
             do {
@@ -121,7 +125,8 @@ public struct ForwardSocketUnit: Sendable {
     public func disable() -> [String] {
         guard let unitDirectory else { return [] }
         var done: [String] = []
-        let ours = [unitDirectory + "/" + Self.socketName, unitDirectory + "/" + Self.serviceName].filter { path in
+        let ours = [Self.socketName, Self.serviceName, Self.formerServiceName].map { unitDirectory + "/" + $0 }.filter {
+            path in
             (try? FileIO.readFile(path))??.hasPrefix(Self.marker) == true
         }
         if !ours.isEmpty || Subprocess.run(["systemctl", "--user", "is-enabled", Self.socketName]).status == 0 {

@@ -23,8 +23,9 @@ public enum SessionEvent: String, Sendable, CaseIterable {
     /// An access token was handed out over the forward socket (`tokenctl forward`); the reason
     /// names the peer process, the target and the client's command. Never the token.
     case tokenForwarded
-    /// A forwarded request was refused (a profile not forwarded, a target beyond its limits,
-    /// another user, a malformed request); the reason says which.
+    /// Forwarded requests were refused (a profile not forwarded, a target beyond its limits,
+    /// another user, a malformed request): one record per peer and minute, its `count` the
+    /// number refused and its reason the reasons, written to the refusal log of its own.
     case forwardRefused
 
     public var significance: EventSignificance {
@@ -53,6 +54,8 @@ public struct EventRecord: Sendable, Equatable {
     public var subject: String?
     /// For sessionEnded / refreshFailed / storeUnavailable: the failure class.
     public var reason: String?
+    /// For a summary (forwardRefused): how many it stands for.
+    public var count: Int?
 
     public init(
         time: Double, event: SessionEvent, profile: String, issuer: String? = nil, subject: String? = nil,
@@ -82,7 +85,7 @@ public struct EventRecord: Sendable, Equatable {
             }
             return .string(String(kept))
         }
-        return JSONText.object([
+        var fields: [(String, JSONText.Value)] = [
             ("time", .string(Timestamp.iso8601(time))),
             ("unix_time", JSONText.Value(raw: String(format3(time)))),
             ("event", .string(event.rawValue)),
@@ -91,7 +94,9 @@ public struct EventRecord: Sendable, Equatable {
             ("issuer", short(issuer)),
             ("subject", short(subject)),
             ("reason", short(reason)),
-        ]) + "\n"
+        ]
+        if let count { fields.append(("count", JSONText.Value(raw: String(count)))) }
+        return JSONText.object(fields) + "\n"
     }
 
     private func format3(_ value: Double) -> String {
@@ -107,9 +112,11 @@ public struct EventRecord: Sendable, Equatable {
             let event = object["event"]?.stringValue.flatMap(SessionEvent.init(rawValue:)),
             let profile = object["profile"]?.stringValue
         else { return nil }
-        return EventRecord(
+        var record = EventRecord(
             time: time, event: event, profile: profile, issuer: object["issuer"]?.stringValue,
             subject: object["subject"]?.stringValue, reason: object["reason"]?.stringValue)
+        if case .number(let count)? = object["count"], count >= 1, count < 1e12 { record.count = Int(count) }
+        return record
     }
 }
 
@@ -125,7 +132,21 @@ public struct EventLog: Sendable {
         self.maximumBytes = maximumBytes
     }
 
+    init(path: String, maximumBytes: Int) {
+        self.path = path
+        self.maximumBytes = maximumBytes
+    }
+
     public var rotatedPath: String { path + ".1" }
+
+    /// The refusal log beside the event log (`forward-refusals.jsonl`, rotated on its own): the
+    /// forward's refusal summaries, which a hostile remote drives, never push the hand-outs and
+    /// the user's own events out of this one. `records` reads both.
+    public var refusals: EventLog? {
+        guard path.hasSuffix("/events.jsonl") else { return nil }
+        return EventLog(
+            path: String(path.dropLast("events.jsonl".count)) + "forward-refusals.jsonl", maximumBytes: 256 << 10)
+    }
 
     /// Append one record. Best effort: an unwritable log never fails a token operation.
     @discardableResult
@@ -186,8 +207,25 @@ public struct EventLog: Sendable {
         -> [EventRecord]
     {
         let filter = Filter(since: since, minimumSignificance: minimumSignificance, profile: profile)
-        return (completeLines(of: rotatedPath) + completeLines(of: path)).compactMap(EventRecord.parse).filter(
-            filter.matches)
+        let own = (completeLines(of: rotatedPath) + completeLines(of: path)).compactMap(EventRecord.parse)
+        guard let refusals else { return own.filter(filter.matches) }
+        let summaries = (refusals.completeLines(of: refusals.rotatedPath) + refusals.completeLines(of: refusals.path))
+            .compactMap(EventRecord.parse)
+        guard !summaries.isEmpty else { return own.filter(filter.matches) }
+        // Both in time order (a stable merge: equal times keep the event log first).
+        var merged: [EventRecord] = []
+        merged.reserveCapacity(own.count + summaries.count)
+        var (left, right) = (own[...], summaries[...])
+        while let first = left.first, let second = right.first {
+            if second.time < first.time {
+                merged.append(second)
+                right = right.dropFirst()
+            } else {
+                merged.append(first)
+                left = left.dropFirst()
+            }
+        }
+        return (merged + left + right).filter(filter.matches)
     }
 
     /// The complete lines of one file (a line still being written is left out).

@@ -5,8 +5,9 @@ import TokenctlEssentials
 import Glibc
 #endif
 
-/// The forward's serving side at the level of system calls: the listening socket, the peer's
-/// credentials, bounded reads and writes of one connection, and the child that serves it.
+/// The forward's serving side at the level of system calls: the listening socket (its own, or
+/// the one systemd hands over), the peer's credentials, bounded and non-blocking reads and
+/// writes of connections, and the wait over all of them.
 /// One concern's libc calls, in one file of the system layer (SyscallConfinementTests).
 public enum UnixSocket {
     /// Who is at the other end of a connected socket (SO_PEERCRED: the process that connected,
@@ -115,10 +116,13 @@ public enum UnixSocket {
     /// nothing serves (a server that was killed) is replaced; a served one, or anything that is
     /// not a socket, is not.
     ///
+    /// The backlog is what waits while the serving loop has `maximumConnections` open: the
+    /// kernel caps it at net.core.somaxconn; a client beyond it waits in connect(2), never reset.
+    ///
     /// - Parameter makingPrivateDirectory: create the directory (0700, ours) when it is
     ///   tokenctl's own (the runtime directory's `tokenctl/`); a directory the user named is
     ///   left as it is (it must exist), never re-moded (`/tmp`, a container's volume).
-    public static func listen(at path: String, makingPrivateDirectory: Bool, backlog: Int32 = 128)
+    public static func listen(at path: String, makingPrivateDirectory: Bool, backlog: Int32 = 4096)
         throws(TokenctlError) -> Int32
     {
         var address = sockaddr_un()
@@ -184,49 +188,169 @@ public enum UnixSocket {
 
     public static func close(_ descriptor: Int32) { _ = Glibc.close(descriptor) }
 
-    /// The next connection, or nil after `seconds` without one (or on a signal).
-    public static func accept(_ descriptor: Int32, within seconds: Double) -> Int32? {
-        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        guard poll(&poller, 1, Int32(seconds * 1000)) > 0 else { return nil }
-        let connection = Glibc.accept(descriptor, nil, nil)
-        guard connection >= 0 else { return nil }
-        // Not inherited by the serving children of other connections (dup2 clears it on 0 and 1).
-        _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-        return connection
-    }
+    // MARK: One serving process: sockets handed over by systemd, and non-blocking connections
 
-    /// Start `arguments` (an absolute path first) with `connection` as its standard input and
-    /// output (as systemd's Accept=yes does), standard error inherited; its pid, or nil.
-    public static func spawnServing(_ arguments: [String], connection: Int32) -> Int32? {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, connection, 0)
-        posix_spawn_file_actions_adddup2(&actions, connection, 1)
-        var pid: pid_t = 0
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        let result = posix_spawn(&pid, arguments[0], &actions, nil, argv, environ)
-        return result == 0 ? pid : nil
-    }
-
-    /// Reap finished children without waiting; how many were reaped.
-    public static func reapChildren() -> Int {
-        var count = 0
-        var status: Int32 = 0
-        while waitpid(-1, &status, WNOHANG) > 0 { count += 1 }
-        return count
-    }
-
-    /// Wait for one child to finish (at most `seconds`, polling).
-    public static func waitForAChild(within seconds: Double) -> Bool {
-        let deadline = ForwardClient.monotonicNow() + seconds
-        var status: Int32 = 0
-        while ForwardClient.monotonicNow() < deadline {
-            if waitpid(-1, &status, WNOHANG) > 0 { return true }
-            usleep(10_000)
+    /// The listening sockets systemd passed to this process (socket activation with Accept=no),
+    /// as sd_listen_fds(3) finds them: `LISTEN_PID` is this process, `LISTEN_FDS` counts the
+    /// descriptors from 3 (SD_LISTEN_FDS_START). The variables are removed (as with
+    /// `unset_environment` true) and the descriptors made close-on-exec, so that no child (the
+    /// detached refresh engine) inherits them or believes they are its own.
+    public static func socketsFromServiceManager() -> [Int32] {
+        defer {
+            unsetenv("LISTEN_PID")
+            unsetenv("LISTEN_FDS")
+            unsetenv("LISTEN_FDNAMES")
         }
-        return false
+        guard let pidText = getenv("LISTEN_PID").map({ String(cString: $0) }), let pid = Int32(pidText),
+            pid == getpid(), let countText = getenv("LISTEN_FDS").map({ String(cString: $0) }),
+            let count = Int32(countText), count > 0, count <= 64
+        else { return [] }
+        return (0..<count).map { 3 + $0 }.filter { descriptor in
+            guard fcntl(descriptor, F_SETFD, FD_CLOEXEC) == 0 else { return false }
+            return isListening(descriptor)
+        }
+    }
+
+    /// Whether `descriptor` is a listening stream socket (SO_ACCEPTCONN, socket(7)).
+    public static func isListening(_ descriptor: Int32) -> Bool {
+        var accepting: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        return getsockopt(descriptor, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) == 0 && accepting != 0
+    }
+
+    /// Make `descriptor` non-blocking (and close-on-exec): the serving loop never waits on one peer.
+    @discardableResult
+    public static func makeNonBlocking(_ descriptor: Int32) -> Bool {
+        let flags = fcntl(descriptor, F_GETFL)
+        guard flags >= 0, fcntl(descriptor, F_SETFL, flags | O_NONBLOCK) == 0 else { return false }
+        return fcntl(descriptor, F_SETFD, FD_CLOEXEC) == 0
+    }
+
+    /// Why an accept gave no connection.
+    public enum AcceptResult: Equatable {
+        case connection(Int32)
+        /// Nothing waiting (EAGAIN), or a connection that was gone before it was taken.
+        case nothing
+        /// Out of descriptors (EMFILE, ENFILE) or memory: stop accepting for a moment; the
+        /// connections wait in the kernel's queue meanwhile.
+        case exhausted
+    }
+
+    /// The next waiting connection on a non-blocking listening socket, itself non-blocking.
+    public static func acceptWaiting(_ listening: Int32) -> AcceptResult {
+        let connection = Descriptor.retryingInterrupted { Glibc.accept(listening, nil, nil) }
+        guard connection >= 0 else {
+            switch errno {
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .exhausted
+            default: return .nothing
+            }
+        }
+        guard makeNonBlocking(connection) else {
+            _ = Glibc.close(connection)
+            return .nothing
+        }
+        return .connection(connection)
+    }
+
+    /// One descriptor to wait on, and what happened to it.
+    public struct Waiting: Sendable {
+        public var descriptor: Int32
+        public var reading: Bool
+        public var writing: Bool
+        /// After `wait`: readable (or closed), writable, or in error.
+        public var readable = false
+        public var writable = false
+        public var failed = false
+
+        public init(_ descriptor: Int32, reading: Bool = true, writing: Bool = false) {
+            self.descriptor = descriptor
+            self.reading = reading
+            self.writing = writing
+        }
+    }
+
+    /// Wait (poll(2)) until one of `entries` is ready or `seconds` pass; marks each entry.
+    public static func wait(_ entries: inout [Waiting], within seconds: Double) {
+        var pollers = entries.map { entry in
+            pollfd(
+                fd: entry.descriptor,
+                events: Int16((entry.reading ? POLLIN : 0) | (entry.writing ? POLLOUT : 0)), revents: 0)
+        }
+        let milliseconds = Int32(max(0, min(seconds, 3600)) * 1000)
+        let ready = pollers.withUnsafeMutableBufferPointer { buffer in
+            poll(buffer.baseAddress, nfds_t(buffer.count), milliseconds)
+        }
+        guard ready > 0 else { return }
+        for index in entries.indices {
+            let events = Int32(pollers[index].revents)
+            entries[index].readable = events & Int32(POLLIN | POLLHUP) != 0
+            entries[index].writable = events & Int32(POLLOUT) != 0
+            entries[index].failed = events & Int32(POLLERR | POLLNVAL) != 0
+        }
+    }
+
+    /// What a non-blocking read gave.
+    public enum ReadSome: Equatable {
+        case bytes(Int)
+        case wouldBlock
+        case endOfFile
+        case failed(String)
+    }
+
+    /// Read what is there (at most `limit` bytes) onto the end of `message`.
+    public static func readSome(_ descriptor: Int32, into message: inout [UInt8], limit: Int) -> ReadSome {
+        var buffer = [UInt8](repeating: 0, count: max(1, min(limit, 4096)))
+        let got = buffer.withUnsafeMutableBytes { raw in
+            Descriptor.retryingInterrupted { read(descriptor, raw.baseAddress, raw.count) }
+        }
+        if got < 0 {
+            return errno == EAGAIN || errno == EWOULDBLOCK ? .wouldBlock : .failed(String(cString: strerror(errno)))
+        }
+        if got == 0 { return .endOfFile }
+        message.append(contentsOf: buffer[0..<got])
+        return .bytes(got)
+    }
+
+    /// Write what the socket takes now of `bytes[offset...]`: the new offset, or nil when the
+    /// peer is gone (EPIPE, ECONNRESET: MSG_NOSIGNAL, no SIGPIPE).
+    public static func writeSome(_ descriptor: Int32, _ bytes: [UInt8], from offset: Int) -> Int? {
+        guard offset < bytes.count else { return offset }
+        let sent = bytes.withUnsafeBytes { raw in
+            Descriptor.retryingInterrupted {
+                Glibc.send(descriptor, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+            }
+        }
+        if sent < 0 { return errno == EAGAIN || errno == EWOULDBLOCK ? offset : nil }
+        return offset + sent
+    }
+
+    /// A pipe to wake a `wait` from another thread: (read end, write end), both non-blocking.
+    public static func wakePipe() -> (Int32, Int32)? {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { return nil }
+        makeNonBlocking(ends[0])
+        makeNonBlocking(ends[1])
+        return (ends[0], ends[1])
+    }
+
+    /// Wake the waiter of `pipe`'s read end (a full pipe is awake already).
+    public static func wake(_ writeEnd: Int32) {
+        var byte: UInt8 = 1
+        _ = Glibc.write(writeEnd, &byte, 1)
+    }
+
+    /// Empty the read end of a wake pipe.
+    public static func drain(_ readEnd: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while buffer.withUnsafeMutableBytes({ Glibc.read(readEnd, $0.baseAddress, $0.count) }) > 0 {}
+    }
+
+    /// Resident memory of this process in kilobytes (VmRSS, proc(5)), for `forward serve`'s log.
+    public static func residentKilobytes() -> Int? {
+        guard let text = (try? FileIO.readFile("/proc/self/status", limit: 8192)) ?? nil,
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return nil }
+        return Int(line.dropFirst(6).filter { $0 >= "0" && $0 <= "9" })
     }
 
     /// SIGINT, SIGTERM and SIGHUP set `stopRequested` instead of ending the process.

@@ -74,6 +74,14 @@ public enum ForwardProtocol {
         return Array(text.utf8)
     }
 
+    /// A `token_fingerprint` value: the 32 bytes of a SHA-256 digest as lower-case hex.
+    public static func fingerprint(of digest: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var bytes: [UInt8] = []
+        for byte in digest { bytes += [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]] }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// Whether `value` can travel as a field value.
     public static func isValue(_ value: String) -> Bool {
         value.utf8.count <= maximumValueLength && value.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
@@ -109,12 +117,16 @@ public struct ForwardRequest: Equatable, Sendable {
     public var proofNonce: String?
     /// The client command (token, exec, git-credential, status): for the serving side's log only.
     public var command: String?
+    /// With `force`: `token_fingerprint`, the lower-case hex SHA-256 of the access token the
+    /// client's server rejected (`ForwardProtocol.fingerprint(of:)`), never the token itself.
+    /// The serving side refreshes only while that is still its current token.
+    public var tokenFingerprint: String?
 
     public init(profile: String) { self.profile = profile }
 
     public static let keys = [
         "profile", "scope", "audience", "resource", "min_ttl", "force", "dpop_method", "dpop_url", "dpop_nonce",
-        "command",
+        "command", "token_fingerprint",
     ]
 
     public func encoded() -> [UInt8] {
@@ -124,7 +136,7 @@ public struct ForwardRequest: Equatable, Sendable {
                 ("profile", profile), ("scope", scope), ("audience", audience), ("resource", resource),
                 ("min_ttl", minimumTimeToLive.map(String.init)), ("force", force ? "1" : nil),
                 ("dpop_method", proofMethod), ("dpop_url", proofURL), ("dpop_nonce", proofNonce),
-                ("command", command),
+                ("command", command), ("token_fingerprint", tokenFingerprint),
             ])
     }
 
@@ -171,6 +183,12 @@ public struct ForwardRequest: Equatable, Sendable {
             request.proofNonce == nil || request.proofURL != nil
         else { throw ForwardProtocolError("a DPoP proof needs both dpop_method and dpop_url") }
         request.command = value("command")
+        if let text = value("token_fingerprint") {
+            guard text.utf8.count == 64,
+                text.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+            else { throw ForwardProtocolError("token_fingerprint must be 64 lower-case hex digits") }
+            request.tokenFingerprint = text
+        }
         return request
     }
 }

@@ -15,6 +15,9 @@ public enum EnvironmentSwitches {
     /// The directory for profile locks instead of /run/user/UID/tokenctl; it must be the user's
     /// own 0700 directory. The tests give each test its own.
     public static let runtimeDirectory = "TOKENCTL_RUNTIME_DIR"
+    /// Seconds without a connection after which `forward serve` (the socket unit's serving
+    /// process) exits, 1 to 86400 (default 120); the socket starts it again on the next one.
+    public static let forwardIdleExit = "TOKENCTL_FORWARD_IDLE_EXIT"
     /// The program used as crontab(1): other crontab implementations, and tests that must not
     /// touch the real crontab.
     public static let crontab = "TOKENCTL_CRONTAB"

@@ -49,10 +49,12 @@ final class ForwardPair: @unchecked Sendable {
         }
     }
 
-    /// The serving side's event log lines of one event kind.
+    /// The serving side's event log lines of one event kind (the refusal log's too).
     func events(_ kind: String) throws -> [[String: Any]] {
-        let path = serving.root + "/state/tokenctl/events.jsonl"
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        let directory = serving.root + "/state/tokenctl/"
+        let text = ["events.jsonl.1", "events.jsonl", "forward-refusals.jsonl.1", "forward-refusals.jsonl"].map {
+            (try? String(contentsOfFile: directory + $0, encoding: .utf8)) ?? ""
+        }.joined()
         return text.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }.filter { $0["event"] as? String == kind }
