@@ -296,7 +296,7 @@ enum ForwardCommand: EngineCommand {
                 server: server, sockets: sockets, limits: .init(idleExit: idleExit()),
                 report: report(context))
         } catch {
-            Output.standardError("tokenctl: \((error as? TokenctlError)?.message ?? "\(error)")\n")
+            Output.standardError("tokenctl: \(error.message)\n")
             return .failure
         }
         _ = await listener.run()

@@ -1,3 +1,4 @@
+import Synchronization
 import TokenctlEssentials
 
 #if canImport(Glibc)
@@ -17,6 +18,15 @@ public struct Subprocess: Sendable {
         public var output: String
     }
 
+    /// Held while a program is started, and by code that makes a descriptor and marks it
+    /// close-on-exec in two steps (`withoutStarting`): no child inherits one in between.
+    private static let starting = Mutex(())
+
+    /// `body` while no program is being started by this process.
+    public static func withoutStarting<Result>(_ body: () -> Result) -> Result {
+        starting.withLock { _ in body() }
+    }
+
     /// What every program started gets of ours: nothing kept open. libcurl's sockets are not
     /// close-on-exec, and a program may outlive tokenctl (a browser) or run instead of it.
     private static func prepareChild() {
@@ -30,7 +40,14 @@ public struct Subprocess: Sendable {
         }
         var inputPipe: [Int32] = [-1, -1]
         var outputPipe: [Int32] = [-1, -1]
-        guard system_pipe(&inputPipe) == 0, system_pipe(&outputPipe) == 0 else {
+        // Close-on-exec before any other thread starts a program (a detached refresh): only
+        // this child gets them, as its standard input, output and error (dup2 clears the flag).
+        let piped = withoutStarting {
+            system_pipe(&inputPipe) == 0 && system_pipe(&outputPipe) == 0
+                && (inputPipe + outputPipe).allSatisfy { system_fcntl($0, F_SETFD, FD_CLOEXEC) == 0 }
+        }
+        guard piped else {
+            (inputPipe + outputPipe).filter { $0 >= 0 }.forEach { system_close($0) }
             return Result(status: 126, output: "pipe: \(system_strerror(system_errno))")
         }
         prepareChild()
@@ -42,7 +59,9 @@ public struct Subprocess: Sendable {
         system_posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 2)
         for descriptor in inputPipe + outputPipe { system_posix_spawn_file_actions_addclose(&actions, descriptor) }
         var pid: pid_t = 0
-        let spawned = withArgv(arguments) { system_posix_spawn(&pid, path, &actions, nil, $0, system_environ) }
+        let spawned = withoutStarting {
+            withArgv(arguments) { system_posix_spawn(&pid, path, &actions, nil, $0, system_environ) }
+        }
         system_close(inputPipe[0])
         system_close(outputPipe[1])
         guard spawned == 0 else {
@@ -81,7 +100,9 @@ public struct Subprocess: Sendable {
         system_posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         system_posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         var pid: pid_t = 0
-        return withArgv(arguments) { system_posix_spawnp(&pid, program, &actions, nil, $0, system_environ) } == 0
+        return withoutStarting {
+            withArgv(arguments) { system_posix_spawnp(&pid, program, &actions, nil, $0, system_environ) }
+        } == 0
     }
 
     /// A program started by `detach`, and our end of the socket that is its standard input
@@ -136,8 +157,8 @@ public struct Subprocess: Sendable {
         system_posix_spawnattr_setsigmask(&attributes, &empty)
         system_posix_spawnattr_setflags(&attributes, Int16(system_POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK))
         var pid: pid_t = 0
-        let spawned = withArgv(arguments) {
-            system_posix_spawn(&pid, program, &actions, &attributes, $0, system_environ)
+        let spawned = withoutStarting {
+            withArgv(arguments) { system_posix_spawn(&pid, program, &actions, &attributes, $0, system_environ) }
         }
         system_close(pair[1])
         guard spawned == 0 else {

@@ -238,18 +238,23 @@ public enum UnixSocket {
 
     /// The next waiting connection on a non-blocking listening socket, itself non-blocking.
     public static func acceptWaiting(_ listening: Int32) -> AcceptResult {
-        let connection = Descriptor.retryingInterrupted { Glibc.accept(listening, nil, nil) }
-        guard connection >= 0 else {
-            switch errno {
-            case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .exhausted
-            default: return .nothing
+        // accept4(2) with SOCK_CLOEXEC is a GNU extension Swift's Glibc module does not import:
+        // accept and mark close-on-exec while no program is being started (`Subprocess`), so
+        // that no child (a detached refresh) inherits a peer's connection.
+        Subprocess.withoutStarting { () -> AcceptResult in
+            let connection = Descriptor.retryingInterrupted { Glibc.accept(listening, nil, nil) }
+            guard connection >= 0 else {
+                switch errno {
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .exhausted
+                default: return .nothing
+                }
             }
+            guard makeNonBlocking(connection) else {
+                _ = Glibc.close(connection)
+                return .nothing
+            }
+            return .connection(connection)
         }
-        guard makeNonBlocking(connection) else {
-            _ = Glibc.close(connection)
-            return .nothing
-        }
-        return .connection(connection)
     }
 
     /// One descriptor to wait on, and what happened to it.
