@@ -114,6 +114,12 @@ normal handling; a faulted request never touches token state):
   {"hang": 30}      sleep 30 s, then close the connection without answering
   {"close": true}   close the connection without any response
   {"delay": 2}      sleep 2 s, then handle normally (this one does touch state)
+  A status fault's body (a string, or the string values of a dict/list body) may hold
+  "{refresh_token}", "{client_secret}" and "{request}": replaced by the refresh token, the
+  client secret (form or HTTP Basic) and the whole form body the request sent, as a server
+  whose error_description echoes the request does:
+  {"status": 400, "body": {"error": "invalid_grant",
+   "error_description": "refresh token {refresh_token} is revoked"}}
 Config "delay_seconds" makes every /token request sleep before it is handled
 (after its fault entry, if any, was taken from the queue).
 
@@ -1271,7 +1277,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.drop()
             if fault.get("close"):
                 self.drop()
-            self.send(int(fault.get("status", 500)), fault.get("body", ""),
+            echoed = {"{refresh_token}": rt or "",
+                      "{client_secret}": form.get("client_secret") or basic_secret(self.headers.get("Authorization")) or "",
+                      "{request}": body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)}
+            self.send(int(fault.get("status", 500)), echo_into(fault.get("body", ""), echoed),
                       fault.get("content_type", "text/plain"), fault.get("headers"))
             return
 
@@ -1900,6 +1909,19 @@ def log_request(path, status, outcome, **fields):
     entry["outcome"] = outcome
     STATE.log.append(entry)
 
+
+
+def echo_into(body, echoed):
+    """A fault's body with the request's values put in for their placeholders (see Faults)."""
+    if isinstance(body, str):
+        for placeholder, value in echoed.items():
+            body = body.replace(placeholder, value)
+        return body
+    if isinstance(body, dict):
+        return {key: echo_into(value, echoed) for key, value in body.items()}
+    if isinstance(body, list):
+        return [echo_into(value, echoed) for value in body]
+    return body
 
 def take_fault():
     faults = STATE.config.get("faults") or []

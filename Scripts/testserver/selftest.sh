@@ -164,6 +164,13 @@ refresh "$f1"
 expect "after faults: normal" "$code" 200
 f2=$(jget "$body" 'j["refresh_token"]')
 
+# --- a fault whose error_description echoes the refresh token and the request it was sent
+tjson /_test/config '{"faults": [{"status": 400, "body": {"error": "invalid_grant", "error_description": "token {refresh_token} in {request}"}}]}' >/dev/null
+refresh "$f2"
+expect "echo fault" "$code/$(jget "$body" 'j["error_description"].split(" in ")[0]')" "400/token $f2"
+expect "echo fault request" "$(jget "$body" '"grant_type=refresh_token" in j["error_description"]')" true
+expect "token untouched by echo fault" "$(jget "$(status_of "$f2")" 'j["active"]')" true
+
 # --- hang fault: curl --max-time 1 gives up (exit 28), state untouched
 tjson /_test/config '{"faults": [{"hang": 3}]}' >/dev/null
 rc=0; curl -sS --max-time 1 -o /dev/null -X POST "$base/token" --data grant_type=refresh_token \

@@ -42,9 +42,12 @@ struct CommandContext {
 
     /// The forward socket this process uses, for the commands that do not ask it for a token
     /// (`status`, `git-credential erase`): the one TOKENCTL_FORWARD_SOCKET names, or the
-    /// well-known one when something serves it (one probe connection); nil for the local session.
+    /// well-known one when something serves it (a probe that connects to nothing:
+    /// `ForwardClient.liveness`); nil for the local session.
     var servedForwardSocket: String? {
-        guard let source = ForwardClient.socketSource(), source.explicit || UnixSocket.isServed(source.path) else {
+        guard let source = ForwardClient.socketSource(),
+            source.explicit || ForwardClient.liveness(of: source.path) == .served
+        else {
             return nil
         }
         return source.path
@@ -61,8 +64,9 @@ struct CommandContext {
         guard
             let served = try ForwardedSession(socketPath: source.path).token(
                 profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force, proof: proof,
-                command: command, timeout: timeout, consultHotCache: consultHotCache,
-                fallBackWhenNotServed: !source.explicit)
+                // What is left of --timeout: the connect, the request and the answer all end by then.
+                command: command, timeout: deadline.map { max(0, $0.remaining()) } ?? timeout,
+                consultHotCache: consultHotCache, fallBackWhenNotServed: !source.explicit)
         else {
             verboseLog("nothing serves the forward socket \(source.path) (an ended ssh -R?): using the local session")
             return nil

@@ -166,9 +166,11 @@ enum GitCredentialCommand: EngineCommand {
         let rejected = attributes["credential"] ?? attributes["password"]
         if let socket = context.servedForwardSocket {
             // The serving side keeps its session; only this machine's copy of the token goes.
-            HotCache().invalidate(
-                profile: context.profile, issuer: ForwardClient.cacheIssuer(socketPath: socket),
-                clientID: ForwardClient.cacheClientID, target: options.target)
+            if let issuer = ForwardedSession(socketPath: socket, hotCache: nil).issuer {
+                HotCache().invalidate(
+                    profile: context.profile, issuer: issuer, clientID: ForwardClient.cacheClientID,
+                    target: options.target)
+            }
             context.verboseLog("git says the forwarded access token was rejected: the next get asks the serving side")
             return .success
         }

@@ -98,6 +98,9 @@ enum StatusCommand: EngineCommand {
                 ("state", .string("authenticated")), ("served_by", .string(host)),
                 ("token_type", .string(served.tokenSet.tokenType)),
             ]
+            if let session = served.servingSession {
+                fields.append(("serving_session", .string(session)))
+            }
             if let expiry = served.tokenSet.expiresAt {
                 fields.append(("access_token_expires_at", .string(Output.timestamp(expiry))))
             }

@@ -53,6 +53,54 @@ struct ForwardProtocolTests {
         #expect(throws: ForwardProtocolError.self) { try ForwardRequest.decode(Array(text.utf8)) }
     }
 
+    @Test("serving_session round-trips when it is 16 hex digits and is dropped otherwise; it tells sessions apart")
+    func servingSession() throws {
+        var token = ForwardedToken(profile: "work", accessToken: "at", tokenType: "Bearer", obtainedAt: 1)
+        let identity = ForwardedToken.sessionIdentity(
+            host: "laptop", issuer: "https://as.example", clientID: "cli", profile: "work")
+        #expect(identity.utf8.count == 16)
+        #expect(
+            identity
+                != ForwardedToken.sessionIdentity(
+                    host: "desktop", issuer: "https://as.example", clientID: "cli", profile: "work"))
+        token.servingSession = identity
+        #expect(try ForwardAnswer.decode(ForwardAnswer.token(token).encoded()) == .token(token))
+        let odd = Array(
+            "tokenctl-forward-v1 token\nprofile=w\ntoken_type=Bearer\naccess_token=a\nobtained_at=1\nserving_session=not hex\n\n"
+                .utf8)
+        guard case .token(let decoded) = try ForwardAnswer.decode(odd) else {
+            Issue.record("a token answer")
+            return
+        }
+        #expect(decoded.servingSession == nil)
+    }
+
+    @Test("liveness: a socket something serves, a socket file nothing serves, no file")
+    func liveness() throws {
+        let directory = "/tmp/tokenctl-liveness-\(getpid())"
+        mkdir(directory, 0o700)
+        defer { rmdir(directory) }
+        let path = directory + "/s.sock"
+        #expect(ForwardClient.liveness(of: path) == .missing)
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        #expect(bound == 0 && listen(listener, 4) == 0)
+        #expect(ForwardClient.liveness(of: path) == .served)
+        #expect(ForwardClient.socketFileIdentity(of: path) != nil)
+        close(listener)
+        #expect(ForwardClient.liveness(of: path) == .notServed)
+        unlink(path)
+    }
+
     @Test("a request over 16 KiB is refused whatever it holds")
     func oversized() {
         let text = "tokenctl-forward-v1 request\nprofile=p\nscope=" + String(repeating: "a ", count: 9000) + "\n\n"

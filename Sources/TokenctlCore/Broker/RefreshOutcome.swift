@@ -46,10 +46,15 @@ public enum RefreshOutcome: Equatable, Sendable {
     /// redirect to a captive portal): the session is kept, exit 75 when it may pass, else 76.
     case notTheServersVerdict(ForeignAnswer)
 
-    /// - Parameter endpoint: the URL the request went to, to tell a redirect to another host
-    ///   from one on the same host (nil: every absolute redirect counts as another host).
+    /// - Parameters:
+    ///   - endpoint: the URL the request went to, to tell a redirect to another host from one on
+    ///     the same host (nil: every absolute redirect counts as another host).
+    ///   - redaction: the secrets the request carried and the session holds: every text of the
+    ///     answer kept in the outcome (an `error_description`, a code, a content type, a host)
+    ///     is scrubbed of them here, where such texts enter, before anything shows or logs them.
     public static func classify(
-        _ result: Result<HTTPResponse, HTTPTransportError>, now: Double, endpoint: String? = nil
+        _ result: Result<HTTPResponse, HTTPTransportError>, now: Double, endpoint: String? = nil,
+        redaction: SecretRedaction = .none
     ) -> RefreshOutcome {
         let response: HTTPResponse
         switch result {
@@ -71,8 +76,8 @@ public enum RefreshOutcome: Equatable, Sendable {
             let (row, providerCode) = ProviderErrorClasses.match(
                 code: code, description: description, errorCodes: object?["error_codes"], status: response.status)
             let reason = TerminalReason.oauthError(
-                status: response.status, code: code, description: description.map(TerminalText.short),
-                providerCode: providerCode)
+                status: response.status, code: redaction.scrub(code),
+                description: description.map { TerminalText.short(redaction.scrub($0)) }, providerCode: providerCode)
             switch row?.errorClass {
             case .configuration?:
                 return .clientRefused(reason)
@@ -84,11 +89,12 @@ public enum RefreshOutcome: Equatable, Sendable {
                 return .terminal(reason)
             }
         }
-        if let foreign = ForeignAnswer(response, object: object, endpoint: endpoint) {
+        if let foreign = ForeignAnswer(response, object: object, endpoint: endpoint, redaction: redaction) {
             return .notTheServersVerdict(foreign)
         }
         guard (200..<300).contains(response.status) else {
-            return .terminal(.unexpectedStatus(response.status, contentType: response.header("content-type")))
+            return .terminal(
+                .unexpectedStatus(response.status, contentType: redaction.scrub(response.header("content-type"))))
         }
         // A 2xx without an error and without an access token: the server did not do its part,
         // but it did not end the grant either (a rotating one may have spent the refresh token).
@@ -100,13 +106,16 @@ public enum RefreshOutcome: Equatable, Sendable {
             case .unusableAccessToken(let problem, let refreshToken, let idToken):
                 return .unusableTokens(
                     UnusableTokens(
-                        problem: problem, refreshToken: refreshToken.map { .rotated($0) } ?? .absent, idToken: idToken))
+                        problem: problem.redacting(redaction),
+                        refreshToken: refreshToken.map { .rotated($0) } ?? .absent,
+                        idToken: idToken))
             }
         } catch {
             if error.field == "refresh_token" {
-                return .unusableTokens(UnusableTokens(problem: error, refreshToken: .unusable, idToken: nil))
+                return .unusableTokens(
+                    UnusableTokens(problem: error.redacting(redaction), refreshToken: .unusable, idToken: nil))
             }
-            return .terminal(.unusableResponse(error.description))
+            return .terminal(.unusableResponse(redaction.scrub(error.description)))
         }
     }
 
@@ -151,15 +160,16 @@ public struct ForeignAnswer: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// The answer's class, or nil when it may be the token endpoint's own verdict.
-    init?(_ response: HTTPResponse, object: [String: JSONValue]?, endpoint: String?) {
+    init?(_ response: HTTPResponse, object: [String: JSONValue]?, endpoint: String?, redaction: SecretRedaction = .none)
+    {
         let status = response.status
-        let contentType = response.header("content-type").map(TerminalText.short)
+        let contentType = response.header("content-type").map { TerminalText.short(redaction.scrub($0)) }
         switch status {
         case 300..<400:
             let location = response.header("location")
             let target = location.flatMap(Self.authority(of:))
             let own = endpoint.flatMap(Self.authority(of:))
-            let elsewhere = target.flatMap { $0 == own ? nil : TerminalText.short($0) }
+            let elsewhere = target.flatMap { $0 == own ? nil : TerminalText.short(redaction.scrub($0)) }
             self.init(kind: .redirect(toHost: elsewhere), status: status, contentType: contentType)
         case 407: self.init(kind: .proxyAuthentication, status: status, contentType: contentType)
         case 511: self.init(kind: .networkAuthentication, status: status, contentType: contentType)

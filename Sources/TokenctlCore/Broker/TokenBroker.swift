@@ -354,6 +354,10 @@ public actor TokenBroker {
         let credentials = try await clientCredentials(for: profile)
         var client = endpointClient(profile)
         client.narrate = narrate
+        // Never in a message: what the session holds besides the refresh token the request carries.
+        client.knownSecrets =
+            [current.accessToken, current.idToken, current.dpopKey, credentials.secret]
+            + current.targetedTokens.map { Optional($0.accessToken) }
         // A DPoP session signs its refresh with its key (RFC 9449 §5): the refresh token is bound to it.
         let dpopKey = try current.dpopSigningKey(of: profile.name, checked: true)
         if let dpopKey {

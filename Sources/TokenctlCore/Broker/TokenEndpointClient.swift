@@ -9,6 +9,10 @@ public struct TokenEndpointClient: Sendable {
     /// Told (`--verbose`) the identifiers an error answer carries for its server's support
     /// (`errorIdentifiers`); never a token.
     public var narrate: (@Sendable (String) -> Void)?
+    /// Secrets the session holds besides those the request carries (its access and ID tokens,
+    /// its DPoP key): scrubbed, like the request's own, from every text an answer brings
+    /// (`SecretRedaction`).
+    public var knownSecrets: [String?] = []
 
     public init(http: any HTTPClient, clock: Clock, retry: RetryPolicy) {
         self.http = http
@@ -60,6 +64,8 @@ public struct TokenEndpointClient: Sendable {
         _ request: HTTPRequest, completesOnceSent: Bool = false, onAttempt: @Sendable (Int) -> Void = { _ in }
     ) async -> (RefreshOutcome, receivedAt: Double) {
         let start = clock.now()
+        // The one place a token endpoint's texts enter: scrubbed of every secret known here.
+        let redaction = SecretRedaction(request: request).adding(knownSecrets)
         let end = min(start + retry.deadline, retry.commandDeadline?.time ?? .infinity)
         var attempt = 0
         while true {
@@ -75,10 +81,10 @@ public struct TokenEndpointClient: Sendable {
                 result = .failure(error)
             }
             let receivedAt = clock.now()
-            let outcome = RefreshOutcome.classify(result, now: receivedAt, endpoint: request.url)
+            let outcome = RefreshOutcome.classify(result, now: receivedAt, endpoint: request.url, redaction: redaction)
             if let narrate, case .success(let response) = result, let identifiers = Self.errorIdentifiers(response) {
                 narrate(
-                    "the token endpoint's error answer (HTTP \(response.status)) carries \(identifiers): the server's support asks for them"
+                    "the token endpoint's error answer (HTTP \(response.status)) carries \(redaction.scrub(identifiers)): the server's support asks for them"
                 )
             }
             guard case .transient(let reason, let retryAfter) = outcome else { return (outcome, receivedAt) }

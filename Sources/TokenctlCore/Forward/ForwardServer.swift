@@ -228,6 +228,9 @@ public struct ForwardServer: Sendable {
         token.scope = target.scopes.isEmpty ? nil : target.scopes.joined(separator: " ")
         token.dpopProof = proof
         token.servedBy = host
+        token.servingSession = ForwardedToken.sessionIdentity(
+            host: host, issuer: served.configuration.issuer.string, clientID: served.configuration.clientID,
+            profile: name.rawValue)
         token.gitUsername = served.configuration.gitUsername.flatMap { ForwardProtocol.isValue($0) ? $0 : nil }
         var details: [String] = []
         if !target.isSession { details.append("target " + Self.quoted(target.description, limit: 200)) }

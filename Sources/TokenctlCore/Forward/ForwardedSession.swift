@@ -15,8 +15,15 @@ public struct ForwardedSession: Sendable {
         self.clock = clock
     }
 
-    /// The hot-cache identity of tokens from this socket (the front builds the same).
-    public var issuer: String { ForwardClient.cacheIssuer(socketPath: socketPath) }
+    /// The hot-cache identity of tokens from this socket as it is bound now (the front builds
+    /// the same): nil when no socket file is there. A socket bound anew (another `ssh -R`,
+    /// another listener: maybe another serving host) has another, so it never serves what the
+    /// previous one handed out.
+    public var issuer: String? {
+        ForwardClient.socketFileIdentity(of: socketPath).map {
+            ForwardClient.cacheIssuer(socketPath: socketPath, identity: $0)
+        }
+    }
     public static let clientID = ForwardClient.cacheClientID
 
     /// A token from the serving side (or the hot cache), and what the serving side said.
@@ -25,6 +32,8 @@ public struct ForwardedSession: Sendable {
         public var fromHotCache: Bool
         /// The serving host's name, when this call asked it.
         public var servedBy: String?
+        /// The serving session's identity (`ForwardedToken.sessionIdentity`), when it said.
+        public var servingSession: String?
         public var dpopProof: String?
         /// The serving profile's `git_username`, when this call asked the serving side.
         public var gitUsername: String?
@@ -62,7 +71,12 @@ public struct ForwardedSession: Sendable {
         fallBackWhenNotServed: Bool
     ) throws(TokenctlError) -> Served? {
         let now = clock.now()
-        if !force, proof == nil, consultHotCache, let hotCache,
+        // The socket as it is bound now, and only while something serves it: a cached token is
+        // never served from a socket file nothing serves (an ended `ssh -R`, a stopped listener),
+        // which the exchange below then reports or passes over.
+        let issuer = self.issuer
+        if !force, proof == nil, consultHotCache, let hotCache, let issuer,
+            ForwardClient.liveness(of: socketPath) == .served,
             let entry = hotCache.lookup(profile: profile, issuer: issuer, clientID: Self.clientID, target: target),
             entry.isFresh(at: now, minimumTimeToLive: minimumTimeToLive)
         {
@@ -80,7 +94,7 @@ public struct ForwardedSession: Sendable {
         request.command = command
         switch ForwardClient.exchange(request, socketPath: socketPath, timeout: timeout) {
         case .failure(let failure):
-            if failure.notServed, fallBackWhenNotServed { return nil }
+            if failure.notServed || failure.foreign, fallBackWhenNotServed { return nil }
             throw TokenctlError(Self.kind(failure.status.rawValue), failure.message, hint: failure.hint)
         case .success(.failure(let failure)):
             let host = failure.servedBy ?? "the serving side"
@@ -88,17 +102,19 @@ public struct ForwardedSession: Sendable {
                 Self.kind(failure.status), "\(host) (forwarded): \(failure.message)",
                 hint: failure.hint.map { "(on \(host)) \($0)" })
         case .success(.token(let token)):
+            // Kept under the binding asked (nil: the file went meanwhile; then not kept at all).
             let entry = HotCacheEntry(
-                profile: profile, issuer: issuer, clientID: Self.clientID, accessToken: token.accessToken,
+                profile: profile, issuer: issuer ?? "forward:", clientID: Self.clientID,
+                accessToken: token.accessToken,
                 tokenType: token.tokenType, obtainedAt: token.obtainedAt, expiresAt: token.expiresAt,
                 issuedLifetime: token.issuedLifetime, target: target, statesNoExpiry: token.statesNoExpiry)
             // A DPoP token is useless without a proof, which only the serving side signs.
-            if token.dpopProof == nil, token.tokenType != "DPoP" { hotCache?.store(entry, now: now) }
+            if token.dpopProof == nil, token.tokenType != "DPoP", issuer != nil { hotCache?.store(entry, now: now) }
             var tokenSet = TokenSet(cached: entry)
             if token.statesNoExpiry { tokenSet.expiresAt = nil }
             return Served(
-                tokenSet: tokenSet, fromHotCache: false, servedBy: token.servedBy, dpopProof: token.dpopProof,
-                gitUsername: token.gitUsername)
+                tokenSet: tokenSet, fromHotCache: false, servedBy: token.servedBy, servingSession: token.servingSession,
+                dpopProof: token.dpopProof, gitUsername: token.gitUsername)
         }
     }
 

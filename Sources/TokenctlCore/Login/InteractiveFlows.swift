@@ -23,9 +23,11 @@ struct DeviceFlow: Sendable {
         if let scope { fields.append(("scope", scope)) }
         fields += extra
         let response: HTTPResponse
+        let deviceRequest = credentials.formRequest(deviceEndpoint, fields)
+        // The client secret, should the endpoint's error text echo the request.
+        let deviceRedaction = SecretRedaction(request: deviceRequest)
         do {
-            response = try await http.send(
-                credentials.formRequest(deviceEndpoint, fields), timeout: retry.attemptTimeout)
+            response = try await http.send(deviceRequest, timeout: retry.attemptTimeout)
         } catch {
             throw TokenctlError(
                 .transient, "cannot reach the device authorization endpoint: \(error)",
@@ -55,15 +57,16 @@ struct DeviceFlow: Sendable {
                 code: code, description: description, errorCodes: object?["error_codes"], status: response.status)
             if case .transient? = row?.errorClass {
                 let reason = TerminalReason.oauthError(
-                    status: response.status, code: code, description: description.map(TerminalText.short),
+                    status: response.status, code: deviceRedaction.scrub(code),
+                    description: description.map { TerminalText.short(deviceRedaction.scrub($0)) },
                     providerCode: providerCode)
                 throw TokenctlError(
                     .transient, "the device authorization endpoint cannot answer now: \(reason)",
                     hint: Hint.sentences(row?.hint, "Nothing was stored; try again later."))
             }
             throw deviceEndpointRefusal(
-                status: response.status, code: TerminalText.short(code),
-                description: description.map(TerminalText.short), row: row)
+                status: response.status, code: TerminalText.short(deviceRedaction.scrub(code)),
+                description: description.map { TerminalText.short(deviceRedaction.scrub($0)) }, row: row)
         }
         guard (200..<300).contains(response.status) else {
             throw TokenctlError(
@@ -94,7 +97,9 @@ struct DeviceFlow: Sendable {
                 result = .failure(error)
             }
             let receivedAt = clock.now()
-            switch RefreshOutcome.classify(result, now: receivedAt, endpoint: tokenEndpoint) {
+            switch RefreshOutcome.classify(
+                result, now: receivedAt, endpoint: tokenEndpoint, redaction: SecretRedaction(request: request))
+            {
             case .success(let tokens, let serverDate):
                 return (tokens, receivedAt, serverDate)
             case .transient(.rateLimited, let retryAfter):
@@ -297,8 +302,10 @@ struct BrowserFlow: Sendable {
                 hint: "Nothing was stored. Run the same login command again.")
         }
         if let error = received["error"] {
-            let code = TerminalText.short(error)
-            let description = received["error_description"].map(TerminalText.short)
+            // The server's text reaches us through the browser: none of this login's secrets in it.
+            let redaction = SecretRedaction([pkce.verifier, state, credentials.secret])
+            let code = TerminalText.short(redaction.scrub(error))
+            let description = received["error_description"].map { TerminalText.short(redaction.scrub($0)) }
             callback.respond(
                 status: 200, title: "Sign-in not completed",
                 message: "The server answered: \(Self.html(code)). Return to the terminal.")

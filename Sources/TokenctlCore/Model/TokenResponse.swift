@@ -160,3 +160,11 @@ public enum TokenResponseError: Error, Equatable, CustomStringConvertible {
         }
     }
 }
+
+extension TokenResponseError {
+    /// The error with the server's text in it (an unsupported `token_type`) scrubbed.
+    func redacting(_ redaction: SecretRedaction) -> TokenResponseError {
+        if case .unsupportedTokenType(let type) = self { return .unsupportedTokenType(redaction.scrub(type)) }
+        return self
+    }
+}

@@ -16,6 +16,9 @@ public enum ForwardClient {
         /// Nothing serves the path (no socket there, or a socket nothing accepts on: the file
         /// an ended `ssh -R` leaves behind).
         public var notServed = false
+        /// Another user's process answered (`SO_PEERCRED`): a well-known socket then counts as
+        /// absent, as another user's socket file does.
+        public var foreign = false
     }
 
     /// Where a process's forward socket came from.
@@ -63,7 +66,8 @@ public enum ForwardClient {
     public static func exchange(_ request: ForwardRequest, socketPath path: String, timeout: Double)
         -> Result<ForwardAnswer, Failure>
     {
-        let deadline = monotonicNow() + max(1, min(timeout, 3600))
+        let deadline = monotonicNow() + max(0.1, min(timeout, 3600))
+        let seconds = Int(max(1, timeout).rounded(.up))
         let shown = ForwardProtocol.sanitized(path, limit: 200)
         guard path.hasPrefix("/") else {
             return .failure(
@@ -73,14 +77,40 @@ public enum ForwardClient {
                     hint: "Set it to the socket's path, e.g. TOKENCTL_FORWARD_SOCKET=/run/tokenctl.sock."))
         }
         let descriptor: Int32
-        switch connectOnly(path) {
+        switch connectOnly(path, within: deadline - monotonicNow()) {
         case .success(let connected): descriptor = connected
-        case .failure(let failure): return .failure(failure)
+        case .failure(var failure):
+            if failure.status == .temporaryFailure {
+                failure.message = "the serving side did not accept the connection within \(seconds) s (over \(shown))"
+            }
+            return .failure(failure)
         }
         defer { close(descriptor) }
+        // Who answers: the socket file's owner was checked before, but a runtime directory others
+        // can write lets them swap the file between that check and the connect. The process
+        // serving the socket (sshd for `ssh -R`, forward listen, the socket unit) runs as this
+        // user; SO_PEERCRED names the process that listened (socket(7), unix(7)).
+        if let uid = peerUserID(descriptor), uid != getuid() {
+            return .failure(
+                Failure(
+                    status: .unavailable,
+                    message:
+                        "no forwarded session: the socket at \(shown) is served by uid \(uid), not by this user (uid \(getuid()))",
+                    hint:
+                        "Remove the socket or point TOKENCTL_FORWARD_SOCKET at your own; a runtime directory others can write lets them replace it.",
+                    foreign: true))
+        }
         // Scripts read our output through pipes that may close early; a closed socket likewise.
         signal(SIGPIPE, SIG_IGN)
+        // The request is small, but a peer that never reads must not hold us past the deadline.
+        setSendTimeout(descriptor, seconds: deadline - monotonicNow())
         let sent = Descriptor.writeAll(descriptor, request.encoded())
+        guard sent != EAGAIN && sent != EWOULDBLOCK else {
+            return .failure(
+                Failure(
+                    status: .temporaryFailure,
+                    message: "the serving side did not take the request within \(seconds) s (over \(shown))"))
+        }
         guard sent == 0 || sent == EPIPE || sent == ECONNRESET else {
             return .failure(Failure(status: .unavailable, message: "cannot send to \(shown): \(reason(sent))"))
         }
@@ -98,7 +128,7 @@ public enum ForwardClient {
                 return .failure(
                     Failure(
                         status: .temporaryFailure,
-                        message: "the serving side did not answer within \(Int(timeout)) s (over \(shown))"))
+                        message: "the serving side did not answer within \(seconds) s (over \(shown))"))
             }
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             let ready = Descriptor.retryingInterrupted { poll(&poller, 1, Int32(min(left * 1000, 60_000)) + 1) }
@@ -134,8 +164,9 @@ public enum ForwardClient {
         }
     }
 
-    /// A connected socket to `path`, or why not (a missing socket, nothing serving it, …).
-    public static func connectOnly(_ path: String) -> Result<Int32, Failure> {
+    /// A connected socket to `path`, or why not (a missing socket, nothing serving it, a
+    /// listener whose queue stays full past `within` seconds: exit 75).
+    public static func connectOnly(_ path: String, within seconds: Double = 5) -> Result<Int32, Failure> {
         let shown = ForwardProtocol.sanitized(path, limit: 200)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
@@ -156,6 +187,10 @@ public enum ForwardClient {
         guard descriptor >= 0 else {
             return .failure(Failure(status: .unavailable, message: "cannot make a socket: \(reason(errno))"))
         }
+        // A unix stream connect waits, while the listener's queue is full, for as long as the
+        // send timeout says (unix(7); net/unix/af_unix.c waits sock_sndtimeo), then fails with
+        // EAGAIN: the deadline bounds the connect too.
+        setSendTimeout(descriptor, seconds: seconds)
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
                 Descriptor.retryingInterrupted {
@@ -165,6 +200,13 @@ public enum ForwardClient {
         }
         guard connected == 0 else {
             let error = errno
+            if error == EAGAIN || error == EWOULDBLOCK || error == EINPROGRESS {
+                close(descriptor)
+                return .failure(
+                    Failure(
+                        status: .temporaryFailure,
+                        message: "the serving side did not accept the connection in time (over \(shown))"))
+            }
             let detail: String
             switch error {
             case ENOENT:
@@ -188,6 +230,100 @@ public enum ForwardClient {
         return .success(descriptor)
     }
 
+    /// SO_SNDTIMEO (socket(7)): bounds a blocking connect(2) of a unix socket and its writes.
+    static func setSendTimeout(_ descriptor: Int32, seconds: Double) {
+        let bounded = max(0.001, min(seconds, 3600))
+        var value = timeval(
+            tv_sec: Int(bounded.rounded(.down)), tv_usec: Int((bounded - bounded.rounded(.down)) * 1_000_000))
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// The uid of the process that serves the other end of a connected unix socket
+    /// (SO_PEERCRED, unix(7): the credentials of the process that called listen(2)); nil when
+    /// the kernel does not say.
+    static func peerUserID(_ descriptor: Int32) -> UInt32? {
+        // struct ucred (pid, uid, gid), which Glibc's module leaves out without _GNU_SOURCE.
+        var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
+        var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
+        return credentials.uid
+    }
+
+    /// Whether a socket file is served, found without connecting to whatever serves it (a
+    /// connection would wake the serving side: sshd opens a channel, a socket unit starts a
+    /// process). A datagram connect(2) to a path finds the socket bound there first: none
+    /// (the file an ended `ssh -R` or a killed listener leaves) is ECONNREFUSED; a live stream
+    /// socket is EPROTOTYPE, since the types differ (unix(7); net/unix/af_unix.c, unix_find_bsd).
+    public enum Liveness: Equatable, Sendable {
+        case served
+        /// A socket file nothing serves: stale.
+        case notServed
+        /// No file at the path.
+        case missing
+        /// Anything else (not a socket, not ours to open): let a real connect say what.
+        case unknown
+    }
+
+    /// The liveness of the socket file at `path` (a C string, so the front's hit can ask).
+    public static func liveness(_ path: UnsafePointer<CChar>) -> Liveness {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let length = strlen(path)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard length > 0, length < capacity else { return .unknown }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.baseAddress!.copyMemory(from: path, byteCount: length)
+            raw[length] = 0
+        }
+        let probe = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { return .unknown }
+        defer { close(probe) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                Descriptor.retryingInterrupted { connect(probe, pointer, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+        }
+        guard connected != 0 else { return .unknown } // a datagram socket is bound there: not a forward
+        switch errno {
+        case EPROTOTYPE: return .served
+        case ECONNREFUSED: return .notServed
+        case ENOENT: return .missing
+        default: return .unknown
+        }
+    }
+
+    /// `liveness` of a path as a Swift string.
+    public static func liveness(of path: String) -> Liveness { path.withCString { liveness($0) } }
+
+    /// Which socket file is at `path` (stat(2): device, inode, change time): a socket bound
+    /// anew, as each `ssh -R` and each listener binds its own, is another file even at the same
+    /// path. Written as decimal digits with `.` between them into `writer`; false when there is
+    /// no such file.
+    static func socketFileIdentity(_ path: UnsafePointer<CChar>, into writer: inout HotPath.Writer) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK else { return false }
+        writer.append(decimal: Int64(truncatingIfNeeded: info.st_dev))
+        writer.append(".")
+        writer.append(decimal: Int64(truncatingIfNeeded: info.st_ino))
+        writer.append(".")
+        writer.append(decimal: Int64(info.st_ctim.tv_sec))
+        writer.append(".")
+        writer.append(decimal: Int64(info.st_ctim.tv_nsec))
+        return true
+    }
+
+    /// `socketFileIdentity` as a String; nil when there is no socket file at `path`.
+    public static func socketFileIdentity(of path: String) -> String? {
+        let capacity = 96
+        return path.withCString { cPath in
+            let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+            defer { buffer.deallocate() }
+            var writer = HotPath.Writer(buffer, capacity: capacity)
+            guard socketFileIdentity(cPath, into: &writer), !writer.overflowed else { return nil }
+            return String(decoding: UnsafeBufferPointer(start: buffer, count: writer.count), as: UTF8.self)
+        }
+    }
+
     /// Seconds on the monotonic clock (deadlines of the forward's reads, both sides).
     public static func monotonicNow() -> Double {
         var spec = timespec()
@@ -199,9 +335,13 @@ public enum ForwardClient {
 }
 
 extension ForwardClient {
-    /// The issuer field of the client's hot-cache entries for tokens from the socket at `path`:
-    /// no real issuer looks like it, so local sessions and each socket have keys of their own.
-    public static func cacheIssuer(socketPath path: String) -> String { "forward:" + path }
+    /// The issuer field of the client's hot-cache entries for tokens from the socket at `path`,
+    /// bound as `identity` (`socketFileIdentity`): no real issuer looks like it, so local
+    /// sessions, each socket and each binding of it (each `ssh -R`, each listener, so each
+    /// serving host) have keys of their own.
+    public static func cacheIssuer(socketPath path: String, identity: String) -> String {
+        "forward:" + path + "#" + identity
+    }
     /// The client ID field of those entries.
     public static let cacheClientID = "tokenctl-forward"
 }

@@ -209,7 +209,7 @@ public enum ForwardAnswer: Equatable, Sendable {
                     ("expires_at", token.statesNoExpiry ? "never" : token.expiresAt.map(ForwardedToken.format)),
                     ("issued_lifetime", token.issuedLifetime.map(ForwardedToken.format)),
                     ("scope", token.scope), ("dpop_proof", token.dpopProof), ("served_by", token.servedBy),
-                    ("git_username", token.gitUsername),
+                    ("git_username", token.gitUsername), ("serving_session", token.servingSession),
                 ])
         case .failure(let failure):
             return ForwardProtocol.message(
@@ -258,6 +258,10 @@ public enum ForwardAnswer: Equatable, Sendable {
             token.dpopProof = value("dpop_proof")
             token.servedBy = value("served_by")
             token.gitUsername = value("git_username")
+            token.servingSession = value("serving_session").flatMap {
+                $0.utf8.count == 16 && $0.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+                    ? $0 : nil
+            }
             return .token(token)
         case ForwardProtocol.errorLine:
             guard let statusText = value("status"), statusText.utf8.count <= 3,
@@ -296,12 +300,28 @@ public struct ForwardedToken: Equatable, Sendable {
     public var servedBy: String?
     /// The profile's `git_username`, for `git-credential` on the client.
     public var gitUsername: String?
+    /// Which session on which host handed the token out (`sessionIdentity`), for `status`;
+    /// optional (an older serving side sends none).
+    public var servingSession: String?
 
     public init(profile: String, accessToken: String, tokenType: String, obtainedAt: Double) {
         self.profile = profile
         self.accessToken = accessToken
         self.tokenType = tokenType
         self.obtainedAt = obtainedAt
+    }
+
+    /// A stable, non-secret name of a serving session: 16 hex digits of FNV-1a 64 over the
+    /// serving host's name, the session's issuer and client ID and the profile's name. Not a
+    /// security boundary (the client checks who serves by SO_PEERCRED); it tells two serving
+    /// sides apart in `status`.
+    public static func sessionIdentity(host: String, issuer: String, clientID: String, profile: String) -> String {
+        var hash = FNV1a64()
+        for part in [host, issuer, clientID, profile] {
+            hash.update(part)
+            hash.update([0])
+        }
+        return hash.hexDigest
     }
 
     /// Seconds since the epoch with at most 3 decimals, as the hot cache writes them.

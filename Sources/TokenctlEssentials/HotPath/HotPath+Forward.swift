@@ -83,7 +83,7 @@ extension HotPath {
         }
         // The target was checked by the serving side: the payload is only read back for rendering.
         let entry = HotCacheEntry(
-            profile: profile, issuer: ForwardClient.cacheIssuer(socketPath: socketPath),
+            profile: profile, issuer: ForwardClient.cacheIssuer(socketPath: socketPath, identity: "-"),
             clientID: ForwardClient.cacheClientID, accessToken: token.accessToken, tokenType: token.tokenType,
             obtainedAt: token.obtainedAt, expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime,
             statesNoExpiry: token.statesNoExpiry)

@@ -111,8 +111,9 @@ public enum HotPath {
     /// the `--verbose` line) and return true. False means nothing was written: run the engine.
     ///
     /// - Parameter forwardSocket: the forward socket this process gets its tokens from
-    ///   (`forwardSocket(environment:)`): then the hot-cache entry is that socket's
-    ///   (`ForwardClient.cacheIssuer`), not a local profile file's.
+    ///   (`forwardSocket(environment:)`): then the hot-cache entry is that socket's as it is
+    ///   bound now (`ForwardClient.cacheIssuer`), not a local profile file's, and a hit needs
+    ///   something serving it (`ForwardClient.liveness`).
     public static func serve(
         argc: Int32, argv: UnsafePointer<UnsafeMutablePointer<CChar>?>, now: Instant,
         environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?, forwardSocket: UnsafePointer<CChar>? = nil
@@ -141,10 +142,16 @@ public enum HotPath {
         let identity: ProfileIdentity
         let description: UnsafeMutablePointer<UInt8>
         if let forwardSocket {
-            // A forwarded session's entry: keyed by the socket, no local profile file.
+            // A forwarded session's entry: keyed by the socket as it is bound now (each `ssh -R`
+            // and each listener binds a file of its own), no local profile file; and served only
+            // while something serves the socket (a probe that connects to nothing there).
             var writer = Writer(block, capacity: pathCapacity + fileCapacity)
             writer.append("forward:")
             writer.append(cString: forwardSocket)
+            writer.append("#")
+            guard ForwardClient.socketFileIdentity(forwardSocket, into: &writer),
+                ForwardClient.liveness(forwardSocket) == .served
+            else { return false }
             let issuerCount = writer.count
             writer.append("tokenctl-forward")
             guard !writer.overflowed else { return false }

@@ -83,6 +83,14 @@ final class NonRootUser: @unchecked Sendable {
             environment: ["PATH": "/usr/bin:/bin"], stdin: stdin, directory: directory)
     }
 
+    /// Run another program as the user, such as a process playing another user's part (its
+    /// process group, which `signalGroup` ends, is the test's command's).
+    func startProgram(_ executable: String, _ arguments: [String]) throws -> RunningCommand {
+        try RunningCommand(
+            executable: "/usr/sbin/runuser", arguments: ["-u", Self.name, "--", executable] + arguments,
+            environment: ["PATH": "/usr/bin:/bin"], stdin: nil, directory: directory)
+    }
+
     /// Sign the default profile in at `server` (one-use refresh tokens unless configured otherwise).
     func login(_ server: AuthServer) throws {
         let result = try tokenctl(
