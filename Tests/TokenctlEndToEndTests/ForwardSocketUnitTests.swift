@@ -45,6 +45,26 @@ struct ForwardSocketUnitTests {
         echo "LOCAL:$(as_user tokenctl token)"
         echo "FORWARDED:$(as_user env HOME="$work/um/client" TOKENCTL_FORWARD_SOCKET="$rt/tokenctl/forward.sock" tokenctl token 2>&1)"
         echo "ROOT:$(env -i TOKENCTL_FORWARD_SOCKET="$rt/tokenctl/forward.sock" HOME=/nonexistent "$bin/tokenctl" token 2>&1; echo " rc=$?")"
+        # The client refuses a socket another user serves; the serving side refuses the peer too.
+        raw=$(python3 - "$rt/tokenctl/forward.sock" <<'PY' 2>&1 || true
+        import socket, sys
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sys.argv[1])
+        try:
+            s.sendall(b"tokenctl-forward-v1 request\nprofile=default\ncommand=token\n\n")
+            s.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        print(data.decode(errors="replace").replace("\n", "|"))
+        PY
+        )
+        echo "ROOT_RAW:$raw"
         echo "SERVICE:$(tk_user_systemctl "$user" show -p ActiveState --value tokenctl-forward.service)"
         # 300 connections at once on the socket alone (an Accept=yes socket failed with
         # trigger-limit-hit here): they start one serving process and wait for it.
@@ -112,8 +132,12 @@ struct ForwardSocketUnitTests {
         let local = try #require(values("LOCAL").first)
         #expect(!local.isEmpty && values("FORWARDED") == [local], "served through the unit: \(result)")
         #expect(
-            result.stdout.contains("ROOT:Error: ") && result.stdout.contains("runs as uid 0;")
-                && result.stdout.contains(" rc=77\n"), "another user is refused by SO_PEERCRED: \(result)")
+            result.stdout.contains("ROOT:Error: ") && result.stdout.contains("not by this user (uid 0)")
+                && result.stdout.contains(" rc=69\n"), "the client refuses another user's socket: \(result)")
+        let raw = values("ROOT_RAW").joined()
+        #expect(
+            raw.contains("runs as uid 0;") && raw.contains("status=77"),
+            "the serving side refuses another user by SO_PEERCRED: \(result)")
         #expect(values("SERVICE") == ["active"], "one serving process, started by the socket: \(result)")
         #expect(values("COLD") == ["inactive"], "\(result)")
         #expect(values("BURST") == ["300 tokenctl-forward-v1 token", "300 tokenctl-forward-v1 token"], "\(result)")
