@@ -83,6 +83,13 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
         _ = reason.className
         _ = reason.requestMayHaveReachedServer
         if let retryAfter { check(retryAfter >= 0, "negative Retry-After") }
+    case .notTheServersVerdict(let answer):
+        // Something else in the path answered: never a 2xx, and its words name no token.
+        check(!(200..<300).contains(answer.status), "a 2xx taken for another answerer's page")
+        _ = answer.description
+        _ = answer.advice
+        _ = answer.className
+        _ = answer.mayPass
     }
     return 0
 }
