@@ -559,7 +559,7 @@ public actor TokenBroker {
                 .loginRequired,
                 "profile '\(profile.name)' has no refresh token (the server issued none), so a forced refresh cannot get a new access token; the stored session is kept as it was",
                 hint:
-                    "If a server rejected the access token, sign in again: '\(CommandHint.login(profile.name))'. Without --force, 'tokenctl token' still serves the stored one."
+                    "If a server rejected the access token, sign in again: '\(CommandHint.login(profile.name))'. Without --force, '\(CommandHint.tokenctl(profile.name, "token"))' still serves the stored one."
             )
         }
         if current.timeLeft(at: now) > 0 {
