@@ -79,21 +79,14 @@ extension HotPath {
         forward.resource = target.resourceField
         forward.minimumTimeToLive = Int(request.minimumTimeToLive)
         forward.command = "token"
-        func fail(_ status: ExitStatus, _ message: String, _ hint: String? = nil) -> Int32 {
-            Descriptor.writeAll(
-                2,
-                "Error: " + TerminalText.printable(TerminalText.shortened(message)) + "\n"
-                    + (hint.map { TerminalText.printable(TerminalText.shortened($0)) + "\n" } ?? ""))
-            return status.rawValue
-        }
         let token: ForwardedToken
         switch ForwardClient.exchange(forward, socketPath: socketPath, timeout: defaultTimeout) {
         case .failure(let failure):
             if engineInstalled, !explicit, failure.notServed || failure.foreign { return nil }
-            return fail(ExitStatus.passedOn(failure.status.rawValue), failure.message, failure.hint)
+            return report(ExitStatus.passedOn(failure.status.rawValue), failure.message, failure.hint)
         case .success(.failure(let failure)):
             let host = failure.servedBy ?? "the serving side"
-            return fail(
+            return report(
                 ExitStatus.passedOn(failure.status), host + " (forwarded): " + failure.message,
                 failure.hint.map { "(on \(host)) " + $0 })
         case .success(.token(let answered)):
@@ -101,24 +94,33 @@ extension HotPath {
         }
         let issuer = ForwardClient.cacheIssuer(socketPath: socketPath, identity: binding ?? "-")
         // A DPoP token is useless without a proof, which only the serving side signs: not kept.
-        if let binding, token.dpopProof == nil, token.tokenType != "DPoP",
+        if binding != nil, token.dpopProof == nil, token.tokenType != "DPoP",
             environment(cString(disableVariable)).map({ !isEqual(cString: $0, "1") }) ?? true
         {
-            _ = HotCacheEntry(
-                profile: profile, issuer: issuer,
-                clientID: ForwardClient.cacheClientID, accessToken: token.accessToken, tokenType: token.tokenType,
-                obtainedAt: token.obtainedAt, expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime,
-                target: target, statesNoExpiry: token.statesNoExpiry
-            ).storeInKernelKeyring(now: Double(now.seconds) + Double(now.nanoseconds) / 1e9)
+            _ = cacheEntry(token, profile: profile, issuer: issuer, target: target).storeInKernelKeyring(
+                now: Double(now.seconds) + Double(now.nanoseconds) / 1e9)
         }
-        // The target was checked by the serving side: the payload is only read back for rendering.
-        let entry = HotCacheEntry(
-            profile: profile, issuer: issuer,
-            clientID: ForwardClient.cacheClientID, accessToken: token.accessToken, tokenType: token.tokenType,
-            obtainedAt: token.obtainedAt, expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime,
-            statesNoExpiry: token.statesNoExpiry)
+        // The target was checked by the serving side: the entry is only read back for rendering.
+        return printToken(
+            cacheEntry(token, profile: profile, issuer: issuer, target: .session), profile: profileBytes,
+            request: request, now: now)
+    }
+
+    /// The hot-cache entry of a forwarded token under the socket's identity.
+    static func cacheEntry(_ token: ForwardedToken, profile: ProfileName, issuer: String, target: TokenTarget)
+        -> HotCacheEntry
+    {
+        HotCacheEntry(
+            profile: profile, issuer: issuer, clientID: ForwardClient.cacheClientID, accessToken: token.accessToken,
+            tokenType: token.tokenType, obtainedAt: token.obtainedAt, expiresAt: token.expiresAt,
+            issuedLifetime: token.issuedLifetime, target: target, statesNoExpiry: token.statesNoExpiry)
+    }
+
+    /// Print `entry`'s token as a hit would (its payload read back by the hit's reader and
+    /// rendered in the format asked): the exit status.
+    static func printToken(_ entry: HotCacheEntry, profile: Bytes, request: Request, now: Instant) -> Int32 {
         guard var payload = try? entry.encoded() else {
-            return fail(.protocolError, "the serving side's token cannot be shown")
+            return report(.protocolError, "the serving side's token cannot be shown")
         }
         var output = [UInt8](repeating: 0, count: outputCapacity)
         defer {
@@ -126,22 +128,22 @@ extension HotPath {
             payload.withUnsafeMutableBytes { explicit_bzero($0.baseAddress!, $0.count) }
             output.withUnsafeMutableBytes { explicit_bzero($0.baseAddress!, $0.count) }
         }
-        var entryIssuer = entry.issuer
+        var issuer = entry.issuer
         var clientID = entry.clientID
         let rendered = payload.withUnsafeBufferPointer { payloadBytes in
-            entryIssuer.withUTF8 { issuerBytes in
+            issuer.withUTF8 { issuerBytes in
                 clientID.withUTF8 { clientBytes in
-                    cachedToken(payloadBytes, profile: profileBytes, issuer: issuerBytes, clientID: clientBytes)
+                    cachedToken(payloadBytes, profile: profile, issuer: issuerBytes, clientID: clientBytes)
                         .flatMap { cached in
                             output.withUnsafeMutableBufferPointer {
-                                render(cached, profile: profileBytes, request: request, now: now, into: $0)
+                                render(cached, profile: profile, request: request, now: now, into: $0)
                             }
                         }
                 }
             }
         }
         guard let rendered else {
-            return fail(.temporaryFailure, "the forwarded token is valid for less than --min-ttl asks")
+            return report(.temporaryFailure, "the forwarded token is valid for less than --min-ttl asks")
         }
         signal(SIGPIPE, SIG_IGN)
         output.withUnsafeMutableBufferPointer { bytes in
@@ -149,5 +151,15 @@ extension HotPath {
             writeAll(1, bytes.baseAddress! + rendered.logCount, rendered.outputCount)
         }
         return ExitStatus.success.rawValue
+    }
+
+    /// An error as the engine prints it (`Error: ` and the message, the hint on its own line):
+    /// the exit status.
+    static func report(_ status: ExitStatus, _ message: String, _ hint: String? = nil) -> Int32 {
+        Descriptor.writeAll(
+            2,
+            "Error: " + TerminalText.printable(TerminalText.shortened(message)) + "\n"
+                + (hint.map { TerminalText.printable(TerminalText.shortened($0)) + "\n" } ?? ""))
+        return status.rawValue
     }
 }
