@@ -212,6 +212,38 @@ public enum EntraTenant {
         return String(base.dropLast("/v2.0".count)) + "/oauth2/v2.0/logout"
     }
 
+    /// What stands for the tenant in the multi-tenant issuers' discovery documents.
+    static let placeholder = "{tenantid}"
+
+    /// `…/common/v2.0` as `…/{tenantid}/v2.0`.
+    static func template(_ issuer: String, segment: String) -> String {
+        issuer.replacing("/\(segment)/", with: "/\(placeholder)/")
+    }
+
+    /// Whether an ID token's `iss` is the multi-tenant issuer's template with the token's own
+    /// `tid` claim (a GUID) put in.
+    static func acceptsTokenIssuer(_ iss: String, claims: [String: JSONValue], configured: String, segment: String)
+        -> Bool
+    {
+        // The tenant the token names must be a GUID: never a template or another path.
+        guard let tenant = claims["tid"]?.stringValue, isGUID(tenant.lowercased()) else { return false }
+        let expected = template(configured, segment: segment).replacing(placeholder, with: tenant)
+        return EndpointURL.sameIssuer(iss, expected)
+    }
+
+    /// What the message says an ID token's issuer should have been.
+    static func describeExpected(_ configured: String, segment: String) -> String {
+        "'\(template(configured, segment: segment))' with the token's tenant (tid, a GUID) in it"
+    }
+
+    /// What to do when discovery names the multi-tenant template as its issuer (a login
+    /// without the preset); nil for any other issuer.
+    static func discoveryMismatchHint(named: String) -> String? {
+        guard named.contains(placeholder) else { return nil }
+        return
+            "This is Microsoft Entra ID's multi-tenant issuer, a template: sign in with the preset, e.g. tokenctl login --provider entra --tenant common --client-id ID"
+    }
+
     /// 8-4-4-4-12 hexadecimal digits.
     public static func isGUID(_ text: String) -> Bool {
         let groups = text.split(separator: "-", omittingEmptySubsequences: false)
