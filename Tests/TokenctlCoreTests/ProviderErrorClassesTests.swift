@@ -253,9 +253,11 @@ struct ProviderErrorClassesTests {
             + Array(ProviderErrorClasses.invalidGrantTexts.values)
         for found in rows {
             for profile in [ProfileName.default, ProfileName(rawValue: "work")!] {
-                let hint = Hint.sentences(
-                    "The session is kept.", found.hint, ProviderErrorClasses.followUp(found.followUp, for: profile))
-                #expect(Hint.problems(in: hint ?? "").isEmpty, "\(Hint.problems(in: hint ?? "")): \(hint ?? "")")
+                for words in [found.hint, found.offlineSessionHint] {
+                    let hint = Hint.sentences(
+                        "The session is kept.", words, ProviderErrorClasses.followUp(found.followUp, for: profile))
+                    #expect(Hint.problems(in: hint ?? "").isEmpty, "\(Hint.problems(in: hint ?? "")): \(hint ?? "")")
+                }
             }
         }
     }

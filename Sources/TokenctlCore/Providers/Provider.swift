@@ -50,8 +50,8 @@ public struct Provider: Sendable, Hashable, RawRepresentable, CaseIterable {
     /// What stays valid at the server when logout could not revoke the session with
     /// `revocation` there, and where to end it by hand; nil where revocation is possible.
     let unrevoked: @Sendable (_ revocation: ProviderRevocation, _ issuer: EndpointURL, _ hasSecret: Bool) -> String?
-    /// What to register at the provider and how to sign in, for `tokenctl help providers`:
-    /// lines of at most 84 characters.
+    /// What to register at the provider and how to sign in, for `tokenctl help providers`
+    /// (which indents each line by four spaces).
     public let registrationHelp: String
 
     init(
