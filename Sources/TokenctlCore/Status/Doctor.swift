@@ -95,7 +95,7 @@ extension TokenctlService {
         let secretService =
             (store as? JournaledSessionStore)?.inner as? SecretServiceStore ?? store as? SecretServiceStore
         // After the check: naming the provider connects first, and the check must get the time.
-        var providerName: String { secretService.map { " (provider: \($0.provider().name))" } ?? "" }
+        var providerName: String { secretService.map { " (provider: \($0.keyringProgram().name))" } ?? "" }
         do {
             try store.checkAvailable()
             checks.append(DoctorCheck("secret service", ok: true, "reachable" + providerName))
