@@ -289,7 +289,7 @@ enum ForwardCommand: EngineCommand {
                 return .success
             }
         }
-        UnixSocket.catchStopSignals()
+        StopSignals.catchThem()
         let listener: ForwardListener
         do {
             listener = try ForwardListener(
@@ -322,7 +322,7 @@ enum ForwardCommand: EngineCommand {
         let listening = try UnixSocket.listen(at: path, makingPrivateDirectory: options.socket == nil)
         defer { UnixSocket.close(listening) }
         let identity = UnixSocket.fileIdentity(path)
-        UnixSocket.catchStopSignals()
+        StopSignals.catchThem()
         // Every connection is served in this process (ForwardListener), as under the socket unit.
         let listener = try ForwardListener(
             server: ForwardServer(service: context.service()), sockets: [listening], report: report(context))

@@ -51,8 +51,12 @@ struct SyscallConfinementTests {
             sources: "TokenctlEssentials",
             // And the forward's client socket (Forward/ForwardClient.swift), which the front uses,
             // and the kernel keyring's one file (System/KernelKeyring.swift, over CKernelKeyring),
-            // which the engine's hot cache and the front's forwarded miss write through.
-            system: ["Descriptor.swift", "CurrentExecutable.swift", "ForwardClient.swift", "KernelKeyring.swift"],
+            // which the engine's hot cache and the front's forwarded miss write through, and the
+            // one monotonic clock (System/MonotonicClock.swift).
+            system: [
+                "Descriptor.swift", "CurrentExecutable.swift", "ForwardClient.swift", "KernelKeyring.swift",
+                "MonotonicClock.swift",
+            ],
             listed: [
                 // The front's hit path: Foundation-free and as short as a process start, its
                 // minimal calls its own (writes and the EINTR retry go through Descriptor).

@@ -86,10 +86,10 @@ public final class ForwardListener: Sendable {
 
     /// The loop (its own thread): `ForwardServingLoop` holds its state and does each step.
     private func loop() -> Ending {
-        var state = ForwardServingLoop(listener: self, now: ForwardClient.monotonicNow())
+        var state = ForwardServingLoop(listener: self, now: MonotonicClock.now())
         while true {
-            let stopping = UnixSocket.stopRequested
-            var now = ForwardClient.monotonicNow()
+            let stopping = StopSignals.requested
+            var now = MonotonicClock.now()
             state.writeFinishedAnswers(now: now)
             state.startWaitingAnswers()
             if stopping, state.answering == 0 { break }
@@ -100,7 +100,7 @@ public final class ForwardListener: Sendable {
             }
             var waiting = state.waitingList(now: now, stopping: stopping)
             UnixSocket.wait(&waiting.entries, within: max(0, waiting.until - now))
-            now = ForwardClient.monotonicNow()
+            now = MonotonicClock.now()
             state.serveReady(waiting, now: now)
             state.enforceDeadlines(now: now)
             server.audit.flush(at: server.service.clock.now())

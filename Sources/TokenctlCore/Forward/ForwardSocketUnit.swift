@@ -26,10 +26,10 @@ public struct ForwardSocketUnit: Sendable {
         self.packagedUnitDirectory = packagedUnitDirectory
     }
 
-    var unitDirectory: String? { RefreshSchedule.userUnitDirectory(environment) }
+    var unitDirectory: String? { SystemdUserUnits.directory(environment) }
 
     /// Whether a systemd user manager answers (`systemctl --user`).
-    public func managerAvailable() -> Bool { RefreshSchedule.userManagerAnswers() }
+    public func managerAvailable() -> Bool { SystemdUserUnits.managerAnswers() }
 
     /// The package's units run this very executable.
     func packagedUnitsServe() -> Bool {
@@ -67,7 +67,7 @@ public struct ForwardSocketUnit: Sendable {
             "Requires=tokenctl-forward.socket",
             "",
             "[Service]",
-            "ExecStart=\(RefreshSchedule.quoted(executable)) forward serve",
+            "ExecStart=\(SystemdUserUnits.quoted(executable)) forward serve",
             "StandardInput=null",
             "StandardError=journal",
         ]
@@ -75,7 +75,7 @@ public struct ForwardSocketUnit: Sendable {
         // user must lock the same files, or a forwarded refresh and a local one race.
         for name in ["XDG_CONFIG_HOME", "XDG_STATE_HOME", EnvironmentSwitches.runtimeDirectory] {
             if let value = environment[name] {
-                lines.append("Environment=\(RefreshSchedule.quoted("\(name)=\(value)"))")
+                lines.append("Environment=\(SystemdUserUnits.quoted("\(name)=\(value)"))")
             }
         }
         return lines.joined(separator: "\n") + "\n"
@@ -89,32 +89,20 @@ public struct ForwardSocketUnit: Sendable {
         let socketPath = unitDirectory + "/" + Self.socketName
         let servicePath = unitDirectory + "/" + Self.serviceName
         let formerPath = unitDirectory + "/" + Self.formerServiceName
-        if (try? FileIO.readFile(formerPath))??.hasPrefix(Self.marker) == true { try? FileIO.removeFile(formerPath) }
+        if SystemdUserUnits.isOurs(formerPath, marker: Self.marker) { try? FileIO.removeFile(formerPath) }
         var wrote = false
-        if !packagedUnitsServe() || (try? FileIO.readFile(socketPath)) ?? nil != nil {
-            do {
-                try FileIO.makeDirectories(unitDirectory, mode: 0o700)
-                try FileIO.writeAtomically(socketUnit(), to: socketPath)
-                try FileIO.writeAtomically(serviceUnit(), to: servicePath)
-            } catch {
-                throw TokenctlError(.unexpected, "cannot write the unit files: \(error)")
-            }
+        if !packagedUnitsServe() || SystemdUserUnits.exists(socketPath) {
+            try SystemdUserUnits.write([(socketPath, socketUnit()), (servicePath, serviceUnit())], into: unitDirectory)
             wrote = true
         }
-        for command in [
-            ["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", Self.socketName],
-        ] {
-            let result = Subprocess.run(command)
-            guard result.status == 0 else {
-                if wrote {
-                    try? FileIO.removeFile(socketPath)
-                    try? FileIO.removeFile(servicePath)
-                }
-                throw TokenctlError(
-                    .serviceUnavailable,
-                    "cannot enable the forward socket: '\(command.joined(separator: " "))' failed: \(result.output.trimmingCharacters(in: " \n"))",
-                    hint: "Serve it in the foreground instead: 'tokenctl forward listen'.")
+        if let failed = SystemdUserUnits.reloadAndEnable(Self.socketName) {
+            if wrote {
+                try? FileIO.removeFile(socketPath)
+                try? FileIO.removeFile(servicePath)
             }
+            throw TokenctlError(
+                .serviceUnavailable, "cannot enable the forward socket: '\(failed.command)' failed: \(failed.output)",
+                hint: "Serve it in the foreground instead: 'tokenctl forward listen'.")
         }
         return wrote
             ? "systemd user socket \(Self.socketName): \(socketPath)"
@@ -126,23 +114,19 @@ public struct ForwardSocketUnit: Sendable {
         guard let unitDirectory else { return [] }
         var done: [String] = []
         let ours = [Self.socketName, Self.serviceName, Self.formerServiceName].map { unitDirectory + "/" + $0 }.filter {
-            path in
-            (try? FileIO.readFile(path))??.hasPrefix(Self.marker) == true
+            SystemdUserUnits.isOurs($0, marker: Self.marker)
         }
-        if !ours.isEmpty || Subprocess.run(["systemctl", "--user", "is-enabled", Self.socketName]).status == 0 {
-            if Subprocess.run(["systemctl", "--user", "disable", "--now", Self.socketName]).status == 0 {
-                done.append("disabled \(Self.socketName)")
-            }
+        if !ours.isEmpty || SystemdUserUnits.isEnabled(Self.socketName) {
+            if SystemdUserUnits.disable(Self.socketName) { done.append("disabled \(Self.socketName)") }
         }
         for path in ours where (try? FileIO.removeFile(path)) != nil { done.append("removed \(path)") }
-        if !ours.isEmpty { _ = Subprocess.run(["systemctl", "--user", "daemon-reload"]) }
+        if !ours.isEmpty { SystemdUserUnits.daemonReload() }
         return done
     }
 
     /// `systemctl --user is-active` of the socket, or nil without a manager.
     public func state() -> String? {
         guard managerAvailable() else { return nil }
-        let result = Subprocess.run(["systemctl", "--user", "is-active", Self.socketName])
-        return result.output.trimmingCharacters(in: " \n")
+        return SystemdUserUnits.activity(Self.socketName).state
     }
 }

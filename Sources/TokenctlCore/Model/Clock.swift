@@ -2,7 +2,8 @@
 import Glibc
 #endif
 
-/// Wall-clock time and sleeping, injectable so state-machine tests never sleep.
+/// Wall-clock time and sleeping, injectable so state-machine tests never sleep. (Waits that a
+/// change of the wall clock must not stretch are bounded on TokenctlEssentials' `MonotonicClock`.)
 public struct Clock: Sendable {
     /// Seconds since the Unix epoch.
     public var now: @Sendable () -> Double

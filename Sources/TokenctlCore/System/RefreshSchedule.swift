@@ -86,32 +86,17 @@ public struct RefreshSchedule: Sendable {
     // MARK: Backends
 
     /// Whether a systemd user manager answers (`systemctl --user`).
-    public func systemdAvailable() -> Bool { Self.userManagerAnswers() }
-
-    /// Whether a systemd user manager answers (`systemctl --user`): the refresh timer's and the
-    /// forward socket's (`ForwardSocketUnit`) one test.
-    static func userManagerAnswers() -> Bool {
-        Subprocess.run(["systemctl", "--user", "show-environment"]).status == 0
-    }
-
-    /// Where user units go: `$XDG_CONFIG_HOME/systemd/user`, else `~/.config/systemd/user`.
-    static func userUnitDirectory(_ environment: Environment) -> String? {
-        if let config = environment["XDG_CONFIG_HOME"], config.hasPrefix("/") { return config + "/systemd/user" }
-        return environment["HOME"].map { $0 + "/.config/systemd/user" }
-    }
+    public func systemdAvailable() -> Bool { SystemdUserUnits.managerAnswers() }
 
     public func defaultBackend() -> Backend { systemdAvailable() ? .systemd : .cron }
 
-    var unitDirectory: String? { Self.userUnitDirectory(environment) }
+    var unitDirectory: String? { SystemdUserUnits.directory(environment) }
 
     var servicePath: String? { unitDirectory.map { "\($0)/\(Self.unitName).service" } }
     var timerPath: String? { unitDirectory.map { "\($0)/\(Self.unitName).timer" } }
 
     /// Shell-quote for unit files and crontab lines.
-    static func quoted(_ text: String) -> String {
-        text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/._-=:".contains($0)) })
-            ? text : "'" + text.map { $0 == "'" ? "'\\''" : String($0) }.joined() + "'"
-    }
+    static func quoted(_ text: String) -> String { SystemdUserUnits.quoted(text) }
 
     /// Variables the refresh needs when they are not the defaults (where the profiles are).
     var passedEnvironment: [(String, String)] {
@@ -174,13 +159,11 @@ public struct RefreshSchedule: Sendable {
             guard let servicePath, let timerPath, let unitDirectory else {
                 throw TokenctlError(.configuration, "HOME is not set: cannot find the systemd user unit directory")
             }
-            if packagedUnitsServe(interval: interval), (try? FileIO.readFile(timerPath)) ?? nil == nil {
-                let command = ["systemctl", "--user", "enable", "--now", "\(Self.unitName).timer"]
-                let result = Subprocess.run(command)
-                guard result.status == 0 else {
+            if packagedUnitsServe(interval: interval), !SystemdUserUnits.exists(timerPath) {
+                if let failed = SystemdUserUnits.enable("\(Self.unitName).timer") {
                     throw TokenctlError(
                         .serviceUnavailable,
-                        "cannot enable the packaged systemd timer: '\(command.joined(separator: " "))' failed: \(result.output.trimmingCharacters(in: " \n"))",
+                        "cannot enable the packaged systemd timer: '\(failed.command)' failed: \(failed.output)",
                         hint:
                             "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed."
                     )
@@ -188,29 +171,19 @@ public struct RefreshSchedule: Sendable {
                 return
                     "systemd user timer \(Self.unitName).timer (every \(Self.describe(interval))), installed by the package: \(packagedUnitDirectory)/\(Self.unitName).timer"
             }
-            do {
-                try FileIO.makeDirectories(unitDirectory, mode: 0o700)
-                try FileIO.writeAtomically(serviceUnit(interval: interval), to: servicePath)
-                try FileIO.writeAtomically(timerUnit(interval: interval), to: timerPath)
-            } catch {
-                throw TokenctlError(.unexpected, "cannot write the unit files: \(error)")
-            }
-            for command in [
-                ["systemctl", "--user", "daemon-reload"],
-                ["systemctl", "--user", "enable", "--now", "\(Self.unitName).timer"],
-            ] {
-                let result = Subprocess.run(command)
-                guard result.status == 0 else {
-                    // Nothing half-installed: units that no manager runs would look like a schedule.
-                    try? FileIO.removeFile(timerPath)
-                    try? FileIO.removeFile(servicePath)
-                    throw TokenctlError(
-                        .serviceUnavailable,
-                        "cannot install the systemd timer: '\(command.joined(separator: " "))' failed: \(result.output.trimmingCharacters(in: " \n"))",
-                        hint:
-                            "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed."
-                    )
-                }
+            try SystemdUserUnits.write(
+                [(servicePath, serviceUnit(interval: interval)), (timerPath, timerUnit(interval: interval))],
+                into: unitDirectory)
+            if let failed = SystemdUserUnits.reloadAndEnable("\(Self.unitName).timer") {
+                // Nothing half-installed: units that no manager runs would look like a schedule.
+                try? FileIO.removeFile(timerPath)
+                try? FileIO.removeFile(servicePath)
+                throw TokenctlError(
+                    .serviceUnavailable,
+                    "cannot install the systemd timer: '\(failed.command)' failed: \(failed.output)",
+                    hint:
+                        "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed."
+                )
             }
             return "systemd user timer \(Self.unitName).timer (every \(Self.describe(interval))): \(timerPath)"
         case .cron:
@@ -232,27 +205,27 @@ public struct RefreshSchedule: Sendable {
         for backend in backends {
             switch backend {
             case .systemd:
-                let ours = [timerPath, servicePath].compactMap { $0 }.filter { path in
-                    (try? FileIO.readFile(path))??.hasPrefix(Self.marker) == true
+                let ours = [timerPath, servicePath].compactMap { $0 }.filter {
+                    SystemdUserUnits.isOurs($0, marker: Self.marker)
                 }
                 if ours.isEmpty {
                     // The package's timer, enabled by 'install': disable it (its files stay the package's).
                     if packagedUnitsServe(interval: Self.packagedInterval),
-                        Subprocess.run(["systemctl", "--user", "is-enabled", "\(Self.unitName).timer"]).status == 0
+                        SystemdUserUnits.isEnabled("\(Self.unitName).timer")
                     {
-                        _ = Subprocess.run(["systemctl", "--user", "disable", "--now", "\(Self.unitName).timer"])
+                        SystemdUserUnits.disable("\(Self.unitName).timer")
                         removed.append("the packaged systemd timer \(Self.unitName).timer (disabled)")
                     }
                     continue
                 }
-                _ = Subprocess.run(["systemctl", "--user", "disable", "--now", "\(Self.unitName).timer"])
+                SystemdUserUnits.disable("\(Self.unitName).timer")
                 for path in ours {
                     do { try FileIO.removeFile(path) } catch {
                         throw TokenctlError(.unexpected, "cannot remove \(path): \(error)")
                     }
                     removed.append(path)
                 }
-                _ = Subprocess.run(["systemctl", "--user", "daemon-reload"])
+                SystemdUserUnits.daemonReload()
             case .cron:
                 guard Subprocess.locate(crontab) != nil else { continue }
                 let current = try readCrontab()
@@ -277,10 +250,10 @@ public struct RefreshSchedule: Sendable {
 
     public func status() -> [Status] {
         var result: [Status] = []
-        let ownTimer = timerPath.map { (try? FileIO.readFile($0))??.hasPrefix(Self.marker) == true } ?? false
+        let ownTimer = timerPath.map { SystemdUserUnits.isOurs($0, marker: Self.marker) } ?? false
         let packagedTimer =
             !ownTimer && packagedUnitsServe(interval: Self.packagedInterval)
-            && Subprocess.run(["systemctl", "--user", "is-enabled", "\(Self.unitName).timer"]).status == 0
+            && SystemdUserUnits.isEnabled("\(Self.unitName).timer")
         let timerInstalled = ownTimer || packagedTimer
         var detail =
             ownTimer
@@ -288,9 +261,9 @@ public struct RefreshSchedule: Sendable {
             : packagedTimer ? "\(packagedUnitDirectory)/\(Self.unitName).timer (the package's)" : "not installed"
         var active = false
         if timerInstalled {
-            let answer = Subprocess.run(["systemctl", "--user", "is-active", "\(Self.unitName).timer"])
-            active = answer.status == 0
-            detail += active ? " (active)" : " (not active: \(answer.output.trimmingCharacters(in: " \n")))"
+            let answer = SystemdUserUnits.activity("\(Self.unitName).timer")
+            active = answer.active
+            detail += active ? " (active)" : " (not active: \(answer.state))"
         }
         result.append(Status(backend: .systemd, installed: timerInstalled, working: active, detail: detail))
         let cron = Subprocess.locate(crontab) == nil ? nil : try? readCrontab()

@@ -1,4 +1,3 @@
-import Synchronization
 import TokenctlEssentials
 
 #if canImport(Glibc)
@@ -63,11 +62,11 @@ public enum UnixSocket {
     /// deadline (seconds from now), whichever comes first: a slow or silent peer holds a
     /// connection no longer than that.
     public static func receive(_ descriptor: Int32, limit: Int, within seconds: Double) -> Received {
-        let deadline = ForwardClient.monotonicNow() + seconds
+        let deadline = MonotonicClock.now() + seconds
         var message: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while !(message.count >= 2 && message[message.count - 1] == 0x0A && message[message.count - 2] == 0x0A) {
-            let left = deadline - ForwardClient.monotonicNow()
+            let left = deadline - MonotonicClock.now()
             guard left > 0 else { return .timedOut }
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             let ready = Descriptor.retryingInterrupted { poll(&poller, 1, Int32(left * 1000) + 1) }
@@ -357,24 +356,4 @@ public enum UnixSocket {
         else { return nil }
         return Int(line.dropFirst(6).filter { $0 >= "0" && $0 <= "9" })
     }
-
-    /// SIGINT, SIGTERM and SIGHUP set `stopRequested` instead of ending the process.
-    public static func catchStopSignals() {
-        for signalNumber in [SIGINT, SIGTERM, SIGHUP] {
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = recordStop
-            sigemptyset(&action.sa_mask)
-            action.sa_flags = 0 // no SA_RESTART: poll returns at once
-            sigaction(signalNumber, &action, nil)
-        }
-        signal(SIGPIPE, SIG_IGN)
-    }
-
-    public static var stopRequested: Bool { stopSignal.load(ordering: .sequentiallyConsistent) != 0 }
-}
-
-private let stopSignal = Atomic<Int32>(0)
-
-private let recordStop: @convention(c) (Int32) -> Void = { signal in
-    stopSignal.store(signal, ordering: .sequentiallyConsistent)
 }

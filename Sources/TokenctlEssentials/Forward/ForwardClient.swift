@@ -66,7 +66,7 @@ public enum ForwardClient {
     public static func exchange(_ request: ForwardRequest, socketPath path: String, timeout: Double)
         -> Result<ForwardAnswer, Failure>
     {
-        let deadline = monotonicNow() + max(0.1, min(timeout, 3600))
+        let deadline = MonotonicClock.now() + max(0.1, min(timeout, 3600))
         let seconds = Int(max(1, timeout).rounded(.up))
         let shown = ForwardProtocol.sanitized(path, limit: 200)
         guard path.hasPrefix("/") else {
@@ -77,7 +77,7 @@ public enum ForwardClient {
                     hint: "Set it to the socket's path, e.g. TOKENCTL_FORWARD_SOCKET=/run/tokenctl.sock."))
         }
         let descriptor: Int32
-        switch connectOnly(path, within: deadline - monotonicNow()) {
+        switch connectOnly(path, within: deadline - MonotonicClock.now()) {
         case .success(let connected): descriptor = connected
         case .failure(var failure):
             if failure.status == .temporaryFailure {
@@ -129,7 +129,7 @@ public enum ForwardClient {
         // Scripts read our output through pipes that may close early; a closed socket likewise.
         signal(SIGPIPE, SIG_IGN)
         // The request is small, but a peer that never reads must not hold us past the deadline.
-        setSendTimeout(descriptor, seconds: deadline - monotonicNow())
+        setSendTimeout(descriptor, seconds: deadline - MonotonicClock.now())
         let sent = Descriptor.writeAll(descriptor, request.encoded())
         guard sent != EAGAIN && sent != EWOULDBLOCK else {
             return Failure(
@@ -151,7 +151,7 @@ public enum ForwardClient {
         var buffer = [UInt8](repeating: 0, count: 4096)
         defer { buffer.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } } }
         while !(answer.count >= 2 && answer[answer.count - 1] == 0x0A && answer[answer.count - 2] == 0x0A) {
-            let left = deadline - monotonicNow()
+            let left = deadline - MonotonicClock.now()
             guard left > 0 else {
                 return Failure(
                     status: .temporaryFailure,
@@ -344,13 +344,6 @@ public enum ForwardClient {
             guard socketFileIdentity(cPath, into: &writer), !writer.overflowed else { return nil }
             return String(decoding: UnsafeBufferPointer(start: buffer, count: writer.count), as: UTF8.self)
         }
-    }
-
-    /// Seconds on the monotonic clock (deadlines of the forward's reads, both sides).
-    public static func monotonicNow() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 
     static func reason(_ error: Int32) -> String { String(cString: strerror(error)) }

@@ -4,6 +4,25 @@ import Synchronization
 import Glibc
 #endif
 
+// The one place tokenctl catches signals (signal(7), sigaction(2)): SIGINT, SIGTERM and SIGHUP,
+// the signals that end a command, either held off while a rotated refresh token is in flight
+// (`SignalDeferral`) or turned into a flag a serving loop polls (`StopSignals`).
+
+/// The signals that end a command.
+let stopSignalNumbers: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+
+/// Install `handler` for `signal`; the action it replaces.
+@discardableResult
+func installHandler(_ signal: Int32, _ handler: @convention(c) (Int32) -> Void, restart: Bool) -> sigaction {
+    var action = sigaction()
+    action.__sigaction_handler.sa_handler = handler
+    system_sigemptyset(&action.sa_mask)
+    action.sa_flags = restart ? SA_RESTART : 0
+    var old = sigaction()
+    system_sigaction(signal, &action, &old)
+    return old
+}
+
 /// Holds off SIGINT, SIGTERM and SIGHUP while a rotated refresh token is in flight: from
 /// sending the request until the new token set is safe (journaled, or written). A signal that
 /// arrives meanwhile is recorded and delivered (default action) when the last deferral ends.
@@ -12,7 +31,6 @@ import Glibc
 /// A signal the process inherited as ignored (`nohup`, a background job of a shell ignoring
 /// SIGINT) stays ignored: its disposition is left alone, and so it is never delivered later.
 public enum SignalDeferral {
-    private static let signals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
     /// The previous action of each signal whose handler was replaced.
     private static let mutex = Mutex<(depth: Int, saved: [(Int32, sigaction)])>((0, []))
 
@@ -21,17 +39,11 @@ public enum SignalDeferral {
             state.depth += 1
             guard state.depth == 1 else { return }
             pendingSignal.store(0, ordering: .sequentiallyConsistent)
-            state.saved = signals.compactMap { signal in
+            state.saved = stopSignalNumbers.compactMap { signal in
                 var current = sigaction()
                 system_sigaction(signal, nil, &current)
                 if isIgnored(current) { return nil }
-                var action = sigaction()
-                action.__sigaction_handler.sa_handler = recordSignal
-                system_sigemptyset(&action.sa_mask)
-                action.sa_flags = SA_RESTART
-                var old = sigaction()
-                system_sigaction(signal, &action, &old)
-                return (signal, old)
+                return (signal, installHandler(signal, recordSignal, restart: true))
             }
         }
     }
@@ -70,4 +82,23 @@ private let pendingSignal = Atomic<Int32>(0)
 
 private let recordSignal: @convention(c) (Int32) -> Void = { signal in
     pendingSignal.store(signal, ordering: .sequentiallyConsistent)
+}
+
+/// SIGINT, SIGTERM and SIGHUP set a flag instead of ending the process: a serving loop
+/// (`ForwardListener`) polls it, finishes what it answers and exits.
+public enum StopSignals {
+    /// Catch them from now on (no SA_RESTART: a poll(2) returns at once), and ignore SIGPIPE.
+    public static func catchThem() {
+        for signal in stopSignalNumbers { installHandler(signal, recordStop, restart: false) }
+        system_signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Whether one of them arrived.
+    public static var requested: Bool { stopSignal.load(ordering: .sequentiallyConsistent) != 0 }
+}
+
+private let stopSignal = Atomic<Int32>(0)
+
+private let recordStop: @convention(c) (Int32) -> Void = { signal in
+    stopSignal.store(signal, ordering: .sequentiallyConsistent)
 }
