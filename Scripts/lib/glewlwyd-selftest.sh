@@ -112,6 +112,9 @@ expect "private_key_jwt, replayed assertion: 403" \
 a=$(jose assertion --client-id m-pk --aud "$T" --key "$work/pk.key")
 expect "private_key_jwt, trailing newline: 403" \
   "$(token pk-nl -d client_assertion_type=$bearer --data-urlencode "client_assertion=$a"$'\n' -d scope="$scope" "$T")" 403
+a=$(jose assertion --client-id m-pk --aud "$T" --key "$work/pk.key" --kid none)
+expect "private_key_jwt without kid (jwks, no pubkey): 403" \
+  "$(token pk-nokid -d client_assertion_type=$bearer --data-urlencode "client_assertion=$a" -d scope="$scope" "$T")" 403
 a=$(jose assertion --client-id m-pk --aud "$T" --key "$work/pk.key")
 expect "private_key_jwt at the mTLS alias, aud = token endpoint: 200" \
   "$(token pk-alias -d client_assertion_type=$bearer --data-urlencode "client_assertion=$a" -d scope="$scope" "$M")" 200

@@ -44,23 +44,31 @@
 #   but certificate is not valid"): the key/pem paths are required whenever the key is present,
 #   whatever its value. We leave it out (TLS is nginx's job).
 # - Database: glewlwyd does not create its schema; the package ships it as
-#   /usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz (docs/INSTALL.md "Database
-#   initialization"), which also seeds the admin user admin/password (docs/GETTING_STARTED.md).
-# - Client module data-format (docs/CLIENT_DATABASE.md): a property not listed is silently
-#   dropped. The schema's list has tls_client_auth_san_* but not tls_client_auth_subject_dn, so
-#   a client registered with a certificate subject (RFC 8705 §2.1.2) would match nothing:
-#   glewlwyd_control.py setup adds it. The subject is compared in RFC 4514 order as glewlwyd
-#   (GnuTLS) prints it: "CN=...,O=..." (most specific first), not openssl's "O=..., CN=...".
-# - Plugin settings (docs/OIDC.md "Mutual-TLS Client Authentication", "JWT requests, public
-#   keys and JWKS"): auth-type-client-enabled, request-parameter-allow, client-jwks-parameter,
+#   /usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz (docs/database/README.md "Initialize
+#   Glewlwyd with the default settings"), which also seeds the admin user admin/password
+#   (docs/GETTING_STARTED.md "First connection to the administration page").
+# - Client module data-format (docs/CLIENT_DATABASE.md "Specific data format"): a property
+#   not listed is silently dropped. The schema's list has tls_client_auth_san_* but not
+#   tls_client_auth_subject_dn, so a client registered with a certificate subject (RFC 8705
+#   §2.1.2) keeps none and matches nothing: glewlwyd_control.py setup adds the property. The
+#   subject is compared in RFC 4514 order as glewlwyd (GnuTLS) prints it, "CN=m,O=tokenctl-test"
+#   (most specific first); openssl's order "O=tokenctl-test,CN=m" is refused (measured).
+# - Plugin settings (docs/OIDC.md "Authentication type client enabled", "Mutual-TLS Client
+#   Authentication", "JWT requests, public keys and JWKS"): auth-type-client-enabled,
+#   request-parameter-allow (assertions are JWT requests), client-jwks-parameter,
 #   client-pubkey-parameter, client-cert-source "header", client-cert-header-name,
-#   client-cert-use-endpoint-aliases (publishes mtls_endpoint_aliases .../mtls/token),
-#   client-cert-self-signed-allowed; without them the methods are refused.
+#   client-cert-use-endpoint-aliases (publishes mtls_endpoint_aliases .../mtls/token) and
+#   client-cert-self-signed-allowed are all off or empty by default; glewlwyd_control.py sets
+#   them. jwt-type takes "ecdsa" (not "ec").
 # - Certificate header: behind a TLS front glewlwyd reads the client certificate PEM from a
-#   header. nginx's $ssl_client_cert spreads the PEM over several header lines (continuation
-#   lines), which glewlwyd does not join; cert.js (njs, libnginx-mod-http-js) sends
-#   $ssl_client_raw_cert with its newlines turned into spaces, which glewlwyd accepts. nginx
-#   always sets the header (an empty value: not sent), so a client cannot inject its own.
+#   header (docs/OIDC.md "Certificate source", "Corresponding header property"; RFC 8705 §2
+#   leaves the transport to the deployment). nginx's $ssl_client_cert spreads the PEM over
+#   several header lines (continuation lines), which glewlwyd does not join: 403; the
+#   URL-encoded $ssl_client_escaped_cert gets a 500 (both measured). cert.js (njs,
+#   libnginx-mod-http-js) sends $ssl_client_raw_cert with its newlines turned into spaces,
+#   which glewlwyd accepts. nginx always sets the header (an empty value: not sent) and drops
+#   client headers with an underscore (underscores_in_headers off), so a client cannot inject
+#   its own.
 # - With `ssl_verify_client optional_no_ca` nginx checks only that the client holds the key;
 #   in header mode (with client-cert-self-signed-allowed) glewlwyd does not check the chain
 #   either: a tls_client_auth client accepts a self-signed certificate with its registered
@@ -79,7 +87,8 @@
 # - Assertions (RFC 7523 §3): `aud` must be exactly the token endpoint (ISSUER/token), even
 #   when posting to the mTLS alias; a `jti` seen before is refused (403, replay); an assertion
 #   with a trailing newline is refused; an assertion without `kid` only verifies when the
-#   client also has a PEM `pubkey`, so always send `kid` (here: the RFC 7638 thumbprint).
+#   client has a PEM `pubkey` (403 with `jwks` alone, measured), so always send `kid` (here:
+#   the RFC 7638 thumbprint, which is also the registered JWK's kid).
 # - RFC 8705 §3: a token issued to a client authenticated with a certificate carries
 #   cnf.x5t#S256, the base64url SHA-256 of the certificate's DER.
 

@@ -6,7 +6,7 @@
   glewlwyd_jwt.py cert-jwk CERT.pem      public JWK of a certificate's key with x5c [the DER]
                                          (a self_signed_tls_client_auth client's jwks entry)
   glewlwyd_jwt.py x5t CERT.pem           base64url SHA-256 of the certificate's DER (RFC 8705 §3.1)
-  glewlwyd_jwt.py assertion --client-id ID --aud URL (--secret S | --key KEY.pem [--kid K])
+  glewlwyd_jwt.py assertion --client-id ID --aud URL (--secret S | --key KEY.pem [--kid K|none])
                                          a client assertion (RFC 7523 §2.2, §3): HS256 with the
                                          secret (client_secret_jwt) or ES256 with the key
                                          (private_key_jwt); iss = sub = ID, a fresh jti, exp in
@@ -84,7 +84,8 @@ def main(argv):
         else:
             key = load_key(opts["--key"])
             kid = opts.get("--kid") or thumbprint(ec_public_jwk(key.public_key()))
-            token = jwt.encode(claims, key, algorithm="ES256", headers={"kid": kid})
+            headers = {} if kid == "none" else {"kid": kid}
+            token = jwt.encode(claims, key, algorithm="ES256", headers=headers)
         sys.stdout.write(token)
     elif cmd == "claims":
         print(json.dumps(jwt.decode(args[0], options={"verify_signature": False})))
