@@ -38,6 +38,11 @@
 # nginx.conf, nginx-error.log, nginx-access.log, cert.js (njs), nginx-tmp/, ca/ (ca.{key,crt},
 # server.{key,crt}, sign.{key,pub}: the token signing key), clients/ (issued certificates).
 #
+# Installing the packages has side effects outside DIR: glewlwyd's postinst (dbconfig-common)
+# makes a system database under /var/lib/dbconfig-common and pulls in a MySQL client, and on a
+# machine run by systemd both packages start their system services (glewlwyd on port 4593,
+# nginx on port 80). Neither is used or stopped here: ours run on their own free ports.
+#
 # Quirks of glewlwyd 2.7.5 worked around here or to know in the tests (measured on Debian 12;
 # the documentation is github.com/babelouest/glewlwyd docs/, shipped in /usr/share/doc/glewlwyd):
 # - Config file: `use_secure_connection=false` alone is refused ("secure connection is active
