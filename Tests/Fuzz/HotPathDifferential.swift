@@ -16,7 +16,7 @@ import TokenctlCore
 //
 // Every HotPath entry point is public and reachable without refactoring: recognize (argv),
 // profileName, profileFilePath, profileIdentity (profile file), isValidEndpoint,
-// isValidProfileName, keyDescription, cachedToken (payload), render. Only `serve` is not
+// ProfileName.isValid (bytes), keyDescription, cachedToken (payload), render. Only `serve` is not
 // fuzzed (it reads the file and the kernel keyring through system calls); its steps are.
 //
 // Input: a mode byte, then the mode's bytes:
@@ -312,8 +312,9 @@ enum Differential {
             check(
                 endpoint == general,
                 "HotPath.isValidEndpoint says \(endpoint), EndpointURL says \(general) for \(Array(text.utf8))")
-            let name = HotPath.isValidProfileName(buffer)
-            check(name == ProfileName.isValid(text), "HotPath.isValidProfileName and ProfileName.isValid differ")
+            // The hit checks argv's bytes; the engine checks the decoded string.
+            let name = ProfileName.isValid(utf8: buffer)
+            check(name == ProfileName.isValid(text), "ProfileName.isValid on bytes and on the string differ")
         }
         let parts = bytes.split(separator: 0, maxSplits: 2, omittingEmptySubsequences: false).map(Array.init)
         guard parts.count == 3, let profile = ProfileName(rawValue: String(decoding: parts[0], as: UTF8.self)),

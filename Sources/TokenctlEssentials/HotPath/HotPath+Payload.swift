@@ -118,7 +118,7 @@ extension HotPath {
             return accepted
         }
         guard failure == nil, accepted else { return nil }
-        guard let cachedProfile = values.0, isValidProfileName(cachedProfile), isEqual(cachedProfile, profile),
+        guard let cachedProfile = values.0, ProfileName.isValid(utf8: cachedProfile), isEqual(cachedProfile, profile),
             let cachedIssuer = values.1, isEqual(cachedIssuer, issuer),
             let cachedClientID = values.2, isEqual(cachedClientID, clientID),
             let tokenType = values.3, let accessToken = values.7,

@@ -27,24 +27,7 @@ extension HotPath {
     {
         let name = request.profile ?? variable(EnvironmentSwitches.profile, environment) ?? cString("default")
         let bytes = Bytes(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self), count: strlen(name))
-        return isValidProfileName(bytes) ? bytes : nil
-    }
-
-    /// `ProfileName.isValid`, on bytes.
-    public static func isValidProfileName(_ name: Bytes) -> Bool {
-        guard name.count >= 1, name.count <= 64, name[0] != UInt8(ascii: "."), name[0] != UInt8(ascii: "-") else {
-            return false
-        }
-        for byte in name {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
-                continue
-            default:
-                return false
-            }
-        }
-        return true
+        return ProfileName.isValid(utf8: bytes) ? bytes : nil
     }
 
     /// `Paths.resolve(...).profileFile(profile)` as a C string in `buffer`; its length, or `nil`
