@@ -16,7 +16,7 @@
 #                                      # then what is left in its cgroup, by PID; removes the cgroup
 #                                      # and a DIR it made
 #
-# What it takes (each found by trying, see the report of issue 27):
+# What it takes (each found by trying):
 #   * "Trying to run as user instance, but the system has not been booted with systemd." unless
 #     /run/systemd/system exists: the manager runs in a private mount namespace (unshare -m) with
 #     a tmpfs on /run/systemd holding an empty system/, so nothing outside sees a "booted" system

@@ -133,7 +133,7 @@ members are merged into the 200 answer before it is sent, a null value removing 
 The log entry of such a refresh has outcome "issued" and "overridden": [the members' names].
 
 Personas (config "persona", or --persona NAME for the server's default): a provider as it
-really behaves on the wire (docs: /work/shared/PROVIDERS.md and PERSONAS below).  Setting a
+really behaves on the wire, from its public documentation (PERSONAS below).  Setting a
 persona first sets the config keys it implies (PERSONAS[name]["config"]: lifetimes, discovery,
 device interval...), then the other keys of the same /_test/config request, so a test may
 still shorten an interval; its "wire" switches shape every /token and device answer:
@@ -162,7 +162,7 @@ still shorten an interval; its "wire" switches shape every /token and device ans
                     _complete; a dead refresh token gets invalid_grant "Token has been expired or
                     revoked."; /revoke answers 400 invalid_token for a token it does not know.
                     Set "client_secrets" for the client: Google requires its secret.
-  entra             Microsoft Entra ID (PROVIDERS.md §3).  Every OAuth error is 400 JSON (401 for
+  entra             Microsoft Entra ID (learn.microsoft.com/entra/identity-platform).  Every OAuth error is 400 JSON (401 for
                     invalid_client) shaped as Entra's: "error", "error_description"
                     "AADSTSnnnn: text\r\nTrace ID: <uuid>\r\nCorrelation ID: <uuid>\r\nTimestamp:
                     <YYYY-MM-DD HH:MM:SSZ>", "error_codes": [nnnn], "trace_id", "correlation_id",
@@ -198,8 +198,8 @@ still shorten an interval; its "wire" switches shape every /token and device ans
                     "ISSUER/{tenantid}/v2.0"); the ID token's iss is "ISSUER/<entra_user_tenant>/v2.0"
                     and its tid entra_user_tenant.  A mismatch to provoke: "id_token_claims"
                     {"tid": OTHER} (iss keeps entra_user_tenant) or {"iss": ...}.
-  keycloak          Keycloak with Revoke Refresh Token on and Refresh Token Max Reuse 0 (PROVIDERS.md
-                    §5): access_ttl 300; each refresh token works once; reusing a spent one gets 400
+  keycloak          Keycloak with Revoke Refresh Token on and Refresh Token Max Reuse 0 (Keycloak's
+                    Server Administration Guide): access_ttl 300; each refresh token works once; reusing a spent one gets 400
                     invalid_grant "Maximum allowed refresh token reuse exceeded" and the whole
                     session (family) dies, the fresh token too, which then gets invalid_grant
                     "Session not active"; an unknown refresh token gets "Invalid refresh token".
@@ -210,7 +210,7 @@ POST /_test/revoke-all: the provider ends every session (families and access tok
 GitHub's revocation (github-* personas, and any server): DELETE /api/v3/applications/{client_id}/token
 with Basic client_id:client_secret and {"access_token": ...}: 204 (the token and its grant
 revoked), 404 unknown token or bad credentials, 422 no token; logged as "/applications/token".
-  okta              Okta's org authorization server (PROVIDERS.md §6): endpoints /oauth2/v1/token,
+  okta              Okta's org authorization server (developer.okta.com): endpoints /oauth2/v1/token,
                     /oauth2/v1/device/authorize, /oauth2/v1/revoke, /oauth2/v1/authorize,
                     /oauth2/v1/keys, advertised by discovery; DPoP with a mandatory nonce
                     (dpop_nonce_required: a proof without the current nonce gets 400 use_dpop_nonce
@@ -223,7 +223,7 @@ revoked), 404 unknown token or bad credentials, 422 no token; logged as "/applic
                     refresh token only for the offline_access scope; device verification_uri
                     ISSUER/activate.  Rate limits (429 without a body) are a faults entry:
                     {"status": 429, "body": "", "content_type": null}.
-  auth0             Auth0 (PROVIDERS.md §7): endpoints /oauth/token, /oauth/device/code,
+  auth0             Auth0 (auth0.com/docs): endpoints /oauth/token, /oauth/device/code,
                     /oauth/revoke, /authorize, /.well-known/jwks.json; device polls answered 403
                     authorization_pending / access_denied / expired_token, 429 slow_down, each with
                     Auth0's error_description; expired_token exactly once (by time or script),
@@ -234,7 +234,7 @@ revoked), 404 unknown token or bad credentials, 422 no token; logged as "/applic
                     refresh token."); a JWT access token (aud = the audience) only when the
                     device, authorize or refresh request (or /_test/issue) named an audience, an
                     opaque one otherwise; a refresh token only for the offline_access scope.
-  gitlab            GitLab (PROVIDERS.md §4): endpoints /oauth/token, /oauth/authorize_device,
+  gitlab            GitLab (docs.gitlab.com/api/oauth2): endpoints /oauth/token, /oauth/authorize_device,
                     /oauth/revoke, /oauth/authorize, /oauth/discovery/keys; token answers carry
                     created_at (the server's clock + created_at_offset_seconds), expires_in 7200,
                     token_type "Bearer"; strict one-use rotation with no grace: a spent refresh
@@ -437,7 +437,7 @@ DEFAULT_CONFIG = {
     "keycloak_errors": [],
 }
 
-# Providers as they behave on the wire (PROVIDERS.md).  "config": the config keys a persona
+# Providers as they behave on the wire (each one's public documentation).  "config": the config keys a persona
 # implies, set when the persona is; "wire": the switches that shape its answers (read through
 # wire(), None when no persona is set).  A new persona (google, entra...) is one more entry here,
 # plus whatever new "wire" switch it needs, read where the answer is made.
@@ -477,7 +477,7 @@ KEYCLOAK_WIRE = {
     # Keycloak's answer to a wrong or rotated client secret (401, at /token and the device endpoint).
     "descriptions": {"unauthorized_client": "Invalid client or Invalid client credentials"},
 }
-# Google (PROVIDERS.md §2): no rotation (a refresh answer has no refresh_token), a refresh
+# Google (developers.google.com/identity/protocols/oauth2): no rotation (a refresh answer has no refresh_token), a refresh
 # token only for access_type=offline with prompt=consent, offline_access refused, ID tokens
 # whose iss has no scheme, verification_url, 400 invalid_token from /revoke.
 GOOGLE_WIRE = {
@@ -643,7 +643,7 @@ ENTRA_CODE_OF = {"authorization_pending": 70016, "expired_token": 70020, "author
                  "unsupported_grant_type": 70003, "slow_down": 70016}
 ENTRA_CONSUMERS_TENANT = "9188040d-6c67-4c5b-b112-36a304b66dad"
 
-# Keycloak's invalid_grant descriptions (TokenManager.java; PROVIDERS.md §5).
+# Keycloak's invalid_grant descriptions (TokenManager.java in github.com/keycloak/keycloak).
 KEYCLOAK_TEXTS = ["Token is not active", "Session not active", "Stale token", "Stale refresh token",
                   "Maximum allowed refresh token reuse exceeded", "Refresh token expired",
                   "Client session not active", "Invalid refresh token"]

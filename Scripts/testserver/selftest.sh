@@ -469,7 +469,7 @@ tjson /_test/reset '{}' >/dev/null
 expect "dpop: reset clears the counters" \
   "$(jget "$(curl -sS "$base/_test/stats")" '[j["dpop_proofs_valid"], j["dpop_proofs_invalid"]]')" '[0, 0]'
 
-# --- personas: GitHub as it behaves on the wire (PROVIDERS.md §1)
+# --- personas: GitHub as it behaves on the wire (docs.github.com, authorizing OAuth apps)
 tjson /_test/reset '{}' >/dev/null
 expect "persona: unknown refused" "$(req -X POST --data '{"persona":"nope"}' "$base/_test/config")" 400
 cfg=$(tjson /_test/config '{"persona": "github-oauth-app", "device_interval": 30}')
@@ -531,7 +531,7 @@ expect "numbers_as_strings" "$(jget "$body" '[j["expires_in"], j["interval"]]')"
 tjson /_test/reset '{}' >/dev/null
 expect "reset: no persona" "$(jget "$(tjson /_test/config '{}')" 'j["persona"]')" null
 
-# --- personas: Okta, Auth0, GitLab (PROVIDERS.md §6, §7, §4)
+# --- personas: Okta, Auth0, GitLab (their public documentation)
 post() { req -X POST "$base$1" "${@:2}"; }
 poll() { post "$1" --data grant_type=urn:ietf:params:oauth:grant-type:device_code --data "device_code=$2" --data client_id=cli; }
 rt_of() { jget "$(<"$tmp/body")" 'j.get("refresh_token")'; }
@@ -617,7 +617,7 @@ tjson /_test/config '{"device_endpoint_missing": false}' >/dev/null
 post /oauth/authorize_device --data client_id=cli >/dev/null; dc=$(jget "$(<"$tmp/body")" 'j["device_code"]')
 code=$(poll /oauth/token "$dc")
 expect "device_script object: answered exactly so" "$code $(<"$tmp/body")" '200 {"token_type": "bearer"}'
-# --- personas: Entra and Keycloak (PROVIDERS.md §3, §5)
+# --- personas: Entra and Keycloak (their public documentation)
 tjson /_test/config '{"persona": "entra", "device_interval": 0}' >/dev/null
 d=$(curl -sS "$base/.well-known/openid-configuration")
 expect "entra: no revocation_endpoint, an end_session_endpoint" "$(jget "$d" '["revocation_endpoint" in j, "end_session_endpoint" in j]')" '[false, true]'

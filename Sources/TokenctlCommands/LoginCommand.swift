@@ -7,7 +7,7 @@ enum LoginCommand: EngineCommand {
         static let provider = OptionSpec(
             "--provider", value: "name",
             help:
-                "A provider preset: github, github-app, google, entra, gitlab, keycloak, okta, auth0, gitea or forgejo ('tokenctl help providers'). Saved in the profile."
+                "A provider preset: \(Provider.names.dropLast().joined(separator: ", ")) or \(Provider.names.last ?? "") ('tokenctl help providers'). Saved in the profile."
         )
         static let host = OptionSpec(
             "--host", value: "host",

@@ -80,9 +80,7 @@ enum Output {
     }
 
     /// At most `limit` characters of a message, marked where cut.
-    static func shortened(_ text: String, limit: Int = 2000) -> String {
-        text.count <= limit ? text : String(text.prefix(limit)) + "… (\(text.count - limit) more characters)"
-    }
+    static func shortened(_ text: String, limit: Int = 2000) -> String { TerminalText.shortened(text, limit: limit) }
 
     /// Server-provided text for a terminal: control characters dropped (no escape sequences).
     static func printable(_ text: String) -> String { TerminalText.printable(text) }

@@ -67,12 +67,13 @@ func front() -> Never {
     {
         exit(ExitStatus.success.rawValue)
     }
-    // No engine beside this front (a container given only the static binary and the socket): the
-    // front asks the socket itself for `token`.
-    if let forwardSocket, enginePath().map({ access($0, X_OK) != 0 }) ?? true,
+    // A forwarded miss: the front asks the socket itself (and keeps the answer in the hot cache);
+    // starting the engine would cost more than the exchange. A container given only this static
+    // binary and the socket works the same way.
+    if let forwardSocket,
         let status = HotPath.serveForwarded(
             argc: tokenctl_front_argc(), argv: tokenctl_front_argv(), now: .now(), environment: environment,
-            socket: forwardSocket)
+            socket: forwardSocket, engineInstalled: enginePath().map { access($0, X_OK) == 0 } ?? false)
     {
         exit(status)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlEssentials
 
 @testable import TokenctlCore
 
@@ -54,5 +55,16 @@ struct ForwardAuditTests {
         #expect(ForwardServer.commandName("x) uid 0; for") == "x??uid?0??for")
         #expect(
             ForwardServer.describe(UnixSocket.Peer(pid: 3, uid: 5, gid: 5, command: "a b")) == "pid 3 (a?b) uid 5")
+    }
+}
+
+@Suite("A forwarded error's exit status: the front and the engine agree")
+struct ForwardedStatusTests {
+    @Test("every status the serving side may send exits the same from the front and from the engine")
+    func sameStatus() {
+        for status in Int32(-1)...Int32(256) {
+            let engine = TokenctlError(ForwardedSession.kind(status), "").exitStatus
+            #expect(engine == ExitStatus.passedOn(status), "status \(status)")
+        }
     }
 }

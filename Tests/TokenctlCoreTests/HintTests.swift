@@ -10,13 +10,13 @@ import TokenctlEssentials
 /// HintSourceTests (end-to-end target).
 @Suite("Hints: commands quoted, sentences ended")
 struct HintTests {
-    static let providers: [SecretServiceProvider] = [.gnomeKeyring, .keePassXC, .kWallet, .other("secretd"), .unknown]
+    static let programs: [KeyringProgram] = [.gnomeKeyring, .keePassXC, .kWallet, .other("secretd"), .unknown]
 
-    /// Every provider hint, alone and as the store and login compose it.
+    /// Every keyring program's hint, alone and as the store and login compose it.
     static var composedHints: [String] {
-        var hints = [SecretServiceProvider.startAnyHint, SecretServiceStore.noBusHint]
-        for provider in providers {
-            hints += [provider.unlockHint, provider.perItemUnlockHint, provider.noDefaultCollectionHint]
+        var hints = [KeyringProgram.startAnyHint, SecretServiceStore.noBusHint]
+        for program in programs {
+            hints += [program.unlockHint, program.perItemUnlockHint, program.noDefaultCollectionHint]
         }
         var composed: [String] = []
         for hint in hints {

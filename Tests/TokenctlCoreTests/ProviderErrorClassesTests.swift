@@ -161,14 +161,15 @@ struct ProviderErrorClassesTests {
         #expect(reason.className == "invalid_client AADSTS7000218")
         #expect(reason.description.hasPrefix("the server answered 400 invalid_client: AADSTS7000218: Needs a secret."))
         // Not a prefix: a code elsewhere in the text, or without its colon, is not read.
-        #expect(ProviderErrorClasses.entraCode(errorCodes: nil, description: "see AADSTS7000218: x") == nil)
-        #expect(ProviderErrorClasses.entraCode(errorCodes: nil, description: "AADSTS7000218 x") == nil)
+        #expect(ProviderErrorClasses.providerCode(errorCodes: nil, description: "see AADSTS7000218: x") == nil)
+        #expect(ProviderErrorClasses.providerCode(errorCodes: nil, description: "AADSTS7000218 x") == nil)
         // error_codes wins, and the first code the table knows is taken.
         #expect(
-            ProviderErrorClasses.entraCode(
+            ProviderErrorClasses.providerCode(
                 errorCodes: .array([.number(70016), .number(90024)]), description: "AADSTS700082: x")
                 == "AADSTS90024")
-        #expect(ProviderErrorClasses.entraCode(errorCodes: .array([.number(70016)]), description: nil) == "AADSTS70016")
+        #expect(
+            ProviderErrorClasses.providerCode(errorCodes: .array([.number(70016)]), description: nil) == "AADSTS70016")
     }
 
     @Test("an Entra code the table does not know leaves the answer to its error: authorization_pending stays pending")
@@ -248,13 +249,15 @@ struct ProviderErrorClassesTests {
     @Test("every row's hint, with its follow-up for a named profile, holds to the hint rules")
     func hintsAreWellFormed() {
         let rows =
-            Array(ProviderErrorClasses.entra.values) + Array(ProviderErrorClasses.codes.values)
+            Array(ProviderErrorClasses.providerCodes.values) + Array(ProviderErrorClasses.codes.values)
             + Array(ProviderErrorClasses.invalidGrantTexts.values)
         for found in rows {
             for profile in [ProfileName.default, ProfileName(rawValue: "work")!] {
-                let hint = Hint.sentences(
-                    "The session is kept.", found.hint, ProviderErrorClasses.followUp(found.followUp, for: profile))
-                #expect(Hint.problems(in: hint ?? "").isEmpty, "\(Hint.problems(in: hint ?? "")): \(hint ?? "")")
+                for words in [found.hint, found.offlineSessionHint] {
+                    let hint = Hint.sentences(
+                        "The session is kept.", words, ProviderErrorClasses.followUp(found.followUp, for: profile))
+                    #expect(Hint.problems(in: hint ?? "").isEmpty, "\(Hint.problems(in: hint ?? "")): \(hint ?? "")")
+                }
             }
         }
     }

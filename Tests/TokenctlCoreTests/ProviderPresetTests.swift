@@ -107,4 +107,95 @@ struct ProviderPresetUnitTests {
             #expect(try ProfileConfiguration.parse(text, path: "p").provider == provider)
         }
     }
+    @Test("--provider's usage errors: each provider's words for the option to give")
+    func issuerMessages() {
+        func message(_ provider: Provider, host: String? = nil, tenant: String? = nil) -> String? {
+            do {
+                _ = try ProviderPreset.issuer(for: provider, host: host, tenant: tenant, issuer: nil)
+                return nil
+            } catch { return error.message }
+        }
+        #expect(
+            message(.google, host: "a.example") == "--host does not apply to --provider google; Google has one home.")
+        #expect(
+            message(.keycloak, host: "a.example")
+                == "--host does not apply to --provider keycloak (the realm's URL, e.g. https://sso.example.com/realms/NAME)."
+        )
+        #expect(
+            message(.okta)
+                == "--provider okta needs --issuer (https://ORG.okta.com/oauth2/default for the default authorization server)."
+        )
+        #expect(message(.auth0) == "--provider auth0 needs --issuer (https://TENANT.auth0.com/, with the slash).")
+        #expect(message(.github, tenant: "common") == "--tenant applies to --provider entra only.")
+        #expect(
+            message(.gitea)
+                == "--provider gitea needs --host, the instance's host name (for example --host gitea.example.com).")
+        #expect(
+            message(.forgejo)
+                == "--provider forgejo needs --host, the instance's host name (for example --host codeberg.org).")
+        #expect(
+            message(.entra)
+                == "--provider entra needs --tenant: your directory (tenant) ID, or common, organizations or consumers."
+        )
+        #expect(
+            (try? ProviderPreset.issuer(for: .entra, host: nil, tenant: "Consumers", issuer: nil))?.string
+                == "https://login.microsoftonline.com/\(EntraTenant.consumersID)/v2.0")
+        #expect(
+            (try? ProviderPreset.issuer(for: .githubApp, host: nil, tenant: nil, issuer: nil))?.string
+                == "https://github.com")
+        #expect(
+            (try? ProviderPreset.issuer(for: .gitlab, host: "git.example.com", tenant: nil, issuer: nil))?.string
+                == "https://git.example.com")
+    }
+
+    @Test("the providers' device-flow words: Entra's declined, Auth0's expired, GitHub's switched off, Google's URL")
+    func deviceFlowWords() throws {
+        #expect(
+            DeviceFlow.pollCodes == [
+                "authorization_pending", "slow_down", "access_denied", "authorization_declined", "expired_token",
+                "device_flow_disabled", "unauthorized_client",
+            ])
+        #expect(Provider.deviceFlowExpiredCodes == ["invalid_grant"])
+        #expect(DeviceFlow.saysDeviceFlowOff(code: "device_flow_disabled", description: nil, provider: nil))
+        #expect(DeviceFlow.saysDeviceFlowOff(code: "unauthorized_client", description: nil, provider: .githubApp))
+        #expect(!DeviceFlow.saysDeviceFlowOff(code: "unauthorized_client", description: nil, provider: .gitlab))
+        let gitHubAdvice =
+            "Or have the app's owner enable the device flow (GitHub: the app's settings, \"Enable Device Flow\")."
+        #expect(Provider.deviceFlowSwitchedOnAdvice(code: "device_flow_disabled", provider: .keycloak) == gitHubAdvice)
+        #expect(Provider.deviceFlowSwitchedOnAdvice(code: "unauthorized_client", provider: .github) == gitHubAdvice)
+        #expect(Provider.deviceFlowSwitchedOnAdvice(code: "unauthorized_client", provider: .keycloak) == nil)
+        let answer = try DeviceAuthorization.parse(
+            [
+                "device_code": .string("d"), "user_code": .string("ABCD-EFGH"),
+                "verification_url": .string("https://www.google.com/device"),
+            ], endpoint: "https://oauth2.googleapis.com/device/code")
+        #expect(answer.verificationURI == "https://www.google.com/device")
+    }
+
+    @Test("what stays valid when logout cannot revoke, in the provider's words")
+    func unrevokedNotices() {
+        let github = Self.url("https://github.com")
+        #expect(
+            ProviderRevocation.gitHubApplicationToken(api: "https://api.github.com").unrevokedNotice(
+                .github, issuer: github, hasSecret: false)
+                == "GitHub revokes a token only for the app itself (with its client secret, which this profile does not have): the token stays valid at GitHub (a GitHub OAuth App token never expires on its own); revoke it at https://github.com/settings/applications."
+        )
+        #expect(
+            ProviderRevocation.gitHubApplicationToken(api: "https://ghe.example.com/api/v3").unrevokedNotice(
+                .githubApp, issuer: Self.url("https://ghe.example.com/"), hasSecret: false)
+                == "GitHub revokes a token only for the app itself (with its client secret, which this profile does not have): the token stays valid at GitHub (a GitHub App token expires within 8 hours); revoke it at https://ghe.example.com/settings/applications."
+        )
+        #expect(
+            ProviderRevocation.gitHubApplicationToken(api: "https://api.github.com").unrevokedNotice(
+                .github, issuer: github, hasSecret: true) == nil)
+        #expect(
+            ProviderRevocation.none(endSession: "https://login.microsoftonline.com/common/oauth2/v2.0/logout")
+                .unrevokedNotice(
+                    .entra, issuer: Self.url("https://login.microsoftonline.com/common/v2.0"), hasSecret: false)
+                == "Microsoft Entra ID has no revocation endpoint: the refresh token stays valid at the server until it expires or an administrator revokes your sessions. To end the browser session, open https://login.microsoftonline.com/common/oauth2/v2.0/logout"
+        )
+        #expect(
+            ProviderRevocation.standardTreatingInvalidTokenAsGone.unrevokedNotice(
+                .google, issuer: Self.url("https://accounts.google.com"), hasSecret: false) == nil)
+    }
 }

@@ -160,11 +160,8 @@ struct ForwardClientTests {
         "the same client socket path served by another serving side after the first: the client prints the new side's token, not the first one's cached token"
     )
     func hostSwitch() throws {
-        let pair = try ForwardPair()
         let server = try AuthServer()
-        try pair.serving.login(server)
-        #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
-        try pair.listen()
+        let pair = try ForwardPair.listening(for: server)
         let first = line(try pair.serving.tokenctl("token"))
         #expect(line(try pair.client.tokenctl("token")) == first)
         #expect(line(try pair.client.tokenctl("token")) == first, "a hit from the client's hot cache")
@@ -239,11 +236,8 @@ struct ForwardClientTests {
         "a cached forwarded token is never served from a socket nothing serves: named by the variable, 69; at the well-known path, the local session; served again once a listener binds it"
     )
     func staleSocket() throws {
-        let pair = try ForwardPair()
         let server = try AuthServer()
-        try pair.serving.login(server)
-        #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
-        try pair.listen()
+        let pair = try ForwardPair.listening(for: server)
         let token = line(try pair.client.tokenctl("token"))
         #expect(!token.isEmpty)
         #expect(line(try pair.client.tokenctl("token")) == token, "cached")

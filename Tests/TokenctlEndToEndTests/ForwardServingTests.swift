@@ -40,11 +40,8 @@ extension ForwardTests {
 
     @Test("200 concurrent complete requests are all answered with a token, by one process")
     func concurrentRequests() throws {
-        let pair = try ForwardPair()
         let server = try AuthServer()
-        try pair.serving.login(server)
-        #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
-        try pair.listen()
+        let pair = try ForwardPair.listening(for: server)
         let result = try runProgram("/usr/bin/python3", ["-c", Self.burst, pair.socket, "200"])
         #expect(result.stdout == "200 tokenctl-forward-v1 token\n", "\(result)")
         #expect(pair.listener != nil && pair.stop()?.status == 0, "the listener is still running")
@@ -54,11 +51,8 @@ extension ForwardTests {
         "100 silent connections: a legitimate request (raw and through tokenctl) is answered before their read deadline, they are cut at it with 75; the serving process's memory is printed"
     )
     func silentConnections() throws {
-        let pair = try ForwardPair()
         let server = try AuthServer()
-        try pair.serving.login(server)
-        #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
-        try pair.listen()
+        let pair = try ForwardPair.listening(for: server)
         let listenerPID = try #require(pair.listener?.pid)
         func resident() -> String {
             let status = (try? String(contentsOfFile: "/proc/\(listenerPID)/status", encoding: .utf8)) ?? ""
@@ -127,11 +121,8 @@ extension ForwardTests {
         "a remote loop of forced refreshes for 10 s makes one refresh at the server; a force naming a token already replaced refreshes nothing"
     )
     func remoteForcedRefreshes() throws {
-        let pair = try ForwardPair()
         let server = try AuthServer(["grace_seconds": 0])
-        try pair.serving.login(server)
-        #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
-        try pair.listen()
+        let pair = try ForwardPair.listening(for: server)
         let before = try server.refreshGrants().count
         let loop = try runProgram(
             "/usr/bin/python3",
@@ -206,14 +197,32 @@ extension ForwardTests {
     }
 
     @Test(
+        "a client's forced refresh names the token it holds: after the serving side refreshed on its own, the force gets the newer token with no refresh; then it refreshes"
+    )
+    func clientForceNamesItsToken() throws {
+        let server = try AuthServer(["grace_seconds": 0])
+        let pair = try ForwardPair.listening(for: server)
+        let held = line(try pair.client.tokenctl("token"))
+        let newer = line(try pair.serving.tokenctl("token", "--force"))
+        #expect(newer != held && !newer.isEmpty)
+        let before = try server.refreshGrants().count
+        let forced = try pair.client.tokenctl("token", "--force")
+        #expect(forced.status == 0 && line(forced) == newer, "\(forced)")
+        #expect(try server.refreshGrants().count == before, "the token the client held was already replaced")
+        // Now the client holds the current token: its force refreshes (once: the limit's first).
+        let refreshed = try pair.client.tokenctl("token", "--force")
+        #expect(refreshed.status == 0 && line(refreshed) != newer, "\(refreshed)")
+        #expect(try server.refreshGrants().count == before + 1)
+        #expect(try server.stats()["reuse_detected"] == 0)
+        #expect(pair.stop()?.status == 0)
+    }
+
+    @Test(
         "10,000 refused requests are summed up in the refusal log: the hand-outs and the user's own events stay; a client's command text is quoted in the reason"
     )
     func refusalFlood() throws {
-        let pair = try ForwardPair()
         let server = try AuthServer()
-        try pair.serving.login(server)
-        #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
-        try pair.listen()
+        let pair = try ForwardPair.listening(for: server)
         #expect(try pair.client.tokenctl("token").status == 0)
         let injected = try pair.raw(
             "s.sendall(b'tokenctl-forward-v1 request\\nprofile=default\\ncommand=tok; to pid 1 (sshd) uid 1001\\n\\n')\nprint(s.recv(65536).split(b'\\n')[0].decode())"

@@ -179,11 +179,8 @@ struct ForwardTests {
         "the serving side survives malformed, oversized, slow and half-closed connections and a newer protocol, answering each with an error, and serves the next request"
     )
     func hostileConnections() throws {
-        let pair = try ForwardPair()
         let server = try AuthServer()
-        try pair.serving.login(server)
-        #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
-        try pair.listen()
+        let pair = try ForwardPair.listening(for: server)
         // A silent connection held open the whole time: it must not block the others.
         let silent = try RunningCommand(
             executable: "/usr/bin/python3",

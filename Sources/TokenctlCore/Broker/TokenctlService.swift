@@ -415,9 +415,9 @@ public final class TokenctlService: Sendable {
                 }
             case .gitHubApplicationToken(let api):
                 if let secret {
-                    revocation = await revokeAtGitHub(
+                    revocation = await GitHub.revoke(
                         api: api, clientID: configuration.clientID, secret: secret, accessToken: stored.accessToken,
-                        caBundle: configuration.caBundle)
+                        http: httpClient(configuration.caBundle), timeout: retry.attemptTimeout)
                     if case .failure(let failure)? = revocation, failure.alreadyGone {
                         revocation = .success(())
                         alreadyRevoked = true
@@ -489,29 +489,6 @@ public final class TokenctlService: Sendable {
         /// The server says the token is not valid (any more): 400 `invalid_token` (Google),
         /// 404 (GitHub). Only a provider that is known to answer so counts it as revoked.
         var alreadyGone = false
-    }
-
-    /// GitHub's revocation (not RFC 7009): 204 revoked; 404 or 422 the token is not valid.
-    private func revokeAtGitHub(
-        api: String, clientID: String, secret: String, accessToken: String, caBundle: String?
-    ) async -> Result<Void, RevocationFailure> {
-        let request = ProviderRevocation.gitHubRequest(
-            api: api, clientID: clientID, secret: secret, accessToken: accessToken)
-        do {
-            let response = try await httpClient(caBundle).send(request, timeout: retry.attemptTimeout)
-            if response.status == 204 || response.status == 200 { return .success(()) }
-            let kind: TokenctlError.Kind = response.isTransientFailure ? .transient : .unexpected
-            var failure = RevocationFailure(
-                error: TokenctlError(kind, "GitHub refused to revoke the token (HTTP \(response.status))"),
-                reason: "http-\(response.status)")
-            failure.alreadyGone = response.status == 404
-            return .failure(failure)
-        } catch {
-            return .failure(
-                RevocationFailure(
-                    error: TokenctlError(.transient, "could not reach GitHub's API at \(api): \(error)"),
-                    reason: "unreachable"))
-        }
     }
 
     private func revoke(

@@ -142,82 +142,136 @@ public struct ForwardServer: Sendable {
         return reply.outcome
     }
 
-    /// The reply to one complete request from `peer` (already admitted).
+    /// The reply to one complete request from `peer` (already admitted): the request checked,
+    /// the token, its DPoP proof when asked, the answer; or the refusal of the first step that
+    /// refused.
     public func reply(to bytes: [UInt8], from peer: UnixSocket.Peer) async -> Reply {
+        do throws(Refused) {
+            let asked = try checkedRequest(bytes)
+            let served: TokenctlService.ServedToken
+            do {
+                served = try await token(asked.name, request: asked.request, target: asked.target)
+            } catch {
+                throw Refused(
+                    refusal(
+                        status: error.exitStatus, message: error.message, hint: error.hint,
+                        reason: "token failed (\(error.exitStatus.rawValue))", profile: asked.name.rawValue))
+            }
+            let proof = try proof(for: asked, tokenSet: served.tokenSet)
+            var details: [String] = []
+            if !asked.target.isSession { details.append("target " + Self.quoted(asked.target.description, limit: 200)) }
+            if let command = asked.request.command { details.append("for " + Self.quoted(command, limit: 32)) }
+            if proof != nil { details.append("with a DPoP proof") }
+            return Reply(
+                answer: ForwardAnswer.token(answer(served, for: asked, proof: proof)).encoded(),
+                handOut: Reply.HandOut(
+                    profile: asked.name.rawValue, issuer: asked.configuration?.issuer.string, details: details))
+        } catch {
+            return error.reply
+        }
+    }
+
+    /// A step's refusal: the reply that ends the request.
+    struct Refused: Error {
+        var reply: Reply
+        init(_ reply: Reply) { self.reply = reply }
+    }
+
+    /// A request that passed the checks: decoded, its profile loaded and shared, its target
+    /// allowed, its DPoP request (if any) well-formed.
+    struct CheckedRequest {
+        var request: ForwardRequest
+        var name: ProfileName
+        var configuration: ProfileConfiguration?
+        var target: TokenTarget
+    }
+
+    func checkedRequest(_ bytes: [UInt8]) throws(Refused) -> CheckedRequest {
         let request: ForwardRequest
         do { request = try ForwardRequest.decode(bytes) } catch {
             let versionMismatch = error.description.contains("speaks v1 only")
-            return refusal(
-                status: versionMismatch ? .unavailable : .protocolError, message: error.description,
-                reason: versionMismatch ? "protocol version" : "malformed request", profile: "-")
+            throw Refused(
+                refusal(
+                    status: versionMismatch ? .unavailable : .protocolError, message: error.description,
+                    reason: versionMismatch ? "protocol version" : "malformed request", profile: "-"))
         }
         guard let name = ProfileName(rawValue: request.profile) else {
-            return refusal(
-                status: .usage,
-                message: "invalid profile name '\(ForwardProtocol.sanitized(request.profile, limit: 64))'",
-                reason: "invalid profile name", profile: "-")
+            throw Refused(
+                refusal(
+                    status: .usage,
+                    message: "invalid profile name '\(ForwardProtocol.sanitized(request.profile, limit: 64))'",
+                    reason: "invalid profile name", profile: "-"))
         }
         let configuration: ProfileConfiguration?
         do { configuration = try service.profiles.load(name) } catch {
-            return refusal(
-                status: .configuration, message: error.message, reason: "profile unreadable",
-                profile: name.rawValue)
+            throw Refused(
+                refusal(
+                    status: .configuration, message: error.message, reason: "profile unreadable",
+                    profile: name.rawValue))
         }
         let target: TokenTarget
         switch ForwardPolicy.target(for: request, profile: name, configuration: configuration, host: host) {
         case .success(let found): target = found
         case .failure(let refused):
-            return refusal(
-                status: refused.status, message: refused.message, hint: refused.hint, reason: refused.reason,
-                profile: name.rawValue)
+            throw Refused(
+                refusal(
+                    status: refused.status, message: refused.message, hint: refused.hint, reason: refused.reason,
+                    profile: name.rawValue))
         }
         if let url = request.proofURL {
             guard let method = request.proofMethod, !method.isEmpty, method.utf8.count <= 32,
                 method.utf8.allSatisfy({ (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }),
                 DPoPProof.htu(url) != nil, request.proofNonce.map({ DPoPHTTPClient.usableNonce($0) != nil }) ?? true
             else {
-                return refusal(
-                    status: .usage, message: "the DPoP request (method, URL or nonce) is not valid",
-                    reason: "invalid DPoP request", profile: name.rawValue)
+                throw Refused(
+                    refusal(
+                        status: .usage, message: "the DPoP request (method, URL or nonce) is not valid",
+                        reason: "invalid DPoP request", profile: name.rawValue))
             }
         }
-        let served: TokenctlService.ServedToken
+        return CheckedRequest(request: request, name: name, configuration: configuration, target: target)
+    }
+
+    /// The DPoP proof the request asks for (RFC 9449 section 4), signed with the session's key;
+    /// nil when none is asked for.
+    func proof(for asked: CheckedRequest, tokenSet: TokenSet) throws(Refused) -> String? {
+        guard let url = asked.request.proofURL, let method = asked.request.proofMethod else { return nil }
+        let name = asked.name
         do {
-            served = try await token(name, request: request, target: target)
-        } catch {
-            return refusal(
-                status: error.exitStatus, message: error.message, hint: error.hint,
-                reason: "token failed (\(error.exitStatus.rawValue))", profile: name.rawValue)
-        }
-        let tokenSet = served.tokenSet
-        var proof: String?
-        if let url = request.proofURL, let method = request.proofMethod {
-            do {
-                guard let key = try tokenSet.dpopSigningKey(of: name, checked: false) else {
-                    return refusal(
+            guard let key = try tokenSet.dpopSigningKey(of: name, checked: false) else {
+                throw Refused(
+                    refusal(
                         status: .configuration,
                         message:
                             "profile '\(name)' is not bound to a DPoP key on \(host): its tokens are Bearer tokens",
                         hint: "Ask for the token without --format dpop.", reason: "DPoP proof for a Bearer session",
-                        profile: name.rawValue)
-                }
-                let now = service.clock.now()
-                proof = try DPoPProof.make(
-                    key: key, method: method.uppercased(), url: url,
-                    issuedAt: Int(saturating: (now + (tokenSet.serverClockOffset ?? 0)).rounded(.down)),
-                    accessToken: tokenSet.accessToken, nonce: request.proofNonce)
-            } catch let error as TokenctlError {
-                return refusal(
-                    status: error.exitStatus, message: error.message, reason: "DPoP key unusable",
-                    profile: name.rawValue)
-            } catch {
-                return refusal(
-                    status: .failure, message: "cannot sign a DPoP proof: \(error)",
-                    reason: "DPoP signing failed", profile: name.rawValue)
+                        profile: name.rawValue))
             }
+            let now = service.clock.now()
+            return try DPoPProof.make(
+                key: key, method: method.uppercased(), url: url,
+                issuedAt: Int(saturating: (now + (tokenSet.serverClockOffset ?? 0)).rounded(.down)),
+                accessToken: tokenSet.accessToken, nonce: asked.request.proofNonce)
+        } catch let refused as Refused {
+            throw refused
+        } catch let error as TokenctlError {
+            throw Refused(
+                refusal(
+                    status: error.exitStatus, message: error.message, reason: "DPoP key unusable",
+                    profile: name.rawValue))
+        } catch {
+            throw Refused(
+                refusal(
+                    status: .failure, message: "cannot sign a DPoP proof: \(error)",
+                    reason: "DPoP signing failed", profile: name.rawValue))
         }
+    }
+
+    /// The token answer: the token, its lifetime, the target's scope, the proof, who served it.
+    func answer(_ served: TokenctlService.ServedToken, for asked: CheckedRequest, proof: String?) -> ForwardedToken {
+        let tokenSet = served.tokenSet
         var token = ForwardedToken(
-            profile: name.rawValue, accessToken: tokenSet.accessToken, tokenType: tokenSet.tokenType,
+            profile: asked.name.rawValue, accessToken: tokenSet.accessToken, tokenType: tokenSet.tokenType,
             obtainedAt: tokenSet.obtainedAt)
         if tokenSet.statesNoExpiry {
             token.statesNoExpiry = true
@@ -225,20 +279,14 @@ public struct ForwardServer: Sendable {
             token.expiresAt = tokenSet.expiresAt ?? tokenSet.obtainedAt + TokenSet.assumedLifetime
         }
         token.issuedLifetime = tokenSet.issuedLifetime
-        token.scope = target.scopes.isEmpty ? nil : target.scopes.joined(separator: " ")
+        token.scope = asked.target.scopes.isEmpty ? nil : asked.target.scopes.joined(separator: " ")
         token.dpopProof = proof
         token.servedBy = host
         token.servingSession = ForwardedToken.sessionIdentity(
             host: host, issuer: served.configuration.issuer.string, clientID: served.configuration.clientID,
-            profile: name.rawValue)
+            profile: asked.name.rawValue)
         token.gitUsername = served.configuration.gitUsername.flatMap { ForwardProtocol.isValue($0) ? $0 : nil }
-        var details: [String] = []
-        if !target.isSession { details.append("target " + Self.quoted(target.description, limit: 200)) }
-        if let command = request.command { details.append("for " + Self.quoted(command, limit: 32)) }
-        if proof != nil { details.append("with a DPoP proof") }
-        return Reply(
-            answer: ForwardAnswer.token(token).encoded(),
-            handOut: Reply.HandOut(profile: name.rawValue, issuer: configuration?.issuer.string, details: details))
+        return token
     }
 
     /// The token for a request: a remote `force` refreshes only when the token the client

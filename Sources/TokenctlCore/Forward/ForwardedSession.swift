@@ -88,6 +88,13 @@ public struct ForwardedSession: Sendable {
         if !target.resources.isEmpty { request.resource = target.resources.joined(separator: " ") }
         request.minimumTimeToLive = Int(saturating: minimumTimeToLive.rounded(.up))
         request.force = force
+        if force, let hotCache, let issuer,
+            let handedOut = hotCache.lookup(profile: profile, issuer: issuer, clientID: Self.clientID, target: target)
+        {
+            // The token this client holds, which its server rejected: the serving side refreshes
+            // only if it is still the current one (else it answers with the newer token).
+            request.tokenFingerprint = ForwardServer.fingerprint(handedOut.accessToken)
+        }
         request.proofMethod = proof?.method
         request.proofURL = proof?.url
         request.proofNonce = proof?.nonce

@@ -63,9 +63,9 @@ public struct DeviceAuthorization: Sendable, Equatable {
         guard let userCode = object["user_code"]?.stringValue, isUserCode(userCode) else {
             throw problem("a usable user_code")
         }
-        // "verification_url" is the pre-RFC spelling some servers (Google) still send.
-        guard let uri = printable("verification_uri") ?? printable("verification_url"), (try? EndpointURL(uri)) != nil
-        else {
+        // Or a provider's own spelling (`Provider.verificationURIAliases`: Google's pre-RFC one).
+        let uri = (["verification_uri"] + Provider.verificationURIAliases).lazy.compactMap(printable).first
+        guard let uri, (try? EndpointURL(uri)) != nil else {
             throw problem("a usable verification_uri (https://…)")
         }
         var complete = printable("verification_uri_complete")

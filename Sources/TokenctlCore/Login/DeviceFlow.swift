@@ -158,7 +158,8 @@ struct DeviceFlow: Sendable {
             state.transientFailures += 1
             state.serverWait = retryAfter
         case .terminal(.oauthError(let status, let code, let description, _))
-        where Self.pollCodes.contains(code) || (code == "invalid_grant" && receivedAt >= expiresAt):
+        where Self.pollCodes.contains(code)
+            || (Provider.deviceFlowExpiredCodes.contains(code) && receivedAt >= expiresAt):
             state.transientFailures = 0
             try considerPollCode(code, status: status, description: description, answer: answer, &state)
         case .notTheServersVerdict(let answer) where answer.mayPass:
@@ -195,12 +196,13 @@ struct DeviceFlow: Sendable {
                     EndpointAnswer.seconds(EndpointAnswer.object($0)?["interval"])
                 })
             presenter.deviceFlowSlowedDown(interval: state.schedule.interval)
-        case "access_denied", "authorization_declined": // Entra says authorization_declined
+        case "access_denied",
+            _ where Provider.deviceFlowDeclinedCodes.contains(code):
             throw TokenctlError(
                 .loginRequired, "the sign-in was denied on the verification page",
                 hint: "Nothing was stored. Run the same login command to try again.")
-        case "expired_token", "invalid_grant":
-            // Auth0 answers expired_token once, then invalid_grant.
+        case "expired_token",
+            _ where Provider.deviceFlowExpiredCodes.contains(code):
             throw expired()
         default:
             throw deviceEndpointRefusal(status: status, code: code, description: description, row: nil)
@@ -219,28 +221,26 @@ struct DeviceFlow: Sendable {
     }
 
     /// The poll answers RFC 8628 §3.5 and the providers give while the user has not finished,
-    /// or that end the wait (and `invalid_grant` once the codes have expired; before, it ends
-    /// the login as any refusal does).
+    /// or that end the wait (and a provider's expired codes, `Provider.deviceFlowExpiredCodes`,
+    /// once the codes have expired; before, they end the login as any refusal does).
     static let pollCodes: Set<String> = Set([
-        "authorization_pending", "slow_down", "access_denied", "authorization_declined", "expired_token",
-    ]).union(deviceFlowOffCodes)
+        "authorization_pending", "slow_down", "access_denied", "expired_token",
+    ]).union(Provider.deviceFlowDeclinedCodes).union(deviceFlowOffCodes)
 
     /// Error codes that may say the device flow is switched off for this client (read by
     /// `saysDeviceFlowOff`).
-    static let deviceFlowOffCodes: Set<String> = ["device_flow_disabled", "unauthorized_client"]
+    static let deviceFlowOffCodes: Set<String> = Provider.deviceFlowSwitchedOffCodes.union(["unauthorized_client"])
 
-    /// Whether an error says the device flow is switched off for this client: GitHub's
-    /// `device_flow_disabled` (the app's owner must enable it), `unauthorized_client` from a
-    /// GitHub preset (GitHub Enterprise Server answers so at the device endpoint, RFC 8628
-    /// §3.2; https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#error-codes-for-the-device-flow),
-    /// or an `unauthorized_client` whose text says so (Keycloak: "Client is not allowed to
-    /// initiate OAuth 2.0 Device Authorization Grant. The flow is disabled for the client.").
-    /// Elsewhere `unauthorized_client` is RFC 6749 §5.2's: this client may not do this, as the
-    /// server says.
+    /// Whether an error says the device flow is switched off for this client: a provider's own
+    /// code (GitHub's `device_flow_disabled`), `unauthorized_client` from a preset that means so
+    /// by it (GitHub's), or an `unauthorized_client` whose text says so (Keycloak: "Client is
+    /// not allowed to initiate OAuth 2.0 Device Authorization Grant. The flow is disabled for
+    /// the client."). Elsewhere `unauthorized_client` is RFC 6749 §5.2's: this client may not
+    /// do this, as the server says.
     static func saysDeviceFlowOff(code: String, description: String?, provider: Provider?) -> Bool {
-        if code == "device_flow_disabled" { return true }
+        if Provider.deviceFlowSwitchedOffCodes.contains(code) { return true }
         guard code == "unauthorized_client" else { return false }
-        if provider == .github || provider == .githubApp { return true }
+        if provider?.deviceFlowWords.unauthorizedClientMeansSwitchedOff == true { return true }
         guard let text = description?.lowercased(), text.contains("device") else { return false }
         return ["disabled", "not enabled", "not allowed"].contains { text.contains($0) }
     }
@@ -252,15 +252,14 @@ struct DeviceFlow: Sendable {
     {
         let words = "\(code)\(description.map { ": \($0)" } ?? "")"
         if Self.saysDeviceFlowOff(code: code, description: description, provider: provider) {
-            let gitHub = code == "device_flow_disabled" || provider == .github || provider == .githubApp
+            let advice = Provider.deviceFlowSwitchedOnAdvice(code: code, provider: provider)
             return TokenctlError(
                 .configuration,
                 "the device flow is not enabled for client '\(TerminalText.short(credentials.clientID))' at this server (\(words))",
                 hint: Hint.sentences(
                     "Nothing was stored.", signInByBrowser,
-                    gitHub
-                        ? "Or have the app's owner enable the device flow (GitHub: the app's settings, \"Enable Device Flow\")."
-                        : "Or have the server's administrator enable the device authorization grant for this client."
+                    advice
+                        ?? "Or have the server's administrator enable the device authorization grant for this client."
                 ))
         }
         if let row, row.errorClass == .configuration {

@@ -126,10 +126,7 @@ public struct ServerMetadata: Equatable, Sendable {
     /// What to do when discovery names another issuer: Entra's multi-tenant template needs
     /// the preset; another URL is the one to use.
     static func mismatchHint(named: String) -> String {
-        if named.contains("{tenantid}") {
-            return
-                "This is Microsoft Entra ID's multi-tenant issuer, a template: sign in with the preset, e.g. tokenctl login --provider entra --tenant common --client-id ID"
-        }
+        if let hint = EntraTenant.discoveryMismatchHint(named: named) { return hint }
         if let url = try? EndpointURL(named), !named.contains(" ") {
             return "Use the issuer URL exactly as the server names it: --issuer \(TerminalText.short(url.string))"
         }

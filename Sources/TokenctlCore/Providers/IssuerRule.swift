@@ -2,7 +2,8 @@ import TokenctlEssentials
 
 /// How the issuer a server or an ID token names is matched against the profile's (OIDC
 /// Discovery §4.3, OIDC Core §3.1.3.7). Exact everywhere (a trailing slash aside, `EndpointURL.sameIssuer`) but where a
-/// preset says otherwise, and only for that preset's profiles.
+/// preset says otherwise, and only for that preset's profiles. Entra's template is read in
+/// its file (`EntraTenant`).
 public enum IssuerRule: Sendable, Equatable {
     case exact
     /// Entra's multi-tenant issuers (`…/common/v2.0`, `…/organizations/v2.0`): discovery names
@@ -12,13 +13,11 @@ public enum IssuerRule: Sendable, Equatable {
     /// Google: an ID token's `iss` may be the issuer without its scheme (`accounts.google.com`).
     case schemelessAlias
 
-    static let tenantPlaceholder = "{tenantid}"
-
     /// Whether a discovery document naming `named` belongs to `configured`.
     public func acceptsDiscoveryIssuer(_ named: String, configured: EndpointURL) -> Bool {
         if EndpointURL.sameIssuer(named, configured.string) { return true }
         guard case .entraTenantTemplate(let segment) = self else { return false }
-        return EndpointURL.sameIssuer(named, Self.template(configured.string, segment: segment))
+        return EndpointURL.sameIssuer(named, EntraTenant.template(configured.string, segment: segment))
     }
 
     /// Whether an ID token whose claims are `claims` was issued by `configured`.
@@ -31,10 +30,7 @@ public enum IssuerRule: Sendable, Equatable {
             guard let schemeEnd = configured.firstRange(of: "://") else { return false }
             return EndpointURL.sameIssuer(iss, String(configured[schemeEnd.upperBound...]))
         case .entraTenantTemplate(let segment):
-            // The tenant the token names must be a GUID: never a template or another path.
-            guard let tenant = claims["tid"]?.stringValue, EntraTenant.isGUID(tenant.lowercased()) else { return false }
-            let expected = Self.template(configured, segment: segment).replacing(Self.tenantPlaceholder, with: tenant)
-            return EndpointURL.sameIssuer(iss, expected)
+            return EntraTenant.acceptsTokenIssuer(iss, claims: claims, configured: configured, segment: segment)
         }
     }
 
@@ -43,13 +39,7 @@ public enum IssuerRule: Sendable, Equatable {
         switch self {
         case .exact: "'\(configured)'"
         case .schemelessAlias: "'\(configured)' (or the same without its scheme)"
-        case .entraTenantTemplate(let segment):
-            "'\(Self.template(configured, segment: segment))' with the token's tenant (tid, a GUID) in it"
+        case .entraTenantTemplate(let segment): EntraTenant.describeExpected(configured, segment: segment)
         }
-    }
-
-    /// `…/common/v2.0` as `…/{tenantid}/v2.0`.
-    static func template(_ issuer: String, segment: String) -> String {
-        issuer.replacing("/\(segment)/", with: "/\(tenantPlaceholder)/")
     }
 }

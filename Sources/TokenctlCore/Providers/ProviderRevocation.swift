@@ -1,6 +1,7 @@
 import TokenctlEssentials
 
-/// How `logout` ends a session at the server: RFC 7009, or a provider's own API.
+/// How `logout` ends a session at the server: RFC 7009, or a provider's own API (the provider's
+/// file has the request and the words).
 public enum ProviderRevocation: Sendable, Equatable {
     /// RFC 7009 at the profile's `revocation_endpoint`, when it has one.
     case standard
@@ -15,41 +16,9 @@ public enum ProviderRevocation: Sendable, Equatable {
     /// browser session can be ended.
     case none(endSession: String?)
 
-    /// GitHub's revocation request for `accessToken`, authenticated as the app.
-    public static func gitHubRequest(api: String, clientID: String, secret: String, accessToken: String) -> HTTPRequest
-    {
-        let pair = clientID + ":" + secret
-        let body = JSONText.object([("access_token", .string(accessToken))])
-        return HTTPRequest(
-            method: .delete, url: api + "/applications/" + FormEncoding.escape(clientID) + "/token",
-            headers: [
-                ("Authorization", "Basic " + Data(pair.utf8).base64EncodedString()),
-                ("Accept", "application/vnd.github+json"), ("Content-Type", "application/json"),
-                ("X-GitHub-Api-Version", "2022-11-28"),
-            ],
-            body: Array(body.utf8))
-    }
-
     /// What stays valid at the server when the session could not be revoked there, and where
     /// to end it by hand; nil where revocation is possible.
     public func unrevokedNotice(_ provider: Provider, issuer: EndpointURL, hasSecret: Bool) -> String? {
-        switch self {
-        case .standard, .standardTreatingInvalidTokenAsGone:
-            return nil
-        case .gitHubApplicationToken:
-            guard !hasSecret else { return nil }
-            let settings =
-                issuer.host == "github.com"
-                ? "https://github.com/settings/applications" : issuer.withoutTrailingSlash + "/settings/applications"
-            let lifetime =
-                provider == .github
-                ? "a GitHub OAuth App token never expires on its own" : "a GitHub App token expires within 8 hours"
-            return
-                "GitHub revokes a token only for the app itself (with its client secret, which this profile does not have): the token stays valid at GitHub (\(lifetime)); revoke it at \(settings)."
-        case .none(let endSession):
-            return
-                "Microsoft Entra ID has no revocation endpoint: the refresh token stays valid at the server until it expires or an administrator revokes your sessions."
-                + (endSession.map { " To end the browser session, open \($0)" } ?? "")
-        }
+        provider.unrevoked(self, issuer, hasSecret)
     }
 }

@@ -35,46 +35,20 @@ public struct HotCache: Sendable {
         -> HotCacheEntry?
     {
         guard !isDisabled else { return nil }
-        return HotCache.cached(
+        return HotCacheEntry.cachedInKernelKeyring(
             HotCacheEntry.keyDescription(profile: profile, issuer: issuer, clientID: clientID, target: target)
         )
         .flatMap { $0.entry.belongs(to: profile, issuer: issuer, clientID: clientID, target: target) ? $0.entry : nil }
     }
 
-    /// Cache `entry` until its expiry minus the default margin, unless the key already holds a
-    /// newer entry for the same identity (a concurrent process may have rotated meanwhile).
-    /// An entry with under a second left is not cached, and removes any older one.
+    /// Cache `entry` (`HotCacheEntry.storeInKernelKeyring`, which the front's forwarded miss
+    /// shares), unless the test switch is set.
     ///
     /// - Returns: whether the key now holds `entry` (for `--verbose` and tests).
     @discardableResult
     public func store(_ entry: HotCacheEntry, now: Double) -> Bool {
         guard !isDisabled else { return false }
-        let description = entry.keyDescription
-        let existing = HotCache.cached(description)
-        if let existing,
-            existing.entry.belongs(
-                to: entry.profile, issuer: entry.issuer, clientID: entry.clientID, target: entry.target)
-        {
-            if existing.entry == entry { return true }
-            let existingServable = existing.entry.isFresh(
-                at: now, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive)
-            if existing.entry.obtainedAt > entry.obtainedAt && existingServable { return false }
-        }
-        guard let timeout = entry.kernelTimeout(at: now), var payload = try? entry.encoded() else {
-            if let existing { _ = KernelKeyring.invalidate(existing.key) }
-            return false
-        }
-        defer { KernelKeyring.scrub(&payload) }
-        switch KernelKeyring.replace(
-            description, payload: payload, permissions: KernelKeyring.userOnlyPermissions, timeout: timeout)
-        {
-        case .success: return true
-        case .failure:
-            // EDQUOT, EPERM, ENOSYS...: the Secret Service path serves instead. Never leave an
-            // older entry behind a failed replacement.
-            if let existing { _ = KernelKeyring.invalidate(existing.key) }
-            return false
-        }
+        return entry.storeInKernelKeyring(now: now)
     }
 
     /// Remove the key of this identity, whatever it holds. Done even under the test switch:
@@ -103,14 +77,5 @@ public struct HotCache: Sendable {
             else { continue }
             _ = KernelKeyring.invalidate(key)
         }
-    }
-
-    private static func cached(_ description: String) -> (key: KernelKeyring.KeyID, entry: HotCacheEntry)? {
-        guard case .success(let key?) = KernelKeyring.search(description),
-            case .success(var payload) = KernelKeyring.read(key, limit: HotCacheEntry.maximumPayloadSize)
-        else { return nil }
-        defer { KernelKeyring.scrub(&payload) }
-        guard let entry = try? HotCacheEntry.decode(payload) else { return nil }
-        return (key, entry)
     }
 }

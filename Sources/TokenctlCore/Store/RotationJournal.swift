@@ -5,7 +5,7 @@ import TokenctlEssentials
 ///
 /// The window between "the server rotated the refresh token" and "the keyring holds the new
 /// set" is where sessions die: a crash, a SIGKILL, a power cut, or a keyring write that hangs
-/// on a provider's prompt. A rotated set goes here first, then to the Secret Service, and the
+/// on a keyring program's prompt. A rotated set goes here first, then to the Secret Service, and the
 /// entry is removed once the Secret Service holds it. Every reader prefers a pending entry
 /// newer than the stored set, and the next refresher (under the profile lock) completes the
 /// write, so a rotation accepted here is never lost while the user's keyring lives (until

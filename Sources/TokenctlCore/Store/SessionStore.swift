@@ -99,10 +99,10 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
         case noSecretService = "no-secret-service"
         case noDefaultCollection = "no-default-collection"
         case locked = "locked"
-        /// The collection is open but the provider locks tokenctl's items one by one until the
+        /// The collection is open but the keyring program locks tokenctl's items one by one until the
         /// user allows access (KeePassXC's per-client confirmation).
         case itemLocked = "item-locked"
-        /// A call that may wait for a provider's prompt ran out of time.
+        /// A call that may wait for a keyring program's prompt ran out of time.
         case promptPending = "prompt-pending"
         /// The command's own deadline (`--timeout`) ran out before the call could be made: a
         /// transient condition of this command, not of the Secret Service (exit 75).

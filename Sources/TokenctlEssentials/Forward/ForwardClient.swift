@@ -86,49 +86,76 @@ public enum ForwardClient {
             return .failure(failure)
         }
         defer { close(descriptor) }
-        // Who answers: the socket file's owner was checked before, but a runtime directory others
-        // can write lets them swap the file between that check and the connect. The process
-        // serving the socket (sshd for `ssh -R`, forward listen, the socket unit) runs as this
-        // user; SO_PEERCRED names the process that listened (socket(7), unix(7)).
-        if let uid = peerUserID(descriptor), uid != getuid() {
-            return .failure(
-                Failure(
-                    status: .unavailable,
-                    message:
-                        "no forwarded session: the socket at \(shown) is served by uid \(uid), not by this user (uid \(getuid()))",
-                    hint:
-                        "Remove the socket or point TOKENCTL_FORWARD_SOCKET at your own; a runtime directory others can write lets them replace it.",
-                    foreign: true))
+        if let refused = foreignServer(descriptor, shown: shown) { return .failure(refused) }
+        if let failed = send(request, over: descriptor, deadline: deadline, seconds: seconds, shown: shown) {
+            return .failure(failed)
         }
+        var answer: [UInt8] = []
+        defer {
+            // The token was in these bytes.
+            answer.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
+        }
+        if let failed = readAnswer(into: &answer, from: descriptor, deadline: deadline, seconds: seconds, shown: shown)
+        {
+            return .failure(failed)
+        }
+        do {
+            return .success(try ForwardAnswer.decode(answer))
+        } catch {
+            return .failure(Failure(status: .protocolError, message: error.description))
+        }
+    }
+
+    /// Who answers: the socket file's owner was checked before, but a runtime directory others
+    /// can write lets them swap the file between that check and the connect. The process
+    /// serving the socket (sshd for `ssh -R`, forward listen, the socket unit) runs as this
+    /// user; SO_PEERCRED names the process that listened (socket(7), unix(7)). Nil: this user's.
+    static func foreignServer(_ descriptor: Int32, shown: String) -> Failure? {
+        guard let uid = peerUserID(descriptor), uid != getuid() else { return nil }
+        return Failure(
+            status: .unavailable,
+            message:
+                "no forwarded session: the socket at \(shown) is served by uid \(uid), not by this user (uid \(getuid()))",
+            hint:
+                "Remove the socket or point TOKENCTL_FORWARD_SOCKET at your own; a runtime directory others can write lets them replace it.",
+            foreign: true)
+    }
+
+    /// Send the request and close our sending half; nil when sent (or the peer went: its answer,
+    /// if any, is still read).
+    static func send(_ request: ForwardRequest, over descriptor: Int32, deadline: Double, seconds: Int, shown: String)
+        -> Failure?
+    {
         // Scripts read our output through pipes that may close early; a closed socket likewise.
         signal(SIGPIPE, SIG_IGN)
         // The request is small, but a peer that never reads must not hold us past the deadline.
         setSendTimeout(descriptor, seconds: deadline - monotonicNow())
         let sent = Descriptor.writeAll(descriptor, request.encoded())
         guard sent != EAGAIN && sent != EWOULDBLOCK else {
-            return .failure(
-                Failure(
-                    status: .temporaryFailure,
-                    message: "the serving side did not take the request within \(seconds) s (over \(shown))"))
+            return Failure(
+                status: .temporaryFailure,
+                message: "the serving side did not take the request within \(seconds) s (over \(shown))")
         }
         guard sent == 0 || sent == EPIPE || sent == ECONNRESET else {
-            return .failure(Failure(status: .unavailable, message: "cannot send to \(shown): \(reason(sent))"))
+            return Failure(status: .unavailable, message: "cannot send to \(shown): \(reason(sent))")
         }
         shutdown(descriptor, Int32(SHUT_WR))
-        var answer: [UInt8] = []
+        return nil
+    }
+
+    /// Read the answer (up to its closing empty line, or the end) into `answer` by the deadline;
+    /// nil when something was read within the size limit.
+    static func readAnswer(
+        into answer: inout [UInt8], from descriptor: Int32, deadline: Double, seconds: Int, shown: String
+    ) -> Failure? {
         var buffer = [UInt8](repeating: 0, count: 4096)
-        defer {
-            // The token was in these bytes.
-            answer.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
-            buffer.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
-        }
+        defer { buffer.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } } }
         while !(answer.count >= 2 && answer[answer.count - 1] == 0x0A && answer[answer.count - 2] == 0x0A) {
             let left = deadline - monotonicNow()
             guard left > 0 else {
-                return .failure(
-                    Failure(
-                        status: .temporaryFailure,
-                        message: "the serving side did not answer within \(seconds) s (over \(shown))"))
+                return Failure(
+                    status: .temporaryFailure,
+                    message: "the serving side did not answer within \(seconds) s (over \(shown))")
             }
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             let ready = Descriptor.retryingInterrupted { poll(&poller, 1, Int32(min(left * 1000, 60_000)) + 1) }
@@ -138,30 +165,22 @@ public enum ForwardClient {
             }
             if got < 0 {
                 if errno == EAGAIN { continue }
-                return .failure(
-                    Failure(status: .temporaryFailure, message: "the connection over \(shown) failed: \(reason(errno))")
-                )
+                return Failure(
+                    status: .temporaryFailure, message: "the connection over \(shown) failed: \(reason(errno))")
             }
             if got == 0 { break }
             answer.append(contentsOf: buffer[0..<got])
             guard answer.count <= ForwardProtocol.maximumAnswerSize else {
-                return .failure(
-                    Failure(
-                        status: .protocolError,
-                        message: "the serving side's answer is larger than a forward answer may be"))
+                return Failure(
+                    status: .protocolError, message: "the serving side's answer is larger than a forward answer may be")
             }
         }
         guard !answer.isEmpty else {
-            return .failure(
-                Failure(
-                    status: .temporaryFailure,
-                    message: "the serving side closed the connection without answering (over \(shown))"))
+            return Failure(
+                status: .temporaryFailure,
+                message: "the serving side closed the connection without answering (over \(shown))")
         }
-        do {
-            return .success(try ForwardAnswer.decode(answer))
-        } catch {
-            return .failure(Failure(status: .protocolError, message: error.description))
-        }
+        return nil
     }
 
     /// A connected socket to `path`, or why not (a missing socket, nothing serving it, a
@@ -207,27 +226,30 @@ public enum ForwardClient {
                         status: .temporaryFailure,
                         message: "the serving side did not accept the connection in time (over \(shown))"))
             }
-            let detail: String
-            switch error {
-            case ENOENT:
-                detail = "there is no socket at \(shown)"
-            case ECONNREFUSED:
-                detail =
-                    "nothing serves the socket at \(shown) (the ssh connection or 'tokenctl forward listen' ended?)"
-            case EACCES, EPERM:
-                detail = "the socket at \(shown) is not this user's to open"
-            default:
-                detail = "cannot connect to \(shown): \(reason(error))"
-            }
             close(descriptor)
-            return .failure(
-                Failure(
-                    status: .unavailable, message: "no forwarded session: \(detail)",
-                    hint:
-                        "On the machine that holds the session run 'tokenctl forward status'; reconnect with the forward (see 'tokenctl help forward'), or unset TOKENCTL_FORWARD_SOCKET to use a local session.",
-                    notServed: error == ENOENT || error == ECONNREFUSED))
+            return .failure(notConnected(error, shown: shown))
         }
         return .success(descriptor)
+    }
+
+    /// Why a connect(2) to the forward socket failed, for the user.
+    static func notConnected(_ error: Int32, shown: String) -> Failure {
+        let detail: String
+        switch error {
+        case ENOENT:
+            detail = "there is no socket at \(shown)"
+        case ECONNREFUSED:
+            detail = "nothing serves the socket at \(shown) (the ssh connection or 'tokenctl forward listen' ended?)"
+        case EACCES, EPERM:
+            detail = "the socket at \(shown) is not this user's to open"
+        default:
+            detail = "cannot connect to \(shown): \(reason(error))"
+        }
+        return Failure(
+            status: .unavailable, message: "no forwarded session: \(detail)",
+            hint:
+                "On the machine that holds the session run 'tokenctl forward status'; reconnect with the forward (see 'tokenctl help forward'), or unset TOKENCTL_FORWARD_SOCKET to use a local session.",
+            notServed: error == ENOENT || error == ECONNREFUSED)
     }
 
     /// SO_SNDTIMEO (socket(7)): bounds a blocking connect(2) of a unix socket and its writes.

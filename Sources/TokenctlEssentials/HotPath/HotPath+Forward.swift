@@ -5,9 +5,13 @@ import Darwin
 #endif
 
 // The front's side of the forward: which socket a process gets its tokens from (decided on
-// every call, so it stays a getenv and, without the variable, one lstat), and `token` served
-// over the socket where no engine is installed (a container with nothing but `tokenctl`).
+// every call, so it stays a getenv and, without the variable, one lstat), and a `token` miss
+// served over the socket by the front itself.
 extension HotPath {
+    /// `token`'s default `--timeout` (tokenctl-token(1)): the connect, the request and the answer
+    /// all end by then, as in the engine.
+    static let defaultTimeout: Double = 30
+
     /// `ForwardClient.socketPath`'s answer as a C string: `$TOKENCTL_FORWARD_SOCKET` when set
     /// (empty: none), else the well-known remote path when a socket of this user is there (a copy that lives
     /// as long as the process), else nil.
@@ -43,52 +47,80 @@ extension HotPath {
         return UnsafeRawPointer(buffer).assumingMemoryBound(to: CChar.self)
     }
 
-    /// `token` over the forward socket with no engine to hand it to: the request the front
-    /// recognizes (raw, header or json; a target; --min-ttl) sent with the one client
-    /// (`ForwardClient.exchange`), the answer rendered as a hit would be (written as a hot-cache
-    /// payload and read back by the hit's reader). Not cached (a container rarely has a usable
-    /// kernel keyring). The exit status, or nil when this is not such an invocation.
+    /// `token` over the forward socket, asked by the front itself: the request it recognizes
+    /// (raw, header or json; a target; --min-ttl) sent with the one client
+    /// (`ForwardClient.exchange`), the answer kept in this machine's hot cache as the engine
+    /// keeps it (`HotCacheEntry.storeInKernelKeyring`, under the socket as it is bound now) and
+    /// rendered as a hit would be. Starting the engine for a miss would cost more than the whole
+    /// exchange. The exit status, or nil when this is not such an invocation: then the engine
+    /// serves it. With an engine installed, the engine also takes `--verbose` (its narration),
+    /// and a well-known socket nothing serves (an ended `ssh -R`: the engine falls back to the
+    /// local session); a container given only the front reports those itself.
     public static func serveForwarded(
         argc: Int32, argv: UnsafePointer<UnsafeMutablePointer<CChar>?>, now: Instant,
-        environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?, socket: UnsafePointer<CChar>
+        environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?, socket: UnsafePointer<CChar>,
+        engineInstalled: Bool = false
     ) -> Int32? {
-        guard let request = recognize(argc: argc, argv: argv),
+        guard let request = recognize(argc: argc, argv: argv), !(engineInstalled && request.verbose),
             let profileBytes = profileName(request, environment: environment),
-            let profile = ProfileName(rawValue: String(decoding: profileBytes, as: UTF8.self))
+            let profile = ProfileName(rawValue: String(decoding: profileBytes, as: UTF8.self)),
+            let target = try? TokenTarget(
+                scope: request.scope.map { String(cString: $0) },
+                audience: request.audience.map { String(cString: $0) },
+                resource: request.resource.map { String(cString: $0) })
         else { return nil }
         let socketPath = String(cString: socket)
+        let explicit = environment(ForwardClient.cString(ForwardProtocol.socketVariable)) != nil
+        // The binding asked (nil: the file went meanwhile; then nothing is kept).
+        let binding = ForwardClient.socketFileIdentity(of: socketPath)
         var forward = ForwardRequest(profile: profile.rawValue)
-        forward.scope = request.scope.map { String(cString: $0) }
-        forward.audience = request.audience.map { String(cString: $0) }
-        forward.resource = request.resource.map { String(cString: $0) }
+        forward.scope = target.scopeField
+        forward.audience = target.audience
+        forward.resource = target.resourceField
         forward.minimumTimeToLive = Int(request.minimumTimeToLive)
         forward.command = "token"
-        func fail(_ status: Int32, _ message: String, _ hint: String? = nil) -> Int32 {
-            Descriptor.writeAll(
-                2,
-                "Error: " + TerminalText.printable(message) + "\n"
-                    + (hint.map { TerminalText.printable($0) + "\n" } ?? ""))
-            return status
-        }
         let token: ForwardedToken
-        switch ForwardClient.exchange(forward, socketPath: socketPath, timeout: 35) {
+        switch ForwardClient.exchange(forward, socketPath: socketPath, timeout: defaultTimeout) {
         case .failure(let failure):
-            return fail(failure.status.rawValue, failure.message, failure.hint)
+            if engineInstalled, !explicit, failure.notServed || failure.foreign { return nil }
+            return report(ExitStatus.passedOn(failure.status.rawValue), failure.message, failure.hint)
         case .success(.failure(let failure)):
             let host = failure.servedBy ?? "the serving side"
-            return fail(
-                failure.status, host + " (forwarded): " + failure.message, failure.hint.map { "(on \(host)) " + $0 })
+            return report(
+                ExitStatus.passedOn(failure.status), host + " (forwarded): " + failure.message,
+                failure.hint.map { "(on \(host)) " + $0 })
         case .success(.token(let answered)):
             token = answered
         }
-        // The target was checked by the serving side: the payload is only read back for rendering.
-        let entry = HotCacheEntry(
-            profile: profile, issuer: ForwardClient.cacheIssuer(socketPath: socketPath, identity: "-"),
-            clientID: ForwardClient.cacheClientID, accessToken: token.accessToken, tokenType: token.tokenType,
-            obtainedAt: token.obtainedAt, expiresAt: token.expiresAt, issuedLifetime: token.issuedLifetime,
-            statesNoExpiry: token.statesNoExpiry)
+        let issuer = ForwardClient.cacheIssuer(socketPath: socketPath, identity: binding ?? "-")
+        // A DPoP token is useless without a proof, which only the serving side signs: not kept.
+        if binding != nil, token.dpopProof == nil, token.tokenType != "DPoP",
+            environment(cString(disableVariable)).map({ !isEqual(cString: $0, "1") }) ?? true
+        {
+            _ = cacheEntry(token, profile: profile, issuer: issuer, target: target).storeInKernelKeyring(
+                now: Double(now.seconds) + Double(now.nanoseconds) / 1e9)
+        }
+        // The target was checked by the serving side: the entry is only read back for rendering.
+        return printToken(
+            cacheEntry(token, profile: profile, issuer: issuer, target: .session), profile: profileBytes,
+            request: request, now: now)
+    }
+
+    /// The hot-cache entry of a forwarded token under the socket's identity.
+    static func cacheEntry(_ token: ForwardedToken, profile: ProfileName, issuer: String, target: TokenTarget)
+        -> HotCacheEntry
+    {
+        HotCacheEntry(
+            profile: profile, issuer: issuer, clientID: ForwardClient.cacheClientID, accessToken: token.accessToken,
+            tokenType: token.tokenType, obtainedAt: token.obtainedAt, expiresAt: token.expiresAt,
+            issuedLifetime: token.issuedLifetime, target: target, statesNoExpiry: token.statesNoExpiry)
+    }
+
+    /// Print `entry`'s token as a hit would (its payload read back by the hit's reader and
+    /// rendered in the format asked): the exit status.
+    static func printToken(_ entry: HotCacheEntry, profile: Bytes, request: Request, now: Instant) -> Int32 {
         guard var payload = try? entry.encoded() else {
-            return fail(ExitStatus.protocolError.rawValue, "the serving side's token cannot be shown")
+            return report(.protocolError, "the serving side's token cannot be shown")
         }
         var output = [UInt8](repeating: 0, count: outputCapacity)
         defer {
@@ -101,18 +133,17 @@ extension HotPath {
         let rendered = payload.withUnsafeBufferPointer { payloadBytes in
             issuer.withUTF8 { issuerBytes in
                 clientID.withUTF8 { clientBytes in
-                    cachedToken(payloadBytes, profile: profileBytes, issuer: issuerBytes, clientID: clientBytes)
+                    cachedToken(payloadBytes, profile: profile, issuer: issuerBytes, clientID: clientBytes)
                         .flatMap { cached in
                             output.withUnsafeMutableBufferPointer {
-                                render(cached, profile: profileBytes, request: request, now: now, into: $0)
+                                render(cached, profile: profile, request: request, now: now, into: $0)
                             }
                         }
                 }
             }
         }
         guard let rendered else {
-            return fail(
-                ExitStatus.temporaryFailure.rawValue, "the forwarded token is valid for less than --min-ttl asks")
+            return report(.temporaryFailure, "the forwarded token is valid for less than --min-ttl asks")
         }
         signal(SIGPIPE, SIG_IGN)
         output.withUnsafeMutableBufferPointer { bytes in
@@ -120,5 +151,15 @@ extension HotPath {
             writeAll(1, bytes.baseAddress! + rendered.logCount, rendered.outputCount)
         }
         return ExitStatus.success.rawValue
+    }
+
+    /// An error as the engine prints it (`Error: ` and the message, the hint on its own line):
+    /// the exit status.
+    static func report(_ status: ExitStatus, _ message: String, _ hint: String? = nil) -> Int32 {
+        Descriptor.writeAll(
+            2,
+            "Error: " + TerminalText.printable(TerminalText.shortened(message)) + "\n"
+                + (hint.map { TerminalText.printable(TerminalText.shortened($0)) + "\n" } ?? ""))
+        return status.rawValue
     }
 }

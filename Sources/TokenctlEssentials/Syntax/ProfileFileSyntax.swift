@@ -6,8 +6,11 @@
 /// part of them (CRLF files work); blank lines and lines starting with `#` are skipped; every
 /// other line is `key = value` (the first `=` splits it).
 public enum ProfileFileSyntax {
-    /// The values the `provider` key may take: `Provider`'s names in TokenctlCore (a test
-    /// keeps the two lists equal), here so the front can accept such a profile without Core.
+    /// The values the `provider` key may take, here so the front can accept such a profile
+    /// without Core. A copy of the names of `Provider.all` in TokenctlCore (HotPathTests keeps
+    /// the two equal, in order): the list of the providers themselves must stay in Core, where
+    /// each provider's file is, and Core cannot be imported here; deriving Core's list from
+    /// this one would still need a second list from names to providers.
     public static let providerNames: [StaticString] = [
         "github", "github-app", "google", "entra", "gitlab", "keycloak", "okta", "auth0", "gitea", "forgejo",
     ]

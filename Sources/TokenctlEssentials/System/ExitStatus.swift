@@ -24,6 +24,18 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// `exec`: the program was not found (as a shell says).
     case commandNotFound = 127
 
+    /// The status a forwarded client exits with for the serving side's (a forward error answer):
+    /// the statuses a token request documents pass through, any other is a failure (1).
+    public static func passedOn(_ status: Int32) -> ExitStatus {
+        switch ExitStatus(rawValue: status) {
+        case let known?
+        where [.usage, .configuration, .loginRequired, .unavailable, .temporaryFailure, .protocolError]
+            .contains(known):
+            known
+        default: .failure
+        }
+    }
+
     /// The sysexits.h name, for documentation and diagnostics.
     public var name: String {
         switch self {

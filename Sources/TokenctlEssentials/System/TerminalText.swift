@@ -59,4 +59,11 @@ public enum TerminalText {
         default: false
         }
     }
+
+    /// At most `limit` characters of `text`, and how many more there were: no message floods a
+    /// terminal (a 120 KB argument is not echoed whole).
+    public static func shortened(_ text: String, limit: Int = 2000) -> String {
+        text.count <= limit ? text : String(text.prefix(limit)) + "… (\(text.count - limit) more characters)"
+    }
+
 }

@@ -19,6 +19,16 @@ final class ForwardPair: @unchecked Sendable {
         client.variables["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/bus"
     }
 
+    /// A pair whose serving side is signed in to `server` (profile `default`), shares its
+    /// sessions (`forward enable --no-unit`) and listens.
+    static func listening(for server: AuthServer) throws -> ForwardPair {
+        let pair = try ForwardPair()
+        try pair.serving.login(server)
+        #expect(try pair.serving.tokenctl("forward", "enable", "--no-unit").status == 0)
+        try pair.listen()
+        return pair
+    }
+
     /// Start `forward listen` and wait until it serves.
     func listen(extra: [String] = []) throws {
         // `--socket` names a place of the user's: listen makes no directory for it.

@@ -8,7 +8,7 @@ struct SecretServiceCheck: DoctorCheck {
         let secretService =
             (store as? JournaledSessionStore)?.inner as? SecretServiceStore ?? store as? SecretServiceStore
         // After the check: naming the provider connects first, and the check must get the time.
-        var providerName: String { secretService.map { " (provider: \($0.provider().name))" } ?? "" }
+        var providerName: String { secretService.map { " (provider: \($0.keyringProgram().name))" } ?? "" }
         guard case .failure(let error) = context.storeAvailability else {
             return [
                 DoctorFinding("secret service", ok: true, "reachable" + providerName),

@@ -11,7 +11,7 @@ extension SecretServiceStore {
     struct Connection: @unchecked Sendable {
         var service: UnsafeMutablePointer<SecretService>?
         var bus: OpaquePointer?
-        var provider: SecretServiceProvider?
+        var keyringProgram: KeyringProgram?
         /// The daemon (unique bus name) this connection primed (`prime`): a restarted one
         /// must be primed again.
         var primedOwner: String?
@@ -183,10 +183,10 @@ extension SecretServiceStore {
         }
         if let error { throw storeError(error, operation: "open the default keyring") }
         guard let collection else {
-            let provider = provider()
+            let program = keyringProgram()
             throw StoreError(
-                .noDefaultCollection, "the Secret Service\(provider.label) has no default keyring (collection)",
-                hint: provider.noDefaultCollectionHint)
+                .noDefaultCollection, "the Secret Service\(program.label) has no default keyring (collection)",
+                hint: program.noDefaultCollectionHint)
         }
         defer { tokenctl_object_unref(collection) }
         tokenctl_proxy_set_timeout(collection, milliseconds)

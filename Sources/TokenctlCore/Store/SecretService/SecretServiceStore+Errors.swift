@@ -25,23 +25,23 @@ extension SecretServiceStore {
     }
 
     func lockedError() -> StoreError {
-        let provider = provider()
+        let program = keyringProgram()
         return StoreError(
-            .locked, "the keyring is locked" + provider.label,
-            hint: Hint.sentences(provider.unlockHint, "The session is kept."))
+            .locked, "the keyring is locked" + program.label,
+            hint: Hint.sentences(program.unlockHint, "The session is kept."))
     }
 
     func perItemLockedError() -> StoreError {
-        let provider = provider()
+        let program = keyringProgram()
         return StoreError(
-            .itemLocked, "\(provider.name) keeps tokenctl's item locked until you allow this program to access it",
-            hint: Hint.sentences(provider.perItemUnlockHint, "The session is kept."))
+            .itemLocked, "\(program.name) keeps tokenctl's item locked until you allow this program to access it",
+            hint: Hint.sentences(program.perItemUnlockHint, "The session is kept."))
     }
 
     /// A GError's class by its domain and code, and the remote D-Bus error name (which is
     /// never translated): never by its message, which GLib translates.
     ///
-    /// - Parameter mayPrompt: the call could have been waiting for a provider's prompt (create,
+    /// - Parameter mayPrompt: the call could have been waiting for a keyring program's prompt (create,
     ///   delete, unlock), so a cancellation by the watchdog may mean an unanswered prompt.
     /// - Returns: nil for an error of no known class.
     static func classify(domain: GQuark, code: Int32, remoteName: String, mayPrompt: Bool) -> StoreError.Reason? {
@@ -101,10 +101,10 @@ extension SecretServiceStore {
             return StoreError(
                 .noSecretService,
                 "no Secret Service on the session bus (\(remoteName.isEmpty ? "no owner" : remoteName))",
-                hint: SecretServiceProvider.startAnyHint)
+                hint: KeyringProgram.startAnyHint)
         case .timeout:
             return StoreError(
-                .timeout, "the Secret Service\(provider().label) did not answer in time (\(operation))",
+                .timeout, "the Secret Service\(keyringProgram().label) did not answer in time (\(operation))",
                 hint: "Check that it is running and not waiting for a prompt; the session is kept.")
         case .serviceGone:
             return StoreError(
@@ -113,13 +113,13 @@ extension SecretServiceStore {
         case .locked:
             return lockedError()
         case .promptPending:
-            let provider = provider()
+            let program = keyringProgram()
             return StoreError(
                 .promptPending,
-                "the Secret Service\(provider.label) did not finish in time (\(operation)); it may be waiting for a confirmation prompt",
+                "the Secret Service\(program.label) did not finish in time (\(operation)); it may be waiting for a confirmation prompt",
                 hint: options.interactive
-                    ? "Approve the request in \(provider.name) and try again; the session is kept."
-                    : "Run the command again in a terminal of your desktop session and approve the request \(provider.name) shows; the session is kept."
+                    ? "Approve the request in \(program.name) and try again; the session is kept."
+                    : "Run the command again in a terminal of your desktop session and approve the request \(program.name) shows; the session is kept."
             )
         default:
             return StoreError(.other, "could not \(operation): \(message)")

@@ -9,9 +9,9 @@ extension SecretServiceStore {
         let kind: String
     }
 
-    /// An item's D-Bus path at the daemon (unique bus name) that reported it. Every provider
+    /// An item's D-Bus path at the daemon (unique bus name) that reported it. Every keyring program
     /// tokenctl knows names an item by one path for the daemon's life and never gives a deleted
-    /// item's path to another (gnome-keyring counts up, KeePassXC uses UUIDs: ProviderTests
+    /// item's path to another (gnome-keyring counts up, KeePassXC uses UUIDs: KeyringProgramTests
     /// checks all three), so the pair names that item until it is deleted or the daemon exits.
     struct KnownItem {
         let path: String
@@ -58,9 +58,9 @@ extension SecretServiceStore {
         try requireUnlockedDefaultCollection(service)
         // The collection is open, the items are not: a per-item lock.
         guard options.interactive else { throw perItemLockedError() }
-        let provider = provider()
-        let milliseconds = try boundMilliseconds("ask \(provider.name) for access")
-        let name = provider.name
+        let program = keyringProgram()
+        let milliseconds = try boundMilliseconds("ask \(program.name) for access")
+        let name = program.name
         var error: UnsafeMutablePointer<GError>?
         var newlyUnlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
         let count = try withWatchdog(
@@ -74,7 +74,7 @@ extension SecretServiceStore {
         }
         defer { g_strfreev(newlyUnlocked) }
         if let error {
-            throw storeError(error, operation: "ask \(provider.name) for access to tokenctl's item", mayPrompt: true)
+            throw storeError(error, operation: "ask \(program.name) for access to tokenctl's item", mayPrompt: true)
         }
         let paths = Self.strings(newlyUnlocked)
         guard count > 0, !paths.isEmpty else { throw perItemLockedError() }

@@ -46,7 +46,7 @@ extension SecretServiceStore {
             }
         }
         throw StoreError(
-            .other, "the Secret Service\(provider().label) returned no secret for tokenctl's item (\(operation))",
+            .other, "the Secret Service\(keyringProgram().label) returned no secret for tokenctl's item (\(operation))",
             hint: "Try again; if it persists, restart your Secret Service provider. The session is kept.")
     }
 
@@ -102,7 +102,7 @@ extension SecretServiceStore {
         let table = attributes(key)
         defer { g_hash_table_unref(table) }
         try withWatchdog(
-            milliseconds, prompt: { "\(self.provider().name) asks to confirm a new item for tokenctl: allow it." }
+            milliseconds, prompt: { "\(self.keyringProgram().name) asks to confirm a new item for tokenctl: allow it." }
         ) { (cancellable) throws(StoreError) in
             var error: UnsafeMutablePointer<GError>?
             if secret_service_store_sync(
@@ -122,7 +122,8 @@ extension SecretServiceStore {
         milliseconds: Int32, operation: String
     ) throws(StoreError) -> SetSecretOutcome {
         try withWatchdog(
-            milliseconds, prompt: { "\(self.provider().name) asks to confirm a change to tokenctl's item: allow it." }
+            milliseconds,
+            prompt: { "\(self.keyringProgram().name) asks to confirm a change to tokenctl's item: allow it." }
         ) { (cancellable) throws(StoreError) -> SetSecretOutcome in
             var error: UnsafeMutablePointer<GError>?
             if tokenctl_item_set_secret(service, destination, path, value, milliseconds, cancellable, &error) != 0 {
@@ -157,7 +158,8 @@ extension SecretServiceStore {
             let milliseconds = try boundMilliseconds("delete the session", floor: Self.minimumWriteTime)
             var error: UnsafeMutablePointer<GError>?
             let ok = try withWatchdog(
-                milliseconds, prompt: { "\(self.provider().name) asks to confirm deleting tokenctl's item: allow it." }
+                milliseconds,
+                prompt: { "\(self.keyringProgram().name) asks to confirm deleting tokenctl's item: allow it." }
             ) { cancellable in
                 secret_item_delete_sync(item, cancellable, &error)
             }

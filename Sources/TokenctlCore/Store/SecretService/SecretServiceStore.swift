@@ -1,7 +1,7 @@
 // The store: tokenctl's items in the Secret Service. Every libsecret call of tokenctl lives in
 // this folder (Store/SecretService): the connection (+Connection), finding items (+Items), reading,
-// writing and deleting them (+Secrets), GError classification (+Errors) and provider hints
-// (SecretServiceProvider).
+// writing and deleting them (+Secrets), GError classification (+Errors) and the keyring program's
+// hints (KeyringProgram).
 import CSecret
 import CSecretShim
 import Synchronization
@@ -17,7 +17,7 @@ import TokenctlEssentials
 /// `CreateItem(replace: true)` over another client's item, even with confirmations off).
 ///
 /// Every call is bounded: D-Bus calls by the proxy's timeout, and calls that may wait for a
-/// provider's prompt (create, delete, unlock) or for the bus itself by a watchdog that cancels
+/// keyring program's prompt (create, delete, unlock) or for the bus itself by a watchdog that cancels
 /// them, each at the per-call timeout or the command's deadline, whichever comes first.
 public final class SecretServiceStore: SessionStore, Sendable {
     /// How long calls may take, and who may answer a prompt.
@@ -27,7 +27,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
         /// The command's deadline, or nil for none. A write of a set the server has already
         /// rotated is still given `minimumWriteTime` past it.
         public var deadline: Deadline?
-        /// Whether a person can answer a provider's prompt (stderr is a terminal).
+        /// Whether a person can answer a keyring program's prompt (stderr is a terminal).
         public var interactive: Bool
         /// Told, once per call, when a call that may show a prompt has waited a second: what
         /// to approve (on a terminal, the engine prints it to stderr).
@@ -52,7 +52,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
     /// The Secret Service's well-known bus name.
     static let busName = "org.freedesktop.secrets"
     public static let sessionKind = "session"
-    /// Secret Service providers and D-Bus limit message sizes; a token set is far below this.
+    /// Keyring programs and D-Bus limit message sizes; a token set is far below this.
     public static let maximumSecretBytes = 96 * 1024
     public static let clientSecretKind = "client-secret"
 
@@ -83,7 +83,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
             let value = try readSecret(
                 ItemKey(identity: identity, kind: Self.sessionKind), operation: "read the session")
         else {
-            // A locked keyring hides nothing from a search here, but some providers do:
+            // A locked keyring hides nothing from a search here, but some keyring programs do:
             // "not found" in a locked or missing collection must not read as "signed out".
             try requireUnlockedDefaultCollection(try connect())
             return nil
@@ -184,7 +184,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
 
     /// `checkAvailable`, then the search `write` begins with (SearchItems for the item, and
     /// the per-item lock check `unlockedPaths` makes): what a login proves before it spends a
-    /// grant. A provider that answers the session set-up but never a search fails here.
+    /// grant. A keyring program that answers the session set-up but never a search fails here.
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) {
         try checkAvailable()
         _ = try unlockedPaths(attributes(ItemKey(identity: identity, kind: Self.sessionKind)))
@@ -195,10 +195,10 @@ public final class SecretServiceStore: SessionStore, Sendable {
     }
 
     /// The program that owns `org.freedesktop.secrets` on the session bus, for hints and `doctor`.
-    public func provider() -> SecretServiceProvider {
+    public func keyringProgram() -> KeyringProgram {
         // Not while connecting (errors there land here): the lock is ours then.
-        func snapshot() -> (bus: BusHandle?, known: SecretServiceProvider?)? {
-            connection.withLockIfAvailable { state in (state.bus.map { BusHandle(pointer: $0) }, state.provider) }
+        func snapshot() -> (bus: BusHandle?, known: KeyringProgram?)? {
+            connection.withLockIfAvailable { state in (state.bus.map { BusHandle(pointer: $0) }, state.keyringProgram) }
         }
         guard var current = snapshot() else { return .unknown }
         if let known = current.known { return known }
@@ -210,11 +210,11 @@ public final class SecretServiceStore: SessionStore, Sendable {
         guard let bus = current.bus else { return .unknown }
         let pid = tokenctl_bus_name_owner_pid(
             bus.pointer, Self.busName, Int32(min(1000, max(100, (try? boundMilliseconds("ask the bus")) ?? 1000))))
-        var found = SecretServiceProvider.unknown
+        var found = KeyringProgram.unknown
         if pid != 0, let comm = try? FileIO.readFile("/proc/\(pid)/comm", limit: 256) {
-            found = SecretServiceProvider(processName: String(comm.prefix { $0 != "\n" }))
+            found = KeyringProgram(processName: String(comm.prefix { $0 != "\n" }))
         }
-        connection.withLock { $0.provider = found }
+        connection.withLock { $0.keyringProgram = found }
         return found
     }
 }

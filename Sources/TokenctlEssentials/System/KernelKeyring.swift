@@ -1,5 +1,4 @@
 import CKernelKeyring
-import TokenctlEssentials
 
 #if canImport(Glibc)
 import Glibc

@@ -1,19 +1,19 @@
 import Foundation
 import Testing
 
-/// The same sessions against every Secret Service provider tokenctl users meet: gnome-keyring,
-/// KeePassXC 2.7.4 and KWallet (kwalletd5, KDE Frameworks 5.103), each headless on a private
-/// bus, with the test authorization server rotating with no grace period (a lost rotation or a
-/// duplicate refresh ends the session there).
-@Suite("End to end: Secret Service providers", .serialized)
-struct ProviderTests {
+/// The same sessions against every keyring program (Secret Service implementation) tokenctl
+/// users meet: gnome-keyring, KeePassXC 2.7.4 and KWallet (kwalletd5, KDE Frameworks 5.103),
+/// each headless on a private bus, with the test authorization server rotating with no grace
+/// period (a lost rotation or a duplicate refresh ends the session there).
+@Suite("End to end: keyring programs", .serialized)
+struct KeyringProgramTests {
     @Test(
         "lifecycle: login, token, status, refreshes from new processes (each replacing the item another process wrote), logout",
-        arguments: PrivateProvider.Kind.allCases)
-    func lifecycle(kind: PrivateProvider.Kind) throws {
-        let provider = try PrivateProvider(kind)
+        arguments: PrivateKeyringProgram.Kind.allCases)
+    func lifecycle(kind: PrivateKeyringProgram.Kind) throws {
+        let keyring = try PrivateKeyringProgram(kind)
         let sandbox = try Sandbox()
-        sandbox.use(provider)
+        sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.login(server)
 
@@ -45,11 +45,11 @@ struct ProviderTests {
 
     @Test(
         "an item keeps its D-Bus path, and a deleted item's path is never given to a new one (tokenctl writes a rotated set to the path its read found); a refresh makes one search and one SetSecret",
-        arguments: PrivateProvider.Kind.allCases)
-    func itemPaths(kind: PrivateProvider.Kind) throws {
-        let provider = try PrivateProvider(kind)
+        arguments: PrivateKeyringProgram.Kind.allCases)
+    func itemPaths(kind: PrivateKeyringProgram.Kind) throws {
+        let keyring = try PrivateKeyringProgram(kind)
         let sandbox = try Sandbox()
-        sandbox.use(provider)
+        sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 0])
         func itemPath(_ profile: String) throws -> String? {
             let reply = try runProgram(
@@ -75,7 +75,7 @@ struct ProviderTests {
             let path = try #require(try itemPath(profile), "\(kind): no item for \(profile)")
             #expect(!seen.contains(path), "\(kind): \(path) was a deleted item's path")
             seen.append(path)
-            let monitor = try BusMonitor(busAddress: provider.busAddress)
+            let monitor = try BusMonitor(busAddress: keyring.busAddress)
             let refreshed = try sandbox.tokenctl("--profile", profile, "refresh")
             let calls = monitor.stop()
             #expect(refreshed.status == 0, "\(kind): \(refreshed)")
@@ -89,12 +89,12 @@ struct ProviderTests {
     }
 
     @Test(
-        "a DPoP session: the key kept in the provider's item with the tokens, proofs accepted by the test server, refreshes and logout signed with it",
-        arguments: PrivateProvider.Kind.allCases)
-    func dpopSession(kind: PrivateProvider.Kind) throws {
-        let provider = try PrivateProvider(kind)
+        "a DPoP session: the key kept in the keyring program's item with the tokens, proofs accepted by the test server, refreshes and logout signed with it",
+        arguments: PrivateKeyringProgram.Kind.allCases)
+    func dpopSession(kind: PrivateKeyringProgram.Kind) throws {
+        let keyring = try PrivateKeyringProgram(kind)
         let sandbox = try Sandbox()
-        sandbox.use(provider)
+        sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 0])
         let login = try sandbox.tokenctl(
             "login", "--dpop", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin",
@@ -122,23 +122,23 @@ struct ProviderTests {
     }
 
     @Test(
-        "locked and unlocked mid-run: 69 with advice for this provider, nothing sent, the session intact after unlocking",
-        arguments: PrivateProvider.Kind.allCases)
-    func lockAndUnlock(kind: PrivateProvider.Kind) throws {
-        let provider = try PrivateProvider(kind)
+        "locked and unlocked mid-run: 69 with advice for this keyring program, nothing sent, the session intact after unlocking",
+        arguments: PrivateKeyringProgram.Kind.allCases)
+    func lockAndUnlock(kind: PrivateKeyringProgram.Kind) throws {
+        let keyring = try PrivateKeyringProgram(kind)
         let sandbox = try Sandbox()
-        sandbox.use(provider)
+        sandbox.use(keyring)
         sandbox.useSecretServicePathOnly()
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.login(server)
         #expect(try sandbox.tokenctl("token", "--force").status == 0)
 
-        try provider.lock()
+        try keyring.lock()
         let requestsBefore = try server.stats()["token_requests"] ?? 0
         let locked = try sandbox.tokenctl("token", "--force", "--timeout", "10")
         #expect(locked.status == 69, "\(kind): \(locked)")
         #expect(locked.stderr.contains("the keyring is locked (\(kind))"), "\(kind): \(locked)")
-        let advice: [PrivateProvider.Kind: String] = [
+        let advice: [PrivateKeyringProgram.Kind: String] = [
             .gnomeKeyring: "gnome-keyring-daemon --replace --unlock", .keePassXC: "Unlock the database in KeePassXC",
             .kWallet: "Open the wallet",
         ]
@@ -157,7 +157,7 @@ struct ProviderTests {
         #expect(doctor.stdout.contains("provider: \(kind)"), "\(kind): \(doctor)")
         #expect(doctor.stdout.contains("[FAIL] keyring: the keyring is locked"), "\(kind): \(doctor)")
 
-        try provider.unlock()
+        try keyring.unlock()
         let unlocked = try sandbox.tokenctl("token", "--force")
         #expect(unlocked.status == 0, "\(kind): \(unlocked)")
         #expect(try server.stats()["reuse_detected"] == 0)
@@ -165,11 +165,11 @@ struct ProviderTests {
 
     @Test(
         "16 processes at once on an expired token: one refresh, every process served",
-        arguments: [PrivateProvider.Kind.gnomeKeyring, .keePassXC])
-    func fanIn(kind: PrivateProvider.Kind) throws {
-        let provider = try PrivateProvider(kind)
+        arguments: [PrivateKeyringProgram.Kind.gnomeKeyring, .keePassXC])
+    func fanIn(kind: PrivateKeyringProgram.Kind) throws {
+        let keyring = try PrivateKeyringProgram(kind)
         let sandbox = try Sandbox()
-        sandbox.use(provider)
+        sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.loginWithExpiredAccessToken(server)
         try server.configure(["delay_seconds": 0.2])
@@ -183,11 +183,11 @@ struct ProviderTests {
 
     @Test(
         "SIGTERM during a refresh: held until the rotated set is written, then delivered; the session survives",
-        arguments: [PrivateProvider.Kind.gnomeKeyring, .keePassXC])
-    func interruption(kind: PrivateProvider.Kind) throws {
-        let provider = try PrivateProvider(kind)
+        arguments: [PrivateKeyringProgram.Kind.gnomeKeyring, .keePassXC])
+    func interruption(kind: PrivateKeyringProgram.Kind) throws {
+        let keyring = try PrivateKeyringProgram(kind)
         let sandbox = try Sandbox()
-        sandbox.use(provider)
+        sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.login(server)
         try server.configure(["faults": [["delay": 1.0]]])
@@ -211,9 +211,9 @@ struct KeePassXCConfirmationTests {
         "without a terminal: 69 naming the per-item lock and what to run; in a terminal: tokenctl asks, the user allows, the session is served"
     )
     func perItemConfirmation() throws {
-        let provider = try PrivateProvider(.keePassXC, confirmsAccess: true)
+        let keyring = try PrivateKeyringProgram(.keePassXC, confirmsAccess: true)
         let sandbox = try Sandbox()
-        sandbox.use(provider)
+        sandbox.use(keyring)
         sandbox.useSecretServicePathOnly()
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.login(server)
@@ -237,7 +237,7 @@ struct KeePassXCConfirmationTests {
         // The request cannot complete before it is approved: after a second of waiting,
         // tokenctl says what to approve.
         sleep(seconds: 1.5)
-        try provider.approvePendingRequest(timeout: 15)
+        try keyring.approvePendingRequest(timeout: 15)
         let answered = interactive.wait()
         #expect(answered.status == 0, "\(answered)")
         #expect(

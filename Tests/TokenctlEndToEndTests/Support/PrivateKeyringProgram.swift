@@ -1,10 +1,11 @@
 import Foundation
 import Testing
 
-/// A Secret Service provider of a test's own on a private session bus: gnome-keyring, KeePassXC
-/// 2.7.4 or KWallet (kwalletd5), started headless and stopped by PID through Scripts/lib
-/// (services.sh, keepassxc.sh, kwallet.sh). For the suites that run against every provider.
-final class PrivateProvider: @unchecked Sendable, CustomStringConvertible {
+/// A keyring program (a Secret Service implementation) of a test's own on a private session
+/// bus: gnome-keyring, KeePassXC 2.7.4 or KWallet (kwalletd5), started headless and stopped by
+/// PID through Scripts/lib (services.sh, keepassxc.sh, kwallet.sh). For the suites that run
+/// against every keyring program.
+final class PrivateKeyringProgram: @unchecked Sendable, CustomStringConvertible {
     enum Kind: String, CaseIterable, Sendable, CustomStringConvertible {
         case gnomeKeyring = "gnome-keyring"
         case keePassXC = "KeePassXC"
@@ -90,9 +91,9 @@ final class PrivateProvider: @unchecked Sendable, CustomStringConvertible {
 }
 
 extension Sandbox {
-    /// Point this sandbox's tokenctl at a private Secret Service provider.
-    func use(_ provider: PrivateProvider) {
-        variables["DBUS_SESSION_BUS_ADDRESS"] = provider.busAddress
+    /// Point this sandbox's tokenctl at a private keyring program.
+    func use(_ keyring: PrivateKeyringProgram) {
+        variables["DBUS_SESSION_BUS_ADDRESS"] = keyring.busAddress
     }
 
     /// The stored token set, read through tokenctl itself (`status --json` never shows tokens,

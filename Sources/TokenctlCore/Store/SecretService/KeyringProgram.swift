@@ -1,8 +1,8 @@
-// Provider hints: the program that provides the Secret Service, so that messages and hints fit it.
+// The keyring program: the program that provides the Secret Service, so that messages and hints fit it.
 import TokenctlEssentials
 
 /// The program that provides the Secret Service, so that hints fit it.
-public enum SecretServiceProvider: Sendable, Equatable {
+public enum KeyringProgram: Sendable, Equatable {
     case gnomeKeyring, keePassXC, kWallet
     case other(String)
     case unknown
