@@ -34,7 +34,7 @@ enum DoctorCommand: EngineCommand {
         let (service, bus) = context.serviceAndBus()
         // Which engine runs (beside the front, or the package's under libexec), then the checks.
         let checks =
-            [DoctorCheck("engine", ok: true, "tokenctl \(toolVersion) at \(enginePath)")]
+            [DoctorFinding("engine", ok: true, "tokenctl \(toolVersion) at \(enginePath)")]
             + (await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule()))
         let allPassed = checks.allSatisfy(\.ok)
         if options.json {

@@ -185,11 +185,11 @@ struct ClientCredentialsTests {
 
     @Test("default scope: openid offline_access as far as advertised")
     func defaultScope() {
-        #expect(TokenctlService.defaultScope(supported: nil) == nil)
+        #expect(LoginPlan.defaultScope(supported: nil) == nil)
         #expect(
-            TokenctlService.defaultScope(supported: ["openid", "profile", "offline_access"]) == "openid offline_access")
-        #expect(TokenctlService.defaultScope(supported: ["openid", "read"]) == "openid")
-        #expect(TokenctlService.defaultScope(supported: ["read"]) == nil)
+            LoginPlan.defaultScope(supported: ["openid", "profile", "offline_access"]) == "openid offline_access")
+        #expect(LoginPlan.defaultScope(supported: ["openid", "read"]) == "openid")
+        #expect(LoginPlan.defaultScope(supported: ["read"]) == nil)
     }
 
     @Test("the refresh request carries the client's authentication")

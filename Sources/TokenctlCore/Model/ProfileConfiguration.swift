@@ -83,113 +83,39 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// - Parameter path: used only in error messages.
     /// - Throws: `ConfigurationError` naming the file and line at fault.
     public static func parse(_ text: String, path: String) throws(ConfigurationError) -> ProfileConfiguration {
-        // The syntax is ProfileFileSyntax's, the one reader the front's hot path uses too; here
-        // each key gets its meaning and each error its message. Bytes and small arrays, not
-        // Characters and a Dictionary: the static front reads this file on every `token` hit.
-        var values: [(key: String, value: String, line: Int)] = []
-        var failure: ConfigurationError?
-        let bytes = Array(text.utf8)
-        let malformedLine = bytes.withUnsafeBufferPointer { file in
-            ProfileFileSyntax.scan(file) { entry in
-                let key = String(decoding: file[entry.key], as: UTF8.self)
-                let value = String(decoding: file[entry.value], as: UTF8.self)
-                guard keys.contains(key) else {
-                    let hint = closestMatch(to: key, in: keys).map { " (did you mean '\($0)'?)" } ?? ""
-                    failure = ConfigurationError(path: path, line: entry.line, message: "unknown key '\(key)'\(hint)")
-                    return false
-                }
-                guard !values.contains(where: { $0.key == key }) else {
-                    failure = ConfigurationError(path: path, line: entry.line, message: "'\(key)' is set twice")
-                    return false
-                }
-                guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
-                    failure = ConfigurationError(
-                        path: path, line: entry.line, message: "'\(key)' contains control characters")
-                    return false
-                }
-                values.append((key, value, entry.line))
-                return true
-            }
-        }
-        if let failure { throw failure }
-        if let malformedLine {
-            throw ConfigurationError(path: path, line: malformedLine, message: "expected 'key = value'")
-        }
-        func entry(_ key: String) -> (value: String, line: Int)? {
-            values.first { $0.key == key }.map { ($0.value, $0.line) }
-        }
-
-        func url(_ key: String) throws(ConfigurationError) -> EndpointURL? {
-            guard let entry = entry(key) else { return nil }
-            do { return try EndpointURL(entry.value) } catch {
-                throw ConfigurationError(path: path, line: entry.line, message: "\(key): \(error)")
-            }
-        }
-        guard let issuer = try url("issuer") else {
+        let entries = try ProfileFileEntries(text, path: path)
+        guard let issuer = try entries.url("issuer") else {
             throw ConfigurationError(path: path, line: nil, message: "'issuer' is missing")
         }
-        guard let clientID = entry("client_id") else {
+        guard let clientID = entries.entry("client_id") else {
             throw ConfigurationError(path: path, line: nil, message: "'client_id' is missing")
         }
         guard !clientID.value.isEmpty else {
             throw ConfigurationError(path: path, line: clientID.line, message: "'client_id' is empty")
         }
-        var authMethod: ClientAuthenticationMethod?
-        if let entry = entry("token_endpoint_auth_method"), !entry.value.isEmpty {
-            guard let method = ClientAuthenticationMethod(rawValue: entry.value) else {
-                throw ConfigurationError(
-                    path: path, line: entry.line,
-                    message:
-                        "token_endpoint_auth_method: expected client_secret_basic or client_secret_post, not '\(entry.value)'"
-                )
-            }
-            authMethod = method
-        }
+        let authMethod = try entries.authMethod()
         var configuration = ProfileConfiguration(
             issuer: issuer,
             clientID: clientID.value,
-            scope: entry("scope").flatMap { $0.value.isEmpty ? nil : $0.value },
-            tokenEndpoint: try url("token_endpoint"),
-            revocationEndpoint: try url("revocation_endpoint"),
-            caBundle: entry("cacert").flatMap { $0.value.isEmpty ? nil : $0.value },
-            deviceAuthorizationEndpoint: try url("device_authorization_endpoint"),
-            authorizationEndpoint: try url("authorization_endpoint"),
-            jwksURI: try url("jwks_uri"),
+            scope: entries.text("scope"),
+            tokenEndpoint: try entries.url("token_endpoint"),
+            revocationEndpoint: try entries.url("revocation_endpoint"),
+            caBundle: entries.text("cacert"),
+            deviceAuthorizationEndpoint: try entries.url("device_authorization_endpoint"),
+            authorizationEndpoint: try entries.url("authorization_endpoint"),
+            jwksURI: try entries.url("jwks_uri"),
             tokenEndpointAuthMethod: authMethod
         )
-        configuration.audience = entry("audience").flatMap { $0.value.isEmpty ? nil : $0.value }
-        configuration.resources = entry("resource").map { $0.value.split(separator: " ").map(String.init) } ?? []
-        configuration.gitUsername = entry("git_username").flatMap { $0.value.isEmpty ? nil : $0.value }
-        func flag(_ key: String) throws(ConfigurationError) -> Bool {
-            guard let entry = entry(key) else { return false }
-            switch entry.value {
-            case "true": return true
-            case "false", "": return false
-            default:
-                throw ConfigurationError(
-                    path: path, line: entry.line, message: "\(key): expected true or false, not '\(entry.value)'")
-            }
-        }
-        configuration.dpop = try flag("dpop")
-        configuration.dpopAllowBearer = try flag("dpop_allow_bearer")
-        if let entry = entry("provider"), !entry.value.isEmpty {
-            guard let provider = Provider(rawValue: entry.value) else {
-                let hint = closestMatch(to: entry.value, in: Provider.names).map { " (did you mean '\($0)'?)" } ?? ""
-                throw ConfigurationError(
-                    path: path, line: entry.line,
-                    message:
-                        "provider: unknown provider '\(entry.value)'\(hint); known: \(Provider.names.joined(separator: ", "))"
-                )
-            }
-            configuration.provider = provider
-        }
-        configuration.forward = try flag("forward")
-        func words(_ key: String) -> [String]? {
-            guard let entry = entry(key), !entry.value.isEmpty else { return nil }
-            return entry.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-        }
-        configuration.forwardScope = words("forward_scope")
-        configuration.forwardAudience = words("forward_audience")
+        configuration.audience = entries.text("audience")
+        configuration.resources =
+            entries.entry("resource").map { $0.value.split(separator: " ").map(String.init) } ?? []
+        configuration.gitUsername = entries.text("git_username")
+        configuration.dpop = try entries.flag("dpop")
+        configuration.dpopAllowBearer = try entries.flag("dpop_allow_bearer")
+        configuration.provider = try entries.provider()
+        configuration.forward = try entries.flag("forward")
+        configuration.forwardScope = entries.words("forward_scope")
+        configuration.forwardAudience = entries.words("forward_audience")
         return configuration
     }
 
@@ -249,5 +175,110 @@ public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         if let line { return "\(path):\(line): \(message)" }
         return "\(path): \(message)"
+    }
+}
+
+/// The entries of a profile file, each key's value and line, and what each kind of value means.
+struct ProfileFileEntries {
+    let path: String
+    private var values: [(key: String, value: String, line: Int)] = []
+
+    /// The syntax is ProfileFileSyntax's, the one reader the front's hot path uses too; here
+    /// each key gets its meaning and each error its message. Bytes and small arrays, not
+    /// Characters and a Dictionary: the static front reads this file on every `token` hit.
+    init(_ text: String, path: String) throws(ConfigurationError) {
+        self.path = path
+        var values: [(key: String, value: String, line: Int)] = []
+        var failure: ConfigurationError?
+        let keys = ProfileConfiguration.keys
+        let bytes = Array(text.utf8)
+        let malformedLine = bytes.withUnsafeBufferPointer { file in
+            ProfileFileSyntax.scan(file) { entry in
+                let key = String(decoding: file[entry.key], as: UTF8.self)
+                let value = String(decoding: file[entry.value], as: UTF8.self)
+                guard keys.contains(key) else {
+                    let hint = closestMatch(to: key, in: keys).map { " (did you mean '\($0)'?)" } ?? ""
+                    failure = ConfigurationError(path: path, line: entry.line, message: "unknown key '\(key)'\(hint)")
+                    return false
+                }
+                guard !values.contains(where: { $0.key == key }) else {
+                    failure = ConfigurationError(path: path, line: entry.line, message: "'\(key)' is set twice")
+                    return false
+                }
+                guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+                    failure = ConfigurationError(
+                        path: path, line: entry.line, message: "'\(key)' contains control characters")
+                    return false
+                }
+                values.append((key, value, entry.line))
+                return true
+            }
+        }
+        if let failure { throw failure }
+        if let malformedLine {
+            throw ConfigurationError(path: path, line: malformedLine, message: "expected 'key = value'")
+        }
+        self.values = values
+    }
+
+    func entry(_ key: String) -> (value: String, line: Int)? {
+        values.first { $0.key == key }.map { ($0.value, $0.line) }
+    }
+
+    /// A text value; nil when the key is missing or empty.
+    func text(_ key: String) -> String? {
+        entry(key).flatMap { $0.value.isEmpty ? nil : $0.value }
+    }
+
+    func url(_ key: String) throws(ConfigurationError) -> EndpointURL? {
+        guard let entry = entry(key) else { return nil }
+        do { return try EndpointURL(entry.value) } catch {
+            throw ConfigurationError(path: path, line: entry.line, message: "\(key): \(error)")
+        }
+    }
+
+    /// `true` or `false`; missing or empty: false.
+    func flag(_ key: String) throws(ConfigurationError) -> Bool {
+        guard let entry = entry(key) else { return false }
+        switch entry.value {
+        case "true": return true
+        case "false", "": return false
+        default:
+            throw ConfigurationError(
+                path: path, line: entry.line, message: "\(key): expected true or false, not '\(entry.value)'")
+        }
+    }
+
+    /// Words separated by spaces or tabs; nil when the key is missing or empty.
+    func words(_ key: String) -> [String]? {
+        guard let entry = entry(key), !entry.value.isEmpty else { return nil }
+        return entry.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+    }
+
+    /// `token_endpoint_auth_method`; nil when missing or empty.
+    func authMethod() throws(ConfigurationError) -> ClientAuthenticationMethod? {
+        guard let entry = entry("token_endpoint_auth_method"), !entry.value.isEmpty else { return nil }
+        guard let method = ClientAuthenticationMethod(rawValue: entry.value) else {
+            throw ConfigurationError(
+                path: path, line: entry.line,
+                message:
+                    "token_endpoint_auth_method: expected client_secret_basic or client_secret_post, not '\(entry.value)'"
+            )
+        }
+        return method
+    }
+
+    /// `provider`; nil when missing or empty.
+    func provider() throws(ConfigurationError) -> Provider? {
+        guard let entry = entry("provider"), !entry.value.isEmpty else { return nil }
+        guard let provider = Provider(rawValue: entry.value) else {
+            let hint = closestMatch(to: entry.value, in: Provider.names).map { " (did you mean '\($0)'?)" } ?? ""
+            throw ConfigurationError(
+                path: path, line: entry.line,
+                message:
+                    "provider: unknown provider '\(entry.value)'\(hint); known: \(Provider.names.joined(separator: ", "))"
+            )
+        }
+        return provider
     }
 }

@@ -88,6 +88,44 @@ public struct SessionStatus: Sendable, Equatable {
     ]
 }
 
+extension SessionStatus {
+    /// What a stored session says: its subject, scope, lifetimes, DPoP binding, claims (from the
+    /// ID token, else a JWT access token), and the state `now`.
+    mutating func describe(_ stored: TokenSet, now: Double) {
+        subject = stored.subject
+        scope = stored.scope
+        accessTokenTimeLeft = stored.timeLeft(at: now)
+        hasRefreshToken = stored.hasRefreshToken
+        refreshTokenTimeLeft = stored.refreshToken == nil ? nil : stored.refreshTokenExpiresAt.map { $0 - now }
+        targetedTokens = stored.targetedTokens.map { ($0.target, $0.effectiveExpiry - now) }
+        scopeNarrowedByServer = stored.scopeNarrowedAt != nil
+        dpop = stored.dpopKey == nil ? "bearer" : stored.tokenType == "DPoP" ? "bound" : "bearer-accepted"
+        dpopThumbprint = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }?.thumbprint
+        obtainedAt = stored.obtainedAt
+        lastRefreshAt = stored.lastRefreshAt
+        let accessClaims = UnverifiedJWT.claims(of: stored.accessToken)
+        accessTokenFormat = accessClaims == nil ? "opaque" : "jwt"
+        if let idClaims = stored.idToken.flatMap(UnverifiedJWT.claims(of:)) {
+            claimsSource = "id_token"
+            claims = Self.shown(idClaims)
+        } else if let accessClaims {
+            claimsSource = "access_token"
+            claims = Self.shown(accessClaims)
+        }
+        if stored.timeLeft(at: now) > 0 {
+            state = .authenticated
+        } else {
+            // A refresh token past its stated end cannot renew anything: sign in again.
+            let renewable = stored.hasRefreshToken && (refreshTokenTimeLeft ?? 1) > 0
+            state = renewable ? .expiredRefreshable : .signedOut
+        }
+    }
+
+    static func shown(_ claims: [String: JSONValue]) -> [(name: String, value: JSONValue)] {
+        shownClaims.compactMap { name in claims[name].map { (name, $0) } }
+    }
+}
+
 extension TokenctlService {
     var jwksCache: JWKSCache { JWKSCache(directory: profiles.paths.jwksCacheDirectory, clock: clock) }
 
@@ -178,45 +216,14 @@ extension TokenctlService {
             }
             return (status, nil)
         }
-        let now = clock.now()
-        status.subject = stored.subject
-        status.scope = stored.scope
-        status.accessTokenTimeLeft = stored.timeLeft(at: now)
-        status.hasRefreshToken = stored.hasRefreshToken
-        status.refreshTokenTimeLeft = stored.refreshToken == nil ? nil : stored.refreshTokenExpiresAt.map { $0 - now }
-        status.targetedTokens = stored.targetedTokens.map { ($0.target, $0.effectiveExpiry - now) }
-        status.scopeNarrowedByServer = stored.scopeNarrowedAt != nil
-        status.dpop = stored.dpopKey == nil ? "bearer" : stored.tokenType == "DPoP" ? "bound" : "bearer-accepted"
-        status.dpopThumbprint = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }?.thumbprint
-        status.obtainedAt = stored.obtainedAt
-        status.lastRefreshAt = stored.lastRefreshAt
-        let accessClaims = UnverifiedJWT.claims(of: stored.accessToken)
-        status.accessTokenFormat = accessClaims == nil ? "opaque" : "jwt"
-        if let idClaims = stored.idToken.flatMap(UnverifiedJWT.claims(of:)) {
-            status.claimsSource = "id_token"
-            status.claims = Self.shown(idClaims)
-        } else if let accessClaims {
-            status.claimsSource = "access_token"
-            status.claims = Self.shown(accessClaims)
-        }
-        if stored.timeLeft(at: now) > 0 {
-            status.state = .authenticated
-        } else {
-            // A refresh token past its stated end cannot renew anything: sign in again.
-            let renewable = stored.hasRefreshToken && (status.refreshTokenTimeLeft ?? 1) > 0
-            status.state = renewable ? .expiredRefreshable : .signedOut
-        }
+        status.describe(stored, now: clock.now())
         // The ID token's signature; without one, a JWT access token's. An opaque access token has none.
-        let signed = stored.idToken ?? (accessClaims == nil ? nil : stored.accessToken)
+        let signed = stored.idToken ?? (status.accessTokenFormat == "jwt" ? stored.accessToken : nil)
         if let signed {
             status.signatureSource = stored.idToken == nil ? "access_token" : "id_token"
             status.signature = SignatureVerdict.evaluate(signed, keys: jwksCache.keys(configuration.issuer.string))
         }
         return (status, signed)
-    }
-
-    static func shown(_ claims: [String: JSONValue]) -> [(name: String, value: JSONValue)] {
-        SessionStatus.shownClaims.compactMap { name in claims[name].map { (name, $0) } }
     }
 
     /// The profile's state now, then again each time it changes: after a login, refresh or

@@ -1,0 +1,93 @@
+import TokenctlEssentials
+
+/// A login, step by step: the plan (the options and the saved profile), the server
+/// (discovery, endpoints, DPoP key), the client's credentials, the preflight (everything the
+/// login writes is writable), the flow, the checks of its tokens, and the persisting of the
+/// session and the profile. Nothing is stored on failure.
+struct LoginProcedure: LoginStep {
+    let service: TokenctlService
+    let request: TokenctlService.LoginRequest
+    let presenter: any LoginPresenter
+
+    func run() async throws(TokenctlError) -> LoginResult {
+        // --timeout bounds the store calls up to the check below (a person's wait is not
+        // bounded by it; `LoginPersist` gives the writes after it a bound of their own).
+        store.limitCalls(until: .after(retry.deadline, clock: clock))
+        let plan = try LoginPlan(request, previous: try? profiles.load(request.profile))
+        let server = try await LoginServerResolution(service: service, plan: plan).resolve()
+        let client = try LoginClient(plan, metadata: server.metadata, store: store)
+        let scope = plan.scope(supported: server.metadata?.scopesSupported)
+        // Find out before anything is sent to the token endpoint (which spends an imported
+        // refresh token on a rotating server) or approved by the user that the tokens could
+        // not be kept.
+        let journalUsable = try await LoginPreflight(
+            service: service, identity: plan.identity, takingTheLock: !plan.isImport
+        ).check()
+        // The import exchanges a possibly rotating refresh token: hold the profile lock from
+        // the exchange to the store, like a refresh. Interactive flows take it only to store.
+        var importLock: (any HeldLock)?
+        if plan.isImport {
+            importLock = try await locks.acquire(request.profile, timeout: lockTimeout)
+            SignalDeferral.begin()
+        }
+        defer {
+            if importLock != nil { SignalDeferral.end() }
+            withExtendedLifetime(importLock) {}
+        }
+        let exchanged = try await LoginExchange(
+            service: service, plan: plan, server: server, client: client, scope: scope, presenter: presenter
+        ).run()
+        let verified = try await LoginChecks(service: service, plan: plan, server: server).check(exchanged)
+        let tokenSet = Self.tokenSet(exchanged, dpopKey: server.dpopKey)
+        try await LoginPersist(
+            service: service, tokenSet: tokenSet,
+            configuration: Self.configuration(plan, server: server, client: client, scope: scope),
+            profile: request.profile, clientSecret: request.clientSecret, previous: plan.previous,
+            alreadyLocked: importLock != nil, journalUsable: journalUsable
+        ).persist()
+        return LoginResult(
+            tokenSet: tokenSet, idTokenSignatureVerified: verified,
+            idTokenNonceChecked: exchanged.response.idToken != nil && exchanged.nonce != nil,
+            requestedScope: scope)
+    }
+
+    /// The new session: nothing of a previous one stays.
+    static func tokenSet(_ exchanged: LoginExchange.Exchanged, dpopKey: DPoPKey?) -> TokenSet {
+        var tokenSet = TokenSet(
+            response: exchanged.response, receivedAt: exchanged.receivedAt, serverDate: exchanged.serverDate,
+            previous: exchanged.seed)
+        tokenSet.lastRefreshAt = nil
+        tokenSet.targetedTokens = [] // a new session: no token of the previous one stays
+        tokenSet.scopeNarrowedAt = nil
+        tokenSet.dpopKey = dpopKey?.stored
+        return tokenSet
+    }
+
+    /// The profile the login writes: what it used, and the hand-set keys that survive it.
+    static func configuration(
+        _ plan: LoginPlan, server: LoginServer, client: LoginClient, scope: String?
+    ) -> ProfileConfiguration {
+        let request = plan.request
+        let endpoints = server.endpoints
+        var configuration = ProfileConfiguration(
+            issuer: request.issuer, clientID: request.clientID, scope: scope,
+            tokenEndpoint: endpoints.token, revocationEndpoint: endpoints.revocation, caBundle: request.caBundle,
+            deviceAuthorizationEndpoint: endpoints.deviceAuthorization, authorizationEndpoint: endpoints.authorization,
+            jwksURI: endpoints.jwks, tokenEndpointAuthMethod: client.authMethod)
+        configuration.audience = request.audience
+        // Hand-set keys a login has no option for survive it.
+        configuration.gitUsername = plan.previous?.gitUsername
+        // So does sharing (`forward enable`), for a new login of the same server and client only:
+        // a profile pointed at another server is not shared until its user says so again.
+        if let previous = plan.previous, previous.issuer == request.issuer, previous.clientID == request.clientID {
+            configuration.forward = previous.forward
+            configuration.forwardScope = previous.forwardScope
+            configuration.forwardAudience = previous.forwardAudience
+        }
+        configuration.resources = request.resources
+        configuration.dpop = plan.dpop
+        configuration.dpopAllowBearer = plan.allowBearer
+        configuration.provider = request.provider
+        return configuration
+    }
+}
