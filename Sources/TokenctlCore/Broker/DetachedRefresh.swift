@@ -35,21 +35,15 @@ public final class DetachedRefresh: Sendable {
 
     /// The caller's service settings, so the child's bounds are the caller's.
     public struct Settings: Sendable, Equatable {
-        public var retryDeadline: Double
-        public var attemptTimeout: Double
-        public var lockTimeout: Double
+        /// `--timeout`, in seconds (`TokenctlService.live`).
+        public var timeout: Double
         public var storeCallTimeout: Double
         public var interactive: Bool
         public var verbose: Bool
         public var userAgent: String
 
-        public init(
-            retryDeadline: Double, attemptTimeout: Double, lockTimeout: Double, storeCallTimeout: Double,
-            interactive: Bool, verbose: Bool, userAgent: String
-        ) {
-            self.retryDeadline = retryDeadline
-            self.attemptTimeout = attemptTimeout
-            self.lockTimeout = lockTimeout
+        public init(timeout: Double, storeCallTimeout: Double, interactive: Bool, verbose: Bool, userAgent: String) {
+            self.timeout = timeout
             self.storeCallTimeout = storeCallTimeout
             self.interactive = interactive
             self.verbose = verbose
@@ -135,13 +129,14 @@ public final class DetachedRefresh: Sendable {
         }
     }
 
-    /// How long the caller waits: past the deadline by as much as the child may take past it (a
+    /// How long the caller waits (without a deadline, a lock wait and an exchange of
+    /// `--timeout` each): past the deadline by as much as the child may take past it (a
     /// sent refresh gets `RetryPolicy.sentRefreshMinimum`, the write of its answer
     /// `SecretServiceStore.minimumWriteTime`), with room to spare.
     static func waitLimit(_ request: Request, now: Double) -> Double {
         let end =
             request.deadline?.time
-            ?? now + request.settings.lockTimeout + request.settings.retryDeadline
+            ?? now + 2 * request.settings.timeout
         return end + 15
     }
 
@@ -200,8 +195,6 @@ public final class DetachedRefresh: Sendable {
         -> TokenctlService
     {
         let settings = request.settings
-        var retry = RetryPolicy(deadline: settings.retryDeadline, attemptTimeout: settings.attemptTimeout)
-        retry.commandDeadline = request.deadline
         // A narration or notice belongs to no one request: it goes with id 0, which every
         // waiting caller relays.
         let notice: (@Sendable (String) -> Void)? =
@@ -211,8 +204,8 @@ public final class DetachedRefresh: Sendable {
         let storeOptions = SecretServiceStore.Options(
             callTimeout: settings.storeCallTimeout, interactive: settings.interactive, promptNotice: notice)
         return TokenctlService.live(
-            paths: paths, retry: retry, userAgent: settings.userAgent, lockTimeout: settings.lockTimeout,
-            deadline: request.deadline, storeOptions: storeOptions, narrate: narrate)
+            paths: paths, timeout: settings.timeout, deadline: request.deadline, userAgent: settings.userAgent,
+            storeOptions: storeOptions, narrate: narrate)
     }
 }
 
@@ -438,9 +431,7 @@ enum DetachedRefreshWire {
         add("cap-margin", request.capMargin)
         if let deadline = request.deadline { add("deadline", deadline.time) }
         let settings = request.settings
-        add("retry-deadline", settings.retryDeadline)
-        add("attempt-timeout", settings.attemptTimeout)
-        add("lock-timeout", settings.lockTimeout)
+        add("timeout", settings.timeout)
         add("store-call-timeout", settings.storeCallTimeout)
         add("interactive", settings.interactive)
         add("verbose", settings.verbose)
@@ -480,8 +471,7 @@ enum DetachedRefreshWire {
             minimumTimeToLive: try number("min-ttl"), force: try flag("force"), capMargin: try flag("cap-margin"),
             deadline: fields["deadline"] == nil ? nil : Deadline(try number("deadline")),
             settings: DetachedRefresh.Settings(
-                retryDeadline: try number("retry-deadline"), attemptTimeout: try number("attempt-timeout"),
-                lockTimeout: try number("lock-timeout"), storeCallTimeout: try number("store-call-timeout"),
+                timeout: try number("timeout"), storeCallTimeout: try number("store-call-timeout"),
                 interactive: try flag("interactive"), verbose: try flag("verbose"),
                 userAgent: text("user-agent") ?? "tokenctl"))
     }

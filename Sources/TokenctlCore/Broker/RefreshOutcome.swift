@@ -324,7 +324,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
     case transport(HTTPTransportError.Kind, String)
     case rateLimited
     case serverError(Int)
-    case lockTimeout
+    case lockHeldTooLong
     case deadlineExceeded(String)
     /// An OAuth error saying the server cannot answer now (`ProviderErrorClasses`: RFC 6749's
     /// `temporarily_unavailable`, Entra's throttling codes).
@@ -336,7 +336,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
         case .transport(_, let message): message
         case .rateLimited: "the server is rate-limiting requests (HTTP 429)"
         case .serverError(let status): "the server failed with HTTP \(status)"
-        case .lockTimeout: "another tokenctl process has been refreshing this profile for too long"
+        case .lockHeldTooLong: "another tokenctl process has been refreshing this profile for too long"
         case .deadlineExceeded(let last): "gave up before the deadline; last error: \(last)"
         }
     }
@@ -348,7 +348,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .transport(let kind, _): kind == .timeout || kind == .connectionReset || kind == .other
         case .deadlineExceeded(let last): last != "no time left"
-        case .rateLimited, .serverError, .lockTimeout, .oauthError: false
+        case .rateLimited, .serverError, .lockHeldTooLong, .oauthError: false
         }
     }
 
@@ -357,7 +357,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
         case .transport(let kind, _): kind.rawValue
         case .rateLimited: "rate-limited"
         case .serverError(let status): "http-\(status)"
-        case .lockTimeout: "lock-timeout"
+        case .lockHeldTooLong: "lock-timeout"
         case .deadlineExceeded: "deadline"
         case .oauthError(let reason): reason.className
         }

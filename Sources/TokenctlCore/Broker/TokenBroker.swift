@@ -23,24 +23,23 @@ public struct ResolvedProfile: Sendable, Equatable {
 /// signals deferred, persisting the rotated set before returning it.
 public actor TokenBroker {
     public struct Configuration: Sendable {
-        /// How long to wait for another process's refresh before giving up (exit 75).
-        public var lockTimeout: Double
-        /// The command's deadline: the lock wait ends there too.
-        public var commandDeadline: Deadline?
+        /// How long, in seconds, to wait for another process's refresh before giving up (exit 75).
+        public var lockWait: Double
+        /// The command's deadline (`--timeout` from its start), nil for none: the lock wait ends
+        /// there too, and a detached refresh is given it.
+        public var deadline: Deadline?
         /// Where a refresh runs: nil, in this process (unit tests, and the detached child
         /// itself); otherwise in a child that outlives this process (`DetachedRefresh`).
         public var detachedRefresh: DetachedRefresh?
-        public init(lockTimeout: Double = 30, commandDeadline: Deadline? = nil, detachedRefresh: DetachedRefresh? = nil)
-        {
-            self.lockTimeout = lockTimeout
-            self.commandDeadline = commandDeadline
+        public init(lockWait: Double = 30, deadline: Deadline? = nil, detachedRefresh: DetachedRefresh? = nil) {
+            self.lockWait = lockWait
+            self.deadline = deadline
             self.detachedRefresh = detachedRefresh
         }
 
-        /// The lock wait allowed at `now`: the lock timeout, within the deadline.
-        func lockWait(at now: Double) -> Double {
-            max(0, min(lockTimeout, (commandDeadline?.time ?? .infinity) - now))
-        }
+        /// When a wait for the lock that starts now ends: `lockWait` from now, or the command's
+        /// deadline if that comes first (on `Clock.system`, as the lock waits).
+        public func lockDeadline() -> Deadline { Deadline.after(lockWait).earlier(deadline) }
     }
 
     private let store: any SessionStore
@@ -212,7 +211,7 @@ public actor TokenBroker {
     /// effort: while the Secret Service cannot take it, reads serve the journal's set.
     public func completePendingWrite(_ profile: ResolvedProfile) async {
         guard store.pendingWrite(profile.identity) != nil,
-            let lock = try? await locks.acquire(profile.name, timeout: min(configuration.lockWait(at: clock.now()), 5))
+            let lock = try? await locks.acquire(profile.name, until: configuration.lockDeadline().earlier(.after(5)))
         else { return }
         defer { withExtendedLifetime(lock) {} }
         let store = self.store
@@ -282,7 +281,7 @@ public actor TokenBroker {
         }
         let request = DetachedRefresh.Request(
             profile: profile.name, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive,
-            force: force, capMargin: capMargin, deadline: configuration.commandDeadline,
+            force: force, capMargin: capMargin, deadline: configuration.deadline,
             settings: detached.settings)
         // The child put what it served in the hot cache (the user's kernel keyring is this
         // process's too); doing it again here could bring back a token a logout just removed.
@@ -306,10 +305,11 @@ public actor TokenBroker {
     ) async throws(TokenctlError) -> TokenSet {
         let lock: any HeldLock
         let waitStarted = clock.now()
-        do { lock = try await locks.acquire(profile.name, timeout: configuration.lockWait(at: clock.now())) } catch {
+        do { lock = try await locks.acquire(profile.name, until: configuration.lockDeadline()) } catch {
             if error.kind == .transient {
                 record(
-                    .refreshFailed, profile, subject: snapshot?.subject, reason: TransientReason.lockTimeout.className)
+                    .refreshFailed, profile, subject: snapshot?.subject,
+                    reason: TransientReason.lockHeldTooLong.className)
             }
             throw error
         }

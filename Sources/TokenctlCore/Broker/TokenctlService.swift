@@ -18,7 +18,7 @@ public final class TokenctlService: Sendable {
 
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
-        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, commandDeadline: Deadline? = nil,
+        retry: RetryPolicy = RetryPolicy(), lockWait: Double = 30, deadline: Deadline? = nil,
         events: EventLog? = nil, hotCache: HotCache? = nil,
         narrate: TokenBroker.Narrator? = nil, detachedRefresh: DetachedRefresh? = nil,
         httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
@@ -35,8 +35,7 @@ public final class TokenctlService: Sendable {
         self.dpopState = dpopState
         self.broker = TokenBroker(
             store: store, locks: locks, clock: clock,
-            configuration: .init(
-                lockTimeout: lockTimeout, commandDeadline: commandDeadline, detachedRefresh: detachedRefresh),
+            configuration: .init(lockWait: lockWait, deadline: deadline, detachedRefresh: detachedRefresh),
             events: events,
             dpopState: dpopState,
             didServe: { tokenSet, identity, target in
@@ -61,47 +60,52 @@ public final class TokenctlService: Sendable {
             },
             narrate: narrate,
             endpointClient: { profile in
-                TokenEndpointClient(http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry)
+                TokenEndpointClient(
+                    http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry, deadline: deadline)
             })
         self.locks = locks
-        self.lockConfiguration = TokenBroker.Configuration(lockTimeout: lockTimeout, commandDeadline: commandDeadline)
+        self.deadline = deadline
+        self.lockBounds = TokenBroker.Configuration(lockWait: lockWait, deadline: deadline)
     }
 
     let locks: any LockProvider
-    private let lockConfiguration: TokenBroker.Configuration
-    /// How long a lock may be waited for now: the lock timeout, within the command's deadline.
-    var lockTimeout: Double { lockConfiguration.lockWait(at: clock.now()) }
+    /// The command's deadline (`--timeout` from its start), nil for none (`login`): the lock
+    /// waits, the refresh requests and their retries, and the Secret Service calls end by then.
+    public let deadline: Deadline?
+    private let lockBounds: TokenBroker.Configuration
+    /// When a wait for a profile lock that starts now ends (`TokenBroker.Configuration`).
+    var lockDeadline: Deadline { lockBounds.lockDeadline() }
 
     /// The real thing: configuration under XDG paths, the Secret Service behind the rotation
     /// journal, libcurl, flock, and the kernel keyring hot cache.
     ///
     /// - Parameters:
+    ///   - timeout: `--timeout`, in seconds: the bound of one exchange with its retries, of one
+    ///     lock wait, and (at most 15) of one request.
     ///   - deadline: the command's (`--timeout` from its start), nil for none: the one value
     ///     that bounds the HTTP retries, the lock wait and the Secret Service calls.
-    ///   - storeOptions: the Secret Service's other bounds.
+    ///   - storeOptions: the Secret Service's other bounds (its `deadline` is `deadline`).
     ///   - detachedRefreshEngine: the engine executable to run refreshes in, each in a child
     ///     that outlives this process (`DetachedRefresh`); nil to refresh in this process.
     public static func live(
-        paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30, deadline: Deadline? = nil,
+        paths: Paths, timeout: Double, deadline: Deadline?, userAgent: String,
         storeOptions: SecretServiceStore.Options = .init(), narrate: TokenBroker.Narrator? = nil,
         detachedRefreshEngine: String? = nil
     ) -> TokenctlService {
-        var retry = retry
-        retry.commandDeadline = deadline
+        let retry = RetryPolicy(timeout: timeout, attemptTimeout: min(15, timeout))
         var options = storeOptions
         options.deadline = deadline
         let store = JournaledSessionStore(SecretServiceStore(options: options), journal: RotationJournal())
         return TokenctlService(
             paths: paths, store: store, locks: FileLockProvider(directory: paths.lockDirectory),
-            retry: retry, lockTimeout: lockTimeout, commandDeadline: deadline,
+            retry: retry, lockWait: timeout, deadline: deadline,
             events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(), narrate: narrate,
             detachedRefresh: detachedRefreshEngine.map { engine in
                 DetachedRefresh(
                     enginePath: engine,
                     settings: DetachedRefresh.Settings(
-                        retryDeadline: retry.deadline, attemptTimeout: retry.attemptTimeout, lockTimeout: lockTimeout,
-                        storeCallTimeout: storeOptions.callTimeout, interactive: storeOptions.interactive,
-                        verbose: narrate != nil, userAgent: userAgent),
+                        timeout: timeout, storeCallTimeout: storeOptions.callTimeout,
+                        interactive: storeOptions.interactive, verbose: narrate != nil, userAgent: userAgent),
                     notice: storeOptions.promptNotice)
             },
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
@@ -194,13 +198,13 @@ public final class TokenctlService: Sendable {
         // Without a usable kernel keyring the refresher caches nothing: no reason to wait.
         guard let hotCache, hotCache.state == .kernelKeyring else { return nil }
         do {
-            guard try await locks.waitWhileHeld(profile.name, timeout: lockTimeout) else { return nil }
+            guard try await locks.waitWhileHeld(profile.name, until: lockDeadline) else { return nil }
         } catch {
             events?.append(
                 EventRecord(
                     time: clock.now(), event: .refreshFailed, profile: profile.name.rawValue,
                     issuer: profile.configuration.issuer.string,
-                    reason: TransientReason.lockTimeout.className))
+                    reason: TransientReason.lockHeldTooLong.className))
             throw error
         }
         let identity = profile.identity
@@ -239,7 +243,7 @@ public final class TokenctlService: Sendable {
     ) async throws(TokenctlError) -> Bool {
         let profile = try resolve(name)
         let identity = profile.identity
-        let lock = try await locks.acquire(name, timeout: lockTimeout)
+        let lock = try await locks.acquire(name, until: lockDeadline)
         defer { withExtendedLifetime(lock) {} }
         let stored: TokenSet?
         do { stored = try store.read(identity) } catch { throw TokenctlError(error) }
@@ -373,7 +377,7 @@ public final class TokenctlService: Sendable {
         let identity = SessionIdentity(profile: name, configuration: configuration)
         // First, whatever else fails: no cached access token outlives a logout.
         hotCache?.forget(identity)
-        let lock = try await locks.acquire(name, timeout: lockTimeout)
+        let lock = try await locks.acquire(name, until: lockDeadline)
         defer { withExtendedLifetime(lock) {} }
         let stored: TokenSet?
         do { stored = try store.read(identity) } catch {

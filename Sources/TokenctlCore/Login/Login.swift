@@ -103,7 +103,8 @@ extension TokenctlService {
         var request = request
         // --timeout bounds the store calls up to the check below (a person's wait is not
         // bounded by it; `persistLogin` gives the writes after it a bound of their own).
-        store.limitCalls(until: .after(retry.deadline, clock: clock))
+        let checksDeadline = Deadline.after(retry.timeout, clock: clock)
+        let store = self.store.bounded(until: checksDeadline)
         let previous = try? profiles.load(request.profile)
         // Logging in again at the same issuer sends what the first login sent: the saved scope,
         // audience, resources and CA bundle apply unless options replace them. Saved endpoints
@@ -195,7 +196,7 @@ extension TokenctlService {
         // not be kept.
         let interactive: Bool
         if case .refreshToken = request.method { interactive = false } else { interactive = true }
-        let journalUsable = try await checkLoginCanBeKept(identity, takingTheLock: interactive)
+        let journalUsable = try await checkLoginCanBeKept(identity, takingTheLock: interactive, until: checksDeadline)
         var extra: [(String, String)] = []
         if let audience = request.audience { extra.append(("audience", audience)) }
         for resource in request.resources { extra.append(("resource", resource)) }
@@ -205,7 +206,7 @@ extension TokenctlService {
         // the exchange to the store, like a refresh. Interactive flows take it only to store.
         var importLock: (any HeldLock)?
         if case .refreshToken = request.method {
-            importLock = try await locks.acquire(request.profile, timeout: lockTimeout)
+            importLock = try await locks.acquire(request.profile, until: lockDeadline)
             SignalDeferral.begin()
         }
         defer {
@@ -348,7 +349,7 @@ extension TokenctlService {
     /// (the search a write begins with, in the collection it writes to: a service that answers
     /// the session set-up and then hangs fails here), the profile lock's directory (for the
     /// flows that take it only to store), and the rotation journal (a probe key). Every store
-    /// call is under `--timeout` (`limitCalls`).
+    /// call ends by `deadline` (`--timeout` from the login's start).
     ///
     /// The journal is not required: where the kernel keyring is unusable (a container's
     /// seccomp, a full key quota) login goes on as it always has there, and a Secret Service
@@ -356,9 +357,10 @@ extension TokenctlService {
     /// so). With it, such a failure leaves the session pending in the journal.
     ///
     /// - Returns: whether the rotation journal can hold the session if a write fails later.
-    private func checkLoginCanBeKept(_ identity: SessionIdentity, takingTheLock: Bool) async throws(TokenctlError)
-        -> Bool
+    private func checkLoginCanBeKept(_ identity: SessionIdentity, takingTheLock: Bool, until deadline: Deadline)
+        async throws(TokenctlError) -> Bool
     {
+        let store = self.store.bounded(until: deadline)
         let nothingSent = "Nothing was sent to the server."
         do { try profiles.checkWritable(identity.profile) } catch {
             throw TokenctlError(
@@ -373,7 +375,7 @@ extension TokenctlService {
                 hint: Hint.sentences(error.hint.map { $0.replacingSessionKept() }, nothingSent))
         }
         if takingTheLock {
-            do { withExtendedLifetime(try await locks.acquire(identity.profile, timeout: lockTimeout)) {} } catch {
+            do { withExtendedLifetime(try await locks.acquire(identity.profile, until: lockDeadline)) {} } catch {
                 throw TokenctlError(error.kind, error.message, hint: Hint.sentences(error.hint, nothingSent))
             }
         }
@@ -626,11 +628,11 @@ extension TokenctlService {
         // person asked for this session.
         var lock: (any HeldLock)?
         if !alreadyLocked {
-            lock = try? await locks.acquire(profile, timeout: lockTimeout)
+            lock = try? await locks.acquire(profile, until: lockDeadline)
         }
         defer { withExtendedLifetime(lock) {} }
         // The writes get --timeout of their own from now: the person's wait and the lock's are over.
-        store.limitCalls(until: .after(retry.deadline, clock: clock))
+        let store = self.store.bounded(until: .after(retry.timeout, clock: clock))
         SignalDeferral.begin()
         defer { SignalDeferral.end() }
         let outcome: PersistOutcome

@@ -35,7 +35,7 @@ public struct DoctorCheck: Sendable, Equatable {
 extension TokenctlService {
     /// Everything that must hold for tokens to be served unattended, one check at a time.
     ///
-    /// The whole run is bounded by the command's deadline (`retry.commandDeadline`): the
+    /// The whole run is bounded by the command's deadline (`deadline`): the
     /// Secret Service checks share it (each call ends by then, and one that cannot start says
     /// the time ran out), the issuers are asked meanwhile, each within it, and every check
     /// still gets its line.
@@ -349,7 +349,7 @@ extension TokenctlService {
     private func checkIssuer(_ configuration: ProfileConfiguration) async -> [DoctorCheck] {
         let http = httpClient(configuration.caBundle)
         let url = ServerMetadata.discoveryURLs(for: configuration.issuer)[0]
-        let left = retry.commandDeadline?.remaining(clock: clock) ?? 5
+        let left = deadline?.remaining(clock: clock) ?? 5
         guard left > 0.1 else {
             return [
                 DoctorCheck(

@@ -26,8 +26,7 @@ extension SecretServiceStore {
     /// command's deadline (`floor` past it, for the write of a rotated set).
     func boundMilliseconds(_ operation: String, floor: Double = 0) throws(StoreError) -> Int32 {
         var seconds = options.callTimeout
-        let limit = callDeadline.withLock { $0 }
-        if let deadline = [options.deadline, limit].compactMap({ $0 }).min() {
+        if let deadline = options.deadline {
             let left = max(deadline.remaining(clock: .system), floor)
             guard left > 0.05 else {
                 throw StoreError(
@@ -68,7 +67,7 @@ extension SecretServiceStore {
 
     func connect() throws(StoreError) -> UnsafeMutablePointer<SecretService> {
         let milliseconds = try boundMilliseconds("connect to the Secret Service", floor: 0)
-        let handle = try connection.withLock { (state) throws(StoreError) -> ServiceHandle in
+        let handle = try connection.state.withLock { (state) throws(StoreError) -> ServiceHandle in
             if let service = state.service {
                 // A daemon restarted since (`status --watch`): prime it before anything else.
                 if let owner = Self.nameOwner(service), owner != state.primedOwner {
@@ -168,7 +167,7 @@ extension SecretServiceStore {
 
     /// Forget the open session (and its proxy): the next call opens a new one.
     func dropSession() {
-        connection.withLock { state in
+        connection.state.withLock { state in
             tokenctl_object_unref(state.service)
             state.service = nil
             state.primedOwner = nil
