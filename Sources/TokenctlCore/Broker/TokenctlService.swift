@@ -65,16 +65,15 @@ public final class TokenctlService: Sendable {
             })
         self.locks = locks
         self.deadline = deadline
-        self.lockBounds = TokenBroker.Configuration(lockWait: lockWait, deadline: deadline)
     }
 
     let locks: any LockProvider
     /// The command's deadline (`--timeout` from its start), nil for none (`login`): the lock
     /// waits, the refresh requests and their retries, and the Secret Service calls end by then.
     public let deadline: Deadline?
-    private let lockBounds: TokenBroker.Configuration
-    /// When a wait for a profile lock that starts now ends (`TokenBroker.Configuration`).
-    var lockDeadline: Deadline { lockBounds.lockDeadline() }
+    /// When a wait for a profile lock that starts now ends: the broker's lock wait from now, or
+    /// the command's deadline if that comes first (`TokenBroker.Configuration.lockDeadline`).
+    var lockDeadline: Deadline { broker.configuration.lockDeadline() }
 
     /// The real thing: configuration under XDG paths, the Secret Service behind the rotation
     /// journal, libcurl, flock, and the kernel keyring hot cache.
