@@ -8,6 +8,8 @@ extension TokenBroker {
         _ consequence: RefreshConsequence, _ profile: ResolvedProfile, target: TokenTarget, current: TokenSet,
         sent refreshToken: String, receivedAt: Double
     ) async throws(TokenctlError) -> TokenSet {
+        // Every row but a stored answer carries its error (RefreshConsequenceTests); this
+        // default is only a backstop.
         let failure = consequence.error ?? TokenctlError(.unexpected, "the refresh of '\(profile.name)' failed")
         switch consequence.action {
         case .storeRefreshed(let response, let serverDate) where !target.isSession:
