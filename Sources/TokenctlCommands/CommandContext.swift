@@ -24,7 +24,6 @@ struct CommandContext {
     /// DBUS_SESSION_BUS_ADDRESS), and the bus found, with where it was found.
     func serviceAndBus() -> (service: TokenctlService, bus: (address: String, source: String)?) {
         let bus = locateSessionBus(verbose: verbose)
-        let retry = RetryPolicy(deadline: timeout, attemptTimeout: min(15, timeout))
         // A provider's prompt can be answered only by a person at a terminal; say what it asks.
         let interactive = IOStreams.current.errorIsTerminal
         let notice: @Sendable (String) -> Void = { notice in Output.standardError("tokenctl: \(notice)\n") }
@@ -34,7 +33,7 @@ struct CommandContext {
             verbose
             ? { @Sendable (line: String) in Output.standardError("tokenctl: " + Output.printable(line) + "\n") } : nil
         let service = TokenctlService.live(
-            paths: paths, retry: retry, userAgent: "tokenctl/\(toolVersion)", lockTimeout: timeout, deadline: deadline,
+            paths: paths, timeout: timeout, deadline: deadline, userAgent: "tokenctl/\(toolVersion)",
             storeOptions: storeOptions,
             narrate: narrate, detachedRefreshEngine: detachedRefreshEngine)
         return (service, bus)

@@ -493,7 +493,7 @@ private struct GitHubBroker {
         let http = FakeHTTPClient(script: answers.map { .success($0) })
         let clock = self.clock
         self.http = http
-        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 })
+        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
         broker = TokenBroker(store: memory, locks: NoLockProvider(), clock: clock.clock) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
         }

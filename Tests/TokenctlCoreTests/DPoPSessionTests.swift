@@ -243,7 +243,7 @@ struct DPoPSessionTests {
             self.key = try DPoPKey.generate()
             self.profile = DPoPSessionTests.profile(allowBearer: allowBearer)
             let policy = RetryPolicy(
-                initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 })
+                initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
             broker = TokenBroker(store: memory, locks: NoLockProvider(), clock: clock.clock) { _ in
                 TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
             }
@@ -336,7 +336,7 @@ struct DPoPSessionTests {
         let clock = VirtualClock()
         let memory = InMemorySessionStore()
         let http = FakeHTTPClient { _, _ in .success(DPoPSessionTests.dpopTokens()) }
-        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 })
+        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
         let broker = TokenBroker(store: memory, locks: NoLockProvider(), clock: clock.clock) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
         }

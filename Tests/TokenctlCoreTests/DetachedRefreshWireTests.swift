@@ -7,8 +7,7 @@ import TokenctlEssentials
 @Suite("Detached refresh: the request and report records")
 struct DetachedRefreshWireTests {
     static let settings = DetachedRefresh.Settings(
-        retryDeadline: 30, attemptTimeout: 15, lockTimeout: 30, storeCallTimeout: 10, interactive: true,
-        verbose: false, userAgent: "tokenctl/test")
+        timeout: 30, storeCallTimeout: 10, interactive: true, verbose: false, userAgent: "tokenctl/test")
 
     static func request(target: TokenTarget = .session, snapshot: TokenSet? = nil) -> DetachedRefresh.Request {
         DetachedRefresh.Request(

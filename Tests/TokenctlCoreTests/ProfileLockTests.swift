@@ -32,9 +32,9 @@ struct ProfileLockTests {
     func nothingToWaitFor() async throws {
         let directory = temporaryDirectory()
         let locks = FileLockProvider(directory: directory)
-        #expect(try await locks.waitWhileHeld(profile, timeout: 5) == false)
+        #expect(try await locks.waitWhileHeld(profile, until: .after(5)) == false)
         close(try holdLock(in: directory))
-        #expect(try await locks.waitWhileHeld(profile, timeout: 5) == false)
+        #expect(try await locks.waitWhileHeld(profile, until: .after(5)) == false)
     }
 
     @Test("a held lock: waits until it is let go, and never takes it")
@@ -49,10 +49,10 @@ struct ProfileLockTests {
             usleep(300_000)
             close(held)
         }
-        #expect(try await locks.waitWhileHeld(profile, timeout: 120) == true)
+        #expect(try await locks.waitWhileHeld(profile, until: .after(120)) == true)
         #expect(Clock.system.now() - started >= 0.25)
         // It did not keep the lock: a refresher can take it at once.
-        let lock = try await locks.acquire(profile, timeout: 0.1)
+        let lock = try await locks.acquire(profile, until: .after(0.1))
         withExtendedLifetime(lock) {}
     }
 
@@ -63,10 +63,10 @@ struct ProfileLockTests {
         let held = try holdLock(in: directory)
         defer { close(held) }
         let started = Clock.system.now()
-        await #expect(throws: TokenctlError.self) { _ = try await locks.waitWhileHeld(profile, timeout: 0.3) }
+        await #expect(throws: TokenctlError.self) { _ = try await locks.waitWhileHeld(profile, until: .after(0.3)) }
         #expect(Clock.system.now() - started >= 0.3)
         do {
-            _ = try await locks.waitWhileHeld(profile, timeout: 0.1)
+            _ = try await locks.waitWhileHeld(profile, until: .after(0.1))
             Issue.record("no timeout")
         } catch {
             #expect(error.kind == .transient)

@@ -469,7 +469,7 @@ struct RefreshOutcomeTests {
     func transientClassNames() {
         #expect(TransientReason.rateLimited.className == "rate-limited")
         #expect(TransientReason.serverError(503).className == "http-503")
-        #expect(TransientReason.lockTimeout.className == "lock-timeout")
+        #expect(TransientReason.lockHeldTooLong.className == "lock-timeout")
         #expect(TransientReason.deadlineExceeded("x").className == "deadline")
     }
 }

@@ -186,7 +186,7 @@ struct RotationJournalTests {
             let sent = formFields(request)["refresh_token"] ?? "?"
             return .success(.tokens(access: "access-for-\(sent)", refresh: sent + "-n", expiresIn: 3600))
         }
-        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 })
+        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
         let broker = TokenBroker(store: store, locks: NoLockProvider(), clock: clock.clock) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
         }
@@ -309,7 +309,7 @@ struct RotationJournalTests {
             let sent = formFields(request)["refresh_token"] ?? "?"
             return .success(.tokens(access: "access-for-\(sent)", refresh: sent + "-n", expiresIn: 3600))
         }
-        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 })
+        let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
         let broker = TokenBroker(store: store, locks: NoLockProvider(), clock: clock.clock) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
         }

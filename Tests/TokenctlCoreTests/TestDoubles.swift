@@ -80,5 +80,7 @@ final class InMemorySessionStore: SessionStore, Sendable {
 struct NoLockProvider: LockProvider {
     init() {}
     final class Token: HeldLock {}
-    func acquire(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> any HeldLock { Token() }
+    func acquire(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> any HeldLock {
+        Token()
+    }
 }

@@ -62,12 +62,12 @@ struct TokenBrokerTargetTests {
         // CI run beside other builds) does not turn the fan-in into lock timeouts.
         return TokenBroker(
             store: memory, locks: FileLockProvider(directory: directory), clock: clock.clock,
-            configuration: TokenBroker.Configuration(lockTimeout: 600)
+            configuration: TokenBroker.Configuration(lockWait: 600)
         ) { _ in
             TokenEndpointClient(
                 http: http, clock: clock.clock,
                 retry: RetryPolicy(
-                    initialDelay: 0.5, maximumDelay: 8, deadline: 30, attemptTimeout: 15, random: { 0.5 }))
+                    initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 }))
         }
     }
 

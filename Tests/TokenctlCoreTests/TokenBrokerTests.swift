@@ -37,7 +37,7 @@ private struct Harness {
         let store = store?(memory) ?? memory
         let clock = self.clock
         let policy = RetryPolicy(
-            initialDelay: 0.5, maximumDelay: 8, deadline: retryDeadline, attemptTimeout: 15, random: { 0.5 })
+            initialDelay: 0.5, maximumDelay: 8, timeout: retryDeadline, attemptTimeout: 15, random: { 0.5 })
         self.memory = memory
         self.store = store
         self.http = http
@@ -81,9 +81,9 @@ private struct Harness {
 /// A lock provider whose `acquire` runs an action first: another process's work while we wait.
 private struct ActingLockProvider: LockProvider {
     let action: @Sendable () throws(TokenctlError) -> Void
-    func acquire(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> any HeldLock {
+    func acquire(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> any HeldLock {
         try action()
-        return try await NoLockProvider().acquire(profile, timeout: timeout)
+        return try await NoLockProvider().acquire(profile, until: deadline)
     }
 }
 
@@ -635,7 +635,7 @@ struct TokenBrokerTests {
     @Test("fake lock: a lock timeout is transient and sends nothing")
     func lockTimeout() async throws {
         let locks = ActingLockProvider { () throws(TokenctlError) in
-            throw TokenctlError(.transient, TransientReason.lockTimeout.description)
+            throw TokenctlError(.transient, TransientReason.lockHeldTooLong.description)
         }
         let harness = Harness(http: rotatingServer(), locks: locks)
         try harness.storeExpired()

@@ -53,20 +53,20 @@ struct RetryPolicyTests {
         let policy = RetryPolicy()
         #expect(policy.initialDelay == 0.5)
         #expect(policy.maximumDelay == 8)
-        #expect(policy.deadline == 30)
+        #expect(policy.timeout == 30)
         #expect(policy.attemptTimeout == 15)
     }
 }
 
 private let endpoint = "https://issuer.example/token"
 
-private func client(_ http: FakeHTTPClient, _ clock: VirtualClock, deadline: Double = 30, random: Double = 0.5)
+private func client(_ http: FakeHTTPClient, _ clock: VirtualClock, timeout: Double = 30, random: Double = 0.5)
     -> TokenEndpointClient
 {
     TokenEndpointClient(
         http: http, clock: clock.clock,
         retry: RetryPolicy(
-            initialDelay: 0.5, maximumDelay: 8, deadline: deadline, attemptTimeout: 15, random: { random }))
+            initialDelay: 0.5, maximumDelay: 8, timeout: timeout, attemptTimeout: 15, random: { random }))
 }
 
 private func isSuccess(_ outcome: RefreshOutcome) -> Bool {
@@ -146,7 +146,7 @@ struct TokenEndpointClientTests {
         let http = FakeHTTPClient(script: [.success(.text(503, ""))])
         let clock = VirtualClock()
         let start = clock.now
-        let (outcome, _) = await client(http, clock, deadline: 10, random: 0.999).refresh(
+        let (outcome, _) = await client(http, clock, timeout: 10, random: 0.999).refresh(
             refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.serverError(503), retryAfter: nil))
         // Waits 0.4995 + 0.999 + 1.998 + 3.996 = 7.4925 s; the next (7.992 s) would pass 10 s.
@@ -165,7 +165,7 @@ struct TokenEndpointClientTests {
         }
         let request = ClientCredentials(clientID: "cli").formRequest(
             endpoint, [("grant_type", "urn:ietf:params:oauth:grant-type:device_code")])
-        _ = await client(http, clock, deadline: 10, random: 0.5).exchange(request)
+        _ = await client(http, clock, timeout: 10, random: 0.5).exchange(request)
         #expect(http.timeouts == [10, 5.75, 1.25])
     }
 
@@ -176,10 +176,11 @@ struct TokenEndpointClientTests {
             clock.advance(1)
             return .failure(HTTPTransportError(.connect, "refused"))
         }
-        var retry = RetryPolicy(deadline: 30, attemptTimeout: 15, random: { 0.5 })
-        retry.commandDeadline = Deadline(clock.now + 3)
-        let (outcome, _) = await TokenEndpointClient(http: http, clock: clock.clock, retry: retry)
-            .refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        let retry = RetryPolicy(timeout: 30, attemptTimeout: 15, random: { 0.5 })
+        let (outcome, _) = await TokenEndpointClient(
+            http: http, clock: clock.clock, retry: retry, deadline: Deadline(clock.now + 3)
+        )
+        .refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.transport(.connect, "refused"), retryAfter: nil))
         // t=0 (3 left), t=1.25 (1.75 left), t=2.75 (0.25 left); no attempt starts past t=3.
         #expect(http.connectTimeouts == [3, 1.75, 0.25])
@@ -194,7 +195,7 @@ struct TokenEndpointClientTests {
             return .failure(HTTPTransportError(.timeout, "timed out"))
         }
         let start = clock.now
-        let (outcome, _) = await client(http, clock, deadline: 10, random: 0.5).refresh(
+        let (outcome, _) = await client(http, clock, timeout: 10, random: 0.5).refresh(
             refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.transport(.timeout, "timed out"), retryAfter: nil))
         // t=0 send (15 → capped to 10) ... t=4 wait 0.25, t=4.25 send (5.75 left), t=8.25 wait 0.5, t=8.75 send (1.25 left), t=12.75 stop.
@@ -267,7 +268,7 @@ struct TokenEndpointClientTests {
     @Test("a zero deadline sends nothing")
     func zeroDeadline() async {
         let http = FakeHTTPClient(script: [.success(.tokens())])
-        let (outcome, _) = await client(http, VirtualClock(), deadline: 0).refresh(
+        let (outcome, _) = await client(http, VirtualClock(), timeout: 0).refresh(
             refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.deadlineExceeded("no time left"), retryAfter: nil))
         #expect(http.requestCount == 0)

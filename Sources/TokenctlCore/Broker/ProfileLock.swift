@@ -9,20 +9,23 @@ public protocol HeldLock: AnyObject, Sendable {}
 
 /// Hands out per-profile refresh locks.
 public protocol LockProvider: Sendable {
-    /// Take the profile's lock, waiting at most `timeout` seconds.
+    /// Take the profile's lock, waiting at most until `deadline` (on `Clock.system`: other
+    /// processes hold the lock in real time).
     /// - Throws: a transient `TokenctlError` when the wait runs out.
-    func acquire(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> any HeldLock
+    func acquire(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> any HeldLock
 
     /// Wait, without taking the lock, while another process holds it (a refresh in flight),
-    /// at most `timeout` seconds.
+    /// at most until `deadline`.
     /// - Returns: whether it had to wait.
     /// - Throws: the transient lock-timeout error of `acquire` when the wait runs out.
-    func waitWhileHeld(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> Bool
+    func waitWhileHeld(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> Bool
 }
 
 extension LockProvider {
     /// Providers without cross-process locks never wait.
-    public func waitWhileHeld(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> Bool { false }
+    public func waitWhileHeld(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> Bool {
+        false
+    }
 }
 
 /// flock(2) on `<runtime>/tokenctl/<profile>.lock` (`Paths.runtimeLockDirectory`: derived from
@@ -37,7 +40,8 @@ public struct FileLockProvider: LockProvider {
         self.clock = clock
     }
 
-    public func acquire(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> any HeldLock {
+    public func acquire(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> any HeldLock {
+        let timeout = waitAllowed(until: deadline)
         do { try FileIO.ensurePrivateDirectory(directory, createParents: false) } catch {
             throw Self.unusable("cannot use the lock directory: \(error)")
         }
@@ -47,13 +51,12 @@ public struct FileLockProvider: LockProvider {
             throw Self.unusable("cannot open the lock \(path): \(system_strerror(system_errno))")
         }
         let lock = FileLock(descriptor: descriptor)
-        let deadline = clock.now() + timeout
         var wait = 0.002
         while system_flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             guard system_errno == EWOULDBLOCK || system_errno == EINTR else {
                 throw TokenctlError(.unexpected, "cannot lock \(path): \(system_strerror(system_errno))")
             }
-            guard clock.now() < deadline else { throw Self.timedOut(waiting: timeout, for: path) }
+            guard clock.now() < deadline.time else { throw Self.timedOut(waiting: timeout, for: path) }
             try await pause(&wait)
         }
         return lock
@@ -61,22 +64,28 @@ public struct FileLockProvider: LockProvider {
 
     /// Polls with a shared lock, so any number of waiters can watch one refresher at once; the
     /// shared lock is dropped at once (closing the descriptor). No lock file: nobody refreshes.
-    public func waitWhileHeld(_ profile: ProfileName, timeout: Double) async throws(TokenctlError) -> Bool {
+    public func waitWhileHeld(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> Bool {
+        let timeout = waitAllowed(until: deadline)
         let path = lockPath(profile)
         let descriptor = system_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else { return false }
         defer { system_close(descriptor) }
-        let deadline = clock.now() + timeout
         var wait = 0.002
         var waited = false
         while system_flock(descriptor, LOCK_SH | LOCK_NB) != 0 {
             // Anything but "held" (an odd file system, say) is left to acquire() to report.
             guard system_errno == EWOULDBLOCK || system_errno == EINTR else { return waited }
-            guard clock.now() < deadline else { throw Self.timedOut(waiting: timeout, for: path) }
+            guard clock.now() < deadline.time else { throw Self.timedOut(waiting: timeout, for: path) }
             waited = true
             try await pause(&wait)
         }
         return waited
+    }
+
+    /// The seconds a wait that starts now may take, as the caller set them (to the millisecond:
+    /// the caller's deadline was made a moment ago), for the message when it runs out.
+    private func waitAllowed(until deadline: Deadline) -> Double {
+        max(0, (deadline.remaining(clock: clock) * 1000).rounded() / 1000)
     }
 
     /// A lock directory or file tokenctl must not use (another user's, a symlink, not a directory).
@@ -93,7 +102,7 @@ public struct FileLockProvider: LockProvider {
 
     private static func timedOut(waiting timeout: Double, for path: String) -> TokenctlError {
         TokenctlError(
-            .transient, TransientReason.lockTimeout.description + " (waited \(Int(timeout)) s for \(path))",
+            .transient, TransientReason.lockHeldTooLong.description + " (waited \(Int(timeout)) s for \(path))",
             hint: "Try again later; if it persists, check for a hung tokenctl process.")
     }
 

@@ -73,21 +73,7 @@ public enum RefreshOutcome: Equatable, Sendable {
         }
         let object = EndpointAnswer.object(response)
         if let (code, description) = EndpointAnswer.error(in: object) {
-            let (row, providerCode) = ProviderErrorClasses.match(
-                code: code, description: description, errorCodes: object?["error_codes"], status: response.status)
-            let reason = TerminalReason.oauthError(
-                status: response.status, code: redaction.scrub(code),
-                description: description.map { TerminalText.short(redaction.scrub($0)) }, providerCode: providerCode)
-            switch row?.errorClass {
-            case .configuration?:
-                return .clientRefused(reason)
-            case .transient(let minimumBackoff)?:
-                let asked = retryAfter(response, now: now)
-                let wait = minimumBackoff.map { max($0, asked ?? 0) } ?? asked
-                return .transient(.oauthError(reason), retryAfter: wait)
-            default:
-                return .terminal(reason)
-            }
+            return oauthError(code, description, in: response, object: object, now: now, redaction: redaction)
         }
         if let foreign = ForeignAnswer(response, object: object, endpoint: endpoint, redaction: redaction) {
             return .notTheServersVerdict(foreign)
@@ -99,6 +85,36 @@ public enum RefreshOutcome: Equatable, Sendable {
         // A 2xx without an error and without an access token: the server did not do its part,
         // but it did not end the grant either (a rotating one may have spent the refresh token).
         guard let object else { return .unusableTokens(UnusableTokens(problem: .notJSONObject, refreshToken: .absent)) }
+        return tokens(object, in: response, redaction: redaction)
+    }
+
+    /// An answer's OAuth error (RFC 6749 §5.2), by its row in `ProviderErrorClasses`: a refused
+    /// client, a server that cannot answer now, or the end of the grant.
+    private static func oauthError(
+        _ code: String, _ description: String?, in response: HTTPResponse, object: [String: JSONValue]?, now: Double,
+        redaction: SecretRedaction
+    ) -> RefreshOutcome {
+        let (row, providerCode) = ProviderErrorClasses.match(
+            code: code, description: description, errorCodes: object?["error_codes"], status: response.status)
+        let reason = TerminalReason.oauthError(
+            status: response.status, code: redaction.scrub(code),
+            description: description.map { TerminalText.short(redaction.scrub($0)) }, providerCode: providerCode)
+        switch row?.errorClass {
+        case .configuration?:
+            return .clientRefused(reason)
+        case .transient(let minimumBackoff)?:
+            let asked = retryAfter(response, now: now)
+            let wait = minimumBackoff.map { max($0, asked ?? 0) } ?? asked
+            return .transient(.oauthError(reason), retryAfter: wait)
+        default:
+            return .terminal(reason)
+        }
+    }
+
+    /// A 2xx answer's tokens (RFC 6749 §5.1): usable, or unusable without the grant ending.
+    private static func tokens(_ object: [String: JSONValue], in response: HTTPResponse, redaction: SecretRedaction)
+        -> RefreshOutcome
+    {
         do {
             switch try TokenResponse.parseAnswer(object: object) {
             case .usable(let tokens):
@@ -324,7 +340,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
     case transport(HTTPTransportError.Kind, String)
     case rateLimited
     case serverError(Int)
-    case lockTimeout
+    case lockHeldTooLong
     case deadlineExceeded(String)
     /// An OAuth error saying the server cannot answer now (`ProviderErrorClasses`: RFC 6749's
     /// `temporarily_unavailable`, Entra's throttling codes).
@@ -336,7 +352,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
         case .transport(_, let message): message
         case .rateLimited: "the server is rate-limiting requests (HTTP 429)"
         case .serverError(let status): "the server failed with HTTP \(status)"
-        case .lockTimeout: "another tokenctl process has been refreshing this profile for too long"
+        case .lockHeldTooLong: "another tokenctl process has been refreshing this profile for too long"
         case .deadlineExceeded(let last): "gave up before the deadline; last error: \(last)"
         }
     }
@@ -348,7 +364,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .transport(let kind, _): kind == .timeout || kind == .connectionReset || kind == .other
         case .deadlineExceeded(let last): last != "no time left"
-        case .rateLimited, .serverError, .lockTimeout, .oauthError: false
+        case .rateLimited, .serverError, .lockHeldTooLong, .oauthError: false
         }
     }
 
@@ -357,7 +373,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
         case .transport(let kind, _): kind.rawValue
         case .rateLimited: "rate-limited"
         case .serverError(let status): "http-\(status)"
-        case .lockTimeout: "lock-timeout"
+        case .lockHeldTooLong: "lock-timeout"
         case .deadlineExceeded: "deadline"
         case .oauthError(let reason): reason.className
         }

@@ -1,16 +1,14 @@
-/// Capped exponential backoff with full jitter, inside one overall deadline.
+/// Capped exponential backoff with full jitter, inside one overall timeout.
 public struct RetryPolicy: Sendable {
     /// The first backoff ceiling, in seconds.
     public var initialDelay: Double
     /// No backoff exceeds this.
     public var maximumDelay: Double
-    /// All attempts and waits end within this many seconds of the start.
-    public var deadline: Double
+    /// All attempts and waits of one exchange end within this many seconds of its start (the
+    /// command's deadline, `TokenEndpointClient.deadline`, may end them sooner).
+    public var timeout: Double
     /// A single request never takes longer than this.
     public var attemptTimeout: Double
-    /// The whole command's deadline, if it has one: no attempt or wait starts past it,
-    /// whatever `deadline` says (the lock wait may have used part of it).
-    public var commandDeadline: Deadline?
     /// No wait is shorter than this, so `Retry-After: 0` or a near-zero jitter cannot make
     /// back-to-back requests.
     public var minimumDelay: Double = 0.1
@@ -24,12 +22,12 @@ public struct RetryPolicy: Sendable {
     public var random: @Sendable () -> Double
 
     public init(
-        initialDelay: Double = 0.5, maximumDelay: Double = 8, deadline: Double = 30, attemptTimeout: Double = 15,
+        initialDelay: Double = 0.5, maximumDelay: Double = 8, timeout: Double = 30, attemptTimeout: Double = 15,
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
         self.initialDelay = initialDelay
         self.maximumDelay = maximumDelay
-        self.deadline = deadline
+        self.timeout = timeout
         self.attemptTimeout = attemptTimeout
         self.random = random
     }

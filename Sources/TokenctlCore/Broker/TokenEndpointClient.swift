@@ -6,6 +6,9 @@ public struct TokenEndpointClient: Sendable {
     public var http: any HTTPClient
     public var clock: Clock
     public var retry: RetryPolicy
+    /// The command's deadline (`--timeout` from its start), nil for none: no attempt or wait
+    /// starts past it, whatever `retry.timeout` says (the lock wait may have used part of it).
+    public var deadline: Deadline?
     /// Told (`--verbose`) the identifiers an error answer carries for its server's support
     /// (`errorIdentifiers`); never a token.
     public var narrate: (@Sendable (String) -> Void)?
@@ -14,10 +17,11 @@ public struct TokenEndpointClient: Sendable {
     /// (`SecretRedaction`).
     public var knownSecrets: [String?] = []
 
-    public init(http: any HTTPClient, clock: Clock, retry: RetryPolicy) {
+    public init(http: any HTTPClient, clock: Clock, retry: RetryPolicy, deadline: Deadline? = nil) {
         self.http = http
         self.clock = clock
         self.retry = retry
+        self.deadline = deadline
     }
 
     /// Exchange `refreshToken` once, retrying only transient failures.
@@ -63,10 +67,9 @@ public struct TokenEndpointClient: Sendable {
     public func exchange(
         _ request: HTTPRequest, completesOnceSent: Bool = false, onAttempt: @Sendable (Int) -> Void = { _ in }
     ) async -> (RefreshOutcome, receivedAt: Double) {
-        let start = clock.now()
         // The one place a token endpoint's texts enter: scrubbed of every secret known here.
         let redaction = SecretRedaction(request: request).adding(knownSecrets)
-        let end = min(start + retry.deadline, retry.commandDeadline?.time ?? .infinity)
+        let end = Deadline.after(retry.timeout, clock: clock).earlier(deadline).time
         var attempt = 0
         while true {
             let remaining = end - clock.now()

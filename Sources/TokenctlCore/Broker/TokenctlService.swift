@@ -18,7 +18,7 @@ public final class TokenctlService: Sendable {
 
     public init(
         paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
-        retry: RetryPolicy = RetryPolicy(), lockTimeout: Double = 30, commandDeadline: Deadline? = nil,
+        retry: RetryPolicy = RetryPolicy(), lockWait: Double = 30, deadline: Deadline? = nil,
         events: EventLog? = nil, hotCache: HotCache? = nil,
         narrate: TokenBroker.Narrator? = nil, detachedRefresh: DetachedRefresh? = nil,
         httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
@@ -35,8 +35,7 @@ public final class TokenctlService: Sendable {
         self.dpopState = dpopState
         self.broker = TokenBroker(
             store: store, locks: locks, clock: clock,
-            configuration: .init(
-                lockTimeout: lockTimeout, commandDeadline: commandDeadline, detachedRefresh: detachedRefresh),
+            configuration: .init(lockWait: lockWait, deadline: deadline, detachedRefresh: detachedRefresh),
             events: events,
             dpopState: dpopState,
             didServe: { tokenSet, identity, target in
@@ -61,47 +60,51 @@ public final class TokenctlService: Sendable {
             },
             narrate: narrate,
             endpointClient: { profile in
-                TokenEndpointClient(http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry)
+                TokenEndpointClient(
+                    http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry, deadline: deadline)
             })
         self.locks = locks
-        self.lockConfiguration = TokenBroker.Configuration(lockTimeout: lockTimeout, commandDeadline: commandDeadline)
+        self.deadline = deadline
     }
 
     let locks: any LockProvider
-    private let lockConfiguration: TokenBroker.Configuration
-    /// How long a lock may be waited for now: the lock timeout, within the command's deadline.
-    var lockTimeout: Double { lockConfiguration.lockWait(at: clock.now()) }
+    /// The command's deadline (`--timeout` from its start), nil for none (`login`): the lock
+    /// waits, the refresh requests and their retries, and the Secret Service calls end by then.
+    public let deadline: Deadline?
+    /// When a wait for a profile lock that starts now ends: the broker's lock wait from now, or
+    /// the command's deadline if that comes first (`TokenBroker.Configuration.lockDeadline`).
+    var lockDeadline: Deadline { broker.configuration.lockDeadline() }
 
     /// The real thing: configuration under XDG paths, the Secret Service behind the rotation
     /// journal, libcurl, flock, and the kernel keyring hot cache.
     ///
     /// - Parameters:
+    ///   - timeout: `--timeout`, in seconds: the bound of one exchange with its retries, of one
+    ///     lock wait, and (at most 15) of one request.
     ///   - deadline: the command's (`--timeout` from its start), nil for none: the one value
     ///     that bounds the HTTP retries, the lock wait and the Secret Service calls.
-    ///   - storeOptions: the Secret Service's other bounds.
+    ///   - storeOptions: the Secret Service's other bounds (its `deadline` is `deadline`).
     ///   - detachedRefreshEngine: the engine executable to run refreshes in, each in a child
     ///     that outlives this process (`DetachedRefresh`); nil to refresh in this process.
     public static func live(
-        paths: Paths, retry: RetryPolicy, userAgent: String, lockTimeout: Double = 30, deadline: Deadline? = nil,
+        paths: Paths, timeout: Double, deadline: Deadline?, userAgent: String,
         storeOptions: SecretServiceStore.Options = .init(), narrate: TokenBroker.Narrator? = nil,
         detachedRefreshEngine: String? = nil
     ) -> TokenctlService {
-        var retry = retry
-        retry.commandDeadline = deadline
+        let retry = RetryPolicy(timeout: timeout, attemptTimeout: min(15, timeout))
         var options = storeOptions
         options.deadline = deadline
         let store = JournaledSessionStore(SecretServiceStore(options: options), journal: RotationJournal())
         return TokenctlService(
             paths: paths, store: store, locks: FileLockProvider(directory: paths.lockDirectory),
-            retry: retry, lockTimeout: lockTimeout, commandDeadline: deadline,
+            retry: retry, lockWait: timeout, deadline: deadline,
             events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(), narrate: narrate,
             detachedRefresh: detachedRefreshEngine.map { engine in
                 DetachedRefresh(
                     enginePath: engine,
                     settings: DetachedRefresh.Settings(
-                        retryDeadline: retry.deadline, attemptTimeout: retry.attemptTimeout, lockTimeout: lockTimeout,
-                        storeCallTimeout: storeOptions.callTimeout, interactive: storeOptions.interactive,
-                        verbose: narrate != nil, userAgent: userAgent),
+                        timeout: timeout, storeCallTimeout: storeOptions.callTimeout,
+                        interactive: storeOptions.interactive, verbose: narrate != nil, userAgent: userAgent),
                     notice: storeOptions.promptNotice)
             },
             httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
@@ -126,23 +129,10 @@ public final class TokenctlService: Sendable {
         await broker.completePendingWrite(profile)
     }
 
-    // MARK: token / refresh
-
-    /// An access token to hand out, and where it came from.
-    public struct ServedToken: Sendable {
-        /// The token set; served from the hot cache, it has no refresh or ID token.
-        public var tokenSet: TokenSet
-        /// True when this process waited for another process's refresh and served the token
-        /// that refresh cached, without reading the Secret Service.
-        public var fromAnotherProcessRefresh: Bool
-        /// True when it came from the hot cache without waiting (`consultHotCache`).
-        public var fromHotCache = false
-        /// The profile's configuration the token was served for (read once per command).
-        public var configuration: ProfileConfiguration
-    }
+    // MARK: The commands (one type each)
 
     /// A token set whose access token is valid for at least `minimumTimeToLive` (see
-    /// `TokenSet.refreshMargin`), refreshing when needed.
+    /// `TokenSet.refreshMargin`), refreshing when needed (`TokenServing`).
     ///
     /// The set served is cached in the hot cache (after a store read as after a refresh); a
     /// session that has ended (login required) is dropped from it.
@@ -160,74 +150,8 @@ public final class TokenctlService: Sendable {
         _ name: ProfileName, target: TokenTarget = .session, minimumTimeToLive: Double, force: Bool,
         consultHotCache: Bool = false
     ) async throws(TokenctlError) -> ServedToken {
-        let profile = try resolve(name)
-        if consultHotCache, !force, let hotCache,
-            let entry = hotCache.lookup(
-                profile: name, issuer: profile.identity.issuer, clientID: profile.identity.clientID, target: target),
-            entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive)
-        {
-            return ServedToken(
-                tokenSet: TokenSet(cached: entry), fromAnotherProcessRefresh: false, fromHotCache: true,
-                configuration: profile.configuration)
-        }
-        if !force,
-            let tokenSet = try await servedAfterAnotherRefresh(
-                profile, target: target, minimumTimeToLive: minimumTimeToLive)
-        {
-            return ServedToken(
-                tokenSet: tokenSet, fromAnotherProcessRefresh: true, configuration: profile.configuration)
-        }
-        let tokenSet = try await forgettingEndedSession(profile.identity) {
-            () async throws(TokenctlError) -> TokenSet in
-            try await broker.validTokenSet(
-                for: profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force)
-        }
-        return ServedToken(tokenSet: tokenSet, fromAnotherProcessRefresh: false, configuration: profile.configuration)
-    }
-
-    /// The hot cache's token, if another process held the profile lock (was refreshing) and
-    /// left one valid for `minimumTimeToLive` when it let go; nil otherwise (nothing to wait
-    /// for, no usable hot cache, or that refresh failed).
-    private func servedAfterAnotherRefresh(_ profile: ResolvedProfile, target: TokenTarget, minimumTimeToLive: Double)
-        async throws(TokenctlError) -> TokenSet?
-    {
-        // Without a usable kernel keyring the refresher caches nothing: no reason to wait.
-        guard let hotCache, hotCache.state == .kernelKeyring else { return nil }
-        do {
-            guard try await locks.waitWhileHeld(profile.name, timeout: lockTimeout) else { return nil }
-        } catch {
-            events?.append(
-                EventRecord(
-                    time: clock.now(), event: .refreshFailed, profile: profile.name.rawValue,
-                    issuer: profile.configuration.issuer.string,
-                    reason: TransientReason.lockTimeout.className))
-            throw error
-        }
-        let identity = profile.identity
-        guard
-            let entry = hotCache.lookup(
-                profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target),
-            entry.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive)
-        else { return nil }
-        return TokenSet(cached: entry)
-    }
-
-    /// Run a broker call; a session that has ended is dropped from the hot cache (what the
-    /// broker serves it caches itself, through `didServe`), and so is the session's access
-    /// token after an unusable refresh answer (the broker marked it expired: the next command
-    /// refreshes, with the rotated refresh token it kept).
-    private func forgettingEndedSession(_ identity: SessionIdentity, _ body: () async throws(TokenctlError) -> TokenSet)
-        async throws(TokenctlError) -> TokenSet
-    {
-        do {
-            return try await body()
-        } catch {
-            if error.kind == .loginRequired { hotCache?.forget(identity) }
-            if error.kind == .protocolError {
-                hotCache?.invalidate(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID)
-            }
-            throw error
-        }
+        try await TokenServing(service: self).token(
+            name, target: target, minimumTimeToLive: minimumTimeToLive, force: force, consultHotCache: consultHotCache)
     }
 
     /// A resource server rejected `rejected` (git's `erase`): mark the stored access token
@@ -237,68 +161,13 @@ public final class TokenctlService: Sendable {
     public func discardAccessToken(
         _ name: ProfileName, target: TokenTarget = .session, ifAccessTokenIs rejected: String?
     ) async throws(TokenctlError) -> Bool {
-        let profile = try resolve(name)
-        let identity = profile.identity
-        let lock = try await locks.acquire(name, timeout: lockTimeout)
-        defer { withExtendedLifetime(lock) {} }
-        let stored: TokenSet?
-        do { stored = try store.read(identity) } catch { throw TokenctlError(error) }
-        guard var tokenSet = stored, let served = tokenSet.served(for: target) else { return false }
-        if let rejected, rejected != served.accessToken {
-            return false
-        }
-        func forget() {
-            hotCache?.invalidate(
-                profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID, target: target)
-        }
-        forget()
-        let now = clock.now()
-        if served.expiresAt.map({ $0 > now - 1 }) ?? true {
-            if target.isSession {
-                tokenSet.expiresAt = now - 1
-            } else if let index = tokenSet.targetedTokens.firstIndex(where: { $0.target == target }) {
-                tokenSet.targetedTokens[index].expiresAt = now - 1
-            }
-            do { try store.write(tokenSet, for: identity) } catch { throw TokenctlError(error) }
-        }
-        forget()
-        return true
+        try await TokenServing(service: self).discardAccessToken(name, target: target, ifAccessTokenIs: rejected)
     }
 
-    /// The outcome of refreshing one profile (for `refresh --all`).
-    public struct RefreshReport: Sendable {
-        public var profile: ProfileName
-        public var result: Result<TokenSet, TokenctlError>
-        /// True when the profile was not due and was left alone.
-        public var skipped: Bool
-        /// True when the profile has no session because the user logged it out (`refresh
-        /// --all` reports it and goes on; a session the server ended still fails).
-        public var signedOutByUser = false
-    }
-
-    /// Refresh now; with `ifExpiringWithin`, only when the access token expires within that many seconds.
+    /// Refresh now; with `ifExpiringWithin`, only when the access token expires within that many
+    /// seconds (`ProfileRefresh`).
     public func refresh(_ name: ProfileName, ifExpiringWithin window: Double?) async -> RefreshReport {
-        do {
-            let profile = try resolve(name)
-            if let window {
-                let started = clock.now()
-                let tokenSet = try await forgettingEndedSession(profile.identity) {
-                    () async throws(TokenctlError) -> TokenSet in
-                    try await broker.validTokenSet(
-                        for: profile, minimumTimeToLive: window, force: false, capMargin: false)
-                }
-                // Refreshed by this call (or by another process while we waited for the lock).
-                let refreshed = tokenSet.obtainedAt >= started
-                return RefreshReport(profile: name, result: .success(tokenSet), skipped: !refreshed)
-            }
-            let tokenSet = try await forgettingEndedSession(profile.identity) {
-                () async throws(TokenctlError) -> TokenSet in
-                try await broker.validTokenSet(for: profile, minimumTimeToLive: 0, force: true, readFirst: false)
-            }
-            return RefreshReport(profile: name, result: .success(tokenSet), skipped: false)
-        } catch {
-            return RefreshReport(profile: name, result: .failure(error), skipped: false)
-        }
+        await ProfileRefresh(service: self).refresh(name, ifExpiringWithin: window)
     }
 
     /// How many profiles `refresh --all` works on at once: enough to overlap the server's and
@@ -307,54 +176,12 @@ public final class TokenctlService: Sendable {
 
     /// Refresh every configured profile, `refreshAllConcurrency` at a time (each single-flight).
     public func refreshAll(ifExpiringWithin window: Double?) async throws(TokenctlError) -> [RefreshReport] {
-        let names = try profiles.all().sorted()
-        return await BoundedConcurrency.map(names, limit: Self.refreshAllConcurrency) { name in
-            var report = await self.refresh(name, ifExpiringWithin: window)
-            if case .failure(let error) = report.result, error.kind == .loginRequired, self.wasSignedOutByUser(name) {
-                report.signedOutByUser = true
-            }
-            return report
-        }
-    }
-
-    /// Whether the profile has no session because its last sign-out was the user's own
-    /// `logout` (the event log says so), rather than the server ending it or a lost item.
-    func wasSignedOutByUser(_ name: ProfileName) -> Bool {
-        guard let configuration = try? profiles.load(name),
-            (try? store.read(SessionIdentity(profile: name, configuration: configuration))) == .some(nil),
-            let last = events?.records(minimumSignificance: .high, profile: name.rawValue).last(where: {
-                $0.issuer == configuration.issuer.string
-            })
-        else { return false }
-        return last.event == .signedOut || last.event == .revocationFailed
-    }
-
-    // MARK: logout
-
-    public struct LogoutReport: Sendable {
-        public var profile: ProfileName
-        /// Whether a stored session was removed.
-        public var removed: Bool
-        /// `nil`: not attempted (no endpoint, --no-revoke, nothing stored). Otherwise the revocation result.
-        public var revocation: Result<Void, TokenctlError>?
-        /// Which token the revocation was about: `refresh_token`, or `access_token` when the
-        /// server issued no refresh token.
-        public var revokedTokenType = "refresh_token"
-        /// When the token that was not revoked expires, if known (an access token's expiry;
-        /// servers do not say when a refresh token expires).
-        public var unrevokedTokenExpiresAt: Double?
-        /// With `forget`: whether the profile's file was removed.
-        public var forgotten = false
-        /// What stays valid at the server because its provider cannot revoke it here, and
-        /// where to end it (GitHub without the app's secret, Entra).
-        public var serverNotice: String?
-        /// The server said the token was already gone (Google's 400 `invalid_token`).
-        public var alreadyRevoked = false
+        try await ProfileRefresh(service: self).refreshAll(ifExpiringWithin: window)
     }
 
     /// Revoke the refresh token (RFC 7009) when asked and possible, then remove this
-    /// profile's item only. A failed revocation is reported and recorded (`revocationFailed`);
-    /// the local session is removed anyway.
+    /// profile's item only (`Logout`). A failed revocation is reported and recorded
+    /// (`revocationFailed`); the local session is removed anyway.
     ///
     /// - Parameter forget: also remove the profile: its file, its client secret item, its
     ///   rotation journal entry and cached access token, and the issuer's discovery and JWKS
@@ -363,122 +190,84 @@ public final class TokenctlService: Sendable {
     public func logout(_ name: ProfileName, revoke: Bool, forget: Bool = false) async throws(TokenctlError)
         -> LogoutReport
     {
-        let configuration: ProfileConfiguration
-        do { configuration = try profiles.require(name) } catch {
-            if forget, error.kind == .configuration, try profiles.remove(name) {
-                return LogoutReport(profile: name, removed: false, revocation: nil, forgotten: true)
-            }
-            throw error
-        }
-        let identity = SessionIdentity(profile: name, configuration: configuration)
-        // First, whatever else fails: no cached access token outlives a logout.
-        hotCache?.forget(identity)
-        let lock = try await locks.acquire(name, timeout: lockTimeout)
-        defer { withExtendedLifetime(lock) {} }
-        let stored: TokenSet?
-        do { stored = try store.read(identity) } catch {
-            // An unreadable item can still be removed; anything else (locked, no bus) cannot.
-            guard error.reason == .corruptItem else { throw TokenctlError(error) }
-            stored = nil
-        }
-        var revocation: Result<Void, RevocationFailure>?
+        try await Logout(service: self).run(name, revoke: revoke, forget: forget)
+    }
+
+    /// Session items no configured profile uses: their profile is gone, or its issuer or client
+    /// changed. They are never used for tokens; `logout --orphans` removes them.
+    public func orphanedSessions() throws(TokenctlError) -> [SessionIdentity] {
+        try OrphanedSessions(service: self).list()
+    }
+
+    /// Remove every orphaned session item (without revocation: its server is no longer configured).
+    public func removeOrphanedSessions() throws(TokenctlError) -> [SessionIdentity] {
+        try OrphanedSessions(service: self).removeAll()
+    }
+
+    // MARK: Revocation
+
+    /// What a logout's revocation came to.
+    struct RevocationAttempt {
+        /// Nil: not attempted (no endpoint, or a provider that cannot revoke here).
+        var result: Result<Void, RevocationFailure>?
+        /// The server said the token was already gone, which its provider counts as revoked.
+        var alreadyRevoked = false
+        /// What stays valid at the server because its provider cannot revoke it here.
         var serverNotice: String?
+    }
+
+    /// Revoke the token of the stored session `stored` as its provider does: RFC 7009 at the
+    /// profile's revocation endpoint, or GitHub's own API with the app's `secret`.
+    func revoke(_ stored: TokenSet, _ configuration: ProfileConfiguration, secret: String?) async
+        -> RevocationAttempt
+    {
+        var revocation: Result<Void, RevocationFailure>?
         var alreadyRevoked = false
         let method = configuration.preset?.revocation ?? .standard
-        let secret = configuration.tokenEndpointAuthMethod != nil ? try? store.readClientSecret(identity) : nil
-        if revoke, let stored {
-            switch method {
-            // Entra's discovery document is not documented to list a revocation_endpoint
-            // (https://learn.microsoft.com/en-us/entra/identity-platform/v2-protocols-oidc): one
-            // the profile has is used, as for any server.
-            case .standard, .standardTreatingInvalidTokenAsGone,
-                .none where configuration.revocationEndpoint != nil:
-                guard let endpoint = configuration.revocationEndpoint else { break }
-                let token = stored.refreshToken ?? stored.accessToken
-                let hint = stored.refreshToken == nil ? "access_token" : "refresh_token"
-                var credentials = ClientCredentials(clientID: configuration.clientID)
-                if let authMethod = configuration.tokenEndpointAuthMethod, let secret {
-                    credentials = ClientCredentials(
-                        clientID: configuration.clientID, secret: secret, method: authMethod)
-                }
-                // A DPoP session's tokens are bound to its key: the revocation carries a proof too.
-                let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
-                revocation = await self.revoke(
-                    token: token, hint: hint, endpoint: endpoint.string, credentials: credentials,
-                    caBundle: configuration.caBundle,
-                    dpop: dpopKey.map { ($0, configuration.issuer.string, stored.serverClockOffset) })
-                if case .failure(let failure)? = revocation, failure.alreadyGone,
-                    method == .standardTreatingInvalidTokenAsGone
-                {
+        switch method {
+        // Entra's discovery document is not documented to list a revocation_endpoint
+        // (https://learn.microsoft.com/en-us/entra/identity-platform/v2-protocols-oidc): one
+        // the profile has is used, as for any server.
+        case .standard, .standardTreatingInvalidTokenAsGone,
+            .none where configuration.revocationEndpoint != nil:
+            guard let endpoint = configuration.revocationEndpoint else { break }
+            let token = stored.refreshToken ?? stored.accessToken
+            let hint = stored.refreshToken == nil ? "access_token" : "refresh_token"
+            var credentials = ClientCredentials(clientID: configuration.clientID)
+            if let authMethod = configuration.tokenEndpointAuthMethod, let secret {
+                credentials = ClientCredentials(
+                    clientID: configuration.clientID, secret: secret, method: authMethod)
+            }
+            // A DPoP session's tokens are bound to its key: the revocation carries a proof too.
+            let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
+            revocation = await self.revoke(
+                token: token, hint: hint, endpoint: endpoint.string, credentials: credentials,
+                caBundle: configuration.caBundle,
+                dpop: dpopKey.map { ($0, configuration.issuer.string, stored.serverClockOffset) })
+            if case .failure(let failure)? = revocation, failure.alreadyGone,
+                method == .standardTreatingInvalidTokenAsGone
+            {
+                revocation = .success(())
+                alreadyRevoked = true
+            }
+        case .gitHubApplicationToken(let api):
+            if let secret {
+                revocation = await GitHub.revoke(
+                    api: api, clientID: configuration.clientID, secret: secret, accessToken: stored.accessToken,
+                    http: httpClient(configuration.caBundle), timeout: retry.attemptTimeout)
+                if case .failure(let failure)? = revocation, failure.alreadyGone {
                     revocation = .success(())
                     alreadyRevoked = true
                 }
-            case .gitHubApplicationToken(let api):
-                if let secret {
-                    revocation = await GitHub.revoke(
-                        api: api, clientID: configuration.clientID, secret: secret, accessToken: stored.accessToken,
-                        http: httpClient(configuration.caBundle), timeout: retry.attemptTimeout)
-                    if case .failure(let failure)? = revocation, failure.alreadyGone {
-                        revocation = .success(())
-                        alreadyRevoked = true
-                    }
-                }
-            case .none:
-                break
             }
-            if revocation == nil, let provider = configuration.provider {
-                serverNotice = method.unrevokedNotice(provider, issuer: configuration.issuer, hasSecret: secret != nil)
-            }
-        }
-        let removed: Bool
-        do { removed = try store.delete(identity) } catch { throw TokenctlError(error) }
-        // Again after the delete: a `token` racing the logout may have cached meanwhile.
-        hotCache?.forget(identity)
-        var report = LogoutReport(profile: name, removed: removed, revocation: revocation.map { $0.mapError(\.error) })
-        report.serverNotice = serverNotice
-        report.alreadyRevoked = alreadyRevoked
-        if case .gitHubApplicationToken = method {
-            report.revokedTokenType = "access_token" // GitHub revokes the app's token, the grant with it
-        } else if stored?.refreshToken == nil {
-            report.revokedTokenType = "access_token"
-        }
-        switch revocation {
-        case .success?:
-            events?.append(
-                EventRecord(
-                    time: clock.now(), event: .sessionRevoked, profile: name.rawValue, issuer: identity.issuer,
-                    subject: stored?.subject))
-        case .failure(let failure)?:
-            events?.append(
-                EventRecord(
-                    time: clock.now(), event: .revocationFailed, profile: name.rawValue, issuer: identity.issuer,
-                    subject: stored?.subject,
-                    reason: failure.reason))
-            if stored?.refreshToken == nil {
-                report.revokedTokenType = "access_token"
-                report.unrevokedTokenExpiresAt = stored?.expiresAt
-            }
-        case nil:
+        case .none:
             break
         }
-        if removed {
-            events?.append(
-                EventRecord(
-                    time: clock.now(), event: .signedOut, profile: name.rawValue, issuer: identity.issuer,
-                    subject: stored?.subject))
+        var serverNotice: String?
+        if revocation == nil, let provider = configuration.provider {
+            serverNotice = method.unrevokedNotice(provider, issuer: configuration.issuer, hasSecret: secret != nil)
         }
-        if forget {
-            _ = try? store.deleteClientSecret(identity)
-            report.forgotten = try profiles.remove(name)
-            let others = ((try? profiles.all()) ?? []).compactMap { try? profiles.load($0) }
-            if !others.contains(where: { $0.issuer == configuration.issuer }) {
-                DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock).remove(
-                    configuration.issuer)
-                jwksCache.remove(configuration.issuer.string)
-                dpopState.persisted?.remove(configuration.issuer.string)
-            }
-        }
-        return report
+        return RevocationAttempt(result: revocation, alreadyRevoked: alreadyRevoked, serverNotice: serverNotice)
     }
 
     /// A revocation the server did not confirm: the error to show, and its class for the event log.
@@ -522,36 +311,4 @@ public final class TokenctlService: Sendable {
                     reason: "unreachable"))
         }
     }
-
-    // MARK: residue
-
-    /// Session items no configured profile uses: their profile is gone, or its issuer or client
-    /// changed. They are never used for tokens; `logout --orphans` removes them.
-    public func orphanedSessions() throws(TokenctlError) -> [SessionIdentity] {
-        let stored: [SessionIdentity]
-        do { stored = try store.storedIdentities() } catch { throw TokenctlError(error) }
-        var inUse = Set<SessionIdentity>()
-        for name in try profiles.all() {
-            // A profile whose file is broken still claims its items: never delete on a typo.
-            guard let configuration = try? profiles.load(name) else {
-                stored.filter { $0.profile == name }.forEach { inUse.insert($0) }
-                continue
-            }
-            inUse.insert(SessionIdentity(profile: name, configuration: configuration))
-        }
-        return stored.filter { !inUse.contains($0) }.sorted {
-            ($0.profile, $0.issuer, $0.clientID) < ($1.profile, $1.issuer, $1.clientID)
-        }
-    }
-
-    /// Remove every orphaned session item (without revocation: its server is no longer configured).
-    public func removeOrphanedSessions() throws(TokenctlError) -> [SessionIdentity] {
-        let orphans = try orphanedSessions()
-        for identity in orphans {
-            do { try store.delete(identity) } catch { throw TokenctlError(error) }
-            hotCache?.forget(identity)
-        }
-        return orphans
-    }
-
 }

@@ -15,12 +15,12 @@ extension TokenctlService {
     ///   one), or has no stored session with a refresh token; the caller then signs in as usual.
     /// - Throws: when the Secret Service cannot be read or written, or the lock not taken.
     public func replaceClientSecret(_ secret: String, of profile: ProfileName) async throws(TokenctlError) -> Bool {
-        store.limitCalls(until: .after(retry.deadline, clock: clock))
+        let store = self.store.bounded(until: .after(retry.timeout, clock: clock))
         guard let configuration = try? profiles.load(profile), configuration.tokenEndpointAuthMethod != nil else {
             return false
         }
         let identity = SessionIdentity(profile: profile, configuration: configuration)
-        let lock = try await locks.acquire(profile, timeout: lockTimeout)
+        let lock = try await locks.acquire(profile, until: lockDeadline)
         defer { withExtendedLifetime(lock) {} }
         do {
             guard let session = try store.read(identity), session.hasRefreshToken else { return false }

@@ -27,14 +27,14 @@ struct LoginPersist: LoginStep {
         // person asked for this session.
         var lock: (any HeldLock)?
         if !alreadyLocked {
-            lock = try? await locks.acquire(profile, timeout: lockTimeout)
+            lock = try? await locks.acquire(profile, until: lockDeadline)
         }
         defer { withExtendedLifetime(lock) {} }
         // The writes get --timeout of their own from now: the person's wait and the lock's are over.
-        store.limitCalls(until: .after(retry.deadline, clock: clock))
+        let store = self.store.bounded(until: .after(retry.timeout, clock: clock))
         SignalDeferral.begin()
         defer { SignalDeferral.end() }
-        let outcome = try storeSession()
+        let outcome = try storeSession(in: store)
         var secretError: StoreError?
         if let clientSecret {
             do { try store.writeClientSecret(clientSecret, for: identity) } catch { secretError = error }
@@ -43,13 +43,13 @@ struct LoginPersist: LoginStep {
         do { try profiles.save(configuration, as: profile) } catch { profileError = error }
         hotCache?.forget(identity)
         hotCache?.remember(tokenSet, for: identity, now: clock.now())
-        if profileError == nil { forgetStaleSession() }
+        if profileError == nil { forgetStaleSession(in: store) }
         let pendingError = recordEvents(outcome)
         try reportFailures(profileError: profileError, secretError: secretError, pendingError: pendingError)
     }
 
     /// The token set to the rotation journal and the Secret Service.
-    private func storeSession() throws(TokenctlError) -> PersistOutcome {
+    private func storeSession(in store: any SessionStore) throws(TokenctlError) -> PersistOutcome {
         do { return try store.persist(tokenSet, for: identity) } catch {
             // Only without a journal entry: the journal keeps whatever the Secret Service refuses.
             let why =
@@ -66,7 +66,7 @@ struct LoginPersist: LoginStep {
 
     /// A profile re-pointed at another issuer or client leaves no stale item behind (unless
     /// the profile could not be re-pointed: it still uses that item).
-    private func forgetStaleSession() {
+    private func forgetStaleSession(in store: any SessionStore) {
         if let previous, SessionIdentity(profile: profile, configuration: previous) != identity {
             let stale = SessionIdentity(profile: profile, configuration: previous)
             _ = try? store.delete(stale)

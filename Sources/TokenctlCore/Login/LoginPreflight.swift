@@ -5,8 +5,8 @@ import TokenctlEssentials
 /// the profile (directories made, a probe file written and removed), the Secret Service (the
 /// search a write begins with, in the collection it writes to: a service that answers the
 /// session set-up and then hangs fails here), the profile lock's directory (for the flows that
-/// take it only to store), and the rotation journal (a probe key). Every store call is under
-/// `--timeout` (`limitCalls`).
+/// take it only to store), and the rotation journal (a probe key). Every store call ends by
+/// `deadline` (`--timeout` from the login's start).
 ///
 /// The journal is not required: where the kernel keyring is unusable (a container's seccomp,
 /// a full key quota) login goes on as it always has there, and a Secret Service write that
@@ -17,9 +17,12 @@ struct LoginPreflight: LoginStep {
     let identity: SessionIdentity
     /// Whether to try the profile lock (the interactive flows, which take it only to store).
     let takingTheLock: Bool
+    /// When the store calls here must have ended.
+    let deadline: Deadline
 
     /// - Returns: whether the rotation journal can hold the session if a write fails later.
     func check() async throws(TokenctlError) -> Bool {
+        let store = self.store.bounded(until: deadline)
         let nothingSent = "Nothing was sent to the server."
         do { try profiles.checkWritable(identity.profile) } catch {
             throw TokenctlError(
@@ -34,7 +37,7 @@ struct LoginPreflight: LoginStep {
                 hint: Hint.sentences(error.hint.map { $0.replacingSessionKept() }, nothingSent))
         }
         if takingTheLock {
-            do { withExtendedLifetime(try await locks.acquire(identity.profile, timeout: lockTimeout)) {} } catch {
+            do { withExtendedLifetime(try await locks.acquire(identity.profile, until: lockDeadline)) {} } catch {
                 throw TokenctlError(error.kind, error.message, hint: Hint.sentences(error.hint, nothingSent))
             }
         }

@@ -12,7 +12,8 @@ struct LoginProcedure: LoginStep {
     func run() async throws(TokenctlError) -> LoginResult {
         // --timeout bounds the store calls up to the check below (a person's wait is not
         // bounded by it; `LoginPersist` gives the writes after it a bound of their own).
-        store.limitCalls(until: .after(retry.deadline, clock: clock))
+        let checksDeadline = Deadline.after(retry.timeout, clock: clock)
+        let store = self.store.bounded(until: checksDeadline)
         let plan = try LoginPlan(request, previous: try? profiles.load(request.profile))
         let server = try await LoginServerResolution(service: service, plan: plan).resolve()
         let client = try LoginClient(plan, metadata: server.metadata, store: store)
@@ -21,13 +22,13 @@ struct LoginProcedure: LoginStep {
         // refresh token on a rotating server) or approved by the user that the tokens could
         // not be kept.
         let journalUsable = try await LoginPreflight(
-            service: service, identity: plan.identity, takingTheLock: !plan.isImport
+            service: service, identity: plan.identity, takingTheLock: !plan.isImport, deadline: checksDeadline
         ).check()
         // The import exchanges a possibly rotating refresh token: hold the profile lock from
         // the exchange to the store, like a refresh. Interactive flows take it only to store.
         var importLock: (any HeldLock)?
         if plan.isImport {
-            importLock = try await locks.acquire(request.profile, timeout: lockTimeout)
+            importLock = try await locks.acquire(request.profile, until: lockDeadline)
             SignalDeferral.begin()
         }
         defer {

@@ -11,8 +11,8 @@ extension LoginStep {
     var clock: Clock { service.clock }
     var retry: RetryPolicy { service.retry }
     var locks: any LockProvider { service.locks }
-    /// How long a lock may be waited for now (`TokenctlService.lockTimeout`).
-    var lockTimeout: Double { service.lockTimeout }
+    /// When a wait for the profile lock ends (`TokenctlService.lockDeadline`).
+    var lockDeadline: Deadline { service.lockDeadline }
     var events: EventLog? { service.events }
     var hotCache: HotCache? { service.hotCache }
 }

@@ -106,5 +106,7 @@ public final class JournaledSessionStore: SessionStore, Sendable {
     }
     public func checkAvailable() throws(StoreError) { try inner.checkAvailable() }
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try inner.checkWritable(identity) }
-    public func limitCalls(until deadline: Deadline?) { inner.limitCalls(until: deadline) }
+    public func bounded(until deadline: Deadline) -> any SessionStore {
+        JournaledSessionStore(inner.bounded(until: deadline), journal: journal, clock: clock)
+    }
 }

@@ -30,10 +30,10 @@ public protocol SessionStore: Sendable {
     /// search a write begins with, in the collection it writes to (a service that answers the
     /// session set-up and then hangs fails here, under the same bound as the write).
     func checkWritable(_ identity: SessionIdentity) throws(StoreError)
-    /// Bound every later call by `deadline` (on `Clock.system`) as well as by the command's
-    /// own; nil removes it. For a command with phases apart in time (`login`: the check
-    /// before a person approves, the writes after).
-    func limitCalls(until deadline: Deadline?)
+    /// This store with every call bounded by `deadline` (on `Clock.system`) as well as by the
+    /// command's own: for a command with phases apart in time (`login`: the checks before a
+    /// person approves, the writes after), each phase's own bound. The connection is shared.
+    func bounded(until deadline: Deadline) -> any SessionStore
 
     /// Persist an accepted token set (a rotation, a login): into the rotation journal first when
     /// this store has one, then into the Secret Service.
@@ -77,7 +77,8 @@ extension SessionStore {
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { false }
     public func checkAvailable() throws(StoreError) {}
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try checkAvailable() }
-    public func limitCalls(until deadline: Deadline?) {}
+    /// Stores without bounded calls (test doubles) are their own bounded store.
+    public func bounded(until deadline: Deadline) -> any SessionStore { self }
     public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?)
         throws(StoreError) -> PersistOutcome
     {

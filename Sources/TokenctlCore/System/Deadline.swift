@@ -19,5 +19,12 @@ public struct Deadline: Sendable, Equatable, Comparable {
         time - clock.now()
     }
 
+    /// This deadline or `other`, whichever comes first (this one when `other` is nil): a wait's
+    /// own bound within the command's.
+    public func earlier(_ other: Deadline?) -> Deadline {
+        guard let other else { return self }
+        return Swift.min(self, other)
+    }
+
     public static func < (left: Deadline, right: Deadline) -> Bool { left.time < right.time }
 }

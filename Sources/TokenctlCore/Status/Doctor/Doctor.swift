@@ -140,7 +140,7 @@ extension TokenctlService {
     /// Everything that must hold for tokens to be served unattended, one check at a time
     /// (`Doctor.checks`).
     ///
-    /// The whole run is bounded by the command's deadline (`retry.commandDeadline`): the
+    /// The whole run is bounded by the command's deadline (`deadline`): the
     /// Secret Service checks share it (each call ends by then, and one that cannot start says
     /// the time ran out), the issuers are asked meanwhile, each within it, and every check
     /// still gets its line.

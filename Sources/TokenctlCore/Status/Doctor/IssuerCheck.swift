@@ -19,7 +19,7 @@ struct IssuerCheck: DoctorCheck {
         let (retry, clock) = (service.retry, service.clock)
         let http = service.httpClient(configuration.caBundle)
         let url = ServerMetadata.discoveryURLs(for: configuration.issuer)[0]
-        let left = retry.commandDeadline?.remaining(clock: clock) ?? 5
+        let left = service.deadline?.remaining(clock: clock) ?? 5
         guard left > 0.1 else {
             return [
                 DoctorFinding(

@@ -26,8 +26,7 @@ extension SecretServiceStore {
     /// command's deadline (`floor` past it, for the write of a rotated set).
     func boundMilliseconds(_ operation: String, floor: Double = 0) throws(StoreError) -> Int32 {
         var seconds = options.callTimeout
-        let limit = callDeadline.withLock { $0 }
-        if let deadline = [options.deadline, limit].compactMap({ $0 }).min() {
+        if let deadline = options.deadline {
             let left = max(deadline.remaining(clock: .system), floor)
             guard left > 0.05 else {
                 throw StoreError(
@@ -68,7 +67,7 @@ extension SecretServiceStore {
 
     func connect() throws(StoreError) -> UnsafeMutablePointer<SecretService> {
         let milliseconds = try boundMilliseconds("connect to the Secret Service", floor: 0)
-        let handle = try connection.withLock { (state) throws(StoreError) -> ServiceHandle in
+        let handle = try connection.state.withLock { (state) throws(StoreError) -> ServiceHandle in
             if let service = state.service {
                 // A daemon restarted since (`status --watch`): prime it before anything else.
                 if let owner = Self.nameOwner(service), owner != state.primedOwner {
@@ -77,64 +76,73 @@ extension SecretServiceStore {
                 }
                 return ServiceHandle(service)
             }
-            guard system_getenv("DBUS_SESSION_BUS_ADDRESS") != nil else {
-                // GLib would try to autolaunch a bus through X11 and report that instead.
-                throw StoreError(
-                    .noSessionBus,
-                    "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset and there is no bus socket at $XDG_RUNTIME_DIR/bus or /run/user/\(system_getuid())/bus",
-                    hint: Self.noBusHint)
-            }
-            // GIO's shared session connection (the one the proxy below uses), kept referenced for
-            // the life of the store so that it stays open between calls. Connecting has no
-            // timeout of its own (a stopped bus daemon never answers the handshake).
-            let bus = try withWatchdog(milliseconds) { (cancellable) throws(StoreError) -> OpaquePointer in
-                var error: UnsafeMutablePointer<GError>?
-                guard let bus = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, &error) else {
-                    let message = error.flatMap { $0.pointee.message.map { String(cString: $0) } } ?? "unknown error"
-                    if let error { g_error_free(error) }
-                    throw StoreError(
-                        .noSessionBus, "cannot connect to the D-Bus session bus: \(message)", hint: Self.noBusHint)
-                }
-                return bus
-            }
-            if let previous = state.bus { tokenctl_object_unref(UnsafeMutableRawPointer(previous)) }
-            state.bus = bus
-            var error: UnsafeMutablePointer<GError>?
-            // A lean proxy: building it sends nothing to the Secret Service, so the first call
-            // that reaches the daemon is OpenSession, already under our timeout (a stopped
-            // daemon must not hang a cron job for D-Bus's default 25 s).
-            guard let service = tokenctl_secret_service_open(milliseconds, &error) else {
-                throw storeError(error, operation: "connect to the Secret Service")
-            }
-            do throws(StoreError) { try prime(service, milliseconds: milliseconds) } catch {
-                tokenctl_object_unref(service)
-                throw error
-            }
-            state.primedOwner = Self.nameOwner(service)
-            var opened = try withWatchdog(milliseconds) { cancellable in
-                secret_service_ensure_session_sync(service, cancellable, &error)
-            }
-            // kwalletd5 now and then fails to negotiate an encrypted session ("Client public key
-            // size is invalid"): one more try, for an error of no known class only.
-            if opened == 0, let failed = error,
-                Self.classify(
-                    domain: failed.pointee.domain, code: failed.pointee.code, remoteName: "", mayPrompt: false) == nil
-            {
-                g_error_free(failed)
-                error = nil
-                opened = try withWatchdog(milliseconds) { cancellable in
-                    secret_service_ensure_session_sync(service, cancellable, &error)
-                }
-            }
-            if opened == 0 {
-                tokenctl_object_unref(service)
-                throw storeError(error, operation: "open a session with the Secret Service")
-            }
+            let service = try openService(&state, milliseconds: milliseconds)
             state.service = service
             return ServiceHandle(service)
         }
         tokenctl_proxy_set_timeout(handle.pointer, milliseconds)
         return handle.pointer
+    }
+
+    /// A new connection: the session bus (kept in `state`), a lean proxy of the Secret Service,
+    /// primed, with an open session; every step within `milliseconds`.
+    private func openService(_ state: inout Connection, milliseconds: Int32) throws(StoreError)
+        -> UnsafeMutablePointer<SecretService>
+    {
+        guard system_getenv("DBUS_SESSION_BUS_ADDRESS") != nil else {
+            // GLib would try to autolaunch a bus through X11 and report that instead.
+            throw StoreError(
+                .noSessionBus,
+                "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset and there is no bus socket at $XDG_RUNTIME_DIR/bus or /run/user/\(system_getuid())/bus",
+                hint: Self.noBusHint)
+        }
+        // GIO's shared session connection (the one the proxy below uses), kept referenced for
+        // the life of the store so that it stays open between calls. Connecting has no
+        // timeout of its own (a stopped bus daemon never answers the handshake).
+        let bus = try withWatchdog(milliseconds) { (cancellable) throws(StoreError) -> OpaquePointer in
+            var error: UnsafeMutablePointer<GError>?
+            guard let bus = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, &error) else {
+                let message = error.flatMap { $0.pointee.message.map { String(cString: $0) } } ?? "unknown error"
+                if let error { g_error_free(error) }
+                throw StoreError(
+                    .noSessionBus, "cannot connect to the D-Bus session bus: \(message)", hint: Self.noBusHint)
+            }
+            return bus
+        }
+        if let previous = state.bus { tokenctl_object_unref(UnsafeMutableRawPointer(previous)) }
+        state.bus = bus
+        var error: UnsafeMutablePointer<GError>?
+        // A lean proxy: building it sends nothing to the Secret Service, so the first call
+        // that reaches the daemon is OpenSession, already under our timeout (a stopped
+        // daemon must not hang a cron job for D-Bus's default 25 s).
+        guard let service = tokenctl_secret_service_open(milliseconds, &error) else {
+            throw storeError(error, operation: "connect to the Secret Service")
+        }
+        do throws(StoreError) { try prime(service, milliseconds: milliseconds) } catch {
+            tokenctl_object_unref(service)
+            throw error
+        }
+        state.primedOwner = Self.nameOwner(service)
+        var opened = try withWatchdog(milliseconds) { cancellable in
+            secret_service_ensure_session_sync(service, cancellable, &error)
+        }
+        // kwalletd5 now and then fails to negotiate an encrypted session ("Client public key
+        // size is invalid"): one more try, for an error of no known class only.
+        if opened == 0, let failed = error,
+            Self.classify(
+                domain: failed.pointee.domain, code: failed.pointee.code, remoteName: "", mayPrompt: false) == nil
+        {
+            g_error_free(failed)
+            error = nil
+            opened = try withWatchdog(milliseconds) { cancellable in
+                secret_service_ensure_session_sync(service, cancellable, &error)
+            }
+        }
+        if opened == 0 {
+            tokenctl_object_unref(service)
+            throw storeError(error, operation: "open a session with the Secret Service")
+        }
+        return service
     }
 
     /// The first call of a connection to the Secret Service: see `tokenctl_secret_service_prime`
@@ -168,7 +176,7 @@ extension SecretServiceStore {
 
     /// Forget the open session (and its proxy): the next call opens a new one.
     func dropSession() {
-        connection.withLock { state in
+        connection.state.withLock { state in
             tokenctl_object_unref(state.service)
             state.service = nil
             state.primedOwner = nil

@@ -85,7 +85,7 @@ extension SecretServiceStore {
     /// name now.
     func knownItem(_ key: ItemKey, service: UnsafeMutablePointer<SecretService>) -> KnownItem? {
         let owner = Self.nameOwner(service)
-        return connection.withLock { state in
+        return connection.state.withLock { state in
             guard let known = state.knownItems[key] else { return nil }
             guard known.owner == owner else {
                 state.knownItems[key] = nil
@@ -101,11 +101,11 @@ extension SecretServiceStore {
         _ key: ItemKey, at path: String, reportedBy owner: String?, service: UnsafeMutablePointer<SecretService>
     ) {
         guard let owner, Self.nameOwner(service) == owner else { return }
-        connection.withLock { $0.knownItems[key] = KnownItem(path: path, owner: owner) }
+        connection.state.withLock { $0.knownItems[key] = KnownItem(path: path, owner: owner) }
     }
 
     func forget(_ key: ItemKey) {
-        connection.withLock { $0.knownItems[key] = nil }
+        connection.state.withLock { $0.knownItems[key] = nil }
     }
 
     /// The attributes that find `key`'s item (a new table: the caller owns it).

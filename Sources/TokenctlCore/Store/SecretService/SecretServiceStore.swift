@@ -57,22 +57,32 @@ public final class SecretServiceStore: SessionStore, Sendable {
     public static let clientSecretKind = "client-secret"
 
     let options: Options
-    let connection = Mutex(Connection())
-    /// A bound besides `options.deadline` (`limitCalls(until:)`).
-    let callDeadline = Mutex<Deadline?>(nil)
+    /// The connection, shared with the stores `bounded(until:)` makes of this one.
+    let connection: SharedConnection
 
     public init(options: Options = Options()) {
         self.options = options
+        self.connection = SharedConnection()
+    }
+
+    private init(options: Options, sharing connection: SharedConnection) {
+        self.options = options
+        self.connection = connection
     }
 
     public convenience init(timeout: Double) {
         self.init(options: Options(callTimeout: timeout))
     }
 
-    deinit {
-        connection.withLock { connection in
-            tokenctl_object_unref(connection.service)
-            if let bus = connection.bus { tokenctl_object_unref(UnsafeMutableRawPointer(bus)) }
+    /// The connection's state behind its lock; released with the last store that uses it.
+    final class SharedConnection: Sendable {
+        let state = Mutex(Connection())
+
+        deinit {
+            state.withLock { connection in
+                tokenctl_object_unref(connection.service)
+                if let bus = connection.bus { tokenctl_object_unref(UnsafeMutableRawPointer(bus)) }
+            }
         }
     }
 
@@ -190,15 +200,19 @@ public final class SecretServiceStore: SessionStore, Sendable {
         _ = try unlockedPaths(attributes(ItemKey(identity: identity, kind: Self.sessionKind)))
     }
 
-    public func limitCalls(until deadline: Deadline?) {
-        callDeadline.withLock { $0 = deadline }
+    public func bounded(until deadline: Deadline) -> any SessionStore {
+        var options = self.options
+        options.deadline = deadline.earlier(options.deadline)
+        return SecretServiceStore(options: options, sharing: connection)
     }
 
     /// The program that owns `org.freedesktop.secrets` on the session bus, for hints and `doctor`.
     public func keyringProgram() -> KeyringProgram {
         // Not while connecting (errors there land here): the lock is ours then.
         func snapshot() -> (bus: BusHandle?, known: KeyringProgram?)? {
-            connection.withLockIfAvailable { state in (state.bus.map { BusHandle(pointer: $0) }, state.keyringProgram) }
+            connection.state.withLockIfAvailable { state in
+                (state.bus.map { BusHandle(pointer: $0) }, state.keyringProgram)
+            }
         }
         guard var current = snapshot() else { return .unknown }
         if let known = current.known { return known }
@@ -214,7 +228,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
         if pid != 0, let comm = try? FileIO.readFile("/proc/\(pid)/comm", limit: 256) {
             found = KeyringProgram(processName: String(comm.prefix { $0 != "\n" }))
         }
-        connection.withLock { $0.keyringProgram = found }
+        connection.state.withLock { $0.keyringProgram = found }
         return found
     }
 }
