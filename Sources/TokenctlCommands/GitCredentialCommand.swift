@@ -127,7 +127,8 @@ enum GitCredentialCommand: EngineCommand {
         let served: (tokenSet: TokenSet, gitUsername: String?)
         do {
             served = try await context.handOutToken(
-                target: options.target, minimumTimeToLive: options.minimumTimeToLive, command: "git-credential")
+                target: options.target, minimumTimeToLive: options.minimumTimeToLive, command: "git-credential",
+                needsGitUsername: true)
         } catch {
             guard error.kind == .loginRequired || error.kind == .configuration else { throw error }
             // Nothing on stdout: git goes on to the next helper, or asks.
@@ -150,7 +151,7 @@ enum GitCredentialCommand: EngineCommand {
             answer.append("password_expiry_utc=\(Int(saturating: expiry.rounded(.down)))")
         }
         context.verboseLog(
-            "gave git the access token of '\(context.profile)' for \(Output.printable(host)), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))"
+            "gave git the access token of '\(context.profile)' for \(Output.printable(host)), \(Output.validity(tokenSet.timeLeft(at: context.clock.now())))"
         )
         Output.standardOutput(answer.joined(separator: "\n") + "\n")
         return .success
@@ -167,7 +168,7 @@ enum GitCredentialCommand: EngineCommand {
         if let socket = context.servedForwardSocket {
             // The serving side keeps its session; only this machine's copy of the token goes.
             if let issuer = ForwardedSession(socketPath: socket, hotCache: nil).issuer {
-                HotCache().invalidate(
+                HotCache(environment: context.variables).invalidate(
                     profile: context.profile, issuer: issuer, clientID: ForwardClient.cacheClientID,
                     target: options.target)
             }

@@ -309,7 +309,9 @@ enum LoginCommand: EngineCommand {
         case .device:
             method = .device
         case .automatic:
-            method = hasDisplay() ? .browser(port: nil, openBrowser: true, timeout: options.browserTimeout) : .device
+            method =
+                hasDisplay(context.environment)
+                ? .browser(port: nil, openBrowser: true, timeout: options.browserTimeout) : .device
         }
         let clientSecret =
             options.readsClientSecret
@@ -330,11 +332,11 @@ enum LoginCommand: EngineCommand {
             caBundle: options.caBundle.map(absolutePath(_:)), clientSecret: clientSecret, audience: options.audience,
             resources: options.resources,
             dpop: options.dpop, provider: options.provider)
-        let presenter = TerminalLoginPresenter()
+        let presenter = TerminalLoginPresenter(io: context.environment.io, clock: context.clock)
         let result = try await context.service().login(request, presenter: presenter)
         let tokenSet = result.tokenSet
         let who = tokenSet.subject.map { " as \(Output.printable($0))" } ?? ""
-        let left = tokenSet.timeLeft(at: Clock.system.now())
+        let left = tokenSet.timeLeft(at: context.clock.now())
         let validity =
             left == .infinity
             ? "access token with no expiry stated (served until a server rejects it)"
@@ -365,9 +367,9 @@ enum LoginCommand: EngineCommand {
     }
 
     /// A graphical session can show a browser: DISPLAY or WAYLAND_DISPLAY set and stdin a terminal.
-    static func hasDisplay() -> Bool {
-        let environment = Environment.process
-        let display = !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
-        return display && IOStreams.current.inputIsTerminal
+    static func hasDisplay(_ environment: EngineEnvironment) -> Bool {
+        let variables = environment.variables
+        let display = !(variables["DISPLAY"] ?? "").isEmpty || !(variables["WAYLAND_DISPLAY"] ?? "").isEmpty
+        return display && environment.io.inputIsTerminal
     }
 }

@@ -47,7 +47,7 @@ enum StatusCommand: EngineCommand {
         let service = context.service()
         let json = options.json
         if options.watch {
-            return await watch(service, context.profile, json: json)
+            return await watch(service, context.profile, json: json, clock: context.clock)
         }
         let all = options.all
         let names = all ? try service.profiles.all() : [context.profile]
@@ -80,7 +80,7 @@ enum StatusCommand: EngineCommand {
 
     /// A forwarded session's state: what the serving side answers now (never the token).
     static func forwardedStatus(_ context: CommandContext, socket: String, json: Bool) -> ExitStatus {
-        let now = Clock.system.now()
+        let now = context.clock.now()
         var fields: [(String, JSONText.Value)] = [
             ("profile", .string(context.profile.rawValue)), ("forwarded", .bool(true)), ("socket", .string(socket)),
         ]
@@ -119,10 +119,11 @@ enum StatusCommand: EngineCommand {
     }
 
     /// The current state, then one line per change, until interrupted.
-    static func watch(_ service: TokenctlService, _ profile: ProfileName, json: Bool) async -> ExitStatus {
+    static func watch(_ service: TokenctlService, _ profile: ProfileName, json: Bool, clock: Clock) async -> ExitStatus
+    {
         var last = ExitStatus.success
         for await status in service.watch(profile) {
-            let time = Output.timestamp(Clock.system.now())
+            let time = Output.timestamp(clock.now())
             Output.standardOutput(json ? self.json(status) + "\n" : "\(time) \(oneLine(status))\n")
             last = status.exitStatus
         }

@@ -5,8 +5,16 @@ import TokenctlEssentials
 /// Shows an interactive login on stderr: the device code (with a QR code and a live countdown
 /// on a terminal, plain lines otherwise) or the authorization URL, and opens the browser.
 final class TerminalLoginPresenter: LoginPresenter, Sendable {
-    private let isTerminal = IOStreams.current.errorIsTerminal
+    private let isTerminal: Bool
+    private let clock: Clock
     private let countdown = Mutex<Task<Void, Never>?>(nil)
+
+    /// - Parameters: io: the command's streams (a countdown and a QR code when stderr is a
+    ///   terminal); clock: the command's.
+    init(io: IOStreams, clock: Clock) {
+        isTerminal = io.errorIsTerminal
+        self.clock = clock
+    }
 
     func showDeviceAuthorization(_ authorization: DeviceAuthorization, expiresAt: Double) {
         var text = "To sign in, open \(authorization.verificationURI)\nand enter the code: \(authorization.userCode)\n"
@@ -24,9 +32,10 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
         Output.standardError(text)
         guard isTerminal else { return }
         // A live countdown on one line, redrawn every second until polling ends.
+        let clock = self.clock
         let task = Task.detached {
             while !Task.isCancelled {
-                let left = max(0, Int(saturating: expiresAt - Clock.system.now()))
+                let left = max(0, Int(saturating: expiresAt - clock.now()))
                 Output.standardError(
                     "\r\u{1B}[KWaiting for approval... code expires in \(left / 60):\(left % 60 < 10 ? "0" : "")\(left % 60)"
                 )

@@ -45,7 +45,7 @@ enum TokenCommand: EngineCommand {
         let (minimumTimeToLive, format, proofRequest, target) = (
             options.minimumTimeToLive, options.format, options.proofRequest, options.target
         )
-        let now = Clock.system.now()
+        let now = context.clock.now()
         let tokenSet: TokenSet
         var proof: String?
         if let (served, socket) = try context.forwardedToken(
@@ -95,7 +95,10 @@ enum TokenCommand: EngineCommand {
             if let proof { fields.append("\"dpop_proof\":\(Output.jsonString(proof))") }
             Output.standardOutput("{" + fields.joined(separator: ",") + "}\n")
         case .execCredential:
-            Output.standardOutput(execCredential(tokenSet, minimumTimeToLive: minimumTimeToLive) + "\n")
+            Output.standardOutput(
+                execCredential(
+                    tokenSet, minimumTimeToLive: minimumTimeToLive, execInfo: context.variables["KUBERNETES_EXEC_INFO"])
+                    + "\n")
         case .raw:
             Output.standardOutput(tokenSet.accessToken + "\n")
         }
@@ -170,10 +173,10 @@ enum TokenCommand: EngineCommand {
     /// A kubectl exec credential (client.authentication.k8s.io, v1 or the v1beta1 that
     /// KUBERNETES_EXEC_INFO asks for). It expires when tokenctl would refresh (the token's
     /// expiry minus the min-ttl margin), so kubectl asks again in time.
-    static func execCredential(_ tokenSet: TokenSet, minimumTimeToLive: Double) -> String {
+    static func execCredential(_ tokenSet: TokenSet, minimumTimeToLive: Double, execInfo: String?) -> String {
         let group = "client.authentication.k8s.io/"
         var apiVersion = group + "v1"
-        if let info = Environment.process["KUBERNETES_EXEC_INFO"],
+        if let info = execInfo,
             let requested = try? FlatJSONObject(parsing: Array(info.utf8)).string("apiVersion"),
             requested == group + "v1beta1"
         {

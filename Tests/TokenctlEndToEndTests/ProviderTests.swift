@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// The same sessions against every Secret Service provider tokenctl users meet: gnome-keyring,
 /// KeePassXC 2.7.4 and KWallet (kwalletd5, KDE Frameworks 5.103), each headless on a private
