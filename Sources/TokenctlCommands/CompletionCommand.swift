@@ -28,15 +28,7 @@ enum CompletionCommand: EngineCommand {
         var shell: Shell
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            guard let text = parsed.arguments.first else {
-                throw UsageError("Missing the shell: bash, zsh or fish.", command: spec.name)
-            }
-            guard let shell = Shell(rawValue: text) else {
-                throw UsageError(
-                    "Unknown shell '\(Output.printable(String(text.prefix(40))))': expected bash, zsh or fish.",
-                    command: spec.name)
-            }
-            self.shell = shell
+            shell = try parsed.action(Shell.self, command: spec.name, wording: .named("shell"))
         }
     }
 

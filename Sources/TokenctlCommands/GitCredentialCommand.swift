@@ -46,15 +46,8 @@ enum GitCredentialCommand: EngineCommand {
         var target: TokenTarget
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            guard let text = parsed.arguments.first else {
-                throw UsageError("Missing the action: get, store or erase (git gives it).", command: spec.name)
-            }
-            guard let action = Action(rawValue: text) else {
-                throw UsageError(
-                    "Unknown action '\(Output.printable(String(text.prefix(40))))': expected get, store or erase.",
-                    command: spec.name)
-            }
-            self.action = action
+            action = try parsed.action(
+                Action.self, command: spec.name, wording: .named("action", note: " (git gives it)"))
             minimumTimeToLive = try parsed.seconds(
                 minimumTimeToLiveOption, command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
             target = try parsed.target(command: spec.name)

@@ -159,56 +159,7 @@ enum StatusCommand: EngineCommand {
             lines.append("  The server ended the session (\(status.endedReason ?? "terminal failure")).")
             lines.append("  Run '\(CommandHint.login(status.profile))' to sign in again.")
         case .authenticated, .expiredRefreshable:
-            if let subject = status.subject { lines.append("  subject:       \(subject)") }
-            for (name, value) in status.claims where name != "sub" {
-                lines.append("  \(Output.padded(name + ":", to: 14)) \(display(value))")
-            }
-            lines.append("  signature:     " + signatureLine(status))
-            if let left = status.accessTokenTimeLeft {
-                let validity =
-                    left == .infinity
-                    ? "no expiry stated (served until a server rejects it)"
-                    : left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"
-                lines.append("  access token:  " + validity + (status.accessTokenFormat.map { " (\($0))" } ?? ""))
-            }
-            let noRefreshToken =
-                status.accessTokenTimeLeft == .infinity
-                ? "none (log in again when a server rejects the access token)"
-                : "none (log in again when the access token expires)"
-            var refresh = status.hasRefreshToken ? "present" : noRefreshToken
-            if status.hasRefreshToken, let left = status.refreshTokenTimeLeft {
-                // The server said how long it lives (GitHub App tokens: about six months).
-                refresh =
-                    left > 0
-                    ? "present, expires in \(Output.duration(left))"
-                    : "expired \(Output.duration(-left)) ago (run '\(CommandHint.login(status.profile))' to sign in again)"
-            }
-            lines.append("  refresh token: \(refresh)")
-            if let scope = status.scope { lines.append("  scope:         \(scope)") }
-            if let dpop = status.dpop {
-                let jkt = status.dpopThumbprint.map { " (jkt \($0))" } ?? ""
-                lines.append(
-                    "  dpop:          "
-                        + (dpop == "bound"
-                            ? "bound\(jkt)"
-                            : dpop == "bearer"
-                                ? "bearer" : "key\(jkt), but the server issued Bearer tokens (dpop_allow_bearer)"))
-            }
-            for (target, left) in status.targetedTokens {
-                lines.append(
-                    "  token for:     \(target): "
-                        + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"))
-            }
-            if let last = status.lastRefreshAt {
-                lines.append("  last refresh:  \(Output.timestamp(last))")
-            } else if let obtained = status.obtainedAt {
-                lines.append("  logged in:     \(Output.timestamp(obtained))")
-            }
-            lines.append("  store:         \(status.store)")
-            if status.scopeNarrowedByServer, case (let problem?, let hint?) = problemAndHint(status) {
-                lines.append("  warning:       " + Output.sentence(problem))
-                lines.append("  hint:          \(hint)")
-            }
+            lines += sessionLines(status)
         }
         if let since = status.pendingWriteSince {
             lines.append(
@@ -217,6 +168,68 @@ enum StatusCommand: EngineCommand {
         }
         // Claims, issuers and errors come from outside: no escape sequence reaches a terminal.
         return lines.map(Output.printable).joined(separator: "\n") + "\n"
+    }
+
+    /// What `status` says of a live session: its subject and claims, the signature, the tokens,
+    /// DPoP, the targeted tokens, when it was last refreshed and where it is stored.
+    static func sessionLines(_ status: SessionStatus) -> [String] {
+        var lines: [String] = []
+        if let subject = status.subject { lines.append("  subject:       \(subject)") }
+        for (name, value) in status.claims where name != "sub" {
+            lines.append("  \(Output.padded(name + ":", to: 14)) \(display(value))")
+        }
+        lines.append("  signature:     " + signatureLine(status))
+        if let left = status.accessTokenTimeLeft {
+            let validity =
+                left == .infinity
+                ? "no expiry stated (served until a server rejects it)"
+                : left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"
+            lines.append("  access token:  " + validity + (status.accessTokenFormat.map { " (\($0))" } ?? ""))
+        }
+        lines.append("  refresh token: \(refreshTokenLine(status))")
+        if let scope = status.scope { lines.append("  scope:         \(scope)") }
+        if let dpop = status.dpop {
+            let jkt = status.dpopThumbprint.map { " (jkt \($0))" } ?? ""
+            lines.append(
+                "  dpop:          "
+                    + (dpop == "bound"
+                        ? "bound\(jkt)"
+                        : dpop == "bearer"
+                            ? "bearer" : "key\(jkt), but the server issued Bearer tokens (dpop_allow_bearer)"))
+        }
+        for (target, left) in status.targetedTokens {
+            lines.append(
+                "  token for:     \(target): "
+                    + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"))
+        }
+        if let last = status.lastRefreshAt {
+            lines.append("  last refresh:  \(Output.timestamp(last))")
+        } else if let obtained = status.obtainedAt {
+            lines.append("  logged in:     \(Output.timestamp(obtained))")
+        }
+        lines.append("  store:         \(status.store)")
+        if status.scopeNarrowedByServer, case (let problem?, let hint?) = problemAndHint(status) {
+            lines.append("  warning:       " + Output.sentence(problem))
+            lines.append("  hint:          \(hint)")
+        }
+        return lines
+    }
+
+    /// The refresh token's line: present (and until when, when the server said), or none.
+    static func refreshTokenLine(_ status: SessionStatus) -> String {
+        let noRefreshToken =
+            status.accessTokenTimeLeft == .infinity
+            ? "none (log in again when a server rejects the access token)"
+            : "none (log in again when the access token expires)"
+        var refresh = status.hasRefreshToken ? "present" : noRefreshToken
+        if status.hasRefreshToken, let left = status.refreshTokenTimeLeft {
+            // The server said how long it lives (GitHub App tokens: about six months).
+            refresh =
+                left > 0
+                ? "present, expires in \(Output.duration(left))"
+                : "expired \(Output.duration(-left)) ago (run '\(CommandHint.login(status.profile))' to sign in again)"
+        }
+        return refresh
     }
 
     /// The verdict, and which token it is about when that is not the ID token.
