@@ -67,10 +67,12 @@ struct CommandContext {
     ) throws(TokenctlError) -> (served: ForwardedSession.Served, socket: String)? {
         guard let source = environment.forwardSocketSource else { return nil }
         guard
-            let served = try ForwardedSession(socketPath: source.path).token(
+            let served = try ForwardedSession(
+                socketPath: source.path, hotCache: HotCache(environment: variables), clock: clock
+            ).token(
                 profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force, proof: proof,
                 // What is left of --timeout: the connect, the request and the answer all end by then.
-                command: command, timeout: deadline.map { max(0, $0.remaining()) } ?? timeout,
+                command: command, timeout: deadline.map { max(0, $0.remaining(clock: clock)) } ?? timeout,
                 consultHotCache: consultHotCache, fallBackWhenNotServed: !source.explicit)
         else {
             verboseLog("nothing serves the forward socket \(source.path) (an ended ssh -R?): using the local session")

@@ -160,7 +160,7 @@ enum GitCredentialCommand: EngineCommand {
         let rejected = attributes["credential"] ?? attributes["password"]
         if let socket = context.servedForwardSocket {
             // The serving side keeps its session; only this machine's copy of the token goes.
-            if let issuer = ForwardedSession(socketPath: socket, hotCache: nil).issuer {
+            if let issuer = ForwardedSession(socketPath: socket, hotCache: nil, clock: context.clock).issuer {
                 HotCache(environment: context.variables).invalidate(
                     profile: context.profile, issuer: issuer, clientID: ForwardClient.cacheClientID,
                     target: options.target)

@@ -87,7 +87,7 @@ enum StatusCommand: EngineCommand {
         var lines = ["Profile: \(context.profile)", "Forwarded over: \(socket)"]
         let status: ExitStatus
         do {
-            let served = try ForwardedSession(socketPath: socket, hotCache: nil).token(
+            let served = try ForwardedSession(socketPath: socket, hotCache: nil, clock: context.clock).token(
                 context.profile, target: .session, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive,
                 force: false, command: "status", timeout: context.timeout)
             let host = served.servedBy ?? "the serving side"

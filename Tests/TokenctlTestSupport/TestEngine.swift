@@ -104,11 +104,12 @@ public final class TestEngine: @unchecked Sendable {
         try store.write(tokenSet, for: SessionIdentity(profile: name, configuration: configuration))
     }
 
-    /// A token set obtained now on this engine's clock, its access token valid for `expiresIn` seconds.
+    /// A token set obtained a minute ago on this engine's clock, its access token valid for
+    /// `expiresIn` seconds from now.
     public func tokenSet(
         accessToken: String = "access-1", refreshToken: String? = "refresh-1", expiresIn: Double = 3600
     ) -> TokenSet {
         TokenSet.fixture(
-            accessToken: accessToken, refreshToken: refreshToken, obtainedAt: clock.now, expiresIn: expiresIn)
+            accessToken: accessToken, refreshToken: refreshToken, obtainedAt: clock.now - 60, expiresIn: expiresIn + 60)
     }
 }
