@@ -192,4 +192,48 @@ struct CommandOutputTests {
                 "API_TOKEN": "access-1", "API_TOKEN_EXPIRES_AT": Timestamp.iso8601(try #require(tokenSet.expiresAt)),
             ], "\(run.variables)")
     }
+
+    // MARK: git-credential, events, doctor
+
+    @Test("git-credential get: username and password lines with the token, nothing on stderr")
+    func gitCredential() async throws {
+        let engine = try TestEngine(http: Self.server)
+        try engine.signIn("git", tokenSet: engine.tokenSet())
+        let request = "protocol=https\nhost=git.example.com\npath=team/repo.git\n\n"
+        let get = try await engine.run("--profile", "git", "git-credential", "get", stdin: request)
+        #expect(get.status == .success && get.stderr.isEmpty, "\(get)")
+        #expect(
+            get.stdout.wholeMatch(of: /username=oauth2\npassword=access-1\npassword_expiry_utc=\d+\n/) != nil, "\(get)")
+    }
+
+    @Test("events: a refresh's event on stdout, one line each; --json one object a line")
+    func events() async throws {
+        let engine = try TestEngine(http: Self.server)
+        try engine.signIn("work", tokenSet: engine.tokenSet())
+        #expect(try await engine.run("--profile", "work", "refresh").status == .success)
+        let human = try await engine.run("events")
+        #expect(human.status == .success && human.stderr.isEmpty, "\(human)")
+        #expect(
+            human.stdout.split(separator: "\n").contains { $0.contains("tokenRefreshed") && $0.contains("work") },
+            "\(human)"
+        )
+        let json = try await engine.run("events", "--json")
+        let lines = json.stdout.split(separator: "\n").map(String.init)
+        #expect(json.status == .success && !lines.isEmpty, "\(json)")
+        for line in lines { #expect(try jsonObject(line)["profile"] as? String == "work", "\(line)") }
+    }
+
+    @Test("doctor --json: one object on stdout, the engine's check first; the exit status says whether all passed")
+    func doctor() async throws {
+        let engine = try TestEngine(http: Self.server)
+        try engine.signIn("work", tokenSet: engine.tokenSet())
+        let result = try await engine.run("doctor", "--json")
+        let object = try jsonObject(result.stdout)
+        let checks = try #require(object["checks"] as? [[String: Any]], "\(result)")
+        #expect(checks.first?["name"] as? String == "engine", "\(result)")
+        #expect(
+            checks.first?["detail"] as? String == "tokenctl \(TokenctlVersion.string) at unknown", "\(result)")
+        let allPassed = try #require(object["ok"] as? Bool)
+        #expect(result.status == (allPassed ? .success : .failure), "\(result)")
+    }
 }
