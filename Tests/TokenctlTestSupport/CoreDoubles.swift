@@ -1,7 +1,6 @@
 import Synchronization
+import TokenctlCore
 import TokenctlEssentials
-
-@testable import TokenctlCore
 
 // Test doubles of the core's protocols: they live here, not in the product.
 

@@ -1,7 +1,6 @@
 import Synchronization
+import TokenctlCore
 import TokenctlEssentials
-
-@testable import TokenctlCore
 
 #if canImport(Glibc)
 import Glibc
@@ -142,17 +141,6 @@ extension HTTPResponse {
 
     public static let invalidGrant = HTTPResponse.json(
         400, #"{"error": "invalid_grant", "error_description": "Token is expired"}"#)
-}
-
-extension TokenResponse {
-    public static func fixture(
-        accessToken: String = "access-1", expiresIn: Double? = 3600, refreshToken: String? = "refresh-1",
-        idToken: String? = nil, scope: String? = nil
-    ) -> TokenResponse {
-        TokenResponse(
-            accessToken: accessToken, tokenType: "Bearer", expiresIn: expiresIn, refreshToken: refreshToken,
-            idToken: idToken, scope: scope)
-    }
 }
 
 extension TokenSet {

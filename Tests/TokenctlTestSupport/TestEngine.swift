@@ -1,8 +1,7 @@
 import Foundation
 import TokenctlCommands
+import TokenctlCore
 import TokenctlEssentials
-
-@testable import TokenctlCore
 
 /// An engine for one test, with nothing of the machine's: a private directory for the paths,
 /// environment variables of its own, a virtual clock (sleeps pass at once), the core service over
