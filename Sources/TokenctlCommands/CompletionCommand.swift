@@ -187,6 +187,20 @@ enum CompletionScript {
             ? "\(exclusion)\(names)'[\(description)]\(action)'" : "'\(names)[\(description)]\(action)'")
     }
 
+    /// One command's `_arguments` specs: its options, then its arguments.
+    static func zshArguments(_ command: CommandSpec) -> [String] {
+        var specs = command.options.map(zshSpec)
+        if command.takesCommandLine {
+            specs.append("'1:command:_command_names -e'")
+            specs.append("'*::arguments:_normal'")
+        } else if !command.argumentChoices.isEmpty {
+            specs.append(
+                "'1:\(command.arguments.first?.0 ?? "argument"):(\(command.argumentChoices.joined(separator: " ")))'"
+            )
+        }
+        return specs
+    }
+
     static func zsh(_ commands: [CommandSpec]) -> String {
         var text = """
             #compdef tokenctl
@@ -226,16 +240,8 @@ enum CompletionScript {
 
             """
         for command in commands {
-            var specs = command.options.map(zshSpec)
-            if command.takesCommandLine {
-                specs.append("'1:command:_command_names -e'")
-                specs.append("'*::arguments:_normal'")
-            } else if !command.argumentChoices.isEmpty {
-                specs.append(
-                    "'1:\(command.arguments.first?.0 ?? "argument"):(\(command.argumentChoices.joined(separator: " ")))'"
-                )
-            }
-            text += "                    \(command.name)) _arguments \(specs.joined(separator: " ")) ;;\n"
+            text +=
+                "                    \(command.name)) _arguments \(zshArguments(command).joined(separator: " ")) ;;\n"
         }
         text += """
                         esac
