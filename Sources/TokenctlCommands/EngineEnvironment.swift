@@ -118,8 +118,12 @@ public struct ServiceFactory: Sendable {
     }
 }
 
-/// The programs a command replaces itself with (`exec`).
+/// The programs a command starts (the browser of a login) or replaces itself with (`exec`).
 public struct ProgramRunner: Sendable {
+    /// Start `arguments` (searched in PATH) in the background, to outlive this process; whether
+    /// it started.
+    public var launch: @Sendable (_ arguments: [String]) -> Bool
+
     /// Replace this process with `arguments` (searched in PATH), `variables` added to its
     /// environment; returns only on failure, with the variables named in `removedOnFailure`
     /// gone from this process again.
@@ -128,13 +132,16 @@ public struct ProgramRunner: Sendable {
             -> Subprocess.ExecFailure
 
     public init(
+        launch: @escaping @Sendable ([String]) -> Bool,
         exec: @escaping @Sendable ([String], [(name: String, value: String)], [String]) -> Subprocess.ExecFailure
     ) {
+        self.launch = launch
         self.exec = exec
     }
 
-    /// exec(3), the variables set in the process's own environment, which the program inherits.
-    public static let live = ProgramRunner { arguments, variables, removedOnFailure in
+    /// `Subprocess.launch`, and exec(3) with the variables set in the process's own
+    /// environment, which the program inherits.
+    public static let live = ProgramRunner(launch: Subprocess.launch) { arguments, variables, removedOnFailure in
         for (name, value) in variables { Environment.setProcessVariable(name, value) }
         // The program inherits only what tokenctl was given, not the connection of a refresh,
         // and SIGPIPE at its default (Subprocess.exec).

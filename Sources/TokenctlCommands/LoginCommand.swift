@@ -340,7 +340,8 @@ enum LoginCommand: EngineCommand {
             caBundle: options.caBundle.map(absolutePath(_:)), clientSecret: clientSecret, audience: options.audience,
             resources: options.resources,
             dpop: options.dpop, provider: options.provider)
-        let presenter = TerminalLoginPresenter(io: context.environment.io, clock: context.clock)
+        let presenter = TerminalLoginPresenter(
+            io: context.environment.io, clock: context.clock, programs: context.environment.programs)
         let result = try await context.service().login(request, presenter: presenter)
         Output.standardError(summary(result, issuer: issuer, context))
         return .success

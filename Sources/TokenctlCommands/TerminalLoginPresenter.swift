@@ -7,13 +7,15 @@ import TokenctlEssentials
 final class TerminalLoginPresenter: LoginPresenter, Sendable {
     private let isTerminal: Bool
     private let clock: Clock
+    private let programs: ProgramRunner
     private let countdown = Mutex<Task<Void, Never>?>(nil)
 
     /// - Parameters: io: the command's streams (a countdown and a QR code when stderr is a
-    ///   terminal); clock: the command's.
-    init(io: IOStreams, clock: Clock) {
+    ///   terminal); clock and programs: the command's (the browser is started with `programs`).
+    init(io: IOStreams, clock: Clock, programs: ProgramRunner) {
         isTerminal = io.errorIsTerminal
         self.clock = clock
+        self.programs = programs
     }
 
     func showDeviceAuthorization(_ authorization: DeviceAuthorization, expiresAt: Double) {
@@ -64,7 +66,7 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
 
     func showAuthorizationURL(_ url: String, openBrowser: Bool) -> Bool {
         // The browser outlives tokenctl: Subprocess.launch gives it no connection of ours.
-        if openBrowser, Subprocess.launch(["xdg-open", url]) {
+        if openBrowser, programs.launch(["xdg-open", url]) {
             Output.standardError(
                 "Opened your browser to sign in. If it did not open, visit:\n  \(url)\nWaiting for the browser...\n")
             return true

@@ -23,6 +23,31 @@ struct CommandOutputTests {
         return .success(.tokens(access: "access-2", refresh: "refresh-2", expiresIn: 3600))
     }
 
+    // MARK: login
+
+    @Test("login --refresh-token-stdin: discovery, the import, one summary line on stderr, the session stored")
+    func login() async throws {
+        let discovery =
+            #"{"issuer":"https://issuer.test","token_endpoint":"https://issuer.test/token","revocation_endpoint":"https://issuer.test/revoke"}"#
+        let engine = try TestEngine { request, index in
+            if request.url == "\(Self.issuer)/.well-known/openid-configuration" {
+                return .success(.json(200, discovery))
+            }
+            return await Self.server(request, index)
+        }
+        let result = try await engine.run(
+            "--profile", "work", "login", "--issuer", Self.issuer, "--client-id", "cli", "--refresh-token-stdin",
+            stdin: "imported")
+        #expect(result.status == .success && result.stdout.isEmpty, "\(result)")
+        #expect(
+            result.stderr == "Logged in profile 'work' at \(Self.issuer); access token valid for 60 min.\n", "\(result)"
+        )
+        #expect(formFields(try #require(engine.http.requests.last))["refresh_token"] == "imported")
+        #expect(engine.programsLaunched.isEmpty, "no browser for an import")
+        let token = try await engine.run("--profile", "work", "token")
+        #expect(token.stdout == "access-2\n", "\(token)")
+    }
+
     // MARK: token
 
     @Test("token: raw, header and json on stdout, nothing on stderr")

@@ -5,9 +5,9 @@ import TokenctlEssentials
 
 /// An engine for one test, with nothing of the machine's: a private directory for the paths,
 /// environment variables of its own, a virtual clock (sleeps pass at once), the core service over
-/// an in-memory store, no cross-process lock and a scripted HTTP client, and an `exec` that only
-/// records. Commands run through `Engine.run` with it need no session bus, keyring or server,
-/// and tests that use one run in parallel.
+/// an in-memory store, no cross-process lock and a scripted HTTP client, and an `exec` and a
+/// browser launch that only record. Commands run through `Engine.run` with it need no session
+/// bus, keyring or server, and tests that use one run in parallel.
 public final class TestEngine: @unchecked Sendable {
     public let root: String
     public let paths: Paths
@@ -17,6 +17,7 @@ public final class TestEngine: @unchecked Sendable {
     /// The environment variables the commands see.
     public let variables: [String: String]
     private let execs = TestLock<[Exec]>([])
+    private let launches = TestLock<[[String]]>([])
 
     /// A program `exec` was asked to run, and the variables it would have had.
     public struct Exec: Sendable {
@@ -56,7 +57,7 @@ public final class TestEngine: @unchecked Sendable {
 
     /// What the commands run with: `io`, and this engine's doubles.
     public func environment(io: IOStreams) -> EngineEnvironment {
-        let (store, clock, http, execs, paths) = (store, clock.clock, http, execs, paths)
+        let (store, clock, http, execs, launches, paths) = (store, clock.clock, http, execs, launches, paths)
         return EngineEnvironment(
             io: io, variables: .fixed(variables), paths: { .success(paths) }, clock: clock, executable: nil,
             services: ServiceFactory { settings in
@@ -67,7 +68,12 @@ public final class TestEngine: @unchecked Sendable {
                     httpClient: { _ in http })
                 return (service, nil)
             },
-            programs: ProgramRunner { arguments, variables, _ in
+            programs: ProgramRunner(
+                launch: { arguments in
+                    launches.withLock { $0.append(arguments) }
+                    return false
+                }
+            ) { arguments, variables, _ in
                 execs.withLock {
                     $0.append(
                         Exec(
@@ -86,6 +92,9 @@ public final class TestEngine: @unchecked Sendable {
     public func runArguments(_ arguments: [String], stdin: String = "") async throws -> InProcessResult {
         try await runInProcess(arguments, stdin: stdin) { self.environment(io: $0) }
     }
+
+    /// The programs started in the background (a login's browser), in order; none starts.
+    public var programsLaunched: [[String]] { launches.withLock { $0 } }
 
     /// The programs `exec` was asked to run, in order.
     public var programsRun: [Exec] { execs.withLock { $0 } }
