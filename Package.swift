@@ -73,10 +73,12 @@ let package = Package(
             // The Swift runtime and FoundationEssentials linked in: ~12 fewer shared libraries to
             // map on every call that reaches the engine (cache misses, the fallback, refresh waves);
             // libstdc++ too, through the linker script in StaticLibstdcxx (see its comment).
-            linkerSettings: [.unsafeFlags([
-                "-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims",
-                "-L\(packageDirectory)Sources/tokenctl-engine/StaticLibstdcxx",
-            ])]
+            linkerSettings: [
+                .unsafeFlags([
+                    "-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims",
+                    "-L\(packageDirectory)Sources/tokenctl-engine/StaticLibstdcxx",
+                ])
+            ]
         ),
 
         // Process start-up for both executables: the Swift runtime's argv lookup (which reads
@@ -94,10 +96,26 @@ let package = Package(
             linkerSettings: [.unsafeFlags(["-static-executable"])]
         ),
 
+        // What every test target shares, one copy (swift-argument-parser's ArgumentParserTestHelpers):
+        // the core's doubles and fixtures (an in-memory store, a scripted HTTP client, a virtual
+        // clock), the harness of the services Scripts/test starts (child processes, the test
+        // authorization server), and commands run in-process through `Engine.run` with a test
+        // `EngineEnvironment`.
+        .target(
+            name: "TokenctlTestSupport",
+            dependencies: ["TokenctlEssentials", "TokenctlCore", "TokenctlCommands"],
+            path: "Tests/TokenctlTestSupport"
+        ),
+
         .testTarget(name: "TokenctlEssentialsTests", dependencies: ["TokenctlEssentials"]),
-        .testTarget(name: "TokenctlCoreTests", dependencies: ["TokenctlCore"]),
-        .testTarget(name: "TokenctlCommandsTests", dependencies: ["TokenctlCommands", "TokenctlCore", "TokenctlEssentials"]),
-        .testTarget(name: "TokenctlEndToEndTests", dependencies: ["TokenctlEssentials", "TokenctlCore"]),
+        .testTarget(name: "TokenctlCoreTests", dependencies: ["TokenctlCore", "TokenctlTestSupport"]),
+        .testTarget(
+            name: "TokenctlCommandsTests",
+            dependencies: ["TokenctlCommands", "TokenctlCore", "TokenctlEssentials", "TokenctlTestSupport"]
+        ),
+        .testTarget(
+            name: "TokenctlEndToEndTests", dependencies: ["TokenctlEssentials", "TokenctlCore", "TokenctlTestSupport"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

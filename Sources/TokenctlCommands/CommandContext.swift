@@ -18,25 +18,30 @@ struct CommandContext {
     /// Secret Service call end by then. Nil for `login`, whose flows wait for a person.
     let deadline: Deadline?
 
+    /// The streams, variables, clock, executable and service factory the command runs with.
+    let environment: EngineEnvironment
+
+    var clock: Clock { environment.clock }
+    var variables: Environment { environment.variables }
+
     func service() -> TokenctlService { serviceAndBus().service }
 
     /// The core service, after locating the session bus once (cron gives no
     /// DBUS_SESSION_BUS_ADDRESS), and the bus found, with where it was found.
-    func serviceAndBus() -> (service: TokenctlService, bus: (address: String, source: String)?) {
-        let bus = locateSessionBus(verbose: verbose)
+    func serviceAndBus() -> (service: TokenctlService, bus: ServiceFactory.Bus?) {
         // A provider's prompt can be answered only by a person at a terminal; say what it asks.
-        let interactive = IOStreams.current.errorIsTerminal
+        let interactive = environment.io.errorIsTerminal
         let notice: @Sendable (String) -> Void = { notice in Output.standardError("tokenctl: \(notice)\n") }
         let storeOptions = SecretServiceStore.Options(
             callTimeout: 10, interactive: interactive, promptNotice: interactive ? notice : nil)
         let narrate: TokenBroker.Narrator? =
             verbose
             ? { @Sendable (line: String) in Output.standardError("tokenctl: " + Output.printable(line) + "\n") } : nil
-        let service = TokenctlService.live(
-            paths: paths, timeout: timeout, deadline: deadline, userAgent: "tokenctl/\(toolVersion)",
-            storeOptions: storeOptions,
-            narrate: narrate, detachedRefreshEngine: detachedRefreshEngine)
-        return (service, bus)
+        return environment.services.service(
+            ServiceFactory.Settings(
+                paths: paths, timeout: timeout, userAgent: "tokenctl/\(toolVersion)", deadline: deadline,
+                storeOptions: storeOptions, narrate: narrate,
+                detachedRefreshEngine: environment.detachedRefreshEngine, verbose: verbose, variables: variables))
     }
 
     /// The forward socket this process uses, for the commands that do not ask it for a token
@@ -44,7 +49,7 @@ struct CommandContext {
     /// well-known one when something serves it (a probe that connects to nothing:
     /// `ForwardClient.liveness`); nil for the local session.
     var servedForwardSocket: String? {
-        guard let source = ForwardClient.socketSource(),
+        guard let source = environment.forwardSocketSource,
             source.explicit || ForwardClient.liveness(of: source.path) == .served
         else {
             return nil
@@ -59,12 +64,14 @@ struct CommandContext {
         target: TokenTarget, minimumTimeToLive: Double, force: Bool, proof: ForwardedSession.ProofRequest? = nil,
         command: String, consultHotCache: Bool = true
     ) throws(TokenctlError) -> (served: ForwardedSession.Served, socket: String)? {
-        guard let source = ForwardClient.socketSource() else { return nil }
+        guard let source = environment.forwardSocketSource else { return nil }
         guard
-            let served = try ForwardedSession(socketPath: source.path).token(
+            let served = try ForwardedSession(
+                socketPath: source.path, hotCache: HotCache(environment: variables), clock: clock
+            ).token(
                 profile, target: target, minimumTimeToLive: minimumTimeToLive, force: force, proof: proof,
                 // What is left of --timeout: the connect, the request and the answer all end by then.
-                command: command, timeout: deadline.map { max(0, $0.remaining()) } ?? timeout,
+                command: command, timeout: deadline.map { max(0, $0.remaining(clock: clock)) } ?? timeout,
                 consultHotCache: consultHotCache, fallBackWhenNotServed: !source.explicit)
         else {
             verboseLog("nothing serves the forward socket \(source.path) (an ended ssh -R?): using the local session")
@@ -75,13 +82,15 @@ struct CommandContext {
 
     /// A token to hand to a program (`exec`, `git-credential`): the forwarded session's when a
     /// forward socket is set, else the local one's (the hot cache first, as the front does).
-    func handOutToken(target: TokenTarget, minimumTimeToLive: Double, command: String) async throws(TokenctlError)
-        -> (tokenSet: TokenSet, gitUsername: String?)
+    ///
+    /// - Parameter needsGitUsername: git's user name is wanted too; it comes with the serving
+    ///   side's answer, which the hot cache lacks, so a forwarded token skips the hot cache.
+    func handOutToken(target: TokenTarget, minimumTimeToLive: Double, command: String, needsGitUsername: Bool = false)
+        async throws(TokenctlError) -> (tokenSet: TokenSet, gitUsername: String?)
     {
         if let (served, socket) = try forwardedToken(
             target: target, minimumTimeToLive: minimumTimeToLive, force: false, command: command,
-            // git's user name comes with the serving side's answer, which the hot cache lacks.
-            consultHotCache: command != "git-credential")
+            consultHotCache: !needsGitUsername)
         {
             verboseLog(
                 (served.fromHotCache ? "from the hot cache" : "forwarded from \(served.servedBy ?? "the serving side")")
@@ -97,36 +106,3 @@ struct CommandContext {
         if verbose { Output.standardError("tokenctl: \(message)\n") }
     }
 }
-
-/// The session bus for this process (cron gives no DBUS_SESSION_BUS_ADDRESS): found by the core,
-/// exported here for GLib, and reported with -v.
-func locateSessionBus(verbose: Bool) -> (address: String, source: String)? {
-    guard let bus = SessionBus.locate() else {
-        if verbose {
-            Output.standardError(
-                "tokenctl: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS unset, no bus socket in the runtime directory)\n"
-            )
-        }
-        return nil
-    }
-    if !bus.fromVariable {
-        Environment.setProcessVariable("DBUS_SESSION_BUS_ADDRESS", bus.address)
-        if verbose {
-            Output.standardError(
-                "tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(bus.address.dropFirst("unix:path=".count)) (found in \(bus.source))\n"
-            )
-        }
-    }
-    return (bus.address, bus.source)
-}
-
-/// This engine's own path (what `--version` and `doctor` report: beside the front, or under
-/// libexec in a package).
-let enginePath: String = currentExecutable() ?? "unknown"
-
-/// The engine refreshes run in, each in a detached child of its own (`DetachedRefresh`): this
-/// executable when it is the engine. Commands run in-process by a test bundle refresh in it,
-/// and so does every command under TOKENCTL_TEST_REFRESH_IN_PROCESS=1.
-let detachedRefreshEngine: String? =
-    enginePath.hasSuffix("/tokenctl-engine")
-        && Environment.process[EnvironmentSwitches.refreshInProcess] != "1" ? enginePath : nil

@@ -28,15 +28,7 @@ enum CompletionCommand: EngineCommand {
         var shell: Shell
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            guard let text = parsed.arguments.first else {
-                throw UsageError("Missing the shell: bash, zsh or fish.", command: spec.name)
-            }
-            guard let shell = Shell(rawValue: text) else {
-                throw UsageError(
-                    "Unknown shell '\(Output.printable(String(text.prefix(40))))': expected bash, zsh or fish.",
-                    command: spec.name)
-            }
-            self.shell = shell
+            shell = try parsed.action(Shell.self, command: spec.name, wording: .named("shell"))
         }
     }
 
@@ -122,38 +114,7 @@ enum CompletionScript {
                         ;;
 
             """
-        for command in commands {
-            text += "        \(command.name))\n"
-            let values = valueOptions(command)
-            if !values.isEmpty {
-                text += "            case $prev in\n"
-                for option in values {
-                    let names = option.names.joined(separator: "|")
-                    switch (option.choices.isEmpty, option.valueKind) {
-                    case (false, _):
-                        text +=
-                            "                \(names)) COMPREPLY=($(compgen -W \(quoted(option.choices.joined(separator: " "))) -- \"$cur\")); return ;;\n"
-                    case (true, .file):
-                        text += "                \(names)) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n"
-                    case (true, .profile):
-                        text +=
-                            "                \(names)) COMPREPLY=($(compgen -W \"$(_tokenctl_profiles)\" -- \"$cur\")); return ;;\n"
-                    case (true, .text): text += "                \(names)) return ;;\n"
-                    }
-                }
-                text += "            esac\n"
-            }
-            if command.takesCommandLine {
-                text +=
-                    "            if ((positional > 0)) || [[ $cur != -* ]]; then COMPREPLY=($(compgen -c -- \"$cur\")); return; fi\n"
-            } else if !command.argumentChoices.isEmpty {
-                text +=
-                    "            if ((positional == 0)) && [[ $cur != -* ]]; then COMPREPLY=($(compgen -W \(quoted(command.argumentChoices.joined(separator: " "))) -- \"$cur\")); return; fi\n"
-            }
-            let words = command.options.flatMap(\.names) + ["--profile"] + globalFlags
-            text += "            COMPREPLY=($(compgen -W \(quoted(words.joined(separator: " "))) -- \"$cur\"))\n"
-            text += "            ;;\n"
-        }
+        for command in commands { text += bashCase(command) }
         text += """
                 esac
             }
@@ -163,11 +124,81 @@ enum CompletionScript {
         return text
     }
 
+    /// One command's branch of the bash `case $command`: its option values, its arguments,
+    /// then its option names.
+    static func bashCase(_ command: CommandSpec) -> String {
+        var text = "        \(command.name))\n"
+        let values = valueOptions(command)
+        if !values.isEmpty {
+            text += "            case $prev in\n"
+            for option in values {
+                let names = option.names.joined(separator: "|")
+                switch (option.choices.isEmpty, option.valueKind) {
+                case (false, _):
+                    text +=
+                        "                \(names)) COMPREPLY=($(compgen -W \(quoted(option.choices.joined(separator: " "))) -- \"$cur\")); return ;;\n"
+                case (true, .file):
+                    text += "                \(names)) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n"
+                case (true, .profile):
+                    text +=
+                        "                \(names)) COMPREPLY=($(compgen -W \"$(_tokenctl_profiles)\" -- \"$cur\")); return ;;\n"
+                case (true, .text): text += "                \(names)) return ;;\n"
+                }
+            }
+            text += "            esac\n"
+        }
+        if command.takesCommandLine {
+            text +=
+                "            if ((positional > 0)) || [[ $cur != -* ]]; then COMPREPLY=($(compgen -c -- \"$cur\")); return; fi\n"
+        } else if !command.argumentChoices.isEmpty {
+            text +=
+                "            if ((positional == 0)) && [[ $cur != -* ]]; then COMPREPLY=($(compgen -W \(quoted(command.argumentChoices.joined(separator: " "))) -- \"$cur\")); return; fi\n"
+        }
+        let words = command.options.flatMap(\.names) + ["--profile"] + globalFlags
+        text += "            COMPREPLY=($(compgen -W \(quoted(words.joined(separator: " "))) -- \"$cur\"))\n"
+        text += "            ;;\n"
+        return text
+    }
+
     // MARK: zsh
 
     /// Text inside an `_arguments` spec's brackets, within single quotes.
     static func zshDescription(_ text: String) -> String {
         replacing(firstSentence(text), ["[": "(", "]": ")", "'": "'\\''"])
+    }
+
+    /// One option as an `_arguments` spec: its names, description and value completion.
+    static func zshSpec(_ option: OptionSpec) -> String {
+        let description = zshDescription(option.help)
+        let exclusion = option.names.count > 1 ? "'(\(option.names.joined(separator: " ")))'" : ""
+        let names = option.names.count > 1 ? "{\(option.names.joined(separator: ","))}" : option.names[0]
+        var action = ""
+        if !option.isFlag {
+            let placeholder = option.valueName ?? "value"
+            switch (option.choices.isEmpty, option.valueKind) {
+            case (false, _): action = ":\(placeholder):(\(option.choices.joined(separator: " ")))"
+            case (true, .file): action = ":\(placeholder):_files"
+            case (true, .profile): action = ":\(placeholder):_tokenctl_profiles"
+            case (true, .text): action = ":\(placeholder): "
+            }
+        }
+        return
+            (option.names.count > 1
+            ? "\(exclusion)\(names)'[\(description)]\(action)'" : "'\(names)[\(description)]\(action)'")
+    }
+
+    /// One command's `_arguments` specs: its options, then its arguments.
+    static func zshArguments(_ command: CommandSpec) -> [String] {
+        var specs = command.options.map(zshSpec)
+        if command.takesCommandLine {
+            specs.append("'1:command:_command_names -e'")
+            specs.append("'*::arguments:_normal'")
+        } else if !command.argumentChoices.isEmpty {
+            specs.append(
+                "'1:\(command.arguments.first?.0 ?? "argument"):(\(command.argumentChoices.joined(separator: " ")))'"
+            )
+        }
+        return specs
     }
 
     static func zsh(_ commands: [CommandSpec]) -> String {
@@ -209,34 +240,8 @@ enum CompletionScript {
 
             """
         for command in commands {
-            var specs: [String] = []
-            for option in command.options {
-                let description = zshDescription(option.help)
-                let exclusion = option.names.count > 1 ? "'(\(option.names.joined(separator: " ")))'" : ""
-                let names = option.names.count > 1 ? "{\(option.names.joined(separator: ","))}" : option.names[0]
-                var action = ""
-                if !option.isFlag {
-                    let placeholder = option.valueName ?? "value"
-                    switch (option.choices.isEmpty, option.valueKind) {
-                    case (false, _): action = ":\(placeholder):(\(option.choices.joined(separator: " ")))"
-                    case (true, .file): action = ":\(placeholder):_files"
-                    case (true, .profile): action = ":\(placeholder):_tokenctl_profiles"
-                    case (true, .text): action = ":\(placeholder): "
-                    }
-                }
-                specs.append(
-                    option.names.count > 1
-                        ? "\(exclusion)\(names)'[\(description)]\(action)'" : "'\(names)[\(description)]\(action)'")
-            }
-            if command.takesCommandLine {
-                specs.append("'1:command:_command_names -e'")
-                specs.append("'*::arguments:_normal'")
-            } else if !command.argumentChoices.isEmpty {
-                specs.append(
-                    "'1:\(command.arguments.first?.0 ?? "argument"):(\(command.argumentChoices.joined(separator: " ")))'"
-                )
-            }
-            text += "                    \(command.name)) _arguments \(specs.joined(separator: " ")) ;;\n"
+            text +=
+                "                    \(command.name)) _arguments \(zshArguments(command).joined(separator: " ")) ;;\n"
         }
         text += """
                         esac

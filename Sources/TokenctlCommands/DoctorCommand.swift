@@ -34,8 +34,8 @@ enum DoctorCommand: EngineCommand {
         let (service, bus) = context.serviceAndBus()
         // Which engine runs (beside the front, or the package's under libexec), then the checks.
         let checks =
-            [DoctorFinding("engine", ok: true, "tokenctl \(toolVersion) at \(enginePath)")]
-            + (await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule()))
+            [DoctorFinding("engine", ok: true, "tokenctl \(toolVersion) at \(context.environment.enginePath)")]
+            + (await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule(context)))
         let allPassed = checks.allSatisfy(\.ok)
         if options.json {
             let items = checks.map { check in
@@ -43,7 +43,8 @@ enum DoctorCommand: EngineCommand {
             }
             Output.standardOutput("{\"ok\":\(allPassed),\"checks\":[\(items.joined(separator: ","))]}\n")
         } else {
-            let (pass, warn, fail) = Output.prefersUnicode ? ("✓", "!", "✗") : ("[ok]  ", "[warn]", "[FAIL]")
+            let (pass, warn, fail) =
+                Output.prefersUnicode(context.variables) ? ("✓", "!", "✗") : ("[ok]  ", "[warn]", "[FAIL]")
             var text = ""
             for check in checks {
                 let mark = check.level == .ok ? pass : check.level == .warn ? warn : fail

@@ -49,7 +49,7 @@ enum EventsCommand: EngineCommand {
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let profileFilter = context.profileChosen ? context.profile.rawValue : nil
-        let options = try Options(context.options)
+        let options = try Options(context.options, now: context.clock.now())
         let log = EventLog(stateDirectory: context.paths.stateDirectory)
         let (since, minimum, json) = (options.since, options.minimumSignificance, options.json)
         func show(_ records: [EventRecord]) {
@@ -68,7 +68,7 @@ enum EventsCommand: EngineCommand {
         var followers = [Follower(log: log)] + (log.refusals.map { [Follower(log: $0)] } ?? [])
         show(log.records(since: since, minimumSignificance: minimum, profile: profileFilter))
         while true {
-            try? await Clock.system.sleep(0.2)
+            try? await context.clock.sleep(0.2)
             for index in followers.indices {
                 show(followers[index].appended().compactMap(EventRecord.parse).filter(filter.matches))
             }

@@ -79,15 +79,16 @@ enum ExecCommand: EngineCommand {
         let tokenSet = try await context.handOutToken(
             target: options.target, minimumTimeToLive: options.minimumTimeToLive, command: "exec"
         ).tokenSet
-        Environment.setProcessVariable(variable, tokenSet.accessToken)
-        Environment.setProcessVariable(variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? "")
         context.verboseLog(
-            "running \(Output.printable(program)) with the access token of '\(context.profile)' in \(variable), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))"
+            "running \(Output.printable(program)) with the access token of '\(context.profile)' in \(variable), \(Output.validity(tokenSet.timeLeft(at: context.clock.now())))"
         )
-        // The program inherits only what tokenctl was given, not the connection of a refresh,
-        // and SIGPIPE at its default (Subprocess.exec).
-        let failure = Subprocess.exec(arguments)
-        Environment.unsetProcessVariable(variable)
+        // The token does not stay in the environment of a process that failed to exec.
+        let failure = context.environment.programs.exec(
+            arguments,
+            [
+                (variable, tokenSet.accessToken),
+                (variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? ""),
+            ], [variable])
         // As a shell does: 127 when not found, 126 when found but not runnable.
         Output.standardError("Error: cannot run '\(Output.printable(program))': \(failure.reason).\n")
         return failure.notFound ? .commandNotFound : .commandNotRunnable

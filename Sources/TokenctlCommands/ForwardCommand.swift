@@ -132,8 +132,8 @@ enum ForwardCommand: EngineCommand {
         }
     }
 
-    static func unit() -> ForwardSocketUnit {
-        ForwardSocketUnit(executable: ScheduleCommand.schedule().executable)
+    static func unit(_ context: CommandContext) -> ForwardSocketUnit {
+        ForwardSocketUnit(executable: ScheduleCommand.schedule(context).executable, environment: context.variables)
     }
 
     // MARK: enable / disable
@@ -162,7 +162,7 @@ enum ForwardCommand: EngineCommand {
             Output.standardError("Serve the socket with 'tokenctl forward listen' (or the socket unit).\n")
             return .success
         }
-        let unit = unit()
+        let unit = unit(context)
         if UnixSocket.isServed(socket) {
             Output.standardError("The forward socket is already served: \(socket)\n")
         } else if unit.managerAvailable() {
@@ -208,7 +208,7 @@ enum ForwardCommand: EngineCommand {
             Output.standardError("tokenctl: profile '\(name)' is not configured.\n")
         }
         if remaining == 0 {
-            for line in unit().disable() {
+            for line in unit(context).disable() {
                 Output.standardError(line.prefix(1).uppercased() + line.dropFirst() + ".\n")
             }
             Output.standardError(
@@ -225,7 +225,7 @@ enum ForwardCommand: EngineCommand {
             (try? repository.load(name)).flatMap { $0 }.flatMap { $0.forward ? (name, $0) : nil }
         }
         var lines: [String] = []
-        if let client = ForwardClient.socketPath() {
+        if let client = context.environment.forwardSocketSource?.path {
             lines.append("This machine gets its tokens from the forward socket \(client).")
         }
         if forwarded.isEmpty {
@@ -248,7 +248,7 @@ enum ForwardCommand: EngineCommand {
         lines.append(
             "Socket: \(socket) (\(served ? "served" : UnixSocket.isSocketFile(socket) ? "not served: nothing accepts connections" : "absent"))"
         )
-        if let state = unit().state() { lines.append("Socket unit: \(ForwardSocketUnit.socketName) \(state)") }
+        if let state = unit(context).state() { lines.append("Socket unit: \(ForwardSocketUnit.socketName) \(state)") }
         let events = EventLog(stateDirectory: context.paths.stateDirectory).records(minimumSignificance: .medium)
             .filter { $0.event == .tokenForwarded || $0.event == .forwardRefused }.suffix(10)
         if events.isEmpty {
@@ -293,7 +293,7 @@ enum ForwardCommand: EngineCommand {
         let listener: ForwardListener
         do {
             listener = try ForwardListener(
-                server: server, sockets: sockets, limits: .init(idleExit: idleExit()),
+                server: server, sockets: sockets, limits: .init(idleExit: idleExit(context.variables)),
                 report: report(context))
         } catch {
             Output.standardError("tokenctl: \(error.message)\n")
@@ -304,8 +304,8 @@ enum ForwardCommand: EngineCommand {
     }
 
     /// TOKENCTL_FORWARD_IDLE_EXIT when it is whole seconds from 1 to 86400, else the default.
-    static func idleExit() -> Double {
-        guard let text = Environment.process[EnvironmentSwitches.forwardIdleExit], let seconds = Int(text),
+    static func idleExit(_ variables: Environment) -> Double {
+        guard let text = variables[EnvironmentSwitches.forwardIdleExit], let seconds = Int(text),
             (1...86400).contains(seconds)
         else { return ForwardListener.unitIdleExit }
         return Double(seconds)

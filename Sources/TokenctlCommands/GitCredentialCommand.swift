@@ -46,15 +46,8 @@ enum GitCredentialCommand: EngineCommand {
         var target: TokenTarget
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            guard let text = parsed.arguments.first else {
-                throw UsageError("Missing the action: get, store or erase (git gives it).", command: spec.name)
-            }
-            guard let action = Action(rawValue: text) else {
-                throw UsageError(
-                    "Unknown action '\(Output.printable(String(text.prefix(40))))': expected get, store or erase.",
-                    command: spec.name)
-            }
-            self.action = action
+            action = try parsed.action(
+                Action.self, command: spec.name, wording: .named("action", note: " (git gives it)"))
             minimumTimeToLive = try parsed.seconds(
                 minimumTimeToLiveOption, command: spec.name, default: AccessTokenLifetime.defaultMinimumTimeToLive)
             target = try parsed.target(command: spec.name)
@@ -127,7 +120,8 @@ enum GitCredentialCommand: EngineCommand {
         let served: (tokenSet: TokenSet, gitUsername: String?)
         do {
             served = try await context.handOutToken(
-                target: options.target, minimumTimeToLive: options.minimumTimeToLive, command: "git-credential")
+                target: options.target, minimumTimeToLive: options.minimumTimeToLive, command: "git-credential",
+                needsGitUsername: true)
         } catch {
             guard error.kind == .loginRequired || error.kind == .configuration else { throw error }
             // Nothing on stdout: git goes on to the next helper, or asks.
@@ -150,7 +144,7 @@ enum GitCredentialCommand: EngineCommand {
             answer.append("password_expiry_utc=\(Int(saturating: expiry.rounded(.down)))")
         }
         context.verboseLog(
-            "gave git the access token of '\(context.profile)' for \(Output.printable(host)), \(Output.validity(tokenSet.timeLeft(at: TokenctlCore.Clock.system.now())))"
+            "gave git the access token of '\(context.profile)' for \(Output.printable(host)), \(Output.validity(tokenSet.timeLeft(at: context.clock.now())))"
         )
         Output.standardOutput(answer.joined(separator: "\n") + "\n")
         return .success
@@ -166,8 +160,8 @@ enum GitCredentialCommand: EngineCommand {
         let rejected = attributes["credential"] ?? attributes["password"]
         if let socket = context.servedForwardSocket {
             // The serving side keeps its session; only this machine's copy of the token goes.
-            if let issuer = ForwardedSession(socketPath: socket, hotCache: nil).issuer {
-                HotCache().invalidate(
+            if let issuer = ForwardedSession(socketPath: socket, hotCache: nil, clock: context.clock).issuer {
+                HotCache(environment: context.variables).invalidate(
                     profile: context.profile, issuer: issuer, clientID: ForwardClient.cacheClientID,
                     target: options.target)
             }

@@ -2,7 +2,7 @@ import TokenctlCore
 
 /// A command's standard input, output and error, as file descriptors, and whether each is a
 /// terminal (gh's `iostreams.IOStreams`). Every command reads and writes through the one value
-/// `IOStreams.current`, which `Engine.run(_:io:)` sets for the command's task: the process's
+/// `IOStreams.current`, which `Engine.run` sets for the command's task from its `EngineEnvironment`: the process's
 /// own descriptors in `tokenctl-engine`, pipes when a test runs a command in-process.
 public struct IOStreams: Sendable, Equatable {
     public var input: Int32

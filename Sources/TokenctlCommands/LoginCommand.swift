@@ -199,45 +199,9 @@ enum LoginCommand: EngineCommand {
                     "--refresh-token-stdin and --client-secret-stdin both read standard input; store the secret in a separate login first.",
                     command: "login")
             }
-            func url(_ option: OptionSpec) throws(UsageError) -> EndpointURL? {
-                guard let text = parsed.value(option) else { return nil }
-                do { return try EndpointURL(text) } catch {
-                    throw UsageError("Invalid value for '\(option.key)': \(error).", command: "login")
-                }
-            }
-            issuer = try url(Option.issuer)
-            if let name = parsed.value(Option.provider) {
-                guard let named = Provider.named(name) else {
-                    let hint =
-                        closestMatch(to: name.lowercased(), in: Provider.names).map { " (did you mean '\($0)'?)" } ?? ""
-                    throw UsageError(
-                        "Unknown provider '\(Output.printable(String(name.prefix(40))))'\(hint); known: \(Provider.names.joined(separator: ", ")).",
-                        command: "login")
-                }
-                provider = named
-                do {
-                    issuer = try ProviderPreset.issuer(
-                        for: named, host: parsed.value(Option.host), tenant: parsed.value(Option.tenant), issuer: issuer
-                    )
-                } catch {
-                    throw UsageError(error.message, command: "login")
-                }
-                if !named.offersDeviceFlow, parsed.has(Option.device) {
-                    throw UsageError(
-                        "\(named.displayName) has no device flow: sign in with --browser (add --no-open to print the URL).",
-                        command: "login")
-                }
-            } else if let given = [Option.host, Option.tenant].first(where: { parsed.value($0) != nil }) {
-                throw UsageError("\(given.key) applies with --provider only.", command: "login")
-            }
-            clientID = parsed.value(Option.clientID)
-            if let clientID,
-                clientID.isEmpty || !clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F })
-            {
-                throw UsageError(
-                    "Invalid value for '--client-id': it must be non-empty, without spaces or control characters.",
-                    command: "login")
-            }
+            func url(_ option: OptionSpec) throws(UsageError) -> EndpointURL? { try Options.url(parsed, option) }
+            (provider, issuer) = try Options.provider(parsed, issuer: url(Option.issuer))
+            clientID = try Options.clientID(parsed)
             // The checks `token --scope/--audience/--resource` makes (TokenTarget's, the same
             // rules the front applies to a hit), so a value login accepts is one that `token`
             // accepts too. The request keeps the words in the order given.
@@ -249,14 +213,7 @@ enum LoginCommand: EngineCommand {
             if let caBundle, !FileIO.isReadable(caBundle) {
                 throw UsageError("Cannot read the CA bundle '\(caBundle)'.", command: "login")
             }
-            if let text = parsed.value(Option.port) {
-                guard let number = UInt16(text), number > 0 else {
-                    throw UsageError(
-                        "Invalid value '\(Output.printable(String(text.prefix(40))))' for '--port': expected a port number between 1 and 65535.",
-                        command: "login")
-                }
-                port = number
-            }
+            port = try Options.port(parsed)
             opensBrowser = !parsed.has(Option.noOpen)
             if (port != nil || !opensBrowser) && (parsed.has(Option.device) || parsed.has(Option.refreshTokenStdin)) {
                 throw UsageError("--port and --no-open apply to --browser only.", command: "login")
@@ -278,6 +235,71 @@ enum LoginCommand: EngineCommand {
                 authorization: try url(Option.authorizationEndpoint),
                 jwks: try url(Option.jwksURI))
         }
+
+        /// The URL `option` gives, checked.
+        static func url(_ parsed: ParsedOptions, _ option: OptionSpec) throws(UsageError) -> EndpointURL? {
+            guard let text = parsed.value(option) else { return nil }
+            do { return try EndpointURL(text) } catch {
+                throw UsageError("Invalid value for '\(option.key)': \(error).", command: "login")
+            }
+        }
+
+        /// `--provider` and the issuer it implies (with `--host`, `--tenant` or `--issuer`);
+        /// without it, `issuer` as given.
+        static func provider(_ parsed: ParsedOptions, issuer: EndpointURL?) throws(UsageError) -> (
+            Provider?, EndpointURL?
+        ) {
+            guard let name = parsed.value(Option.provider) else {
+                if let given = [Option.host, Option.tenant].first(where: { parsed.value($0) != nil }) {
+                    throw UsageError("\(given.key) applies with --provider only.", command: "login")
+                }
+                return (nil, issuer)
+            }
+            guard let named = Provider.named(name) else {
+                let hint =
+                    closestMatch(to: name.lowercased(), in: Provider.names).map { " (did you mean '\($0)'?)" } ?? ""
+                throw UsageError(
+                    "Unknown provider '\(Output.printable(String(name.prefix(40))))'\(hint); known: \(Provider.names.joined(separator: ", ")).",
+                    command: "login")
+            }
+            let implied: EndpointURL
+            do {
+                implied = try ProviderPreset.issuer(
+                    for: named, host: parsed.value(Option.host), tenant: parsed.value(Option.tenant), issuer: issuer)
+            } catch {
+                throw UsageError(error.message, command: "login")
+            }
+            if !named.offersDeviceFlow, parsed.has(Option.device) {
+                throw UsageError(
+                    "\(named.displayName) has no device flow: sign in with --browser (add --no-open to print the URL).",
+                    command: "login")
+            }
+            return (named, implied)
+        }
+
+        /// `--client-id`, checked: non-empty, no spaces or control characters.
+        static func clientID(_ parsed: ParsedOptions) throws(UsageError) -> String? {
+            let clientID = parsed.value(Option.clientID)
+            if let clientID,
+                clientID.isEmpty || !clientID.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F })
+            {
+                throw UsageError(
+                    "Invalid value for '--client-id': it must be non-empty, without spaces or control characters.",
+                    command: "login")
+            }
+            return clientID
+        }
+
+        /// `--port`, checked.
+        static func port(_ parsed: ParsedOptions) throws(UsageError) -> UInt16? {
+            guard let text = parsed.value(Option.port) else { return nil }
+            guard let number = UInt16(text), number > 0 else {
+                throw UsageError(
+                    "Invalid value '\(Output.printable(String(text.prefix(40))))' for '--port': expected a port number between 1 and 65535.",
+                    command: "login")
+            }
+            return number
+        }
     }
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
@@ -298,19 +320,7 @@ enum LoginCommand: EngineCommand {
             throw UsageError(
                 "Missing '--client-id <id>': profile '\(context.profile)' has none saved.", command: "login")
         }
-        let method: LoginMethod
-        switch options.flow {
-        case .refreshTokenImport:
-            method = .refreshToken(
-                try StandardInput.line(
-                    what: "refresh token", prompt: "Refresh token (input hidden): ", timeout: context.timeout))
-        case .browser:
-            method = .browser(port: options.port, openBrowser: options.opensBrowser, timeout: options.browserTimeout)
-        case .device:
-            method = .device
-        case .automatic:
-            method = hasDisplay() ? .browser(port: nil, openBrowser: true, timeout: options.browserTimeout) : .device
-        }
+        let method = try loginMethod(options, context)
         let clientSecret =
             options.readsClientSecret
             ? try StandardInput.line(
@@ -330,11 +340,36 @@ enum LoginCommand: EngineCommand {
             caBundle: options.caBundle.map(absolutePath(_:)), clientSecret: clientSecret, audience: options.audience,
             resources: options.resources,
             dpop: options.dpop, provider: options.provider)
-        let presenter = TerminalLoginPresenter()
+        let presenter = TerminalLoginPresenter(
+            io: context.environment.io, clock: context.clock, programs: context.environment.programs)
         let result = try await context.service().login(request, presenter: presenter)
+        Output.standardError(summary(result, issuer: issuer, context))
+        return .success
+    }
+
+    /// How the first token set is obtained: `options.flow`, the automatic one decided.
+    static func loginMethod(_ options: Options, _ context: CommandContext) throws -> LoginMethod {
+        switch options.flow {
+        case .refreshTokenImport:
+            return .refreshToken(
+                try StandardInput.line(
+                    what: "refresh token", prompt: "Refresh token (input hidden): ", timeout: context.timeout))
+        case .browser:
+            return .browser(port: options.port, openBrowser: options.opensBrowser, timeout: options.browserTimeout)
+        case .device:
+            return .device
+        case .automatic:
+            return hasDisplay(context.environment)
+                ? .browser(port: nil, openBrowser: true, timeout: options.browserTimeout) : .device
+        }
+    }
+
+    /// What a login that succeeded says on stderr: who signed in where, the access token's
+    /// validity, the ID-token checks made, the DPoP binding, a missing refresh token.
+    static func summary(_ result: LoginResult, issuer: EndpointURL, _ context: CommandContext) -> String {
         let tokenSet = result.tokenSet
         let who = tokenSet.subject.map { " as \(Output.printable($0))" } ?? ""
-        let left = tokenSet.timeLeft(at: Clock.system.now())
+        let left = tokenSet.timeLeft(at: context.clock.now())
         let validity =
             left == .infinity
             ? "access token with no expiry stated (served until a server rejects it)"
@@ -360,14 +395,13 @@ enum LoginCommand: EngineCommand {
             summary +=
                 "The server issued no refresh token: '\(CommandHint.tokenctl(context.profile, "token"))' works until the access token expires, then you must log in again.\n"
         }
-        Output.standardError(summary)
-        return .success
+        return summary
     }
 
     /// A graphical session can show a browser: DISPLAY or WAYLAND_DISPLAY set and stdin a terminal.
-    static func hasDisplay() -> Bool {
-        let environment = Environment.process
-        let display = !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
-        return display && IOStreams.current.inputIsTerminal
+    static func hasDisplay(_ environment: EngineEnvironment) -> Bool {
+        let variables = environment.variables
+        let display = !(variables["DISPLAY"] ?? "").isEmpty || !(variables["WAYLAND_DISPLAY"] ?? "").isEmpty
+        return display && environment.io.inputIsTerminal
     }
 }

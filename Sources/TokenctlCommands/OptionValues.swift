@@ -44,18 +44,30 @@ extension ParsedOptions {
         return chosen
     }
 
-    /// The action a command's first argument names (`schedule install`, `forward enable`).
-    func action<Action: RawRepresentable & CaseIterable>(_: Action.Type, command: String) throws(UsageError) -> Action
+    /// The choice a command's first argument names (`schedule install`, `forward enable`,
+    /// `git-credential get`, `completion bash`): one of a closed set, the enum whose raw values
+    /// are the spec's `argumentChoices`.
+    func action<Action: RawRepresentable & CaseIterable>(
+        _: Action.Type, command: String, wording: ArgumentWording = .action
+    ) throws(UsageError) -> Action
     where Action.RawValue == String {
         let names = Action.allCases.map(\.rawValue)
+        let list = "\(names.dropLast().joined(separator: ", ")) or \(names.last!)"
         guard let text = arguments.first else {
-            throw UsageError(
-                "Missing action: \(names.dropLast().joined(separator: ", ")) or \(names.last!).", command: command)
+            switch wording {
+            case .action: throw UsageError("Missing action: \(list).", command: command)
+            case .named(let noun, let note): throw UsageError("Missing the \(noun): \(list)\(note).", command: command)
+            }
         }
         guard let action = Action(rawValue: text) else {
-            let hint = closestMatch(to: text, in: names).map { " Did you mean '\($0)'?" } ?? ""
-            throw UsageError(
-                "Unknown action '\(Output.printable(String(text.prefix(40))))'.\(hint)", command: command)
+            let shown = Output.printable(String(text.prefix(40)))
+            switch wording {
+            case .action:
+                let hint = closestMatch(to: text, in: names).map { " Did you mean '\($0)'?" } ?? ""
+                throw UsageError("Unknown action '\(shown)'.\(hint)", command: command)
+            case .named(let noun, _):
+                throw UsageError("Unknown \(noun) '\(shown)': expected \(list).", command: command)
+            }
         }
         return action
     }
@@ -70,4 +82,12 @@ extension ParsedOptions {
             throw UsageError(error.description, command: command)
         }
     }
+}
+
+/// How a command's usage errors name its first argument (`ParsedOptions.action`).
+enum ArgumentWording {
+    /// "Missing action: a, b or c." and "Unknown action 'x'. Did you mean 'a'?"
+    case action
+    /// "Missing the NOUN: a, b or cNOTE." and "Unknown NOUN 'x': expected a, b or c."
+    case named(String, note: String = "")
 }

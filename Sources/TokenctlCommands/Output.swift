@@ -12,9 +12,9 @@ enum Output {
     }
 
     /// Whether stdout is a terminal with a UTF-8 locale (else ASCII marks, no decoration).
-    static var prefersUnicode: Bool {
+    static func prefersUnicode(_ variables: Environment) -> Bool {
         guard IOStreams.current.outputIsTerminal else { return false }
-        let locale = ["LC_ALL", "LC_CTYPE", "LANG"].lazy.compactMap { Environment.process[$0] }.first ?? ""
+        let locale = ["LC_ALL", "LC_CTYPE", "LANG"].lazy.compactMap { variables[$0] }.first ?? ""
         return locale.uppercased().contains("UTF-8") || locale.uppercased().contains("UTF8")
     }
 

@@ -35,7 +35,7 @@ enum RefreshCommand: EngineCommand {
         guard options.all else {
             let report = await service.refresh(context.profile, ifExpiringWithin: window)
             let tokenSet = try report.result.get()
-            let validity = Output.validity(tokenSet.timeLeft(at: Clock.system.now()))
+            let validity = Output.validity(tokenSet.timeLeft(at: context.clock.now()))
             Output.standardError(
                 report.skipped
                     ? "Profile '\(context.profile)' not refreshed: the access token is \(validity).\n"

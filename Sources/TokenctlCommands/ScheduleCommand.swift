@@ -22,10 +22,10 @@ enum ScheduleCommand: EngineCommand {
     /// systemctl and crontab are bounded on their own.
     static func hasDeadline(_ options: ParsedOptions) -> Bool { false }
 
-    static func schedule() -> RefreshSchedule {
+    static func schedule(_ context: CommandContext) -> RefreshSchedule {
         // The user-facing `tokenctl` beside the running binary, so schedules survive upgrades in place.
         // After the front's exec this process is tokenctl-engine; schedules run the front.
-        var executable = currentExecutable() ?? "tokenctl"
+        var executable = context.environment.executable ?? "tokenctl"
         if executable.hasSuffix("/tokenctl-engine") {
             let front = String(executable.dropLast("-engine".count))
             // The package keeps the engine in PREFIX/libexec/tokenctl/, the front in PREFIX/bin/.
@@ -38,7 +38,7 @@ enum ScheduleCommand: EngineCommand {
                 executable = packagedFront
             }
         }
-        return RefreshSchedule(executable: executable)
+        return RefreshSchedule(executable: executable, environment: context.variables)
     }
 
     enum Action: String, CaseIterable, Sendable {
@@ -79,7 +79,7 @@ enum ScheduleCommand: EngineCommand {
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = try Options(context.options)
-        let schedule = schedule()
+        let schedule = schedule(context)
         let chosen = options.backend
         switch options.action {
         case .install:

@@ -47,7 +47,7 @@ enum StatusCommand: EngineCommand {
         let service = context.service()
         let json = options.json
         if options.watch {
-            return await watch(service, context.profile, json: json)
+            return await watch(service, context.profile, json: json, clock: context.clock)
         }
         let all = options.all
         let names = all ? try service.profiles.all() : [context.profile]
@@ -80,14 +80,14 @@ enum StatusCommand: EngineCommand {
 
     /// A forwarded session's state: what the serving side answers now (never the token).
     static func forwardedStatus(_ context: CommandContext, socket: String, json: Bool) -> ExitStatus {
-        let now = Clock.system.now()
+        let now = context.clock.now()
         var fields: [(String, JSONText.Value)] = [
             ("profile", .string(context.profile.rawValue)), ("forwarded", .bool(true)), ("socket", .string(socket)),
         ]
         var lines = ["Profile: \(context.profile)", "Forwarded over: \(socket)"]
         let status: ExitStatus
         do {
-            let served = try ForwardedSession(socketPath: socket, hotCache: nil).token(
+            let served = try ForwardedSession(socketPath: socket, hotCache: nil, clock: context.clock).token(
                 context.profile, target: .session, minimumTimeToLive: AccessTokenLifetime.defaultMinimumTimeToLive,
                 force: false, command: "status", timeout: context.timeout)
             let host = served.servedBy ?? "the serving side"
@@ -119,10 +119,11 @@ enum StatusCommand: EngineCommand {
     }
 
     /// The current state, then one line per change, until interrupted.
-    static func watch(_ service: TokenctlService, _ profile: ProfileName, json: Bool) async -> ExitStatus {
+    static func watch(_ service: TokenctlService, _ profile: ProfileName, json: Bool, clock: Clock) async -> ExitStatus
+    {
         var last = ExitStatus.success
         for await status in service.watch(profile) {
-            let time = Output.timestamp(Clock.system.now())
+            let time = Output.timestamp(clock.now())
             Output.standardOutput(json ? self.json(status) + "\n" : "\(time) \(oneLine(status))\n")
             last = status.exitStatus
         }
@@ -158,56 +159,7 @@ enum StatusCommand: EngineCommand {
             lines.append("  The server ended the session (\(status.endedReason ?? "terminal failure")).")
             lines.append("  Run '\(CommandHint.login(status.profile))' to sign in again.")
         case .authenticated, .expiredRefreshable:
-            if let subject = status.subject { lines.append("  subject:       \(subject)") }
-            for (name, value) in status.claims where name != "sub" {
-                lines.append("  \(Output.padded(name + ":", to: 14)) \(display(value))")
-            }
-            lines.append("  signature:     " + signatureLine(status))
-            if let left = status.accessTokenTimeLeft {
-                let validity =
-                    left == .infinity
-                    ? "no expiry stated (served until a server rejects it)"
-                    : left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"
-                lines.append("  access token:  " + validity + (status.accessTokenFormat.map { " (\($0))" } ?? ""))
-            }
-            let noRefreshToken =
-                status.accessTokenTimeLeft == .infinity
-                ? "none (log in again when a server rejects the access token)"
-                : "none (log in again when the access token expires)"
-            var refresh = status.hasRefreshToken ? "present" : noRefreshToken
-            if status.hasRefreshToken, let left = status.refreshTokenTimeLeft {
-                // The server said how long it lives (GitHub App tokens: about six months).
-                refresh =
-                    left > 0
-                    ? "present, expires in \(Output.duration(left))"
-                    : "expired \(Output.duration(-left)) ago (run '\(CommandHint.login(status.profile))' to sign in again)"
-            }
-            lines.append("  refresh token: \(refresh)")
-            if let scope = status.scope { lines.append("  scope:         \(scope)") }
-            if let dpop = status.dpop {
-                let jkt = status.dpopThumbprint.map { " (jkt \($0))" } ?? ""
-                lines.append(
-                    "  dpop:          "
-                        + (dpop == "bound"
-                            ? "bound\(jkt)"
-                            : dpop == "bearer"
-                                ? "bearer" : "key\(jkt), but the server issued Bearer tokens (dpop_allow_bearer)"))
-            }
-            for (target, left) in status.targetedTokens {
-                lines.append(
-                    "  token for:     \(target): "
-                        + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"))
-            }
-            if let last = status.lastRefreshAt {
-                lines.append("  last refresh:  \(Output.timestamp(last))")
-            } else if let obtained = status.obtainedAt {
-                lines.append("  logged in:     \(Output.timestamp(obtained))")
-            }
-            lines.append("  store:         \(status.store)")
-            if status.scopeNarrowedByServer, case (let problem?, let hint?) = problemAndHint(status) {
-                lines.append("  warning:       " + Output.sentence(problem))
-                lines.append("  hint:          \(hint)")
-            }
+            lines += sessionLines(status)
         }
         if let since = status.pendingWriteSince {
             lines.append(
@@ -216,6 +168,68 @@ enum StatusCommand: EngineCommand {
         }
         // Claims, issuers and errors come from outside: no escape sequence reaches a terminal.
         return lines.map(Output.printable).joined(separator: "\n") + "\n"
+    }
+
+    /// What `status` says of a live session: its subject and claims, the signature, the tokens,
+    /// DPoP, the targeted tokens, when it was last refreshed and where it is stored.
+    static func sessionLines(_ status: SessionStatus) -> [String] {
+        var lines: [String] = []
+        if let subject = status.subject { lines.append("  subject:       \(subject)") }
+        for (name, value) in status.claims where name != "sub" {
+            lines.append("  \(Output.padded(name + ":", to: 14)) \(display(value))")
+        }
+        lines.append("  signature:     " + signatureLine(status))
+        if let left = status.accessTokenTimeLeft {
+            let validity =
+                left == .infinity
+                ? "no expiry stated (served until a server rejects it)"
+                : left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"
+            lines.append("  access token:  " + validity + (status.accessTokenFormat.map { " (\($0))" } ?? ""))
+        }
+        lines.append("  refresh token: \(refreshTokenLine(status))")
+        if let scope = status.scope { lines.append("  scope:         \(scope)") }
+        if let dpop = status.dpop {
+            let jkt = status.dpopThumbprint.map { " (jkt \($0))" } ?? ""
+            lines.append(
+                "  dpop:          "
+                    + (dpop == "bound"
+                        ? "bound\(jkt)"
+                        : dpop == "bearer"
+                            ? "bearer" : "key\(jkt), but the server issued Bearer tokens (dpop_allow_bearer)"))
+        }
+        for (target, left) in status.targetedTokens {
+            lines.append(
+                "  token for:     \(target): "
+                    + (left > 0 ? "valid for \(Output.duration(left))" : "expired (refreshes on next use)"))
+        }
+        if let last = status.lastRefreshAt {
+            lines.append("  last refresh:  \(Output.timestamp(last))")
+        } else if let obtained = status.obtainedAt {
+            lines.append("  logged in:     \(Output.timestamp(obtained))")
+        }
+        lines.append("  store:         \(status.store)")
+        if status.scopeNarrowedByServer, case (let problem?, let hint?) = problemAndHint(status) {
+            lines.append("  warning:       " + Output.sentence(problem))
+            lines.append("  hint:          \(hint)")
+        }
+        return lines
+    }
+
+    /// The refresh token's line: present (and until when, when the server said), or none.
+    static func refreshTokenLine(_ status: SessionStatus) -> String {
+        let noRefreshToken =
+            status.accessTokenTimeLeft == .infinity
+            ? "none (log in again when a server rejects the access token)"
+            : "none (log in again when the access token expires)"
+        var refresh = status.hasRefreshToken ? "present" : noRefreshToken
+        if status.hasRefreshToken, let left = status.refreshTokenTimeLeft {
+            // The server said how long it lives (GitHub App tokens: about six months).
+            refresh =
+                left > 0
+                ? "present, expires in \(Output.duration(left))"
+                : "expired \(Output.duration(-left)) ago (run '\(CommandHint.login(status.profile))' to sign in again)"
+        }
+        return refresh
     }
 
     /// The verdict, and which token it is about when that is not the ID token.

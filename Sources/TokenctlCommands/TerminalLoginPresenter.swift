@@ -5,8 +5,18 @@ import TokenctlEssentials
 /// Shows an interactive login on stderr: the device code (with a QR code and a live countdown
 /// on a terminal, plain lines otherwise) or the authorization URL, and opens the browser.
 final class TerminalLoginPresenter: LoginPresenter, Sendable {
-    private let isTerminal = IOStreams.current.errorIsTerminal
+    private let isTerminal: Bool
+    private let clock: Clock
+    private let programs: ProgramRunner
     private let countdown = Mutex<Task<Void, Never>?>(nil)
+
+    /// - Parameters: io: the command's streams (a countdown and a QR code when stderr is a
+    ///   terminal); clock and programs: the command's (the browser is started with `programs`).
+    init(io: IOStreams, clock: Clock, programs: ProgramRunner) {
+        isTerminal = io.errorIsTerminal
+        self.clock = clock
+        self.programs = programs
+    }
 
     func showDeviceAuthorization(_ authorization: DeviceAuthorization, expiresAt: Double) {
         var text = "To sign in, open \(authorization.verificationURI)\nand enter the code: \(authorization.userCode)\n"
@@ -24,9 +34,10 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
         Output.standardError(text)
         guard isTerminal else { return }
         // A live countdown on one line, redrawn every second until polling ends.
+        let clock = self.clock
         let task = Task.detached {
             while !Task.isCancelled {
-                let left = max(0, Int(saturating: expiresAt - Clock.system.now()))
+                let left = max(0, Int(saturating: expiresAt - clock.now()))
                 Output.standardError(
                     "\r\u{1B}[KWaiting for approval... code expires in \(left / 60):\(left % 60 < 10 ? "0" : "")\(left % 60)"
                 )
@@ -55,7 +66,7 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
 
     func showAuthorizationURL(_ url: String, openBrowser: Bool) -> Bool {
         // The browser outlives tokenctl: Subprocess.launch gives it no connection of ours.
-        if openBrowser, Subprocess.launch(["xdg-open", url]) {
+        if openBrowser, programs.launch(["xdg-open", url]) {
             Output.standardError(
                 "Opened your browser to sign in. If it did not open, visit:\n  \(url)\nWaiting for the browser...\n")
             return true

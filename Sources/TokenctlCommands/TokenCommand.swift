@@ -6,11 +6,7 @@ enum TokenCommand: EngineCommand {
     static let spec = SharedCommandSpecs.token
 
     /// What `token` prints.
-    enum Format: String, CaseIterable, Sendable {
-        case raw, header, json
-        case execCredential = "exec-credential"
-        case dpop
-    }
+    typealias Format = SharedCommandSpecs.TokenFormat
 
     /// The request a DPoP proof is for (`--method`, `--url`, `--nonce`).
     struct ProofRequest: Equatable, Sendable {
@@ -42,64 +38,85 @@ enum TokenCommand: EngineCommand {
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = try Options(context.options)
-        let (minimumTimeToLive, format, proofRequest, target) = (
-            options.minimumTimeToLive, options.format, options.proofRequest, options.target
-        )
-        let now = Clock.system.now()
+        let now = context.clock.now()
         let tokenSet: TokenSet
-        var proof: String?
-        if let (served, socket) = try context.forwardedToken(
-            target: target, minimumTimeToLive: minimumTimeToLive, force: options.force,
-            proof: proofRequest.map { .init(method: $0.method, url: $0.url, nonce: $0.nonce) }, command: "token")
-        {
-            // A forwarded session: the serving side refreshes and signs; nothing is local.
-            tokenSet = served.tokenSet
-            proof = served.dpopProof
-            context.verboseLog(
-                "access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") "
-                    + (served.fromHotCache
-                        ? "from the hot cache" : "forwarded from \(served.servedBy ?? "the serving side")")
-                    + " over \(socket), \(Output.validity(tokenSet.timeLeft(at: now)))")
-            if proofRequest != nil, proof == nil {
-                throw TokenctlError(.protocolError, "the serving side answered without the DPoP proof asked for")
-            }
+        let proof: String?
+        if let served = try forwarded(options, context: context, now: now) {
+            (tokenSet, proof) = served
         } else {
-            // The front serves raw, header and json hits itself; exec-credential comes here first.
-            let served = try await context.service().token(
-                context.profile, target: target, minimumTimeToLive: minimumTimeToLive, force: options.force,
-                consultHotCache: format == .execCredential)
-            tokenSet = served.tokenSet
-            if served.fromAnotherProcessRefresh {
-                context.verboseLog(
-                    "waited for another process's refresh of '\(context.profile)'; serving the token it cached")
-            }
-            context.verboseLog(
-                "access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") \(Output.validity(tokenSet.timeLeft(at: now)))"
-            )
-            proof = try signProof(proofRequest, tokenSet: tokenSet, format: format, context: context, now: now)
+            (tokenSet, proof) = try await local(options, context: context, now: now)
         }
-        switch format {
+        Output.standardOutput(
+            render(
+                tokenSet, proof: proof, options: options, now: now,
+                execInfo: context.variables["KUBERNETES_EXEC_INFO"]))
+        return .success
+    }
+
+    /// The token (and the DPoP proof asked for) of a forwarded session: the serving side
+    /// refreshes and signs; nothing is local. Nil without a forward socket that serves.
+    static func forwarded(_ options: Options, context: CommandContext, now: Double) throws -> (TokenSet, String?)? {
+        let (target, proofRequest) = (options.target, options.proofRequest)
+        guard
+            let (served, socket) = try context.forwardedToken(
+                target: target, minimumTimeToLive: options.minimumTimeToLive, force: options.force,
+                proof: proofRequest.map { .init(method: $0.method, url: $0.url, nonce: $0.nonce) }, command: "token")
+        else { return nil }
+        context.verboseLog(
+            "access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") "
+                + (served.fromHotCache
+                    ? "from the hot cache" : "forwarded from \(served.servedBy ?? "the serving side")")
+                + " over \(socket), \(Output.validity(served.tokenSet.timeLeft(at: now)))")
+        if proofRequest != nil, served.dpopProof == nil {
+            throw TokenctlError(.protocolError, "the serving side answered without the DPoP proof asked for")
+        }
+        return (served.tokenSet, served.dpopProof)
+    }
+
+    /// The token of the local session (refreshed when needed) and the DPoP proof asked for,
+    /// signed here.
+    static func local(_ options: Options, context: CommandContext, now: Double) async throws -> (TokenSet, String?) {
+        let (target, format) = (options.target, options.format)
+        // The front serves raw, header and json hits itself; exec-credential comes here first.
+        let served = try await context.service().token(
+            context.profile, target: target, minimumTimeToLive: options.minimumTimeToLive, force: options.force,
+            consultHotCache: format == .execCredential)
+        let tokenSet = served.tokenSet
+        if served.fromAnotherProcessRefresh {
+            context.verboseLog(
+                "waited for another process's refresh of '\(context.profile)'; serving the token it cached")
+        }
+        context.verboseLog(
+            "access token for '\(context.profile)'\(target.isSession ? "" : " (\(target))") \(Output.validity(tokenSet.timeLeft(at: now)))"
+        )
+        let proof = try signProof(options.proofRequest, tokenSet: tokenSet, format: format, context: context, now: now)
+        return (tokenSet, proof)
+    }
+
+    /// What `token` prints on stdout in `options.format`.
+    static func render(_ tokenSet: TokenSet, proof: String?, options: Options, now: Double, execInfo: String?)
+        -> String
+    {
+        switch options.format {
         case .dpop:
-            Output.standardOutput("Authorization: \(tokenSet.tokenType) \(tokenSet.accessToken)\nDPoP: \(proof!)\n")
+            return "Authorization: \(tokenSet.tokenType) \(tokenSet.accessToken)\nDPoP: \(proof!)\n"
         case .header:
-            Output.standardOutput("Authorization: \(tokenSet.tokenType) \(tokenSet.accessToken)\n")
+            return "Authorization: \(tokenSet.tokenType) \(tokenSet.accessToken)\n"
         case .json:
-            var fields = [
-                "\"access_token\":\(Output.jsonString(tokenSet.accessToken))",
-                "\"token_type\":\(Output.jsonString(tokenSet.tokenType))",
+            var fields: [(String, JSONText.Value)] = [
+                ("access_token", .string(tokenSet.accessToken)), ("token_type", .string(tokenSet.tokenType)),
             ]
             if let expiry = tokenSet.expiresAt {
-                fields.append("\"expires_at\":\(Output.jsonString(Output.timestamp(expiry)))")
-                fields.append("\"expires_in\":\(max(0, Int(saturating: expiry - now)))")
+                fields.append(("expires_at", .string(Output.timestamp(expiry))))
+                fields.append(("expires_in", .number(max(0, Int(saturating: expiry - now)))))
             }
-            if let proof { fields.append("\"dpop_proof\":\(Output.jsonString(proof))") }
-            Output.standardOutput("{" + fields.joined(separator: ",") + "}\n")
+            if let proof { fields.append(("dpop_proof", .string(proof))) }
+            return JSONText.object(fields) + "\n"
         case .execCredential:
-            Output.standardOutput(execCredential(tokenSet, minimumTimeToLive: minimumTimeToLive) + "\n")
+            return execCredential(tokenSet, minimumTimeToLive: options.minimumTimeToLive, execInfo: execInfo) + "\n"
         case .raw:
-            Output.standardOutput(tokenSet.accessToken + "\n")
+            return tokenSet.accessToken + "\n"
         }
-        return .success
     }
 
     /// The proof for `proofRequest`, signed with the session's DPoP key; nil when none is asked
@@ -170,10 +187,10 @@ enum TokenCommand: EngineCommand {
     /// A kubectl exec credential (client.authentication.k8s.io, v1 or the v1beta1 that
     /// KUBERNETES_EXEC_INFO asks for). It expires when tokenctl would refresh (the token's
     /// expiry minus the min-ttl margin), so kubectl asks again in time.
-    static func execCredential(_ tokenSet: TokenSet, minimumTimeToLive: Double) -> String {
+    static func execCredential(_ tokenSet: TokenSet, minimumTimeToLive: Double, execInfo: String?) -> String {
         let group = "client.authentication.k8s.io/"
         var apiVersion = group + "v1"
-        if let info = Environment.process["KUBERNETES_EXEC_INFO"],
+        if let info = execInfo,
             let requested = try? FlatJSONObject(parsing: Array(info.utf8)).string("apiVersion"),
             requested == group + "v1beta1"
         {

@@ -1,6 +1,7 @@
 import Testing
 import TokenctlCommands
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// Commands run in-process through `Engine.run` with injected streams: help, version, usage
 /// errors, and what a command decides before it touches a keyring or a server.

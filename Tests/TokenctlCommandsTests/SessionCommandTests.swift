@@ -2,12 +2,13 @@ import Foundation
 import Testing
 import TokenctlCommands
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// Every command's output with a session, run in-process through `Engine.run`: what it prints on
 /// stdout and stderr and how it ends, in each format it offers, against the test authorization
-/// server in a private user environment (Session.swift). `.serialized`: commands read the
-/// environment, which is the process's, and each test sets its own.
-@Suite("TokenctlCommands: commands with a session, in-process", .serialized)
+/// server as a private user (Session.swift), whose environment each command gets in its
+/// `EngineEnvironment`: the tests run in parallel.
+@Suite("TokenctlCommands: commands with a session, in-process")
 struct SessionCommandTests {
     // MARK: login
 
@@ -34,13 +35,13 @@ struct SessionCommandTests {
             #expect(configuration.contains(server.url) && configuration.contains("cli"), "\(configuration)")
 
             // Usage errors: a profile with nothing saved names what is missing.
-            let missing = try await tokenctl(
+            let missing = try await user.tokenctl(
                 "--profile", uniqueProfile("blank"), "login", "--refresh-token-stdin", stdin: "x")
             #expect(missing.status == .usage && missing.stdout.isEmpty, "\(missing)")
             #expect(
                 missing.stderr.hasPrefix("Error: Missing '--issuer <url>'")
                     && missing.stderr.contains("See 'tokenctl login --help'"), "\(missing)")
-            let both = try await tokenctl("--profile", profile, "login", "--device", "--refresh-token-stdin")
+            let both = try await user.tokenctl("--profile", profile, "login", "--device", "--refresh-token-stdin")
             #expect(
                 both.status == .usage
                     && both.stderr.contains("Choose one of --device, --browser and --refresh-token-stdin"), "\(both)")
@@ -54,7 +55,7 @@ struct SessionCommandTests {
         try await withSession { user, server in
             let profile = uniqueProfile("device")
             user.willLogIn(server, profile: profile)
-            let running = try BackgroundCommand([
+            let running = try user.background([
                 "--profile", profile, "login", "--timeout", "3600", "--device", "--issuer", server.url, "--client-id",
                 "cli",
             ])
@@ -70,7 +71,7 @@ struct SessionCommandTests {
             #expect(
                 result.stderr.contains(
                     "Logged in profile '\(profile)' at \(server.url) as bob; access token valid for "), "\(result)")
-            let status = try jsonObject(try await tokenctl("--profile", profile, "status", "--json").stdout)
+            let status = try jsonObject(try await user.tokenctl("--profile", profile, "status", "--json").stdout)
             #expect(status["state"] as? String == "authenticated" && status["subject"] as? String == "bob", "\(status)")
         }
     }
@@ -82,17 +83,17 @@ struct SessionCommandTests {
         try await withSession { user, server in
             let profile = uniqueProfile("token")
             try await user.login(server, profile: profile)
-            let raw = try await tokenctl("--profile", profile, "token")
+            let raw = try await user.tokenctl("--profile", profile, "token")
             #expect(raw.status == .success && raw.stderr.isEmpty, "\(raw)")
             let token = String(raw.stdout.dropLast())
             #expect(
                 raw.stdout == token + "\n" && !token.isEmpty && !token.contains("\n") && !token.contains(" "), "\(raw)")
 
-            let header = try await tokenctl("--profile", profile, "token", "--format", "header")
+            let header = try await user.tokenctl("--profile", profile, "token", "--format", "header")
             #expect(header.status == .success && header.stderr.isEmpty, "\(header)")
             #expect(header.stdout == "Authorization: Bearer \(token)\n", "\(header)")
 
-            let json = try await tokenctl("--profile", profile, "token", "--format", "json")
+            let json = try await user.tokenctl("--profile", profile, "token", "--format", "json")
             #expect(json.status == .success && json.stderr.isEmpty && json.stdout.hasSuffix("}\n"), "\(json)")
             let object = try jsonObject(json.stdout)
             #expect(Set(object.keys) == ["access_token", "token_type", "expires_at", "expires_in"], "\(object)")
@@ -103,7 +104,7 @@ struct SessionCommandTests {
             let expiresAt = try #require(object["expires_at"] as? String)
             #expect(expiresAt.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/) != nil, "\(expiresAt)")
 
-            let credential = try await tokenctl("--profile", profile, "token", "--format", "exec-credential")
+            let credential = try await user.tokenctl("--profile", profile, "token", "--format", "exec-credential")
             #expect(credential.status == .success && credential.stderr.isEmpty, "\(credential)")
             let execCredential = try jsonObject(credential.stdout)
             #expect(Set(execCredential.keys) == ["apiVersion", "kind", "status"], "\(execCredential)")
@@ -116,17 +117,17 @@ struct SessionCommandTests {
             let expiration = try #require(credentialStatus["expirationTimestamp"] as? String)
             #expect(expiration < expiresAt, "\(expiration) before \(expiresAt)")
             // kubectl's KUBERNETES_EXEC_INFO may ask for v1beta1.
-            setenv(
-                "KUBERNETES_EXEC_INFO",
-                #"{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","spec":{"interactive":false}}"#,
-                1)
-            defer { unsetenv("KUBERNETES_EXEC_INFO") }
+            let execInfo =
+                #"{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","spec":{"interactive":false}}"#
             let beta = try jsonObject(
-                try await tokenctl("--profile", profile, "token", "--format", "exec-credential").stdout)
+                try await user.tokenctl(
+                    "--profile", profile, "token", "--format", "exec-credential",
+                    variables: ["KUBERNETES_EXEC_INFO": execInfo]
+                ).stdout)
             #expect(beta["apiVersion"] as? String == "client.authentication.k8s.io/v1beta1", "\(beta)")
 
             // --force refreshes: a new token, same shape.
-            let forced = try await tokenctl("--profile", profile, "token", "--force")
+            let forced = try await user.tokenctl("--profile", profile, "token", "--force")
             #expect(
                 forced.status == .success && forced.stdout != raw.stdout && forced.stdout.hasSuffix("\n"), "\(forced)")
         }
@@ -139,7 +140,7 @@ struct SessionCommandTests {
         try await withSession { user, server in
             let profile = uniqueProfile("tokenno")
             try await user.login(server, profile: profile)
-            let proof = try await tokenctl(
+            let proof = try await user.tokenctl(
                 "--profile", profile, "token", "--format", "dpop", "--method", "GET", "--url", "https://api.test/")
             #expect(proof.status == .configuration && proof.stdout.isEmpty, "\(proof)")
             #expect(
@@ -149,13 +150,13 @@ struct SessionCommandTests {
             #expect(proof.stderr.contains("login --dpop"), "\(proof)")
 
             let unknown = uniqueProfile("nobody")
-            let none = try await tokenctl("--profile", unknown, "token")
+            let none = try await user.tokenctl("--profile", unknown, "token")
             #expect(none.status == .configuration && none.stdout.isEmpty, "\(none)")
             #expect(
                 none.stderr.hasPrefix("Error: ") && none.stderr.contains(unknown) && none.stderr.contains("login"),
                 "\(none)")
 
-            let usage = try await tokenctl("--profile", profile, "token", "--format", "dpop", "--method", "GET")
+            let usage = try await user.tokenctl("--profile", profile, "token", "--format", "dpop", "--method", "GET")
             #expect(
                 usage.status == .usage && usage.stdout.isEmpty
                     && usage.stderr.contains("needs both '--method <method>' and '--url <url>'"), "\(usage)")
@@ -171,7 +172,7 @@ struct SessionCommandTests {
             let jkt = try #require(
                 login.stderr.firstMatch(of: /bound to a new DPoP key \(jkt ([A-Za-z0-9_-]+)\)/)?.1, "\(login)")
 
-            let result = try await tokenctl(
+            let result = try await user.tokenctl(
                 "--profile", profile, "token", "--format", "dpop", "--method", "post", "--url",
                 "https://api.test/items?x=1")
             #expect(result.status == .success && result.stderr.isEmpty, "\(result)")
@@ -195,19 +196,19 @@ struct SessionCommandTests {
                 "the server bound the token to the key the login named")
 
             let json = try jsonObject(
-                try await tokenctl(
+                try await user.tokenctl(
                     "--profile", profile, "token", "--format", "json", "--method", "GET", "--url", "https://api.test/"
                 ).stdout)
             #expect(
                 Set(json.keys) == ["access_token", "token_type", "expires_at", "expires_in", "dpop_proof"]
                     && json["token_type"] as? String == "DPoP", "\(json)")
 
-            let first = try await tokenctl("--profile", profile, "token")
+            let first = try await user.tokenctl("--profile", profile, "token")
             #expect(first.status == .success && first.stdout == token + "\n", "\(first)")
             #expect(
                 first.stderr.hasPrefix("tokenctl: note: profile '\(profile)' has a DPoP-bound token")
                     && first.stderr.hasSuffix("(Shown once a session.)\n"), "\(first)")
-            let second = try await tokenctl("--profile", profile, "token")
+            let second = try await user.tokenctl("--profile", profile, "token")
             #expect(second.status == .success && second.stderr.isEmpty, "once a session: \(second)")
         }
     }
@@ -221,16 +222,16 @@ struct SessionCommandTests {
         try await withSession { user, server in
             let profile = uniqueProfile("git")
             try await user.login(server, profile: profile)
-            let token = String(try await tokenctl("--profile", profile, "token").stdout.dropLast())
+            let token = String(try await user.tokenctl("--profile", profile, "token").stdout.dropLast())
             let request = "protocol=https\nhost=git.example.com\npath=team/repo.git\n\n"
-            let get = try await tokenctl("--profile", profile, "git-credential", "get", stdin: request)
+            let get = try await user.tokenctl("--profile", profile, "git-credential", "get", stdin: request)
             #expect(get.status == .success && get.stderr.isEmpty, "\(get)")
             let plain = try #require(
                 get.stdout.wholeMatch(of: /username=oauth2\npassword=([^\n]+)\npassword_expiry_utc=(\d+)\n/), "\(get)")
             #expect(String(plain.1) == token)
             #expect(Double(String(plain.2))! > Date().timeIntervalSince1970, "\(get)")
 
-            let authtype = try await tokenctl(
+            let authtype = try await user.tokenctl(
                 "--profile", profile, "git-credential", "get", stdin: "capability[]=authtype\n" + request)
             #expect(
                 authtype.stdout.wholeMatch(
@@ -238,23 +239,23 @@ struct SessionCommandTests {
                         /capability\[\]=authtype\nauthtype=Bearer\ncredential=([^\n]+)\nephemeral=1\npassword_expiry_utc=\d+\n/
                 )?.1 == Substring(token), "\(authtype)")
 
-            let store = try await tokenctl("--profile", profile, "git-credential", "store", stdin: request)
+            let store = try await user.tokenctl("--profile", profile, "git-credential", "store", stdin: request)
             #expect(store.status == .success && store.stdout.isEmpty && store.stderr.isEmpty, "\(store)")
-            let erase = try await tokenctl(
+            let erase = try await user.tokenctl(
                 "--profile", profile, "git-credential", "erase",
                 stdin: "protocol=https\nhost=git.example.com\npassword=\(token)\n\n")
             #expect(erase.status == .success && erase.stdout.isEmpty && erase.stderr.isEmpty, "\(erase)")
-            let after = try await tokenctl("--profile", profile, "git-credential", "get", stdin: request)
+            let after = try await user.tokenctl("--profile", profile, "git-credential", "get", stdin: request)
             let renewed = try #require(after.stdout.firstMatch(of: /password=([^\n]+)\n/)?.1, "\(after)")
             #expect(String(renewed) != token, "git rejected the token: the next get refreshed it")
 
             // Signed out: nothing on stdout (git asks the next helper), a reason on stderr, exit 0.
             let nobody = uniqueProfile("gitnobody")
-            let none = try await tokenctl("--profile", nobody, "git-credential", "get", stdin: request)
+            let none = try await user.tokenctl("--profile", nobody, "git-credential", "get", stdin: request)
             #expect(
                 none.status == .success && none.stdout.isEmpty && none.stderr.hasPrefix("tokenctl: no token for git: "),
                 "\(none)")
-            let usage = try await tokenctl(
+            let usage = try await user.tokenctl(
                 "--profile", profile, "git-credential", "get", "--min-ttl", "soon", stdin: request)
             #expect(usage.status == .usage && usage.stdout.isEmpty && usage.stderr.contains("--min-ttl"), "\(usage)")
         }
@@ -271,9 +272,10 @@ struct SessionCommandTests {
         try await withSession { user, server in
             let profile = uniqueProfile("exec")
             try await user.login(server, profile: profile)
-            defer { unsetenv("CMDTEST_TOKEN_EXPIRES_AT") }
+            // exec sets the variables in this process, whose image execvp would replace; the
+            // token's is removed when execvp fails, CMDTEST_TOKEN_EXPIRES_AT (no secret) stays.
             let missing = user.root + "/no-such-program"
-            let notFound = try await tokenctl(
+            let notFound = try await user.tokenctl(
                 "--profile", profile, "exec", "--env", "CMDTEST_TOKEN", "--", missing, "--flag")
             #expect(notFound.status == .commandNotFound && notFound.stdout.isEmpty, "\(notFound)")
             #expect(notFound.stderr == "Error: cannot run '\(missing)': No such file or directory.\n", "\(notFound)")
@@ -286,17 +288,17 @@ struct SessionCommandTests {
             let plainFile = user.root + "/not-executable"
             FileManager.default.createFile(
                 atPath: plainFile, contents: Data("#!/bin/sh\n".utf8), attributes: [.posixPermissions: 0o600])
-            let notRunnable = try await tokenctl(
+            let notRunnable = try await user.tokenctl(
                 "--profile", profile, "exec", "--env", "CMDTEST_TOKEN", "--", plainFile)
             #expect(notRunnable.status == .commandNotRunnable, "\(notRunnable)")
             #expect(notRunnable.stderr == "Error: cannot run '\(plainFile)': Permission denied.\n", "\(notRunnable)")
 
             // Not logged in: the error, and no program run.
-            let nobody = try await tokenctl("--profile", uniqueProfile("execnobody"), "exec", "--", missing)
+            let nobody = try await user.tokenctl("--profile", uniqueProfile("execnobody"), "exec", "--", missing)
             #expect(
                 nobody.status == .configuration && nobody.stderr.hasPrefix("Error: ")
                     && !nobody.stderr.contains("cannot run"), "\(nobody)")
-            let usage = try await tokenctl("--profile", profile, "exec", "--env", "9LIVES", "--", missing)
+            let usage = try await user.tokenctl("--profile", profile, "exec", "--env", "9LIVES", "--", missing)
             #expect(
                 usage.status == .usage && usage.stderr.contains("shell variable name")
                     && usage.stderr.contains("tokenctl exec --help"), "\(usage)")

@@ -2,9 +2,10 @@ import Foundation
 import Testing
 import TokenctlCommands
 import TokenctlEssentials
+import TokenctlTestSupport
 
-/// status, refresh, logout, events, doctor and schedule with a session, in-process: nested in
-/// SessionCommandTests, whose `.serialized` covers these too (each test sets the process environment).
+/// status, refresh, logout, events, doctor and schedule with a session, in-process: each test as a
+/// private user of its own (Session.swift), in parallel.
 extension SessionCommandTests {
     @Suite("TokenctlCommands: session state, schedules and diagnosis, in-process")
     struct State {
@@ -27,9 +28,9 @@ extension SessionCommandTests {
             try await withSession { user, server in
                 let profile = uniqueProfile("status")
                 try await user.login(server, profile: profile)
-                let token = String(try await tokenctl("--profile", profile, "token").stdout.dropLast())
+                let token = String(try await user.tokenctl("--profile", profile, "token").stdout.dropLast())
 
-                let human = try await tokenctl("--profile", profile, "status")
+                let human = try await user.tokenctl("--profile", profile, "status")
                 #expect(human.status == .success && human.stderr.isEmpty, "\(human)")
                 #expect(
                     human.stdout.hasPrefix(
@@ -43,7 +44,7 @@ extension SessionCommandTests {
                     "\(human)")
                 #expect(!human.stdout.contains(token), "status never prints a token")
 
-                let json = try await tokenctl("--profile", profile, "status", "--json")
+                let json = try await user.tokenctl("--profile", profile, "status", "--json")
                 #expect(
                     json.status == .success && json.stderr.isEmpty && json.stdout.hasSuffix("}\n")
                         && !json.stdout.contains(token), "\(json)")
@@ -61,37 +62,37 @@ extension SessionCommandTests {
                 #expect((object["access_token_expires_in"] as? Int ?? 0) > 60, "\(object)")
 
                 // --all: an array; this user's one profile, and at most orphans of the shared keyring.
-                let all = try await tokenctl("status", "--all", "--json")
+                let all = try await user.tokenctl("status", "--all", "--json")
                 #expect(all.status == .success && all.stdout.hasPrefix("[") && all.stdout.hasSuffix("]\n"), "\(all)")
                 let array = try #require(
                     try JSONSerialization.jsonObject(with: Data(all.stdout.utf8)) as? [[String: Any]])
                 #expect(
                     array.filter { $0["state"] as? String != "orphaned" }.map { $0["profile"] as? String } == [profile],
                     "\(all)")
-                let allHuman = try await tokenctl("status", "--all")
+                let allHuman = try await user.tokenctl("status", "--all")
                 #expect(
                     allHuman.status == .success && allHuman.stdout.hasPrefix("Profile \(profile): authenticated\n"),
                     "\(allHuman)")
 
                 // Signed out (configuration kept): 77 and the command that signs in again.
-                _ = try await tokenctl("--profile", profile, "logout", "--no-revoke")
-                let out = try await tokenctl("--profile", profile, "status")
+                _ = try await user.tokenctl("--profile", profile, "logout", "--no-revoke")
+                let out = try await user.tokenctl("--profile", profile, "status")
                 #expect(out.status == .loginRequired, "\(out)")
                 #expect(
                     out.stdout
                         == "Profile \(profile): signed-out\n  issuer:        \(server.url)\n  client id:     cli\n  Run 'tokenctl --profile \(profile) login' to sign in.\n",
                     "\(out)")
-                let outJSON = try jsonObject(try await tokenctl("--profile", profile, "status", "--json").stdout)
+                let outJSON = try jsonObject(try await user.tokenctl("--profile", profile, "status", "--json").stdout)
                 #expect(
                     outJSON["state"] as? String == "signed-out"
                         && outJSON["problem"] as? String == "profile '\(profile)' is not logged in", "\(outJSON)")
                 #expect(Set(outJSON.keys) == Self.statusKeys, "every key in every state")
 
-                let unknown = try await tokenctl("--profile", uniqueProfile("nostatus"), "status")
+                let unknown = try await user.tokenctl("--profile", uniqueProfile("nostatus"), "status")
                 #expect(
                     unknown.status == .configuration && unknown.stdout.isEmpty && unknown.stderr.hasPrefix("Error: "),
                     "\(unknown)")
-                let usage = try await tokenctl("status", "--watch", "--all")
+                let usage = try await user.tokenctl("status", "--watch", "--all")
                 #expect(
                     usage.status == .usage && usage.stdout.isEmpty
                         && usage.stderr.contains("'--watch' follows one profile"), "\(usage)")
@@ -107,17 +108,19 @@ extension SessionCommandTests {
             try await withSession { user, server in
                 let profile = uniqueProfile("refresh")
                 try await user.login(server, profile: profile)
-                let before = try await tokenctl("--profile", profile, "token")
+                let before = try await user.tokenctl("--profile", profile, "token")
 
-                let result = try await tokenctl("--profile", profile, "refresh")
+                let result = try await user.tokenctl("--profile", profile, "refresh")
                 #expect(result.status == .success && result.stdout.isEmpty, "\(result)")
                 #expect(
                     result.stderr.wholeMatch(
                         of: /Refreshed profile '[^']+'; access token valid for \d+ (s|min|h \d+ min)\.\n/) != nil
                         && result.stderr.contains(profile), "\(result)")
-                #expect(try await tokenctl("--profile", profile, "token").stdout != before.stdout, "a new access token")
+                #expect(
+                    try await user.tokenctl("--profile", profile, "token").stdout != before.stdout, "a new access token"
+                )
 
-                let skipped = try await tokenctl("--profile", profile, "refresh", "--if-expiring-within", "60")
+                let skipped = try await user.tokenctl("--profile", profile, "refresh", "--if-expiring-within", "60")
                 #expect(
                     skipped.status == .success
                         && skipped.stderr.hasPrefix(
@@ -126,7 +129,7 @@ extension SessionCommandTests {
 
                 let second = uniqueProfile("refresh2")
                 try await user.login(server, profile: second, subject: "carol")
-                let all = try await tokenctl("refresh", "--all", "--if-expiring-within", "60")
+                let all = try await user.tokenctl("refresh", "--all", "--if-expiring-within", "60")
                 #expect(all.status == .success && all.stdout.isEmpty, "\(all)")
                 let lines = all.stderr.split(separator: "\n").map(String.init).sorted()
                 #expect(lines.count == 2, "\(all)")
@@ -148,13 +151,13 @@ extension SessionCommandTests {
                             ]
                         ]
                     ])
-                let ended = try await tokenctl("refresh", "--all")
+                let ended = try await user.tokenctl("refresh", "--all")
                 #expect(ended.status == .loginRequired, "\(ended)")
                 #expect(
                     ended.stderr.contains("\(profile): login required: ")
                         && ended.stderr.contains("\(second): login required: "), "\(ended)")
 
-                let usage = try await tokenctl("--profile", profile, "refresh", "--if-expiring-within", "soon")
+                let usage = try await user.tokenctl("--profile", profile, "refresh", "--if-expiring-within", "soon")
                 #expect(
                     usage.status == .usage && usage.stderr.contains("--if-expiring-within")
                         && usage.stderr.contains("tokenctl refresh --help"), "\(usage)")
@@ -163,8 +166,8 @@ extension SessionCommandTests {
 
         @Test("refresh --all with no profiles says so and succeeds")
         func refreshNothing() async throws {
-            try await withSession { _, _ in
-                let result = try await tokenctl("refresh", "--all")
+            try await withSession { user, _ in
+                let result = try await user.tokenctl("refresh", "--all")
                 #expect(
                     result.status == .success && result.stdout.isEmpty && result.stderr == "No profiles configured.\n",
                     "\(result)")
@@ -181,30 +184,30 @@ extension SessionCommandTests {
                 let profile = uniqueProfile("logout")
                 let refreshToken = try server.issue()
                 user.willLogIn(server, profile: profile)
-                let login = try await tokenctl(
+                let login = try await user.tokenctl(
                     "--profile", profile, "login", "--timeout", "3600", "--issuer", server.url, "--client-id", "cli",
                     "--refresh-token-stdin", stdin: refreshToken)
                 #expect(login.status == .success, "\(login)")
                 // The login's first refresh rotated the imported token; revocation reaches the family.
-                let result = try await tokenctl("--profile", profile, "logout")
+                let result = try await user.tokenctl("--profile", profile, "logout")
                 #expect(result.status == .success && result.stdout.isEmpty, "\(result)")
                 #expect(
                     result.stderr == "Logged out profile '\(profile)'; the server revoked its refresh token.\n",
                     "\(result)")
                 #expect(try server.tokenStatus(refreshToken)["active"] as? Bool == false, "revoked at the server")
-                let again = try await tokenctl("--profile", profile, "logout")
+                let again = try await user.tokenctl("--profile", profile, "logout")
                 #expect(
                     again.status == .success && again.stderr == "Profile '\(profile)' was not logged in.\n", "\(again)")
 
                 try await user.login(server, profile: profile)
-                let local = try await tokenctl("--profile", profile, "logout", "--no-revoke")
+                let local = try await user.tokenctl("--profile", profile, "logout", "--no-revoke")
                 #expect(
                     local.status == .success
                         && local.stderr == "Logged out profile '\(profile)' (not revoked at the server).\n", "\(local)")
 
                 try await user.login(server, profile: profile)
                 try server.request("POST", "/_test/config", json: ["revoke_fault_status": 503])
-                let refused = try await tokenctl("--profile", profile, "logout", "--forget")
+                let refused = try await user.tokenctl("--profile", profile, "logout", "--forget")
                 #expect(refused.status == .protocolError, "\(refused)")
                 #expect(
                     refused.stderr.hasPrefix(
@@ -216,7 +219,7 @@ extension SessionCommandTests {
                     !FileManager.default.fileExists(atPath: user.profileFile(profile)),
                     "--forget removed the profile file")
 
-                let usage = try await tokenctl("logout", "--orphans", "--forget")
+                let usage = try await user.tokenctl("logout", "--orphans", "--forget")
                 #expect(
                     usage.status == .usage && usage.stdout.isEmpty
                         && usage.stderr.contains("'--orphans' and '--forget' exclude each other"), "\(usage)")
@@ -232,12 +235,12 @@ extension SessionCommandTests {
             try await withSession { user, server in
                 let profile = uniqueProfile("events")
                 try await user.login(server, profile: profile)
-                _ = try await tokenctl("--profile", profile, "refresh")
-                _ = try await tokenctl("--profile", profile, "logout", "--no-revoke")
+                _ = try await user.tokenctl("--profile", profile, "refresh")
+                _ = try await user.tokenctl("--profile", profile, "logout", "--no-revoke")
                 let other = uniqueProfile("events2")
                 try await user.login(server, profile: other, subject: "dave")
 
-                let mine = try await tokenctl("--profile", profile, "events")
+                let mine = try await user.tokenctl("--profile", profile, "events")
                 #expect(mine.status == .success && mine.stderr.isEmpty, "\(mine)")
                 let lines = mine.stdout.split(separator: "\n").map(String.init)
                 #expect(
@@ -250,12 +253,13 @@ extension SessionCommandTests {
                     "aligned columns: \(signedIn)")
                 #expect(signedIn.contains(" \(profile) alice") && signedIn.hasSuffix("  \(server.url)"), "\(signedIn)")
 
-                let all = try await tokenctl("events")
+                let all = try await user.tokenctl("events")
                 #expect(
                     all.stdout.contains(" \(other) dave") && all.stdout.contains(" \(profile) alice"),
                     "every profile without --profile: \(all)")
 
-                let json = try await tokenctl("--profile", profile, "events", "--json", "--min-significance", "high")
+                let json = try await user.tokenctl(
+                    "--profile", profile, "events", "--json", "--min-significance", "high")
                 let records = try json.stdout.split(separator: "\n").map { try jsonObject(String($0)) }
                 #expect(records.map { $0["event"] as? String } == ["signedIn", "signedOut"], "\(json)")
                 for record in records {
@@ -267,10 +271,10 @@ extension SessionCommandTests {
                         record["profile"] as? String == profile && record["significance"] as? String == "high",
                         "\(record)")
                 }
-                let future = try await tokenctl("--profile", profile, "events", "--since", "2999-01-01T00:00:00Z")
+                let future = try await user.tokenctl("--profile", profile, "events", "--since", "2999-01-01T00:00:00Z")
                 #expect(future.status == .success && future.stdout.isEmpty, "\(future)")
 
-                let usage = try await tokenctl("events", "--since", "yesterday")
+                let usage = try await user.tokenctl("events", "--since", "yesterday")
                 #expect(
                     usage.status == .usage && usage.stdout.isEmpty && usage.stderr.contains("for '--since'"), "\(usage)"
                 )
@@ -285,7 +289,7 @@ extension SessionCommandTests {
             try await withSession { user, server in
                 let profile = uniqueProfile("doctor")
                 try await user.login(server, profile: profile)
-                let json = try await tokenctl("doctor", "--json")
+                let json = try await user.tokenctl("doctor", "--json")
                 #expect(json.stdout.hasPrefix("{\"ok\":") && json.stdout.hasSuffix("]}\n"), "\(json)")
                 let object = try jsonObject(json.stdout)
                 let checks = try #require(object["checks"] as? [[String: Any]])
@@ -308,7 +312,7 @@ extension SessionCommandTests {
                     checks.contains { ($0["detail"] as? String ?? "").contains(profile) },
                     "the profile's session is checked: \(json)")
 
-                let human = try await tokenctl("doctor")
+                let human = try await user.tokenctl("doctor")
                 #expect(human.status == json.status && human.stderr.isEmpty, "\(human)")
                 let lines = human.stdout.split(separator: "\n").map(String.init)
                 let marked = lines.filter { !$0.hasPrefix("    ") }
@@ -321,7 +325,7 @@ extension SessionCommandTests {
                         line.hasPrefix("[ok]   ") || line.hasPrefix("[warn] ") || line.hasPrefix("[FAIL] "), "\(line)")
                 }
 
-                let usage = try await tokenctl("doctor", "--jsn")
+                let usage = try await user.tokenctl("doctor", "--jsn")
                 #expect(
                     usage.status == .usage && usage.stdout.isEmpty && usage.stderr.contains("Did you mean '--json'"),
                     "\(usage)")
@@ -336,7 +340,7 @@ extension SessionCommandTests {
         func schedule() async throws {
             try await withSession { user, _ in
                 try "MAILTO=me\n".write(toFile: user.crontabFile, atomically: true, encoding: .utf8)
-                let install = try await tokenctl("schedule", "install", "--cron", "--every", "30m")
+                let install = try await user.tokenctl("schedule", "install", "--cron", "--every", "30m")
                 #expect(install.status == .success && install.stdout.isEmpty, "\(install)")
                 #expect(
                     install.stderr.hasPrefix("Installed crontab entry (every 30 min): */30 * * * * ")
@@ -348,33 +352,33 @@ extension SessionCommandTests {
                     table.hasPrefix("MAILTO=me\n# BEGIN tokenctl schedule") && table.contains("XDG_CONFIG_HOME="),
                     "\(table)")
 
-                let status = try await tokenctl("schedule", "status", "--cron")
+                let status = try await user.tokenctl("schedule", "status", "--cron")
                 #expect(status.status == .success && status.stderr.isEmpty, "\(status)")
                 #expect(
                     status.stdout.hasPrefix("cron: */30 * * * *") && status.stdout.hasSuffix("\n")
                         && status.stdout.split(separator: "\n").count == 1, "\(status)")
 
-                let refused = try await tokenctl("schedule", "install", "--cron", "--every", "7m")
+                let refused = try await user.tokenctl("schedule", "install", "--cron", "--every", "7m")
                 #expect(
                     refused.status == .usage
                         && refused.stderr.hasPrefix("Error: cron can run every N minutes where N divides 60"),
                     "\(refused)")
 
-                let remove = try await tokenctl("schedule", "remove", "--cron")
+                let remove = try await user.tokenctl("schedule", "remove", "--cron")
                 #expect(
                     remove.status == .success && remove.stderr.hasPrefix("Removed ")
                         && remove.stderr.contains("crontab"), "\(remove)")
                 #expect(
                     try String(contentsOfFile: user.crontabFile, encoding: .utf8) == "MAILTO=me\n",
                     "remove took away exactly its block")
-                let nothing = try await tokenctl("schedule", "remove", "--cron")
+                let nothing = try await user.tokenctl("schedule", "remove", "--cron")
                 #expect(
                     nothing.status == .success && nothing.stderr == "No tokenctl schedule was installed.\n",
                     "\(nothing)")
-                let none = try await tokenctl("schedule", "status", "--cron")
+                let none = try await user.tokenctl("schedule", "status", "--cron")
                 #expect(none.status == .failure && none.stdout.hasPrefix("cron: "), "\(none)")
 
-                let usage = try await tokenctl("schedule", "install", "--cron", "--systemd")
+                let usage = try await user.tokenctl("schedule", "install", "--cron", "--systemd")
                 #expect(
                     usage.status == .usage && usage.stderr.contains("'--systemd' and '--cron' exclude each other"),
                     "\(usage)")

@@ -1,6 +1,7 @@
 import Synchronization
 import Testing
 import TokenctlEssentials
+import TokenctlTestSupport
 
 @testable import TokenctlCore
 

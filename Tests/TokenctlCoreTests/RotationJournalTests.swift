@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import TokenctlEssentials
+import TokenctlTestSupport
 
 @testable import TokenctlCore
 

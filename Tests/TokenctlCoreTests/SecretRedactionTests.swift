@@ -1,5 +1,6 @@
 import Testing
 import TokenctlEssentials
+import TokenctlTestSupport
 
 @testable import TokenctlCore
 

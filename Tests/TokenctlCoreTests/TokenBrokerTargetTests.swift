@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokenctlEssentials
+import TokenctlTestSupport
 
 @testable import TokenctlCore
 

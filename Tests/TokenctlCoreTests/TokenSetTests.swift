@@ -1,4 +1,5 @@
 import Testing
+import TokenctlTestSupport
 
 @testable import TokenctlCore
 

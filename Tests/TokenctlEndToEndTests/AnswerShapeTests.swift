@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenctlCore
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// What the answers themselves say (issue 25, items 1 and 2): a device login approved with an
 /// answer that is neither tokens nor an error is a protocol error, and a refresh token whose

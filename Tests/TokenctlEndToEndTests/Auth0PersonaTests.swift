@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Auth0 as it really behaves (PROVIDERS.md §7), through the built binary against the test
 /// server's `auth0` persona: device polls answered 403 (slow_down 429), `expired_token` once and

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// What is piped to `login --refresh-token-stdin`, built around a real, valid refresh token so
 /// that a parser too lenient to reject it would log in (and the test would notice).

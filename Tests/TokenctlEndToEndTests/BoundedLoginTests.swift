@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Issue 24, point 2: a login proves that everything it writes can be written before it sends
 /// anything to the token endpoint (a one-use refresh token is spent there, a device grant is

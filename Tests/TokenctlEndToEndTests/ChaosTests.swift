@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Scripts/chaos at a size CI can afford: random waves of concurrent `token`/`refresh` processes
 /// in mixed environments, server faults, keyring freezes and SIGKILLs of a process or of its

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Expiry decisions with the server's clock off from ours. The server issues JWT access tokens
 /// without expires_in, so the only expiry is the token's `exp`, on the server's clock.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// One bad command line and what its error must say.
 struct UsageCase: Sendable, CustomTestStringConvertible {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// `tokenctl completion bash|zsh|fish`: scripts generated from the command specifications.
 /// bash and fish are exercised by completing real command lines; zsh is syntax-checked.

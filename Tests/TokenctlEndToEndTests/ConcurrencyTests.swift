@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Single flight across processes against a server that rotates with no grace period and
 /// revokes the whole token family on reuse: one duplicate refresh would end the session.

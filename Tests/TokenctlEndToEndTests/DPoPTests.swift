@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// DPoP sessions (RFC 9449) through the binary against the test server, which verifies every
 /// proof itself with Python `cryptography` (signature, typ/alg/jwk, htm, htu, iat, jti reuse,

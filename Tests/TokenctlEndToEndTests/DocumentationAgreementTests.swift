@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenctlCore
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// tokenctl's exit statuses, for this target (Swift Testing has an `ExitStatus` of its own).
 typealias ExitStatus = TokenctlEssentials.ExitStatus

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// Sessions survive the field: the rotation journal across a hung and a killed keyring write,
 /// one lock for every environment of a user, bounded keyring calls, signals inherited as

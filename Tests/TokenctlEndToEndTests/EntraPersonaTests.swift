@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Microsoft Entra ID as it really behaves (PROVIDERS.md §3), through the built binary against
 /// the test server's `entra` persona: AADSTS codes in `error_codes` and in `error_description`

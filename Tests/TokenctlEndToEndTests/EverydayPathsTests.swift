@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// The second day: signing a profile in again from what it saved, hints that run as printed,
 /// removing a profile, an honest logout when revocation fails, and `-v` telling the story.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// The client side of the forward against a busy or hostile remote: no secret in any server
 /// text, only this user's serving process is believed, a cached token belongs to the socket as

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Forwarding through a real OpenSSH server from Debian (Scripts/lib/sshd.sh: sshd on
 /// 127.0.0.1, key authentication, the remote user tokenctl-remote): the serving side's socket

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// The forward's one serving process (`forward listen`; `forward serve` under the socket unit
 /// runs the same loop): many connections at once, silent ones, a remote's forced refreshes and

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// `forward enable` under a real systemd user manager (Debian's systemd 252, started for the
 /// user tokenctl-remote by Scripts/lib/usermanager.sh: PID 1 here is not systemd): the units it

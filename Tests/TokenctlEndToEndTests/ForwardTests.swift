@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// `tokenctl forward`: access tokens handed to another user environment (a remote host's, a
 /// container's) over a socket, never the refresh token, through the serving side's normal

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// What the static front's image holds: every part linked in costs every hit its start-up
 /// (pages touched, measured in Scripts/bench), whether or not the hit runs it.

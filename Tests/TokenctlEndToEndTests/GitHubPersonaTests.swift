@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenctlCore
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// GitHub as it really behaves (PROVIDERS.md §1), through the built binary against the test
 /// server's `github-oauth-app` and `github-app` personas: errors with HTTP 200, no discovery,

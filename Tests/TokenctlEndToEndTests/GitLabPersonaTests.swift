@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// GitLab as it really behaves (PROVIDERS.md §4), through the built binary against the test
 /// server's `gitlab` persona: `created_at` in token answers, 2 h tokens, strict one-use rotation

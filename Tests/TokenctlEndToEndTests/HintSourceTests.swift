@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenctlCore
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// Every hint written in the sources holds to `Hint.problems`: commands in single quotes, no
 /// sentence's end inside them, and a whole hint ends with its full stop, so a user who copies a

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Data from outside never crashes or hangs tokenctl: absurd numbers from servers, the keyring
 /// and files, FIFOs in place of files, escape sequences in claims, hand-edited keyring items,

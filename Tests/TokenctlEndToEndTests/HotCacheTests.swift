@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenctlCore
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// The kernel keyring hot cache, through the built front (`tokenctl`) and engine
 /// (`tokenctl-engine`), the real keyrings and a real server.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// `login --device` and `login --browser` through the built binary against the local test server,
 /// for what a real server cannot do on demand (slow_down, denial, expiry, forged state, bad signatures).

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// What happens when a refreshing process is interrupted.
 @Suite("End to end: interrupted refreshes")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// The rotation journal under a full kernel key quota (issue 24, point 5), as a real non-root
 /// user whose quota another program (keyctl) has filled: doctor measures the room left against

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Keycloak as it really behaves (PROVIDERS.md §5), through the built binary against the test
 /// server's `keycloak` persona: "Revoke Refresh Token" on with Refresh Token Max Reuse 0, so a

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// The same sessions against every keyring program (Secret Service implementation) tokenctl
 /// users meet: gnome-keyring, KeePassXC 2.7.4 and KWallet (kwalletd5, KDE Frameworks 5.103),

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// What a refresh asks of the Secret Service. gnome-keyring serves one call at a time and
 /// rewrites its keyring file on every write, so its calls per profile set how `refresh --all`

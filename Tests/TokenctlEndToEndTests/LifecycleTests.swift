@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// The whole life of a session through the built binary, the real keyring and a real HTTP server.
 @Suite("End to end: session lifecycle")

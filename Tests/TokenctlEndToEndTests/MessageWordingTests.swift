@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// How messages read where a user sees them (issue 24, point 7).
 @Suite("End to end: message wording")

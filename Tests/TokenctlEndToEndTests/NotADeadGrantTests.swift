@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenctlCore
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// Sessions that only a dead grant can end, through the built binary: a refused client is a
 /// configuration error (78) whose fix, `login --client-secret-stdin`, keeps the session; an

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Okta as it really behaves (PROVIDERS.md §6), through the built binary against the test
 /// server's `okta` persona: the org authorization server's paths (/oauth2/v1/...), DPoP with a

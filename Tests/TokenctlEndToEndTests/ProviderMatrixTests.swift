@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenctlCore
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// Issue 25's "Done means", per persona of the test server (PROVIDERS.md), through the built
 /// binary with `--provider`: a device login approved after several polls with a slow_down in

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenctlCore
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// `login --provider` (issue 25, items 3, 4 and 7) through the built binary against the test
 /// server's personas (PROVIDERS.md): the preset fills in what the provider needs, is saved in

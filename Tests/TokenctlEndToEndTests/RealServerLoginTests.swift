@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// `tokenctl login` against a real authorization server (django-oauth-toolkit 3.4.1), driven as a
 /// user would: tokenctl shows a code or a URL; the test signs in through the server's HTML login

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenctlCore
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// Every row of the failure-class table, against the real binary, keyring and HTTP server.
 /// Faults are injected by the test server (a real server cannot fail on demand).

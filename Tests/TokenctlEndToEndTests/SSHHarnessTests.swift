@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// The ssh harness of the forwarding tests (SSHRemote, Scripts/lib/sshd.sh) on its own, with no
 /// forwarding feature involved: a real sshd, the remote user, and a unix socket forwarded with

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// The Secret Service failing the ways it fails in the field: each case gets its own message
 /// and exit 69, the session is never reported as signed out, and it survives.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// `status` states and transitions, `status --watch`, and the audit event log.
 @Suite("End to end: session state and events")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// `status` signature verdicts through the binary: keys cached at login, key rotation, a forged
 /// kid (rate-limited re-fetch), offline and unreachable servers, forbidden algorithms.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Per-call targets through the binary, against the test server (which records each refresh's
 /// scope, audience and resources, rotates with no grace and revokes a family on reuse) and

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// One of Scripts/testserver/resourceserver.py's servers (git smart HTTP that checks tokens with
 /// the test authorization server, or a stand-in Kubernetes API server) for one test, on

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// `refresh --all`, `schedule`, orphaned sessions and `doctor`: what cron and systemd rely on.
 @Suite("End to end: unattended use")

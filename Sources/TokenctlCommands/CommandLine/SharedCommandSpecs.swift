@@ -24,6 +24,14 @@ public enum SharedCommandSpecs {
         help: "A token for these resources (RFC 8707 resource indicators, space-separated), with its own cache.")
     public static let target = [scope, audience, resource]
 
+    /// What `token --format` prints: its values, in the order help lists them (the front's hits
+    /// serve raw, header and json: `HotPath.Format`).
+    public enum TokenFormat: String, CaseIterable, Sendable {
+        case raw, header, json
+        case execCredential = "exec-credential"
+        case dpop
+    }
+
     /// The options of `token`, by name.
     public enum TokenOption {
         public static let minimumTimeToLive = OptionSpec(
@@ -31,7 +39,7 @@ public enum SharedCommandSpecs {
             help: "Refresh when the token expires within this time (default: 60; capped at half the token's lifetime).")
         public static let force = OptionSpec("--force", help: "Refresh even if the cached token is still valid.")
         public static let format = OptionSpec(
-            "--format", value: "format", choices: ["raw", "header", "json", "exec-credential", "dpop"],
+            "--format", value: "format", choices: TokenFormat.allCases.map(\.rawValue),
             help:
                 "raw (default): the token; header: 'Authorization: Bearer …'; json: token and expiry; exec-credential: a kubectl ExecCredential; dpop: the two headers of a DPoP request (needs --method and --url)."
         )

@@ -40,4 +40,7 @@ public struct Environment: Sendable {
         guard let value = lookup(name), !value.isEmpty else { return nil }
         return value
     }
+
+    /// The value of `name` as it is: an empty string is a value (a variable set to nothing).
+    public func value(_ name: String) -> String? { lookup(name) }
 }

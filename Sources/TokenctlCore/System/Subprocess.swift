@@ -171,6 +171,9 @@ public struct Subprocess: Sendable {
     /// Why `exec` could not run a program.
     public struct ExecFailure: Error, Sendable, Equatable {
         public var code: Int32
+
+        /// The failure of errno `code`.
+        public init(code: Int32) { self.code = code }
         /// Not found (a shell's 127), rather than found but not runnable (126).
         public var notFound: Bool { code == ENOENT || code == ENOTDIR }
         /// strerror(3) of `code`.

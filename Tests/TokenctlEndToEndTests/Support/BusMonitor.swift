@@ -1,4 +1,5 @@
 import Foundation
+import TokenctlTestSupport
 
 /// dbus-monitor on a test's private bus: the method calls made to the Secret Service while it
 /// runs (the bus daemon's own calls left out).

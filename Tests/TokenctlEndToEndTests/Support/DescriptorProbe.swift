@@ -1,4 +1,5 @@
 import Foundation
+import TokenctlTestSupport
 
 /// The open descriptors past stderr in an `ls -l /proc/…/fd` listing, as "N -> target", sorted.
 func descriptorEntries(_ listing: String) -> [String] {

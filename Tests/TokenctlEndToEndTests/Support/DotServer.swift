@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// The real authorization server Scripts/test starts: django-oauth-toolkit 3.4.1 (5-second access
 /// tokens, rotation with a 2-second grace period, reuse protection), and a helper that plays its

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// A serving sandbox (the machine with the session) running `tokenctl forward listen` on a
 /// socket, and a client sandbox (a remote host's user: its own HOME and XDG directories, no

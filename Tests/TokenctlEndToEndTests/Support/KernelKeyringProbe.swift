@@ -1,5 +1,6 @@
 import Foundation
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// Looks at the kernel user keyring from outside tokenctl, with keyutils' `keyctl`, as a user
 /// or an attacker would.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// A real non-root user (`tokenctl-quota`, made with useradd when missing) with a session bus
 /// and gnome-keyring of its own, running the release binary through runuser: for what root never

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// A session bus and gnome-keyring of a test's own, for tests that lock, stop or kill the
 /// keyring (the shared one serves every other test in parallel). Started and stopped by PID

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// A keyring program (a Secret Service implementation) of a test's own on a private session
 /// bus: gnome-keyring, KeePassXC 2.7.4 or KWallet (kwalletd5), started headless and stopped by

@@ -1,4 +1,5 @@
 import Foundation
+import TokenctlTestSupport
 
 /// Another process holding a profile's refresh lock (flock on
 /// `$TOKENCTL_RUNTIME_DIR/tokenctl/<profile>.lock`) for `seconds`, as a stuck refresher would.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// A remote host for the forwarding tests (issue 27): a private OpenSSH server (Debian's sshd, on
 /// 127.0.0.1, started by Scripts/lib/sshd.sh in a services directory of its own, stopped by PID)

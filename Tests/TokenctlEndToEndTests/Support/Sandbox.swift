@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TokenctlCore
 import TokenctlEssentials
+import TokenctlTestSupport
 
 /// A throwaway user for one test: its own HOME, config, state and runtime (lock) directories,
 /// sharing the private session bus and keyring that Scripts/test started.

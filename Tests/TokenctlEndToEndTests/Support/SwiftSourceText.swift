@@ -1,4 +1,5 @@
 import Foundation
+import TokenctlTestSupport
 
 /// The string literals of tokenctl's Swift sources, found by a small lexer, for the tests that
 /// hold what the program prints to the manual and to the hint rules: each literal's text

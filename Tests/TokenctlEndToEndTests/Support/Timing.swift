@@ -1,4 +1,5 @@
 import Foundation
+import TokenctlTestSupport
 
 /// Wall-clock helpers for end-to-end tests (no timing thresholds: only ordering and waits).
 func now() -> Double { Date().timeIntervalSince1970 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TokenctlTestSupport
 
 /// Checks shared by the command-line and bad-input tests.
 

@@ -4,12 +4,12 @@ import Testing
 /// One local test authorization server (Scripts/testserver/authserver.py) for one test, so
 /// tests can set faults, grace periods and lifetimes without disturbing each other.
 /// Stopped by PID when the test drops it.
-final class AuthServer: @unchecked Sendable {
-    let url: String
+public final class AuthServer: @unchecked Sendable {
+    public let url: String
     private let server: RunningCommand
     private let directory: String
 
-    init(_ configuration: [String: Any] = [:]) throws {
+    public init(_ configuration: [String: Any] = [:]) throws {
         let environment = try TestEnvironment.require()
         directory = NSTemporaryDirectory() + "tokenctl-authserver-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -40,16 +40,23 @@ final class AuthServer: @unchecked Sendable {
         if !configuration.isEmpty { try configure(configuration) }
     }
 
-    deinit {
+    private var stopped = false
+
+    /// Stop the server now (a test that must not let it end while a command still runs).
+    public func stop() {
+        guard !stopped else { return }
+        stopped = true
         server.signal(SIGTERM)
         _ = server.wait()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    deinit { stop() }
+
     // MARK: Test control API
 
     @discardableResult
-    func request(_ method: String, _ path: String, json: Any? = nil) throws -> Any {
+    public func request(_ method: String, _ path: String, json: Any? = nil) throws -> Any {
         var arguments = ["-sS", "-X", method, url + path]
         var input: String?
         if let json {
@@ -62,7 +69,8 @@ final class AuthServer: @unchecked Sendable {
         return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8), options: [.fragmentsAllowed])
     }
 
-    func issue(clientID: String = "cli", subject: String = "alice", scope: String = "openid offline_access") throws
+    public func issue(clientID: String = "cli", subject: String = "alice", scope: String = "openid offline_access")
+        throws
         -> String
     {
         let answer = try request("POST", "/_test/issue", json: ["client_id": clientID, "sub": subject, "scope": scope])
@@ -72,24 +80,24 @@ final class AuthServer: @unchecked Sendable {
         return token
     }
 
-    func configure(_ configuration: [String: Any]) throws {
+    public func configure(_ configuration: [String: Any]) throws {
         try request("POST", "/_test/config", json: configuration)
     }
 
-    func log() throws -> [[String: Any]] {
+    public func log() throws -> [[String: Any]] {
         (try request("GET", "/_test/log") as? [[String: Any]]) ?? []
     }
 
     /// Requests that reached /token with the refresh grant, by outcome.
-    func tokenRequests() throws -> [[String: Any]] {
+    public func tokenRequests() throws -> [[String: Any]] {
         try log().filter { ($0["path"] as? String) == "/token" }
     }
 
-    func stats() throws -> [String: Int] {
+    public func stats() throws -> [String: Int] {
         (try request("GET", "/_test/stats") as? [String: Int]) ?? [:]
     }
 
-    func tokenStatus(_ token: String) throws -> [String: Any] {
+    public func tokenStatus(_ token: String) throws -> [String: Any] {
         (try request("GET", "/_test/token-status?token=\(token)") as? [String: Any]) ?? [:]
     }
 }

@@ -4,15 +4,15 @@ import Testing
 /// What `Scripts/test` provides: the built binary, a private session bus with an unlocked
 /// gnome-keyring, and the test authorization server's script. End-to-end tests fail (not skip)
 /// without it, so a broken harness can never pass silently.
-struct TestEnvironment: Sendable {
-    let binary: String
-    let authServerScript: String
-    let python: String
-    let keyringControl: String
-    let busAddress: String
-    let sharedRuntimeDirectory: String
+public struct TestEnvironment: Sendable {
+    public let binary: String
+    public let authServerScript: String
+    public let python: String
+    public let keyringControl: String
+    public let busAddress: String
+    public let sharedRuntimeDirectory: String
 
-    static func require() throws -> TestEnvironment {
+    public static func require() throws -> TestEnvironment {
         let env = ProcessInfo.processInfo.environment
         guard env["TOKENCTL_TEST_ENV"] == "1", let binary = env["TOKENCTL_BINARY"],
             let script = env["TOKENCTL_AUTHSERVER_PY"],
@@ -26,30 +26,38 @@ struct TestEnvironment: Sendable {
     }
 }
 
-struct HarnessError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+public struct HarnessError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// The result of running a command.
-struct RunResult: Sendable, CustomStringConvertible {
-    let status: Int32
-    let stdout: String
-    let stderr: String
+public struct RunResult: Sendable, CustomStringConvertible {
+    public let status: Int32
+    public let stdout: String
+    public let stderr: String
 
-    var description: String { "exit \(status)\n--- stdout:\n\(stdout)--- stderr:\n\(stderr)" }
+    public init(status: Int32, stdout: String, stderr: String) {
+        self.status = status
+        self.stdout = stdout
+        self.stderr = stderr
+    }
+
+    public var description: String { "exit \(status)\n--- stdout:\n\(stdout)--- stderr:\n\(stderr)" }
 }
 
 /// A command about to be run; `start()` returns a handle to wait on, so many can run at once.
 ///
 /// posix_spawn and waitpid directly: Foundation's Process has hung here under parallel tests.
-final class RunningCommand: @unchecked Sendable {
-    let pid: pid_t
+public final class RunningCommand: @unchecked Sendable {
+    public let pid: pid_t
     private let stdoutPath: String
-    let stderrPath: String
+    public let stderrPath: String
     private let stdinPath: String?
 
-    init(executable: String, arguments: [String], environment: [String: String], stdin: String?, directory: String)
+    public init(
+        executable: String, arguments: [String], environment: [String: String], stdin: String?, directory: String
+    )
         throws
     {
         let id = UUID().uuidString
@@ -102,7 +110,7 @@ final class RunningCommand: @unchecked Sendable {
         self.pid = pid
     }
 
-    func wait() -> RunResult {
+    public func wait() -> RunResult {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let out = (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? ""
@@ -113,19 +121,19 @@ final class RunningCommand: @unchecked Sendable {
         return RunResult(status: signal == 0 ? (status >> 8) & 0xFF : 128 + signal, stdout: out, stderr: err)
     }
 
-    func signal(_ number: Int32) { kill(pid, number) }
+    public func signal(_ number: Int32) { kill(pid, number) }
 
     /// Signal the command's whole process group (`timeout -s KILL`, a CI runner ending a job).
-    func signalGroup(_ number: Int32) { kill(-pid, number) }
+    public func signalGroup(_ number: Int32) { kill(-pid, number) }
 
     /// What the command has written to stdout so far.
-    var currentStandardOutput: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
+    public var currentStandardOutput: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
 
     /// What the command has written to stderr so far.
-    var currentStandardError: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+    public var currentStandardError: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
     /// Wait until stderr contains `text` (or the process has gone quiet for `timeout` seconds).
-    func waitForStandardError(containing text: String, timeout: Double = 20) -> String? {
+    public func waitForStandardError(containing text: String, timeout: Double = 20) -> String? {
         let deadline = Date().timeIntervalSince1970 + timeout
         while Date().timeIntervalSince1970 < deadline {
             let current = currentStandardError
@@ -138,7 +146,7 @@ final class RunningCommand: @unchecked Sendable {
 
 /// Run a program to completion.
 @discardableResult
-func runProgram(
+public func runProgram(
     _ executable: String, _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
     stdin: String? = nil
 ) throws -> RunResult {
@@ -152,7 +160,7 @@ func runProgram(
 /// Write an executable script from a child shell. Written from this (multi-threaded) test
 /// process, its open descriptor could be inherited by a child that another test forks at that
 /// moment, and executing the script would then fail with ETXTBSY.
-func writeExecutable(_ path: String, _ contents: String) throws {
+public func writeExecutable(_ path: String, _ contents: String) throws {
     let result = try runProgram("/bin/sh", ["-c", "cat > \"$0\" && chmod 700 \"$0\"", path], stdin: contents)
     guard result.status == 0 else { throw HarnessError("cannot write \(path): \(result)") }
 }

@@ -1,7 +1,6 @@
 import Synchronization
+import TokenctlCore
 import TokenctlEssentials
-
-@testable import TokenctlCore
 
 #if canImport(Glibc)
 import Glibc
@@ -13,11 +12,11 @@ import Glibc
 /// path runs in the uninstrumented standard library, so `Scripts/test --sanitize thread` cannot
 /// see the order it imposes and reports the accesses it guards as races (false positives, once
 /// the broker reads the store from several Dispatch threads at a time).
-final class TestLock<State>: @unchecked Sendable {
+public final class TestLock<State>: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private var state: State
 
-    init(_ state: State) {
+    public init(_ state: State) {
         self.state = state
         pthread_mutex_init(mutex, nil)
     }
@@ -27,7 +26,7 @@ final class TestLock<State>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func withLock<T, E: Error>(_ body: (inout State) throws(E) -> T) throws(E) -> T {
+    public func withLock<T, E: Error>(_ body: (inout State) throws(E) -> T) throws(E) -> T {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&state)
@@ -37,21 +36,21 @@ final class TestLock<State>: @unchecked Sendable {
 // MARK: Virtual time
 
 /// A clock whose `sleep` advances virtual time instantly and records the requested delay.
-final class VirtualClock: Sendable {
+public final class VirtualClock: Sendable {
     private let state: TestLock<(now: Double, sleeps: [Double])>
 
-    init(now: Double = 1_700_000_000) {
+    public init(now: Double = 1_700_000_000) {
         state = TestLock((now, []))
     }
 
-    var now: Double { state.withLock { $0.now } }
-    var sleeps: [Double] { state.withLock { $0.sleeps } }
+    public var now: Double { state.withLock { $0.now } }
+    public var sleeps: [Double] { state.withLock { $0.sleeps } }
 
-    func advance(_ seconds: Double) {
+    public func advance(_ seconds: Double) {
         state.withLock { $0.now += seconds }
     }
 
-    var clock: Clock {
+    public var clock: Clock {
         Clock(
             now: { self.now },
             sleep: { seconds in
@@ -67,32 +66,32 @@ final class VirtualClock: Sendable {
 // MARK: A scripted HTTP server
 
 /// An `HTTPClient` that records every request and answers from a handler.
-final class FakeHTTPClient: HTTPClient {
-    typealias Handler =
+public final class FakeHTTPClient: HTTPClient {
+    public typealias Handler =
         @Sendable (_ request: HTTPRequest, _ index: Int) async -> Result<HTTPResponse, HTTPTransportError>
 
     private let log = Mutex<[(request: HTTPRequest, timeout: Double, connectTimeout: Double)]>([])
     private let handler: Handler
 
-    init(_ handler: @escaping Handler) {
+    public init(_ handler: @escaping Handler) {
         self.handler = handler
     }
 
     /// Answers in order; the last answer repeats.
-    convenience init(script: [Result<HTTPResponse, HTTPTransportError>]) {
+    public convenience init(script: [Result<HTTPResponse, HTTPTransportError>]) {
         self.init { _, index in script[min(index, script.count - 1)] }
     }
 
-    var requests: [HTTPRequest] { log.withLock { $0.map(\.request) } }
-    var timeouts: [Double] { log.withLock { $0.map(\.timeout) } }
-    var connectTimeouts: [Double] { log.withLock { $0.map(\.connectTimeout) } }
-    var requestCount: Int { log.withLock { $0.count } }
+    public var requests: [HTTPRequest] { log.withLock { $0.map(\.request) } }
+    public var timeouts: [Double] { log.withLock { $0.map(\.timeout) } }
+    public var connectTimeouts: [Double] { log.withLock { $0.map(\.connectTimeout) } }
+    public var requestCount: Int { log.withLock { $0.count } }
 
-    func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
+    public func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
         try await send(request, timeout: timeout, connectTimeout: timeout)
     }
 
-    func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError)
+    public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError)
         -> HTTPResponse
     {
         let index = log.withLock { log in
@@ -105,7 +104,7 @@ final class FakeHTTPClient: HTTPClient {
 
 /// Real sleeping, briefly, so that concurrent callers overlap; a cancelled sleep is reported
 /// as a transport failure so a test can see that cancellation reached the request.
-func slowNetwork(milliseconds: UInt64 = 50) async -> HTTPTransportError? {
+public func slowNetwork(milliseconds: UInt64 = 50) async -> HTTPTransportError? {
     do { try await Task.sleep(nanoseconds: milliseconds * 1_000_000) } catch {
         return HTTPTransportError(.other, "cancelled in flight")
     }
@@ -115,13 +114,13 @@ func slowNetwork(milliseconds: UInt64 = 50) async -> HTTPTransportError? {
 // MARK: Fixtures
 
 extension HTTPResponse {
-    static func json(_ status: Int, _ body: String, headers: [String: String] = [:]) -> HTTPResponse {
+    public static func json(_ status: Int, _ body: String, headers: [String: String] = [:]) -> HTTPResponse {
         var all = ["content-type": "application/json"]
         all.merge(headers) { $1 }
         return HTTPResponse(status: status, headers: all, body: Array(body.utf8))
     }
 
-    static func text(_ status: Int, _ body: String, contentType: String? = nil, headers: [String: String] = [:])
+    public static func text(_ status: Int, _ body: String, contentType: String? = nil, headers: [String: String] = [:])
         -> HTTPResponse
     {
         var all = headers
@@ -130,7 +129,7 @@ extension HTTPResponse {
     }
 
     /// A 200 token response.
-    static func tokens(
+    public static func tokens(
         access: String = "access-2", refresh: String? = "refresh-2", expiresIn: Double? = 3600,
         headers: [String: String] = [:]
     ) -> HTTPResponse {
@@ -140,24 +139,13 @@ extension HTTPResponse {
         return .json(200, "{" + fields.joined(separator: ", ") + "}", headers: headers)
     }
 
-    static let invalidGrant = HTTPResponse.json(
+    public static let invalidGrant = HTTPResponse.json(
         400, #"{"error": "invalid_grant", "error_description": "Token is expired"}"#)
-}
-
-extension TokenResponse {
-    static func fixture(
-        accessToken: String = "access-1", expiresIn: Double? = 3600, refreshToken: String? = "refresh-1",
-        idToken: String? = nil, scope: String? = nil
-    ) -> TokenResponse {
-        TokenResponse(
-            accessToken: accessToken, tokenType: "Bearer", expiresIn: expiresIn, refreshToken: refreshToken,
-            idToken: idToken, scope: scope)
-    }
 }
 
 extension TokenSet {
     /// A stored set obtained at `obtainedAt` that expires `expiresIn` seconds later.
-    static func fixture(
+    public static func fixture(
         accessToken: String = "access-1", refreshToken: String? = "refresh-1", obtainedAt: Double,
         expiresIn: Double = 3600
     ) -> TokenSet {
@@ -168,7 +156,7 @@ extension TokenSet {
 }
 
 /// An unsigned JWT carrying `claims` (a JSON object body).
-func unsignedJWT(_ claims: String) -> String {
+public func unsignedJWT(_ claims: String) -> String {
     func base64URL(_ text: String) -> String {
         String(
             Data(text.utf8).base64EncodedString().compactMap { (character: Character) -> Character? in
@@ -183,10 +171,10 @@ func unsignedJWT(_ claims: String) -> String {
     return base64URL(#"{"alg":"none","typ":"JWT"}"#) + "." + base64URL(claims) + ".sig"
 }
 
-func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+public func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
 /// The decoded form fields of a request body.
-func formFields(_ request: HTTPRequest) -> [String: String] {
+public func formFields(_ request: HTTPRequest) -> [String: String] {
     let text = String(decoding: request.body ?? [], as: UTF8.self)
     var fields: [String: String] = [:]
     for pair in text.split(separator: "&") {

@@ -1,12 +1,11 @@
 import Synchronization
+import TokenctlCore
 import TokenctlEssentials
-
-@testable import TokenctlCore
 
 // Test doubles of the core's protocols: they live here, not in the product.
 
 /// A store in memory, for unit tests of the broker.
-final class InMemorySessionStore: SessionStore, Sendable {
+public final class InMemorySessionStore: SessionStore, Sendable {
     private struct State {
         var items: [SessionIdentity: TokenSet] = [:]
         var clientSecrets: [SessionIdentity: String] = [:]
@@ -16,13 +15,13 @@ final class InMemorySessionStore: SessionStore, Sendable {
     private let state = TestLock(State())
 
     /// When set, every operation fails with it (forces a store outage in tests).
-    var failure: StoreError? {
+    public var failure: StoreError? {
         get { state.withLock { $0.failure } }
         set { state.withLock { $0.failure = newValue } }
     }
-    var writeCount: Int { state.withLock { $0.writeCount } }
+    public var writeCount: Int { state.withLock { $0.writeCount } }
 
-    init() {}
+    public init() {}
 
     /// Run `body` on the state, unless a failure is set.
     private func access<T: Sendable>(_ body: (inout State) throws(StoreError) -> T) throws(StoreError) -> T {
@@ -32,22 +31,22 @@ final class InMemorySessionStore: SessionStore, Sendable {
         }
     }
 
-    func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
+    public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
         try access { $0.items[identity] }
     }
 
-    func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
+    public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
         try access {
             $0.items[identity] = tokenSet
             $0.writeCount += 1
         }
     }
 
-    func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+    public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
         try access { $0.items.removeValue(forKey: identity) != nil }
     }
 
-    func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
+    public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
         try access {
             guard $0.items[identity]?.refreshToken == refreshToken else { return false }
             $0.items[identity] = nil
@@ -55,32 +54,32 @@ final class InMemorySessionStore: SessionStore, Sendable {
         }
     }
 
-    func storedIdentities() throws(StoreError) -> [SessionIdentity] {
+    public func storedIdentities() throws(StoreError) -> [SessionIdentity] {
         try access { Array($0.items.keys) }
     }
 
-    func checkAvailable() throws(StoreError) {
+    public func checkAvailable() throws(StoreError) {
         try access { _ in }
     }
 
-    func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
+    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
         try access { $0.clientSecrets[identity] }
     }
 
-    func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
+    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
         try access { $0.clientSecrets[identity] = secret }
     }
 
-    func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
         try access { $0.clientSecrets.removeValue(forKey: identity) != nil }
     }
 }
 
 /// No cross-process locking (unit tests of the broker's in-process behaviour).
-struct NoLockProvider: LockProvider {
-    init() {}
-    final class Token: HeldLock {}
-    func acquire(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> any HeldLock {
+public struct NoLockProvider: LockProvider {
+    public init() {}
+    public final class Token: HeldLock {}
+    public func acquire(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> any HeldLock {
         Token()
     }
 }
