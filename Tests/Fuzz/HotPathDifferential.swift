@@ -289,7 +289,7 @@ enum Differential {
             let key = String(decoding: line[..<equals], as: UTF8.self)
             let value = line[(equals + 1)...]
             guard value.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { return false }
-            if key == "expires_at" && value.elementsEqual("never".utf8) { continue } // no stated expiry (issue 25)
+            if key == "expires_at" && value.elementsEqual("never".utf8) { continue } // no stated expiry
             if ["obtained_at", "expires_at", "issued_lifetime"].contains(key) {
                 let parts = value.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
                 let digits: (ArraySlice<UInt8>) -> Bool = {
@@ -544,7 +544,7 @@ enum Differential {
             return
         }
         if entry.statesNoExpiry {
-            // No stated expiry (issue 25): always fresh, rendered exactly as the old front's words.
+            // No stated expiry: always fresh, rendered exactly as the old front's words.
             check(fresh, "the general rule finds a token with no stated expiry stale")
             let reference = OldFrontRendering.render(
                 entry, profile: profile, format: request.format, verbose: request.verbose, now: nowSeconds)

@@ -30,7 +30,7 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
 
     _ = try? TokenResponse.parse(response.body)
     _ = try? DeviceAuthorization.parse(response.body, endpoint: "https://login.example.com/device")
-    // The same body as either encoding (issue 25: GitHub answers form-encoded).
+    // The same body as either encoding (GitHub answers form-encoded).
     _ = try? DeviceAuthorization.parse(EndpointAnswer.object(response), endpoint: "https://login.example.com/device")
 
     // What DPoPHTTPClient reads of any answer: a nonce (NQCHAR only, bounded) and whether the

@@ -432,7 +432,7 @@ struct HotPathOutputTests {
         let entries = [
             Self.entry(),
             Self.entry(expiresAt: nil, issuedLifetime: nil),
-            // No stated expiry (issue 25): served at every offset, with every min-ttl.
+            // No stated expiry: served at every offset, with every min-ttl.
             Self.entry(expiresAt: nil, issuedLifetime: nil, statesNoExpiry: true),
             Self.entry(expiresAt: 1_764_425_030, issuedLifetime: 30), // a 30-second token: margin 15 s
             Self.entry(accessToken: "a\"b\\c~!", tokenType: "DPoP"),

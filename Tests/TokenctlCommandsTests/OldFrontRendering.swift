@@ -1,4 +1,4 @@
-// The front's rendering of a hit before HotPath (issue 6), through the general readers' values
+// The front's rendering of a hit before HotPath, through the general readers' values
 // (Double time, String formatting): the reference HotPath.render is held to, by HotPathTests and
 // by the HotPathDifferential fuzz target, which compiles this file too (its fuzz-extra-sources
 // line), so both compare with one reference.
@@ -39,7 +39,7 @@ enum OldFrontRendering {
         case .raw:
             output = entry.accessToken + "\n"
         }
-        // (Issue 25: a token with no stated expiry says so.)
+        // (A token with no stated expiry says so.)
         let validity =
             entry.statesNoExpiry ? "with no expiry stated" : "valid for \(duration(entry.effectiveExpiry - now))"
         let log = verbose ? "tokenctl: access token for '\(profile)' \(validity) (kernel keyring cache)\n" : ""

@@ -14,8 +14,8 @@ private func form(_ status: Int, _ body: String) -> HTTPResponse {
     .text(status, body, contentType: "application/x-www-form-urlencoded; charset=utf-8")
 }
 
-/// Issue 25, item 1: every token-endpoint and device-endpoint answer is classified by its
-/// `error` member first, whatever the status or the encoding (PROVIDERS.md §1: GitHub).
+/// Every token-endpoint and device-endpoint answer is classified by its
+/// `error` member first, whatever the status or the encoding (docs.github.com).
 @Suite("The body decides: classification by the error member, JSON or form-encoded")
 struct BodyDecidesTests {
     @Test(
@@ -157,7 +157,7 @@ struct BodyDecidesTests {
     }
 }
 
-@Suite("Scopes split on spaces and commas (issue 25, item 6)")
+@Suite("Scopes split on spaces and commas")
 struct ScopeWordsTests {
     @Test(
         "normalized: space-separated, order kept, duplicates and empty words dropped, nothing → nil",
@@ -195,7 +195,7 @@ struct ScopeWordsTests {
     }
 }
 
-@Suite("Device polling: RFC 8628 plus what providers do (issue 25, item 1)")
+@Suite("Device polling: RFC 8628 plus what providers do")
 struct DevicePollScheduleTests {
     func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) < 1e-9 }
 
@@ -388,7 +388,7 @@ struct GitHubDeviceFlowTests {
     }
 }
 
-@Suite("Lifetimes as the server states them (issue 25, item 2)")
+@Suite("Lifetimes as the server states them")
 struct StatedLifetimeTests {
     @Test("no expires_in and no refresh token: no stated expiry, fresh for ever, time left infinite")
     func noStatedExpiry() {
@@ -509,7 +509,7 @@ private struct GitHubBroker {
     }
 }
 
-@Suite("The broker with GitHub's answers and lifetimes (issue 25)")
+@Suite("The broker with GitHub's answers and lifetimes")
 struct GitHubBrokerTests {
     @Test(
         "an OAuth App token (no expires_in, no refresh token) is served long after 300 s would have passed, with no request"

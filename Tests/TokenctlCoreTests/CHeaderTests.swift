@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// tokenctl's C headers (every `.h` under `Sources/C*/`) only declare: function bodies and state
-/// live in the targets' `.c` files (issue 26). A body in a header was emitted again by every
+/// live in the targets' `.c` files. A body in a header was emitted again by every
 /// Swift module that imported it (with cross-module optimization, also by the modules that
 /// inline TokenctlCore's code), so a `static` variable in it existed once per module. This reads
 /// each header without its comments, string literals and preprocessor directives (a macro's

@@ -9,11 +9,11 @@ import TokenctlTestSupport
 import Glibc
 #endif
 
-/// DPoP nonces across processes (issue 25, item 8): the nonce an issuer gave is kept in a small
+/// DPoP nonces across processes: the nonce an issuer gave is kept in a small
 /// file per issuer beside the discovery cache, read before a process's first proof to that
 /// issuer and written whenever an answer carries a new one; whatever is wrong with the file
 /// costs one retry, never an error.
-@Suite("DPoP nonces across processes (issue 25, item 8)")
+@Suite("DPoP nonces across processes")
 struct DPoPNonceCacheTests {
     static let issuer = "https://issuer.example"
     static let tokenEndpoint = "https://issuer.example/token"

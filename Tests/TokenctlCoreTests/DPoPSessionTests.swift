@@ -5,7 +5,7 @@ import TokenctlTestSupport
 
 @testable import TokenctlCore
 
-/// DPoP on the wire and in the session (issue 13): proofs on the token and revocation
+/// DPoP on the wire and in the session: proofs on the token and revocation
 /// endpoints only, the nonce dance, the binding checks, and a DPoP session's refresh in the
 /// broker. The token endpoint here is a fake, to script what a real server will not do on
 /// demand (a downgrade, a wrong cnf.jkt, a refused proof); the end-to-end suite

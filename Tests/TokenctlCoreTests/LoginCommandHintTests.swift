@@ -3,7 +3,7 @@ import TokenctlEssentials
 
 @testable import TokenctlCore
 
-/// The browser login a device-flow refusal offers (issue 25: "offers --browser", the hint runs
+/// The browser login a device-flow refusal offers ("offers --browser", the hint runs
 /// as printed): the same issuer, client and options, or no command when one cannot be printed.
 @Suite("The browser login command in device-flow hints")
 struct LoginCommandHintTests {

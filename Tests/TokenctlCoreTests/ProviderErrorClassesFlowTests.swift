@@ -36,10 +36,10 @@ private func refresh(_ answers: [Result<HTTPResponse, HTTPTransportError>]) asyn
     return (error, try? memory.read(profile.identity), before, http, clock)
 }
 
-/// What the broker and the login flows do with each class (issue 25, item 5): a transient one
+/// What the broker and the login flows do with each class: a transient one
 /// keeps the session and is retried, a configuration one keeps it and exits 78, a policy block
 /// keeps it without asking for a login, the others end it.
-@Suite("Provider error classes in the broker and the device flow (issue 25, item 5)")
+@Suite("Provider error classes in the broker and the device flow")
 struct ProviderErrorClassesFlowTests {
     @Test("refresh: Entra AADSTS90024 (temporarily_unavailable) is retried with backoff, then the tokens are kept")
     func transientRetried() async {

@@ -10,7 +10,7 @@ private func classify(_ response: HTTPResponse) -> RefreshOutcome {
     RefreshOutcome.classify(.success(response), now: now)
 }
 
-/// An Entra error body (PROVIDERS.md §3, "Error body"): 400 JSON, the AADSTS code in
+/// An Entra error body (learn.microsoft.com): 400 JSON, the AADSTS code in
 /// `error_codes` and at the start of `error_description`, whose lines end with "\r\n".
 private func entra(_ error: String, _ code: Int, _ text: String, listed: Bool = true, prefixed: Bool = true)
     -> HTTPResponse
@@ -33,10 +33,10 @@ private func row(_ outcome: RefreshOutcome) -> ProviderErrorClasses.Row? {
     }
 }
 
-/// The provider error-class table (issue 25, item 5): one class per row, found from what the
+/// The provider error-class table: one class per row, found from what the
 /// answer says (Entra's `error_codes` or description prefix, the `error` code, Keycloak's and
 /// Google's `invalid_grant` texts).
-@Suite("Provider error classes (issue 25, item 5)")
+@Suite("Provider error classes")
 struct ProviderErrorClassesTests {
     @Test(
         "Entra sign-in-again codes are terminal (77), named in the class name",

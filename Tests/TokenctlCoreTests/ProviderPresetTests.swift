@@ -3,7 +3,7 @@ import TokenctlEssentials
 
 @testable import TokenctlCore
 
-@Suite("Provider presets and issuer rules (issue 25, items 3, 4, 7)")
+@Suite("Provider presets and issuer rules")
 struct ProviderPresetUnitTests {
     static func url(_ text: String) -> EndpointURL { try! EndpointURL(text) }
 

@@ -41,7 +41,7 @@ struct RefreshOutcomeTests {
     }
 
     @Test(
-        "200 that is neither an object nor an error (empty, HTML, an array) → unusable tokens, the stored refresh token kept (issue 25: the body decides)",
+        "200 that is neither an object nor an error (empty, HTML, an array) → unusable tokens, the stored refresh token kept (the body decides)",
         arguments: [
             "", "<html>oops</html>", "[]",
         ])
@@ -345,7 +345,7 @@ struct RefreshOutcomeTests {
     }
 
     @Test(
-        "another 2xx without a body: no error and no access token, so unusable tokens that keep the session (issue 25)",
+        "another 2xx without a body: no error and no access token, so unusable tokens that keep the session",
         arguments: [201, 204])
     func other2xxWithoutBody(status: Int) {
         #expect(

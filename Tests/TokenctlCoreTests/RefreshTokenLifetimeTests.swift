@@ -6,10 +6,10 @@ import TokenctlTestSupport
 @testable import TokenctlCore
 
 /// A refresh token whose lifetime the server states (GitHub App user tokens'
-/// `refresh_token_expires_in`, PROVIDERS.md §1 "GitHub App user tokens expire and rotate"): the
+/// `refresh_token_expires_in`, docs.github.com "GitHub App user tokens expire and rotate"): the
 /// end is stored with the session, and past it a refresh says re-login is needed without
 /// sending a request that can only be refused.
-@Suite("A refresh token's stated lifetime (GitHub's refresh_token_expires_in, issue 25)")
+@Suite("A refresh token's stated lifetime (GitHub's refresh_token_expires_in)")
 struct RefreshTokenLifetimeTests {
     let clock = VirtualClock()
     let memory = InMemorySessionStore()

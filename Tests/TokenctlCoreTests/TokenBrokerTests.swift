@@ -404,7 +404,7 @@ struct TokenBrokerTests {
         #expect(harness.http.requestCount == 1)
     }
 
-    // MARK: Answers whose access or refresh token cannot be used (issue 24, point 4)
+    // MARK: Answers whose access or refresh token cannot be used
 
     /// A 200 answer made of `members` (a JSON object's members).
     private static func answer(_ members: String) -> Result<HTTPResponse, HTTPTransportError> {
@@ -533,7 +533,7 @@ struct TokenBrokerTests {
         #expect(error?.hint?.contains("kept") == false, "\(String(describing: error))")
     }
 
-    // MARK: A rotation nothing could hold (issue 24, point 5)
+    // MARK: A rotation nothing could hold
 
     @Test(
         "fake store: a rotated set neither the journal nor the Secret Service took → the message says the session is lost, and nothing else"

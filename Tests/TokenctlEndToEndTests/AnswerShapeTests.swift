@@ -4,10 +4,10 @@ import TokenctlCore
 import TokenctlEssentials
 import TokenctlTestSupport
 
-/// What the answers themselves say (issue 25, items 1 and 2): a device login approved with an
+/// What the answers themselves say: a device login approved with an
 /// answer that is neither tokens nor an error is a protocol error, and a refresh token whose
 /// lifetime the server states (GitHub App tokens) is known to be dead without asking.
-@Suite("End to end: protocol errors at login and stated refresh-token lifetimes (issue 25)", .serialized)
+@Suite("End to end: protocol errors at login and stated refresh-token lifetimes", .serialized)
 struct AnswerShapeTests {
     @Test(
         "device login whose final answer is a 2xx with neither access_token nor error: 76, the session signed in before kept, nothing stored"
@@ -35,7 +35,7 @@ struct AnswerShapeTests {
     }
 
     @Test(
-        "GitHub App refresh_token_expires_in: status says when the refresh token expires; past it, a refresh says re-login is needed, 77, no request sent (PROVIDERS.md §1 \"GitHub App user tokens expire and rotate\")"
+        "GitHub App refresh_token_expires_in: status says when the refresh token expires; past it, a refresh says re-login is needed, 77, no request sent (docs.github.com)"
     )
     func statedRefreshTokenLifetime() throws {
         let sandbox = try Sandbox()

@@ -2,12 +2,12 @@ import Foundation
 import Testing
 import TokenctlTestSupport
 
-/// Auth0 as it really behaves (PROVIDERS.md §7), through the built binary against the test
+/// Auth0 as it really behaves (auth0.com/docs), through the built binary against the test
 /// server's `auth0` persona: device polls answered 403 (slow_down 429), `expired_token` once and
 /// `invalid_grant` after it, rotation with a reuse interval where only the previous token may
 /// be used again, JWT access tokens only for an `audience`. Profiles are configured with
-/// explicit options (presets are issue 25, item 3).
-@Suite("End to end: Auth0 persona (issue 25)", .serialized)
+/// explicit options (the presets).
+@Suite("End to end: Auth0 persona", .serialized)
 struct Auth0PersonaTests {
     static let client = "Auth0CliClientId"
 
@@ -43,7 +43,7 @@ struct Auth0PersonaTests {
     }
 
     @Test(
-        "Auth0 device polls answered 403 authorization_pending keep polling, a 429 slow_down slows them, the approval signs in with a JWT for the audience (PROVIDERS.md §7 \"Device flow\", \"audience matters\")"
+        "Auth0 device polls answered 403 authorization_pending keep polling, a 429 slow_down slows them, the approval signs in with a JWT for the audience (auth0.com/docs)"
     )
     func pendingWith403KeepsPolling() throws {
         let sandbox = try Sandbox()
@@ -65,7 +65,7 @@ struct Auth0PersonaTests {
     }
 
     @Test(
-        "Auth0 without an audience: an opaque access token, good for /userinfo only (PROVIDERS.md §7 \"audience matters\")"
+        "Auth0 without an audience: an opaque access token, good for /userinfo only (auth0.com/docs)"
     )
     func noAudienceOpaqueToken() throws {
         let sandbox = try Sandbox()
@@ -77,7 +77,7 @@ struct Auth0PersonaTests {
     }
 
     @Test(
-        "Auth0 device login: expired_token then invalid_grant ends the wait, 77, nothing stored (PROVIDERS.md §7 \"Device flow\")"
+        "Auth0 device login: expired_token then invalid_grant ends the wait, 77, nothing stored (auth0.com/docs)"
     )
     func expiredThenInvalidGrant() throws {
         // tokenctl gets the expired_token: it stops, and a later poll of that code is invalid_grant.
@@ -113,7 +113,7 @@ struct Auth0PersonaTests {
     }
 
     @Test(
-        "Auth0 reuse interval: two forced refreshes rotate; the previous token replays within the leeway, the second-to-last revokes the family, and tokenctl's next refresh is 77 with Auth0's words (PROVIDERS.md §7 \"Rotation overlap\")"
+        "Auth0 reuse interval: two forced refreshes rotate; the previous token replays within the leeway, the second-to-last revokes the family, and tokenctl's next refresh is 77 with Auth0's words (auth0.com/docs)"
     )
     func reuseIntervalOnlyPrevious() throws {
         let sandbox = try Sandbox()

@@ -164,7 +164,7 @@ struct BadInputTests {
         let result = try sandbox.tokenctl(
             "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", "--timeout", "20",
             stdin: refreshToken)
-        // Issue 25, item 1: a 2xx without an error is the server breaking the protocol (76), not a refusal.
+        // A 2xx without an error is the server breaking the protocol (76), not a refusal.
         let unusable = response.faultJSON.contains(#""status": 200"#)
         #expect(result.status == response.loginStatus ?? (unusable ? 76 : 77), "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")

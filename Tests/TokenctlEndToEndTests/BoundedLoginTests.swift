@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TokenctlTestSupport
 
-/// Issue 24, point 2: a login proves that everything it writes can be written before it sends
+/// A login proves that everything it writes can be written before it sends
 /// anything to the token endpoint (a one-use refresh token is spent there, a device grant is
 /// approved by a person first), and keeps what the server issued when a write still fails.
 @Suite("End to end: a login spends nothing it cannot keep")
@@ -139,7 +139,7 @@ struct LoginKeepsWhatItSpendsTests {
     }
 }
 
-/// Issue 24, points 3 and 6: every command's wait on the Secret Service ends within its bound
+/// Every command's wait on the Secret Service ends within its bound
 /// (`--timeout`, 30 s by default; doctor's whole run 10 s by default), and login finds a
 /// service that would hang its writes before it sends anything. Against a fake Secret
 /// Service (a stand-in: gnome-keyring cannot be made to answer the session set-up and then

@@ -6,11 +6,11 @@ import TokenctlTestSupport
 import Glibc
 #endif
 
-/// DPoP nonces across processes (issue 25, item 8): against a server that demands a nonce in
+/// DPoP nonces across processes: against a server that demands a nonce in
 /// every proof (`dpop_nonce_required`), the nonce one process was given is kept in a file per
 /// issuer under `$XDG_CACHE_HOME/tokenctl/dpop-nonce/`, so the next process's first proof
 /// carries it: one `use_dpop_nonce` round trip per nonce rotation, not one per process.
-@Suite("End to end: DPoP nonces kept across processes (issue 25, item 8)")
+@Suite("End to end: DPoP nonces kept across processes")
 struct DPoPNonceTests {
     static let profile = "dpop-nonce-kept"
 

@@ -2,12 +2,12 @@ import Foundation
 import Testing
 import TokenctlTestSupport
 
-/// Microsoft Entra ID as it really behaves (PROVIDERS.md §3), through the built binary against
+/// Microsoft Entra ID as it really behaves (learn.microsoft.com), through the built binary against
 /// the test server's `entra` persona: AADSTS codes in `error_codes` and in `error_description`
-/// (whose lines end with "\r\n"), in the classes of the "AADSTS: …" rows (issue 25, item 5); the
+/// (whose lines end with "\r\n"), in the classes of the "AADSTS: …" rows; the
 /// device flow's `message` and `authorization_declined`; rotation without revocation. No
 /// `--provider` yet: the classes are read from the answers themselves.
-@Suite("End to end: Entra persona (issue 25)", .serialized)
+@Suite("End to end: Entra persona", .serialized)
 struct EntraPersonaTests {
     /// A sandbox signed in at an `entra` server (the import is one refresh).
     static func signedIn(_ configuration: [String: Any] = [:]) throws -> (Sandbox, AuthServer, String) {
@@ -23,7 +23,7 @@ struct EntraPersonaTests {
     }
 
     @Test(
-        "Entra AADSTS90024 on refresh: 75, session kept, retried (PROVIDERS.md §3, \"AADSTS: transient\"); once it passes, the retry succeeds"
+        "Entra AADSTS90024 on refresh: 75, session kept, retried (learn.microsoft.com); once it passes, the retry succeeds"
     )
     func transientOnRefresh() throws {
         let (sandbox, server, refreshToken) = try Self.signedIn()
@@ -59,7 +59,7 @@ struct EntraPersonaTests {
     }
 
     @Test(
-        "Entra AADSTS700082 on refresh: 77 sign in again, the server's words with a space at each line break (PROVIDERS.md §3, \"AADSTS: sign in again\")"
+        "Entra AADSTS700082 on refresh: 77 sign in again, the server's words with a space at each line break (learn.microsoft.com)"
     )
     func inactiveRefreshToken() throws {
         let (sandbox, server, _) = try Self.signedIn()
@@ -101,7 +101,7 @@ struct EntraPersonaTests {
     }
 
     @Test(
-        "Entra AADSTS7000218 at login (device poll) and on refresh: 78, no 'sign in again', the session kept (PROVIDERS.md §3, \"AADSTS: configuration\")"
+        "Entra AADSTS7000218 at login (device poll) and on refresh: 78, no 'sign in again', the session kept (learn.microsoft.com)"
     )
     func publicClientFlowsOff() throws {
         let server = try AuthServer([
@@ -154,7 +154,7 @@ struct EntraPersonaTests {
     }
 
     @Test(
-        "Entra device login: authorization_declined ends the wait like access_denied, message shown (PROVIDERS.md §3, \"Device code flow\")"
+        "Entra device login: authorization_declined ends the wait like access_denied, message shown (learn.microsoft.com)"
     )
     func deviceDeclined() throws {
         let server = try AuthServer([
@@ -200,7 +200,7 @@ struct EntraPersonaTests {
     }
 
     @Test(
-        "Entra multi-tenant (/common): discovery's {tenantid} issuer is accepted with --provider entra only, and the ID token's iss must be the template with its tid (PROVIDERS.md §3, \"{tenantid} placeholder issuer\")"
+        "Entra multi-tenant (/common): discovery's {tenantid} issuer is accepted with --provider entra only, and the ID token's iss must be the template with its tid (learn.microsoft.com)"
     )
     func commonTenant() throws {
         let server = try AuthServer([
@@ -230,7 +230,7 @@ struct EntraPersonaTests {
     }
 
     @Test(
-        "429 during device polling raises the interval and honours Retry-After (no OAuth body, as Okta and Auth0 send it: PROVIDERS.md §6, §7)"
+        "429 during device polling raises the interval and honours Retry-After (no OAuth body, as Okta and Auth0 send it: developer.okta.com)"
     )
     func rateLimitedDevicePolling() throws {
         let server = try AuthServer([

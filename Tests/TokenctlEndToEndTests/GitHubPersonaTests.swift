@@ -4,12 +4,12 @@ import TokenctlCore
 import TokenctlEssentials
 import TokenctlTestSupport
 
-/// GitHub as it really behaves (PROVIDERS.md §1), through the built binary against the test
+/// GitHub as it really behaves (docs.github.com), through the built binary against the test
 /// server's `github-oauth-app` and `github-app` personas: errors with HTTP 200, no discovery,
 /// OAuth App tokens without expires_in or refresh token, GitHub App tokens that rotate, scopes
 /// with commas. There is no `--provider` yet: the profile is configured with explicit endpoints,
-/// as a user does today (issue 25).
-@Suite("End to end: GitHub personas (issue 25)", .serialized)
+/// as a user does today.
+@Suite("End to end: GitHub personas", .serialized)
 struct GitHubPersonaTests {
     static let oauthAppClient = "Ov23liGitHubOAuthApp"
     static let appClient = "Iv1.GitHubAppClient"

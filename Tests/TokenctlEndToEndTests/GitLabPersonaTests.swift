@@ -2,12 +2,12 @@ import Foundation
 import Testing
 import TokenctlTestSupport
 
-/// GitLab as it really behaves (PROVIDERS.md §4), through the built binary against the test
+/// GitLab as it really behaves (docs.gitlab.com), through the built binary against the test
 /// server's `gitlab` persona: `created_at` in token answers, 2 h tokens, strict one-use rotation
 /// with GitLab's generic invalid_grant, device answers without a refresh token, and old
 /// instances without the device endpoint. Profiles are configured with explicit options
-/// (presets are issue 25, item 3).
-@Suite("End to end: GitLab persona (issue 25)", .serialized)
+/// (the presets).
+@Suite("End to end: GitLab persona", .serialized)
 struct GitLabPersonaTests {
     static let client = "gitlab-application-id"
     static let invalidGrant =
@@ -31,7 +31,7 @@ struct GitLabPersonaTests {
     }
 
     @Test(
-        "GitLab created_at in the past: expiry from created_at + expires_in (PROVIDERS.md §4 \"2 h access tokens\")")
+        "GitLab created_at in the past: expiry from created_at + expires_in (docs.gitlab.com)")
     func expiryFromCreatedAt() throws {
         let sandbox = try Sandbox()
         // The token was made an hour before the answer arrived: one of its two hours is left.
@@ -50,7 +50,7 @@ struct GitLabPersonaTests {
     }
 
     @Test(
-        "GitLab device login without a refresh token: signed in, the summary says no refresh token (PROVIDERS.md §4 \"Device grant\")"
+        "GitLab device login without a refresh token: signed in, the summary says no refresh token (docs.gitlab.com)"
     )
     func deviceLoginWithoutRefreshToken() throws {
         let sandbox = try Sandbox()
@@ -68,7 +68,7 @@ struct GitLabPersonaTests {
     }
 
     @Test(
-        "GitLab old instance: 404 at the device endpoint says the device flow is unsupported and offers --browser, 78; the hint runs as printed (PROVIDERS.md §4 \"Device grant\")"
+        "GitLab old instance: 404 at the device endpoint says the device flow is unsupported and offers --browser, 78; the hint runs as printed (docs.gitlab.com)"
     )
     func oldInstanceWithoutDeviceEndpoint() throws {
         let sandbox = try Sandbox()
@@ -104,7 +104,7 @@ struct GitLabPersonaTests {
     }
 
     @Test(
-        "many concurrent `tokenctl token` at GitLab strict rotation: one refresh (PROVIDERS.md §4 \"Rotation with immediate revocation\")"
+        "many concurrent `tokenctl token` at GitLab strict rotation: one refresh (docs.gitlab.com)"
     )
     func concurrentTokensOneRefresh() throws {
         let sandbox = try Sandbox()
@@ -121,7 +121,7 @@ struct GitLabPersonaTests {
     }
 
     @Test(
-        "GitLab strict rotation: a refresh token spent by another client ends the session, 77 with GitLab's words (PROVIDERS.md §4 \"Rotation with immediate revocation\")"
+        "GitLab strict rotation: a refresh token spent by another client ends the session, 77 with GitLab's words (docs.gitlab.com)"
     )
     func spentElsewhereEndsTheSession() throws {
         let sandbox = try Sandbox()

@@ -6,7 +6,7 @@ import TokenctlTestSupport
 
 /// Every hint written in the sources holds to `Hint.problems`: commands in single quotes, no
 /// sentence's end inside them, and a whole hint ends with its full stop, so a user who copies a
-/// command gets the command alone (issue 24: "…--components=secrets Nothing was sent to the
+/// command gets the command alone ("…--components=secrets Nothing was sent to the
 /// server."). Hints composed at run time from provider parts are checked in TokenctlCoreTests
 /// (HintTests).
 @Suite("Hints in the sources: commands quoted, sentences ended")

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TokenctlTestSupport
 
-/// The rotation journal under a full kernel key quota (issue 24, point 5), as a real non-root
+/// The rotation journal under a full kernel key quota, as a real non-root
 /// user whose quota another program (keyctl) has filled: doctor measures the room left against
 /// the largest session, and a refresh that cannot be journaled says what really happened.
 /// Serialized: the quota belongs to the one test user.

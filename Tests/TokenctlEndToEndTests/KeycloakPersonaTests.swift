@@ -2,11 +2,11 @@ import Foundation
 import Testing
 import TokenctlTestSupport
 
-/// Keycloak as it really behaves (PROVIDERS.md §5), through the built binary against the test
+/// Keycloak as it really behaves (keycloak.org/docs), through the built binary against the test
 /// server's `keycloak` persona: "Revoke Refresh Token" on with Refresh Token Max Reuse 0, so a
 /// reused refresh token kills the whole session, and its `invalid_grant` texts, each a sign-in
-/// again (77) with a hint naming the likely cause (issue 25, item 5).
-@Suite("End to end: Keycloak persona (issue 25)", .serialized)
+/// again (77) with a hint naming the likely cause.
+@Suite("End to end: Keycloak persona", .serialized)
 struct KeycloakPersonaTests {
     static func signedIn() throws -> (Sandbox, AuthServer, String) {
         let server = try AuthServer(["persona": "keycloak"])
@@ -28,7 +28,7 @@ struct KeycloakPersonaTests {
     }
 
     @Test(
-        "Keycloak reuse: Maximum allowed refresh token reuse exceeded, 77 with the hint, and the whole session is dead (PROVIDERS.md §5, \"Rotation settings\")"
+        "Keycloak reuse: Maximum allowed refresh token reuse exceeded, 77 with the hint, and the whole session is dead (keycloak.org/docs)"
     )
     func reuseKillsSession() throws {
         let (sandbox, server, stored) = try Self.signedIn()
@@ -55,7 +55,7 @@ struct KeycloakPersonaTests {
     }
 
     @Test(
-        "Keycloak session idle: 'Token is not active' on refresh of a session without offline_access is 77 with the SSO Session Idle hint, never retried (PROVIDERS.md §5, \"Error texts\")"
+        "Keycloak session idle: 'Token is not active' on refresh of a session without offline_access is 77 with the SSO Session Idle hint, never retried (keycloak.org/docs)"
     )
     func tokenNotActive() throws {
         let server = try AuthServer(["persona": "keycloak"])

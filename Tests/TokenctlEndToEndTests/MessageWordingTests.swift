@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TokenctlTestSupport
 
-/// How messages read where a user sees them (issue 24, point 7).
+/// How messages read where a user sees them.
 @Suite("End to end: message wording")
 struct MessageWordingTests {
     @Test("a refresh that gets an already expired access token says 'expired N s ago', never 'valid for expired …'")

@@ -2,12 +2,12 @@ import Foundation
 import Testing
 import TokenctlTestSupport
 
-/// Okta as it really behaves (PROVIDERS.md §6), through the built binary against the test
+/// Okta as it really behaves (developer.okta.com), through the built binary against the test
 /// server's `okta` persona: the org authorization server's paths (/oauth2/v1/...), DPoP with a
 /// mandatory nonce, rotation with a grace window and family revocation, persistent refresh
 /// tokens, rate limits as 429 without a body. Profiles are configured with explicit options
-/// (presets are issue 25, item 3).
-@Suite("End to end: Okta persona (issue 25)", .serialized)
+/// (the presets).
+@Suite("End to end: Okta persona", .serialized)
 struct OktaPersonaTests {
     static let client = "0oaOktaNativeApp"
 
@@ -41,7 +41,7 @@ struct OktaPersonaTests {
     }
 
     @Test(
-        "Okta DPoP nonce: one use_dpop_nonce per nonce rotation, not per process (PROVIDERS.md §6 \"DPoP with a mandatory nonce\")"
+        "Okta DPoP nonce: one use_dpop_nonce per nonce rotation, not per process (developer.okta.com)"
     )
     func oneNonceRoundTripPerRotation() throws {
         let sandbox = try Sandbox()
@@ -69,7 +69,7 @@ struct OktaPersonaTests {
     }
 
     @Test(
-        "Okta persistent refresh token: an answer without refresh_token keeps the stored one (PROVIDERS.md §6 \"Rotation, grace, reuse\")"
+        "Okta persistent refresh token: an answer without refresh_token keeps the stored one (developer.okta.com)"
     )
     func persistentRefreshToken() throws {
         let sandbox = try Sandbox()
@@ -94,7 +94,7 @@ struct OktaPersonaTests {
     }
 
     @Test(
-        "Okta reuse after the grace window revokes the family: tokenctl's next refresh is 77 with Okta's words, the session ended (PROVIDERS.md §6 \"Rotation, grace, reuse\")"
+        "Okta reuse after the grace window revokes the family: tokenctl's next refresh is 77 with Okta's words, the session ended (developer.okta.com)"
     )
     func reuseAfterGraceEndsTheSession() throws {
         let sandbox = try Sandbox()
@@ -118,7 +118,7 @@ struct OktaPersonaTests {
     }
 
     @Test(
-        "Okta rate limit, 429 without a body, on every refresh attempt: 75, the session kept (PROVIDERS.md §6 \"Rate limits\")"
+        "Okta rate limit, 429 without a body, on every refresh attempt: 75, the session kept (developer.okta.com)"
     )
     func rateLimitWithoutBody() throws {
         let sandbox = try Sandbox()
@@ -135,7 +135,7 @@ struct OktaPersonaTests {
     }
 
     @Test(
-        "Okta device login at /oauth2/v1/device/authorize: a 429 without a body between polls slows the polling, and the approval signs in (PROVIDERS.md §6 \"Device grant\", \"Rate limits\")"
+        "Okta device login at /oauth2/v1/device/authorize: a 429 without a body between polls slows the polling, and the approval signs in (developer.okta.com)"
     )
     func deviceLoginThroughRateLimit() throws {
         let sandbox = try Sandbox()

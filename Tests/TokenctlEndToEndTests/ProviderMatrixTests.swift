@@ -4,13 +4,13 @@ import TokenctlCore
 import TokenctlEssentials
 import TokenctlTestSupport
 
-/// Issue 25's "Done means", per persona of the test server (PROVIDERS.md), through the built
+/// Per persona of the test server, through the built
 /// binary with `--provider`: a device login approved after several polls with a slow_down in
 /// between, a browser login, `token` in every format, two forced refreshes, a 16-process
 /// fan-in on an expired token (one request), 503 / 429 without a body / a reset connection
 /// (75, kept), the persona ending the session its own way (77 with its words), a plain re-login,
 /// and logout (revoked, or an honest message).
-@Suite("End to end: every provider persona, the whole life of a session (issue 25)", .serialized)
+@Suite("End to end: every provider persona, the whole life of a session", .serialized)
 struct ProviderMatrixTests {
     struct Persona: Sendable, CustomTestStringConvertible {
         var persona: String

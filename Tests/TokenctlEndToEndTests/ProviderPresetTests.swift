@@ -4,10 +4,10 @@ import TokenctlCore
 import TokenctlEssentials
 import TokenctlTestSupport
 
-/// `login --provider` (issue 25, items 3, 4 and 7) through the built binary against the test
-/// server's personas (PROVIDERS.md): the preset fills in what the provider needs, is saved in
+/// `login --provider` through the built binary against the test
+/// server's personas: the preset fills in what the provider needs, is saved in
 /// the profile, and later logins, refreshes and logouts keep behaving the same way.
-@Suite("End to end: provider presets (issue 25)", .serialized)
+@Suite("End to end: provider presets", .serialized)
 struct ProviderPresetTests {
     static let gitHubClient = "Ov23liPresetApp"
     static let googleClient = "1234-preset.apps.googleusercontent.com"

@@ -158,7 +158,7 @@ struct RefreshFailureTests {
     }
 
     @Test(
-        "fake server: a 200 with neither an access token nor an error (an HTML page, an empty object) is a protocol error: 76, the session kept (issue 25)",
+        "fake server: a 200 with neither an access token nor an error (an HTML page, an empty object) is a protocol error: 76, the session kept",
         arguments: [
             ["status": 200, "body": "<html>login page</html>", "content_type": "text/html"],
             ["status": 200, "body": "{\"token_type\":\"bearer\"}", "content_type": "application/json"],
@@ -174,7 +174,7 @@ struct RefreshFailureTests {
         #expect(try sandbox.tokenctl("token").status == 0, "the next command refreshes with the kept refresh token")
     }
 
-    /// The access tokens of issue 24 (point 4) that a refresh answer may carry and tokenctl
+    /// The access tokens that a refresh answer may carry and tokenctl
     /// refuses (a null removes the member): each must leave the rotated refresh token kept.
     static let unusableAccessTokens: [[String: any Sendable]] = [
         ["access_token": "at with spaces"], ["access_token": "at_x\r\nX-Injected: 1"], ["access_token": ""],

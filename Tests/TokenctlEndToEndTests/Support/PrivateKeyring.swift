@@ -34,7 +34,7 @@ final class PrivateKeyring: @unchecked Sendable {
     func start() throws { try shell("tk_start_keyring test") }
 
     /// Start the daemon again if it died (gnome-keyring 42 can abort when a client is killed
-    /// in the middle of a call: upstream issues 190/196/199). Returns whether it had to.
+    /// in the middle of a call: known gnome-keyring races). Returns whether it had to.
     @discardableResult
     func restartIfDead() throws -> Bool {
         let result = try shell(

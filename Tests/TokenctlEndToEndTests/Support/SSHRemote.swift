@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TokenctlTestSupport
 
-/// A remote host for the forwarding tests (issue 27): a private OpenSSH server (Debian's sshd, on
+/// A remote host for the forwarding tests: a private OpenSSH server (Debian's sshd, on
 /// 127.0.0.1, started by Scripts/lib/sshd.sh in a services directory of its own, stopped by PID)
 /// whose sessions run as the real other user `tokenctl-remote`, with copies of the release
 /// `tokenctl` and `tokenctl-engine` in `remoteBin`. Commands run with `ssh -R REMOTE:LOCAL`, as a
