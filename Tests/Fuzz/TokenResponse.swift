@@ -75,7 +75,7 @@ public func fuzzTokenResponse(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CIn
                 refreshToken.utf8.count < 8 || !unusable.description.contains(refreshToken),
                 "the message about an unusable answer shows its refresh token")
         }
-    case .terminal(let reason), .clientRefused(let reason):
+    case .grantEnded(let reason), .clientRefused(let reason):
         _ = reason.description
         _ = reason.className
     case .transient(let reason, let retryAfter):

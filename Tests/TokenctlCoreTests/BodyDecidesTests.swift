@@ -35,11 +35,11 @@ struct BodyDecidesTests {
         let outcome = classify(response)
         #expect(
             outcome
-                == .terminal(
+                == .grantEnded(
                     .oauthError(
                         status: response.status, code: "bad_refresh_token",
                         description: "The refresh token passed is incorrect or expired.")))
-        if case .terminal(let reason) = outcome { #expect(reason.className == "bad_refresh_token") }
+        if case .grantEnded(let reason) = outcome { #expect(reason.className == "bad_refresh_token") }
     }
 
     @Test(
@@ -48,20 +48,20 @@ struct BodyDecidesTests {
     func pendingWith200(code: String) {
         #expect(
             classify(form(200, "error=\(code)&error_description=x"))
-                == .terminal(.oauthError(status: 200, code: code, description: "x")))
+                == .grantEnded(.oauthError(status: 200, code: code, description: "x")))
         #expect(
             classify(.json(200, #"{"error":"\#(code)"}"#))
-                == .terminal(.oauthError(status: 200, code: code, description: nil)))
+                == .grantEnded(.oauthError(status: 200, code: code, description: nil)))
     }
 
     @Test("a 400 form-encoded error is read too; a non-2xx without error stays an unexpected status")
     func formErrorWith400() {
         #expect(
             classify(form(400, "error=invalid_grant"))
-                == .terminal(.oauthError(status: 400, code: "invalid_grant", description: nil)))
+                == .grantEnded(.oauthError(status: 400, code: "invalid_grant", description: nil)))
         #expect(
             classify(form(403, "message=nope"))
-                == .terminal(.unexpectedStatus(403, contentType: "application/x-www-form-urlencoded; charset=utf-8")))
+                == .grantEnded(.unexpectedStatus(403, contentType: "application/x-www-form-urlencoded; charset=utf-8")))
     }
 
     @Test("the transient statuses stay transient whatever the body says")
@@ -121,7 +121,7 @@ struct BodyDecidesTests {
         "the provider error-code table: GitHub's bad_refresh_token ends the grant (77), incorrect_client_credentials refuses the client (78)"
     )
     func errorCodeTable() {
-        func reason(_ code: String) -> TerminalReason { .oauthError(status: 200, code: code, description: nil) }
+        func reason(_ code: String) -> GrantEndReason { .oauthError(status: 200, code: code, description: nil) }
         #expect(ProviderErrorClasses.codes["bad_refresh_token"]?.errorClass == .signInAgain)
         #expect(ProviderErrorClasses.endsGrant(reason("bad_refresh_token")))
         #expect(ProviderErrorClasses.endsGrant(reason("invalid_grant")))
@@ -495,7 +495,7 @@ private struct GitHubBroker {
         let clock = self.clock
         self.http = http
         let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
-        broker = TokenBroker(store: memory, locks: NoLockProvider(), clock: clock.clock) { _ in
+        broker = TokenBroker(store: memory, locks: NoProfileLocks(), clock: clock.clock) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
         }
     }

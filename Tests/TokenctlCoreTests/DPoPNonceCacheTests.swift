@@ -142,7 +142,7 @@ struct DPoPNonceCacheTests {
         #expect(paths.dpopNonceCacheDirectory == paths.cacheDirectory + "/dpop-nonce")
         let http = FakeHTTPClient { _, _ in .success(.json(500, "{}")) }
         let service = TokenctlService(
-            paths: paths, store: InMemorySessionStore(), locks: NoLockProvider(), httpClient: { _ in http })
+            paths: paths, store: InMemorySessionStore(), locks: NoProfileLocks(), httpClient: { _ in http })
         #expect(service.dpopState.persisted?.directory == paths.dpopNonceCacheDirectory)
     }
 }

@@ -245,7 +245,7 @@ struct DPoPSessionTests {
             self.profile = DPoPSessionTests.profile(allowBearer: allowBearer)
             let policy = RetryPolicy(
                 initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
-            broker = TokenBroker(store: memory, locks: NoLockProvider(), clock: clock.clock) { _ in
+            broker = TokenBroker(store: memory, locks: NoProfileLocks(), clock: clock.clock) { _ in
                 TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
             }
             var set = TokenSet.fixture(
@@ -338,7 +338,7 @@ struct DPoPSessionTests {
         let memory = InMemorySessionStore()
         let http = FakeHTTPClient { _, _ in .success(DPoPSessionTests.dpopTokens()) }
         let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
-        let broker = TokenBroker(store: memory, locks: NoLockProvider(), clock: clock.clock) { _ in
+        let broker = TokenBroker(store: memory, locks: NoProfileLocks(), clock: clock.clock) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
         }
         let profile = Self.profile()

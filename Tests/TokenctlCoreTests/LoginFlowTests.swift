@@ -299,7 +299,7 @@ struct LoginServiceTests {
             configDirectory: root + "/config", lockDirectory: root + "/locks", stateDirectory: root + "/state",
             cacheDirectory: root + "/cache")
         let service = TokenctlService(
-            paths: paths, store: store, locks: NoLockProvider(), clock: VirtualClock().clock, httpClient: { _ in http })
+            paths: paths, store: store, locks: NoProfileLocks(), clock: VirtualClock().clock, httpClient: { _ in http })
         return (service, root)
     }
 
@@ -373,7 +373,7 @@ struct LoginServiceTests {
             configDirectory: root + "/config", lockDirectory: root + "/locks", stateDirectory: root + "/state",
             cacheDirectory: root + "/cache")
         let service = TokenctlService(
-            paths: paths, store: store, locks: NoLockProvider(), clock: VirtualClock().clock, httpClient: { _ in http })
+            paths: paths, store: store, locks: NoProfileLocks(), clock: VirtualClock().clock, httpClient: { _ in http })
         let profile = ProfileName(rawValue: "login-" + String(UInt32.random(in: 0...UInt32.max), radix: 16))!
         let identity = SessionIdentity(profile: profile, issuer: "https://issuer.example", clientID: "cli")
         defer { journal.clear(identity) }
@@ -453,7 +453,7 @@ struct LoginServiceTests {
             configDirectory: root + "/config", lockDirectory: root + "/locks", stateDirectory: root + "/state",
             cacheDirectory: root + "/cache")
         let service = TokenctlService(
-            paths: paths, store: store, locks: NoLockProvider(), clock: VirtualClock().clock, httpClient: { _ in http })
+            paths: paths, store: store, locks: NoProfileLocks(), clock: VirtualClock().clock, httpClient: { _ in http })
         let login = try request()
         do {
             _ = try await service.login(login, presenter: RecordingPresenter())

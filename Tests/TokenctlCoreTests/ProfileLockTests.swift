@@ -8,7 +8,7 @@ import TokenctlEssentials
 import Glibc
 #endif
 
-/// `FileLockProvider.waitWhileHeld`: watching another process's refresh lock without taking it.
+/// `FileProfileLocks.waitWhileHeld`: watching another process's refresh lock without taking it.
 /// flock(2) locks of two open file descriptions conflict even within one process, so a second
 /// descriptor here plays the other process.
 @Suite("Profile lock: waiting for another refresh")
@@ -31,7 +31,7 @@ struct ProfileLockTests {
     @Test("no lock file, or a free lock: no wait")
     func nothingToWaitFor() async throws {
         let directory = temporaryDirectory()
-        let locks = FileLockProvider(directory: directory)
+        let locks = FileProfileLocks(directory: directory)
         #expect(try await locks.waitWhileHeld(profile, until: .after(5)) == false)
         close(try holdLock(in: directory))
         #expect(try await locks.waitWhileHeld(profile, until: .after(5)) == false)
@@ -40,7 +40,7 @@ struct ProfileLockTests {
     @Test("a held lock: waits until it is let go, and never takes it")
     func waitsUntilLetGo() async throws {
         let directory = temporaryDirectory()
-        let locks = FileLockProvider(directory: directory)
+        let locks = FileProfileLocks(directory: directory)
         let held = try holdLock(in: directory)
         // Let go from a thread of its own: the test run keeps the cooperative pool busy, and a
         // starved task would not let go in time. The generous timeout is for the same reason.
@@ -59,7 +59,7 @@ struct ProfileLockTests {
     @Test("a lock never let go: the lock-timeout error of acquire, after the timeout")
     func timesOut() async throws {
         let directory = temporaryDirectory()
-        let locks = FileLockProvider(directory: directory)
+        let locks = FileProfileLocks(directory: directory)
         let held = try holdLock(in: directory)
         defer { close(held) }
         let started = Clock.system.now()

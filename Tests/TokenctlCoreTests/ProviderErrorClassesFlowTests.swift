@@ -25,7 +25,7 @@ private func refresh(_ answers: [Result<HTTPResponse, HTTPTransportError>]) asyn
     let http = FakeHTTPClient(script: answers)
     let memory = InMemorySessionStore()
     let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
-    let broker = TokenBroker(store: memory, locks: NoLockProvider(), clock: clock.clock) { _ in
+    let broker = TokenBroker(store: memory, locks: NoProfileLocks(), clock: clock.clock) { _ in
         TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
     }
     let before = TokenSet.fixture(

@@ -27,7 +27,7 @@ private func entra(_ error: String, _ code: Int, _ text: String, listed: Bool = 
 
 private func row(_ outcome: RefreshOutcome) -> ProviderErrorClasses.Row? {
     switch outcome {
-    case .terminal(let reason), .clientRefused(let reason), .transient(.oauthError(let reason), _):
+    case .grantEnded(let reason), .clientRefused(let reason), .transient(.oauthError(let reason), _):
         ProviderErrorClasses.row(reason)
     default: nil
     }
@@ -43,7 +43,7 @@ struct ProviderErrorClassesTests {
         arguments: [50173, 700082, 70008, 700084, 70043, 50132, 50133, 54005, 50089, 70000])
     func entraSignInAgain(code: Int) {
         let outcome = classify(entra("invalid_grant", code, "The grant is dead."))
-        guard case .terminal(let reason) = outcome else {
+        guard case .grantEnded(let reason) = outcome else {
             Issue.record("expected terminal, got \(outcome)")
             return
         }
@@ -57,7 +57,7 @@ struct ProviderErrorClassesTests {
         arguments: [50076, 50079, 50078, 65001, 50058])
     func entraInteraction(code: Int) {
         let outcome = classify(entra("interaction_required", code, "MFA is needed."))
-        guard case .terminal = outcome else {
+        guard case .grantEnded = outcome else {
             Issue.record("expected terminal, got \(outcome)")
             return
         }
@@ -69,7 +69,7 @@ struct ProviderErrorClassesTests {
     @Test("Entra AADSTS53003 is a Conditional Access block: 77, and its hint does not ask to log in")
     func entraConditionalAccess() throws {
         let outcome = classify(entra("invalid_grant", 53003, "Access has been blocked by Conditional Access policies."))
-        guard case .terminal(let reason) = outcome else {
+        guard case .grantEnded(let reason) = outcome else {
             Issue.record("expected terminal, got \(outcome)")
             return
         }
@@ -149,7 +149,7 @@ struct ProviderErrorClassesTests {
     func entraCodeSources() {
         let listedOnly = classify(entra("invalid_grant", 700082, "Expired.", listed: true, prefixed: false))
         #expect(row(listedOnly)?.errorClass == .signInAgain)
-        if case .terminal(let reason) = listedOnly {
+        if case .grantEnded(let reason) = listedOnly {
             #expect(reason.className == "invalid_grant AADSTS700082")
             // Named in the message when the description does not start with it.
             #expect(reason.description.hasPrefix("the server answered 400 invalid_grant (AADSTS700082): Expired."))
@@ -176,7 +176,7 @@ struct ProviderErrorClassesTests {
     @Test("an Entra code the table does not know leaves the answer to its error: authorization_pending stays pending")
     func unknownEntraCode() {
         let outcome = classify(entra("authorization_pending", 70016, "Pending."))
-        guard case .terminal(let reason) = outcome else {
+        guard case .grantEnded(let reason) = outcome else {
             Issue.record("expected terminal, got \(outcome)")
             return
         }
@@ -188,7 +188,8 @@ struct ProviderErrorClassesTests {
     @Test("Entra's \\r\\n line breaks are shown as one space, never glued words")
     func entraLineBreaks() {
         guard
-            case .terminal(.oauthError(_, _, let description?, _)) = classify(entra("invalid_grant", 70043, "Expired."))
+            case .grantEnded(.oauthError(_, _, let description?, _)) = classify(
+                entra("invalid_grant", 70043, "Expired."))
         else {
             Issue.record("expected an OAuth error with a description")
             return
@@ -211,7 +212,7 @@ struct ProviderErrorClassesTests {
         ])
     func keycloakTexts(text: String, cause: String) throws {
         let outcome = classify(.json(400, #"{"error":"invalid_grant","error_description":"\#(text)"}"#))
-        guard case .terminal(let reason) = outcome else {
+        guard case .grantEnded(let reason) = outcome else {
             Issue.record("expected terminal, got \(outcome)")
             return
         }
@@ -225,7 +226,7 @@ struct ProviderErrorClassesTests {
     func googleExpiredOrRevoked() throws {
         let outcome = classify(
             .json(400, #"{"error":"invalid_grant","error_description":"Token has been expired or revoked."}"#))
-        guard case .terminal(let reason) = outcome else {
+        guard case .grantEnded(let reason) = outcome else {
             Issue.record("expected terminal, got \(outcome)")
             return
         }

@@ -11,7 +11,7 @@ private func consequence(
     RefreshConsequence.of(answer, profile: profile, target: target, sessionScope: sessionScope)
 }
 
-private func oauthError(_ code: String, status: Int = 400, providerCode: String? = nil) -> TerminalReason {
+private func oauthError(_ code: String, status: Int = 400, providerCode: String? = nil) -> GrantEndReason {
     .oauthError(status: status, code: code, description: nil, providerCode: providerCode)
 }
 
@@ -120,7 +120,7 @@ struct RefreshConsequenceTests {
     @Test("terminal, blocked by a policy (Entra's AADSTS53003) → keep the session, refreshFailed, 77")
     func blockedByPolicyRow() {
         let reason = oauthError("invalid_grant", providerCode: "AADSTS53003")
-        let row = consequence(.outcome(.terminal(reason)))
+        let row = consequence(.outcome(.grantEnded(reason)))
         #expect(row.action == .keepSession)
         #expect(row.event == .refreshFailed)
         #expect(row.reason == reason.className)
@@ -131,9 +131,9 @@ struct RefreshConsequenceTests {
     }
 
     @Test("terminal → end the session, sessionEnded, 77 (an ID token refused is terminal too)")
-    func terminalRow() {
+    func grantEndedRow() {
         for reason in [oauthError("invalid_grant"), .unusableResponse("the refreshed ID token is not a JWT")] {
-            let row = consequence(.outcome(.terminal(reason)))
+            let row = consequence(.outcome(.grantEnded(reason)))
             #expect(row.action == .endSession)
             #expect(row.event == .sessionEnded)
             #expect(row.reason == reason.className)

@@ -10,8 +10,8 @@ private func classify(_ response: HTTPResponse) -> RefreshOutcome {
     RefreshOutcome.classify(.success(response), now: now)
 }
 
-private func isTerminal(_ outcome: RefreshOutcome) -> Bool {
-    if case .terminal = outcome { return true }
+private func endsGrant(_ outcome: RefreshOutcome) -> Bool {
+    if case .grantEnded = outcome { return true }
     return false
 }
 
@@ -58,13 +58,14 @@ struct RefreshOutcomeTests {
         ])
     func unusable200(body: String) {
         guard
-            case .terminal(.unusableResponse(let message)) = classify(.text(200, body, contentType: "application/json"))
+            case .grantEnded(.unusableResponse(let message)) = classify(
+                .text(200, body, contentType: "application/json"))
         else {
             Issue.record("expected a terminal unusable-response outcome")
             return
         }
         #expect(!message.isEmpty)
-        #expect(TerminalReason.unusableResponse(message).className == "unusable-response")
+        #expect(GrantEndReason.unusableResponse(message).className == "unusable-response")
     }
 
     /// The forms of an access token that cannot be used, as JSON members (with what is wrong).
@@ -133,8 +134,9 @@ struct RefreshOutcomeTests {
     @Test("400 invalid_grant → terminal OAuth error with its description")
     func invalidGrant() {
         let outcome = classify(.invalidGrant)
-        #expect(outcome == .terminal(.oauthError(status: 400, code: "invalid_grant", description: "Token is expired")))
-        if case .terminal(let reason) = outcome {
+        #expect(
+            outcome == .grantEnded(.oauthError(status: 400, code: "invalid_grant", description: "Token is expired")))
+        if case .grantEnded(let reason) = outcome {
             #expect(reason.className == "invalid_grant")
             #expect(reason.description == "the server answered 400 invalid_grant: Token is expired")
         }
@@ -146,7 +148,7 @@ struct RefreshOutcomeTests {
     func otherOAuthErrors(code: String) {
         #expect(
             classify(.json(400, #"{"error": "\#(code)"}"#))
-                == .terminal(.oauthError(status: 400, code: code, description: nil)))
+                == .grantEnded(.oauthError(status: 400, code: code, description: nil)))
     }
 
     @Test(
@@ -182,7 +184,7 @@ struct RefreshOutcomeTests {
             400, #"{"error":"unauthorized_client","error_description":"Client not allowed for direct access grants"}"#)
         #expect(
             classify(response)
-                == .terminal(
+                == .grantEnded(
                     .oauthError(
                         status: 400, code: "unauthorized_client",
                         description: "Client not allowed for direct access grants")))
@@ -190,7 +192,7 @@ struct RefreshOutcomeTests {
 
     @Test("400 with an empty body → terminal (strict servers such as glewlwyd answer a dead refresh token so)")
     func empty400() {
-        #expect(classify(HTTPResponse(status: 400)) == .terminal(.unexpectedStatus(400, contentType: nil)))
+        #expect(classify(HTTPResponse(status: 400)) == .grantEnded(.unexpectedStatus(400, contentType: nil)))
     }
 
     @Test("400 with HTML → not the server's verdict (76, session kept), naming the content type")
@@ -206,8 +208,8 @@ struct RefreshOutcomeTests {
 
     @Test("401 and 403: an OAuth error or an empty body is the server's; a page is not")
     func unauthorizedForbidden() {
-        #expect(classify(HTTPResponse(status: 401)) == .terminal(.unexpectedStatus(401, contentType: nil)))
-        #expect(classify(HTTPResponse(status: 403)) == .terminal(.unexpectedStatus(403, contentType: nil)))
+        #expect(classify(HTTPResponse(status: 401)) == .grantEnded(.unexpectedStatus(401, contentType: nil)))
+        #expect(classify(HTTPResponse(status: 403)) == .grantEnded(.unexpectedStatus(403, contentType: nil)))
         #expect(
             classify(.text(403, "Forbidden", contentType: "text/plain"))
                 == .notTheServersVerdict(ForeignAnswer(kind: .page, status: 403, contentType: "text/plain")))
@@ -216,7 +218,7 @@ struct RefreshOutcomeTests {
                 == .notTheServersVerdict(ForeignAnswer(kind: .page, status: 403, contentType: "text/html")))
         #expect(
             classify(.json(403, #"{"error":"invalid_grant","error_description":"Unknown or invalid refresh token."}"#))
-                == .terminal(
+                == .grantEnded(
                     .oauthError(
                         status: 403, code: "invalid_grant", description: "Unknown or invalid refresh token.")))
     }
@@ -225,8 +227,8 @@ struct RefreshOutcomeTests {
         "other 4xx: empty or JSON without an error → terminal; a page → not the server's verdict",
         arguments: [402, 404, 405, 409, 410, 413, 415, 418, 422, 451])
     func other4xx(status: Int) {
-        #expect(isTerminal(classify(HTTPResponse(status: status))))
-        #expect(isTerminal(classify(.json(status, #"{"message":"no"}"#))))
+        #expect(endsGrant(classify(HTTPResponse(status: status))))
+        #expect(endsGrant(classify(.json(status, #"{"message":"no"}"#))))
         #expect(
             classify(.text(status, "whatever", contentType: "text/plain"))
                 == .notTheServersVerdict(ForeignAnswer(kind: .page, status: status, contentType: "text/plain")))
@@ -285,7 +287,7 @@ struct RefreshOutcomeTests {
             400,
             #"{"error":"invalid_grant","error_description":"AADSTS65001: The user or administrator has not consented.","error_codes":[65001]}"#
         )
-        guard case .terminal(let reason) = classify(answer) else {
+        guard case .grantEnded(let reason) = classify(answer) else {
             Issue.record("expected terminal")
             return
         }
@@ -294,9 +296,9 @@ struct RefreshOutcomeTests {
         #expect(refused)
         #expect(hint?.contains("AADSTS65001") == true)
         #expect(ProviderErrorClasses.row(reason)?.errorClass == .interactionNeeded, "the session's own refresh")
-        let scope = TerminalReason.oauthError(status: 400, code: "invalid_scope", description: nil)
+        let scope = GrantEndReason.oauthError(status: 400, code: "invalid_scope", description: nil)
         #expect(ProviderErrorClasses.refusesTarget(scope) == (true, nil))
-        let grant = TerminalReason.oauthError(status: 400, code: "invalid_grant", description: nil)
+        let grant = GrantEndReason.oauthError(status: 400, code: "invalid_grant", description: nil)
         #expect(ProviderErrorClasses.refusesTarget(grant) == (false, nil))
         #expect(ProviderErrorClasses.endsGrant(grant))
     }
@@ -357,7 +359,7 @@ struct RefreshOutcomeTests {
     func nonStringError() {
         #expect(
             classify(.json(400, #"{"error": 42}"#))
-                == .terminal(.unexpectedStatus(400, contentType: "application/json")))
+                == .grantEnded(.unexpectedStatus(400, contentType: "application/json")))
     }
 
     @Test(
@@ -367,7 +369,7 @@ struct RefreshOutcomeTests {
         let long = String(repeating: "y", count: 500)
         let outcome = classify(
             .json(400, #"{"error": "invalid_grant", "error_description": "line1\nline2\u001b[31m\#(long)"}"#))
-        guard case .terminal(.oauthError(_, _, let description?, _)) = outcome else {
+        guard case .grantEnded(.oauthError(_, _, let description?, _)) = outcome else {
             Issue.record("expected an OAuth error with a description")
             return
         }
@@ -449,7 +451,7 @@ struct RefreshOutcomeTests {
     @Test("a response over the size cap is an unusable answer → terminal")
     func responseTooLarge() {
         let outcome = RefreshOutcome.classify(.failure(HTTPTransportError(.responseTooLarge, "too big")), now: now)
-        #expect(outcome == .terminal(.unusableResponse("too big")))
+        #expect(outcome == .grantEnded(.unusableResponse("too big")))
     }
 
     @Test(

@@ -21,7 +21,7 @@ struct RefreshTokenLifetimeTests {
     func broker(_ http: FakeHTTPClient) -> TokenBroker {
         let clock = self.clock
         let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
-        return TokenBroker(store: memory, locks: NoLockProvider(), clock: clock.clock) { _ in
+        return TokenBroker(store: memory, locks: NoProfileLocks(), clock: clock.clock) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
         }
     }

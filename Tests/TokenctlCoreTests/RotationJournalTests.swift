@@ -188,7 +188,7 @@ struct RotationJournalTests {
             return .success(.tokens(access: "access-for-\(sent)", refresh: sent + "-n", expiresIn: 3600))
         }
         let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
-        let broker = TokenBroker(store: store, locks: NoLockProvider(), clock: clock.clock) { _ in
+        let broker = TokenBroker(store: store, locks: NoProfileLocks(), clock: clock.clock) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
         }
         let next = try await broker.validTokenSet(for: profile, minimumTimeToLive: 60)
@@ -311,7 +311,7 @@ struct RotationJournalTests {
             return .success(.tokens(access: "access-for-\(sent)", refresh: sent + "-n", expiresIn: 3600))
         }
         let policy = RetryPolicy(initialDelay: 0.5, maximumDelay: 8, timeout: 30, attemptTimeout: 15, random: { 0.5 })
-        let broker = TokenBroker(store: store, locks: NoLockProvider(), clock: clock.clock) { _ in
+        let broker = TokenBroker(store: store, locks: NoProfileLocks(), clock: clock.clock) { _ in
             TokenEndpointClient(http: http, clock: clock.clock, retry: policy)
         }
         try memory.write(

@@ -50,7 +50,7 @@ struct SecretRedactionTests {
         let body = #"{"error":"invalid_grant","error_description":"\#(long) token \#(refreshToken) unknown"}"#
         let outcome = RefreshOutcome.classify(
             .success(.json(400, body)), now: 0, redaction: SecretRedaction([refreshToken]))
-        guard case .terminal(let reason) = outcome else {
+        guard case .grantEnded(let reason) = outcome else {
             Issue.record("expected terminal: \(outcome)")
             return
         }

@@ -83,7 +83,7 @@ struct JWKSCacheStatusTests {
         let clock = VirtualClock()
         let store = InMemorySessionStore()
         let service = TokenctlService(
-            paths: paths, store: store, locks: NoLockProvider(), clock: clock.clock, httpClient: { _ in http })
+            paths: paths, store: store, locks: NoProfileLocks(), clock: clock.clock, httpClient: { _ in http })
         let configuration = ProfileConfiguration(
             issuer: try EndpointURL(Self.issuer), clientID: "cli",
             tokenEndpoint: try EndpointURL(Self.issuer + "/token"),

@@ -62,7 +62,7 @@ struct TokenBrokerTargetTests {
         // The lock wait is real time: generous, so a machine that starves the test's tasks (a
         // CI run beside other builds) does not turn the fan-in into lock timeouts.
         return TokenBroker(
-            store: memory, locks: FileLockProvider(directory: directory), clock: clock.clock,
+            store: memory, locks: FileProfileLocks(directory: directory), clock: clock.clock,
             configuration: TokenBroker.Configuration(lockWait: 600)
         ) { _ in
             TokenEndpointClient(

@@ -31,7 +31,7 @@ private struct Harness {
 
     /// `retryDeadline` 0.1 s with 0.25 s backoff means exactly one attempt per refresh.
     init(
-        http: FakeHTTPClient, retryDeadline: Double = 30, locks: any LockProvider = NoLockProvider(),
+        http: FakeHTTPClient, retryDeadline: Double = 30, locks: any ProfileLocking = NoProfileLocks(),
         store: ((InMemorySessionStore) -> any SessionStore)? = nil
     ) {
         let memory = InMemorySessionStore()
@@ -80,11 +80,11 @@ private struct Harness {
 }
 
 /// A lock provider whose `acquire` runs an action first: another process's work while we wait.
-private struct ActingLockProvider: LockProvider {
+private struct ActingProfileLocks: ProfileLocking {
     let action: @Sendable () throws(TokenctlError) -> Void
     func acquire(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> any HeldLock {
         try action()
-        return try await NoLockProvider().acquire(profile, until: deadline)
+        return try await NoProfileLocks().acquire(profile, until: deadline)
     }
 }
 
@@ -606,7 +606,7 @@ struct TokenBrokerTests {
     @Test("fake lock: another process rotates while we wait for the lock → its set is served, no request")
     func rotatedWhileWaitingForLock() async throws {
         let memoryBox = Mutex<(InMemorySessionStore, TokenSet)?>(nil)
-        let locks = ActingLockProvider {
+        let locks = ActingProfileLocks {
             if let (store, set) = memoryBox.withLock({ $0 }) { try? store.write(set, for: resolvedProfile().identity) }
         }
         let harness = Harness(http: rotatingServer(), locks: locks)
@@ -621,7 +621,7 @@ struct TokenBrokerTests {
     @Test("fake lock: with force, a set rotated by another process while we waited is served, not refreshed again")
     func forceAfterRotationElsewhere() async throws {
         let memoryBox = Mutex<(InMemorySessionStore, TokenSet)?>(nil)
-        let locks = ActingLockProvider {
+        let locks = ActingProfileLocks {
             if let (store, set) = memoryBox.withLock({ $0 }) { try? store.write(set, for: resolvedProfile().identity) }
         }
         let harness = Harness(http: rotatingServer(), locks: locks)
@@ -635,7 +635,7 @@ struct TokenBrokerTests {
 
     @Test("fake lock: a lock timeout is transient and sends nothing")
     func lockTimeout() async throws {
-        let locks = ActingLockProvider { () throws(TokenctlError) in
+        let locks = ActingProfileLocks { () throws(TokenctlError) in
             throw TokenctlError(.transient, TransientReason.lockHeldTooLong.description)
         }
         let harness = Harness(http: rotatingServer(), locks: locks)
@@ -648,7 +648,7 @@ struct TokenBrokerTests {
     @Test("fake lock: the session disappears while we wait for the lock → login required")
     func loggedOutWhileWaiting() async throws {
         let memoryBox = Mutex<InMemorySessionStore?>(nil)
-        let locks = ActingLockProvider {
+        let locks = ActingProfileLocks {
             if let store = memoryBox.withLock({ $0 }) { _ = try? store.delete(resolvedProfile().identity) }
         }
         let harness = Harness(http: rotatingServer(), locks: locks)

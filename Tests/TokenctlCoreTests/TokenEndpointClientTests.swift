@@ -258,7 +258,7 @@ struct TokenEndpointClientTests {
         let http = FakeHTTPClient(script: [.success(response), .success(.tokens())])
         let clock = VirtualClock()
         let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
-        guard case .terminal = outcome else {
+        guard case .grantEnded = outcome else {
             Issue.record("expected terminal, got \(outcome)")
             return
         }

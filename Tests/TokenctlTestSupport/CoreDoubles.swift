@@ -76,7 +76,7 @@ public final class InMemorySessionStore: SessionStore, Sendable {
 }
 
 /// No cross-process locking (unit tests of the broker's in-process behaviour).
-public struct NoLockProvider: LockProvider {
+public struct NoProfileLocks: ProfileLocking {
     public init() {}
     public final class Token: HeldLock {}
     public func acquire(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> any HeldLock {

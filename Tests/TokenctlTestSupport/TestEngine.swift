@@ -62,7 +62,7 @@ public final class TestEngine: @unchecked Sendable {
             io: io, variables: .fixed(variables), paths: { .success(paths) }, clock: clock, executable: nil,
             services: ServiceFactory { settings in
                 let service = TokenctlService(
-                    paths: settings.paths, store: store, locks: NoLockProvider(), clock: clock,
+                    paths: settings.paths, store: store, locks: NoProfileLocks(), clock: clock,
                     retry: RetryPolicy(timeout: settings.timeout, attemptTimeout: min(15, settings.timeout)),
                     lockWait: settings.timeout, deadline: settings.deadline,
                     events: EventLog(stateDirectory: settings.paths.stateDirectory), narrate: settings.narrate,

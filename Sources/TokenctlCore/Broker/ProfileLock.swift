@@ -8,7 +8,7 @@ import Glibc
 public protocol HeldLock: AnyObject, Sendable {}
 
 /// Hands out per-profile refresh locks.
-public protocol LockProvider: Sendable {
+public protocol ProfileLocking: Sendable {
     /// Take the profile's lock, waiting at most until `deadline` (on `Clock.system`: other
     /// processes hold the lock in real time).
     /// - Throws: a transient `TokenctlError` when the wait runs out.
@@ -21,7 +21,7 @@ public protocol LockProvider: Sendable {
     func waitWhileHeld(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> Bool
 }
 
-extension LockProvider {
+extension ProfileLocking {
     /// Providers without cross-process locks never wait.
     public func waitWhileHeld(_ profile: ProfileName, until deadline: Deadline) async throws(TokenctlError) -> Bool {
         false
@@ -31,7 +31,7 @@ extension LockProvider {
 /// flock(2) on `<runtime>/tokenctl/<profile>.lock` (`Paths.runtimeLockDirectory`: derived from
 /// the uid, the same for every process of the user): dies with its process, so a killed
 /// refresher never leaves a stale lock.
-public struct FileLockProvider: LockProvider {
+public struct FileProfileLocks: ProfileLocking {
     public let directory: String
     public let clock: Clock
 

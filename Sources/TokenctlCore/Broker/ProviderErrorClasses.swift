@@ -5,7 +5,7 @@ import TokenctlEssentials
 /// (RFC 6749's own here, each provider's in its file in `Providers/`, citing its source,
 /// gathered from `Provider.all`), read by `RefreshOutcome.classify` (the class) and by
 /// `TokenBroker` and the login flows (the hint). An answer no row matches is classed by its
-/// `error` as §5.2 says: terminal.
+/// `error` as §5.2 says: the grant ended.
 ///
 /// A row is found by what the answer itself says, whichever server sent it (a profile names
 /// no provider): a provider's own code (Entra's AADSTS code, from `error_codes`, else the
@@ -147,7 +147,7 @@ public enum ProviderErrorClasses {
     }
 
     /// The row of a terminal or refused answer's reason.
-    public static func row(_ reason: TerminalReason) -> Row? {
+    public static func row(_ reason: GrantEndReason) -> Row? {
         guard case .oauthError(let status, let code, let description, let providerCode) = reason else { return nil }
         return row(code: code, description: description, providerCode: providerCode, status: status)
     }
@@ -155,7 +155,7 @@ public enum ProviderErrorClasses {
     /// Whether an answer says the grant is dead whatever was asked for (RFC 6749 §5.2's
     /// `invalid_grant`, a refused client, and the rows that end the session), as opposed to a
     /// refusal of what a narrowed refresh asked for.
-    public static func endsGrant(_ reason: TerminalReason) -> Bool {
+    public static func endsGrant(_ reason: GrantEndReason) -> Bool {
         guard case .oauthError(_, let code, _, let providerCode) = reason else { return false }
         if let providerCode, targetRefusals[providerCode] != nil { return false }
         switch row(reason)?.errorClass {
@@ -173,7 +173,7 @@ public enum ProviderErrorClasses {
 
     /// Whether a narrowed refresh's refusal refuses the target (exit 64, as `invalid_scope`
     /// does), and with which hint.
-    public static func refusesTarget(_ reason: TerminalReason) -> (refused: Bool, hint: String?) {
+    public static func refusesTarget(_ reason: GrantEndReason) -> (refused: Bool, hint: String?) {
         guard case .oauthError(_, let code, _, let providerCode) = reason else { return (false, nil) }
         if let providerCode, let hint = targetRefusals[providerCode] { return (true, hint) }
         return (["invalid_scope", "invalid_target", "invalid_request"].contains(code), nil)

@@ -9,11 +9,11 @@ import TokenctlEssentials
 /// | response                                                  | class     |
 /// |-----------------------------------------------------------|-----------|
 /// | 2xx with a valid token set                                | success   |
-/// | a response over the size cap (1 MiB)                      | terminal  |
+/// | a response over the size cap (1 MiB)                      | grant ended |
 /// | timeout, DNS/connect/TLS/reset errors                     | transient |
 /// | 429 (honouring Retry-After)                               | transient |
 /// | 408, 500, 502, 503, 504 (any body)                        | transient |
-/// | any other status with `error` (2xx too): `invalid_grant`, GitHub's `bad_refresh_token`, … | terminal  |
+/// | any other status with `error` (2xx too): `invalid_grant`, GitHub's `bad_refresh_token`, … | grant ended |
 /// | `error` that says the client or its registration is refused, not the grant (`ProviderErrorClasses`: any `invalid_client`, `unauthorized_client` with 401 or a client-credentials text, GitHub's `incorrect_client_credentials`, Entra's AADSTS7000215, …) | client refused (78, session kept) |
 /// | `error` that says the server cannot answer now (`temporarily_unavailable`, Entra's AADSTS90024, …) | transient |
 /// | 2xx without `error` and without a usable access token, or not an object | unusable tokens (76, session kept) |
@@ -24,7 +24,7 @@ import TokenctlEssentials
 /// | 407 Proxy Authentication Required (RFC 9110 §15.5.8), any body | not the server's verdict (76, session kept) |
 /// | 501, 505 and any other 5xx not listed above, any body     | not the server's verdict (76, session kept) |
 /// | any other 4xx without `error` whose body is not empty and neither JSON nor form-encoded (an HTML or text page: a proxy, a web firewall, a gateway) | not the server's verdict (76, session kept) |
-/// | anything else: a 4xx with an empty body (strict servers such as glewlwyd answer a dead refresh token with an empty 400) or with JSON or a form without `error`; a 2xx with an unusable ID token or scope | terminal  |
+/// | anything else: a 4xx with an empty body (strict servers such as glewlwyd answer a dead refresh token with an empty 400) or with JSON or a form without `error`; a 2xx with an unusable ID token or scope | grant ended |
 ///
 /// Only a terminal outcome may end a session (RFC 6749 §5.2 errors are the server saying
 /// the grant is dead); everything transient keeps it, and so do unusable tokens: the server
@@ -36,11 +36,11 @@ public enum RefreshOutcome: Equatable, Sendable {
     case success(TokenResponse, serverDate: Double?)
     /// A 200 JSON answer tokenctl cannot use as a whole, though the server did not end the grant.
     case unusableTokens(UnusableTokens)
-    case terminal(TerminalReason)
+    case grantEnded(GrantEndReason)
     /// An OAuth error that refuses the client (its id or secret) or its registration, not the
     /// grant: the session is kept, and the configuration must change (`ProviderErrorClasses`,
     /// exit 78).
-    case clientRefused(TerminalReason)
+    case clientRefused(GrantEndReason)
     case transient(TransientReason, retryAfter: Double?)
     /// An answer that is not the token endpoint's verdict on the grant (a proxy's page, a
     /// redirect to a captive portal): the session is kept, exit 75 when it may pass, else 76.
@@ -60,7 +60,7 @@ public enum RefreshOutcome: Equatable, Sendable {
         switch result {
         case .failure(let error) where error.kind == .responseTooLarge:
             // A token endpoint answering megabytes is not a network hiccup: an unusable answer.
-            return .terminal(.unusableResponse(error.message))
+            return .grantEnded(.unusableResponse(error.message))
         case .failure(let error):
             return .transient(.transport(error.kind, error.message), retryAfter: nil)
         case .success(let value):
@@ -79,7 +79,7 @@ public enum RefreshOutcome: Equatable, Sendable {
             return .notTheServersVerdict(foreign)
         }
         guard (200..<300).contains(response.status) else {
-            return .terminal(
+            return .grantEnded(
                 .unexpectedStatus(response.status, contentType: redaction.scrub(response.header("content-type"))))
         }
         // A 2xx without an error and without an access token: the server did not do its part,
@@ -96,7 +96,7 @@ public enum RefreshOutcome: Equatable, Sendable {
     ) -> RefreshOutcome {
         let (row, providerCode) = ProviderErrorClasses.match(
             code: code, description: description, errorCodes: object?["error_codes"], status: response.status)
-        let reason = TerminalReason.oauthError(
+        let reason = GrantEndReason.oauthError(
             status: response.status, code: redaction.scrub(code),
             description: description.map { TerminalText.short(redaction.scrub($0)) }, providerCode: providerCode)
         switch row?.errorClass {
@@ -107,7 +107,7 @@ public enum RefreshOutcome: Equatable, Sendable {
             let wait = minimumBackoff.map { max($0, asked ?? 0) } ?? asked
             return .transient(.oauthError(reason), retryAfter: wait)
         default:
-            return .terminal(reason)
+            return .grantEnded(reason)
         }
     }
 
@@ -131,7 +131,7 @@ public enum RefreshOutcome: Equatable, Sendable {
                 return .unusableTokens(
                     UnusableTokens(problem: error.redacting(redaction), refreshToken: .unusable, idToken: nil))
             }
-            return .terminal(.unusableResponse(redaction.scrub(error.description)))
+            return .grantEnded(.unusableResponse(redaction.scrub(error.description)))
         }
     }
 
@@ -302,7 +302,7 @@ public struct UnusableTokens: Equatable, Sendable, CustomStringConvertible {
     public var className: String { refreshToken == .unusable ? "unusable-refresh-token" : "unusable-access-token" }
 }
 
-public enum TerminalReason: Equatable, Sendable, CustomStringConvertible {
+public enum GrantEndReason: Equatable, Sendable, CustomStringConvertible {
     /// An RFC 6749 §5.2 error, e.g. `invalid_grant`, with the provider's own code for it
     /// (Entra's `AADSTS70043`), if the answer carried one.
     case oauthError(status: Int, code: String, description: String?, providerCode: String? = nil)
@@ -344,7 +344,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
     case deadlineExceeded(String)
     /// An OAuth error saying the server cannot answer now (`ProviderErrorClasses`: RFC 6749's
     /// `temporarily_unavailable`, Entra's throttling codes).
-    case oauthError(TerminalReason)
+    case oauthError(GrantEndReason)
 
     public var description: String {
         switch self {

@@ -43,7 +43,7 @@ public actor TokenBroker {
     }
 
     let store: any SessionStore
-    let locks: any LockProvider
+    let locks: any ProfileLocking
     let endpointClient: @Sendable (ResolvedProfile) -> TokenEndpointClient
     let clock: Clock
     let configuration: Configuration
@@ -83,7 +83,8 @@ public actor TokenBroker {
     public internal(set) var refreshRequestCount = 0
 
     public init(
-        store: any SessionStore, locks: any LockProvider, clock: Clock, configuration: Configuration = Configuration(),
+        store: any SessionStore, locks: any ProfileLocking, clock: Clock,
+        configuration: Configuration = Configuration(),
         events: EventLog? = nil, dpopState: DPoPIssuerState = .shared,
         didServe: (@Sendable (TokenSet, SessionIdentity, TokenTarget) -> Void)? = nil,
         cachedToken: CachedToken? = nil, issuerKeys: IssuerKeys? = nil, narrate: Narrator? = nil,

@@ -17,7 +17,7 @@ public final class TokenctlService: Sendable {
     public let dpopState: DPoPIssuerState
 
     public init(
-        paths: Paths, store: any SessionStore, locks: any LockProvider, clock: Clock = .system,
+        paths: Paths, store: any SessionStore, locks: any ProfileLocking, clock: Clock = .system,
         retry: RetryPolicy = RetryPolicy(), lockWait: Double = 30, deadline: Deadline? = nil,
         events: EventLog? = nil, hotCache: HotCache? = nil,
         narrate: TokenBroker.Narrator? = nil, detachedRefresh: DetachedRefresh? = nil,
@@ -67,7 +67,7 @@ public final class TokenctlService: Sendable {
         self.deadline = deadline
     }
 
-    let locks: any LockProvider
+    let locks: any ProfileLocking
     /// The command's deadline (`--timeout` from its start), nil for none (`login`): the lock
     /// waits, the refresh requests and their retries, and the Secret Service calls end by then.
     public let deadline: Deadline?
@@ -96,7 +96,7 @@ public final class TokenctlService: Sendable {
         options.deadline = deadline
         let store = JournaledSessionStore(SecretServiceStore(options: options), journal: RotationJournal())
         return TokenctlService(
-            paths: paths, store: store, locks: FileLockProvider(directory: paths.lockDirectory),
+            paths: paths, store: store, locks: FileProfileLocks(directory: paths.lockDirectory),
             retry: retry, lockWait: timeout, deadline: deadline,
             events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(), narrate: narrate,
             detachedRefresh: detachedRefreshEngine.map { engine in

@@ -74,7 +74,7 @@ struct DeviceFlow: Sendable {
             let (row, providerCode) = ProviderErrorClasses.match(
                 code: code, description: description, errorCodes: object?["error_codes"], status: response.status)
             if case .transient? = row?.errorClass {
-                let reason = TerminalReason.oauthError(
+                let reason = GrantEndReason.oauthError(
                     status: response.status, code: deviceRedaction.scrub(code),
                     description: description.map { TerminalText.short(deviceRedaction.scrub($0)) },
                     providerCode: providerCode)
@@ -157,7 +157,7 @@ struct DeviceFlow: Sendable {
             // (temporarily_unavailable, Entra's throttling), and keep going until the codes expire.
             state.transientFailures += 1
             state.serverWait = retryAfter
-        case .terminal(.oauthError(let status, let code, let description, _))
+        case .grantEnded(.oauthError(let status, let code, let description, _))
         where Self.pollCodes.contains(code)
             || (Provider.deviceFlowExpiredCodes.contains(code) && receivedAt >= expiresAt):
             state.transientFailures = 0
@@ -171,7 +171,7 @@ struct DeviceFlow: Sendable {
                 hint: Hint.sentences("Nothing was stored; a session signed in before is kept.", answer.advice))
         case .clientRefused(let reason):
             throw LoginAnswer.clientRefused(reason, profile: profile)
-        case .terminal(let reason):
+        case .grantEnded(let reason):
             throw ended(reason)
         case .unusableTokens(let answer):
             // A 2xx without an access token and without an error: the server broke the
@@ -210,7 +210,7 @@ struct DeviceFlow: Sendable {
     }
 
     /// The server ended the login with an answer that is not one of the poll codes.
-    private func ended(_ reason: TerminalReason) -> TokenctlError {
+    private func ended(_ reason: GrantEndReason) -> TokenctlError {
         var words = "\(reason)"
         if case .oauthError(_, let code, let description, _) = reason {
             words = "\(code)\(description.map { ": \($0)" } ?? "")"

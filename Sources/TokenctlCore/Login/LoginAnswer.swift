@@ -4,7 +4,7 @@ import TokenctlEssentials
 /// report (nothing was stored), by the same classes a refresh uses (`RefreshOutcome`).
 enum LoginAnswer {
     /// The server refused the client (its id or secret), not the grant: 78, with the row's fix.
-    static func clientRefused(_ reason: TerminalReason, profile: ProfileName) -> TokenctlError {
+    static func clientRefused(_ reason: GrantEndReason, profile: ProfileName) -> TokenctlError {
         let row = ProviderErrorClasses.row(reason)
         return TokenctlError(
             .configuration, "the server refused the client: \(reason)",
@@ -19,7 +19,7 @@ enum LoginAnswer {
         switch outcome {
         case .success(let response, let serverDate):
             return (response, serverDate)
-        case .terminal(let reason):
+        case .grantEnded(let reason):
             throw TokenctlError(
                 .loginRequired, "the server did not accept \(what): \(reason)",
                 hint: Hint.sentences("Nothing was stored.", ProviderErrorClasses.row(reason)?.hint))

@@ -10,7 +10,7 @@ extension LoginStep {
     var store: any SessionStore { service.store }
     var clock: Clock { service.clock }
     var retry: RetryPolicy { service.retry }
-    var locks: any LockProvider { service.locks }
+    var locks: any ProfileLocking { service.locks }
     /// When a wait for the profile lock ends (`TokenctlService.lockDeadline`).
     var lockDeadline: Deadline { service.lockDeadline }
     var events: EventLog? { service.events }

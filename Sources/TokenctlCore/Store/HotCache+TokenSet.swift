@@ -34,7 +34,7 @@ extension HotCache {
     }
 
     /// Drop whatever is cached for this identity, its own token and every target's (logout,
-    /// terminal failure, re-pointed login).
+    /// ended grant, re-pointed login).
     func forget(_ identity: SessionIdentity) {
         invalidate(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID)
         invalidateAll(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID)

@@ -7,7 +7,7 @@ import TokenctlEssentials
 /// A cache of the Secret Service, never the source of truth: every failure here is a miss
 /// (reads) or is ignored (writes), and tokenctl carries on through the Secret Service. Used by
 /// the static front (lookups) and the engine (writes after store reads and refreshes,
-/// invalidation on logout, terminal failures and re-pointed logins).
+/// invalidation on logout, ended grants and re-pointed logins).
 public struct HotCache: Sendable {
     /// Which cache serves `token` hits, as `status --json` reports it.
     public enum State: String, Sendable {

@@ -2,14 +2,14 @@ import TokenctlEssentials
 
 /// A refresh answer once checked (`TokenBroker.checkAnswer`): what `RefreshConsequence` reads.
 enum CheckedRefreshAnswer: Equatable, Sendable {
-    /// The answer as classified; `.terminal` when its ID token is not the session's.
+    /// The answer as classified; `.grantEnded` when its ID token is not the session's.
     case outcome(RefreshOutcome)
     /// Tokens the session's DPoP binding cannot use (RFC 9449 §5).
     case bindingRefused(DPoPBinding.Refusal)
     /// The server refused the refresh's DPoP proof, not its grant (RFC 9449 §7.1, §8).
-    case proofRefused(TerminalReason)
+    case proofRefused(GrantEndReason)
     /// The server refused what a narrowed refresh asked for, not the grant.
-    case targetRefused(TerminalReason)
+    case targetRefused(GrantEndReason)
 }
 
 extension TokenBroker {
@@ -27,7 +27,7 @@ extension TokenBroker {
                 try DPoPBinding.check(response, key: dpopKey, allowBearer: profile.configuration.dpopAllowBearer)
             } catch { return .bindingRefused(error) }
         }
-        if case .terminal(let reason) = outcome, Self.refusesProof(reason) { return .proofRefused(reason) }
+        if case .grantEnded(let reason) = outcome, Self.refusesProof(reason) { return .proofRefused(reason) }
         var outcome = outcome
         var idTokenRefused = false
         // The ID token of a usable answer, or of one whose rotated refresh token is kept.
@@ -38,17 +38,17 @@ extension TokenBroker {
             default: nil
             }
         if let idToken = answeredIDToken, let refusal = await refusal(ofRefreshed: idToken, profile, current: current) {
-            outcome = .terminal(.unusableResponse(refusal))
+            outcome = .grantEnded(.unusableResponse(refusal))
             idTokenRefused = true
         }
-        if !target.isSession, case .terminal(let reason) = outcome, !idTokenRefused, !Self.endsSession(reason) {
+        if !target.isSession, case .grantEnded(let reason) = outcome, !idTokenRefused, !Self.endsSession(reason) {
             return .targetRefused(reason)
         }
         return .outcome(outcome)
     }
 
     /// Why a refreshed ID token is not the session's, or nil when it is: the same issuer,
-    /// subject and client (OIDC Core §12.2), signed by the issuer; else the answer is terminal,
+    /// subject and client (OIDC Core §12.2), signed by the issuer; else the answer ends the grant,
     /// and nothing is stored.
     private func refusal(ofRefreshed idToken: String, _ profile: ResolvedProfile, current: TokenSet) async -> String? {
         do {
@@ -69,7 +69,7 @@ extension TokenBroker {
 
     /// Whether a server refused a refresh's DPoP proof (RFC 9449 §7.1, §8), not its grant: the
     /// refresh token was not spent, and the session stays whatever the target.
-    static func refusesProof(_ reason: TerminalReason) -> Bool {
+    static func refusesProof(_ reason: GrantEndReason) -> Bool {
         if case .oauthError(_, let code, _, _) = reason {
             return code == "invalid_dpop_proof" || code == "use_dpop_nonce"
         }
@@ -78,7 +78,7 @@ extension TokenBroker {
 
     /// Whether a server's refusal of a refresh means the grant is dead (the session ends), as
     /// opposed to a refusal of what a narrowed refresh asked for.
-    static func endsSession(_ reason: TerminalReason) -> Bool { ProviderErrorClasses.endsGrant(reason) }
+    static func endsSession(_ reason: GrantEndReason) -> Bool { ProviderErrorClasses.endsGrant(reason) }
 
     /// The signature of an ID token that came with a refresh, as at login: against the issuer's
     /// cached keys (those that verified the login's ID token), fetched again once when they do

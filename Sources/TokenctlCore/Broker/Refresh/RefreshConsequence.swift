@@ -12,8 +12,8 @@ import TokenctlEssentials
 /// | unusable tokens with a rotated refresh token | keep the refresh token, the access token marked expired | `refreshFailed` | 76 |
 /// | unusable tokens, no usable rotated refresh token | keep the session | `refreshFailed` | 76 |
 /// | the client refused | keep the session | `refreshFailed` | 78 |
-/// | terminal, blocked by a policy | keep the session | `refreshFailed` | 77 |
-/// | terminal | end the session (if it still holds the refresh token sent) | `sessionEnded` | 77 |
+/// | grant ended, blocked by a policy | keep the session | `refreshFailed` | 77 |
+/// | grant ended | end the session (if it still holds the refresh token sent) | `sessionEnded` | 77 |
 /// | not the server's verdict | keep the session | `refreshFailed` | 75, or 76 |
 /// | transient | keep the session | `refreshFailed` | 75 |
 struct RefreshConsequence: Equatable, Sendable {
@@ -72,8 +72,8 @@ struct RefreshConsequence: Equatable, Sendable {
             return unusable(answer, profile: profile)
         case .outcome(.clientRefused(let reason)):
             return clientRefused(reason, profile: profile)
-        case .outcome(.terminal(let reason)):
-            return terminal(reason, profile: profile, sessionScope: sessionScope)
+        case .outcome(.grantEnded(let reason)):
+            return grantEnded(reason, profile: profile, sessionScope: sessionScope)
         case .outcome(.notTheServersVerdict(let answer)):
             // Something in the path answered, not the token endpoint: nothing says the grant
             // is dead, so the session stays (see `RefreshOutcome`).
@@ -135,7 +135,7 @@ struct RefreshConsequence: Equatable, Sendable {
 
     /// The client or its registration is refused, not the grant: nothing was spent, the
     /// session stays, and no login is asked for (it would be refused the same way).
-    private static func clientRefused(_ reason: TerminalReason, profile: ProfileName) -> RefreshConsequence {
+    private static func clientRefused(_ reason: GrantEndReason, profile: ProfileName) -> RefreshConsequence {
         let row = ProviderErrorClasses.row(reason)
         return failure(
             reason.className, .configuration, "the server refused the client of profile '\(profile)': \(reason)",
@@ -145,7 +145,7 @@ struct RefreshConsequence: Equatable, Sendable {
     }
 
     /// The server's refusal of the grant: the session ends, unless a policy refuses the refresh.
-    private static func terminal(_ reason: TerminalReason, profile: ProfileName, sessionScope: String?)
+    private static func grantEnded(_ reason: GrantEndReason, profile: ProfileName, sessionScope: String?)
         -> RefreshConsequence
     {
         let row = ProviderErrorClasses.row(reason)
