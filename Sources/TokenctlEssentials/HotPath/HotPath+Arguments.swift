@@ -12,6 +12,7 @@ extension HotPath {
 
     /// The `token` invocation in argv (argv[0] skipped), or `nil` for any other shape. Read with
     /// `ArgumentSyntax`, as the engine's parser reads it.
+    // One pass over the bytes, long on purpose (see HotPath).
     public static func recognize(argc: Int32, argv: UnsafePointer<UnsafeMutablePointer<CChar>?>) -> Request? {
         var request = Request()
         var sawToken = false

@@ -20,6 +20,7 @@ extension HotPath {
     /// Decide freshness (`AccessTokenLifetime.Rule`, in exact integer nanoseconds relative to
     /// `now`) and render the hit as the front always has; `nil` when the token is not fresh
     /// enough, or does not fit.
+    // One pass over the bytes, long on purpose (see HotPath).
     public static func render(
         _ token: CachedToken, profile: Bytes, request: Request, now: Instant,
         into output: UnsafeMutableBufferPointer<UInt8>

@@ -104,6 +104,7 @@ extension HotPath {
 
     /// Issuer and client ID of a profile file that `ProfileConfiguration.parse` accepts with a
     /// token endpoint; `nil` for anything else and on any doubt (a non-ASCII value, say).
+    // One pass over the bytes, long on purpose (see HotPath).
     public static func profileIdentity(_ file: Bytes) -> ProfileIdentity? {
         var issuer: Bytes?
         var clientID: Bytes?

@@ -23,6 +23,12 @@ import Darwin
 /// `--resource R` (a target, see `TokenTarget`), each once, also as `--opt=value`.
 /// Anything else (`--force`, `--timeout`, `--`, `-h`, `help`, other values) is the engine's.
 ///
+/// Its main steps (`serve`, `recognize`, `profileIdentity`, `cachedToken`, `render`) are long
+/// functions on purpose: each is one pass over its bytes with its state in locals, with no
+/// closure, helper type or generic call between them that the compiler might not inline into
+/// the static front (every function it keeps is code a hit pages in); their tests (HotPathTests,
+/// the differential fuzz target) read them as units.
+///
 /// By concern: this file (the types and the whole hit), `HotPath+Arguments` (argv),
 /// `HotPath+Profile` (profile name, paths, the profile file), `HotPath+Payload` (the hot-cache
 /// key and payload) and `HotPath+Output` (freshness, rendering, byte helpers).
@@ -114,6 +120,7 @@ public enum HotPath {
     ///   (`forwardSocket(environment:)`): then the hot-cache entry is that socket's as it is
     ///   bound now (`ForwardClient.cacheIssuer`), not a local profile file's, and a hit needs
     ///   something serving it (`ForwardClient.liveness`).
+    // One pass over the bytes, long on purpose (see HotPath).
     public static func serve(
         argc: Int32, argv: UnsafePointer<UnsafeMutablePointer<CChar>?>, now: Instant,
         environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?, forwardSocket: UnsafePointer<CChar>? = nil
