@@ -4,8 +4,9 @@
 // calls in its Internals/Syscalls.swift): each as `system_<cname>` with the C signature, so the
 // rest of Core reads as Swift and a call to the C library is easy to find. Types and constants (`stat`,
 // `sockaddr_in`, `O_RDONLY`, `EINTR`) come from Glibc where they are used. libsecret, libcurl,
-// libcrypto and libqrencode have their own files (Core's README), the kernel keyring its own in
-// TokenctlEssentials. `Sources/TokenctlCoreTests/SyscallConfinementTests.swift` keeps it so.
+// libcrypto, libgcrypt and libqrencode have their own files (Core's README), the kernel keyring
+// and the monotonic clock theirs in TokenctlEssentials. `Tests/TokenctlCoreTests/SyscallConfinementTests.swift`
+// keeps it so.
 #if canImport(Glibc)
 import Glibc
 #endif

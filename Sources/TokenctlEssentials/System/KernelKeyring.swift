@@ -4,9 +4,10 @@ import CKernelKeyring
 import Glibc
 #endif
 
-/// Every kernel key-management call tokenctl makes, and nothing else: the hot cache's only
-/// contact with C (swift-system's one-file syscall layer). Raw `add_key(2)`/`keyctl(2)`, so the
-/// static front needs no libkeyutils.
+/// The kernel key-management calls of the hot cache and the rotation journal (the engine) and of
+/// the front's forwarded miss, and nothing else (swift-system's one-file syscall layer); only the
+/// front's hit makes its two reads (search, read) itself, in `HotPath`, to stay minimal. Raw
+/// `add_key(2)`/`keyctl(2)`, so the static front needs no libkeyutils.
 public enum KernelKeyring {
     /// A key's serial number.
     public typealias KeyID = Int32
