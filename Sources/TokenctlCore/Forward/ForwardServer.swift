@@ -134,7 +134,7 @@ public struct ForwardServer: Sendable {
 
     private func finish(_ reply: Reply, peer: UnixSocket.Peer?, output: Int32) -> Outcome {
         var answer = reply.answer
-        defer { answer.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        defer { answer.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
         let delivered = UnixSocket.send(output, answer, within: answerTimeout)
         UnixSocket.finishSending(output)
         record(reply, peer: peer, delivered: delivered)

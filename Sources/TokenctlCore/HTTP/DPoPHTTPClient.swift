@@ -61,7 +61,7 @@ public struct DPoPHTTPClient: HTTPClient {
             let nonce = response.header("dpop-nonce").flatMap(Self.usableNonce)
             if let nonce { issuerState.remember(nonce: nonce, for: issuer) }
             let left = max(1, timeout - (clock.now() - started))
-            if !retriedForNonce, let nonce, Self.asksForNonce(response) {
+            if !retriedForNonce, nonce != nil, Self.asksForNonce(response) {
                 retriedForNonce = true
             } else if !retriedForClock, Self.refusesProof(response), let serverDate = response.serverDate,
                 case let measured = serverDate - clock.now(), abs(measured - offset) > 30

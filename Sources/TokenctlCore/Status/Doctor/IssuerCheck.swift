@@ -16,7 +16,7 @@ struct IssuerCheck: DoctorCheck {
 
     private static func check(_ configuration: ProfileConfiguration, service: TokenctlService) async -> [DoctorFinding]
     {
-        let (retry, clock) = (service.retry, service.clock)
+        let clock = service.clock
         let http = service.httpClient(configuration.caBundle)
         let url = ServerMetadata.discoveryURLs(for: configuration.issuer)[0]
         let left = service.deadline?.remaining(clock: clock) ?? 5
