@@ -181,10 +181,7 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
         while bytes.count < 16 * 1024 {
             let remaining = until - clock.now()
             guard remaining > 0 else { return nil }
-            var ready = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
-            let polled = system_poll(&ready, 1, Int32(max(1, remaining * 1000)))
-            if polled < 0 && system_errno == EINTR { continue }
-            guard polled > 0 else { return nil }
+            guard Descriptor.waitReadable(connection, within: max(0.001, remaining)) > 0 else { return nil }
             let count = Descriptor.retryingInterrupted {
                 buffer.withUnsafeMutableBytes { system_recv(connection, $0.baseAddress, $0.count, 0) }
             }

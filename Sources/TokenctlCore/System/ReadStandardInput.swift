@@ -33,10 +33,8 @@ public func readStandardInput(
         while !complete(bytes) {
             guard bytes.count <= limit else { return .tooLarge }
             if let deadline {
-                var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
                 let left = deadline.remaining()
-                let polled = left > 0 ? system_poll(&ready, 1, Int32(min(left * 1000, Double(Int32.max)))) : 0
-                if polled < 0 && system_errno == EINTR { continue }
+                let polled = left > 0 ? Descriptor.waitReadable(descriptor, within: left) : 0
                 if polled == 0 { return .timedOut }
             }
             let count = Descriptor.retryingInterrupted {

@@ -18,6 +18,20 @@ public enum Descriptor {
         }
     }
 
+    /// Wait up to `seconds` for `descriptor` to be readable (poll(2), POLLIN): after EINTR, again
+    /// for what is left of the time. Poll's result: above 0 readable (or closed), 0 the time ran
+    /// out, below 0 an error (errno says which).
+    public static func waitReadable(_ descriptor: Int32, within seconds: Double) -> Int32 {
+        let end = MonotonicClock.now() + max(0, seconds)
+        while true {
+            var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let left = end - MonotonicClock.now()
+            let polled = poll(&ready, 1, Int32(max(0, min(left * 1000, Double(Int32.max)))))
+            if polled < 0 && errno == EINTR && left > 0 { continue }
+            return polled
+        }
+    }
+
     /// Write the `count` bytes at `bytes` to `descriptor`: again after a short write and after EINTR.
     ///
     /// - Returns: 0 when all was written, else the errno of the write that failed.
