@@ -44,7 +44,7 @@ func runEngine() -> Never {
     }
     // The argv captured at start-up (CProcessStartup), not CommandLine's lazy globals.
     execv(path, tokenctl_front_argv())
-    let reason = String(cString: strerror(errno))
+    let reason = Errno.current.description
     Descriptor.writeAll(
         2,
         "Error: cannot run tokenctl's engine '\(path)': \(reason).\ntokenctl-engine must be installed in the same directory as tokenctl (Scripts/install installs both), or in ../libexec/tokenctl/ from it (the Debian package).\n"

@@ -52,10 +52,10 @@ struct SyscallConfinementTests {
             // And the forward's client socket (Forward/ForwardClient.swift), which the front uses,
             // and the kernel keyring's one file (System/KernelKeyring.swift, over CKernelKeyring),
             // which the engine's hot cache and the front's forwarded miss write through, and the
-            // one monotonic clock (System/MonotonicClock.swift).
+            // one monotonic clock (System/MonotonicClock.swift), and the typed errno (System/Errno.swift).
             system: [
                 "Descriptor.swift", "CurrentExecutable.swift", "ForwardClient.swift", "KernelKeyring.swift",
-                "MonotonicClock.swift",
+                "MonotonicClock.swift", "Errno.swift",
             ],
             listed: [
                 // The front's hit path: Foundation-free and as short as a process start, its

@@ -200,6 +200,6 @@ public struct SystemError: Error, Equatable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(operation) \(path): \(String(cString: strerror(errno)))"
+        "\(operation) \(path): \(Errno.current.description)"
     }
 }

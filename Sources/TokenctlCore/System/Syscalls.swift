@@ -7,6 +7,8 @@
 // libcrypto, libgcrypt and libqrencode have their own files (Core's README), the kernel keyring
 // and the monotonic clock theirs in TokenctlEssentials. `Tests/TokenctlCoreTests/SyscallConfinementTests.swift`
 // keeps it so.
+import TokenctlEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,7 +19,7 @@ import Glibc
 var system_errno: Int32 { errno }
 
 /// strerror(3), as a String.
-func system_strerror(_ code: Int32) -> String { String(cString: strerror(code)) }
+func system_strerror(_ code: Int32) -> String { Errno(code).description }
 
 // MARK: Files
 

@@ -32,7 +32,7 @@ public enum UnixSocket {
         var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
         var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
         guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
-            return errno == ENOTSOCK ? .notASocket : .failed(String(cString: strerror(errno)))
+            return errno == ENOTSOCK ? .notASocket : .failed(Errno.current.description)
         }
         let command = (try? FileIO.readFile("/proc/\(credentials.pid)/comm", limit: 64))
             .map { ForwardProtocol.sanitized(String($0.prefix { $0 != "\n" }), limit: 32) }
@@ -71,13 +71,13 @@ public enum UnixSocket {
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             let ready = Descriptor.retryingInterrupted { poll(&poller, 1, Int32(left * 1000) + 1) }
             if ready == 0 { continue }
-            if ready < 0 { return .failed(String(cString: strerror(errno))) }
+            if ready < 0 { return .failed(Errno.current.description) }
             let got = buffer.withUnsafeMutableBytes { raw in
                 Descriptor.retryingInterrupted { read(descriptor, raw.baseAddress, raw.count) }
             }
             if got < 0 {
                 if errno == EAGAIN { continue }
-                return .failed(String(cString: strerror(errno)))
+                return .failed(Errno.current.description)
             }
             if got == 0 { break }
             message.append(contentsOf: buffer[0..<got])
@@ -155,7 +155,7 @@ public enum UnixSocket {
         }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else {
-            throw TokenctlError(.serviceUnavailable, "cannot make a socket: \(String(cString: strerror(errno)))")
+            throw TokenctlError(.serviceUnavailable, "cannot make a socket: \(Errno.current.description)")
         }
         // Private from its first moment: no other user may connect between bind and chmod.
         let previous = umask(0o177)
@@ -170,7 +170,7 @@ public enum UnixSocket {
             close(descriptor)
             throw TokenctlError(
                 .serviceUnavailable,
-                "cannot listen at \(path): \(String(cString: strerror(bound == 0 ? errno : bindError)))")
+                "cannot listen at \(path): \(Errno(bound == 0 ? errno : bindError).description)")
         }
         chmod(path, 0o600)
         return descriptor
@@ -308,7 +308,8 @@ public enum UnixSocket {
             Descriptor.retryingInterrupted { read(descriptor, raw.baseAddress, raw.count) }
         }
         if got < 0 {
-            return errno == EAGAIN || errno == EWOULDBLOCK ? .wouldBlock : .failed(String(cString: strerror(errno)))
+            let error = Errno.current
+            return error.wouldBlock ? .wouldBlock : .failed(error.description)
         }
         if got == 0 { return .endOfFile }
         message.append(contentsOf: buffer[0..<got])

@@ -346,7 +346,7 @@ public enum ForwardClient {
         }
     }
 
-    static func reason(_ error: Int32) -> String { String(cString: strerror(error)) }
+    static func reason(_ error: Int32) -> String { Errno(error).description }
 }
 
 extension ForwardClient {

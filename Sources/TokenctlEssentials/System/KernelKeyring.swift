@@ -130,7 +130,7 @@ public struct KeyringError: Error, Equatable, CustomStringConvertible {
         self.operation = operation
     }
 
-    public var description: String { "keyctl \(operation): \(String(cString: strerror(errno)))" }
+    public var description: String { "keyctl \(operation): \(Errno(errno))" }
 
     /// EDQUOT: the user's kernel key quota (bytes or keys) has no room for it.
     public var isQuotaExceeded: Bool { errno == EDQUOT }
