@@ -26,10 +26,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fails=0
-ok()  { printf 'ok   %s\n' "$1"; }
-bad() { printf 'FAIL %s\n' "$1" >&2; fails=$((fails + 1)); }
-expect() { if [[ $2 == "$3" ]]; then ok "$1"; else bad "$1: got '$2', want '$3'"; fi; }
+# shellcheck source=selftest.sh
+source "$(dirname "${BASH_SOURCE[0]}")/selftest.sh"
 jose() { /usr/bin/python3 "$here/glewlwyd_jwt.py" "$@"; }
 
 tk_services_init "$root/svc"

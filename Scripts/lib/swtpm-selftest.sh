@@ -39,10 +39,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fails=0
-ok()  { printf 'ok   %s\n' "$1"; }
-bad() { printf 'FAIL %s\n' "$1" >&2; fails=$((fails + 1)); }
-expect() { if [[ $2 == "$3" ]]; then ok "$1"; else bad "$1: got '$2', want '$3'"; fi; }
+# shellcheck source=selftest.sh
+source "$(dirname "${BASH_SOURCE[0]}")/selftest.sh"
 # contains NAME TEXT NEEDLE / lacks NAME TEXT NEEDLE
 contains() { if [[ $2 == *"$3"* ]]; then ok "$1"; else bad "$1: '$3' not in: $2"; fi; }
 lacks() { if [[ $2 != *"$3"* ]]; then ok "$1"; else bad "$1: '$3' found in: $2"; fi; }
