@@ -125,15 +125,16 @@ public struct ForwardedSession: Sendable {
         }
     }
 
-    /// The error kind whose exit status is `status` (the serving side's, passed on).
+    /// The error kind whose exit status is the one the client passes on for the serving side's
+    /// `status` (`ExitStatus.passedOn`, which the front uses too).
     static func kind(_ status: Int32) -> TokenctlError.Kind {
-        switch ExitStatus(rawValue: status) {
-        case .usage?: .invalidInput
-        case .configuration?: .configuration
-        case .loginRequired?: .loginRequired
-        case .unavailable?: .serviceUnavailable
-        case .temporaryFailure?: .transient
-        case .protocolError?: .protocolError
+        switch ExitStatus.passedOn(status) {
+        case .usage: .invalidInput
+        case .configuration: .configuration
+        case .loginRequired: .loginRequired
+        case .unavailable: .serviceUnavailable
+        case .temporaryFailure: .transient
+        case .protocolError: .protocolError
         default: .unexpected
         }
     }

@@ -95,9 +95,6 @@ public struct RefreshSchedule: Sendable {
     var servicePath: String? { unitDirectory.map { "\($0)/\(Self.unitName).service" } }
     var timerPath: String? { unitDirectory.map { "\($0)/\(Self.unitName).timer" } }
 
-    /// Shell-quote for unit files and crontab lines.
-    static func quoted(_ text: String) -> String { SystemdUserUnits.quoted(text) }
-
     /// Variables the refresh needs when they are not the defaults (where the profiles are).
     var passedEnvironment: [(String, String)] {
         ["XDG_CONFIG_HOME", "XDG_STATE_HOME", EnvironmentSwitches.profile.description].compactMap { name in
@@ -114,9 +111,11 @@ public struct RefreshSchedule: Sendable {
             "",
             "[Service]",
             "Type=oneshot",
-            "ExecStart=\(Self.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval))",
+            "ExecStart=\(SystemdUserUnits.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval))",
         ]
-        for (name, value) in passedEnvironment { lines.append("Environment=\(Self.quoted("\(name)=\(value)"))") }
+        for (name, value) in passedEnvironment {
+            lines.append("Environment=\(SystemdUserUnits.quoted("\(name)=\(value)"))")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -145,9 +144,9 @@ public struct RefreshSchedule: Sendable {
         // directory so it finds the session bus (with lingering enabled).
         var variables = [("XDG_RUNTIME_DIR", environment["XDG_RUNTIME_DIR"] ?? "/run/user/\(system_getuid())")]
         variables += passedEnvironment
-        let assignments = variables.map { Self.quoted("\($0.0)=\($0.1)") }.joined(separator: " ")
+        let assignments = variables.map { SystemdUserUnits.quoted("\($0.0)=\($0.1)") }.joined(separator: " ")
         let command =
-            "\(assignments) \(Self.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval)) 2>&1 | logger -t tokenctl"
+            "\(assignments) \(SystemdUserUnits.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval)) 2>&1 | logger -t tokenctl"
         return [Self.cronBegin, "\(fields) \(command)", Self.cronEnd].joined(separator: "\n") + "\n"
     }
 
