@@ -7,7 +7,8 @@ listening (atomically: temp file + rename), serves until SIGTERM/SIGINT.
 
     python3 Scripts/testserver/authserver.py --port 0 --port-file PATH [--pid-file PATH] [--verbose]
 
-Issuer: http://127.0.0.1:PORT (no trailing slash).
+Issuer: http://127.0.0.1:PORT (no trailing slash), or --issuer URL (default $TK_AUTHSERVER_ISSUER):
+the public URL when a TLS front (Scripts/lib/squid.sh's nginx) serves this server under a name.
 
 Public endpoints
   GET  /.well-known/openid-configuration      (404 when discovery_oidc is false)
@@ -1029,9 +1030,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             offset = STATE.config.get("date_offset_seconds") or 0
         return email.utils.formatdate(time.time() + float(offset), usegmt=True)
 
+    public_issuer = None
+
     @property
     def issuer(self):
-        return "http://127.0.0.1:%d" % self.server.server_address[1]
+        return self.public_issuer or "http://127.0.0.1:%d" % self.server.server_address[1]
 
     def request_url(self):
         """The URL this request was sent to, without its query (a proof's htu names it: a
@@ -2185,9 +2188,12 @@ def main():
                     help="the persona this server starts with and returns to on /_test/reset")
     ap.add_argument("--exit-with-parent", action="store_true",
                     help="stop when the process that started us ends (tests that crash leave nothing behind)")
+    ap.add_argument("--issuer", default=os.environ.get("TK_AUTHSERVER_ISSUER") or None,
+                    help="the issuer URL to publish instead of http://127.0.0.1:PORT (a TLS front's)")
     args = ap.parse_args()
 
     Handler.verbose = args.verbose
+    Handler.public_issuer = args.issuer.rstrip("/") if args.issuer else None
     if args.persona:
         DEFAULT_CONFIG.update(copy.deepcopy(PERSONAS[args.persona]["config"]))
         DEFAULT_CONFIG["persona"] = args.persona
