@@ -208,12 +208,21 @@ tk_idp_stop() {
 
 # tk_idp_run CMD [ARG...]: CMD in a private mount namespace (unshare -m) where $TK_IDP_HOSTS
 # is bind-mounted on /etc/hosts, so that TK_IDP_NAME resolves to 127.0.0.1 for CMD and its
-# children and for nothing else on the machine. Root only (CAP_SYS_ADMIN). The environment,
-# standard streams and exit status are CMD's; the mount goes away with the last process in
-# the namespace.
+# children and for nothing else on the machine. The environment, standard streams and exit
+# status are CMD's; the mount goes away with the last process in the namespace. As root: a
+# mount namespace alone. Otherwise (no CAP_SYS_ADMIN) a user namespace as well (unshare -r, in
+# which the mount is allowed), then a nested one mapping the user back to their own uid and
+# gid, so that CMD runs as the user (getuid(), D-Bus EXTERNAL authentication) and not as the
+# namespace's root.
 tk_idp_run() {
   if [[ -z ${TK_IDP_HOSTS:-} ]]; then _tk_err "tk_idp_start first"; return 1; fi
-  unshare -m --propagation private -- /bin/sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$TK_IDP_HOSTS" "$@"
+  if [[ $(id -u) == 0 ]]; then
+    unshare -m --propagation private -- /bin/sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$TK_IDP_HOSTS" "$@"
+  else
+    unshare -r -m --propagation private -- /bin/sh -c \
+      'u=$1 g=$2; shift 2; mount --bind "$0" /etc/hosts && exec unshare --user --map-user="$u" --map-group="$g" -- "$@"' \
+      "$TK_IDP_HOSTS" "$(id -u)" "$(id -g)" "$@"
+  fi
 }
 
 _tk_squid_write_conf() {
@@ -237,7 +246,6 @@ htcp_port 0
 shutdown_lifetime 0 seconds
 hosts_file $hosts
 dns_timeout 5 seconds
-forward_max_tries 1
 # TIME CLIENT USER STATUS METHOD URL PEER: never a request header (Proxy-Authorization).
 logformat tk %ts.%03tu %>a %un %Ss/%03>Hs %rm %ru %<a
 acl p_open myportname open
@@ -287,7 +295,10 @@ tk_squid_start() {
   export TK_SQUID_PASSWORD
   # basic_ncsa_auth reads crypt(3) hashes, MD5 ($1$) among them.
   printf '%s:%s\n' "$TK_SQUID_USER" "$(printf %s "$TK_SQUID_PASSWORD" | openssl passwd -1 -stdin)" >"$dir/htpasswd"
-  hosts=${TK_IDP_HOSTS:-/etc/hosts}
+  # squid reads names from this file only (then DNS): 127.0.0.1 for localhost (IPv4 only, as
+  # the test servers listen) and, after tk_idp_start, for the idp.
+  hosts=$dir/hosts
+  printf '127.0.0.1 localhost%s\n' "${TK_IDP_HOSTS:+ $TK_IDP_NAME}" >"$hosts"
   cafile=$dir/ca/outgoing.pem
   cat /etc/ssl/certs/ca-certificates.crt ${TK_IDP_CA_FILE:+"$TK_IDP_CA_FILE"} >"$cafile" 2>/dev/null || true
   if ! "$TK_SQUID_HELPERS/security_file_certgen" -c -s "$dir/ssl_db" -M 4MB >"$dir/certgen.log" 2>&1; then
