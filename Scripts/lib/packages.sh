@@ -7,7 +7,9 @@ TOKENCTL_BUILD_PACKAGES=(pkg-config libsecret-1-dev libcurl4-openssl-dev libssl-
 # outside. tokenctl itself needs no keyutils library: it makes the two system calls directly.
 # python3-cryptography: the independent verifier of DPoP proofs (DPoPTests).
 # groff-base: DocumentationAgreementTests renders every manual page with warnings on.
-TOKENCTL_TEST_PACKAGES=(keyutils python3-cryptography groff-base)
+# squid-openssl, nginx: the proxies and the private-CA issuer of the network tests
+# (Scripts/lib/squid.sh, TK_SQUID_PACKAGES; squid-openssl conflicts with squid).
+TOKENCTL_TEST_PACKAGES=(keyutils python3-cryptography groff-base squid-openssl nginx)
 
 # Swift itself is not a Debian package: say so clearly instead of failing later.
 tk_require_swift() {

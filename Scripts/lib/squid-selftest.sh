@@ -86,6 +86,7 @@ lines() { if [[ -f $1 ]]; then wc -l <"$1" | tr -d ' '; else echo 0; fi; }
 expect "idp name does not resolve outside" "$(getent hosts "$TK_IDP_NAME" >/dev/null && echo resolves || echo no)" no
 expect "idp name resolves in tk_idp_run" "$(tk_idp_run getent hosts "$TK_IDP_NAME" | awk '{print $1}')" 127.0.0.1
 expect "tk_idp_run keeps the exit status" "$(tk_idp_run sh -c 'exit 7' && echo 0 || echo $?)" 7
+# shellcheck disable=SC2016 # expanded by the inner shell
 expect "tk_idp_run keeps the environment" "$(TK_PROBE_VAR=kept tk_idp_run sh -c 'echo $TK_PROBE_VAR')" kept
 
 # 2. The server behind nginx: discovery names the TLS front as issuer, endpoints under it.
@@ -264,7 +265,7 @@ expect "  ... and is once it closes" "$(awk '{print $4, $5}' "$TK_SQUID_LOG")" "
 
 # 11. Restart and stop, by PID; the helpers go with squid.
 helpers=$(pgrep -P "$s_pid" | tr '\n' ' ')
-[[ -n $helpers ]] && ok "squid has helper children ($helpers)" || bad "squid has no helper children"
+if [[ -n $helpers ]]; then ok "squid has helper children ($helpers)"; else bad "squid has no helper children"; fi
 tk_squid_start
 expect "restart: old squid gone" "$(_tk_alive "$s_pid" && echo alive || echo gone)" gone
 s_pid=$(<"$TK_SERVICES_DIR/pids/squid.pid")

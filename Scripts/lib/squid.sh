@@ -17,7 +17,7 @@
 #   tk_squid_start [DIR]   # DIR default $TK_SERVICES_DIR/squid: one squid, four ports (below);
 #                          # after tk_idp_start it resolves and trusts the idp
 #   tk_idp_run CMD [ARG...]  # CMD in a private mount namespace whose /etc/hosts is
-#                          # $TK_IDP_HOSTS (root only): how a direct request reaches the idp
+#                          # $TK_IDP_HOSTS: how a direct request reaches the idp
 #   tk_squid_wait_lines LOG N   # up to 10 s until LOG has at least N lines
 #   tk_squid_stop; tk_idp_stop  # or tk_services_stop_all (everything, by PID)
 #
@@ -52,8 +52,11 @@
 #   TK_SQUID_PROXY_CA     the CA of the https:// proxy's own certificate (CURLOPT_PROXY_CAINFO)
 #   TK_SQUID_CLOSED_URL   http://127.0.0.1:P5   nothing listens there (an unreachable proxy)
 #   TK_SQUID_DIR          DIR
-# Layout of DIR: squid.conf, hosts, htpasswd, cache.log, access-{open,auth,bump,https}.log,
-# ca/ (bump CA, proxy CA and the proxy's certificate), ssl_db/ (the forged certificates).
+# Layout of squid's DIR: squid.conf, hosts (its hosts_file), htpasswd, cache.log,
+# access-{open,auth,bump,https}.log, ca/ (bump.*, proxyca.*, proxy.*: the https:// proxy's own
+# certificate, outgoing.pem: what squid trusts upstream), ssl_db/ (the forged certificates).
+# Layout of the idp's DIR: nginx.conf, nginx-access.log, nginx-error.log, hosts, ca/ (ca.*,
+# server.*); the test server's log is $TK_SERVICES_DIR/idp.log.
 #
 # Installing squid-openssl has a side effect outside DIR: on a machine run by systemd it
 # enables and starts the system squid on port 3128. It is not used or stopped here.
@@ -61,7 +64,90 @@
 # Measured on Debian 12 (squid-openssl 5.7-2+deb12u6, nginx 1.22.1, curl and libcurl 7.88.1
 # OpenSSL/3.0; curlprobe = Scripts/lib/curlprobe.c, a request through libcurl with no option
 # but the ones named, as tokenctl makes it). squid-selftest.sh checks each one again.
-#MEASURED
+#
+# The harness (squid, nginx, unshare):
+# - squid and squid-openssl conflict as packages (each "Conflicts:" the other: installing one
+#   removes the other); squid-openssl ships the same programs and helpers (basic_ncsa_auth
+#   among them) built with OpenSSL, which ssl_bump and security_file_certgen need, so this
+#   installs squid-openssl only. Its postinst's service start is refused here
+#   (invoke-rc.d: policy-rc.d denied execution of start); ours never uses port 3128.
+# - As root, squid switches to cache_effective_user proxy and then cannot write a 0700
+#   directory of root's ("FATAL: Cannot open '.../access.log' for writing. The parent
+#   directory must be writeable by the user 'proxy'"); `cache_effective_user root` is refused
+#   ("FATAL: Don't run Squid as root, set 'cache_effective_user'!"). Run under `unshare --user
+#   --map-user=proxy --map-group=proxy`, squid is not root, stays itself and owns root's files;
+#   it logs "WARNING: no_suid: setuid(0): (22) Invalid argument" twice, harmlessly.
+# - squid -N with shutdown_lifetime 0 exits within about 1 s of SIGTERM; its helpers
+#   (basic_ncsa_auth, security_file_certgen: its children) go with it.
+# - squid resolves names from its hosts_file only (then DNS, not /etc/hosts): with "::1
+#   localhost" there, a request for http://localhost:PORT is tried on ::1 and answered 503.
+# - Access log: one line per request; a CONNECT tunnel is one line, written when the tunnel
+#   closes (an open tunnel is not in the log: checked with a client holding one), 4-5 ms after
+#   the curl tool exits; two requests over one tunnel (curl URL URL) are one TCP_TUNNEL/200
+#   CONNECT line and two lines at nginx. Count requests at nginx (TK_IDP_ACCESS_LOG), tunnels
+#   at squid, and wait for squid's line with tk_squid_wait_lines once the client has exited.
+# - Basic credentials: a request without them or with a wrong password gets
+#   "HTTP/1.1 407 Proxy Authentication Required" with `Proxy-Authenticate: Basic
+#   realm="tokenctl-test proxy"` and `X-Squid-Error: ERR_CACHE_ACCESS_DENIED 0`, logged
+#   TCP_DENIED/407 (with the user name when one was sent), and nothing reaches the server;
+#   libcurl sends Basic credentials from the proxy URL at once (no 407 round trip). The
+#   password is in no file of squid's but the hashed htpasswd (basic_ncsa_auth reads
+#   `openssl passwd -1` hashes).
+# - Bumped (ssl_bump): a refused handshake logs "NONE_NONE/200 CONNECT idp.tokenctl.test:PORT"
+#   alone; an accepted one that line and "TCP_MISS/200 GET https://idp.tokenctl.test:PORT/...".
+#   The forged certificate: subject "O = tokenctl-test, CN = idp.tokenctl.test" (the origin's),
+#   issuer "O = tokenctl-test, CN = tokenctl inspecting proxy CA"; squid sends the CA in the
+#   chain (3 certificates), so the error is "self-signed certificate in certificate chain".
+# - https_port (forward proxy over TLS) works: curl -x https://127.0.0.1:P --proxy-cacert CA.
+# - tk_idp_run: as root `unshare -m` + `mount --bind HOSTS /etc/hosts` works (getent hosts
+#   idp.tokenctl.test: 127.0.0.1 inside; exit 2 outside); as another user `unshare -m` alone
+#   fails ("unshare failed: Operation not permitted"), `unshare -r -m` works but makes the
+#   command uid 0 of a user namespace, hence the nested namespace mapping the user back.
+#
+# What libcurl 7.88.1 does (curlprobe, requests run in tk_idp_run; VIA = the port libcurl
+# connected to, CURLINFO_PRIMARY_PORT; the self-test starts each with no proxy or CA variable
+# but the ones named: mind CURL_CA_BUNDLE and SSL_CERT_FILE exported by CI images, which change
+# the curl tool's answers):
+# - CA variables: libcurl ignores SSL_CERT_FILE, SSL_CERT_DIR and CURL_CA_BUNDLE (60,
+#   "SSL certificate problem: unable to get local issuer certificate"); only CURLOPT_CAINFO /
+#   CAPATH change what it trusts. The curl tool honours all three (it reads them itself when
+#   neither --cacert nor --capath is given), CURL_CA_BUNDLE first, then SSL_CERT_DIR, then SSL_CERT_FILE, and
+#   --cacert over all of them; openssl s_client honours SSL_CERT_FILE and SSL_CERT_DIR.
+# - Proxy variables: http_proxy (lower case only: HTTP_PROXY is ignored) for http:// URLs;
+#   https_proxy or HTTPS_PROXY for https:// URLs (http_proxy alone leaves them direct);
+#   all_proxy or ALL_PROXY for both; a proxy without a scheme is http://. CURLOPT_PROXY ""
+#   turns every proxy variable off; CURLOPT_NOPROXY "" overrides NO_PROXY.
+# - Loopback is not exempt: http://127.0.0.1:P/, http://localhost:P/ and http://[::1]:P/ all go
+#   through http_proxy (the proxy answers; 503 for ::1, where nothing listens).
+# - NO_PROXY / no_proxy (comma-separated, spaces allowed, case-insensitive) for
+#   https://idp.tokenctl.test: "idp.tokenctl.test", ".tokenctl.test", "tokenctl.test",
+#   "test" and "*" skip the proxy; "*.tokenctl.test", "idp.tokenctl.test:PORT", "127.0.0.1" and
+#   "127.0.0.0/8" do not (address entries match only URLs with that literal address). For
+#   http://127.0.0.1: "127.0.0.1", "127.0.0.0/8", "127.0.0.0/24", "*" skip it; "10.0.0.0/8" and
+#   "localhost" do not. "127.0.0.0/8" does not cover http://localhost. For http://[::1]: "::1"
+#   skips it; "[::1]" and "::1/128" do not (an IPv6 CIDR entry did not match here).
+# - 407 on CONNECT (https:// URL; no credentials or a wrong password): CURLE_RECV_ERROR (56),
+#   "CONNECT tunnel failed, response 407", CURLINFO_HTTP_CONNECTCODE 407, CURLINFO_RESPONSE_CODE
+#   0. For an http:// URL through the same proxy: CURLE_OK with CURLINFO_RESPONSE_CODE 407.
+# - Unreachable proxy: nothing listening, CURLE_COULDNT_CONNECT (7) "Failed to connect to
+#   127.0.0.1 port P after 0 ms: Couldn't connect to server"; a name that does not resolve,
+#   CURLE_COULDNT_RESOLVE_PROXY (5) "Could not resolve proxy: proxy.invalid". CONNECTCODE 0.
+# - https:// proxy: its certificate is checked against CURLOPT_PROXY_CAINFO only (default: the
+#   system bundle), never CURLOPT_CAINFO (both CAs in CAINFO: still refused); refused is 60
+#   "SSL certificate problem: unable to get local issuer certificate" with
+#   CURLINFO_PROXY_SSL_VERIFYRESULT 20 and CURLINFO_SSL_VERIFYRESULT 0.
+# - A certificate that does not verify: CURLE_PEER_FAILED_VERIFICATION (60), errbuf "SSL
+#   certificate problem: unable to get local issuer certificate" (private CA not trusted;
+#   CURLINFO_SSL_VERIFYRESULT 20) or "... self-signed certificate in certificate chain" (the
+#   inspecting proxy, which sends its CA; 19, CONNECTCODE 200). CURLINFO_CERTINFO is empty on
+#   that failure (CURLOPT_CERTINFO: 0 certificates). Two ways that do get the subject and
+#   issuer: an OpenSSL verify callback installed from CURLOPT_SSL_CTX_FUNCTION
+#   (SSL_CTX_set_verify keeping the mode; X509_STORE_CTX_get0_cert is the server's
+#   certificate whichever depth fails: OpenSSL stops at the first failing depth, so a
+#   depth-0 check sees nothing when the chain fails higher up), or a second handshake with
+#   CURLOPT_CONNECT_ONLY, SSL_VERIFYPEER 0 and CERTINFO (no HTTP request is sent; CURLE_OK,
+#   certificate 0 = the server's). Names print as "O = tokenctl-test, CN = idp.tokenctl.test"
+#   (X509_NAME_print_ex XN_FLAG_ONELINE, as CERTINFO's Subject:/Issuer:).
 
 # shellcheck disable=SC2034 # used by callers
 TK_SQUID_PACKAGES=(squid-openssl nginx openssl curl python3 util-linux gcc libc6-dev libcurl4-openssl-dev libssl-dev)
@@ -216,6 +302,7 @@ tk_idp_stop() {
 # namespace's root.
 tk_idp_run() {
   if [[ -z ${TK_IDP_HOSTS:-} ]]; then _tk_err "tk_idp_start first"; return 1; fi
+  # shellcheck disable=SC2016 # the inner shell expands them
   if [[ $(id -u) == 0 ]]; then
     unshare -m --propagation private -- /bin/sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$TK_IDP_HOSTS" "$@"
   else
@@ -310,8 +397,10 @@ tk_squid_start() {
   # uid it is not root, does not switch, and owns root's files.
   if [[ $(id -u) == 0 ]]; then run=(unshare --user --map-user=proxy --map-group=proxy --); fi
   for attempt in 1 2 3 4 5; do
-    p1=$(_tk_squid_free_port) && p2=$(_tk_squid_free_port) && p3=$(_tk_squid_free_port) &&
-      p4=$(_tk_squid_free_port) && p5=$(_tk_squid_free_port) || { _tk_err "no free port"; return 1; }
+    if ! { p1=$(_tk_squid_free_port) && p2=$(_tk_squid_free_port) && p3=$(_tk_squid_free_port) &&
+           p4=$(_tk_squid_free_port) && p5=$(_tk_squid_free_port); }; then
+      _tk_err "no free port"; return 1
+    fi
     [[ $(printf '%s\n' "$p1" "$p2" "$p3" "$p4" "$p5" | sort -u | wc -l) == 5 ]] || continue
     _tk_squid_write_conf "$dir" "$p1" "$p2" "$p3" "$p4" "$hosts" "$cafile"
     if ! "$TK_SQUID_BIN" -k parse -f "$dir/squid.conf" >"$dir/parse.log" 2>&1; then
