@@ -15,7 +15,10 @@
  *     --ctx-chain          CURLOPT_SSL_CTX_FUNCTION installing an OpenSSL verify callback that
  *                          records the server certificate's subject and issuer (also when
  *                          verification fails)
- *     --verbose            CURLOPT_VERBOSE
+ *     --proxy-credentials  CURLOPT_PROXYUSERNAME and CURLOPT_PROXYPASSWORD from the environment
+ *                          variables CURLPROBE_PROXY_USER and CURLPROBE_PROXY_PASSWORD (a
+ *                          password is never an argument)
+ *     --verbose            CURLOPT_VERBOSE (libcurl's own trace, on stderr)
  *   Prints, one per line: result=N name=CURLE_X, error=ERRBUF, response_code=, connect_code=
  *   (CURLINFO_HTTP_CONNECTCODE), verify_result= (CURLINFO_SSL_VERIFYRESULT), proxy_verify_result=,
  *   primary=IP:PORT (the peer libcurl connected to: the proxy when one was used), certs=N and
@@ -27,6 +30,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *code_name(CURLcode c) {
@@ -106,6 +110,11 @@ int main(int argc, char **argv) {
             curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
         }
         else if (strcmp(a, "--ctx-chain") == 0) { ctx_chain = 1; curl_easy_setopt(curl, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx); }
+        else if (strcmp(a, "--proxy-credentials") == 0) {
+            const char *user = getenv("CURLPROBE_PROXY_USER"), *password = getenv("CURLPROBE_PROXY_PASSWORD");
+            if (user) curl_easy_setopt(curl, CURLOPT_PROXYUSERNAME, user);
+            if (password) curl_easy_setopt(curl, CURLOPT_PROXYPASSWORD, password);
+        }
         else if (strcmp(a, "--verbose") == 0) curl_easy_setopt(curl, CURLOPT_VERBOSE, 1L);
         else if (a[0] != '-' && url == NULL) url = a;
         else { fprintf(stderr, "curlprobe: bad argument %s\n", a); return 2; }

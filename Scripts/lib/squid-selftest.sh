@@ -98,6 +98,19 @@ expect "discovery device endpoint" "$(disc device_authorization_endpoint)" "$TK_
 expect "nginx logged it with SNI" "$(tail -n 1 "$TK_IDP_ACCESS_LOG")" \
   "127.0.0.1 \"GET /.well-known/openid-configuration HTTP/1.1\" 200 $TK_IDP_NAME"
 expect "control endpoint answers on 127.0.0.1" "$(curl -s --noproxy '*' -o /dev/null -w '%{http_code}' "$TK_IDP_CONTROL_URL/_test/stats")" 200
+# A refresh through the open proxy, seen at squid, at nginx and by the server.
+rt=$(curl -s --noproxy '*' -d '{"client_id":"cli"}' "$TK_IDP_CONTROL_URL/_test/issue" |
+  "$TK_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["refresh_token"])')
+expect "refresh through the open proxy: 200" \
+  "$(clean_run -- curl -s -o "$root/token.json" -w '%{http_code}' --cacert "$TK_IDP_CA_FILE" -x "$TK_SQUID_URL" \
+     -d grant_type=refresh_token --data-urlencode "refresh_token=$rt" -d client_id=cli "$TK_IDP_ISSUER/token")" 200
+expect "  ... an access token" "$("$TK_PYTHON" -c 'import json,sys; print("access_token" in json.load(open(sys.argv[1])))' "$root/token.json")" True
+expect "  ... nginx saw POST /token" "$(tail -n 1 "$TK_IDP_ACCESS_LOG")" "127.0.0.1 \"POST /token HTTP/1.1\" 200 $TK_IDP_NAME"
+tk_squid_wait_lines "$TK_SQUID_LOG" 1 || true
+expect "  ... squid's open port logged the tunnel" "$(awk '{print $4, $5, $6}' "$TK_SQUID_LOG")" \
+  "TCP_TUNNEL/200 CONNECT $TK_IDP_NAME:$TK_IDP_PORT"
+expect "  ... the server logged the grant" \
+  "$(curl -s --noproxy '*' "$TK_IDP_CONTROL_URL/_test/log" | "$TK_PYTHON" -c 'import json,sys; e=[x for x in json.load(sys.stdin) if x["path"]=="/token"]; print(len(e), e[-1]["status"])')" "1 200"
 
 # 3. A certificate that does not verify; the CA settings libcurl reads and those it does not.
 expect "libcurl, no CA option: refused" "$(probe -- --certinfo --ctx-chain "$I")" "CURLE_PEER_FAILED_VERIFICATION 0 0 direct"
@@ -198,10 +211,27 @@ expect "libcurl, wrong password, http URL: a 407 response, CURLE_OK" \
 expect "nothing reached the server" "$(lines "$TK_IDP_ACCESS_LOG")" "$nginx_before"
 expect "libcurl, credentials in the proxy URL" "$(probe "https_proxy=http://$TK_SQUID_USER:$TK_SQUID_PASSWORD@$a" -- "${CA[@]}" "$I")" \
   "CURLE_OK 200 200 auth"
-tk_squid_wait_lines "$TK_SQUID_AUTH_LOG" 5 || true
+expect "libcurl, credentials percent-encoded in the proxy URL" \
+  "$(probe "https_proxy=http://$TK_SQUID_USER:$(printf %%%02X "'${TK_SQUID_PASSWORD:0:1}")${TK_SQUID_PASSWORD:1}@$a" -- "${CA[@]}" "$I")" \
+  "CURLE_OK 200 200 auth"
+expect "libcurl, CURLOPT_PROXYUSERNAME/PASSWORD with the proxy from https_proxy" \
+  "$(probe "https_proxy=$TK_SQUID_AUTH_URL" "CURLPROBE_PROXY_USER=$TK_SQUID_USER" "CURLPROBE_PROXY_PASSWORD=$TK_SQUID_PASSWORD" \
+     -- --proxy-credentials "${CA[@]}" "$I")" "CURLE_OK 200 200 auth"
+expect "  ... but credentials in the proxy URL win over them" \
+  "$(probe "https_proxy=http://$TK_SQUID_USER:wrong@$a" "CURLPROBE_PROXY_USER=$TK_SQUID_USER" \
+     "CURLPROBE_PROXY_PASSWORD=$TK_SQUID_PASSWORD" -- --proxy-credentials "${CA[@]}" "$I")" "CURLE_RECV_ERROR 0 407 auth"
+probe "https_proxy=http://$TK_SQUID_USER:$TK_SQUID_PASSWORD@$a" -- --verbose "${CA[@]}" "$I" >/dev/null
+basic=$(printf %s "$TK_SQUID_USER:$TK_SQUID_PASSWORD" | base64 -w0)
+expect "CURLOPT_VERBOSE prints the Proxy-Authorization header (the password, base64)" \
+  "$(grep -c "Proxy-Authorization: Basic $basic" "$root/probe.err")" 1
+expect "  ... and the user name" "$(grep -c "Proxy auth using Basic with user '$TK_SQUID_USER'" "$root/probe.err")" 1
+tk_squid_wait_lines "$TK_SQUID_AUTH_LOG" 9 || true
 expect "auth log: refusals (the user named when one was sent), then the tunnel" \
   "$(awk '{print $3, $4, $5}' "$TK_SQUID_AUTH_LOG" | tr '\n' ';')" \
-  "$TK_SQUID_USER TCP_DENIED/407 CONNECT;- TCP_DENIED/407 CONNECT;$TK_SQUID_USER TCP_DENIED/407 CONNECT;$TK_SQUID_USER TCP_DENIED/407 GET;$TK_SQUID_USER TCP_TUNNEL/200 CONNECT;"
+  "$TK_SQUID_USER TCP_DENIED/407 CONNECT;- TCP_DENIED/407 CONNECT;$TK_SQUID_USER TCP_DENIED/407 CONNECT;$TK_SQUID_USER TCP_DENIED/407 GET;$(
+    for r in TCP_TUNNEL/200 TCP_TUNNEL/200 TCP_TUNNEL/200 TCP_DENIED/407 TCP_TUNNEL/200; do
+      printf '%s %s CONNECT;' "$TK_SQUID_USER" "$r"
+    done)"
 expect "the password is in no squid file" "$(grep -rlF "$TK_SQUID_PASSWORD" "$TK_SQUID_DIR" || true)" ""
 
 # 7. A proxy that cannot be reached.

@@ -129,6 +129,15 @@
 # - 407 on CONNECT (https:// URL; no credentials or a wrong password): CURLE_RECV_ERROR (56),
 #   "CONNECT tunnel failed, response 407", CURLINFO_HTTP_CONNECTCODE 407, CURLINFO_RESPONSE_CODE
 #   0. For an http:// URL through the same proxy: CURLE_OK with CURLINFO_RESPONSE_CODE 407.
+# - Proxy credentials: from the proxy URL's user:password@ (percent-decoded: %34 for "4"
+#   works), or CURLOPT_PROXYUSERNAME / CURLOPT_PROXYPASSWORD with the proxy from the
+#   environment; when both are there the URL's win (a wrong password in https_proxy with the
+#   right one in CURLOPT_PROXYPASSWORD: 407). CURLOPT_VERBOSE's trace prints
+#   "Proxy auth using Basic with user 'NAME'" and the whole "Proxy-Authorization: Basic
+#   BASE64(user:password)" header: a -v built on libcurl's trace shows the password.
+# - No CURLINFO says which proxy a request used (CURLINFO_USED_PROXY came in libcurl 8.7.0:
+#   https://curl.se/libcurl/c/CURLINFO_USED_PROXY.html); the
+#   connected peer (CURLINFO_PRIMARY_IP/PORT) is the proxy's address when one was used.
 # - Unreachable proxy: nothing listening, CURLE_COULDNT_CONNECT (7) "Failed to connect to
 #   127.0.0.1 port P after 0 ms: Couldn't connect to server"; a name that does not resolve,
 #   CURLE_COULDNT_RESOLVE_PROXY (5) "Could not resolve proxy: proxy.invalid". CONNECTCODE 0.
