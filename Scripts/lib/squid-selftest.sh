@@ -87,6 +87,16 @@ expect "idp name does not resolve outside" "$(getent hosts "$TK_IDP_NAME" >/dev/
 expect "idp name resolves in tk_idp_run" "$(tk_idp_run getent hosts "$TK_IDP_NAME" | awk '{print $1}')" 127.0.0.1
 expect "tk_idp_run keeps the exit status" "$(tk_idp_run sh -c 'exit 7' && echo 0 || echo $?)" 7
 # shellcheck disable=SC2016 # expanded by the inner shell
+if [[ $(id -u) == 0 ]]; then
+  # The other path of tk_idp_run, as nobody (with a copy of the hosts file nobody can read).
+  hosts_copy=$(mktemp)
+  cp "$TK_IDP_HOSTS" "$hosts_copy" && chmod 0644 "$hosts_copy"
+  expect "tk_idp_run as another user: the name resolves, the uid is the user's" \
+    "$(TK_IDP_HOSTS=$hosts_copy setpriv --reuid=65534 --regid=65534 --clear-groups \
+       bash -c "$(declare -f tk_idp_run _tk_err); tk_idp_run sh -c 'id -u; getent hosts $TK_IDP_NAME'" | awk '{print $1}' | tr '\n' ' ')" \
+    "65534 127.0.0.1 "
+  rm -f "$hosts_copy"
+fi
 expect "tk_idp_run keeps the environment" "$(TK_PROBE_VAR=kept tk_idp_run sh -c 'echo $TK_PROBE_VAR')" kept
 
 # 2. The server behind nginx: discovery names the TLS front as issuer, endpoints under it.

@@ -63,7 +63,8 @@
 #
 # Measured on Debian 12 (squid-openssl 5.7-2+deb12u6, nginx 1.22.1, curl and libcurl 7.88.1
 # OpenSSL/3.0; curlprobe = Scripts/lib/curlprobe.c, a request through libcurl with no option
-# but the ones named, as tokenctl makes it). squid-selftest.sh checks each one again.
+# but the ones named, as tokenctl makes it). squid-selftest.sh checks them again (all but the
+# package and root-only facts of the first list).
 #
 # The harness (squid, nginx, unshare):
 # - squid and squid-openssl conflict as packages (each "Conflicts:" the other: installing one
