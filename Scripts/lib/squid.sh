@@ -159,6 +159,7 @@
 #   certificate 0 = the server's). Names print as "O = tokenctl-test, CN = idp.tokenctl.test"
 #   (X509_NAME_print_ex XN_FLAG_ONELINE, as CERTINFO's Subject:/Issuer:).
 
+# gcc, libc6-dev, libcurl4-openssl-dev, libssl-dev: squid-selftest.sh builds curlprobe.c.
 # shellcheck disable=SC2034 # used by callers
 TK_SQUID_PACKAGES=(squid-openssl nginx openssl curl python3 util-linux gcc libc6-dev libcurl4-openssl-dev libssl-dev)
 TK_IDP_NAME=idp.tokenctl.test
@@ -200,7 +201,7 @@ _tk_squid_leaf() {
   rm -f "$d/$name.csr"
 }
 
-# _tk_squid_wait_https URL PIDNAME LOG [CURL_ARGS...]: up to 15 s for any answer.
+# _tk_squid_wait_answer URL PIDNAME LOG [CURL_ARGS...]: up to 15 s for any answer.
 _tk_squid_wait_answer() {
   local url=$1 name=$2 log=$3 pid
   shift 3
@@ -269,7 +270,7 @@ tk_idp_start() {
   fi
   printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n127.0.0.1 %s\n' "$TK_IDP_NAME" >"$dir/hosts"
   chmod 0644 "$dir/hosts"
-  export TK_IDP_DIR=$dir TK_IDP_CA_FILE=$dir/ca/ca.crt TK_IDP_HOSTS=$dir/hosts
+  export TK_IDP_NAME TK_IDP_DIR=$dir TK_IDP_CA_FILE=$dir/ca/ca.crt TK_IDP_HOSTS=$dir/hosts
   export TK_IDP_CA_SUBJECT="O = tokenctl-test, CN = tokenctl idp CA" TK_IDP_ACCESS_LOG=$dir/nginx-access.log
   for attempt in 1 2 3 4 5; do
     nport=$(_tk_squid_free_port) || { _tk_err "no free port"; return 1; }
