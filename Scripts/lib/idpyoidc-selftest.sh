@@ -146,12 +146,19 @@ introspect b2
 expect "  ... introspection: client B, subject C (the new file's token)" \
   "$(field "$work/b2.introspection" 'd["client_id"], d["sub"], d["scope"]')" "('client-b', 'client-c', 'read')"
 
+for i in $(seq 32); do
+  curl -s -o /dev/null -w '%{http_code}\n' -u client-b:secret-b-0123456789 "${x[@]}" \
+    --data-urlencode "subject_token@$subject" "$T" >"$work/fan-$i.status" &
+done
+wait
+expect "32 exchanges at once: all 200" "$(sort -u "$work"/fan-*.status | tr '\n' ' ')" "200 "
 expect "exchange with scope and audience: 200" \
   "$(post b-aud -u client-b:secret-b-0123456789 "${x[@]}" --data-urlencode "subject_token=$(token_of a1)" \
      -d scope=read -d "audience=$TK_IDPYOIDC_AUDIENCE" -d "requested_token_type=$at_type" "$T")" 200
 introspect b-aud
 expect "  ... introspection: scope and aud" "$(field "$work/b-aud.introspection" 'd["scope"], d["aud"]')" \
   "('read', ['$TK_IDPYOIDC_AUDIENCE'])"
+expect "  ... the JWT has no aud claim" "$(claims b-aud '"aud" in d, d["scope"]')" "(False, 'read')"
 expect "exchange with the allowed resource: 200" \
   "$(post b-res -u client-b:secret-b-0123456789 "${x[@]}" --data-urlencode "subject_token=$(token_of a1)" \
      -d "resource=$TK_IDPYOIDC_RESOURCE" "$T")" 200

@@ -45,7 +45,8 @@
 #   (client_credentials and urn:ietf:params:oauth:grant-type:token-exchange; without it
 #   idpyoidc lists authorization_code, refresh_token, token-exchange, client_credentials and
 #   password, whatever endpoints exist, and never jwt-bearer). The token endpoint's methods are
-#   published as "token_endpoint_auth_methods" (client_secret_basic, client_secret_post,
+#   published as "token_endpoint_auth_methods" (idpyoidc/claims.py:250; client_secret_basic,
+#   client_secret_post,
 #   client_secret_jwt, private_key_jwt), not token_endpoint_auth_methods_supported, and there is
 #   no token_endpoint_auth_signing_alg_values_supported: server.py adds both RFC 8414 names
 #   (the algorithms: ES256, HS256), --stock-metadata leaves them out. Also published: "jwks_uri",
@@ -59,8 +60,8 @@
 # - Access tokens are JWTs (ES256 with a kid, verifiable with the JWKS; iss = ISSUER, iat, exp,
 #   scope, jti, sid, token_class "access_token"). A client-credentials token has no sub, no
 #   client_id and no aud claim (introspection says client_id and sub: the client); an exchanged
-#   one has client_id (the exchanging client) and sub (the subject token's client), and aud only
-#   when an audience was asked.
+#   one has client_id (the exchanging client) and sub (the subject token's client), and never an
+#   aud claim, even when an audience was asked (introspection's aud lists it).
 # - Token exchange (RFC 8693 §2.1): grant_type, subject_token and subject_token_type
 #   (urn:ietf:params:oauth:token-type:access_token only) are required; without
 #   subject_token_type: 400 invalid_request "Missing required attribute 'subject_token_type'".
@@ -71,16 +72,19 @@
 #   actor_token is refused (invalid_request). The answer (§2.2.1): {"access_token",
 #   "issued_token_type": "urn:ietf:params:oauth:token-type:access_token", "token_type":
 #   "Bearer", "expires_in", "scope"}. The new token's client_id is the exchanging client, sub the
-#   subject token's (the client that got it), aud the audience asked; its scope is the subject
-#   token's (or the subset asked), NOT limited to the exchanging client's allowed_scopes.
+#   subject token's (the client that got it), aud (introspection only) the audience asked; its
+#   scope is the subject token's (or the subset asked), NOT limited to the exchanging client's
+#   allowed_scopes.
 # - The exchanged token's lifetime disagrees with itself: expires_in and introspection's exp are
 #   the subject token's, but the JWT's own exp is iat + 60 s (idpyoidc's ExchangeGrant
-#   hard-codes usage_rules access_token expires_in 60, idpyoidc/server/session/grant.py), and
+#   hard-codes usage_rules access_token expires_in 60, idpyoidc/server/session/grant.py:534), and
 #   after those 60 s introspection says {"active": false}.
 # - A bad subject token (RFC 8693 §2.2.2 says invalid_request) is always 400 invalid_request:
 #   not a JWT: "Subject token invalid" (idpyoidc's message); a JWT with a broken signature:
 #   "BadSignature: " and an expired one: "ToOld: Token has expired" (exceptions idpyoidc does
-#   not catch, answered by the harness as idpyoidc's flask example does). Never invalid_grant.
+#   not catch, server/oauth2/token_helper/token_exchange.py:80 catches KeyError, UnknownToken
+#   and BadSyntax only; answered by the harness as idpyoidc's flask example does). Never
+#   invalid_grant.
 # - Client authentication: the four methods work at the token endpoint (introspection: tested
 #   with client_secret_basic); a refusal is 401 invalid_client "UnAuthorizedClient:
 #   Authorization failed" (the harness's mapping of idpyoidc's exception). Assertions (RFC 7523 §3): `aud` must be the token
@@ -89,9 +93,10 @@
 #   client_secret_jwt: HS256 with the client_secret.
 # - JWT bearer grant (RFC 7523 §2.1, urn:ietf:params:oauth:grant-type:jwt-bearer): not
 #   implemented by idpyoidc 5.0.0 as a grant. Its token endpoint knows only the helpers in
-#   idpyoidc/server/oauth2/token.py helper_by_grant_type (authorization_code, refresh_token,
-#   token-exchange, client_credentials, password); the name appears only in configure.py's
-#   default "preference" (an advertised grant with no helper). A request: 400 invalid_request
+#   idpyoidc/server/oauth2/token.py:40-46 helper_by_grant_type (authorization_code,
+#   refresh_token, token-exchange, client_credentials, password; oidc/token.py adds none); the
+#   name appears only in server/configure.py:416, the default "preference" (an advertised grant
+#   with no helper). A request: 400 invalid_request
 #   "Unsupported grant_type: urn:ietf:params:oauth:grant-type:jwt-bearer".
 # - Introspection (RFC 7662): {"active", "scope", "client_id", "sub", "exp", "iat", "iss",
 #   "token_type", ["aud"]}; an unknown or expired token: {"active": false}. config.json turns

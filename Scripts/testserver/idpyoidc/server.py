@@ -7,8 +7,9 @@ config.json) behind the standard library's http.server on 127.0.0.1.
 
 Run with the cached virtualenv's python (Scripts/lib/idpyoidc.sh makes it and starts this).
 DIR must hold admin-token (see /tk-admin/clients); idpyoidc keeps its keys in DIR/private.
-Issuer: http://127.0.0.1:PORT (no path). Serves until SIGTERM, one request at a time
-(idpyoidc's session database is a plain dict, not guarded for threads).
+Issuer: http://127.0.0.1:PORT (no path). Serves until SIGTERM: a thread per connection (a slow
+client blocks nobody), idpyoidc called by one at a time (its session database is a plain dict,
+not guarded for threads).
 
 Endpoints (idpyoidc's, from config.json):
   GET  /.well-known/oauth-authorization-server   RFC 8414 metadata (idpyoidc's ServerMetadata);
@@ -40,7 +41,9 @@ idpyoidc's example/flask_op/views.py where that has one):
   the methods copied from idpyoidc's own list, the algorithms those the self-test shows
   accepted (ES256 private_key_jwt, HS256 client_secret_jwt). --stock-metadata serves
   idpyoidc's document untouched.
-Each request is logged to stderr with its status; bodies (secrets, tokens) are never logged.
+Each request is logged to stderr with its status, an exception with its traceback; idpyoidc's
+own logging (which writes tokens, e.g. an unknown subject token) is off unless
+TK_IDPYOIDC_LOG_LEVEL names a level (DEBUG, INFO, ...).
 """
 
 import argparse
@@ -50,9 +53,10 @@ import os
 import signal
 import socket
 import sys
+import threading
 import traceback
 from http.server import BaseHTTPRequestHandler
-from http.server import HTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs
 from urllib.parse import urlsplit
 
@@ -121,6 +125,8 @@ def make_handler(harness):
     from idpyoidc.message.oauth2 import ResponseMessage
     from idpyoidc.server.exception import ClientAuthenticationError
 
+    lock = threading.Lock()
+
     def is_error(message):
         return isinstance(message, ResponseMessage) and "error" in message
 
@@ -145,14 +151,18 @@ def make_handler(harness):
             self.wfile.write(data)
 
         def error(self, status, code, description):
-            self.answer(status, json.dumps({"error": code, "error_description": description}))
+            self.answer(status, error_body(code, description))
 
         def do_GET(self):
             path = urlsplit(self.path).path
             if path == "/jwks":
-                self.answer(200, json.dumps(harness.context.keyjar.export_jwks(issuer_id="")))
+                with lock:
+                    body = json.dumps(harness.context.keyjar.export_jwks(issuer_id=""))
+                self.answer(200, body)
             elif path == METADATA_PATH:
-                self.answer(200, harness.metadata())
+                with lock:
+                    body = harness.metadata()
+                self.answer(200, body)
             else:
                 self.error(404, "not_found", "no such path")
 
@@ -161,7 +171,12 @@ def make_handler(harness):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length).decode() if length else ""
             if path == "/tk-admin/clients":
-                self.admin(body)
+                if self.headers.get("Authorization") != "Bearer " + harness.admin_token:
+                    self.error(401, "invalid_token", "the admin token is DIR/admin-token")
+                    return
+                with lock:
+                    answer = add_client(body)
+                self.answer(*answer)
                 return
             endpoint = harness.routes.get(path)
             if endpoint is None or path == METADATA_PATH:
@@ -175,36 +190,36 @@ def make_handler(harness):
                 form[key] = values[0] if len(values) == 1 else values
             headers = {k.lower(): v for k, v in self.headers.items()}
             http_info = {"headers": headers, "method": "POST", "url": harness.issuer + path}
-            try:
-                request = endpoint.parse_request(form, http_info=http_info)
-                if is_error(request):
-                    self.answer(400, request.to_json())
-                    return
-                args = endpoint.process_request(request, http_info=http_info)
-                if is_error(args):
-                    self.answer(400, args.to_json())
-                    return
-                info = endpoint.do_response(request=request, **args)
-            except ClientAuthenticationError as err:
-                self.error(401, "invalid_client", "%s: %s" % (type(err).__name__, err))
-                return
-            except Exception as err:
-                traceback.print_exc()
-                self.error(400, "invalid_request", "%s: %s" % (type(err).__name__, err))
-                return
-            status = info.get("response_code", 200)
-            self.answer(status, info["response"], info.get("http_headers", []))
+            with lock:
+                answer = serve(endpoint, form, http_info)
+            self.answer(*answer)
 
-        def admin(self, body):
-            if self.headers.get("Authorization") != "Bearer " + harness.admin_token:
-                self.error(401, "invalid_token", "the admin token is DIR/admin-token")
-                return
-            try:
-                harness.add_client(json.loads(body))
-            except Exception as err:
-                self.error(400, "invalid_request", "%s: %s" % (type(err).__name__, err))
-                return
-            self.answer(201, "{}")
+    def error_body(code, description):
+        return json.dumps({"error": code, "error_description": description})
+
+    def add_client(body):
+        try:
+            harness.add_client(json.loads(body))
+        except Exception as err:
+            return 400, error_body("invalid_request", "%s: %s" % (type(err).__name__, err))
+        return 201, "{}"
+
+    # serve ENDPOINT FORM HTTP_INFO: idpyoidc's answer as (status, body, headers).
+    def serve(endpoint, form, http_info):
+        try:
+            request = endpoint.parse_request(form, http_info=http_info)
+            if is_error(request):
+                return 400, request.to_json(), ()
+            args = endpoint.process_request(request, http_info=http_info)
+            if is_error(args):
+                return 400, args.to_json(), ()
+            info = endpoint.do_response(request=request, **args)
+        except ClientAuthenticationError as err:
+            return 401, error_body("invalid_client", "%s: %s" % (type(err).__name__, err)), ()
+        except Exception as err:
+            traceback.print_exc()
+            return 400, error_body("invalid_request", "%s: %s" % (type(err).__name__, err)), ()
+        return info.get("response_code", 200), info["response"], info.get("http_headers", [])
 
     return Handler
 
@@ -217,7 +232,8 @@ def main():
     ap.add_argument("--stock-metadata", action="store_true")
     args = ap.parse_args()
 
-    logging.basicConfig(level=os.environ.get("TK_IDPYOIDC_LOG_LEVEL", "WARNING"), stream=sys.stderr)
+    level = os.environ.get("TK_IDPYOIDC_LOG_LEVEL")
+    logging.basicConfig(level=level or logging.CRITICAL + 1, stream=sys.stderr)
     directory = os.path.abspath(args.dir)
     port_file = os.path.abspath(args.port_file)
     os.umask(0o077)
@@ -231,7 +247,9 @@ def main():
     issuer = "http://127.0.0.1:%d" % port
 
     harness = Harness(directory, issuer, args.access_ttl, args.stock_metadata)
-    httpd = HTTPServer(("127.0.0.1", port), make_handler(harness), bind_and_activate=False)
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), make_handler(harness), bind_and_activate=False)
+    httpd.daemon_threads = True
+    httpd.request_queue_size = 128  # the listen backlog: fan-in tests connect many at once
     httpd.socket.close()
     httpd.socket = sock
     httpd.server_activate()
