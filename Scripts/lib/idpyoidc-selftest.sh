@@ -181,6 +181,8 @@ fails x-actor 400 "invalid_request Actor token not supported" "${x[@]}" --data-u
   --data-urlencode "actor_token=$(token_of c1)" -d actor_token_type=$at_type
 fails x-notype 400 "invalid_request Missing required attribute 'subject_token_type'" -d grant_type=$exchange \
   --data-urlencode "subject_token=$(token_of a1)"
+fails x-jwt-type 400 "invalid_request Subject token invalid" -d "grant_type=$exchange" \
+  -d subject_token_type=urn:ietf:params:oauth:token-type:jwt --data-urlencode "subject_token=$(token_of a1)"
 fails x-garbage 400 "invalid_request Subject token invalid" "${x[@]}" -d subject_token=not-a-jwt
 a1=$(token_of a1) c1=$(token_of c1)
 fails x-forged 400 "invalid_request BadSignature: " "${x[@]}" --data-urlencode "subject_token=${a1%.*}.${c1##*.}"

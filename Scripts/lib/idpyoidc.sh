@@ -64,7 +64,10 @@
 #   aud claim, even when an audience was asked (introspection's aud lists it).
 # - Token exchange (RFC 8693 §2.1): grant_type, subject_token and subject_token_type
 #   (urn:ietf:params:oauth:token-type:access_token only) are required; without
-#   subject_token_type: 400 invalid_request "Missing required attribute 'subject_token_type'".
+#   subject_token_type: 400 invalid_request "Missing required attribute 'subject_token_type'";
+#   another type, e.g. urn:ietf:params:oauth:token-type:jwt (what a platform's JWT is): 400
+#   invalid_request "Subject token invalid" (token_exchange.py:31-34 maps only access_token and
+#   refresh_token, and the subject must be a token this server issued).
 #   audience (only TK_IDPYOIDC_AUDIENCE, else 400 invalid_target "Unknown audience"), resource
 #   (only TK_IDPYOIDC_RESOURCE, else invalid_target "Unknown resource"), scope (a subset of the
 #   subject token's, else 400 invalid_scope) and requested_token_type (access_token only; a
