@@ -18,10 +18,11 @@
 #   tk_idpyoidc_add_client <<<'{"client_id":"a","client_secret":"s3cret-s3cret","allowed_scopes":["read"]}'
 #   tk_idpyoidc_stop                   # or tk_services_stop_all (by PID)
 #
-# The virtualenv: TK_IDPYOIDC_VENV, default ~/.cache/tokenctl-test/idpyoidc-venv in the account's
-# home directory (whatever HOME says), or under TOKENCTL_TEST_CACHE. Its file .requirements-sha256 holds the SHA-256 of the
-# requirements file it was made from; another file means a rebuild (pip from PyPI, ~20 s),
-# the same one means nothing is downloaded. Made under flock, so concurrent runs wait.
+# The virtualenv: TK_IDPYOIDC_VENV, default ~/.cache/tokenctl-test/idpyoidc-venv in the
+# account's home directory (whatever HOME says), or under TOKENCTL_TEST_CACHE. Its file
+# .requirements-sha256 holds the SHA-256 of the requirements file it was made from; another
+# file means a rebuild (pip from PyPI, ~15 s), the same one means nothing is downloaded. Made
+# under flock, so concurrent runs wait.
 #
 # tk_idpyoidc_start starts afresh (a running server is stopped first) in
 # $TK_SERVICES_DIR/idpyoidc (wiped; mode 0700; log: server.log; keys: private/), recorded as
@@ -40,20 +41,22 @@
 # allowed_scopes (of "read", "write"), jwks {"keys":[...]} (private_key_jwt),
 # token_usage_rules {"access_token": {"expires_in": SECONDS}} (this client's token lifetime).
 #
-# Measured with idpyoidc 5.0.0 (Scripts/lib/idpyoidc-selftest.sh checks each):
+# Measured with idpyoidc 5.0.0 with curl; idpyoidc-selftest.sh checks each but those marked
+# "(by hand)", measured once:
 # - Discovery (idpyoidc's own): grant_types_supported is what config.json's "preference" says
 #   (client_credentials and urn:ietf:params:oauth:grant-type:token-exchange; without it
 #   idpyoidc lists authorization_code, refresh_token, token-exchange, client_credentials and
-#   password, whatever endpoints exist, and never jwt-bearer). The token endpoint's methods are
-#   published as "token_endpoint_auth_methods" (idpyoidc/claims.py:250; client_secret_basic,
-#   client_secret_post,
-#   client_secret_jwt, private_key_jwt), not token_endpoint_auth_methods_supported, and there is
-#   no token_endpoint_auth_signing_alg_values_supported: server.py adds both RFC 8414 names
-#   (the algorithms: ES256, HS256), --stock-metadata leaves them out. Also published: "jwks_uri",
-#   "introspection_endpoint", "version": "3.0", "client_authn_method", id_token_* and
-#   subject_types_supported (OIDC leftovers in an OAuth server's metadata).
+#   password, whatever endpoints exist, and never jwt-bearer: by hand). The token endpoint's
+#   methods are published as "token_endpoint_auth_methods" (idpyoidc/claims.py:250;
+#   client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt), not
+#   token_endpoint_auth_methods_supported, and there is no
+#   token_endpoint_auth_signing_alg_values_supported: server.py adds both RFC 8414 names (the
+#   algorithms: ES256, HS256), --stock-metadata leaves them out. Also published (by hand):
+#   "jwks_uri", "introspection_endpoint", "version": "3.0", "client_authn_method", id_token_*
+#   and subject_types_supported (OIDC leftovers in an OAuth server's metadata).
 # - Client credentials: idpyoidc 5.0.0's own helper fails a client's second request (400
-#   TypeError) and issues tokens that cannot be exchanged; client_credentials.py replaces it
+#   TypeError) and issues tokens that cannot be exchanged (by hand); client_credentials.py
+#   replaces it
 #   (its header says how). The scope granted is always the client's allowed_scopes: a `scope`
 #   parameter is ignored. The answer: {"access_token", "token_type": "Bearer", "scope",
 #   "expires_in"}; no refresh token.
@@ -67,21 +70,22 @@
 #   subject_token_type: 400 invalid_request "Missing required attribute 'subject_token_type'";
 #   another type, e.g. urn:ietf:params:oauth:token-type:jwt (what a platform's JWT is): 400
 #   invalid_request "Subject token invalid" (token_exchange.py:31-34 maps only access_token and
-#   refresh_token, and the subject must be a token this server issued).
-#   audience (only TK_IDPYOIDC_AUDIENCE, else 400 invalid_target "Unknown audience"), resource
-#   (only TK_IDPYOIDC_RESOURCE, else invalid_target "Unknown resource"), scope (a subset of the
+#   refresh_token, and the subject must be a token this server issued). audience (only
+#   TK_IDPYOIDC_AUDIENCE, else 400 invalid_target "Unknown audience"), resource (only
+#   TK_IDPYOIDC_RESOURCE, else invalid_target "Unknown resource"), scope (a subset of the
 #   subject token's, else 400 invalid_scope) and requested_token_type (access_token only; a
 #   refresh_token request: 400 invalid_request "Unsupported requested token type") are optional;
 #   actor_token is refused (invalid_request). The answer (§2.2.1): {"access_token",
 #   "issued_token_type": "urn:ietf:params:oauth:token-type:access_token", "token_type":
-#   "Bearer", "expires_in", "scope"}. The new token's client_id is the exchanging client, sub the
-#   subject token's (the client that got it), aud (introspection only) the audience asked; its
-#   scope is the subject token's (or the subset asked), NOT limited to the exchanging client's
-#   allowed_scopes.
+#   "Bearer", "expires_in", "scope"}. The new token's client_id is the exchanging client, sub
+#   the subject token's (the client that got it), aud (introspection only) the audience asked;
+#   its scope is the subject token's (or the subset asked), NOT limited to the exchanging
+#   client's allowed_scopes.
 # - The exchanged token's lifetime disagrees with itself: expires_in and introspection's exp are
 #   the subject token's, but the JWT's own exp is iat + 60 s (idpyoidc's ExchangeGrant
 #   hard-codes usage_rules access_token expires_in 60, idpyoidc/server/session/grant.py:534), and
-#   after those 60 s introspection says {"active": false}.
+#   after those 60 s introspection says {"active": false} while the subject token is still
+#   active (by hand).
 # - A bad subject token (RFC 8693 §2.2.2 says invalid_request) is always 400 invalid_request:
 #   not a JWT: "Subject token invalid" (idpyoidc's message); a JWT with a broken signature:
 #   "BadSignature: " and an expired one: "ToOld: Token has expired" (exceptions idpyoidc does
@@ -90,17 +94,17 @@
 #   invalid_grant.
 # - Client authentication: the four methods work at the token endpoint (introspection: tested
 #   with client_secret_basic); a refusal is 401 invalid_client "UnAuthorizedClient:
-#   Authorization failed" (the harness's mapping of idpyoidc's exception). Assertions (RFC 7523 §3): `aud` must be the token
-#   endpoint (ISSUER/token); the issuer, with or without "/", is refused; a `jti` seen before
-#   is refused; an assertion without `kid` verifies; client_assertion_type may be left out.
-#   client_secret_jwt: HS256 with the client_secret.
+#   Authorization failed" (the harness's mapping of idpyoidc's exception). Assertions (RFC 7523
+#   §3): `aud` must be the token endpoint (ISSUER/token); the issuer, with or without "/", is
+#   refused; a `jti` seen before is refused; an assertion without `kid` verifies;
+#   client_assertion_type may be left out. client_secret_jwt: HS256 with the client_secret.
 # - JWT bearer grant (RFC 7523 §2.1, urn:ietf:params:oauth:grant-type:jwt-bearer): not
 #   implemented by idpyoidc 5.0.0 as a grant. Its token endpoint knows only the helpers in
 #   idpyoidc/server/oauth2/token.py:40-46 helper_by_grant_type (authorization_code,
 #   refresh_token, token-exchange, client_credentials, password; oidc/token.py adds none); the
 #   name appears only in server/configure.py:416, the default "preference" (an advertised grant
-#   with no helper). A request: 400 invalid_request
-#   "Unsupported grant_type: urn:ietf:params:oauth:grant-type:jwt-bearer".
+#   with no helper). A request: 400 invalid_request "Unsupported grant_type:
+#   urn:ietf:params:oauth:grant-type:jwt-bearer".
 # - Introspection (RFC 7662): {"active", "scope", "client_id", "sub", "exp", "iat", "iss",
 #   "token_type", ["aud"]}; an unknown or expired token: {"active": false}. config.json turns
 #   off idpyoidc's enforce_audience_restriction (which answers inactive unless the asking
