@@ -1,0 +1,298 @@
+#!/usr/bin/env bash
+# Self-check for Scripts/lib/unattended.sh (run as root): for a non-root user with a real systemd
+# user manager (usermanager.sh) and a software TPM (swtpm.sh),
+#  1. a random keyring password sealed with systemd-creds --with-key=tpm2 into
+#     ~/.config/tokenctl/keyring.cred (0600), never in clear in the file;
+#  2. the user units: tokenctl-keyring.service creates and unlocks the login collection from the
+#     sealed password when the manager starts, before a stand-in tokenctl-refresh.service (timer)
+#     that stores and reads an item through the user's bus; a locked collection unlocked again
+#     by restarting the unit; LoadCredentialEncrypted='s shortcomings for user units;
+#  3. three simulated reboots (manager, bus, keyring and kernel keys gone, the TPM shut down and
+#     started again): the stand-in reads the item stored before, with nobody there; and
+#     dictionary-attack lockout after three unclean TPM restarts, none after clean ones;
+#  4. another machine (a fresh TPM): the decrypt fails (its exact error), the collection stays
+#     locked, the item is still there (unlocked by hand with the old password), and the first TPM
+#     put back unlocks again;
+#  5. the host key (only against a temporary key file, never the machine's) as root and as the
+#     user, and that systemd-creds --user does not exist on this systemd;
+#  6. neither the password nor the item's secret anywhere in the user's home and runtime dir,
+#     /tmp (what changed during the test), the unit files, or any process's argv or environ.
+# Everything stopped by PID. KEEP=1 keeps the temporary directory.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=services.sh
+source "$here/services.sh"
+# shellcheck source=swtpm.sh
+source "$here/swtpm.sh"
+# shellcheck source=usermanager.sh
+source "$here/usermanager.sh"
+# shellcheck source=unattended.sh
+source "$here/unattended.sh"
+
+if [[ $(id -u) != 0 ]]; then echo "unattended-selftest.sh: run it as root" >&2; exit 1; fi
+tk_require_packages "${TK_UNATTENDED_PACKAGES[@]}" "${TK_SWTPM_PACKAGES[@]}" python3 util-linux
+
+began=$SECONDS
+since=$(date +%s)
+user=tokenctl-unattended
+# A short path: the swtpm's sockets must fit AF_UNIX's 108 bytes.
+root=$(mktemp -d /tmp/tokenctl-ua.XXXXXX)
+chmod 0711 "$root" # the user reaches its manager's directory and the swtpm below it
+cleanup() {
+  local rc=$?
+  if [[ -z ${finished:-} ]]; then echo "unattended-selftest.sh: stopped early (status $rc; $fails check(s) failed before): see above" >&2; fi
+  tk_stop_user_manager "$user" 2>/dev/null || true
+  tk_services_stop_all || true
+  if [[ -n ${KEEP:-} ]]; then echo "kept $root" >&2; else rm -rf "$root"; fi
+}
+trap cleanup EXIT
+
+# shellcheck source=selftest.sh
+source "$here/selftest.sh"
+contains() { if [[ $2 == *"$3"* ]]; then ok "$1"; else bad "$1: '$3' not in: $2"; fi; }
+lacks() { if [[ $2 != *"$3"* ]]; then ok "$1"; else bad "$1: '$3' found in: $2"; fi; }
+# fails_with NAME NEEDLE COMMAND...: COMMAND must fail, and say NEEDLE.
+fails_with() {
+  local name=$1 needle=$2 out
+  shift 2
+  if out=$("$@" 2>&1); then bad "$name: succeeded"; return; fi
+  contains "$name" "$out" "$needle"
+}
+sha() { sha256sum | cut -d' ' -f1; }
+# elapsed START: seconds since START (date +%s.%N), one decimal.
+elapsed() { awk -v now="$(date +%s.%N)" -v start="$1" 'BEGIN { printf "%.1f", now - start }'; }
+# wait_for NAME SECONDS COMMAND...: until COMMAND succeeds; prints the seconds it took.
+wait_for() {
+  local name=$1 limit=$2 start
+  shift 2
+  start=$(date +%s.%N)
+  for _ in $(seq $((limit * 10))); do
+    if "$@" >/dev/null 2>&1; then elapsed "$start"; echo; return 0; fi
+    sleep 0.1
+  done
+  bad "$name: not within $limit s"
+  return 1
+}
+locked() { tk_unattended_as "$user" "$TK_PYTHON" "$TK_SCRIPTS_LIB/keyring_control.py" is-locked 2>&1; }
+refresh_lines() { grep -c '^lookup' "$home/refresh.log" 2>/dev/null || true; }
+
+tk_services_init "$root/svc"
+tk_unattended_user "$user"
+tk_start_swtpm
+tk_unattended_grant_swtpm "$user"
+tcti=$TK_SWTPM_TCTI
+um=$root/um
+tk_start_user_manager "$user" "$um"
+home=$TK_USER_MANAGER_HOME units=$TK_USER_MANAGER_UNITS runtime=$TK_USER_MANAGER_RUNTIME
+cred=$home/.config/tokenctl/keyring.cred
+expect "systemd is 252 (the facts in unattended.sh are for it)" "$(systemctl --version | awk 'NR == 1 {print $2}')" 252
+
+# --- 1. the sealed password ------------------------------------------------------------------
+pw=$(tk_unattended_password)
+expect "password: 43 base64url characters (32 random bytes)" "$(printf %s "$pw" | tr -cd 'A-Za-z0-9_-' | wc -c)" 43
+t=$(date +%s.%N)
+if printf %s "$pw" | tk_unattended_seal "$user" "$home" "$tcti" 2>"$root/seal.err"; then
+  ok "sealed as $user ($(elapsed "$t") s)"
+else bad "seal: $(cat "$root/seal.err")"; fi
+contains "encrypt warns about the swtpm's empty PCR 7" "$(cat "$root/seal.err")" "PCR policy effectively unenforced"
+expect "credential: $user's, 0600" "$(stat -c '%U %a' "$cred")" "$user 600"
+expect "its directory 0700" "$(stat -c %a "$(dirname "$cred")")" 700
+if grep -qF -f <(printf '%s\n' "$pw") "$cred" || base64 -d <"$cred" 2>/dev/null | grep -qaF -f <(printf '%s\n' "$pw"); then
+  bad "the password is in the credential in clear"
+else ok "the credential holds no clear password (text or decoded)"; fi
+got=$(tk_unattended_as "$user" env SYSTEMD_TPM2_DEVICE="$tcti" systemd-creds decrypt --name=tokenctl-keyring "$cred" - 2>/dev/null | sha)
+expect "$user decrypts it by hand: the same password" "$got" "$(printf %s "$pw" | sha)"
+tk_swtpm_flush
+fails_with "without --name the file's name is checked" "does not match filename 'keyring.cred', refusing" \
+  tk_unattended_as "$user" env SYSTEMD_TPM2_DEVICE="$tcti" systemd-creds decrypt "$cred" -
+tk_swtpm_flush
+
+# --- 2. the units ----------------------------------------------------------------------------
+tk_unattended_install "$user" "$units" "$tcti"
+tk_unattended_install_standin "$user" "$units"
+expect "enabled: default.target wants the keyring" "$(readlink "$units/default.target.wants/tokenctl-keyring.service")" \
+  "$units/tokenctl-keyring.service"
+contains "the refresh service is ordered after it" \
+  "$(tk_user_systemctl "$user" show -p After -p Wants tokenctl-refresh.service)" tokenctl-keyring.service
+t=$(date +%s.%N)
+if tk_user_systemctl "$user" start tokenctl-keyring.service; then
+  ok "tokenctl-keyring.service started ($(elapsed "$t") s; Type=dbus: the name is owned)"
+else bad "start tokenctl-keyring.service: $(cat "$runtime/tokenctl-keyring.log" 2>/dev/null)"; fi
+expect "first run: login collection created and unlocked" "$(locked)" false
+expect "login.keyring made" "$(stat -c '%U %a' "$home/.local/share/keyrings/login.keyring" 2>&1)" "$user 600"
+main=$(tk_user_systemctl "$user" show -p MainPID --value tokenctl-keyring.service)
+expect "MainPID is the daemon (bash exec'd it)" "$(cat "/proc/$main/comm" 2>/dev/null)" gnome-keyring-d
+contains "its argv" "$(tr '\0' ' ' <"/proc/$main/cmdline")" "--unlock --foreground --components=secrets"
+expect "the stock gnome-keyring-daemon.service was not started" \
+  "$(tk_user_systemctl "$user" show -p ActiveState --value gnome-keyring-daemon.service)" inactive
+item=$(head -c 24 /dev/urandom | base64 -w0)
+if printf %s "$item" | tk_unattended_as "$user" secret-tool store --label=tokenctl-test service tokenctl-test; then
+  ok "an item stored through $user's bus"
+else bad "secret-tool store"; fi
+expect "and read back" "$(tk_unattended_as "$user" secret-tool lookup service tokenctl-test | sha)" "$(printf %s "$item" | sha)"
+
+# A collection locked later: restarting the unit unlocks it again (the swtpm needs the session
+# the last decrypt left flushed; /dev/tpmrm0 would not).
+tk_unattended_as "$user" "$TK_PYTHON" "$TK_SCRIPTS_LIB/keyring_control.py" lock
+expect "locked by hand" "$(locked)" true
+tk_swtpm_flush
+tk_user_systemctl "$user" restart tokenctl-keyring.service
+expect "restarting tokenctl-keyring.service unlocks it again" "$(locked)" false
+
+# LoadCredentialEncrypted= (measured, rejected): without the TPM in the manager's own
+# environment it fails; and where a user manager puts credentials, SetCredential= shows.
+cat >"$units/probe-encrypted.service" <<'UNIT'
+[Service]
+Type=oneshot
+LoadCredentialEncrypted=tokenctl-keyring:%h/.config/tokenctl/keyring.cred
+ExecStart=/bin/true
+UNIT
+cat >"$units/probe-plain.service" <<'UNIT'
+[Service]
+Type=oneshot
+SetCredential=probe:not-a-secret
+ExecStart=/bin/sh -c 'echo "$CREDENTIALS_DIRECTORY"; stat -f -c %%T "$CREDENTIALS_DIRECTORY"'
+StandardOutput=truncate:%t/probe-plain.out
+UNIT
+printf '[Service]\nEnvironment=SYSTEMD_TPM2_DEVICE=%s\n' "$tcti" >"$root/probe.conf"
+mkdir -p "$units/probe-encrypted.service.d" && cp "$root/probe.conf" "$units/probe-encrypted.service.d/"
+chown -R "$user:" "$units"
+tk_user_systemctl "$user" daemon-reload
+tk_user_systemctl "$user" start probe-encrypted.service 2>/dev/null || true
+expect "LoadCredentialEncrypted=: 243/CREDENTIALS though the unit's Environment= names the TPM" \
+  "$(tk_user_systemctl "$user" show -p ExecMainStatus --value probe-encrypted.service)" 243
+tk_user_systemctl "$user" start probe-plain.service
+expect "a user unit's credentials: a plain directory in the runtime dir" \
+  "$(head -n 1 "$runtime/probe-plain.out")" "$runtime/credentials/probe-plain.service"
+expect "on the runtime dir's file system (here: ext4, a disk)" "$(sed -n 2p "$runtime/probe-plain.out")" \
+  "$(stat -f -c %T "$runtime")"
+expect "and still there after the oneshot ended" "$(cat "$runtime/credentials/probe-plain.service/probe" 2>&1)" not-a-secret
+rm -rf "$units"/probe-* "$runtime/probe-plain.out"
+tk_user_systemctl "$user" daemon-reload
+tk_swtpm_flush
+
+# --- 3. reboots --------------------------------------------------------------------------------
+want=$(printf %s "$item" | sha)
+for boot in 1 2 3; do
+  : >"$home/refresh.log"
+  t=$(date +%s.%N)
+  tk_unattended_reboot "$user" "$um"
+  up=$(elapsed "$t")
+  if took=$(wait_for "boot $boot: the stand-in ran" 30 grep -q '^lookup' "$home/refresh.log"); then
+    expect "boot $boot (reboot ${up} s, timer job done ${took} s after): the item read with nobody there" \
+      "$(cat "$home/refresh.log")" "lookup ok $want"
+  fi
+  expect "boot $boot: unlocked" "$(locked)" false
+  expect "boot $boot: TPM lockout counter" "$(tpm2_getcap properties-variable | sed -n 's/^TPM2_PT_LOCKOUT_COUNTER: //p')" 0x0
+done
+
+# Dictionary-attack lockout, on a TPM of its own: three restarts without TPM2_Shutdown after a
+# decrypt, and the next decrypt is refused; tpm2_dictionarylockout -c clears it; clean restarts
+# never count.
+tk_start_swtpm da
+head -c 16 /dev/urandom | base64 >"$root/da.in"
+systemd-creds encrypt --with-key=tpm2 --name=da "$root/da.in" "$root/da.cred" 2>/dev/null
+da_decrypt() { systemd-creds decrypt --name=da "$root/da.cred" - >/dev/null; }
+for n in 1 2 3; do
+  da_decrypt >/dev/null 2>&1 || bad "da: decrypt before unclean restart $n"
+  tk_stop_swtpm da && tk_start_swtpm da
+done
+fails_with "after 3 unclean TPM restarts: decrypt refused" "TPM2 device is in dictionary attack lockout mode." da_decrypt
+expect "the TPM says inLockout" "$(tpm2_getcap properties-variable | sed -n 's/^ *inLockout: *//p' | head -n 1)" 1
+tk_swtpm_flush da
+tpm2_dictionarylockout -c && ok "tpm2_dictionarylockout -c (lockout hierarchy) clears it"
+for n in 1 2 3 4; do
+  da_decrypt >/dev/null 2>&1 || bad "da: decrypt before clean restart $n"
+  tk_swtpm_flush da && tpm2_shutdown -c && tk_stop_swtpm da && tk_start_swtpm da
+done
+if da_decrypt >/dev/null 2>&1; then ok "after 4 clean restarts (tpm2_shutdown -c): decrypt works"; else bad "decrypt after clean restarts"; fi
+expect "lockout counter after clean restarts" "$(tpm2_getcap properties-variable | sed -n 's/^TPM2_PT_LOCKOUT_COUNTER: //p')" 0x0
+tk_stop_swtpm da
+tk_swtpm_use swtpm
+
+# --- 4. another machine ----------------------------------------------------------------------
+keyring_sum=$(sha <"$home/.local/share/keyrings/login.keyring")
+tk_stop_user_manager "$user"
+tk_swtpm_flush && tpm2_shutdown -c
+tk_stop_swtpm
+mv "$TK_SERVICES_DIR/swtpm/state" "$root/state.first"
+: >"$home/refresh.log"
+: >"$runtime/tokenctl-keyring.log"
+tk_start_swtpm
+tk_unattended_grant_swtpm "$user"
+tk_start_user_manager "$user" "$um"
+wait_for "another TPM: the stand-in ran" 30 grep -q '^lookup' "$home/refresh.log" >/dev/null || true
+expect "another TPM: the keyring unit still runs (Secret Service there)" \
+  "$(tk_user_systemctl "$user" show -p ActiveState --value tokenctl-keyring.service)" active
+expect "another TPM: the collection stays locked" "$(locked)" true
+contains "another TPM: the timer job's lookup fails" "$(cat "$home/refresh.log")" "lookup failed"
+contains "another TPM: systemd-creds says" "$(cat "$runtime/tokenctl-keyring.log")" \
+  "Failed to load HMAC key in TPM: tpm:parameter(1):integrity check failed"
+expect "another TPM: login.keyring untouched" "$(sha <"$home/.local/share/keyrings/login.keyring")" "$keyring_sum"
+if printf %s "$pw" | tk_unattended_as "$user" "$TK_PYTHON" "$TK_SCRIPTS_LIB/keyring_control.py" unlock --password-stdin; then
+  ok "another TPM: unlocked by hand with the old password"
+else bad "unlock by hand"; fi
+expect "another TPM: the item is still there" "$(tk_unattended_as "$user" secret-tool lookup service tokenctl-test | sha)" "$want"
+# The first TPM back: the next boot unlocks again.
+tk_stop_user_manager "$user"
+tk_stop_swtpm
+rm -rf "$TK_SERVICES_DIR/swtpm/state"
+mv "$root/state.first" "$TK_SERVICES_DIR/swtpm/state"
+tk_start_swtpm
+: >"$home/refresh.log"
+tk_unattended_reboot "$user" "$um"
+if wait_for "first TPM back: the stand-in ran" 30 grep -q '^lookup' "$home/refresh.log" >/dev/null; then
+  expect "first TPM back: the item read at boot" "$(cat "$home/refresh.log")" "lookup ok $want"
+fi
+
+# --- 5. the host key and per-user credentials --------------------------------------------------
+had_host_key=$([[ -e /var/lib/systemd/credential.secret ]] && echo yes || echo no)
+hk=$root/hostkey
+mkdir -m 0711 "$hk"
+export SYSTEMD_CREDENTIAL_SECRET=$hk/credential.secret
+if out=$(printf %s "$pw" | systemd-creds encrypt --with-key=host --name=tokenctl-keyring - "$hk/keyring.cred" 2>&1); then
+  ok "root: systemd-creds encrypt --with-key=host"
+else bad "root encrypt --with-key=host: $out"; fi
+contains "root: the key file is not on encrypted media (a warning)" "$out" "is not located on encrypted media, using anyway"
+expect "the host key file: root's, 0400" "$(stat -c '%U %a' "$hk/credential.secret")" "root 400"
+expect "root: decrypt gives the password" \
+  "$(systemd-creds decrypt --name=tokenctl-keyring "$hk/keyring.cred" - 2>/dev/null | sha)" "$(printf %s "$pw" | sha)"
+cp "$hk/keyring.cred" "$hk/user.cred" && chown "$user:" "$hk/user.cred"
+fails_with "$user: decrypt with root's host key" "Failed to determine local credential key: Permission denied" \
+  runuser -u "$user" -- env SYSTEMD_CREDENTIAL_SECRET="$hk/credential.secret" systemd-creds decrypt \
+  --name=tokenctl-keyring "$hk/user.cred" -
+fails_with "$user: encrypt with root's host key" "Failed to determine local credential host secret: Permission denied" \
+  runuser -u "$user" -- env SYSTEMD_CREDENTIAL_SECRET="$hk/credential.secret" systemd-creds encrypt \
+  --with-key=host --name=x - "$hk/x.cred" </dev/null
+unset SYSTEMD_CREDENTIAL_SECRET
+if [[ $had_host_key == no ]]; then
+  fails_with "$user: decrypt, this machine has no host key" "Failed to determine local credential key: No such file or directory" \
+    runuser -u "$user" -- systemd-creds decrypt --name=tokenctl-keyring "$hk/user.cred" -
+  fails_with "$user: encrypt, cannot make the host key" "Failed to determine local credential host secret: Permission denied" \
+    runuser -u "$user" -- systemd-creds encrypt --with-key=host --name=x - "$hk/x.cred" </dev/null
+fi
+expect "the machine's host key neither made nor removed" "$([[ -e /var/lib/systemd/credential.secret ]] && echo yes || echo no)" "$had_host_key"
+fails_with "systemd-creds --user: not on 252" "systemd-creds: unrecognized option '--user'" \
+  runuser -u "$user" -- systemd-creds --user list
+
+# --- 6. nowhere in clear -----------------------------------------------------------------------
+expect "the keyring is up and unlocked while searching" "$(locked)" false
+hits=$(printf '%s\n%s\n' "$pw" "$item" | tk_unattended_scan "$since" "$home" "$runtime" "$units" /tmp)
+expect "password (0) and secret (1): in no file of home, runtime, units, /tmp, no argv or environ" "$hits" ""
+hits=$(printf '%s\n%s\n' "$pw" "$item" | tk_unattended_scan 0 "$home" "$runtime")
+expect "home and runtime, every file whatever its age" "$hits" ""
+# The scan must be able to find: a file and an environ with a needle.
+probe=probe-$RANDOM$RANDOM
+printf %s "$probe" >"$runtime/scan-probe"
+hits=$(export TK_SCAN_PROBE=$probe; printf '%s\n' "$probe" | tk_unattended_scan 0 "$runtime")
+rm -f "$runtime/scan-probe"
+contains "the scan finds a planted file" "$hits" "0 $runtime/scan-probe"
+contains "the scan finds a planted environ" "$hits" "/environ"
+
+tk_stop_user_manager "$user"
+expect "the manager's processes are gone (zombies aside: PID 1 here does not reap)" "$(ps -u "$user" -o stat= | grep -vc "^Z" || true)" 0
+finished=1
+echo "took $((SECONDS - began)) s"
+if ((fails)); then echo "$fails check(s) failed" >&2; exit 1; fi
+echo "all unattended checks passed"

@@ -1,0 +1,324 @@
+# shellcheck shell=bash
+# Scripts/lib/unattended.sh: the mechanism behind an unattended Secret Service for a user nobody
+# logs in as (a server with `loginctl enable-linger`): a random keyring password sealed to the
+# machine's TPM with `systemd-creds encrypt --with-key=tpm2` (systemd 252), and a user unit that,
+# when the user manager starts (at boot, with linger), decrypts it and feeds it on stdin to
+# gnome-keyring-daemon, which creates (first run) or unlocks the login collection before anything
+# ordered after it (the refresh timer's service) runs. Tested with a software TPM (swtpm.sh) and a
+# real systemd user manager (usermanager.sh); unattended-selftest.sh checks every fact below.
+# Needs root (the user manager). Source it after services.sh, swtpm.sh and usermanager.sh:
+#
+#   tk_require_packages "${TK_UNATTENDED_PACKAGES[@]}" "${TK_SWTPM_PACKAGES[@]}"
+#   tk_unattended_user [NAME]            # a system user (default tokenctl-unattended), no login
+#   tk_unattended_grant_swtpm USER       # the running swtpm's sockets become USER's (the swtpm
+#                                        # stands for /dev/tpmrm0; see "Access" below)
+#   pw=$(tk_unattended_password)         # 32 random bytes, base64url without padding: 43
+#                                        # characters (text: gnome-keyring reads a C string)
+#   printf %s "$pw" | tk_unattended_seal USER HOME [TCTI]
+#                                        # HOME/.config/tokenctl/keyring.cred (0600, dir 0700),
+#                                        # sealed as USER; the password only ever on stdin
+#   tk_unattended_keyring_unit           # prints tokenctl-keyring.service (what setup installs)
+#   tk_unattended_refresh_dropin         # prints tokenctl-refresh.service.d/keyring.conf
+#   tk_unattended_install USER UNITS [TCTI]
+#                                        # writes both into UNITS, plus (with TCTI, tests only) a
+#                                        # drop-in naming the swtpm and logging the daemon's stderr
+#                                        # to %t/tokenctl-keyring.log; daemon-reload, enable
+#   tk_unattended_install_standin USER UNITS
+#                                        # a stand-in tokenctl-refresh.service + .timer
+#                                        # (OnStartupSec=1s): secret-tool lookup of the item
+#                                        # service=tokenctl-test, appends "lookup ok SHA256" or
+#                                        # "lookup failed STATUS" to %h/refresh.log (never the secret)
+#   tk_unattended_as USER CMD...         # CMD as USER on its user bus (env -i: HOME,
+#                                        # XDG_RUNTIME_DIR, DBUS_SESSION_BUS_ADDRESS, PATH)
+#   tk_unattended_reboot USER DIR [unclean]
+#                                        # stop USER's manager (its bus, keyring and timer with it),
+#                                        # clear USER's kernel user keyring, flush the swtpm,
+#                                        # TPM2_Shutdown(CLEAR) (tpm2_shutdown -c: what the kernel
+#                                        # sends at an orderly reboot; skipped with "unclean": a
+#                                        # power loss), restart the swtpm (same state), grant it,
+#                                        # start the manager again as boot would with linger
+#   tk_unattended_scan SINCE PATH...     # needles on stdin (one a line); prints "NEEDLE_INDEX
+#                                        # WHERE" for each regular file under PATH changed at or
+#                                        # after SINCE (epoch seconds; 0: all) and each
+#                                        # /proc/PID/cmdline and environ that holds one
+#
+# The units (what `tokenctl keyring setup --unattended` installs in ~/.config/systemd/user):
+#   tokenctl-keyring.service (tk_unattended_keyring_unit), enabled (default.target.wants):
+#     Type=dbus, BusName=org.freedesktop.secrets: the manager calls it started once the daemon
+#     owns the name, and gnome-keyring 42 unlocks the login collection before it takes the name
+#     (the stand-in ordered after it always finds it unlocked). ExecStart is bash -c:
+#       if pw=$(systemd-creds decrypt --name=tokenctl-keyring CRED -); then
+#         exec gnome-keyring-daemon ... --replace --unlock --foreground --components=secrets \
+#           < <(printf %s "$pw"); fi
+#       exec gnome-keyring-daemon ... --replace --foreground --components=secrets
+#     so the password travels through a pipe only (printf is a builtin: no argv; pw is not
+#     exported: no environ), the shell is replaced by the daemon (MainPID is the daemon; the
+#     process substitution's writer stays as a <defunct> child of it, holding nothing), and a
+#     failed decrypt (another TPM, a cleared TPM, lockout) still starts the Secret Service, with
+#     the collection locked: nothing is created with an empty password and nothing is deleted.
+#     In the unit file `$` is written `$$` and `%` `%%` (systemd expands both in ExecStart).
+#     --control-directory=%t/tokenctl-keyring: with the default (%t/keyring) the daemon reaches
+#     the stock gnome-keyring-daemon.socket (enabled for every user in /etc/systemd/user), which
+#     starts the stock gnome-keyring-daemon.service, and both ended: our unit "inactive (dead)",
+#     ExecMainStatus=15 (SIGTERM). With a directory of its own the stock socket stays unused.
+#     --name is needed: without it systemd-creds takes the file's name ("Embedded credential
+#     name 'tokenctl-keyring' does not match filename 'keyring.cred', refusing.").
+#   tokenctl-refresh.service.d/keyring.conf (tk_unattended_refresh_dropin):
+#     Wants= and After=tokenctl-keyring.service, so the timer's first run waits for the unlock.
+#   The credential: ~/.config/tokenctl/keyring.cred. systemd-creds encrypt honours the umask
+#   (0644 under 022): seal with umask 077. It is base64 text (600 bytes for a 43-byte password);
+#   neither it nor its decoded bytes contain the password.
+#
+# Measured on this machine (Debian 12, systemd 252.39, gnome-keyring 42.1, swtpm 0.7.1,
+# tpm2-tools 5.4), as the non-root user, unless said:
+# - `systemd-creds encrypt --with-key=tpm2 --name=tokenctl-keyring - CRED` with
+#   SYSTEMD_TPM2_DEVICE=swtpm:path=SOCK: status 0, ~0.1 s; stderr "TPM2 device supports SHA256
+#   PCR bank but none of the selected PCRs are valid! ... PCR policy effectively unenforced!"
+#   (a swtpm's PCR 7 is zeros; a real machine's holds the Secure Boot state). The default
+#   policy is PCR 7; `--tpm2-pcrs=` (no PCR) encrypts (status 0) but its decrypt fails on 252:
+#   "TPM2 PCR bank invalid or not supported" (and leaves 2 transient objects): keep PCR 7 on 252.
+#   PCR 7 extended: decrypt fails, "Current policy digest does not match stored policy digest,
+#   cancelling TPM2 authentication attempt." (a Secure Boot change, e.g. a dbx update, does this
+#   on a real machine: the seal must be made again).
+# - Decrypt errors (status 1 each), as tokenctl will see them in the unit's stderr / journal:
+#     another (fresh) TPM:  "Failed to load HMAC key in TPM: tpm:parameter(1):integrity check
+#                            failed" (after esys's "Esys Finish ErrorCode (0x000001df)")
+#     no TPM reachable:     "Failed to initialize TCTI context: tcti:IO failure" (after "Failed
+#                            to open specified TCTI device file /dev/tpmrm0: No such file or
+#                            directory" for the default device, or "Cannot connect to swtpm TPM
+#                            socket")
+#     lockout (below):      "TPM2 device is in dictionary attack lockout mode." (0x00000921)
+#     swtpm only:           "Failed to open session in TPM: tpm:warn(2.0): out of memory for
+#                            session contexts" (0x903): each 252 decrypt leaves a loaded session
+#                            (swtpm.sh); a reboot (TPM2_Startup) or tpm2_flushcontext -l clears
+#                            them; /dev/tpmrm0 flushes them itself.
+# - Dictionary-attack lockout: systemd-creds 252 seals with no noDA attribute, and its decrypt
+#   authorizes TPM2_Load with the parent's (empty) password, a DA-protected use. swtpm's defaults:
+#   TPM2_PT_MAX_AUTH_FAIL 3, TPM2_PT_LOCKOUT_INTERVAL 1000 s, TPM2_PT_LOCKOUT_RECOVERY 1000 s.
+#   Restarting the swtpm WITHOUT TPM2_Shutdown after a decrypt is a power loss with DA in use:
+#   failedTries +1 per restart; the decrypt after the third such restart fails with the lockout
+#   error above (inLockout 1). `tpm2_dictionarylockout -c` (lockout hierarchy, empty auth here;
+#   root's job on a real machine) clears it. With tpm2_shutdown -c before each restart the
+#   counter stays 0 across any number of reboots. So a seal used at every boot is NOT immune to
+#   lockout with systemd-creds 252; what keeps it working is that an orderly Linux reboot or
+#   poweroff sends TPM2_Shutdown(CLEAR) (the kernel's tpm driver does it at shutdown); only
+#   crashes and power cuts count, and a real TPM's maxTries is larger (firmware's; often 32)
+#   and one failure is forgotten per lockoutInterval of powered-on time. tokenctl's doctor
+#   should report the lockout error text above with `tpm2_dictionarylockout -c` for root.
+# - LoadCredentialEncrypted= in a user unit (252): works only when the MANAGER's own environment
+#   reaches the TPM (the decrypt runs in the manager's forked child, not with the unit's
+#   Environment=; `systemctl --user set-environment` does not help): without it the unit fails
+#   with status 243/CREDENTIALS. And the clear text is then a plain file,
+#   $XDG_RUNTIME_DIR/credentials/UNIT/NAME (dir dr-x------, file -r--------), on whatever the
+#   runtime directory is (a user manager cannot mount the ramfs a system unit gets; here ext4:
+#   on disk), and it stays there after a Type=oneshot unit has ended (unattended-selftest.sh
+#   shows both with SetCredential=). Rejected: the pipe above keeps the password off any file.
+# - Ordering and timing (this loaded 2-core VM): starting the manager ~0.4 s; the keyring unit
+#   active and the stand-in's lookup done ~1.1-1.4 s after the manager started; a whole
+#   simulated reboot ~2 s. A secret stored before is read after each of three reboots.
+# - Another machine (a fresh swtpm state): the unit is active with a locked collection; the
+#   stand-in's `secret-tool lookup` exits 1 (gnome-keyring tries a prompt: "couldn't create
+#   system prompt"); login.keyring is untouched; unlocking it by hand with the old password
+#   (UnlockWithMasterPassword, keyring_control.py) works and the item is there; the first TPM
+#   put back, the next boot unlocks again.
+# - The host key (--with-key=host), run only against a temporary key file: systemd 252 reads
+#   $SYSTEMD_CREDENTIAL_SECRET (a path) instead of /var/lib/systemd/credential.secret, which it
+#   otherwise creates (root) when missing. Root: encrypt and decrypt work (stderr "Credential
+#   secret file '...' is not located on encrypted media, using anyway."); the key file is
+#   created -r-------- root, 4112 bytes. A non-root user, key file root's: decrypt "Failed to
+#   determine local credential key: Permission denied", encrypt "Failed to determine local
+#   credential host secret: Permission denied"; with no key file on the machine (as here):
+#   decrypt "Failed to determine local credential key: No such file or directory", encrypt
+#   "... host secret: Permission denied" (it tries to create it in /var/lib/systemd; nothing is
+#   created). So the host-key path needs root twice: once to encrypt (the printed command) and at
+#   every boot to decrypt: a system unit (User=, LoadCredentialEncrypted=) run by PID 1, which
+#   this machine does not have (PID 1 is not systemd): documented, not run.
+# - Per-user credentials: `systemd-creds --user ...` on 252: "systemd-creds: unrecognized option
+#   '--user'" (status 1); they came with systemd 256.
+# - Access: on a real machine the user needs /dev/tpmrm0 (group tss: `usermod -aG tss USER`,
+#   then a new login or manager start; swtpm.sh says why the raw /dev/tpm0 is tss only). Here
+#   the swtpm runs as root and its two sockets are chowned to the user (directories 0711).
+
+# shellcheck disable=SC2034 # used by callers
+TK_UNATTENDED_PACKAGES=(systemd dbus-user-session gnome-keyring libsecret-tools python3-dbus keyutils)
+TK_UNATTENDED_CRED_NAME=tokenctl-keyring
+
+# tk_unattended_user [NAME]: a system user with no password login and no home of its own (the
+# user manager gets one from usermanager.sh).
+tk_unattended_user() {
+  local user=${1:-tokenctl-unattended} out
+  if id -u "$user" >/dev/null 2>&1; then return 0; fi
+  # Two instances may race: "already exists" (status 9) is success.
+  if ! out=$(useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+      --user-group "$user" 2>&1) && [[ $out != *"already exists"* ]]; then
+    _tk_err "useradd $user failed: $out"
+    return 1
+  fi
+}
+
+# tk_unattended_grant_swtpm USER: let USER reach the running swtpm (TK_SWTPM_DIR).
+tk_unattended_grant_swtpm() {
+  local user=${1:?usage: tk_unattended_grant_swtpm USER}
+  if [[ -z ${TK_SWTPM_DIR:-} || ! -S ${TK_SWTPM_DIR:-}/tpm.sock ]]; then _tk_err "no swtpm running"; return 1; fi
+  chmod 0711 "$TK_SERVICES_DIR" "$TK_SWTPM_DIR" || return 1
+  chown "$user:" "$TK_SWTPM_DIR/tpm.sock" "$TK_SWTPM_DIR/tpm.sock.ctrl" || return 1
+}
+
+# tk_unattended_password: a new keyring password on stdout.
+tk_unattended_password() {
+  head -c 32 /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '='
+}
+
+# tk_unattended_seal USER HOME [TCTI]: seal stdin (the password) for USER.
+tk_unattended_seal() {
+  local user=${1:?usage: tk_unattended_seal USER HOME [TCTI]} home=${2:?usage: tk_unattended_seal USER HOME [TCTI]}
+  local tcti=${3:-} env=()
+  [[ -n $tcti ]] && env=(SYSTEMD_TPM2_DEVICE="$tcti")
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  runuser -u "$user" -- env "${env[@]}" bash -c '
+    umask 077
+    mkdir -p "$1/.config/tokenctl"
+    chmod 0700 "$1/.config/tokenctl"
+    exec systemd-creds encrypt --with-key=tpm2 --name="$2" - "$1/.config/tokenctl/keyring.cred"
+  ' tk-seal "$home" "$TK_UNATTENDED_CRED_NAME"
+}
+
+# tk_unattended_keyring_unit: tokenctl-keyring.service.
+tk_unattended_keyring_unit() {
+  cat <<'UNIT'
+[Unit]
+Description=Secret Service for tokenctl, unlocked with a password sealed to this machine
+Before=tokenctl-refresh.service
+
+[Service]
+Type=dbus
+BusName=org.freedesktop.secrets
+ExecStart=/bin/bash -c 'if pw=$$(systemd-creds decrypt --name=tokenctl-keyring %h/.config/tokenctl/keyring.cred -); then exec gnome-keyring-daemon --control-directory=%t/tokenctl-keyring --replace --unlock --foreground --components=secrets < <(printf %%s "$$pw"); fi; exec gnome-keyring-daemon --control-directory=%t/tokenctl-keyring --replace --foreground --components=secrets'
+
+[Install]
+WantedBy=default.target
+UNIT
+}
+
+# tk_unattended_refresh_dropin: tokenctl-refresh.service.d/keyring.conf.
+tk_unattended_refresh_dropin() {
+  cat <<'UNIT'
+[Unit]
+Wants=tokenctl-keyring.service
+After=tokenctl-keyring.service
+UNIT
+}
+
+# tk_unattended_install USER UNITS [TCTI]: see the header.
+tk_unattended_install() {
+  local user=${1:?usage: tk_unattended_install USER UNITS [TCTI]} units=${2:?usage: tk_unattended_install USER UNITS [TCTI]}
+  local tcti=${3:-}
+  mkdir -p "$units/tokenctl-refresh.service.d" || return 1
+  tk_unattended_keyring_unit >"$units/tokenctl-keyring.service"
+  tk_unattended_refresh_dropin >"$units/tokenctl-refresh.service.d/keyring.conf"
+  if [[ -n $tcti ]]; then
+    mkdir -p "$units/tokenctl-keyring.service.d"
+    printf '[Service]\nEnvironment=SYSTEMD_TPM2_DEVICE=%s\nStandardError=append:%%t/tokenctl-keyring.log\n' \
+      "$tcti" >"$units/tokenctl-keyring.service.d/test-tpm.conf"
+  fi
+  chown -R "$user:" "$units"
+  tk_user_systemctl "$user" daemon-reload || return 1
+  tk_user_systemctl "$user" enable tokenctl-keyring.service 2>/dev/null || return 1
+}
+
+# tk_unattended_install_standin USER UNITS: see the header.
+tk_unattended_install_standin() {
+  local user=${1:?usage: tk_unattended_install_standin USER UNITS} units=${2:?usage: tk_unattended_install_standin USER UNITS}
+  cat >"$units/tokenctl-refresh.service" <<'UNIT'
+[Unit]
+Description=Stand-in for tokenctl refresh: reads an item through the user's bus
+
+[Service]
+Type=oneshot
+StandardOutput=append:%h/refresh.log
+StandardError=append:%h/refresh.log
+ExecStart=/bin/bash -c 'if digest=$$(set -o pipefail; timeout 20 secret-tool lookup service tokenctl-test | sha256sum); then echo "lookup ok $${digest:0:64}"; else echo "lookup failed $$?"; fi'
+UNIT
+  cat >"$units/tokenctl-refresh.timer" <<'UNIT'
+[Unit]
+Description=Stand-in for tokenctl's refresh timer, soon after the manager starts
+
+[Timer]
+OnStartupSec=1s
+AccuracySec=1s
+
+[Install]
+WantedBy=timers.target
+UNIT
+  chown -R "$user:" "$units"
+  tk_user_systemctl "$user" daemon-reload || return 1
+  tk_user_systemctl "$user" enable tokenctl-refresh.timer 2>/dev/null || return 1
+}
+
+# tk_unattended_as USER CMD...: see the header.
+tk_unattended_as() {
+  local user=${1:?usage: tk_unattended_as USER CMD...} dir
+  shift
+  dir=$(cat "$TK_SERVICES_DIR/usermanager-$user.dir" 2>/dev/null || true)
+  if [[ -z $dir ]]; then _tk_err "no user manager for $user"; return 1; fi
+  setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups --reset-env \
+    /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$dir/home" XDG_RUNTIME_DIR="$dir/runtime" \
+    DBUS_SESSION_BUS_ADDRESS="unix:path=$dir/runtime/bus" LANG=C.UTF-8 "$@"
+}
+
+# tk_unattended_reboot USER DIR [unclean]: see the header.
+tk_unattended_reboot() {
+  local user=${1:?usage: tk_unattended_reboot USER DIR [unclean]} dir=${2:?usage: tk_unattended_reboot USER DIR [unclean]}
+  local how=${3:-clean} name=${TK_SWTPM_NAME:-swtpm}
+  tk_stop_user_manager "$user" || return 1
+  # The kernel's keys go with a real reboot; a session's tokenctl cache lives there.
+  runuser -u "$user" -- keyctl clear @u >/dev/null 2>&1 || true
+  tk_swtpm_flush "$name" || return 1
+  if [[ $how != unclean ]]; then
+    TPM2TOOLS_TCTI=$(tk_swtpm_tcti "$name") tpm2_shutdown -c || { _tk_err "tpm2_shutdown -c failed"; return 1; }
+  fi
+  tk_stop_swtpm "$name" || return 1
+  tk_start_swtpm "$name" || return 1
+  tk_unattended_grant_swtpm "$user" || return 1
+  tk_start_user_manager "$user" "$dir"
+}
+
+# tk_unattended_scan SINCE PATH...: see the header. The needles come on stdin, so that they are
+# never in an argv.
+tk_unattended_scan() {
+  local since=${1:?usage: tk_unattended_scan SINCE PATH...}
+  shift
+  # shellcheck disable=SC2016 # python
+  "$TK_PYTHON" -c '
+import os, sys
+since = float(sys.argv[1])
+needles = [n.encode() for n in sys.stdin.read().split("\n") if n]
+def check(where, data):
+    for i, n in enumerate(needles):
+        if n in data:
+            print(i, where)
+def read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+for top in sys.argv[2:]:
+    for root, dirs, files in os.walk(top):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not os.path.isfile(path) or os.path.islink(path):
+                continue
+            if since and max(st.st_mtime, st.st_ctime) < since:
+                continue
+            check(path, read(path))
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        for part in ("cmdline", "environ"):
+            check("/proc/%s/%s" % (pid, part), read("/proc/%s/%s" % (pid, part)))
+' "$since" "$@"
+}
