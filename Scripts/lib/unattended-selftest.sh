@@ -33,6 +33,9 @@ source "$here/unattended.sh"
 if [[ $(id -u) != 0 ]]; then echo "unattended-selftest.sh: run it as root" >&2; exit 1; fi
 tk_require_packages "${TK_UNATTENDED_PACKAGES[@]}" "${TK_SWTPM_PACKAGES[@]}" python3 util-linux
 
+# Two runs at once would share the user (its kernel keys, its processes): one at a time.
+exec 9>/tmp/tokenctl-unattended-selftest.lock
+if ! flock -w 600 9; then echo "unattended-selftest.sh: another run holds the lock for 10 min" >&2; exit 1; fi
 began=$SECONDS
 since=$(date +%s)
 user=tokenctl-unattended
@@ -111,6 +114,8 @@ tk_swtpm_flush
 # --- 2. the units ----------------------------------------------------------------------------
 tk_unattended_install "$user" "$units" "$tcti"
 tk_unattended_install_standin "$user" "$units"
+expect "the stock gnome-keyring socket masked for $user" \
+  "$(tk_user_systemctl "$user" is-enabled gnome-keyring-daemon.socket 2>&1 || true)" masked
 expect "enabled: default.target wants the keyring" "$(readlink "$units/default.target.wants/tokenctl-keyring.service")" \
   "$units/tokenctl-keyring.service"
 contains "the refresh service is ordered after it" \
@@ -139,6 +144,37 @@ expect "locked by hand" "$(locked)" true
 tk_swtpm_flush
 tk_user_systemctl "$user" restart tokenctl-keyring.service
 expect "restarting tokenctl-keyring.service unlocks it again" "$(locked)" false
+
+# A daemon killed: Restart=on-failure brings it back, unlocked (the flush: see above).
+tk_swtpm_flush
+main=$(tk_user_systemctl "$user" show -p MainPID --value tokenctl-keyring.service)
+if [[ $main =~ ^[0-9]+$ ]] && ((main > 1)); then kill -KILL "$main"; fi
+back() {
+  local now
+  now=$(tk_user_systemctl "$user" show -p MainPID --value tokenctl-keyring.service)
+  [[ $now != 0 && $now != "$main" && $(locked) == false ]]
+}
+if took=$(wait_for "killed daemon back" 20 back); then ok "daemon killed: back and unlocked ${took} s later (Restart=on-failure)"; fi
+# A daemon D-Bus-activated while ours is stopped (the stock activation file) owns the name,
+# locked; restarting ours replaces it through the shared control directory and unlocks.
+tk_user_systemctl "$user" stop tokenctl-keyring.service
+owner_cmdline() {
+  local pid
+  pid=$(tk_unattended_as "$user" dbus-send --session --print-reply=literal --dest=org.freedesktop.DBus \
+    /org/freedesktop/DBus org.freedesktop.DBus.GetConnectionUnixProcessID string:org.freedesktop.secrets 2>/dev/null |
+    awk '{print $NF}')
+  [[ -n $pid ]] && tr '\0' ' ' <"/proc/$pid/cmdline"
+}
+if tk_unattended_as "$user" timeout 20 secret-tool lookup service tokenctl-test >/dev/null 2>&1; then
+  bad "with ours stopped, a lookup succeeded"
+else ok "with ours stopped, a lookup fails"; fi
+contains "and D-Bus activation started the stock daemon" "$(owner_cmdline)" "gnome-keyring-daemon --start"
+tk_swtpm_flush
+tk_user_systemctl "$user" restart tokenctl-keyring.service
+contains "restarting ours replaces it" "$(owner_cmdline)" "gnome-keyring-daemon --replace --unlock"
+expect "unlocked again" "$(locked)" false
+expect "the item readable" "$(tk_unattended_as "$user" secret-tool lookup service tokenctl-test | sha)" "$(printf %s "$item" | sha)"
+tk_swtpm_flush
 
 # LoadCredentialEncrypted= (measured, rejected): without the TPM in the manager's own
 # environment it fails; and where a user manager puts credentials, SetCredential= shows.
@@ -291,6 +327,7 @@ contains "the scan finds a planted file" "$hits" "0 $runtime/scan-probe"
 contains "the scan finds a planted environ" "$hits" "/environ"
 
 tk_stop_user_manager "$user"
+# shellcheck disable=SC2009 # zombies are to be left out, which pgrep cannot
 expect "the manager's processes are gone (zombies aside: PID 1 here does not reap)" "$(ps -u "$user" -o stat= | grep -vc "^Z" || true)" 0
 finished=1
 echo "took $((SECONDS - began)) s"

@@ -20,7 +20,8 @@
 #   tk_unattended_keyring_unit           # prints tokenctl-keyring.service (what setup installs)
 #   tk_unattended_refresh_dropin         # prints tokenctl-refresh.service.d/keyring.conf
 #   tk_unattended_install USER UNITS [TCTI]
-#                                        # writes both into UNITS, plus (with TCTI, tests only) a
+#                                        # writes both into UNITS, masks the stock
+#                                        # gnome-keyring-daemon.socket and .service, plus (with TCTI, tests only) a
 #                                        # drop-in naming the swtpm and logging the daemon's stderr
 #                                        # to %t/tokenctl-keyring.log; daemon-reload, enable
 #   tk_unattended_install_standin USER UNITS
@@ -48,19 +49,35 @@
 #     owns the name, and gnome-keyring 42 unlocks the login collection before it takes the name
 #     (the stand-in ordered after it always finds it unlocked). ExecStart is bash -c:
 #       if pw=$(systemd-creds decrypt --name=tokenctl-keyring CRED -); then
-#         exec gnome-keyring-daemon ... --replace --unlock --foreground --components=secrets \
+#         exec gnome-keyring-daemon --replace --unlock --foreground --components=secrets \
 #           < <(printf %s "$pw"); fi
-#       exec gnome-keyring-daemon ... --replace --foreground --components=secrets
+#       exec gnome-keyring-daemon --replace --foreground --components=secrets
 #     so the password travels through a pipe only (printf is a builtin: no argv; pw is not
 #     exported: no environ), the shell is replaced by the daemon (MainPID is the daemon; the
 #     process substitution's writer stays as a <defunct> child of it, holding nothing), and a
 #     failed decrypt (another TPM, a cleared TPM, lockout) still starts the Secret Service, with
 #     the collection locked: nothing is created with an empty password and nothing is deleted.
 #     In the unit file `$` is written `$$` and `%` `%%` (systemd expands both in ExecStart).
-#     --control-directory=%t/tokenctl-keyring: with the default (%t/keyring) the daemon reaches
-#     the stock gnome-keyring-daemon.socket (enabled for every user in /etc/systemd/user), which
-#     starts the stock gnome-keyring-daemon.service, and both ended: our unit "inactive (dead)",
-#     ExecMainStatus=15 (SIGTERM). With a directory of its own the stock socket stays unused.
+#     The stock gnome-keyring-daemon.socket (enabled for every user in /etc/systemd/user) holds
+#     %t/keyring/control, the daemon's default control socket: with it listening, our daemon's
+#     start reached it, the stock gnome-keyring-daemon.service started, and both ended (ours
+#     "inactive (dead)", ExecMainStatus=15, SIGTERM). With --control-directory of our own the
+#     unit runs, but --replace then replaces nothing on the bus: a daemon D-Bus-activated
+#     earlier (any client asking for org.freedesktop.secrets runs the stock activation file's
+#     `gnome-keyring-daemon --start --foreground --components=secrets`, which starts the stock
+#     unit through the socket) keeps the name, ours logs "another secret service is running",
+#     and Type=dbus fails after the 90 s start timeout. So setup masks the stock socket and
+#     service for the user (`systemctl --user mask gnome-keyring-daemon.socket
+#     gnome-keyring-daemon.service`: two links to /dev/null in ~/.config/systemd/user; `keyring
+#     remove` unmasks) and the unit keeps the default control directory: an activated daemon
+#     then lives there too, and (re)starting tokenctl-keyring.service replaces it ("Replacing
+#     daemon, using directory: %t/keyring") and unlocks. Restart=on-failure: a killed daemon
+#     comes back unlocked ~1 s later.
+#     D-Bus activation of our unit instead: a file org.freedesktop.secrets.service with
+#     SystemdService=tokenctl-keyring.service in ~/.local/share/dbus-1/services did NOT win over
+#     /usr/share/dbus-1/services' (StartServiceByName still ran the stock Exec=); the same file in
+#     $XDG_RUNTIME_DIR/dbus-1/services did (after ReloadConfig), but that directory is emptied
+#     at every boot. Not used: the unit starts with the manager, before any client.
 #     --name is needed: without it systemd-creds takes the file's name ("Embedded credential
 #     name 'tokenctl-keyring' does not match filename 'keyring.cred', refusing.").
 #   tokenctl-refresh.service.d/keyring.conf (tk_unattended_refresh_dropin):
@@ -193,7 +210,9 @@ Before=tokenctl-refresh.service
 [Service]
 Type=dbus
 BusName=org.freedesktop.secrets
-ExecStart=/bin/bash -c 'if pw=$$(systemd-creds decrypt --name=tokenctl-keyring %h/.config/tokenctl/keyring.cred -); then exec gnome-keyring-daemon --control-directory=%t/tokenctl-keyring --replace --unlock --foreground --components=secrets < <(printf %%s "$$pw"); fi; exec gnome-keyring-daemon --control-directory=%t/tokenctl-keyring --replace --foreground --components=secrets'
+ExecStart=/bin/bash -c 'if pw=$$(systemd-creds decrypt --name=tokenctl-keyring %h/.config/tokenctl/keyring.cred -); then exec gnome-keyring-daemon --replace --unlock --foreground --components=secrets < <(printf %%s "$$pw"); fi; exec gnome-keyring-daemon --replace --foreground --components=secrets'
+Restart=on-failure
+RestartSec=1s
 
 [Install]
 WantedBy=default.target
@@ -223,6 +242,7 @@ tk_unattended_install() {
   fi
   chown -R "$user:" "$units"
   tk_user_systemctl "$user" daemon-reload || return 1
+  tk_user_systemctl "$user" mask gnome-keyring-daemon.socket gnome-keyring-daemon.service 2>/dev/null || return 1
   tk_user_systemctl "$user" enable tokenctl-keyring.service 2>/dev/null || return 1
 }
 
