@@ -144,6 +144,15 @@ expect "locked by hand" "$(locked)" true
 tk_swtpm_flush
 tk_user_systemctl "$user" restart tokenctl-keyring.service
 expect "restarting tokenctl-keyring.service unlocks it again" "$(locked)" false
+# Or without a restart: decrypt piped into gnome-keyring's UnlockWithMasterPassword.
+tk_unattended_as "$user" "$TK_PYTHON" "$TK_SCRIPTS_LIB/keyring_control.py" lock
+tk_swtpm_flush
+# shellcheck disable=SC2016 # expanded by the inner bash
+tk_unattended_as "$user" env SYSTEMD_TPM2_DEVICE="$tcti" bash -c 'set -o pipefail
+  systemd-creds decrypt --name=tokenctl-keyring "$1" - 2>/dev/null | "$2" "$3" unlock --password-stdin' \
+  tk-unlock "$cred" "$TK_PYTHON" "$TK_SCRIPTS_LIB/keyring_control.py" || bad "decrypt | unlock"
+expect "or decrypt | UnlockWithMasterPassword, no restart" "$(locked)" false
+tk_swtpm_flush
 
 # A daemon killed: Restart=on-failure brings it back, unlocked (the flush: see above).
 tk_swtpm_flush
