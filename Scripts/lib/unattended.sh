@@ -21,9 +21,10 @@
 #   tk_unattended_refresh_dropin         # prints tokenctl-refresh.service.d/keyring.conf
 #   tk_unattended_install USER UNITS [TCTI]
 #                                        # writes both into UNITS, masks the stock
-#                                        # gnome-keyring-daemon.socket and .service, plus (with TCTI, tests only) a
-#                                        # drop-in naming the swtpm and logging the daemon's stderr
-#                                        # to %t/tokenctl-keyring.log; daemon-reload, enable
+#                                        # gnome-keyring-daemon.socket and .service, plus (with
+#                                        # TCTI, tests only) a drop-in naming the swtpm and
+#                                        # logging the daemon's stderr to
+#                                        # %t/tokenctl-keyring.log; daemon-reload, enable
 #   tk_unattended_install_standin USER UNITS
 #                                        # a stand-in tokenctl-refresh.service + .timer
 #                                        # (OnStartupSec=1s): secret-tool lookup of the item
@@ -58,6 +59,14 @@
 #     failed decrypt (another TPM, a cleared TPM, lockout) still starts the Secret Service, with
 #     the collection locked: nothing is created with an empty password and nothing is deleted.
 #     In the unit file `$` is written `$$` and `%` `%%` (systemd expands both in ExecStart).
+#     bash, not sh: `< <(...)` is a pipe (/dev/fd/N), and bash exec's the daemon at once; a
+#     here-string or here-document would add a newline to the password, and bash writes larger
+#     ones to a temporary file.
+#     Needs dbus-user-session: the user bus (%t/bus) that the manager joins; Type=dbus and the
+#     clients' $DBUS_SESSION_BUS_ADDRESS (the manager sets it for its units) depend on it.
+#     Not handled here: a login.keyring that exists already with another password (the unlock
+#     fails, the collection stays locked); setup would have to change its password once, with
+#     the old one from the user.
 #     The stock gnome-keyring-daemon.socket (enabled for every user in /etc/systemd/user) holds
 #     %t/keyring/control, the daemon's default control socket: with it listening, our daemon's
 #     start reached it, the stock gnome-keyring-daemon.service started, and both ended (ours
