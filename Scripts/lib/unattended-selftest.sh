@@ -335,6 +335,15 @@ rm -f "$runtime/scan-probe"
 contains "the scan finds a planted file" "$hits" "0 $runtime/scan-probe"
 contains "the scan finds a planted environ" "$hits" "/environ"
 
+# --- undo --------------------------------------------------------------------------------------
+keyring_sum=$(sha <"$home/.local/share/keyrings/login.keyring")
+tk_unattended_remove "$user" "$units" "$home"
+expect "removed: no tokenctl unit or credential left" \
+  "$(find "$units" "$home/.config/tokenctl" -name 'tokenctl-keyring*' -o -name keyring.conf -o -name keyring.cred)" ""
+expect "removed: the stock socket enabled again" \
+  "$(tk_user_systemctl "$user" is-enabled gnome-keyring-daemon.socket 2>&1 || true)" enabled
+expect "removed: the keyring (and the item in it) stays" "$(sha <"$home/.local/share/keyrings/login.keyring")" "$keyring_sum"
+
 tk_stop_user_manager "$user"
 # shellcheck disable=SC2009 # zombies are to be left out, which pgrep cannot
 expect "the manager's processes are gone (zombies aside: PID 1 here does not reap)" "$(ps -u "$user" -o stat= | grep -vc "^Z" || true)" 0

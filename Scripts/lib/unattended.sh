@@ -25,6 +25,9 @@
 #                                        # TCTI, tests only) a drop-in naming the swtpm and
 #                                        # logging the daemon's stderr to
 #                                        # %t/tokenctl-keyring.log; daemon-reload, enable
+#   tk_unattended_remove USER UNITS HOME # what `keyring remove` undoes: stops and disables the
+#                                        # unit, removes it, the drop-in and the credential,
+#                                        # unmasks the stock units; the keyrings stay
 #   tk_unattended_install_standin USER UNITS
 #                                        # a stand-in tokenctl-refresh.service + .timer
 #                                        # (OnStartupSec=1s): secret-tool lookup of the item
@@ -259,6 +262,18 @@ tk_unattended_install() {
   tk_user_systemctl "$user" daemon-reload || return 1
   tk_user_systemctl "$user" mask gnome-keyring-daemon.socket gnome-keyring-daemon.service 2>/dev/null || return 1
   tk_user_systemctl "$user" enable tokenctl-keyring.service 2>/dev/null || return 1
+}
+
+# tk_unattended_remove USER UNITS HOME: see the header.
+tk_unattended_remove() {
+  local user=${1:?usage: tk_unattended_remove USER UNITS HOME} units=${2:?usage: tk_unattended_remove USER UNITS HOME}
+  local home=${3:?usage: tk_unattended_remove USER UNITS HOME}
+  tk_user_systemctl "$user" disable --now tokenctl-keyring.service 2>/dev/null || return 1
+  tk_user_systemctl "$user" unmask gnome-keyring-daemon.socket gnome-keyring-daemon.service 2>/dev/null || return 1
+  rm -rf "$units/tokenctl-keyring.service" "$units/tokenctl-keyring.service.d" \
+    "$units/tokenctl-refresh.service.d/keyring.conf" "$home/.config/tokenctl/keyring.cred"
+  rmdir "$units/tokenctl-refresh.service.d" 2>/dev/null || true
+  tk_user_systemctl "$user" daemon-reload
 }
 
 # tk_unattended_install_standin USER UNITS: see the header.
