@@ -9,7 +9,8 @@
 #     by restarting the unit; LoadCredentialEncrypted='s shortcomings for user units;
 #  3. three simulated reboots (manager, bus, keyring and kernel keys gone, the TPM shut down and
 #     started again): the stand-in reads the item stored before, with nobody there; and
-#     dictionary-attack lockout after three unclean TPM restarts, none after clean ones;
+#     dictionary-attack lockout of systemd-creds' seal after three unclean TPM restarts, none
+#     after clean ones, and none ever for a tpm2-tools seal with noDA on primary and object;
 #  4. another machine (a fresh TPM): the decrypt fails (its exact error), the collection stays
 #     locked, the item is still there (unlocked by hand with the old password), and the first TPM
 #     put back unlocks again;
@@ -239,14 +240,42 @@ tk_start_swtpm da
 head -c 16 /dev/urandom | base64 >"$root/da.in"
 systemd-creds encrypt --with-key=tpm2 --name=da "$root/da.in" "$root/da.cred" 2>/dev/null
 da_decrypt() { systemd-creds decrypt --name=da "$root/da.cred" - >/dev/null; }
+# The same secret sealed with tpm2-tools, noDA on the primary and on the sealed object (PCR 7
+# policy, as systemd-creds): the TPM's dictionary-attack logic skips both.
+noda_primary=(tpm2_createprimary -Q -C o -g sha256 -G ecc -c "$root/p.ctx"
+  -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|decrypt|noda')
+{ "${noda_primary[@]}" && tpm2_flushcontext -t \
+  && tpm2_startauthsession -Q -S "$root/trial.ctx" && tpm2_policypcr -Q -S "$root/trial.ctx" -l sha256:7 -L "$root/pcr7.pol" \
+  && tpm2_flushcontext "$root/trial.ctx" \
+  && tpm2_create -Q -C "$root/p.ctx" -g sha256 -a 'fixedtpm|fixedparent|noda' -L "$root/pcr7.pol" -i "$root/da.in" \
+    -u "$root/noda.pub" -r "$root/noda.priv" && tpm2_flushcontext -t; } >>"$root/noda.log" 2>&1 || bad "noDA seal: $(tail -n 3 "$root/noda.log")"
+noda_unseal() {
+  local rc=0
+  rm -f "$root/noda.out"
+  { "${noda_primary[@]}" && tpm2_flushcontext -t \
+    && tpm2_load -Q -C "$root/p.ctx" -u "$root/noda.pub" -r "$root/noda.priv" -c "$root/s.ctx" && tpm2_flushcontext -t \
+    && tpm2_startauthsession -Q --policy-session -S "$root/ps.ctx" && tpm2_policypcr -Q -S "$root/ps.ctx" -l sha256:7 \
+    && tpm2_unseal -c "$root/s.ctx" -p "session:$root/ps.ctx" -o "$root/noda.out"; } >>"$root/noda.log" 2>&1 || rc=1
+  tk_swtpm_flush da || rc=1
+  ((rc == 0)) && cmp -s "$root/da.in" "$root/noda.out"
+}
 for n in 1 2 3; do
   da_decrypt >/dev/null 2>&1 || bad "da: decrypt before unclean restart $n"
   tk_stop_swtpm da && tk_start_swtpm da
 done
 fails_with "after 3 unclean TPM restarts: decrypt refused" "TPM2 device is in dictionary attack lockout mode." da_decrypt
 expect "the TPM says inLockout" "$(tpm2_getcap properties-variable | sed -n 's/^ *inLockout: *//p' | head -n 1)" 1
+if noda_unseal; then ok "in lockout, the tpm2-tools seal with noDA (primary and object) still unseals"
+else bad "noDA unseal in lockout: $(tail -n 3 "$root/noda.log")"; fi
 tk_swtpm_flush da
 tpm2_dictionarylockout -c && ok "tpm2_dictionarylockout -c (lockout hierarchy) clears it"
+for n in 1 2 3 4 5; do
+  noda_unseal || bad "noDA unseal before unclean restart $n: $(tail -n 3 "$root/noda.log")"
+  tk_stop_swtpm da && tk_start_swtpm da
+done
+if noda_unseal; then ok "noDA seal: 5 unclean restarts, still unseals"; else bad "noDA after unclean restarts"; fi
+expect "noDA seal: lockout counter after 5 unclean restarts" \
+  "$(tpm2_getcap properties-variable | sed -n 's/^TPM2_PT_LOCKOUT_COUNTER: //p')" 0x0
 for n in 1 2 3 4; do
   da_decrypt >/dev/null 2>&1 || bad "da: decrypt before clean restart $n"
   tk_swtpm_flush da && tpm2_shutdown -c && tk_stop_swtpm da && tk_start_swtpm da

@@ -135,6 +135,17 @@
 #   crashes and power cuts count, and a real TPM's maxTries is larger (firmware's; often 32)
 #   and one failure is forgotten per lockoutInterval of powered-on time. tokenctl's doctor
 #   should report the lockout error text above with `tpm2_dictionarylockout -c` for root.
+#   Not lockout-protected: the same secret sealed with tpm2-tools (the libtss2-esys calls)
+#   with noDA on BOTH the primary (tpm2_createprimary -a
+#   'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|decrypt|noda') and the
+#   sealed object (tpm2_create -a 'fixedtpm|fixedparent|noda', PCR 7 policy) unseals while the
+#   TPM is in lockout, and 5 unclean restarts leave the counter at 0 (the self-test checks
+#   both). noDA on the object alone is not enough (measured by hand: refused at the 4th unclean
+#   boot, counter 3, as with no noDA): TPM2_Load authorizes with the primary's password, a
+#   DA-protected use. systemd-creds 252 has no option for noDA. So a seal that must survive
+#   power cuts on a TPM with a small maxTries is made through libtss2-esys by tokenctl itself
+#   (its unit's ExecStart then runs tokenctl's unseal instead of systemd-creds decrypt); with
+#   systemd-creds, orderly reboots are fine and power cuts count.
 # - LoadCredentialEncrypted= in a user unit (252): works only when the MANAGER's own environment
 #   reaches the TPM (the decrypt runs in the manager's forked child, not with the unit's
 #   Environment=; `systemctl --user set-environment` does not help): without it the unit fails
