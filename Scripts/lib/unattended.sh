@@ -85,7 +85,7 @@
 #     then lives there too, and (re)starting tokenctl-keyring.service replaces it ("Replacing
 #     daemon, using directory: %t/keyring") and unlocks. Restart=on-failure: a killed daemon
 #     comes back unlocked ~1 s later.
-#     D-Bus activation of our unit instead: a file org.freedesktop.secrets.service with
+#     D-Bus activation of our unit instead (by hand): a file org.freedesktop.secrets.service with
 #     SystemdService=tokenctl-keyring.service in ~/.local/share/dbus-1/services did NOT win over
 #     /usr/share/dbus-1/services' (StartServiceByName still ran the stock Exec=); the same file in
 #     $XDG_RUNTIME_DIR/dbus-1/services did (after ReloadConfig), but that directory is emptied
@@ -130,11 +130,12 @@
 #   root's job on a real machine) clears it. With tpm2_shutdown -c before each restart the
 #   counter stays 0 across any number of reboots. So a seal used at every boot is NOT immune to
 #   lockout with systemd-creds 252; what keeps it working is that an orderly Linux reboot or
-#   poweroff sends TPM2_Shutdown(CLEAR) (Linux, drivers/char/tpm/tpm-chip.c, tpm_class_shutdown:
-#   "Issues a TPM2_Shutdown command prior to loss of power, as required by the TPM 2.0 spec"); only
-#   crashes and power cuts count, and a real TPM's maxTries is larger (firmware's; often 32)
-#   and one failure is forgotten per lockoutInterval of powered-on time. tokenctl's doctor
-#   should report the lockout error text above with `tpm2_dictionarylockout -c` for root.
+#   poweroff sends TPM2_Shutdown(CLEAR) (Linux, drivers/char/tpm/tpm-chip.c,
+#   tpm_class_shutdown: "Issues a TPM2_Shutdown command prior to loss of power, as required by
+#   the TPM 2.0 spec"); only crashes and power cuts count. A real TPM's maxTries and
+#   lockoutInterval are its firmware's or its owner's (tpm2_getcap properties-variable shows
+#   them; one failure is forgotten per lockoutInterval). tokenctl's doctor should report the
+#   lockout error text above with `tpm2_dictionarylockout -c` for root.
 #   Not lockout-protected: the same secret sealed with tpm2-tools (the libtss2-esys calls)
 #   with noDA on BOTH the primary (tpm2_createprimary -a
 #   'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|decrypt|noda') and the
@@ -146,14 +147,14 @@
 #   power cuts on a TPM with a small maxTries is made through libtss2-esys by tokenctl itself
 #   (its unit's ExecStart then runs tokenctl's unseal instead of systemd-creds decrypt); with
 #   systemd-creds, orderly reboots are fine and power cuts count.
-# - LoadCredentialEncrypted= in a user unit (252): works only when the MANAGER's own environment
-#   reaches the TPM (the decrypt runs in the manager's forked child, not with the unit's
-#   Environment=; `systemctl --user set-environment` does not help): without it the unit fails
-#   with status 243/CREDENTIALS. And the clear text is then a plain file,
-#   $XDG_RUNTIME_DIR/credentials/UNIT/NAME (dir dr-x------, file -r--------), on whatever the
-#   runtime directory is (a user manager cannot mount the ramfs a system unit gets; here ext4:
-#   on disk), and it stays there after a Type=oneshot unit has ended (unattended-selftest.sh
-#   shows both with SetCredential=). Rejected: the pipe above keeps the password off any file.
+# - LoadCredentialEncrypted= in a user unit (252): with the unit's Environment= naming the TPM
+#   the unit fails with status 243/CREDENTIALS (the self-test checks it; `systemctl --user
+#   set-environment` did not help either); it worked (by hand) once the MANAGER itself was
+#   started with SYSTEMD_TPM2_DEVICE: the decrypt goes by the manager's environment. The clear
+#   text is then a plain file, $XDG_RUNTIME_DIR/credentials/UNIT/NAME (dir dr-x------, file
+#   -r--------), on the runtime directory's own file system (nothing is mounted for it; here
+#   ext4: on disk), and it stays there after a Type=oneshot unit has ended (the self-test shows
+#   both with SetCredential=). Rejected: the pipe above keeps the password off any file.
 # - Ordering and timing (this loaded 2-core VM, four runs): seal 0.0-0.1 s; starting the
 #   keyring unit by hand 0.1-0.2 s (to the name owned, unlocked); a simulated reboot 0.6-1.1 s;
 #   the stand-in timer job (OnStartupSec=1s, ordered after the keyring) done 0.7-1.5 s after the
