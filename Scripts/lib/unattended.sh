@@ -32,7 +32,8 @@
 #                                        # a stand-in tokenctl-refresh.service + .timer
 #                                        # (OnStartupSec=1s): secret-tool lookup of the item
 #                                        # service=tokenctl-test, appends "lookup ok SHA256" or
-#                                        # "lookup failed STATUS" to %h/refresh.log (never the secret)
+#                                        # "lookup failed STATUS" to %h/refresh.log (never the
+#                                        # secret itself)
 #   tk_unattended_as USER CMD...         # CMD as USER on its user bus (env -i: HOME,
 #                                        # XDG_RUNTIME_DIR, DBUS_SESSION_BUS_ADDRESS, PATH)
 #   tk_unattended_reboot USER DIR [unclean]
@@ -187,7 +188,8 @@
 #   the swtpm runs as root and its two sockets are chowned to the user (directories 0711).
 
 # shellcheck disable=SC2034 # used by callers
-TK_UNATTENDED_PACKAGES=(systemd dbus-user-session gnome-keyring libsecret-tools python3-dbus keyutils)
+TK_UNATTENDED_PACKAGES=(systemd dbus-user-session gnome-keyring libsecret-tools python3-dbus
+  keyutils)
 TK_UNATTENDED_CRED_NAME=tokenctl-keyring
 
 # tk_unattended_user [NAME]: a system user with no password login and no home of its own (the
