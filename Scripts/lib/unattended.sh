@@ -156,9 +156,9 @@
 #   -r--------), on the runtime directory's own file system (nothing is mounted for it; here
 #   ext4: on disk), and it stays there after a Type=oneshot unit has ended (the self-test shows
 #   both with SetCredential=). Rejected: the pipe above keeps the password off any file.
-# - Ordering and timing (this loaded 2-core VM, four runs): seal 0.0-0.1 s; starting the
+# - Ordering and timing (this loaded 2-core VM, eight runs): seal 0.0-0.1 s; starting the
 #   keyring unit by hand 0.1-0.2 s (to the name owned, unlocked); a simulated reboot 0.6-1.1 s;
-#   the stand-in timer job (OnStartupSec=1s, ordered after the keyring) done 0.7-1.5 s after the
+#   the stand-in timer job (OnStartupSec=1s, ordered after the keyring) done 0.7-1.7 s after the
 #   manager started, the item read every time (three reboots in a row, and again after the other
 #   machine's TPM). A killed daemon back and unlocked 1.3-1.7 s later (Restart=on-failure,
 #   RestartSec=1s). A locked collection is unlocked again either by restarting the unit or by
