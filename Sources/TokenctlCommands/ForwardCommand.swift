@@ -272,7 +272,7 @@ enum ForwardCommand: EngineCommand {
     /// idle; a connected socket on standard input (a unit with Accept=yes that an earlier version
     /// wrote) gets its one answer.
     static func serve(_ context: CommandContext) async -> ExitStatus {
-        let server = ForwardServer(service: context.service())
+        let server = ForwardServer(service: context.service(), hintText: HintText.render)
         var sockets = UnixSocket.socketsFromServiceManager()
         if sockets.isEmpty, UnixSocket.isListening(0) { sockets = [0] }
         guard !sockets.isEmpty else {
@@ -325,7 +325,8 @@ enum ForwardCommand: EngineCommand {
         StopSignals.catchThem()
         // Every connection is served in this process (ForwardListener), as under the socket unit.
         let listener = try ForwardListener(
-            server: ForwardServer(service: context.service()), sockets: [listening], report: report(context))
+            server: ForwardServer(service: context.service(), hintText: HintText.render), sockets: [listening],
+            report: report(context))
         Output.standardError("tokenctl: serving forwarded tokens at \(path) (until interrupted)\n")
         _ = await listener.run()
         // Only our own socket: a new listener may have replaced it meanwhile.

@@ -164,7 +164,7 @@ public struct RefreshSchedule: Sendable {
                         .serviceUnavailable,
                         "cannot enable the packaged systemd timer: '\(failed.command)' failed: \(failed.output)",
                         hint:
-                            "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed."
+                            "Run it from a login session with a systemd user manager, or use '\(tokenctl: .default, .schedule(.install, [.cron]))'. Nothing was installed."
                     )
                 }
                 return
@@ -181,7 +181,7 @@ public struct RefreshSchedule: Sendable {
                     .serviceUnavailable,
                     "cannot install the systemd timer: '\(failed.command)' failed: \(failed.output)",
                     hint:
-                        "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed."
+                        "Run it from a login session with a systemd user manager, or use '\(tokenctl: .default, .schedule(.install, [.cron]))'. Nothing was installed."
                 )
             }
             return "systemd user timer \(Self.unitName).timer (every \(Self.describe(interval))): \(timerPath)"
@@ -282,7 +282,9 @@ public struct RefreshSchedule: Sendable {
         guard Subprocess.locate(crontab) != nil else {
             throw TokenctlError(
                 .serviceUnavailable, "crontab is not installed",
-                hint: "Install cron ('apt-get install cron'), or use systemd: 'tokenctl schedule install --systemd'.")
+                hint:
+                    "Install cron ('\(program: "apt-get install cron")'), or use systemd: '\(tokenctl: .default, .schedule(.install, [.systemd]))'."
+            )
         }
         let result = Subprocess.run([crontab, "-l"])
         if result.status == 0 { return result.output }
