@@ -27,6 +27,12 @@ public enum HintText {
         return (line + spelled.command + spelled.options).joined(separator: " ")
     }
 
+    /// `command`'s arguments, as a job that runs the executable passes them (the refresh schedule).
+    public static func arguments(_ command: TokenctlCommand) -> [String] {
+        let spelled = words(of: command)
+        return spelled.command + spelled.options
+    }
+
     /// The command table hints spell from: every command's specification.
     public static var commandSpecs: [CommandSpec] { Commands.all.map { $0.spec } }
 
@@ -52,6 +58,7 @@ public enum HintText {
         case .status(let options): (StatusCommand.spec.name, nil, options.map(spelling))
         case .doctor(let options): (DoctorCommand.spec.name, nil, options.map(spelling))
         case .token(let options): (TokenCommand.spec.name, nil, options.map(spelling))
+        case .refresh(let options): (RefreshCommand.spec.name, nil, options.map(spelling))
         case .schedule(let action, let options): (ScheduleCommand.spec.name, spelling(action), options.map(spelling))
         case .forward(let action, let options): (ForwardCommand.spec.name, spelling(action), options.map(spelling))
         }
@@ -96,6 +103,13 @@ public enum HintText {
         case .noRevoke: (LogoutCommand.noRevokeOption, nil)
         case .forget: (LogoutCommand.forgetOption, nil)
         case .orphans: (LogoutCommand.orphansOption, nil)
+        }
+    }
+
+    static func spelling(_ option: TokenctlCommand.RefreshOption) -> (spec: OptionSpec, value: SuggestedValue?) {
+        switch option {
+        case .all: (RefreshCommand.allOption, nil)
+        case .ifExpiringWithin(let value): (RefreshCommand.windowOption, value)
         }
     }
 

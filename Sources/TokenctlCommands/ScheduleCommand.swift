@@ -38,7 +38,7 @@ enum ScheduleCommand: EngineCommand {
                 executable = packagedFront
             }
         }
-        return RefreshSchedule(executable: executable, environment: context.variables)
+        return RefreshSchedule(executable: executable, environment: context.variables, arguments: HintText.arguments)
     }
 
     enum Action: String, CaseIterable, Sendable {

@@ -24,7 +24,7 @@ struct HintCommandLineTests {
         ]),
         .login([.browser, .noDPoP]),
         .logout([.noRevoke, .forget]), .logout([.orphans]),
-        .status([.all]),
+        .status([.all]), .refresh([.all, .ifExpiringWithin(.word("1860"))]),
         .doctor([.timeout(.word("30"))]), .doctor([.timeout(.placeholder)]),
         .token([.force, .format(.dpop), .timeout(.placeholder)]),
         .schedule(.install, [.systemd]), .schedule(.install, [.cron]),
@@ -81,7 +81,7 @@ struct HintCommandLineTests {
     @Test("the samples name every command and action a hint can")
     func samplesCoverTheCommands() {
         let names = Set(Self.samples.map { HintText.spelling($0).name })
-        #expect(names == ["login", "logout", "status", "doctor", "token", "schedule", "forward"])
+        #expect(names == ["login", "logout", "status", "doctor", "token", "refresh", "schedule", "forward"])
         let actions = Set(Self.samples.compactMap { HintText.spelling($0).action })
         let expected = Set(
             TokenctlCommand.ScheduleAction.allCases.map(HintText.spelling)
@@ -130,5 +130,9 @@ struct HintCommandLineTests {
         for (suggestion, text) in cases {
             #expect(HintText.render(suggestion) == text)
         }
+        // The refresh schedule's job, as its units and crontab entry have always run it.
+        #expect(
+            HintText.arguments(.refresh([.all, .ifExpiringWithin(.word("1860"))]))
+                == ["refresh", "--all", "--if-expiring-within", "1860"])
     }
 }

@@ -19,10 +19,6 @@ struct HintConfinementTests {
             "an error message, not a hint: names the option whose time ran out"
         ),
         ("Broker/Refresh/RefreshRequest.swift", "--force: '", "a verbose narration, not a hint"),
-        (
-            "System/RefreshSchedule.swift", " refresh --all --if-expiring-within ",
-            "the scheduled job's own command line, written into its systemd unit and crontab entry"
-        ),
         ("Model/Hint.swift", "--", "the hint rule's words that make 'tokenctl' a command (--profile, --version)"),
         ("Providers/ProviderPreset.swift", "--", "the preset's errors about the login options given (messages)"),
         ("Providers/Entra.swift", "--tenant", "the preset's errors about --tenant (messages) and its help text"),

@@ -63,24 +63,6 @@ public struct Suggestion: Sendable, Equatable, Codable {
         return Suggestion(parts: joined)
     }
 
-    /// The text parts changed by `transform` (the commands stay as they are).
-    public func mapText(_ transform: (String) -> String) -> Suggestion {
-        Suggestion(
-            parts: parts.map { part in
-                if case .text(let text) = part { return .text(transform(text)) }
-                return part
-            })
-    }
-
-    /// The text parts, with every other part as `placeholder`: for tests and checks that read
-    /// the core's own words.
-    public func words(placeholder: String = "…") -> String {
-        parts.map { part in
-            if case .text(let text) = part { return text }
-            return placeholder
-        }.joined()
-    }
-
     public static func + (lhs: Suggestion, rhs: Suggestion) -> Suggestion {
         Suggestion(parts: lhs.parts + rhs.parts).joiningText()
     }
@@ -184,13 +166,15 @@ public enum SuggestedValue: Sendable, Equatable, Codable {
     case omitted
 }
 
-/// The tokenctl commands that hints suggest, each with the options it is suggested with.
+/// The tokenctl commands that hints suggest (and the refresh schedule runs), each with the
+/// options it is given with.
 public enum TokenctlCommand: Sendable, Equatable, Codable {
     case login([LoginOption])
     case logout([LogoutOption])
     case status([StatusOption])
     case doctor([DoctorOption])
     case token([TokenOption])
+    case refresh([RefreshOption])
     case schedule(ScheduleAction, [ScheduleOption])
     case forward(ForwardAction, [ForwardOption])
 
@@ -212,6 +196,11 @@ public enum TokenctlCommand: Sendable, Equatable, Codable {
         case jwksURI(SuggestedValue)
         case caBundle(SuggestedValue)
         case dpop, noDPoP
+    }
+
+    public enum RefreshOption: Sendable, Equatable, Codable {
+        case all
+        case ifExpiringWithin(SuggestedValue)
     }
 
     public enum LogoutOption: Sendable, Equatable, Codable { case noRevoke, forget, orphans }

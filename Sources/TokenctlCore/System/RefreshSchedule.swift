@@ -21,14 +21,20 @@ public struct RefreshSchedule: Sendable {
     /// implementations, and tests that must not touch the real crontab).
     public var crontab: String
 
+    /// The arguments of a tokenctl command line, spelled by the command layer (its command table).
+    public var arguments: @Sendable (TokenctlCommand) -> [String]
+
     /// Where the Debian package installs its user units (`tokenctl-refresh.service` and
     /// `.timer`, running /usr/bin/tokenctl every 15 minutes).
     public var packagedUnitDirectory: String
 
     public init(
-        executable: String, environment: Environment = .process, packagedUnitDirectory: String = "/usr/lib/systemd/user"
+        executable: String, environment: Environment = .process,
+        packagedUnitDirectory: String = "/usr/lib/systemd/user",
+        arguments: @escaping @Sendable (TokenctlCommand) -> [String]
     ) {
         self.executable = executable
+        self.arguments = arguments
         self.environment = environment
         self.crontab = environment[EnvironmentSwitches.crontab] ?? "crontab"
         self.packagedUnitDirectory = packagedUnitDirectory
@@ -102,6 +108,12 @@ public struct RefreshSchedule: Sendable {
         }
     }
 
+    /// The job's arguments: refresh every profile whose token expires within the window.
+    func job(interval: Int) -> String {
+        arguments(.refresh([.all, .ifExpiringWithin(.word(String(Self.window(forInterval: interval))))]))
+            .joined(separator: " ")
+    }
+
     public func serviceUnit(interval: Int) -> String {
         var lines = [
             Self.marker,
@@ -111,7 +123,7 @@ public struct RefreshSchedule: Sendable {
             "",
             "[Service]",
             "Type=oneshot",
-            "ExecStart=\(SystemdUserUnits.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval))",
+            "ExecStart=\(SystemdUserUnits.quoted(executable)) \(job(interval: interval))",
         ]
         for (name, value) in passedEnvironment {
             lines.append("Environment=\(SystemdUserUnits.quoted("\(name)=\(value)"))")
@@ -146,7 +158,7 @@ public struct RefreshSchedule: Sendable {
         variables += passedEnvironment
         let assignments = variables.map { SystemdUserUnits.quoted("\($0.0)=\($0.1)") }.joined(separator: " ")
         let command =
-            "\(assignments) \(SystemdUserUnits.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval)) 2>&1 | logger -t tokenctl"
+            "\(assignments) \(SystemdUserUnits.quoted(executable)) \(job(interval: interval)) 2>&1 | logger -t tokenctl"
         return [Self.cronBegin, "\(fields) \(command)", Self.cronEnd].joined(separator: "\n") + "\n"
     }
 
