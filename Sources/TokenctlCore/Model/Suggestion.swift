@@ -44,10 +44,13 @@ public struct Suggestion: Sendable, Equatable, Codable {
         return Suggestion(parts: parts).joiningText()
     }
 
-    /// Whether the last part ends with a sentence's stop (a command line never does).
+    /// Whether the last part ends with a sentence's stop, as its text does (a tokenctl command
+    /// line never does).
     var endsSentence: Bool {
-        guard case .text(let text) = parts.last, let last = text.last else { return false }
-        return ".!?".contains(last)
+        switch parts.last {
+        case .text(let text), .program(let text): text.last.map { ".!?".contains($0) } ?? false
+        default: false
+        }
     }
 
     /// The same with neighbouring text parts joined into one.
