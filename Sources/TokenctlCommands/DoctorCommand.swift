@@ -3,19 +3,17 @@ import TokenctlEssentials
 
 enum DoctorCommand: EngineCommand {
     static let jsonOption = OptionSpec("--json", help: "Print the checks as JSON on stdout.")
+    static let timeoutOption = OptionSpec(
+        "--timeout", value: "seconds",
+        help:
+            "Give up after this long in all (default: 10, at least 1): the Secret Service checks share it, the issuers are asked meanwhile."
+    )
 
     static let spec = CommandSpec(
         name: "doctor",
         abstract: "Check everything unattended use needs, one line per check.",
         usage: "[--json]",
-        options: [
-            jsonOption,
-            OptionSpec(
-                "--timeout", value: "seconds",
-                help:
-                    "Give up after this long in all (default: 10, at least 1): the Secret Service checks share it, the issuers are asked meanwhile."
-            ),
-        ],
+        options: [jsonOption, timeoutOption],
         discussion:
             "Checks the configuration, the session bus, the Secret Service and its lock state, the rotation journal and its room in the kernel key quota, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Each check is ok, warn (advice: tokens work) or fail (what breaks 'token'). The whole run ends within --timeout (10 s unless given), even against a Secret Service that never answers: every check still prints its line, and one that ran out of time says so. Exit status 0 unless a check fails, else 1."
     )
@@ -39,7 +37,7 @@ enum DoctorCommand: EngineCommand {
         let allPassed = checks.allSatisfy(\.ok)
         if options.json {
             let items = checks.map { check in
-                "{\"name\":\(Output.jsonString(check.name)),\"ok\":\(check.ok),\"level\":\"\(check.level.rawValue)\",\"detail\":\(Output.jsonString(check.detail)),\"hint\":\(check.hint.map(Output.jsonString) ?? "null")}"
+                "{\"name\":\(Output.jsonString(check.name)),\"ok\":\(check.ok),\"level\":\"\(check.level.rawValue)\",\"detail\":\(Output.jsonString(check.detail)),\"hint\":\(check.hint.map { Output.jsonString($0.text) } ?? "null")}"
             }
             context.io.standardOutput("{\"ok\":\(allPassed),\"checks\":[\(items.joined(separator: ","))]}\n")
         } else {
@@ -49,7 +47,7 @@ enum DoctorCommand: EngineCommand {
             for check in checks {
                 let mark = check.level == .ok ? pass : check.level == .warn ? warn : fail
                 text += "\(mark) \(Output.printable(check.name)): \(Output.printable(check.detail))\n"
-                if check.level != .ok, let hint = check.hint { text += "    \(Output.printable(hint))\n" }
+                if check.level != .ok, let hint = check.hint { text += "    \(Output.printable(hint.text))\n" }
             }
             context.io.standardOutput(text)
         }

@@ -274,7 +274,7 @@ enum ForwardCommand: EngineCommand {
     /// idle; a connected socket on standard input (a unit with Accept=yes that an earlier version
     /// wrote) gets its one answer.
     static func serve(_ context: CommandContext) async -> ExitStatus {
-        let server = ForwardServer(service: context.service())
+        let server = ForwardServer(service: context.service(), hintText: HintText.render)
         let io = context.io
         var sockets = UnixSocket.socketsFromServiceManager()
         if sockets.isEmpty, UnixSocket.isListening(io.input) { sockets = [io.input] }
@@ -329,7 +329,8 @@ enum ForwardCommand: EngineCommand {
         StopSignals.catchThem()
         // Every connection is served in this process (ForwardListener), as under the socket unit.
         let listener = try ForwardListener(
-            server: ForwardServer(service: context.service()), sockets: [listening], report: report(context))
+            server: ForwardServer(service: context.service(), hintText: HintText.render), sockets: [listening],
+            report: report(context))
         context.io.standardError("tokenctl: serving forwarded tokens at \(path) (until interrupted)\n")
         _ = await listener.run()
         // Only our own socket: a new listener may have replaced it meanwhile.

@@ -127,7 +127,8 @@ enum GitCredentialCommand: EngineCommand {
             guard error.kind == .loginRequired || error.kind == .configuration else { throw error }
             // Nothing on stdout: git goes on to the next helper, or asks.
             context.io.standardError(
-                "tokenctl: no token for git: \(Output.sentence(error.message))" + (error.hint.map { " \($0)" } ?? "")
+                "tokenctl: no token for git: \(Output.sentence(error.message))"
+                    + (error.hint.map { " \($0.text)" } ?? "")
                     + "\n")
             return .success
         }

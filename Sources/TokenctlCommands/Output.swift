@@ -16,7 +16,7 @@ enum Output {
         // Messages quote servers, files and arguments: no escape sequence reaches a terminal,
         // and no argument floods it (a 120 KB argument is not echoed whole).
         var text = "Error: \(Output.printable(Output.shortened(error.message)))\n"
-        if let hint = error.hint { text += "\(Output.printable(Output.shortened(hint)))\n" }
+        if let hint = error.hint { text += "\(Output.printable(Output.shortened(hint.text)))\n" }
         io.standardError(text)
     }
 

@@ -40,7 +40,7 @@ enum ScheduleCommand: EngineCommand {
         }
         return RefreshSchedule(
             executable: executable, environment: context.variables, units: context.environment.userUnits,
-            crontab: context.environment.crontab)
+            crontab: context.environment.crontab, arguments: HintText.arguments)
     }
 
     enum Action: String, CaseIterable, Sendable {

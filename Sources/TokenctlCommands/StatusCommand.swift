@@ -108,7 +108,7 @@ enum StatusCommand: EngineCommand {
             status = .success
         } catch {
             lines.insert("State: unavailable (forwarded): \(Output.printable(error.message))", at: 1)
-            if let hint = error.hint { lines.append("Hint: \(Output.printable(hint))") }
+            if let hint = error.hint { lines.append("Hint: \(Output.printable(hint.text))") }
             fields += [
                 ("state", .string("forward-failed")), ("error", .string(error.message)),
                 ("exit_status", .number(Int(error.exitStatus.rawValue))),
@@ -140,7 +140,7 @@ enum StatusCommand: EngineCommand {
         }
         if let reason = status.endedReason { text += " (\(reason))" }
         if let problem = status.storeProblem { text += ": " + Output.sentence(problem) }
-        if let hint = status.storeHint { text += " " + hint }
+        if let hint = status.storeHint { text += " " + hint.text }
         if status.pendingWriteSince != nil { text += " (rotation pending in the kernel keyring)" }
         // Claims, issuers and errors come from outside: no escape sequence reaches a terminal.
         return Output.printable(text)
@@ -154,7 +154,7 @@ enum StatusCommand: EngineCommand {
         switch status.state {
         case .storeUnavailable:
             lines.append("  problem:       " + Output.sentence(status.storeProblem ?? "unknown"))
-            if let hint = status.storeHint { lines.append("  hint:          \(hint)") }
+            if let hint = status.storeHint { lines.append("  hint:          \(hint.text)") }
         case .signedOut:
             lines.append("  Run '\(CommandHint.login(status.profile))' to sign in.")
         case .ended:
@@ -258,7 +258,7 @@ enum StatusCommand: EngineCommand {
     /// nil when nothing does.
     static func problemAndHint(_ status: SessionStatus) -> (problem: String?, hint: String?) {
         switch status.state {
-        case .storeUnavailable: (status.storeProblem, status.storeHint)
+        case .storeUnavailable: (status.storeProblem, status.storeHint?.text)
         case .signedOut:
             ("profile '\(status.profile)' is not logged in", "Run '\(CommandHint.login(status.profile))' to sign in.")
         case .ended:
@@ -321,7 +321,7 @@ enum StatusCommand: EngineCommand {
         ]
         // Every key in every state (null when it does not apply): a stable schema for scripts.
         fields.append(("store_problem", .string(status.storeProblem)))
-        fields.append(("store_hint", .string(status.storeHint)))
+        fields.append(("store_hint", .string(status.storeHint?.text)))
         // What is wrong and what to run, as separate fields, whatever the state.
         let (problem, hint) = problemAndHint(status)
         fields.append(("problem", .string(problem)))

@@ -302,8 +302,8 @@ struct GitHubDeviceFlowTests {
         }
         #expect(error.exitStatus == .configuration)
         #expect(error.message.contains("the device flow is not enabled for client 'Iv1.abc'"))
-        #expect(error.hint?.contains("--browser") == true)
-        #expect(error.hint?.contains("\"Enable Device Flow\"") == true)
+        #expect(error.hint?.rendered.contains("--browser") == true)
+        #expect(error.hint?.rendered.contains("\"Enable Device Flow\"") == true)
         #expect(http.requestCount == 1, "nothing is polled")
     }
 
@@ -331,11 +331,12 @@ struct GitHubDeviceFlowTests {
             }
             #expect(error.exitStatus == .configuration)
             #expect(!error.message.contains("device flow is not enabled"), "\(error)")
-            #expect(error.hint?.contains("GitHub") != true, "\(error.hint ?? "")")
+            #expect(error.hint?.rendered.contains("GitHub") != true, "\(error.hint?.rendered ?? "")")
             #expect(error.message.contains("unauthorized_client"), "the server's word: \(error)")
             if answers.first?.status == 401 {
                 #expect(error.message.contains("refused the client"), "\(error)")
-                #expect(error.hint?.contains("client secret (or key)") == true, "\(error.hint ?? "")")
+                #expect(
+                    error.hint?.rendered.contains("client secret (or key)") == true, "\(error.hint?.rendered ?? "")")
             }
         }
     }
@@ -353,8 +354,8 @@ struct GitHubDeviceFlowTests {
             return
         }
         #expect(error.message.contains("the device flow is not enabled for client 'Iv1.abc'"))
-        #expect(error.hint?.contains("GitHub") == false)
-        #expect(error.hint?.contains("device authorization grant for this client") == true)
+        #expect(error.hint?.rendered.contains("GitHub") == false)
+        #expect(error.hint?.rendered.contains("device authorization grant for this client") == true)
     }
 
     @Test("expired_token ends the wait; so does device_flow_disabled at a poll")
@@ -370,7 +371,7 @@ struct GitHubDeviceFlowTests {
             Issue.record("expected a failure")
             return
         }
-        #expect(off.exitStatus == .configuration && off.hint?.contains("--browser") == true)
+        #expect(off.exitStatus == .configuration && off.hint?.rendered.contains("--browser") == true)
     }
 
     @Test("a device answer's message (Entra) is kept for the presenter, printable")
@@ -539,7 +540,7 @@ struct GitHubBrokerTests {
         }
         #expect(error.exitStatus == .loginRequired)
         #expect(error.message.contains("kept as it was") && !error.message.contains("has expired"), "\(error.message)")
-        #expect(error.hint?.contains("tokenctl --profile gh login") == true, "\(error.hint ?? "")")
+        #expect(error.hint?.rendered.contains("tokenctl --profile gh login") == true, "\(error.hint?.rendered ?? "")")
         #expect(try harness.memory.read(harness.profile.identity) == stored)
         #expect(try await harness.result().get().accessToken == "gho_x")
         #expect(harness.http.requestCount == 0)
@@ -588,7 +589,9 @@ struct GitHubBrokerTests {
         }
         #expect(error.exitStatus == .configuration)
         #expect(error.message.contains("incorrect_client_credentials"))
-        #expect(error.hint?.contains("The session is kept") == true && error.hint?.contains("client secret") == true)
+        #expect(
+            error.hint?.rendered.contains("The session is kept") == true
+                && error.hint?.rendered.contains("client secret") == true)
         #expect(try harness.memory.read(harness.profile.identity) == stored)
     }
 

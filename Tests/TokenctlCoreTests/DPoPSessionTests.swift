@@ -287,7 +287,7 @@ struct DPoPSessionTests {
         }
         #expect(
             error.kind == .configuration && error.message.contains("Bearer")
-                && error.hint?.contains("dpop_allow_bearer") == true)
+                && error.hint?.rendered.contains("dpop_allow_bearer") == true)
         #expect(harness.stored?.accessToken == "old-access" && harness.stored?.refreshToken == "refresh-1")
         #expect(!error.description.contains("bearer-access") && !error.description.contains("refresh-2"))
 
@@ -322,7 +322,7 @@ struct DPoPSessionTests {
             Issue.record("no error")
             return
         }
-        #expect(error.kind == .unexpected && error.hint?.contains("clock") == true)
+        #expect(error.kind == .unexpected && error.hint?.rendered.contains("clock") == true)
         #expect(harness.stored?.refreshToken == "refresh-1")
         let ended = try Harness { _, _ in .success(.invalidGrant) }
         guard case .failure(let endedError) = await ended.refresh() else {

@@ -109,10 +109,12 @@ struct DetachedRefreshWireTests {
         }
         #expect(back == set)
         for (kind, _) in DetachedRefreshWire.kinds {
-            let error = TokenctlError(kind, "it failed", hint: "do this")
+            // The hint travels typed (its command is spelled by the caller's command layer).
+            let hint: Suggestion = "Do this: '\(tokenctl: ProfileName(rawValue: "work")!, .logout([.noRevoke]))'."
+            let error = TokenctlError(kind, "it failed", hint: hint)
             let fields: [String: [UInt8]] = [
                 "error-kind": Array(DetachedRefreshWire.kindName(kind).utf8), "error-message": Array("it failed".utf8),
-                "error-hint": Array("do this".utf8),
+                "error-hint": Array(try JSONEncoder().encode(hint)),
             ]
             guard case .failure(let decoded) = DetachedRefreshWire.outcome(fields) else {
                 Issue.record("expected an error for \(kind)")

@@ -1,5 +1,6 @@
 import Testing
 import TokenctlEssentials
+import TokenctlTestSupport
 
 @testable import TokenctlCore
 
@@ -18,20 +19,20 @@ struct HintTests {
         for program in programs {
             hints += [program.unlockHint, program.perItemUnlockHint, program.noDefaultCollectionHint]
         }
-        var composed: [String] = []
+        var composed: [Suggestion] = []
         for hint in hints {
             // The store's locked-keyring hint, and login's pre-check, which drops "The session is kept."
-            let stored = Hint.sentences(hint, "The session is kept.")!
+            let stored = Suggestion.sentences(hint, "The session is kept.")!
             composed += [
-                hint, stored, Hint.sentences(stored.replacingSessionKept(), "Nothing was sent to the server.")!,
-                Hint.sentences(hint.replacingSessionKept(), "Nothing was sent to the server.")!,
+                hint, stored, Suggestion.sentences(stored.replacingSessionKept(), "Nothing was sent to the server.")!,
+                Suggestion.sentences(hint.replacingSessionKept(), "Nothing was sent to the server.")!,
             ]
         }
         for refusal: DPoPBinding.Refusal in [.downgraded, .wrongConfirmation("x"), .unrequested] {
-            composed.append(Hint.sentences("Nothing was stored.", DPoPBinding.hint(.default, refusal))!)
+            composed.append(Suggestion.sentences("Nothing was stored.", DPoPBinding.hint(.default, refusal))!)
             composed.append(DPoPBinding.hint(ProfileName(rawValue: "work")!, refusal))
         }
-        return composed
+        return composed.map(\.rendered)
     }
 
     @Test("every composed hint quotes its commands and ends each sentence")
@@ -67,5 +68,24 @@ struct HintTests {
         #expect(Hint.sentences(nil, "Nothing was stored.") == "Nothing was stored.")
         #expect(Hint.sentences(nil, "") == nil)
         #expect(Hint.sentences("Try again?", "Or not.") == "Try again? Or not.")
+    }
+
+    @Test("a suggestion's sentences join as Hint.sentences joins text; a command part never ends a sentence")
+    func suggestionSentences() {
+        let profile = ProfileName(rawValue: "work")!
+        let run: Suggestion = "Run '\(tokenctl: profile, .login([]))'"
+        #expect(
+            Suggestion.sentences(run, "Nothing was sent to the server.")?.rendered
+                == Hint.sentences("Run 'tokenctl --profile work login'", "Nothing was sent to the server."))
+        #expect(Suggestion.sentences(nil, "Nothing was stored.") == "Nothing was stored.")
+        #expect(Suggestion.sentences(nil, "") == nil)
+        #expect(Suggestion.sentences("Try again?", "Or not.") == "Try again? Or not.")
+        let bare = Suggestion(parts: [.command(.login(profile))])
+        #expect(
+            Suggestion.sentences(bare, "Then try again.")?.rendered == "tokenctl --profile work login. Then try again.")
+        #expect(
+            Suggestion("Unlock it. The session is kept.").replacingSessionKept() == "Unlock it.",
+            "the store's last sentence goes")
+        #expect(Suggestion("Restart it; the session is kept.").replacingSessionKept() == "Restart it.")
     }
 }

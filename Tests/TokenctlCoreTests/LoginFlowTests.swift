@@ -386,8 +386,8 @@ struct LoginServiceTests {
         } catch {
             #expect(error.kind == .storeUnavailable)
             #expect(error.message.contains("signed in, but the Secret Service could not save the session"))
-            #expect(error.hint?.contains("held in memory only") == true)
-            #expect(error.hint?.contains("The session is kept") != true)
+            #expect(error.hint?.rendered.contains("held in memory only") == true)
+            #expect(error.hint?.rendered.contains("The session is kept") != true)
         }
         #expect(journal.pending(identity)?.tokenSet.refreshToken == "rt", "the journal holds the session")
         #expect(
@@ -423,7 +423,7 @@ struct LoginServiceTests {
             #expect(
                 error.message.contains("cannot write the profile") && error.message.contains(root + "/config/profiles"),
                 "\(error.message)")
-            #expect(error.hint?.hasPrefix("Nothing was sent to the server.") == true)
+            #expect(error.hint?.rendered.hasPrefix("Nothing was sent to the server.") == true)
         }
         #expect(
             http.requests.allSatisfy { !$0.url.hasSuffix("/device") && !$0.url.hasSuffix("/token") },
@@ -461,11 +461,13 @@ struct LoginServiceTests {
         } catch {
             #expect(error.kind == .configuration)
             #expect(error.message.hasPrefix("signed in, but cannot write the profile"), "\(error.message)")
-            #expect(error.hint?.contains("The session is saved in the Secret Service") == true, "\(error.hint ?? "")")
             #expect(
-                error.hint?.contains(
+                error.hint?.rendered.contains("The session is saved in the Secret Service") == true,
+                "\(error.hint?.rendered ?? "")")
+            #expect(
+                error.hint?.rendered.contains(
                     "run 'tokenctl --profile work login --issuer https://issuer.example --client-id cli' again")
-                    == true, "\(error.hint ?? "")")
+                    == true, "\(error.hint?.rendered ?? "")")
         }
         let identity = SessionIdentity(
             profile: ProfileName(rawValue: "work")!, issuer: "https://issuer.example", clientID: "cli")

@@ -57,7 +57,7 @@ struct ProviderErrorClassesFlowTests {
         #expect(
             result.error?.message.contains("AADSTS90024: Words. Trace ID: t") == true,
             "\(String(describing: result.error))")
-        #expect(result.error?.hint?.contains("The session is kept") == true)
+        #expect(result.error?.hint?.rendered.contains("The session is kept") == true)
         #expect(result.stored == result.before)
         #expect(result.http.requestCount > 1)
     }
@@ -66,7 +66,7 @@ struct ProviderErrorClassesFlowTests {
     func loopDetectionBacksOffHard() async {
         let result = await refresh([entraError("invalid_request", 50196)])
         #expect(result.error?.exitStatus == .temporaryFailure)
-        #expect(result.error?.hint?.contains("wait at least a minute") == true)
+        #expect(result.error?.hint?.rendered.contains("wait at least a minute") == true)
         #expect(result.http.requestCount == 1)
         #expect(result.stored == result.before)
     }
@@ -75,9 +75,9 @@ struct ProviderErrorClassesFlowTests {
     func configurationKeepsSession() async {
         let result = await refresh([entraError("invalid_client", 7_000_218)])
         #expect(result.error?.exitStatus == .configuration)
-        #expect(result.error?.hint?.contains("enable public client flows") == true)
-        #expect(result.error?.hint?.contains("sign in again") == false)
-        #expect(result.error?.hint?.contains("--client-secret-stdin'") == false, "no new-secret command")
+        #expect(result.error?.hint?.rendered.contains("enable public client flows") == true)
+        #expect(result.error?.hint?.rendered.contains("sign in again") == false)
+        #expect(result.error?.hint?.rendered.contains("--client-secret-stdin'") == false, "no new-secret command")
         #expect(result.stored == result.before)
         #expect(result.http.requestCount == 1)
     }
@@ -86,7 +86,7 @@ struct ProviderErrorClassesFlowTests {
     func signInAgainEndsSession() async {
         let result = await refresh([entraError("invalid_grant", 700082)])
         #expect(result.error?.exitStatus == .loginRequired)
-        #expect(result.error?.hint?.hasSuffix("Run 'tokenctl --profile work login' to sign in again.") == true)
+        #expect(result.error?.hint?.rendered.hasSuffix("Run 'tokenctl --profile work login' to sign in again.") == true)
         #expect(result.stored == nil)
     }
 
@@ -95,7 +95,8 @@ struct ProviderErrorClassesFlowTests {
         let result = await refresh([entraError("invalid_grant", 50076)])
         #expect(result.error?.exitStatus == .loginRequired)
         #expect(
-            result.error?.hint?.hasSuffix("Sign in again interactively: 'tokenctl --profile work login'.") == true)
+            result.error?.hint?.rendered.hasSuffix("Sign in again interactively: 'tokenctl --profile work login'.")
+                == true)
         #expect(result.stored == nil)
     }
 
@@ -103,8 +104,8 @@ struct ProviderErrorClassesFlowTests {
     func conditionalAccessKeepsSession() async {
         let result = await refresh([entraError("invalid_grant", 53003)])
         #expect(result.error?.exitStatus == .loginRequired)
-        #expect(result.error?.hint?.contains("Conditional Access") == true)
-        #expect(result.error?.hint?.contains("login") == false, "\(String(describing: result.error?.hint))")
+        #expect(result.error?.hint?.rendered.contains("Conditional Access") == true)
+        #expect(result.error?.hint?.rendered.contains("login") == false, "\(String(describing: result.error?.hint))")
         #expect(result.stored == result.before)
     }
 
@@ -118,7 +119,7 @@ struct ProviderErrorClassesFlowTests {
                 ))
         ])
         #expect(result.error?.exitStatus == .loginRequired)
-        #expect(result.error?.hint?.contains("Revoke Refresh Token") == true)
+        #expect(result.error?.hint?.rendered.contains("Revoke Refresh Token") == true)
         #expect(result.stored == nil)
     }
 
@@ -153,6 +154,6 @@ struct ProviderErrorClassesFlowTests {
             return
         }
         #expect(error.exitStatus == .configuration)
-        #expect(error.hint?.contains("enable public client flows") == true)
+        #expect(error.hint?.rendered.contains("enable public client flows") == true)
     }
 }

@@ -63,7 +63,7 @@ struct ProviderErrorClassesTests {
         }
         #expect(row(outcome)?.errorClass == .interactionNeeded)
         let followUp = ProviderErrorClasses.followUp(row(outcome)?.followUp, for: .default)
-        #expect(followUp == "Sign in again interactively: 'tokenctl login'.")
+        #expect(followUp?.rendered == "Sign in again interactively: 'tokenctl login'.")
     }
 
     @Test("Entra AADSTS53003 is a Conditional Access block: 77, and its hint does not ask to log in")
@@ -76,8 +76,8 @@ struct ProviderErrorClassesTests {
         let found = try #require(ProviderErrorClasses.row(reason))
         #expect(found.errorClass == .blockedByPolicy)
         #expect(found.followUp == nil)
-        #expect(found.hint?.contains("Conditional Access") == true)
-        #expect(found.hint?.contains("tokenctl login") == false)
+        #expect(found.hint?.rendered.contains("Conditional Access") == true)
+        #expect(found.hint?.rendered.contains("tokenctl login") == false)
         #expect(!ProviderErrorClasses.endsGrant(reason))
     }
 
@@ -92,19 +92,19 @@ struct ProviderErrorClassesTests {
         }
         let found = try #require(row(outcome))
         #expect(found.errorClass == .configuration)
-        #expect(found.hint?.isEmpty == false)
+        #expect(found.hint?.rendered.isEmpty == false)
         #expect(found.followUp != .signIn && found.followUp != .signInInteractively)
     }
 
     @Test("Entra AADSTS7000218 and 700025 say how to fix the registration and the secret")
     func entraSecretHints() {
         let missing = row(classify(entra("invalid_client", 7_000_218, "The request body must contain client_secret.")))
-        #expect(missing?.hint?.contains("enable public client flows") == true)
-        #expect(missing?.hint?.contains("Mobile and desktop applications") == true)
+        #expect(missing?.hint?.rendered.contains("enable public client flows") == true)
+        #expect(missing?.hint?.rendered.contains("Mobile and desktop applications") == true)
         let extra = row(classify(entra("invalid_client", 700025, "Client is public so neither secret nor assertion")))
-        #expect(extra?.hint?.contains("log in again without --client-secret-stdin") == true)
+        #expect(extra?.hint?.rendered.contains("log in again without --client-secret-stdin") == true)
         #expect(
-            ProviderErrorClasses.followUp(extra?.followUp, for: ProfileName(rawValue: "work")!)?.contains(
+            ProviderErrorClasses.followUp(extra?.followUp, for: ProfileName(rawValue: "work")!)?.rendered.contains(
                 "'tokenctl --profile work logout --forget'") == true)
     }
 
@@ -218,7 +218,7 @@ struct ProviderErrorClassesTests {
         }
         let found = try #require(ProviderErrorClasses.row(reason))
         #expect(found.errorClass == .signInAgain && found.provider == "Keycloak")
-        #expect(found.hint?.contains(cause) == true, "\(found)")
+        #expect(found.hint?.rendered.contains(cause) == true, "\(found)")
         #expect(reason.className == "invalid_grant")
     }
 
@@ -231,8 +231,8 @@ struct ProviderErrorClassesTests {
             return
         }
         let found = try #require(ProviderErrorClasses.row(reason))
-        #expect(found.hint?.contains("\"Testing\" publishing status") == true)
-        #expect(found.hint?.contains("7 days") == true)
+        #expect(found.hint?.rendered.contains("\"Testing\" publishing status") == true)
+        #expect(found.hint?.rendered.contains("7 days") == true)
         // Only invalid_grant's texts: the same words with another code are not Google's row.
         #expect(
             ProviderErrorClasses.row(code: "invalid_request", description: "Token is not active", providerCode: nil)
@@ -256,8 +256,9 @@ struct ProviderErrorClassesTests {
         for found in rows {
             for profile in [ProfileName.default, ProfileName(rawValue: "work")!] {
                 for words in [found.hint, found.offlineSessionHint] {
-                    let hint = Hint.sentences(
-                        "The session is kept.", words, ProviderErrorClasses.followUp(found.followUp, for: profile))
+                    let hint = Suggestion.sentences(
+                        "The session is kept.", words, ProviderErrorClasses.followUp(found.followUp, for: profile)
+                    )?.rendered
                     #expect(Hint.problems(in: hint ?? "").isEmpty, "\(Hint.problems(in: hint ?? "")): \(hint ?? "")")
                 }
             }

@@ -93,9 +93,11 @@ struct ProviderPresetUnitTests {
     @Test("a discovery mismatch with Entra's template says to use the preset")
     func mismatchHint() {
         #expect(
-            ServerMetadata.mismatchHint(named: "https://login.microsoftonline.com/{tenantid}/v2.0").contains(
+            ServerMetadata.mismatchHint(named: "https://login.microsoftonline.com/{tenantid}/v2.0").rendered.contains(
                 "--provider entra"))
-        #expect(ServerMetadata.mismatchHint(named: "https://other.example").hasSuffix("--issuer https://other.example"))
+        #expect(
+            ServerMetadata.mismatchHint(named: "https://other.example").rendered.hasSuffix(
+                "--issuer https://other.example"))
     }
 
     @Test("every provider's profile key round-trips through the file")

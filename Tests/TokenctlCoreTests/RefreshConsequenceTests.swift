@@ -42,8 +42,8 @@ struct RefreshConsequenceTests {
         #expect(row.error?.exitStatus == .configuration)
         #expect(
             row.error?.message == "refused the refreshed tokens of profile 'work': \(DPoPBinding.Refusal.downgraded)")
-        #expect(row.error?.hint?.hasPrefix("The stored session was not replaced") == true)
-        #expect(row.error?.hint?.contains("dpop_allow_bearer = true") == true)
+        #expect(row.error?.hint?.rendered.hasPrefix("The stored session was not replaced") == true)
+        #expect(row.error?.hint?.rendered.contains("dpop_allow_bearer = true") == true)
     }
 
     @Test("the DPoP proof refused → keep the session, refreshFailed, exit 1")
@@ -69,7 +69,7 @@ struct RefreshConsequenceTests {
         #expect(row.reason == reason.className)
         #expect(row.error?.kind == .invalidInput)
         #expect(row.error?.message == "the server refused a token for \(target) on profile 'work': \(reason)")
-        #expect(row.error?.hint?.contains("The session is kept;") == true)
+        #expect(row.error?.hint?.rendered.contains("The session is kept;") == true)
         #expect(consequence(.targetRefused(oauthError("server_said_no")), target: target).error?.kind == .unexpected)
     }
 
@@ -83,10 +83,11 @@ struct RefreshConsequenceTests {
         #expect(row.error?.kind == .protocolError)
         #expect(row.error?.message == "the server's answer to the refresh of profile 'work' is unusable: \(answer)")
         #expect(row.error?.hint == RefreshConsequence.keptRotatedHint(pending: nil))
-        #expect(row.error?.hint?.contains("tokenctl kept the new one without this answer's access token:") == true)
+        #expect(
+            row.error?.hint?.rendered.contains("tokenctl kept the new one without this answer's access token:") == true)
         let pending = RefreshConsequence.keptRotatedHint(pending: StoreError(.locked, "the collection is locked"))
-        #expect(pending.contains("in the kernel keyring's rotation journal for now"))
-        #expect(pending.contains("the collection is locked"))
+        #expect(pending.rendered.contains("in the kernel keyring's rotation journal for now"))
+        #expect(pending.rendered.contains("the collection is locked"))
     }
 
     @Test("unusable tokens without a usable rotated refresh token → keep the session, refreshFailed, 76")
@@ -101,7 +102,7 @@ struct RefreshConsequenceTests {
             #expect(row.event == .refreshFailed)
             #expect(row.reason == answer.className)
             #expect(row.error?.kind == .protocolError)
-            #expect(row.error?.hint?.contains(words) == true)
+            #expect(row.error?.hint?.rendered.contains(words) == true)
         }
     }
 
@@ -114,7 +115,7 @@ struct RefreshConsequenceTests {
         #expect(row.reason == reason.className)
         #expect(row.error?.kind == .configuration)
         #expect(row.error?.message == "the server refused the client of profile 'work': \(reason)")
-        #expect(row.error?.hint?.hasPrefix("The session is kept.") == true)
+        #expect(row.error?.hint?.rendered.hasPrefix("The session is kept.") == true)
     }
 
     @Test("terminal, blocked by a policy (Entra's AADSTS53003) → keep the session, refreshFailed, 77")
@@ -126,8 +127,8 @@ struct RefreshConsequenceTests {
         #expect(row.reason == reason.className)
         #expect(row.error?.kind == .loginRequired)
         #expect(row.error?.message == "the server refused to refresh the session of profile 'work': \(reason)")
-        #expect(row.error?.hint?.contains("Conditional Access") == true)
-        #expect(row.error?.hint?.hasSuffix("The session is kept.") == true)
+        #expect(row.error?.hint?.rendered.contains("Conditional Access") == true)
+        #expect(row.error?.hint?.rendered.hasSuffix("The session is kept.") == true)
     }
 
     @Test("terminal → end the session, sessionEnded, 77 (an ID token refused is terminal too)")
@@ -139,7 +140,9 @@ struct RefreshConsequenceTests {
             #expect(row.reason == reason.className)
             #expect(row.error?.kind == .loginRequired)
             #expect(row.error?.message == "the server ended the session of profile 'work': \(reason)")
-            #expect(row.error?.hint?.contains(CommandHint.login(profile)) == true, "\(row.error?.hint ?? "")")
+            #expect(
+                row.error?.hint?.rendered.contains(SuggestedCommand.login(profile).rendered) == true,
+                "\(row.error?.hint?.rendered ?? "")")
         }
     }
 
@@ -156,7 +159,7 @@ struct RefreshConsequenceTests {
             #expect(row.error?.kind == kind)
             #expect(
                 row.error?.message == "the refresh of profile 'work' was not answered by the token endpoint: \(answer)")
-            #expect(row.error?.hint?.hasPrefix("The session is kept.") == true)
+            #expect(row.error?.hint?.rendered.hasPrefix("The session is kept.") == true)
         }
     }
 
@@ -172,7 +175,9 @@ struct RefreshConsequenceTests {
         #expect(row.error?.hint == "The session is kept; try again later.")
 
         let timedOut = consequence(.outcome(.transient(.transport(.timeout, "timed out"), retryAfter: nil)))
-        #expect(timedOut.error?.hint?.hasPrefix("The refresh request was sent but no answer came back in time") == true)
+        #expect(
+            timedOut.error?.hint?.rendered.hasPrefix("The refresh request was sent but no answer came back in time")
+                == true)
 
         let unavailable = oauthError("temporarily_unavailable", status: 503)
         let oauth = consequence(.outcome(.transient(.oauthError(unavailable), retryAfter: 2)))
@@ -180,6 +185,6 @@ struct RefreshConsequenceTests {
         #expect(oauth.reason == unavailable.className)
         #expect(oauth.error?.kind == .transient)
         #expect(oauth.error?.message == "could not refresh profile 'work': \(unavailable)")
-        #expect(oauth.error?.hint?.hasSuffix("The session is kept; try again later.") == true)
+        #expect(oauth.error?.hint?.rendered.hasSuffix("The session is kept; try again later.") == true)
     }
 }

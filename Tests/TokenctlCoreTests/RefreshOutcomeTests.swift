@@ -175,7 +175,9 @@ struct RefreshOutcomeTests {
         #expect(row?.followUp == .newSecret)
         #expect(!ProviderErrorClasses.endsGrant(reason))
         let hint = ProviderErrorClasses.followUp(row?.followUp, for: ProfileName(rawValue: "work")!)
-        #expect(hint?.contains("'tokenctl --profile work login --client-secret-stdin'") == true, "\(hint ?? "")")
+        #expect(
+            hint?.rendered.contains("'tokenctl --profile work login --client-secret-stdin'") == true,
+            "\(hint?.rendered ?? "")")
     }
 
     @Test("unauthorized_client on a 400 with another text stays the server's refusal of the grant")
@@ -294,7 +296,7 @@ struct RefreshOutcomeTests {
         #expect(!ProviderErrorClasses.endsGrant(reason))
         let (refused, hint) = ProviderErrorClasses.refusesTarget(reason)
         #expect(refused)
-        #expect(hint?.contains("AADSTS65001") == true)
+        #expect(hint?.rendered.contains("AADSTS65001") == true)
         #expect(ProviderErrorClasses.row(reason)?.errorClass == .interactionNeeded, "the session's own refresh")
         let scope = GrantEndReason.oauthError(status: 400, code: "invalid_scope", description: nil)
         #expect(ProviderErrorClasses.refusesTarget(scope) == (true, nil))
@@ -307,11 +309,12 @@ struct RefreshOutcomeTests {
     func keycloakOfflineIdle() {
         let row = ProviderErrorClasses.row(code: "invalid_grant", description: "Session not active", providerCode: nil)
         let offline = ProviderErrorClasses.hint(row, sessionScope: "openid offline_access profile")
-        #expect(offline?.contains("Offline Session Idle (30 days by default)") == true)
-        #expect(offline?.contains("'tokenctl schedule install'") == true)
-        #expect(Hint.problems(in: offline ?? "").isEmpty)
+        #expect(offline?.rendered.contains("Offline Session Idle (30 days by default)") == true)
+        #expect(offline?.rendered.contains("'tokenctl schedule install'") == true)
+        let offlineText = offline?.rendered ?? ""
+        #expect(Hint.problems(in: offlineText).isEmpty)
         let online = ProviderErrorClasses.hint(row, sessionScope: "openid profile")
-        #expect(online?.contains("SSO Session Idle") == true)
+        #expect(online?.rendered.contains("SSO Session Idle") == true)
         #expect(ProviderErrorClasses.hint(row, sessionScope: nil) == online)
         let reuse = ProviderErrorClasses.row(
             code: "invalid_grant", description: "Stale refresh token", providerCode: nil)

@@ -78,8 +78,10 @@ struct RefreshTokenLifetimeTests {
         } catch {
             #expect(error.exitStatus == .loginRequired)
             #expect(error.message.contains("re-login needed"), "\(error.message)")
-            #expect(error.hint?.contains("'tokenctl --profile gh login'") == true, "\(error.hint ?? "")")
-            #expect(Hint.problems(in: error.hint ?? "").isEmpty)
+            #expect(
+                error.hint?.rendered.contains("'tokenctl --profile gh login'") == true, "\(error.hint?.rendered ?? "")")
+            let hint = error.hint?.rendered ?? ""
+            #expect(Hint.problems(in: hint).isEmpty)
         }
         #expect(http.requestCount == 0)
         #expect(try memory.read(profile.identity) == stored)

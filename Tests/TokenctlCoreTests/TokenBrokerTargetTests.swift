@@ -168,7 +168,7 @@ struct TokenBrokerTargetTests {
         } catch {
             #expect(error.kind == .invalidInput)
             #expect(error.message.contains("invalid_scope") && error.message.contains("scope 'write'"))
-            #expect(error.hint?.contains("The session is kept") == true)
+            #expect(error.hint?.rendered.contains("The session is kept") == true)
         }
         #expect(try memory.read(profile().identity)?.refreshToken == "refresh-1")
     }
@@ -198,7 +198,7 @@ struct TokenBrokerTargetTests {
             #expect(error.kind == .invalidInput)
             #expect(error.message.contains("'admin'"))
             #expect(
-                error.hint?.contains("login --scope \"openid read admin\"'") == true,
+                error.hint?.rendered.contains("login --scope \"openid read admin\"'") == true,
                 "\(String(describing: error.hint))")
         }
         #expect(http.requestCount == 0)

@@ -426,8 +426,10 @@ struct TokenBrokerTests {
         #expect(error?.kind == .protocolError)
         #expect(error?.exitStatus == .protocolError && error?.exitStatus.rawValue == 76)
         #expect(error?.message.contains("unusable") == true, "\(String(describing: error))")
-        #expect(error?.hint?.contains("the session is kept") == true, "\(String(describing: error))")
-        #expect(error.map { !"\($0.message) \($0.hint ?? "")".contains("refresh-2") } == true, "no token in messages")
+        #expect(error?.hint?.rendered.contains("the session is kept") == true, "\(String(describing: error))")
+        #expect(
+            error.map { !"\($0.message) \($0.hint?.rendered ?? "")".contains("refresh-2") } == true,
+            "no token in messages")
         #expect(http.requestCount == 1, "an unusable answer is not retried: the refresh token it answered is spent")
         let stored = try #require(try harness.memory.read(harness.identity))
         #expect(stored.refreshToken == "refresh-2", "the rotated refresh token is kept")
@@ -466,7 +468,7 @@ struct TokenBrokerTests {
         let before = try harness.memory.read(harness.identity)
         let error = await harness.tokenError()
         #expect(error?.kind == .protocolError)
-        #expect(error?.hint?.contains("no new refresh token") == true, "\(String(describing: error))")
+        #expect(error?.hint?.rendered.contains("no new refresh token") == true, "\(String(describing: error))")
         #expect(try harness.memory.read(harness.identity) == before)
         #expect(try await harness.token().accessToken == "access-3")
         #expect(formFields(http.requests[1])["refresh_token"] == "refresh-1")
@@ -486,7 +488,7 @@ struct TokenBrokerTests {
         #expect(error?.kind == .protocolError)
         #expect(error?.message.contains("refresh_token") == true, "\(String(describing: error))")
         #expect(
-            error?.hint?.contains("the session is lost and the next command will say so") == true,
+            error?.hint?.rendered.contains("the session is lost and the next command will say so") == true,
             "\(String(describing: error))")
         #expect(try harness.memory.read(harness.identity) == before)
     }
@@ -529,8 +531,8 @@ struct TokenBrokerTests {
         try harness.storeExpired()
         let error = await harness.tokenError()
         #expect(error?.kind == .storeUnavailable)
-        #expect(error?.hint?.contains("the session is lost") == true, "\(String(describing: error))")
-        #expect(error?.hint?.contains("kept") == false, "\(String(describing: error))")
+        #expect(error?.hint?.rendered.contains("the session is lost") == true, "\(String(describing: error))")
+        #expect(error?.hint?.rendered.contains("kept") == false, "\(String(describing: error))")
     }
 
     // MARK: A rotation nothing could hold
@@ -555,7 +557,7 @@ struct TokenBrokerTests {
             error.message.contains(
                 "the rotation journal (kernel keyring) could not hold it either: the kernel keyring is switched off"),
             "\(error)")
-        let hint = try #require(error.hint)
+        let hint = try #require(error.hint?.rendered)
         #expect(hint.hasPrefix("Unlock it. The server rotated the refresh token"), "\(hint)")
         #expect(hint.contains("the session is lost") && !hint.contains("kept") && !hint.contains("probably"), "\(hint)")
     }
@@ -574,7 +576,7 @@ struct TokenBrokerTests {
                 journal: journal)
         }
         try harness.storeExpired()
-        let hint = try #require(await harness.tokenError()?.hint)
+        let hint = try #require(await harness.tokenError()?.hint?.rendered)
         #expect(hint.contains("did not rotate the refresh token") && hint.contains("the session is kept"), "\(hint)")
         #expect(!hint.contains("lost") && !hint.contains("log in again"), "\(hint)")
         #expect(hint.components(separatedBy: "ession is kept").count == 2, "said once: \(hint)")

@@ -18,13 +18,16 @@ struct HintSourceTests {
         for file in SwiftSourceText.all {
             var outerEnd = 0
             for literal in file.literals {
-                // A literal inside another's interpolation ("'\(CommandHint.tokenctl(p, "token"))'") is part of it.
+                // A literal inside another's interpolation ("'\(program: "keyctl show @u")'") is part of it.
                 if literal.start < outerEnd { continue }
                 outerEnd = literal.end
                 let before = file.codeBefore(literal.start)
                 let after = file.codeAfter(literal.end)
-                let labelled = before.hasSuffix("hint:") || before.hasSuffix("hint =") || before.hasSuffix("Hint =")
-                let sentence = file.enclosingCalls(literal.start, levels: 1).first?.name == "Hint.sentences"
+                let labelled =
+                    before.hasSuffix("hint:") || before.hasSuffix("hint =") || before.hasSuffix("Hint =")
+                    || before.hasSuffix("Hint: Suggestion =") || before.hasSuffix("hint: Suggestion =")
+                let sentence = ["Hint.sentences", "Suggestion.sentences"].contains(
+                    file.enclosingCalls(literal.start, levels: 1).first?.name)
                 // Also the branches of a ternary after `hint:` ("hint: interactive ? "A" : "B"").
                 let branch = before.range(of: #"hint: [A-Za-z.]+ \?( "X" :)?$"#, options: .regularExpression) != nil
                 if labelled || sentence || branch {
@@ -51,7 +54,7 @@ struct HintSourceTests {
         for match in code.matches(of: /hint:\s*([a-z][A-Za-z0-9]*)\s*([,)+])/) {
             add(String(match.output.1), whole: match.output.2 != "+")
         }
-        for match in code.matches(of: /Hint\.sentences\(([^()]*)\)/) {
+        for match in code.matches(of: /(?:Hint|Suggestion)\.sentences\(([^()]*)\)/) {
             for part in match.output.1.split(separator: ",") {
                 let word = part.trimmingCharacters(in: .whitespacesAndNewlines)
                 if word.wholeMatch(of: /[a-z][A-Za-z0-9]*/) != nil { add(word, whole: true) }
@@ -69,7 +72,7 @@ struct HintSourceTests {
         guard
             let match = code.firstMatch(
                 of:
-                    /(?:let|var)\s+([a-z][A-Za-z0-9]*)(?:\s*:\s*String\??)?\s*=(?:\s*|(?:[^;{}=]|[!=<>]=)*?\?(?:\s+:)?)$/
+                    /(?:let|var)\s+([a-z][A-Za-z0-9]*)(?:\s*:\s*(?:String|Suggestion)\??)?\s*=(?:\s*|(?:[^;{}=]|[!=<>]=)*?\?(?:\s+:)?)$/
             )
         else { return nil }
         return names[String(match.output.1)]
@@ -81,12 +84,41 @@ struct HintSourceTests {
         // The scan finds the hints (77 when this was written); a broken lexer must not pass by finding none.
         try #require(hints.count > 60, "found only \(hints.count) hint literals")
         for (literal, whole) in hints {
-            let text = literal.text(placeholder: "X")
+            let text = literal.text(standingIn: Self.standIn)
             let problems = Hint.problems(in: text, terminated: whole)
             #expect(
                 problems.isEmpty,
                 "\(literal.path):\(literal.line) \(literal.path):\(literal.line): \(problems): \(text)")
         }
+    }
+
+    /// What an interpolation of a hint stands for in the rule's eyes: a typed command (tokenctl's,
+    /// or another program's) as a command line, so that one outside quotes is caught; options
+    /// named in a sentence as an option; anything else as a word.
+    static func standIn(_ source: String) -> String {
+        let code = source.trimmingCharacters(in: .whitespaces)
+        if code.hasPrefix("tokenctl:") || code.hasPrefix("SuggestedCommand") || code.hasPrefix("program:") {
+            return "tokenctl status --all"
+        }
+        return code.hasPrefix("options:") ? "--option" : "X"
+    }
+
+    @Test("a typed command in a hint stands for a command line: outside quotes it is caught")
+    func typedCommandsStandForCommandLines() {
+        let file = SwiftSourceText(
+            path: "Typed.swift",
+            text: #"""
+                throw TokenctlError(.loginRequired, "x", hint: "Run \(tokenctl: profile, .login([])) again.")
+                throw TokenctlError(.loginRequired, "x", hint: "Run '\(tokenctl: profile, .login([]))' again.")
+                throw TokenctlError(.loginRequired, "x", hint: "Give it with \(options: .login([.tokenEndpoint(.omitted)])).")
+                """#)
+        let texts = file.literals.filter { file.codeBefore($0.start).hasSuffix("hint:") }.map {
+            $0.text(standingIn: Self.standIn)
+        }
+        #expect(texts.count == 3)
+        #expect(!Hint.problems(in: texts[0]).isEmpty, "\(texts[0])")
+        #expect(Hint.problems(in: texts[1]).isEmpty, "\(texts[1])")
+        #expect(Hint.problems(in: texts[2]).isEmpty, "\(texts[2])")
     }
 
     @Test("the scan sees a hint built in a local value first, both branches of a choice, and its problems")

@@ -113,7 +113,7 @@ public final class DetachedRefresh: Sendable {
             throw TokenctlError(
                 .transient, "the refresh process of profile '\(request.profile)' (pid \(pid)) \(why)",
                 hint:
-                    "It goes on by itself and stores what the server answers; the session is kept. Run '\(CommandHint.tokenctl(request.profile, "token"))' again in a moment."
+                    "It goes on by itself and stores what the server answers; the session is kept. Run '\(tokenctl: request.profile, .token([]))' again in a moment."
             )
         }
     }

@@ -4,8 +4,8 @@ import TokenctlEssentials
 /// The records between a caller and its detached refresh: `ID:TAG LENGTH\n` and LENGTH bytes,
 /// repeated; ID a request's number. Tags of a request: the refresh's parameters, then `end`; of
 /// its report: `narrate`, `notice` (id 0: not tied to one request), then `tokens` (the token
-/// set as the Secret Service stores it) or `error-kind`, `error-message` and `error-hint`,
-/// then `end`.
+/// set as the Secret Service stores it) or `error-kind`, `error-message` and `error-hint` (the
+/// `Suggestion` in JSON, for the caller's command layer to render), then `end`.
 enum DetachedRefreshWire {
     /// At most this many bytes in a record: a token set is a few KiB (targets, a DPoP key).
     static let maximumSize = 1 << 20
@@ -182,7 +182,9 @@ enum DetachedRefreshWire {
         func failure(_ id: UInt64, _ error: TokenctlError) {
             var bytes =
                 record("\(id):error-kind", kindName(error.kind)) + record("\(id):error-message", error.message)
-            if let hint = error.hint { bytes += record("\(id):error-hint", hint) }
+            if let hint = error.hint, let json = try? JSONEncoder().encode(hint) {
+                bytes += record("\(id):error-hint", Array(json))
+            }
             emit(bytes + record("\(id):end", ""))
         }
     }
@@ -207,6 +209,7 @@ enum DetachedRefreshWire {
         guard let name = text("error-kind"), let kind = kinds.first(where: { $0.1 == name })?.0,
             let message = text("error-message")
         else { return .noAnswer("reported neither tokens nor an error") }
-        return .failure(TokenctlError(kind, message, hint: text("error-hint")))
+        let hint = fields["error-hint"].flatMap { try? JSONDecoder().decode(Suggestion.self, from: Data($0)) }
+        return .failure(TokenctlError(kind, message, hint: hint))
     }
 }

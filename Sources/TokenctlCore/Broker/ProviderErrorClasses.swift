@@ -40,15 +40,15 @@ public enum ProviderErrorClasses {
         /// Who sends it (for readers of the table).
         public var provider: String
         /// What it means and what to change, shown after the server's words; no command.
-        public var hint: String?
+        public var hint: Suggestion?
         public var followUp: FollowUp?
         /// The hint instead of `hint` for a session whose scope has `offline_access` (an offline
         /// session ends for other reasons than an online one).
-        public var offlineSessionHint: String?
+        public var offlineSessionHint: Suggestion?
 
         init(
-            _ errorClass: ErrorClass, _ provider: String, hint: String? = nil, followUp: FollowUp? = nil,
-            offlineSessionHint: String? = nil
+            _ errorClass: ErrorClass, _ provider: String, hint: Suggestion? = nil, followUp: FollowUp? = nil,
+            offlineSessionHint: Suggestion? = nil
         ) {
             self.errorClass = errorClass
             self.provider = provider
@@ -102,7 +102,7 @@ public enum ProviderErrorClasses {
 
     /// The hint of `row` for a session whose scope is `sessionScope`: its offline session's
     /// hint when the session asked for `offline_access` (Keycloak's idle texts).
-    public static func hint(_ row: Row?, sessionScope: String?) -> String? {
+    public static func hint(_ row: Row?, sessionScope: String?) -> Suggestion? {
         guard let row else { return nil }
         if let offline = row.offlineSessionHint, let sessionScope,
             ScopeWords.words(sessionScope).contains("offline_access")
@@ -169,11 +169,11 @@ public enum ProviderErrorClasses {
     /// for, not the grant: on such a refresh the session stays and the target is refused; on
     /// the session's own refresh their row applies (Entra's AADSTS65001: no consent for that
     /// scope or resource). Of every provider.
-    public static let targetRefusals: [String: String] = gathered(\.targetRefusals)
+    public static let targetRefusals: [String: Suggestion] = gathered(\.targetRefusals)
 
     /// Whether a narrowed refresh's refusal refuses the target (exit 64, as `invalid_scope`
     /// does), and with which hint.
-    public static func refusesTarget(_ reason: GrantEndReason) -> (refused: Bool, hint: String?) {
+    public static func refusesTarget(_ reason: GrantEndReason) -> (refused: Bool, hint: Suggestion?) {
         guard case .oauthError(_, let code, _, let providerCode) = reason else { return (false, nil) }
         if let providerCode, let hint = targetRefusals[providerCode] { return (true, hint) }
         return (["invalid_scope", "invalid_target", "invalid_request"].contains(code), nil)
@@ -188,14 +188,14 @@ public enum ProviderErrorClasses {
     }
 
     /// The sentence a hint ends with, its command spelled for `profile`.
-    public static func followUp(_ followUp: FollowUp?, for profile: ProfileName) -> String? {
+    public static func followUp(_ followUp: FollowUp?, for profile: ProfileName) -> Suggestion? {
         switch followUp {
-        case .signIn: "Run '\(CommandHint.login(profile))' to sign in again."
-        case .signInInteractively: "Sign in again interactively: '\(CommandHint.login(profile))'."
+        case .signIn: "Run '\(tokenctl: profile, .login([]))' to sign in again."
+        case .signInInteractively: "Sign in again interactively: '\(tokenctl: profile, .login([]))'."
         case .newSecret:
-            "Give the client's new secret with '\(CommandHint.tokenctl(profile, "login --client-secret-stdin"))' (on standard input): a profile with a session keeps it, and the next refresh uses the new secret."
+            "Give the client's new secret with '\(tokenctl: profile, .login([.clientSecretStdin]))' (on standard input): a profile with a session keeps it, and the next refresh uses the new secret."
         case .forgetSecret:
-            "A secret stored by an earlier login is removed, with the profile, by '\(CommandHint.tokenctl(profile, "logout --forget"))'."
+            "A secret stored by an earlier login is removed, with the profile, by '\(tokenctl: profile, .logout([.forget]))'."
         case nil: nil
         }
     }

@@ -248,12 +248,12 @@ public struct ForeignAnswer: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// What to do, after "the session is kept" (no command: it depends on the network).
-    public var advice: String {
+    public var advice: Suggestion {
         switch kind {
         case .redirect(_?), .networkAuthentication:
             "Sign in to the network (open any web page in a browser), then try again."
         case .redirect(nil):
-            "Check the profile's token endpoint: log in again with the right --token-endpoint, or ask the server's operator where it moved."
+            "Check the profile's token endpoint: log in again with the right \(options: .login([.tokenEndpoint(.omitted)])), or ask the server's operator where it moved."
         case .proxyAuthentication:
             "Give the proxy's credentials in https_proxy (http://USER:PASSWORD@PROXY:PORT), or exempt the issuer with no_proxy."
         case .serverFailure:

@@ -187,7 +187,7 @@ public actor TokenBroker {
                 .invalidInput,
                 "profile '\(profile)' was not granted the scope\(missing.count == 1 ? "" : "s") '\(missing.joined(separator: " "))': its session has '\(session.scope ?? "")', and a refresh can only narrow it (RFC 6749 §6)",
                 hint:
-                    "Ask for a subset of the session's scopes, or sign in with more: '\(CommandHint.tokenctl(profile, "login --scope \"\((granted.sorted() + missing).joined(separator: " "))\""))'."
+                    "Ask for a subset of the session's scopes, or sign in with more: '\(tokenctl: profile, .login([.scope(.quoted((granted.sorted() + missing).joined(separator: " ")))]))'."
             )
         }
     }
@@ -347,7 +347,7 @@ public actor TokenBroker {
 
     static func notLoggedIn(_ profile: ProfileName) -> TokenctlError {
         TokenctlError(
-            .loginRequired, "profile '\(profile)' is not logged in", hint: "Run '\(CommandHint.login(profile))'.")
+            .loginRequired, "profile '\(profile)' is not logged in", hint: "Run '\(tokenctl: profile, .login([]))'.")
     }
 
 }

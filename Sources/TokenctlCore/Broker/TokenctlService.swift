@@ -117,7 +117,7 @@ public final class TokenctlService: Sendable {
         guard let tokenEndpoint = configuration.tokenEndpoint else {
             throw TokenctlError(
                 .configuration, "profile '\(name)' has no token_endpoint in \(profiles.paths.profileFile(name))",
-                hint: "Run '\(CommandHint.login(name))' again, or add 'token_endpoint = URL' to the file.")
+                hint: "Run '\(tokenctl: name, .login([]))' again, or add 'token_endpoint = URL' to the file.")
         }
         return ResolvedProfile(name: name, configuration: configuration, tokenEndpoint: tokenEndpoint.string)
     }

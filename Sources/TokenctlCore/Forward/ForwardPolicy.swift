@@ -8,7 +8,7 @@ public enum ForwardPolicy {
     public struct Refusal: Error, Equatable, Sendable {
         public var status: ExitStatus
         public var message: String
-        public var hint: String?
+        public var hint: Suggestion?
         public var reason: String
     }
 
@@ -25,7 +25,8 @@ public enum ForwardPolicy {
             return .failure(
                 Refusal(
                     status: .loginRequired, message: "profile '\(profile)' is not forwarded from \(host)",
-                    hint: "On \(host), share it with 'tokenctl --profile \(profile) forward enable'.",
+                    hint:
+                        "On \(host), share it with '\(SuggestedCommand(profile, .forward(.enable, []), namesDefaultProfile: true))'.",
                     reason: "not forwarded"))
         }
         var scope = request.scope
@@ -39,7 +40,7 @@ public enum ForwardPolicy {
                             message:
                                 "scope '\(ForwardProtocol.sanitized(beyond, limit: 100))' is beyond what profile '\(profile)' forwards (forward_scope = \(limit.joined(separator: " ")))",
                             hint: "Ask for scopes within it, or widen it on \(host): "
-                                + widening(profile, "--scope", limit, words) + ".",
+                                + widening(profile, { .scope($0) }, limit, words) + ".",
                             reason: "scope beyond forward_scope"))
                 }
             } else {
@@ -56,7 +57,7 @@ public enum ForwardPolicy {
                         message:
                             "audience or resource '\(ForwardProtocol.sanitized(beyond, limit: 200))' is beyond what profile '\(profile)' forwards (forward_audience = \(limit.joined(separator: " ")))",
                         hint: "Ask for one within it, or widen it on \(host): "
-                            + widening(profile, "--audience", limit, asked) + ".",
+                            + widening(profile, { .audience($0) }, limit, asked) + ".",
                         reason: "audience beyond forward_audience"))
             }
         }
@@ -70,12 +71,15 @@ public enum ForwardPolicy {
 
     /// The `forward enable` that lets `asked` through, as it runs: the limit and the words
     /// asked, double-quoted (the hint itself is in single quotes, as every hint of tokenctl's).
-    static func widening(_ profile: ProfileName, _ option: String, _ limit: [String], _ asked: [String]) -> String {
+    static func widening(
+        _ profile: ProfileName, _ option: (SuggestedValue) -> TokenctlCommand.ForwardOption, _ limit: [String],
+        _ asked: [String]
+    ) -> Suggestion {
         var words = limit
         for word in asked where !words.contains(word) { words.append(word) }
         let value = ForwardProtocol.sanitized(words.joined(separator: " "), limit: 2048).map { character in
             "\\\"$`".contains(character) ? "\\" + String(character) : String(character)
         }.joined()
-        return "'tokenctl --profile \(profile) forward enable \(option) \"\(value)\"'"
+        return "'\(SuggestedCommand(profile, .forward(.enable, [option(.quoted(value))]), namesDefaultProfile: true))'"
     }
 }

@@ -19,11 +19,14 @@ public struct ForwardServer: Sendable {
     public let audit: ForwardAudit
     /// Remote forced refreshes, one per profile per interval.
     public let forcedRefreshes: ForcedRefreshLimit
+    /// A hint as the client prints it (the command layer's renderer: the protocol carries text).
+    public let hintText: @Sendable (Suggestion) -> String
 
     public init(
         service: TokenctlService, host: String = UnixSocket.hostName(), audit: ForwardAudit? = nil,
-        forcedRefreshes: ForcedRefreshLimit = ForcedRefreshLimit()
+        forcedRefreshes: ForcedRefreshLimit = ForcedRefreshLimit(), hintText: @escaping @Sendable (Suggestion) -> String
     ) {
+        self.hintText = hintText
         self.service = service
         self.host = host
         self.audit = audit ?? ForwardAudit(log: service.events?.refusals)
@@ -244,7 +247,8 @@ public struct ForwardServer: Sendable {
                         status: .configuration,
                         message:
                             "profile '\(name)' is not bound to a DPoP key on \(host): its tokens are Bearer tokens",
-                        hint: "Ask for the token without --format dpop.", reason: "DPoP proof for a Bearer session",
+                        hint: "Ask for the token without \(options: .token([.format(.dpop)])).",
+                        reason: "DPoP proof for a Bearer session",
                         profile: name.rawValue))
             }
             let now = service.clock.now()
@@ -352,9 +356,10 @@ public struct ForwardServer: Sendable {
             })
     }
 
-    func refusal(status: ExitStatus, message: String, hint: String? = nil, reason: String, profile: String) -> Reply {
+    func refusal(status: ExitStatus, message: String, hint: Suggestion? = nil, reason: String, profile: String) -> Reply
+    {
         let answer = ForwardAnswer.failure(
-            ForwardFailure(status: status.rawValue, message: message, hint: hint, servedBy: host))
+            ForwardFailure(status: status.rawValue, message: message, hint: hint.map(hintText), servedBy: host))
         return Reply(answer: answer.encoded(), refusal: (status, reason, profile))
     }
 }

@@ -102,7 +102,7 @@ public struct ForwardSocketUnit: Sendable {
             }
             throw TokenctlError(
                 .serviceUnavailable, "cannot enable the forward socket: '\(failed.command)' failed: \(failed.output)",
-                hint: "Serve it in the foreground instead: 'tokenctl forward listen'.")
+                hint: "Serve it in the foreground instead: '\(tokenctl: .default, .forward(.listen, []))'.")
         }
         return wrote
             ? "systemd user socket \(Self.socketName): \(socketPath)"

@@ -102,7 +102,8 @@ public struct ForwardedSession: Sendable {
         switch ForwardClient.exchange(request, socketPath: socketPath, timeout: timeout) {
         case .failure(let failure):
             if failure.notServed || failure.foreign, fallBackWhenNotServed { return nil }
-            throw TokenctlError(Self.kind(failure.status.rawValue), failure.message, hint: failure.hint)
+            throw TokenctlError(
+                Self.kind(failure.status.rawValue), failure.message, hint: failure.hint.map { Suggestion($0) })
         case .success(.failure(let failure)):
             let host = failure.servedBy ?? "the serving side"
             throw TokenctlError(

@@ -196,14 +196,14 @@ public enum DPoPBinding {
     }
 
     /// What to do about a refusal, for `profile`.
-    public static func hint(_ profile: ProfileName, _ refusal: Refusal) -> String {
+    public static func hint(_ profile: ProfileName, _ refusal: Refusal) -> Suggestion {
         switch refusal {
         case .downgraded:
-            "If the server does not bind this client's tokens, set 'dpop_allow_bearer = true' in the profile's file to accept Bearer tokens, or run '\(CommandHint.tokenctl(profile, "login --no-dpop"))'."
+            "If the server does not bind this client's tokens, set 'dpop_allow_bearer = true' in the profile's file to accept Bearer tokens, or run '\(tokenctl: profile, .login([.noDPoP]))'."
         case .wrongConfirmation:
-            "The server bound the token to a key that is not this session's: report it to the server's operator; '\(CommandHint.tokenctl(profile, "login --no-dpop"))' signs in without DPoP."
+            "The server bound the token to a key that is not this session's: report it to the server's operator; '\(tokenctl: profile, .login([.noDPoP]))' signs in without DPoP."
         case .unrequested:
-            "Run '\(CommandHint.tokenctl(profile, "login --dpop"))' to sign in with a DPoP key."
+            "Run '\(tokenctl: profile, .login([.dpop]))' to sign in with a DPoP key."
         }
     }
 

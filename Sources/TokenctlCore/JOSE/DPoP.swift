@@ -130,7 +130,7 @@ extension TokenSet {
             throw TokenctlError(
                 .unexpected, "cannot use the DPoP key of profile '\(profile)': \(error)",
                 hint:
-                    "The session is kept. If libgcrypt20 is installed, the stored key is damaged: run '\(CommandHint.login(profile))' again."
+                    "The session is kept. If libgcrypt20 is installed, the stored key is damaged: run '\(tokenctl: profile, .login([]))' again."
             )
         }
     }

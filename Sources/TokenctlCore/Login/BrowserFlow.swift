@@ -64,7 +64,9 @@ struct BrowserFlow: Sendable {
                     "the browser's redirect was refused: \($0); no other came within \(Int(saturating: timeout)) seconds"
                 }
                     ?? "no answer from the browser within \(Int(saturating: timeout)) seconds",
-                hint: "Nothing was stored. Run the same login command again, or with --device instead of --browser.")
+                hint:
+                    "Nothing was stored. Run the same login command again, or with \(options: .login([.device])) instead of \(options: .login([.browser]))."
+            )
         }
         return callback
     }

@@ -10,7 +10,7 @@ struct DeviceFlow: Sendable {
     var credentials: ClientCredentials
     var presenter: any LoginPresenter
     /// The same login by browser, for hints (`LoginRequest.browserLoginCommand`); nil: none printable.
-    var browserCommand: String? = nil
+    var browserCommand: SuggestedCommand? = nil
     /// The profile signing in, for the commands hints name.
     var profile: ProfileName = .default
     /// The provider preset, for how to read its errors (GitHub's `unauthorized_client`).
@@ -63,9 +63,9 @@ struct DeviceFlow: Sendable {
             throw TokenctlError(
                 .configuration,
                 "the server does not support the device flow: its device authorization endpoint \(deviceEndpoint) answered HTTP \(response.status)",
-                hint: Hint.sentences(
+                hint: Suggestion.sentences(
                     "Nothing was stored.", signInByBrowser,
-                    "If the server has a device authorization endpoint elsewhere, give it with --device-authorization-endpoint."
+                    "If the server has a device authorization endpoint elsewhere, give it with \(options: .login([.deviceAuthorizationEndpoint(.omitted)]))."
                 ))
         }
         // The body decides (GitHub answers its errors with HTTP 200, by default form-encoded).
@@ -80,7 +80,7 @@ struct DeviceFlow: Sendable {
                     providerCode: providerCode)
                 throw TokenctlError(
                     .transient, "the device authorization endpoint cannot answer now: \(reason)",
-                    hint: Hint.sentences(row?.hint, "Nothing was stored; try again later."))
+                    hint: Suggestion.sentences(row?.hint, "Nothing was stored; try again later."))
             }
             throw deviceEndpointRefusal(
                 status: response.status, code: TerminalText.short(deviceRedaction.scrub(code)),
@@ -89,7 +89,9 @@ struct DeviceFlow: Sendable {
         guard (200..<300).contains(response.status) else {
             throw TokenctlError(
                 .configuration, "the device authorization endpoint refused the request (HTTP \(response.status))",
-                hint: "Check --client-id and --scope, and that the client may use the device flow.")
+                hint:
+                    "Check \(options: .login([.clientID(.omitted)])) and \(options: .login([.scope(.omitted)])), and that the client may use the device flow."
+            )
         }
         return try DeviceAuthorization.parse(object, endpoint: deviceEndpoint)
     }
@@ -168,7 +170,7 @@ struct DeviceFlow: Sendable {
         case .notTheServersVerdict(let answer):
             throw TokenctlError(
                 .protocolError, "the token endpoint did not answer the device login's poll: \(answer)",
-                hint: Hint.sentences("Nothing was stored; a session signed in before is kept.", answer.advice))
+                hint: Suggestion.sentences("Nothing was stored; a session signed in before is kept.", answer.advice))
         case .clientRefused(let reason):
             throw LoginAnswer.clientRefused(reason, profile: profile)
         case .grantEnded(let reason):
@@ -217,7 +219,7 @@ struct DeviceFlow: Sendable {
         }
         return TokenctlError(
             .loginRequired, "the server ended the device login: \(words)",
-            hint: Hint.sentences("Nothing was stored.", ProviderErrorClasses.row(reason)?.hint))
+            hint: Suggestion.sentences("Nothing was stored.", ProviderErrorClasses.row(reason)?.hint))
     }
 
     /// The poll answers RFC 8628 §3.5 and the providers give while the user has not finished,
@@ -256,27 +258,29 @@ struct DeviceFlow: Sendable {
             return TokenctlError(
                 .configuration,
                 "the device flow is not enabled for client '\(TerminalText.short(credentials.clientID))' at this server (\(words))",
-                hint: Hint.sentences(
+                hint: Suggestion.sentences(
                     "Nothing was stored.", signInByBrowser,
-                    advice
+                    advice.map { Suggestion($0) }
                         ?? "Or have the server's administrator enable the device authorization grant for this client."
                 ))
         }
         if let row, row.errorClass == .configuration {
             return TokenctlError(
                 .configuration, "the device authorization endpoint refused the client (\(words))",
-                hint: Hint.sentences("Nothing was stored.", row.hint))
+                hint: Suggestion.sentences("Nothing was stored.", row.hint))
         }
         return TokenctlError(
             .configuration,
             "the device authorization endpoint refused the request (\(status.map { "HTTP \($0) " } ?? "")\(words))",
-            hint: "Check --client-id and --scope, and that the client may use the device flow.")
+            hint:
+                "Check \(options: .login([.clientID(.omitted)])) and \(options: .login([.scope(.omitted)])), and that the client may use the device flow."
+        )
     }
 
     /// "Sign in by browser instead", with the command when it can be printed.
-    private var signInByBrowser: String {
+    private var signInByBrowser: Suggestion {
         browserCommand.map { "Sign in by browser instead: '\($0)'." }
-            ?? "Sign in by browser instead: run the same login command with --browser in place of --device."
+            ?? "Sign in by browser instead: run the same login command with \(options: .login([.browser])) in place of \(options: .login([.device]))."
     }
 
     private func expired() -> TokenctlError {

@@ -108,7 +108,9 @@ public struct ServerMetadata: Equatable, Sendable {
         }
         throw TokenctlError(
             .configuration, "no discovery document for \(issuer) (\(problems.joined(separator: "; ")))",
-            hint: "Give the endpoints explicitly with --token-endpoint (and --revocation-endpoint).")
+            hint:
+                "Give the endpoints explicitly with \(options: .login([.tokenEndpoint(.omitted)])) (and \(options: .login([.revocationEndpoint(.omitted)])))."
+        )
     }
 
     /// Take the endpoints and capabilities this document lacks from `other` (same issuer).
@@ -125,10 +127,11 @@ public struct ServerMetadata: Equatable, Sendable {
 
     /// What to do when discovery names another issuer: Entra's multi-tenant template needs
     /// the preset; another URL is the one to use.
-    static func mismatchHint(named: String) -> String {
+    static func mismatchHint(named: String) -> Suggestion {
         if let hint = EntraTenant.discoveryMismatchHint(named: named) { return hint }
         if let url = try? EndpointURL(named), !named.contains(" ") {
-            return "Use the issuer URL exactly as the server names it: --issuer \(TerminalText.short(url.string))"
+            return
+                "Use the issuer URL exactly as the server names it: \(options: .login([.issuer(.word(TerminalText.short(url.string)))]))"
         }
         return "Use the issuer URL exactly as the server names it."
     }
@@ -162,7 +165,7 @@ public struct ServerMetadata: Equatable, Sendable {
         guard let token = try endpoint("token_endpoint") else {
             throw TokenctlError(
                 .configuration, "the discovery document at \(url) has no token_endpoint",
-                hint: "Give it with --token-endpoint.")
+                hint: "Give it with \(options: .login([.tokenEndpoint(.omitted)])).")
         }
         func strings(_ key: String) throws(TokenctlError) -> [String]? {
             guard let value = object[key], value != .null else { return nil }

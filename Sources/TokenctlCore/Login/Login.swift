@@ -35,11 +35,16 @@ extension TokenctlService {
     }
 }
 
-extension String {
+extension Suggestion {
     /// A store hint without "The session is kept." (said before a login has stored anything).
-    func replacingSessionKept() -> String {
-        if hasSuffix(" The session is kept.") { return String(dropLast(" The session is kept.".count)) }
-        if hasSuffix("; the session is kept.") { return String(dropLast("; the session is kept.".count)) + "." }
-        return self
+    func replacingSessionKept() -> Suggestion {
+        guard case .text(let last) = parts.last else { return self }
+        var parts = parts
+        if last.hasSuffix(" The session is kept.") {
+            parts[parts.count - 1] = .text(String(last.dropLast(" The session is kept.".count)))
+        } else if last.hasSuffix("; the session is kept.") {
+            parts[parts.count - 1] = .text(String(last.dropLast("; the session is kept.".count)) + ".")
+        }
+        return Suggestion(parts: parts)
     }
 }

@@ -8,7 +8,7 @@ enum LoginAnswer {
         let row = ProviderErrorClasses.row(reason)
         return TokenctlError(
             .configuration, "the server refused the client: \(reason)",
-            hint: Hint.sentences(
+            hint: Suggestion.sentences(
                 "Nothing was stored.", row?.hint,
                 row?.followUp == .forgetSecret ? ProviderErrorClasses.followUp(.forgetSecret, for: profile) : nil))
     }
@@ -22,7 +22,7 @@ enum LoginAnswer {
         case .grantEnded(let reason):
             throw TokenctlError(
                 .loginRequired, "the server did not accept \(what): \(reason)",
-                hint: Hint.sentences("Nothing was stored.", ProviderErrorClasses.row(reason)?.hint))
+                hint: Suggestion.sentences("Nothing was stored.", ProviderErrorClasses.row(reason)?.hint))
         case .clientRefused(let reason):
             throw clientRefused(reason, profile: profile)
         case .unusableTokens(let answer):
@@ -34,11 +34,11 @@ enum LoginAnswer {
             throw TokenctlError(
                 answer.mayPass ? .transient : .protocolError,
                 "the token endpoint did not answer the exchange of \(what): \(answer)",
-                hint: Hint.sentences("Nothing was stored; a session signed in before is kept.", answer.advice))
+                hint: Suggestion.sentences("Nothing was stored; a session signed in before is kept.", answer.advice))
         case .transient(.oauthError(let reason), _):
             throw TokenctlError(
                 .transient, "the server could not take \(what) now: \(reason)",
-                hint: Hint.sentences(
+                hint: Suggestion.sentences(
                     ProviderErrorClasses.row(reason)?.hint,
                     "Nothing was stored; run the same login command again later."))
         case .transient(let reason, _):

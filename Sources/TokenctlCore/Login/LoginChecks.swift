@@ -30,7 +30,7 @@ struct LoginChecks: LoginStep {
                     reason: error.eventReason))
             throw TokenctlError(
                 .configuration, "refused the tokens the server issued: \(error)",
-                hint: Hint.sentences("Nothing was stored.", DPoPBinding.hint(request.profile, error)))
+                hint: Suggestion.sentences("Nothing was stored.", DPoPBinding.hint(request.profile, error)))
         }
     }
 

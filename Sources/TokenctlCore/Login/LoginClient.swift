@@ -50,18 +50,20 @@ struct LoginClient: Sendable {
     }
 
     /// "Give the secret": the login asked for, with `--client-secret-stdin`, when it can be
-    /// printed (`browserLoginCommand`), else the preset and client alone.
-    static func secretNeededHint(_ request: TokenctlService.LoginRequest, preset: ProviderPreset) -> String {
+    /// printed (`browserLogin`), else the preset and client alone.
+    static func secretNeededHint(_ request: TokenctlService.LoginRequest, preset: ProviderPreset) -> Suggestion {
         var printable = request
         printable.clientSecret = nil
-        let command: String
-        if case .browser = request.method, let browser = printable.browserLoginCommand(secretStored: false) {
+        let command: SuggestedCommand
+        if case .browser = request.method, let browser = printable.browserLogin(secretStored: false) {
             command = browser
         } else {
-            command = CommandHint.tokenctl(
+            command = SuggestedCommand(
                 request.profile,
-                "login --provider \(preset.provider.rawValue) --client-id \(TerminalText.short(request.clientID)) --client-secret-stdin"
-            )
+                .login([
+                    .provider(.word(preset.provider.rawValue)), .clientID(.word(TerminalText.short(request.clientID))),
+                    .clientSecretStdin,
+                ]))
         }
         return "Nothing was sent. Give it once on standard input: '\(command)'."
     }

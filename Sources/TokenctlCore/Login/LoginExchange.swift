@@ -58,11 +58,13 @@ struct LoginExchange: LoginStep {
         guard let deviceEndpoint = server.endpoints.deviceAuthorization else {
             throw TokenctlError(
                 .configuration, "the server at \(request.issuer) advertises no device_authorization_endpoint",
-                hint: "Give it with --device-authorization-endpoint, or use --browser.")
+                hint:
+                    "Give it with \(options: .login([.deviceAuthorizationEndpoint(.omitted)])), or use \(options: .login([.browser]))."
+            )
         }
         let flow = DeviceFlow(
             http: server.http, clock: clock, retry: retry, credentials: client.credentials, presenter: presenter,
-            browserCommand: request.browserLoginCommand(secretStored: client.secret != nil), profile: request.profile,
+            browserCommand: request.browserLogin(secretStored: client.secret != nil), profile: request.profile,
             provider: request.provider)
         let (response, receivedAt, serverDate) = try await flow.run(
             deviceEndpoint: deviceEndpoint.string, tokenEndpoint: server.endpoints.token.string, scope: scope,
@@ -77,7 +79,9 @@ struct LoginExchange: LoginStep {
         guard let authorizationEndpoint = server.endpoints.authorization else {
             throw TokenctlError(
                 .configuration, "the server at \(request.issuer) advertises no authorization_endpoint",
-                hint: "Give it with --authorization-endpoint, or use --device.")
+                hint:
+                    "Give it with \(options: .login([.authorizationEndpoint(.omitted)])), or use \(options: .login([.device]))."
+            )
         }
         if let methods = server.metadata?.codeChallengeMethods, !methods.contains("S256") {
             throw TokenctlError(

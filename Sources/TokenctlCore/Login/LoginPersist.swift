@@ -59,7 +59,7 @@ struct LoginPersist: LoginStep {
             throw TokenctlError(
                 .storeUnavailable, "the server issued the session but it could not be saved: \(error.message)",
                 hint:
-                    "The tokens were not kept (\(why)) and the server may count the grant as used: log in again once the Secret Service works (see 'tokenctl doctor')."
+                    "The tokens were not kept (\(why)) and the server may count the grant as used: log in again once the Secret Service works (see '\(tokenctl: .default, .doctor([]))')."
             )
         }
     }
@@ -102,17 +102,17 @@ struct LoginPersist: LoginStep {
     private func reportFailures(
         profileError: TokenctlError?, secretError: StoreError?, pendingError: StoreError?
     ) throws(TokenctlError) {
-        let kept =
+        let kept: Suggestion =
             pendingError == nil
             ? "The session is saved in the Secret Service"
             : "The session is held in memory only (the kernel keyring's rotation journal; a reboot or logout loses it) until the Secret Service takes it"
         if let profileError {
             let sameIdentity =
                 previous.map { SessionIdentity(profile: profile, configuration: $0) == identity } ?? false
-            let next =
+            let next: Suggestion =
                 sameIdentity
-                ? "; the profile keeps its previous settings, which find it. To save the new ones, make \(profiles.paths.profilesDirectory) writable and run '\(CommandHint.login(profile))' again."
-                : " (profile '\(profile)', issuer \(configuration.issuer), client \(configuration.clientID)), but no command finds it until the profile names them: make \(profiles.paths.profilesDirectory) writable, then run '\(CommandHint.tokenctl(profile, "login --issuer \(configuration.issuer) --client-id \(configuration.clientID)"))' again."
+                ? "; the profile keeps its previous settings, which find it. To save the new ones, make \(profiles.paths.profilesDirectory) writable and run '\(tokenctl: profile, .login([]))' again."
+                : " (profile '\(profile)', issuer \(configuration.issuer), client \(configuration.clientID)), but no command finds it until the profile names them: make \(profiles.paths.profilesDirectory) writable, then run '\(tokenctl: profile, .login([.issuer(.word(configuration.issuer.string)), .clientID(.word(configuration.clientID))]))' again."
             throw TokenctlError(.configuration, "signed in, but \(profileError.message)", hint: kept + next)
         }
         if let secretError {
@@ -120,16 +120,16 @@ struct LoginPersist: LoginStep {
                 .storeUnavailable,
                 "signed in, but the Secret Service could not save the client secret: \(secretError.message)",
                 hint: kept
-                    + ", but it cannot be refreshed without its client secret: once the Secret Service works (see 'tokenctl doctor'), run 'printf %s \"$CLIENT_SECRET\" | \(CommandHint.login(profile)) --client-secret-stdin'."
+                    + ", but it cannot be refreshed without its client secret: once the Secret Service works (see '\(tokenctl: .default, .doctor([]))'), run '\(program: #"printf %s "$CLIENT_SECRET""#, into: SuggestedCommand(profile, .login([.clientSecretStdin])))'."
             )
         }
         if let pendingError {
             throw TokenctlError(
                 .storeUnavailable,
                 "signed in, but the Secret Service could not save the session: \(pendingError.message)",
-                hint: Hint.sentences(
+                hint: Suggestion.sentences(
                     "\(kept); the profile is saved.", pendingError.hint.map { $0.replacingSessionKept() },
-                    "Then run '\(CommandHint.tokenctl(profile, "status"))': it writes the session to the Secret Service (as any tokenctl command does once it can) and shows it as pending until then."
+                    "Then run '\(tokenctl: profile, .status([]))': it writes the session to the Secret Service (as any tokenctl command does once it can) and shows it as pending until then."
                 ))
         }
     }

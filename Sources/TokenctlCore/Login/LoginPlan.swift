@@ -86,7 +86,7 @@ struct LoginPlan: Sendable {
             if let why = preset.refusedScopes[String(word)] {
                 throw TokenctlError(
                     .invalidInput, "\(why)",
-                    hint: "Nothing was sent. Leave '\(word)' out of --scope.")
+                    hint: "Nothing was sent. Leave '\(word)' out of \(options: .login([.scope(.omitted)])).")
             }
         }
     }

@@ -23,7 +23,7 @@ struct LoginPreflight: LoginStep {
     /// - Returns: whether the rotation journal can hold the session if a write fails later.
     func check() async throws(TokenctlError) -> Bool {
         let store = self.store.bounded(until: deadline)
-        let nothingSent = "Nothing was sent to the server."
+        let nothingSent: Suggestion = "Nothing was sent to the server."
         do { try profiles.checkWritable(identity.profile) } catch {
             throw TokenctlError(
                 .configuration, error.message,
@@ -34,11 +34,11 @@ struct LoginPreflight: LoginStep {
         do { try store.checkWritable(identity) } catch {
             throw TokenctlError(
                 .storeUnavailable, error.message,
-                hint: Hint.sentences(error.hint.map { $0.replacingSessionKept() }, nothingSent))
+                hint: Suggestion.sentences(error.hint.map { $0.replacingSessionKept() }, nothingSent))
         }
         if takingTheLock {
             do { withExtendedLifetime(try await locks.acquire(identity.profile, until: lockDeadline)) {} } catch {
-                throw TokenctlError(error.kind, error.message, hint: Hint.sentences(error.hint, nothingSent))
+                throw TokenctlError(error.kind, error.message, hint: Suggestion.sentences(error.hint, nothingSent))
             }
         }
         return (store as? JournaledSessionStore)?.journal.canRecord() ?? false

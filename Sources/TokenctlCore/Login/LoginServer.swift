@@ -124,7 +124,8 @@ struct LoginServerResolution: LoginStep {
         let saved = plan.saved
         guard let token = explicit.token ?? saved.token ?? metadata?.tokenEndpoint ?? fallback.token else {
             throw TokenctlError(
-                .configuration, "no token endpoint for \(request.issuer)", hint: "Give it with --token-endpoint.")
+                .configuration, "no token endpoint for \(request.issuer)",
+                hint: "Give it with \(options: .login([.tokenEndpoint(.omitted)])).")
         }
         return LoginServer.Endpoints(
             token: token,
@@ -149,14 +150,14 @@ struct LoginServerResolution: LoginStep {
                     .configuration,
                     "the server at \(issuer) does not support DPoP with ES256 (its dpop_signing_alg_values_supported: \(advertised ?? "not advertised"))",
                     hint:
-                        "Nothing was sent. Sign in without --dpop (bearer tokens), or ask the server's operator to enable DPoP."
+                        "Nothing was sent. Sign in without \(options: .login([.dpop])) (bearer tokens), or ask the server's operator to enable DPoP."
                 )
             }
         }
         do { return try DPoPKey.generate() } catch {
             throw TokenctlError(
                 .unexpected, "cannot make a DPoP key: \(error)",
-                hint: "Nothing was sent. Install libgcrypt20, or sign in without --dpop.")
+                hint: "Nothing was sent. Install libgcrypt20, or sign in without \(options: .login([.dpop])).")
         }
     }
 }

@@ -42,7 +42,9 @@ public final class LoopbackRedirectServer: @unchecked Sendable {
             if code == EADDRINUSE {
                 throw TokenctlError(
                     .invalidInput, "port \(port) on 127.0.0.1 is already in use",
-                    hint: "Choose another port with --port, or omit --port to let the system pick a free one.")
+                    hint:
+                        "Choose another port with \(options: .login([.port(.omitted)])), or omit \(options: .login([.port(.omitted)])) to let the system pick a free one."
+                )
             }
             throw TokenctlError(.unexpected, "cannot listen on 127.0.0.1:\(port): \(system_strerror(code))")
         }

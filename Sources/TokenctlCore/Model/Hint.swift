@@ -4,7 +4,8 @@ import TokenctlEssentials
 /// every command stands in single quotes, a quoted command holds no sentence's end, and every
 /// sentence ends with its full stop before the next begins (". Nothing was sent" never runs on
 /// from a command). Hints that join a hint of another part to sentences of their own do it
-/// with `sentences`; `problems(in:)` is the rule the unit tests hold every hint to.
+/// with `Suggestion.sentences` (`sentences` here for text); `problems(in:)` is the rule the
+/// tests hold every rendered hint to.
 public enum Hint {
     /// The sentences, each ended with a full stop unless it has one, separated by one space;
     /// nil when every part is nil or empty.

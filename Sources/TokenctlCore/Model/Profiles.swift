@@ -24,7 +24,9 @@ public struct ProfileRepository: Sendable {
         guard let configuration = try load(name) else {
             throw TokenctlError(
                 .configuration, "profile '\(name)' is not configured (no \(paths.profileFile(name)))",
-                hint: "Sign it in first: 'tokenctl --profile \(name) login --issuer URL --client-id ID'.")
+                hint:
+                    "Sign it in first: '\(SuggestedCommand(name, .login([.issuer(.placeholder), .clientID(.placeholder)]), namesDefaultProfile: true))'."
+            )
         }
         return configuration
     }

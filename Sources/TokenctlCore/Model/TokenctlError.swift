@@ -25,9 +25,9 @@ public struct TokenctlError: Error, Equatable, CustomStringConvertible {
 
     public var kind: Kind
     public var message: String
-    public var hint: String?
+    public var hint: Suggestion?
 
-    public init(_ kind: Kind, _ message: String, hint: String? = nil) {
+    public init(_ kind: Kind, _ message: String, hint: Suggestion? = nil) {
         self.kind = kind
         self.message = message
         self.hint = hint

@@ -89,12 +89,12 @@ enum Entra {
         "AADSTS7000218": Row(
             .configuration, "Entra",
             hint:
-                "Entra expects a client secret from this client (AADSTS7000218): in the app registration, enable public client flows (\"Allow public client flows\") and register the redirect URI as \"Mobile and desktop applications\", not \"Web\"; a confidential client gives its secret with --client-secret-stdin."
+                "Entra expects a client secret from this client (AADSTS7000218): in the app registration, enable public client flows (\"Allow public client flows\") and register the redirect URI as \"Mobile and desktop applications\", not \"Web\"; a confidential client gives its secret with \(options: .login([.clientSecretStdin]))."
         ),
         "AADSTS700025": Row(
             .configuration, "Entra",
             hint:
-                "A public client must not send a secret (AADSTS700025): log in again without --client-secret-stdin.",
+                "A public client must not send a secret (AADSTS700025): log in again without \(options: .login([.clientSecretStdin])).",
             followUp: .forgetSecret),
         "AADSTS7000215": Row(
             .configuration, "Entra",
@@ -112,7 +112,7 @@ enum Entra {
         "AADSTS700016": Row(
             .configuration, "Entra",
             hint:
-                "No app with this client id is registered in this tenant (AADSTS700016): check --client-id and the tenant in the issuer URL."
+                "No app with this client id is registered in this tenant (AADSTS700016): check \(options: .login([.clientID(.omitted)])) and the tenant in the issuer URL."
         ),
         "AADSTS50194": Row(
             .configuration, "Entra",
@@ -122,7 +122,7 @@ enum Entra {
         "AADSTS70011": Row(
             .configuration, "Entra",
             hint:
-                "Entra refused the scope (AADSTS70011): check --scope (for example \"openid offline_access https://graph.microsoft.com/.default\")."
+                "Entra refused the scope (AADSTS70011): check \(options: .login([.scope(.omitted)])) (for example \"openid offline_access https://graph.microsoft.com/.default\")."
         ),
         "AADSTS9002313": Row(
             .configuration, "Entra",
@@ -142,7 +142,7 @@ enum Entra {
     /// Codes that refuse what a narrowed refresh asked for, not the grant
     /// (`ProviderErrorClasses.targetRefusals`): AADSTS65001, no consent for that scope or resource
     /// (https://learn.microsoft.com/en-us/entra/identity-platform/reference-error-codes).
-    static let targetRefusals: [String: String] = [
+    static let targetRefusals: [String: Suggestion] = [
         "AADSTS65001":
             "Entra has no consent for that scope or resource (AADSTS65001): the user, or the tenant's administrator, must grant it to the app first (in the app registration's API permissions, or by signing in asking for it)."
     ]
@@ -238,10 +238,10 @@ public enum EntraTenant {
 
     /// What to do when discovery names the multi-tenant template as its issuer (a login
     /// without the preset); nil for any other issuer.
-    static func discoveryMismatchHint(named: String) -> String? {
+    static func discoveryMismatchHint(named: String) -> Suggestion? {
         guard named.contains(placeholder) else { return nil }
         return
-            "This is Microsoft Entra ID's multi-tenant issuer, a template: sign in with the preset, e.g. tokenctl login --provider entra --tenant common --client-id ID"
+            "This is Microsoft Entra ID's multi-tenant issuer, a template: sign in with the preset, e.g. \(tokenctl: .default, .login([.provider(.word(Provider.entra.rawValue)), .tenant(.word("common")), .clientID(.placeholder)]))"
     }
 
     /// 8-4-4-4-12 hexadecimal digits.

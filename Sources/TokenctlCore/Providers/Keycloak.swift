@@ -30,7 +30,7 @@ enum Keycloak {
         // so SSO Session Idle does not apply: Offline Session Idle does, 30 days by default;
         // https://www.keycloak.org/docs/latest/server_admin/#_timeouts).
         offlineSessionHint:
-            "Keycloak ended the offline session (the scope has offline_access): it was not refreshed within the realm's Offline Session Idle (30 days by default), or it was revoked. Refreshing more often than that keeps it, for example on a schedule: 'tokenctl schedule install'."
+            "Keycloak ended the offline session (the scope has offline_access): it was not refreshed within the realm's Offline Session Idle (30 days by default), or it was revoked. Refreshing more often than that keeps it, for example on a schedule: '\(tokenctl: .default, .schedule(.install, []))'."
     )
     static let reuse = Row(
         .signInAgain, "Keycloak",

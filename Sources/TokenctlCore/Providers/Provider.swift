@@ -119,7 +119,7 @@ struct ProviderErrorRows: Sendable {
     /// `invalid_grant` rows by the exact `error_description`.
     var byInvalidGrantText: [String: ProviderErrorClasses.Row] = [:]
     /// Provider codes that refuse what a narrowed refresh asked for, not the grant, with the hint.
-    var targetRefusals: [String: String] = [:]
+    var targetRefusals: [String: Suggestion] = [:]
 }
 
 /// A provider's words in the device flow (RFC 8628) beyond the RFC's, read whichever server

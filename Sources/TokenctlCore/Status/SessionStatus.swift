@@ -57,7 +57,7 @@ public struct SessionStatus: Sendable, Equatable {
     /// The store problem, when `state` is `storeUnavailable`.
     public var storeProblem: String?
     /// What to do about `storeProblem` (a separate sentence, a separate JSON field).
-    public var storeHint: String?
+    public var storeHint: Suggestion?
     /// A rotation the rotation journal holds and the Secret Service does not yet: since when.
     public var pendingWriteSince: Double?
     /// Why that write is pending (the last Secret Service error), when known.

@@ -117,12 +117,12 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
 
     public var reason: Reason
     public var message: String
-    public var hint: String?
+    public var hint: Suggestion?
     /// Why the rotation journal could not hold the set either, when a persist failed with a
     /// journal present (`JournaledSessionStore.persist`): then nothing holds it.
     public var journalFailure: String?
 
-    public init(_ reason: Reason, _ message: String, hint: String? = nil) {
+    public init(_ reason: Reason, _ message: String, hint: Suggestion? = nil) {
         self.reason = reason
         self.message = message
         self.hint = hint

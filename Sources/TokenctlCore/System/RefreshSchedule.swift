@@ -22,15 +22,19 @@ public struct RefreshSchedule: Sendable {
     /// crontab(1), or the program `TOKENCTL_CRONTAB` names (`Crontab.live`).
     public var crontab: Crontab
 
+    /// The arguments of a tokenctl command line, spelled by the command layer (its command table).
+    public var arguments: @Sendable (TokenctlCommand) -> [String]
+
     /// Where the Debian package installs its user units (`tokenctl-refresh.service` and
     /// `.timer`, running /usr/bin/tokenctl every 15 minutes).
     public var packagedUnitDirectory: String { units.packagedUnitDirectory }
 
     public init(
         executable: String, environment: Environment = .process, units: SystemdUserUnits = .live,
-        crontab: Crontab? = nil
+        crontab: Crontab? = nil, arguments: @escaping @Sendable (TokenctlCommand) -> [String]
     ) {
         self.executable = executable
+        self.arguments = arguments
         self.environment = environment
         self.units = units
         self.crontab = crontab ?? .live(environment)
@@ -104,6 +108,12 @@ public struct RefreshSchedule: Sendable {
         }
     }
 
+    /// The job's arguments: refresh every profile whose token expires within the window.
+    func job(interval: Int) -> String {
+        arguments(.refresh([.all, .ifExpiringWithin(.word(String(Self.window(forInterval: interval))))]))
+            .joined(separator: " ")
+    }
+
     public func serviceUnit(interval: Int) -> String {
         var lines = [
             Self.marker,
@@ -113,7 +123,7 @@ public struct RefreshSchedule: Sendable {
             "",
             "[Service]",
             "Type=oneshot",
-            "ExecStart=\(SystemdUserUnits.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval))",
+            "ExecStart=\(SystemdUserUnits.quoted(executable)) \(job(interval: interval))",
         ]
         for (name, value) in passedEnvironment {
             lines.append("Environment=\(SystemdUserUnits.quoted("\(name)=\(value)"))")
@@ -148,7 +158,7 @@ public struct RefreshSchedule: Sendable {
         variables += passedEnvironment
         let assignments = variables.map { SystemdUserUnits.quoted("\($0.0)=\($0.1)") }.joined(separator: " ")
         let command =
-            "\(assignments) \(SystemdUserUnits.quoted(executable)) refresh --all --if-expiring-within \(Self.window(forInterval: interval)) 2>&1 | logger -t tokenctl"
+            "\(assignments) \(SystemdUserUnits.quoted(executable)) \(job(interval: interval)) 2>&1 | logger -t tokenctl"
         return [Self.cronBegin, "\(fields) \(command)", Self.cronEnd].joined(separator: "\n") + "\n"
     }
 
@@ -166,7 +176,7 @@ public struct RefreshSchedule: Sendable {
                         .serviceUnavailable,
                         "cannot enable the packaged systemd timer: '\(failed.command)' failed: \(failed.output)",
                         hint:
-                            "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed."
+                            "Run it from a login session with a systemd user manager, or use '\(tokenctl: .default, .schedule(.install, [.cron]))'. Nothing was installed."
                     )
                 }
                 return
@@ -183,7 +193,7 @@ public struct RefreshSchedule: Sendable {
                     .serviceUnavailable,
                     "cannot install the systemd timer: '\(failed.command)' failed: \(failed.output)",
                     hint:
-                        "Run it from a login session with a systemd user manager, or use 'tokenctl schedule install --cron'. Nothing was installed."
+                        "Run it from a login session with a systemd user manager, or use '\(tokenctl: .default, .schedule(.install, [.cron]))'. Nothing was installed."
                 )
             }
             return "systemd user timer \(Self.unitName).timer (every \(Self.describe(interval))): \(timerPath)"
@@ -284,7 +294,9 @@ public struct RefreshSchedule: Sendable {
         guard crontab.isInstalled() else {
             throw TokenctlError(
                 .serviceUnavailable, "crontab is not installed",
-                hint: "Install cron ('apt-get install cron'), or use systemd: 'tokenctl schedule install --systemd'.")
+                hint:
+                    "Install cron ('\(program: "apt-get install cron")'), or use systemd: '\(tokenctl: .default, .schedule(.install, [.systemd]))'."
+            )
         }
         let result = crontab.run(["-l"], nil)
         if result.status == 0 { return result.output }

@@ -145,7 +145,7 @@ public enum UnixSocket {
                 throw TokenctlError(
                     .serviceUnavailable,
                     "something already serves \(path) (another 'tokenctl forward listen', or the socket unit)",
-                    hint: "See 'tokenctl forward status'.")
+                    hint: "See '\(tokenctl: .default, .forward(.status, []))'.")
             }
             unlink(path)
         }

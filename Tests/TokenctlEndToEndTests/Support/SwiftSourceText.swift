@@ -15,9 +15,20 @@ struct SwiftSourceText {
         var end: Int
         var path: String
         var line: Int
+        /// The source of each interpolation, between its parentheses.
+        var interpolations: [String] = []
 
         /// The text with each interpolation replaced by `placeholder`.
         func text(placeholder: String = "X") -> String { pieces.joined(separator: placeholder) }
+
+        /// The text with each interpolation replaced by what `stand` gives for its source.
+        func text(standingIn stand: (String) -> String) -> String {
+            var text = pieces.first ?? ""
+            for (index, piece) in pieces.dropFirst().enumerated() {
+                text += stand(index < interpolations.count ? interpolations[index] : "") + piece
+            }
+            return text
+        }
     }
 
     let path: String
@@ -66,6 +77,7 @@ struct SwiftSourceText {
             let escape = "\\" + String(repeating: "#", count: hashes)
             let closing = (multiline ? "\"\"\"" : "\"") + String(repeating: "#", count: hashes)
             var pieces: [String] = []
+            var interpolations: [String] = []
             var current = ""
             func matches(_ text: String, at position: Int) -> Bool {
                 let needle = Array(text)
@@ -99,6 +111,7 @@ struct SwiftSourceText {
                             if character == ")" { depth -= 1 }
                             inner += 1
                         }
+                        interpolations.append(String(characters[(after + 1)..<max(after + 1, inner - 1)]))
                         position = inner
                         continue
                     case "n": current.append("\n")
@@ -133,7 +146,10 @@ struct SwiftSourceText {
                         separator: "\n")
                 }
             }
-            literals.append(Literal(pieces: pieces, start: open, end: position, path: path, line: line(at: open)))
+            literals.append(
+                Literal(
+                    pieces: pieces, start: open, end: position, path: path, line: line(at: open),
+                    interpolations: interpolations))
             return position
         }
         while index < characters.count {

@@ -47,7 +47,7 @@ struct RefreshConsequence: Equatable, Sendable {
                 action: .keepSession, event: .dpopDowngradeRefused, reason: refusal.eventReason,
                 error: TokenctlError(
                     .configuration, "refused the refreshed tokens of profile '\(profile)': \(refusal)",
-                    hint: Hint.sentences(
+                    hint: Suggestion.sentences(
                         "The stored session was not replaced, but the server may count its refresh token as used.",
                         DPoPBinding.hint(profile, refusal))))
         case .proofRefused(let reason):
@@ -62,8 +62,8 @@ struct RefreshConsequence: Equatable, Sendable {
             return failure(
                 reason.className, refusedTarget ? .invalidInput : .unexpected,
                 "the server refused a token for \(target) on profile '\(profile)': \(reason)",
-                hint: Hint.sentences(
-                    why, "The session is kept; '\(CommandHint.tokenctl(profile, "token"))' still serves its own token.")
+                hint: Suggestion.sentences(
+                    why, "The session is kept; '\(tokenctl: profile, .token([]))' still serves its own token.")
             )
         case .outcome(.success(let response, let serverDate)):
             return RefreshConsequence(
@@ -80,14 +80,14 @@ struct RefreshConsequence: Equatable, Sendable {
             return failure(
                 answer.className, answer.mayPass ? .transient : .protocolError,
                 "the refresh of profile '\(profile)' was not answered by the token endpoint: \(answer)",
-                hint: Hint.sentences("The session is kept.", answer.advice))
+                hint: Suggestion.sentences("The session is kept.", answer.advice))
         case .outcome(.transient(let reason, _)):
             return transient(reason, profile: profile)
         }
     }
 
     /// A failure that keeps the session, recorded as `refreshFailed`.
-    private static func failure(_ reason: String, _ kind: TokenctlError.Kind, _ message: String, hint: String?)
+    private static func failure(_ reason: String, _ kind: TokenctlError.Kind, _ message: String, hint: Suggestion?)
         -> RefreshConsequence
     {
         RefreshConsequence(
@@ -124,7 +124,7 @@ struct RefreshConsequence: Equatable, Sendable {
 
     /// The hint of an unusable answer whose rotated refresh token was kept; `pending`: the
     /// Secret Service could not take it, and only the rotation journal holds it.
-    static func keptRotatedHint(pending: StoreError?) -> String {
+    static func keptRotatedHint(pending: StoreError?) -> Suggestion {
         let whereKept =
             pending.map {
                 " (in the kernel keyring's rotation journal for now: the Secret Service could not take it, \($0.message); the next tokenctl command that can writes it there)"
@@ -139,7 +139,7 @@ struct RefreshConsequence: Equatable, Sendable {
         let row = ProviderErrorClasses.row(reason)
         return failure(
             reason.className, .configuration, "the server refused the client of profile '\(profile)': \(reason)",
-            hint: Hint.sentences(
+            hint: Suggestion.sentences(
                 "The session is kept.", row?.hint,
                 ProviderErrorClasses.followUp(row.map(\.followUp) ?? .newSecret, for: profile)))
     }
@@ -155,14 +155,14 @@ struct RefreshConsequence: Equatable, Sendable {
             return failure(
                 reason.className, .loginRequired,
                 "the server refused to refresh the session of profile '\(profile)': \(reason)",
-                hint: Hint.sentences(row?.hint, "The session is kept."))
+                hint: Suggestion.sentences(row?.hint, "The session is kept."))
         }
         // Another writer may have replaced the item meanwhile: only what was sent is deleted.
         return RefreshConsequence(
             action: .endSession, event: .sessionEnded, reason: reason.className,
             error: TokenctlError(
                 .loginRequired, "the server ended the session of profile '\(profile)': \(reason)",
-                hint: Hint.sentences(
+                hint: Suggestion.sentences(
                     ProviderErrorClasses.hint(row, sessionScope: sessionScope),
                     ProviderErrorClasses.followUp(row.map(\.followUp) ?? .signIn, for: profile))))
     }
@@ -175,14 +175,14 @@ struct RefreshConsequence: Equatable, Sendable {
             // The server answered that it cannot now: it spent nothing.
             return failure(
                 oauthReason.className, .transient, "could not refresh profile '\(profile)': \(oauthReason)",
-                hint: Hint.sentences(
+                hint: Suggestion.sentences(
                     ProviderErrorClasses.row(oauthReason)?.hint, "The session is kept; try again later."))
         }
         if reason.requestMayHaveReachedServer {
             return failure(
                 reason.className, .transient, message,
                 hint:
-                    "The refresh request was sent but no answer came back in time: if the server rotated the refresh token meanwhile, the session is lost and '\(CommandHint.tokenctl(profile, "token"))' will say so; otherwise it is kept. Try again later."
+                    "The refresh request was sent but no answer came back in time: if the server rotated the refresh token meanwhile, the session is lost and '\(tokenctl: profile, .token([]))' will say so; otherwise it is kept. Try again later."
             )
         }
         return failure(reason.className, .transient, message, hint: "The session is kept; try again later.")

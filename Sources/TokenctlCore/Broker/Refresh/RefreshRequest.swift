@@ -79,7 +79,7 @@ extension TokenBroker {
             throw TokenctlError(
                 .loginRequired,
                 "the refresh token of profile '\(profile.name)' has expired (the server stated its lifetime): re-login needed",
-                hint: "Run '\(CommandHint.login(profile.name))' to sign in again. Nothing was sent to the server.")
+                hint: "Run '\(tokenctl: profile.name, .login([]))' to sign in again. Nothing was sent to the server.")
         }
         let credentials = try await clientCredentials(for: profile)
         var client = endpointClient(profile)
@@ -127,7 +127,7 @@ extension TokenBroker {
             throw TokenctlError(
                 .configuration, "profile '\(profile.name)' uses \(method.rawValue) but no client secret is stored",
                 hint:
-                    "Run '\(CommandHint.tokenctl(profile.name, "login --client-secret-stdin"))' and give the secret on standard input."
+                    "Run '\(tokenctl: profile.name, .login([.clientSecretStdin]))' and give the secret on standard input."
             )
         }
         return ClientCredentials(clientID: profile.configuration.clientID, secret: secret, method: method)
@@ -148,18 +148,18 @@ extension TokenBroker {
                 .loginRequired,
                 "profile '\(profile.name)' has no refresh token (the server issued none), so a forced refresh cannot get a new access token; the stored session is kept as it was",
                 hint:
-                    "If a server rejected the access token, sign in again: '\(CommandHint.login(profile.name))'. Without --force, '\(CommandHint.tokenctl(profile.name, "token"))' still serves the stored one."
+                    "If a server rejected the access token, sign in again: '\(tokenctl: profile.name, .login([]))'. Without \(options: .token([.force])), '\(tokenctl: profile.name, .token([]))' still serves the stored one."
             )
         }
         if current.timeLeft(at: now) > 0 {
             return TokenctlError(
                 .loginRequired,
                 "profile '\(profile.name)' has no refresh token (the server issued none), so its access token cannot be renewed; it stays in use until the server rejects it",
-                hint: "For a new access token, sign in again: '\(CommandHint.login(profile.name))'.")
+                hint: "For a new access token, sign in again: '\(tokenctl: profile.name, .login([]))'.")
         }
         return TokenctlError(
             .loginRequired,
             "the access token of profile '\(profile.name)' has expired and the server issued no refresh token",
-            hint: "Run '\(CommandHint.login(profile.name))' again.")
+            hint: "Run '\(tokenctl: profile.name, .login([]))' again.")
     }
 }

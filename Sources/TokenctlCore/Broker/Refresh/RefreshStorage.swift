@@ -170,13 +170,13 @@ extension TokenBroker {
             error.journalFailure.map { "the rotation journal (kernel keyring) could not hold it either: \($0)" }
             ?? "no rotation journal holds it"
         let storeHint = error.hint?.replacingSessionKept()
-        let consequence =
+        let consequence: Suggestion =
             tokenSet.refreshToken != current.refreshToken
-            ? "The server rotated the refresh token and nothing could hold the new one, so the session is lost, unless the server accepts the previous one again for a grace period: if the next command exits 77, run '\(CommandHint.login(identity.profile))' once the Secret Service works (see 'tokenctl doctor')."
+            ? "The server rotated the refresh token and nothing could hold the new one, so the session is lost, unless the server accepts the previous one again for a grace period: if the next command exits 77, run '\(tokenctl: identity.profile, .login([]))' once the Secret Service works (see '\(tokenctl: .default, .doctor([]))')."
             : "The server did not rotate the refresh token, so the stored one still works: the session is kept, and the next command refreshes again."
         return TokenctlError(
             .storeUnavailable, "the refreshed session could not be saved: \(error.message); \(journal)",
-            hint: Hint.sentences(storeHint, consequence))
+            hint: Suggestion.sentences(storeHint, consequence))
     }
 
     /// Whether the scopes `after` are a strict subset of `before` (split on spaces and commas).

@@ -14,7 +14,9 @@ struct ConfigurationCheck: DoctorCheck {
             findings.append(
                 DoctorFinding(
                     "configuration", ok: false, "no profiles in \(directory)",
-                    hint: "Sign a profile in: 'tokenctl login --issuer URL --client-id ID'."))
+                    hint:
+                        "Sign a profile in: '\(tokenctl: .default, .login([.issuer(.placeholder), .clientID(.placeholder)]))'."
+                ))
         }
         findings += context.profiles.failures.map { DoctorFinding("configuration", ok: false, $0.message) }
         if !context.configured.isEmpty && context.configured.count == names.count {

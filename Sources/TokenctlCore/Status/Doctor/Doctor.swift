@@ -11,16 +11,16 @@ public struct DoctorFinding: Sendable, Equatable {
     public var name: String
     public var level: Level
     public var detail: String
-    public var hint: String?
+    public var hint: Suggestion?
 
     /// Whether the check did not fail (a warning passes).
     public var ok: Bool { level != .fail }
 
-    public init(_ name: String, ok: Bool, _ detail: String, hint: String? = nil) {
+    public init(_ name: String, ok: Bool, _ detail: String, hint: Suggestion? = nil) {
         self.init(name, level: ok ? .ok : .fail, detail, hint: hint)
     }
 
-    public init(_ name: String, level: Level, _ detail: String, hint: String? = nil) {
+    public init(_ name: String, level: Level, _ detail: String, hint: Suggestion? = nil) {
         self.name = name
         self.level = level
         self.detail = detail

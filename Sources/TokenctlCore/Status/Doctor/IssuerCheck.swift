@@ -24,7 +24,7 @@ struct IssuerCheck: DoctorCheck {
             return [
                 DoctorFinding(
                     "issuer \(configuration.issuer)", ok: false, "not checked: doctor's time ran out (--timeout)",
-                    hint: "Run 'tokenctl doctor --timeout 30' to give the checks more time.")
+                    hint: "Run '\(tokenctl: .default, .doctor([.timeout(.word("30"))]))' to give the checks more time.")
             ]
         }
         do {

@@ -69,8 +69,8 @@ struct JournalQuotaCheck: DoctorCheck {
     static func finding(_ sessions: Sessions, quota: KernelKeyQuota) -> DoctorFinding {
         let room =
             "\(quota.bytesLeft) of \(quota.maximumBytes) bytes and \(quota.keysLeft) of \(quota.maximumKeys) keys left in this user's kernel key quota"
-        let hint =
-            "Another program fills this user's kernel key quota: list the keys with 'keyctl show @u' and remove those no longer needed, or raise the limit (/proc/sys/kernel/keys/maxbytes, as root)."
+        let hint: Suggestion =
+            "Another program fills this user's kernel key quota: list the keys with '\(program: "keyctl show @u")' and remove those no longer needed, or raise the limit (/proc/sys/kernel/keys/maxbytes, as root)."
         func fits(_ charge: Int) -> Bool { charge <= quota.bytesLeft && quota.keysLeft >= 1 }
 
         if let first = sessions.pending.first(where: { !fits($0.charge) }) {

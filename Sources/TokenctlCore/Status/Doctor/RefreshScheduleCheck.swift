@@ -10,13 +10,14 @@ struct RefreshScheduleCheck: DoctorCheck {
             return [
                 DoctorFinding(
                     "refresh schedule", level: .warn, "no systemd timer or crontab entry",
-                    hint: "Run 'tokenctl schedule install' to keep sessions alive unattended.")
+                    hint: "Run '\(tokenctl: .default, .schedule(.install, []))' to keep sessions alive unattended.")
             ]
         }
         return installed.map { entry in
             DoctorFinding(
                 "refresh schedule", ok: entry.working, "\(entry.backend.rawValue): \(entry.detail)",
-                hint: entry.working ? nil : "Run 'tokenctl schedule install' again from a login session.")
+                hint: entry.working
+                    ? nil : "Run '\(tokenctl: .default, .schedule(.install, []))' again from a login session.")
         }
     }
 }

@@ -26,12 +26,12 @@ struct SessionCheck: DoctorCheck {
             return DoctorFinding(
                 "session '\(name)'", ok: false,
                 "signed out (no session for \(status.issuer), client \(status.clientID))",
-                hint: "Run '\(CommandHint.login(name))'.")
+                hint: "Run '\(tokenctl: name, .login([]))'.")
         case .ended:
             return DoctorFinding(
                 "session '\(name)'", ok: false,
                 "ended by the server (\(status.endedReason ?? "terminal failure"))",
-                hint: "Run '\(CommandHint.login(name))'.")
+                hint: "Run '\(tokenctl: name, .login([]))'.")
         case .storeUnavailable:
             return DoctorFinding(
                 "session '\(name)'", ok: false, status.storeProblem ?? "store unavailable",
@@ -49,7 +49,9 @@ struct KeyringResidueCheck: DoctorCheck {
         return [
             DoctorFinding(
                 "keyring residue", level: .warn, "\(orphans.count) orphaned session(s) no profile uses",
-                hint: "See 'tokenctl status --all'; remove them with 'tokenctl logout --orphans'.")
+                hint:
+                    "See '\(tokenctl: .default, .status([.all]))'; remove them with '\(tokenctl: .default, .logout([.orphans]))'."
+            )
         ]
     }
 }

@@ -31,13 +31,13 @@ public enum KeyringProgram: Sendable, Equatable {
     }
 
     /// How to start one when none owns the name (the user's provider is unknown then).
-    public static let startAnyHint =
-        "Start your Secret Service provider: gnome-keyring ('gnome-keyring-daemon --start --components=secrets'), KeePassXC (Settings > Secret Service Integration, with a database open), or KWallet (apiEnabled=true under [org.freedesktop.secrets] in kwalletrc)."
+    public static let startAnyHint: Suggestion =
+        "Start your Secret Service provider: gnome-keyring ('\(program: "gnome-keyring-daemon --start --components=secrets")'), KeePassXC (Settings > Secret Service Integration, with a database open), or KWallet (apiEnabled=true under [org.freedesktop.secrets] in kwalletrc)."
 
-    var unlockHint: String {
+    var unlockHint: Suggestion {
         switch self {
         case .gnomeKeyring:
-            "Unlock it (log in to the desktop, or run 'printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets') and try again."
+            "Unlock it (log in to the desktop, or run '\(program: #"printf %s "$PASSWORD" | gnome-keyring-daemon --replace --unlock --components=secrets"#)') and try again."
         case .keePassXC:
             "Unlock the database in KeePassXC (the one exposed under Settings > Secret Service Integration) and try again."
         case .kWallet:
@@ -47,19 +47,19 @@ public enum KeyringProgram: Sendable, Equatable {
         }
     }
 
-    var perItemUnlockHint: String {
+    var perItemUnlockHint: Suggestion {
         switch self {
         case .keePassXC:
-            "Run 'tokenctl status --all' in a terminal of your desktop session and allow the access request KeePassXC shows (or turn off 'Confirm when passwords are retrieved by clients' in its Secret Service settings)."
+            "Run '\(tokenctl: .default, .status([.all]))' in a terminal of your desktop session and allow the access request KeePassXC shows (or turn off 'Confirm when passwords are retrieved by clients' in its Secret Service settings)."
         default:
-            "Run 'tokenctl status --all' in a terminal of your desktop session and allow the access request \(name) shows."
+            "Run '\(tokenctl: .default, .status([.all]))' in a terminal of your desktop session and allow the access request \(name) shows."
         }
     }
 
-    var noDefaultCollectionHint: String {
+    var noDefaultCollectionHint: Suggestion {
         switch self {
         case .gnomeKeyring:
-            "Create one, e.g. by unlocking gnome-keyring once: 'printf %s \"$PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets'."
+            "Create one, e.g. by unlocking gnome-keyring once: '\(program: #"printf %s "$PASSWORD" | gnome-keyring-daemon --replace --unlock --components=secrets"#)'."
         case .keePassXC:
             "Expose a database group under Settings > Secret Service Integration in KeePassXC, and unlock that database."
         case .kWallet:

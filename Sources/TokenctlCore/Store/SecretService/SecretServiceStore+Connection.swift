@@ -31,7 +31,7 @@ extension SecretServiceStore {
             guard left > 0.05 else {
                 throw StoreError(
                     .deadline, "the command's time ran out (--timeout) before tokenctl could \(operation)",
-                    hint: "Give it more time with --timeout SECONDS; the session is kept.")
+                    hint: "Give it more time with \(options: .token([.timeout(.placeholder)])); the session is kept.")
             }
             seconds = min(seconds, left)
         }
@@ -171,8 +171,8 @@ extension SecretServiceStore {
         let pointer: OpaquePointer
     }
 
-    static let noBusHint =
-        "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus); for cron and timers without a login, enable lingering: 'loginctl enable-linger $USER'."
+    static let noBusHint: Suggestion =
+        "Run tokenctl inside your login session, or set DBUS_SESSION_BUS_ADDRESS (e.g. unix:path=/run/user/$(id -u)/bus); for cron and timers without a login, enable lingering: '\(program: "loginctl enable-linger $USER")'."
 
     /// Forget the open session (and its proxy): the next call opens a new one.
     func dropSession() {

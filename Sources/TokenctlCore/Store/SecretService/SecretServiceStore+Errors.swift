@@ -28,14 +28,14 @@ extension SecretServiceStore {
         let program = keyringProgram()
         return StoreError(
             .locked, "the keyring is locked" + program.label,
-            hint: Hint.sentences(program.unlockHint, "The session is kept."))
+            hint: Suggestion.sentences(program.unlockHint, "The session is kept."))
     }
 
     func perItemLockedError() -> StoreError {
         let program = keyringProgram()
         return StoreError(
             .itemLocked, "\(program.name) keeps tokenctl's item locked until you allow this program to access it",
-            hint: Hint.sentences(program.perItemUnlockHint, "The session is kept."))
+            hint: Suggestion.sentences(program.perItemUnlockHint, "The session is kept."))
     }
 
     /// A GError's class by its domain and code, and the remote D-Bus error name (which is
@@ -93,7 +93,7 @@ extension SecretServiceStore {
             remoteName = String(cString: remote)
             g_free(remote)
         }
-        let kept = "Restart your Secret Service provider and try again; the session is kept."
+        let kept: Suggestion = "Restart your Secret Service provider and try again; the session is kept."
         switch Self.classify(
             domain: error.pointee.domain, code: error.pointee.code, remoteName: remoteName, mayPrompt: mayPrompt)
         {

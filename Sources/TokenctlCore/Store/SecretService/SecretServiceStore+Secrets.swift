@@ -200,7 +200,7 @@ extension SecretServiceStore {
         do { return try TokenSet.decode(bytes) } catch {
             throw StoreError(
                 .corruptItem, "the stored session is not a tokenctl token set",
-                hint: "Run 'tokenctl logout --no-revoke' for its profile and log in again.")
+                hint: "Run '\(tokenctl: .default, .logout([.noRevoke]))' for its profile and log in again.")
         }
     }
 }

@@ -103,7 +103,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
             // Spelled for this profile, so it runs as printed.
             if error.reason == .corruptItem {
                 error.hint =
-                    "Run '\(CommandHint.tokenctl(identity.profile, "logout --no-revoke"))', then '\(CommandHint.login(identity.profile))'."
+                    "Run '\(tokenctl: identity.profile, .logout([.noRevoke]))', then '\(tokenctl: identity.profile, .login([]))'."
             }
             throw error
         }

@@ -1,12 +1,13 @@
 import Testing
 import TokenctlEssentials
+import TokenctlTestSupport
 
 @testable import TokenctlCore
 
 /// The browser login a device-flow refusal offers ("offers --browser", the hint runs
 /// as printed): the same issuer, client and options, or no command when one cannot be printed.
 @Suite("The browser login command in device-flow hints")
-struct LoginCommandHintTests {
+struct BrowserLoginSuggestionTests {
     func request(_ profile: String = "default") throws -> TokenctlService.LoginRequest {
         TokenctlService.LoginRequest(
             profile: ProfileName(rawValue: profile)!, issuer: try EndpointURL("https://gitlab.example.com"),
@@ -19,7 +20,7 @@ struct LoginCommandHintTests {
 
     @Test("the device login's options but the device endpoint, spaces quoted, --profile when not default; a valid hint")
     func command() throws {
-        let command = try #require(try request("work").browserLoginCommand())
+        let command = try #require(try request("work").browserLogin()?.rendered)
         #expect(
             command
                 == "tokenctl --profile work login --browser --issuer https://gitlab.example.com --client-id app-id --scope \"openid read_repository\" --token-endpoint https://gitlab.example.com/oauth/token --dpop"
@@ -28,7 +29,7 @@ struct LoginCommandHintTests {
         var preset = try request()
         preset.provider = .gitlab
         #expect(
-            preset.browserLoginCommand()?.hasPrefix(
+            preset.browserLogin()?.rendered.hasPrefix(
                 "tokenctl login --browser --provider gitlab --issuer https://gitlab.example.com ") == true)
     }
 
@@ -41,25 +42,25 @@ struct LoginCommandHintTests {
                 profile: .default, issuer: try EndpointURL("https://ghe.example.com"), clientID: "Ov23li", scope: nil,
                 method: .device, provider: provider)
             #expect(
-                request.browserLoginCommand()
+                request.browserLogin()?.rendered
                     == "tokenctl login --browser --provider \(provider.rawValue) --issuer https://ghe.example.com --client-id Ov23li --client-secret-stdin"
             )
-            #expect(request.browserLoginCommand(secretStored: true)?.hasSuffix("--client-secret-stdin") == false)
+            #expect(request.browserLogin(secretStored: true)?.rendered.hasSuffix("--client-secret-stdin") == false)
         }
         var gitlab = try request()
         gitlab.provider = .gitlab
-        #expect(gitlab.browserLoginCommand()?.contains("--client-secret-stdin") == false)
+        #expect(gitlab.browserLogin()?.rendered.contains("--client-secret-stdin") == false)
     }
 
     @Test("no command with a client secret (stdin cannot be copied) or a value a shell would change")
     func none() throws {
         var withSecret = try request()
         withSecret.clientSecret = "s"
-        #expect(withSecret.browserLoginCommand() == nil)
+        #expect(withSecret.browserLogin() == nil)
         var quoted = try request()
         quoted.scope = "it's"
-        #expect(quoted.browserLoginCommand() == nil)
+        #expect(quoted.browserLogin() == nil)
         quoted.scope = "a $HOME"
-        #expect(quoted.browserLoginCommand() == nil)
+        #expect(quoted.browserLogin() == nil)
     }
 }
