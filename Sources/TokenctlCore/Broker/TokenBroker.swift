@@ -140,8 +140,15 @@ public actor TokenBroker {
                 capMargin: capMargin)
         }
         let session = try await readSession(profile.identity)
-        guard let session else { throw Self.notLoggedIn(profile.name) }
-        try Self.checkScopes(target, within: session, profile.name)
+        guard let session else {
+            guard profile.configuration.isMachine else { throw Self.notLoggedIn(profile.name) }
+            narrate?("no token of machine profile '\(profile.name)' is stored: asking for one")
+            return try await sharedRefresh(
+                profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: force,
+                capMargin: capMargin)
+        }
+        // A machine asks for its scopes afresh each time: the stored token's do not bound them.
+        if !profile.configuration.isMachine { try Self.checkScopes(target, within: session, profile.name) }
         guard let snapshot = session.served(for: target) else {
             narrate?("no token for \(target) is stored for '\(profile.name)': refreshing to get one")
             return try await sharedRefresh(
@@ -298,6 +305,11 @@ public actor TokenBroker {
         _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
         capMargin: Bool
     ) async throws(TokenctlError) -> TokenSet {
+        if profile.configuration.isMachine {
+            return try await acquireUnderLock(
+                profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
+                capMargin: capMargin)
+        }
         let lock = try await takeRefreshLock(profile, snapshot: snapshot)
         defer { withExtendedLifetime(lock) {} }
         let current = try await sessionUnderLock(profile, target: target)

@@ -25,7 +25,37 @@ struct LoginClient: Sendable {
             // A confidential client logging in again: the secret stored last time still applies.
             secret = try? store.readClientSecret(plan.identity)
         }
-        if let secret {
+        if let method = request.clientAuth, plan.isMachine || secret != nil || !method.usesSecret {
+            // Named (`--client-auth`, or saved by a machine's login): used as it is, the
+            // server's own list aside (a server may support more than it advertises).
+            guard !method.usesSecret || secret != nil else {
+                throw TokenctlError(
+                    .invalidInput,
+                    "\(method.rawValue) needs the client's secret, and profile '\(request.profile)' has none stored",
+                    hint: "Nothing was sent. Give it once on standard input with --client-secret-stdin.")
+            }
+            try Self.checkImplemented(method)
+            authMethod = method
+            credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: method)
+        } else if plan.isMachine {
+            // A machine must authenticate: the best method the server takes and the client has
+            // the means for, keys before secrets.
+            let means = ClientCredentials.Means(secret: secret != nil)
+            let method: ClientAuthenticationMethod
+            do {
+                method = try ClientCredentials.preferredMethod(
+                    supported: metadata?.tokenEndpointAuthMethods, means: means)
+            } catch {
+                throw TokenctlError(
+                    .invalidInput,
+                    "machine profile '\(request.profile)' has no means to authenticate its client: \(error.message)",
+                    hint:
+                        "Nothing was sent. Give the client's secret with --client-secret-stdin, or name the method with --client-auth (the server advertises: \(metadata?.tokenEndpointAuthMethods?.joined(separator: ", ") ?? "nothing, so client_secret_basic"))."
+                )
+            }
+            authMethod = method
+            credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: method)
+        } else if let secret {
             // Keep the method used before while the server still advertises it; else pick one.
             if let method = previous?.tokenEndpointAuthMethod,
                 metadata?.tokenEndpointAuthMethods?.contains(method.rawValue) ?? true
@@ -46,6 +76,17 @@ struct LoginClient: Sendable {
                 .invalidInput,
                 "\(preset.provider.displayName) needs the client's secret\(preset.provider.requiresClientSecret ? "" : " to sign in by browser (the code exchange)"), and profile '\(request.profile)' has none stored",
                 hint: Self.secretNeededHint(request, preset: preset))
+        }
+    }
+
+    /// A method tokenctl cannot use yet is refused before anything is sent.
+    static func checkImplemented(_ method: ClientAuthenticationMethod) throws(TokenctlError) {
+        guard ClientCredentials.implementedMethods.contains(method) else {
+            throw TokenctlError(
+                .invalidInput, "client authentication \(method.rawValue) is not available in this build",
+                hint:
+                    "Nothing was sent. Use one of \(ClientCredentials.implementedMethods.map(\.rawValue).joined(separator: ", "))."
+            )
         }
     }
 

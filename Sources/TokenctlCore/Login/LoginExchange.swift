@@ -30,7 +30,32 @@ struct LoginExchange: LoginStep {
             return try await device()
         case .browser(let port, let openBrowser, let timeout):
             return try await browser(port: port, openBrowser: openBrowser, timeout: timeout)
+        case .clientCredentials:
+            return try await clientCredentials()
         }
+    }
+
+    /// A machine's first token, the request `token` makes later (`ClientCredentialsGrant`):
+    /// it proves the configuration (client, method, credentials, scope) before it is saved.
+    private func clientCredentials() async throws(TokenctlError) -> Exchanged {
+        let request = plan.request
+        var configuration = LoginProcedure.configuration(plan, server: server, client: client, scope: scope)
+        configuration.grant = .clientCredentials
+        var endpointClient = TokenEndpointClient(http: server.http, clock: clock, retry: retry)
+        endpointClient.knownSecrets = [client.secret]
+        let endpoint = ClientCredentialsGrant.endpoint(configuration, tokenEndpoint: server.endpoints.token.string)
+        let (outcome, receivedAt) = await endpointClient.exchange(
+            client.credentials.formRequest(endpoint, ClientCredentialsGrant.fields(configuration, target: .session)))
+        let consequence = RefreshConsequence.ofClientCredentials(
+            outcome, profile: request.profile, target: .session,
+            hint: ClientCredentialsGrant.registrationHint(request.profile, configuration, credential: nil))
+        guard case .storeRefreshed(var response, let serverDate) = consequence.action else {
+            var error = consequence.error ?? TokenctlError(.unexpected, "the client credentials request failed")
+            error.hint = Hint.sentences("Nothing was stored.", error.hint)
+            throw error
+        }
+        response.refreshToken = nil // RFC 6749 §4.4.3
+        return Exchanged(response: response, receivedAt: receivedAt, serverDate: serverDate)
     }
 
     private func importRefreshToken(_ refreshToken: String) async throws(TokenctlError) -> Exchanged {

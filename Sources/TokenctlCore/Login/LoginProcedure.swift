@@ -46,10 +46,13 @@ struct LoginProcedure: LoginStep {
             profile: request.profile, clientSecret: request.clientSecret, previous: plan.previous,
             alreadyLocked: importLock != nil, journalUsable: journalUsable
         ).persist()
-        return LoginResult(
+        var result = LoginResult(
             tokenSet: tokenSet, idTokenSignatureVerified: verified,
             idTokenNonceChecked: exchanged.response.idToken != nil && exchanged.nonce != nil,
             requestedScope: scope)
+        result.isMachine = plan.isMachine
+        result.clientAuth = client.authMethod
+        return result
     }
 
     /// The new session: nothing of a previous one stays.
@@ -89,6 +92,14 @@ struct LoginProcedure: LoginStep {
         configuration.dpop = plan.dpop
         configuration.dpopAllowBearer = plan.allowBearer
         configuration.provider = request.provider
+        if plan.isMachine {
+            configuration.grant = .clientCredentials
+            configuration.mtlsTokenEndpoint = server.metadata?.mtlsTokenEndpoint ?? plan.previous?.mtlsTokenEndpoint
+        }
+        // Hand-set: no option changes it.
+        if plan.previous?.issuer == request.issuer {
+            configuration.assertionAudience = plan.previous?.assertionAudience
+        }
         return configuration
     }
 }

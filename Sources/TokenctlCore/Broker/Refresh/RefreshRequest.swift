@@ -112,9 +112,12 @@ extension TokenBroker {
     }
 
     /// A confidential client's credentials (its secret from the Secret Service), or a public client's id.
-    private func clientCredentials(for profile: ResolvedProfile) async throws(TokenctlError) -> ClientCredentials {
+    func clientCredentials(for profile: ResolvedProfile) async throws(TokenctlError) -> ClientCredentials {
         guard let method = profile.configuration.tokenEndpointAuthMethod else {
             return ClientCredentials(clientID: profile.configuration.clientID)
+        }
+        guard method.usesSecret else {
+            return ClientCredentials(clientID: profile.configuration.clientID, method: method)
         }
         let secret: String?
         let (store, identity) = (self.store, profile.identity)

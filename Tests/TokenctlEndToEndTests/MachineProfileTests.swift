@@ -1,0 +1,184 @@
+import Foundation
+import Testing
+import TokenctlCore
+import TokenctlTestSupport
+
+/// Machine profiles against a real server: glewlwyd 2.7.5 behind nginx (TLS, a private CA),
+/// started once by Scripts/test. Every test registers its own clients, and points its profile's
+/// token endpoint at a query string of its own (`?tk=…`, which glewlwyd ignores) so that nginx's
+/// access log shows its requests apart from those of tests running meanwhile.
+@Suite("End to end: machine profiles against glewlwyd")
+struct MachineProfileTests {
+    /// A machine login of `clientID` with `method` (nil: chosen from discovery) and `secret`.
+    func machineLogin(
+        _ sandbox: Sandbox, _ server: GlewlwydServer, profile: String, clientID: String, method: String?,
+        secret: String?, marker: String, extra: [String] = []
+    ) throws -> RunResult {
+        sandbox.forgetsHotCacheAtEnd(profile: profile, issuer: server.issuer, clientID: clientID)
+        var arguments = [
+            "--profile", profile, "login", "--grant", "client-credentials", "--issuer", server.issuer,
+            "--client-id", clientID, "--scope", server.scope, "--cacert", server.caFile,
+            "--token-endpoint", server.tokenEndpoint + "?tk=" + marker,
+        ]
+        if let method { arguments += ["--client-auth", method] }
+        if secret != nil { arguments.append("--client-secret-stdin") }
+        return try sandbox.start(arguments + extra, stdin: secret.map { $0 + "\n" }).wait()
+    }
+
+    func accessToken(_ result: RunResult) -> String { result.stdout.trimmingCharacters(in: .newlines) }
+
+    @Test(
+        "a secret's methods: login proves the client, token is issued to it, cached, forced anew, logout forgets",
+        arguments: ["client_secret_basic", "client_secret_post"])
+    func secretMethod(_ method: String) throws {
+        let server = try GlewlwydServer.require()
+        let sandbox = try Sandbox()
+        let clientID = GlewlwydServer.uniqueClientID(method == "client_secret_basic" ? "m-basic" : "m-post")
+        let secret = "secret-" + UUID().uuidString
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": [method], "client_secret": secret,
+        ])
+        let marker = UUID().uuidString
+        let login = try machineLogin(
+            sandbox, server, profile: "machine", clientID: clientID, method: method, secret: secret, marker: marker)
+        #expect(login.status == 0, "\(login)")
+        #expect(login.stderr.contains("machine profile"), "\(login)")
+        let file = try String(contentsOfFile: sandbox.profileFile("machine"), encoding: .utf8)
+        #expect(file.contains("grant = client-credentials"))
+        #expect(file.contains("token_endpoint_auth_method = \(method)"))
+        #expect(!file.contains(secret))
+        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 1, "the login's one token request")
+        if method == "client_secret_post" {
+            // The secret went in the form, so nginx saw no Basic user.
+            #expect(try server.accessLogLines(containing: "tk=\(marker)").allSatisfy { !$0.contains(clientID) })
+        } else {
+            #expect(try server.accessLogLines(containing: "tk=\(marker)").allSatisfy { $0.contains(" \(clientID) [") })
+        }
+
+        let token = try sandbox.tokenctl("--profile", "machine", "token")
+        #expect(token.status == 0, "\(token)")
+        let claims = try GlewlwydServer.claims(of: accessToken(token))
+        #expect(claims["client_id"] as? String == clientID)
+        #expect(claims["scope"] as? String == server.scope)
+        #expect(claims["iss"] as? String == server.issuer)
+        // The login's token is served from the cache: no request.
+        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 1)
+        let stored = try #require(
+            try sandbox.storedTokenSet(profile: "machine", issuer: server.issuer, clientID: clientID))
+        #expect(stored["refresh_token"] == nil)
+        #expect(stored["access_token"] as? String == accessToken(token))
+
+        let forced = try sandbox.tokenctl("--profile", "machine", "token", "--force")
+        #expect(forced.status == 0, "\(forced)")
+        #expect(accessToken(forced) != accessToken(token))
+        #expect(try GlewlwydServer.claims(of: accessToken(forced))["client_id"] as? String == clientID)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 2)
+
+        let header = try sandbox.tokenctl("--profile", "machine", "token", "--format", "header")
+        #expect(header.stdout == "Authorization: Bearer \(accessToken(forced))\n", "\(header)")
+        let json = try sandbox.tokenctl("--profile", "machine", "token", "--format", "json")
+        #expect(json.status == 0 && json.stdout.contains(accessToken(forced)), "\(json)")
+
+        let status = try sandbox.tokenctl("--profile", "machine", "status")
+        #expect(status.status == 0, "\(status)")
+        #expect(status.stdout.contains("machine") && status.stdout.contains(method), "\(status)")
+
+        // logout forgets the cached token; the next `token` gets one with the client's credentials.
+        let logout = try sandbox.tokenctl("--profile", "machine", "logout", "--no-revoke")
+        #expect(logout.status == 0, "\(logout)")
+        #expect(try sandbox.storedTokenSet(profile: "machine", issuer: server.issuer, clientID: clientID) == nil)
+        let again = try sandbox.tokenctl("--profile", "machine", "token")
+        #expect(again.status == 0, "\(again)")
+        #expect(accessToken(again) != accessToken(forced))
+        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 3)
+
+        let forget = try sandbox.tokenctl("--profile", "machine", "logout", "--no-revoke", "--forget")
+        #expect(forget.status == 0, "\(forget)")
+        #expect(!FileManager.default.fileExists(atPath: sandbox.profileFile("machine")))
+        for path in sandbox.allFiles() {
+            let contents = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            #expect(!contents.contains(secret), "the secret is in \(path)")
+        }
+    }
+
+    @Test("without --client-auth, a client with a secret gets client_secret_basic from glewlwyd's six methods")
+    func methodFromDiscovery() throws {
+        let server = try GlewlwydServer.require()
+        let sandbox = try Sandbox()
+        let clientID = GlewlwydServer.uniqueClientID("m-chosen")
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["client_secret_basic"], "client_secret": "chosen-1",
+        ])
+        let login = try machineLogin(
+            sandbox, server, profile: "chosen", clientID: clientID, method: nil, secret: "chosen-1", marker: clientID)
+        #expect(login.status == 0, "\(login)")
+        let file = try String(contentsOfFile: sandbox.profileFile("chosen"), encoding: .utf8)
+        #expect(file.contains("token_endpoint_auth_method = client_secret_basic"))
+        #expect(file.contains("mtls_token_endpoint = \(server.mtlsTokenEndpoint)"))
+        // Signing in again needs no options: the machine profile signs in as a machine.
+        let again = try sandbox.tokenctl("--profile", "chosen", "login")
+        #expect(again.status == 0, "\(again)")
+        #expect(try server.accessLogLines(containing: "tk=\(clientID)").count == 2)
+    }
+
+    @Test("a refused secret is 78 naming what to register where; nothing is stored")
+    func refusedSecret() throws {
+        let server = try GlewlwydServer.require()
+        let sandbox = try Sandbox()
+        let clientID = GlewlwydServer.uniqueClientID("m-refused")
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["client_secret_basic"], "client_secret": "right",
+        ])
+        let login = try machineLogin(
+            sandbox, server, profile: "refused", clientID: clientID, method: "client_secret_basic", secret: "wrong",
+            marker: clientID)
+        #expect(login.status == 78, "\(login)")
+        #expect(login.stderr.contains("refused the client"), "\(login)")
+        #expect(login.stderr.contains(clientID) && login.stderr.contains("client_secret_basic"), "\(login)")
+        #expect(!login.stderr.contains("wrong"))
+        #expect(!FileManager.default.fileExists(atPath: sandbox.profileFile("refused")))
+
+        // A profile whose secret the server no longer takes: `token` is 78 as well, the cache kept.
+        let good = try machineLogin(
+            sandbox, server, profile: "rotated", clientID: clientID, method: "client_secret_basic", secret: "right",
+            marker: clientID)
+        #expect(good.status == 0, "\(good)")
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["client_secret_basic"], "client_secret": "rotated",
+        ])
+        let forced = try sandbox.tokenctl("--profile", "rotated", "token", "--force")
+        #expect(forced.status == 78, "\(forced)")
+        #expect(forced.stderr.contains("login --client-secret-stdin"), "\(forced)")
+    }
+
+    @Test("64 processes asking a machine profile whose token expired: one token request, one token")
+    func fanIn64() throws {
+        let server = try GlewlwydServer.require()
+        let sandbox = try Sandbox()
+        let clientID = GlewlwydServer.uniqueClientID("m-fanin")
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["client_secret_post"], "client_secret": "fan-in",
+        ])
+        let login = try machineLogin(
+            sandbox, server, profile: "default", clientID: clientID, method: "client_secret_post", secret: "fan-in",
+            marker: clientID)
+        #expect(login.status == 0, "\(login)")
+        var set = try #require(try sandbox.storedTokenSet(issuer: server.issuer, clientID: clientID))
+        set["expires_at"] = Date().timeIntervalSince1970 - 60
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: set), as: UTF8.self)
+        try sandbox.overwriteStoredTokenSet(json, issuer: server.issuer, clientID: clientID)
+        HotCache(environment: .fixed([:])).invalidate(profile: .default, issuer: server.issuer, clientID: clientID)
+        let before = try server.accessLogLines(containing: "tk=\(clientID)").count
+
+        let results = try sandbox.concurrently(64, ["token"])
+
+        let stored = try #require(try sandbox.storedTokenSet(issuer: server.issuer, clientID: clientID))
+        let access = try #require(stored["access_token"] as? String)
+        #expect(access != set["access_token"] as? String)
+        for result in results {
+            #expect(result.status == 0, "\(result)")
+            #expect(result.stdout == access + "\n")
+        }
+        #expect(try server.accessLogLines(containing: "tk=\(clientID)").count - before == 1, "one token request")
+    }
+}
