@@ -24,6 +24,12 @@ public struct OpenSSLError: Error, Equatable, CustomStringConvertible {
         self.reason = reason
     }
 
+    init(_ operation: String, reason: String) {
+        tokenctl_err_clear_error()
+        self.operation = operation
+        self.reason = reason
+    }
+
     public var description: String { "\(operation): \(reason)" }
 }
 
@@ -63,6 +69,22 @@ enum OpenSSL {
         }
         precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
         return digest
+    }
+
+    /// HMAC-SHA256 (RFC 2104) of `message` keyed with `key`: HS256 (RFC 7518 §3.2).
+    static func hmacSHA256(key: [UInt8], message: [UInt8]) throws(OpenSSLError) -> [UInt8] {
+        try requireLibrary()
+        var digest = [UInt8](repeating: 0, count: 64)
+        var length: UInt32 = 0
+        let result = key.withUnsafeBytes { key in
+            message.withUnsafeBufferPointer { message in
+                tokenctl_hmac(
+                    tokenctl_evp_sha256(), key.baseAddress, Int32(key.count), message.baseAddress, message.count,
+                    &digest, &length)
+            }
+        }
+        guard result != nil, length == 32 else { throw OpenSSLError("HMAC(SHA-256)") }
+        return Array(digest.prefix(32))
     }
 
     /// An RSA public key from its modulus and exponent (big-endian bytes, as in a JWK).
