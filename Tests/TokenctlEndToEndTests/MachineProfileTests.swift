@@ -101,6 +101,48 @@ struct MachineProfileTests {
         }
     }
 
+    @Test(
+        "client_secret_jwt: HS256 assertions with aud = the token endpoint; each request's is new (glewlwyd refuses a replayed one)"
+    )
+    func secretAssertion() throws {
+        let server = try GlewlwydServer.require()
+        let sandbox = try Sandbox()
+        let clientID = GlewlwydServer.uniqueClientID("m-hs")
+        let secret = "hs256-" + UUID().uuidString + UUID().uuidString
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["client_secret_jwt"], "client_secret": secret,
+        ])
+        let marker = UUID().uuidString
+        // The test's token endpoint has a query string, and glewlwyd wants aud = exactly its
+        // own: the hand-set key, which a login keeps.
+        try sandbox.writeProfile(
+            "hs",
+            "issuer = \(server.issuer)\nclient_id = \(clientID)\nassertion_audience = \(server.tokenEndpoint)\n")
+        let login = try machineLogin(
+            sandbox, server, profile: "hs", clientID: clientID, method: "client_secret_jwt", secret: secret,
+            marker: marker)
+        #expect(login.status == 0, "\(login)")
+        let file = try String(contentsOfFile: sandbox.profileFile("hs"), encoding: .utf8)
+        #expect(file.contains("token_endpoint_auth_method = client_secret_jwt"))
+        #expect(file.contains("assertion_audience = \(server.tokenEndpoint)"))
+        var tokens: [String] = []
+        for _ in 0..<3 {
+            let forced = try sandbox.tokenctl("--profile", "hs", "token", "--force")
+            #expect(forced.status == 0, "\(forced)")
+            tokens.append(accessToken(forced))
+            #expect(try GlewlwydServer.claims(of: accessToken(forced))["client_id"] as? String == clientID)
+        }
+        #expect(Set(tokens).count == 3)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 4)
+        // Another secret at the server: the assertion is refused, 78.
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["client_secret_jwt"], "client_secret": secret + "x",
+        ])
+        let refused = try sandbox.tokenctl("--profile", "hs", "token", "--force")
+        #expect(refused.status == 78, "\(refused)")
+        #expect(refused.stderr.contains("client_secret_jwt"), "\(refused)")
+    }
+
     @Test("without --client-auth, a client with a secret gets client_secret_basic from glewlwyd's six methods")
     func methodFromDiscovery() throws {
         let server = try GlewlwydServer.require()

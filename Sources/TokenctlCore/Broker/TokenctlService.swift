@@ -33,6 +33,7 @@ public final class TokenctlService: Sendable {
         let dpopState = DPoPIssuerState(
             persisted: DPoPNonceCache(directory: paths.dpopNonceCacheDirectory, clock: clock))
         self.dpopState = dpopState
+        let reference = ServiceReference()
         self.broker = TokenBroker(
             store: store, locks: locks, clock: clock,
             configuration: .init(lockWait: lockWait, deadline: deadline, detachedRefresh: detachedRefresh),
@@ -59,12 +60,20 @@ public final class TokenctlService: Sendable {
                     timeout: min(retry.attemptTimeout, 5))
             },
             narrate: narrate,
+            clientKey: { profile throws(TokenctlError) in try reference.service?.clientKey(of: profile) },
             endpointClient: { profile in
                 TokenEndpointClient(
                     http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry, deadline: deadline)
             })
         self.locks = locks
         self.deadline = deadline
+        reference.service = self
+    }
+
+    /// The service, for the broker's closures that need what only the service knows (a
+    /// profile's client key, `clientKey(of:)`); weak, so the two do not keep each other.
+    private final class ServiceReference: @unchecked Sendable {
+        weak var service: TokenctlService?
     }
 
     let locks: any ProfileLocking
@@ -285,7 +294,10 @@ public final class TokenctlService: Sendable {
         dpop: (key: DPoPKey, issuer: String, serverClockOffset: Double?)?
     ) async -> Result<Void, RevocationFailure> {
         // RFC 7009 §2.1: confidential clients authenticate as at the token endpoint.
-        let request = credentials.formRequest(endpoint, [("token", token), ("token_type_hint", hint)])
+        let request: HTTPRequest
+        do { request = try credentials.formRequest(endpoint, [("token", token), ("token_type_hint", hint)]) } catch {
+            return .failure(RevocationFailure(error: error, reason: "client-authentication"))
+        }
         var http = httpClient(caBundle)
         if let dpop {
             http = DPoPHTTPClient(

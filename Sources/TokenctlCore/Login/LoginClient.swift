@@ -11,8 +11,13 @@ struct LoginClient: Sendable {
 
     /// - Throws: the provider needs a secret and there is none (nothing is sent), or the server
     ///   advertises no method tokenctl speaks.
+    ///
+    /// - Parameters:
+    ///   - key: the profile's client key (`TokenctlService.clientKey(of:)`), nil for none.
+    ///   - tokenEndpoint: the default `aud` of the client's assertions.
     init(
-        _ plan: LoginPlan, metadata: ServerMetadata?, store: any SessionStore
+        _ plan: LoginPlan, metadata: ServerMetadata?, store: any SessionStore, key: ClientKey? = nil,
+        tokenEndpoint: String? = nil, clock: Clock = .system
     ) throws(TokenctlError) {
         let request = plan.request
         let previous = plan.previous
@@ -40,7 +45,8 @@ struct LoginClient: Sendable {
         } else if plan.isMachine {
             // A machine must authenticate: the best method the server takes and the client has
             // the means for, keys before secrets.
-            let means = ClientCredentials.Means(secret: secret != nil)
+            let means = ClientCredentials.Means(
+                secret: secret != nil, key: key != nil, certificate: key?.certificate.map(Self.certificateKind))
             let method: ClientAuthenticationMethod
             do {
                 method = try ClientCredentials.preferredMethod(
@@ -68,6 +74,10 @@ struct LoginClient: Sendable {
             }
             credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: authMethod)
         }
+        if let authMethod, authMethod.usesAssertion || authMethod.usesCertificate {
+            try attachKey(
+                authMethod, key: key, plan: plan, metadata: metadata, tokenEndpoint: tokenEndpoint, clock: clock)
+        }
         if let preset,
             preset.provider.requiresClientSecret || (plan.isBrowser && preset.provider.codeExchangeNeedsSecret),
             secret == nil
@@ -77,6 +87,55 @@ struct LoginClient: Sendable {
                 "\(preset.provider.displayName) needs the client's secret\(preset.provider.requiresClientSecret ? "" : " to sign in by browser (the code exchange)"), and profile '\(request.profile)' has none stored",
                 hint: Self.secretNeededHint(request, preset: preset))
         }
+    }
+
+    /// The assertion signer or certificate of `method`: the secret (client_secret_jwt), the
+    /// profile's key (private_key_jwt), or its certificate (the TLS methods).
+    private mutating func attachKey(
+        _ method: ClientAuthenticationMethod, key: ClientKey?, plan: LoginPlan, metadata: ServerMetadata?,
+        tokenEndpoint: String?, clock: Clock
+    ) throws(TokenctlError) {
+        let profile = plan.request.profile
+        let previous = plan.previous?.issuer == plan.request.issuer ? plan.previous : nil
+        let audience = previous?.assertionAudience ?? tokenEndpoint ?? metadata?.tokenEndpoint.string ?? ""
+        if method == .clientSecretJWT, let secret {
+            credentials.assertion = ClientCredentials.AssertionSigning(
+                signer: ClientSecretSigner(secret: secret), audience: audience,
+                serverAlgorithms: metadata?.tokenEndpointAuthSigningAlgorithms, serverClockOffset: nil, clock: clock)
+            return
+        }
+        guard let key else {
+            throw TokenctlError(
+                .invalidInput, "\(method.rawValue) needs a client key, and profile '\(profile)' has none",
+                hint:
+                    "Nothing was sent. Make one with '\(CommandHint.tokenctl(profile, method.usesCertificate ? "key create --certificate" : "key create"))' and register what '\(CommandHint.tokenctl(profile, "key show"))' prints with the client."
+            )
+        }
+        if method == .privateKeyJWT {
+            credentials.assertion = ClientCredentials.AssertionSigning(
+                signer: key, audience: audience, serverAlgorithms: metadata?.tokenEndpointAuthSigningAlgorithms,
+                serverClockOffset: nil, clock: clock)
+            // The algorithm is chosen now: a key the server takes no algorithm of is refused before
+            // anything is sent (78).
+            _ = try ClientAssertion.chooseAlgorithm(
+                signer: key, serverAlgorithms: metadata?.tokenEndpointAuthSigningAlgorithms)
+            return
+        }
+        guard let certificate = key.certificate else {
+            throw TokenctlError(
+                .invalidInput,
+                "\(method.rawValue) needs a certificate, and the client key of profile '\(profile)' has none",
+                hint:
+                    "Nothing was sent. Make one with '\(CommandHint.tokenctl(profile, "key create --certificate"))', or import the certificate the CA issued."
+            )
+        }
+        credentials.certificate = certificate
+    }
+
+    /// Whether a certificate is self-signed (its issuer is its subject, RFC 8705 §2.2) or issued by a CA.
+    static func certificateKind(_ certificate: ClientCertificate) -> ClientCredentials.Means.CertificateKind {
+        guard let info = try? CertificateInfo(certificate.certificatePEM) else { return .selfSigned }
+        return info.issuer == info.subject ? .selfSigned : .issuedByCA
     }
 
     /// A method tokenctl cannot use yet is refused before anything is sent.

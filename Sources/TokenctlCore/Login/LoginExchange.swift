@@ -44,8 +44,11 @@ struct LoginExchange: LoginStep {
         var endpointClient = TokenEndpointClient(http: server.http, clock: clock, retry: retry)
         endpointClient.knownSecrets = [client.secret]
         let endpoint = ClientCredentialsGrant.endpoint(configuration, tokenEndpoint: server.endpoints.token.string)
-        let (outcome, receivedAt) = await endpointClient.exchange(
-            client.credentials.formRequest(endpoint, ClientCredentialsGrant.fields(configuration, target: .session)))
+        let credentials = client.credentials
+        let fields = ClientCredentialsGrant.fields(configuration, target: .session)
+        let (outcome, receivedAt) = try await endpointClient.exchange(building: { () throws(TokenctlError) in
+            try credentials.formRequest(endpoint, fields)
+        })
         let consequence = RefreshConsequence.ofClientCredentials(
             outcome, profile: request.profile, target: .session,
             hint: ClientCredentialsGrant.registrationHint(request.profile, configuration, credential: nil))
@@ -66,7 +69,7 @@ struct LoginExchange: LoginStep {
                 "the refresh token on standard input is empty or contains whitespace or control characters")
         }
         let endpointClient = TokenEndpointClient(http: server.http, clock: clock, retry: retry)
-        let (outcome, receivedAt) = await endpointClient.refresh(
+        let (outcome, receivedAt) = try await endpointClient.refresh(
             refreshToken: refreshToken, endpoint: server.endpoints.token.string, clientID: request.clientID,
             scope: request.scope,
             credentials: client.credentials)

@@ -16,7 +16,9 @@ struct LoginProcedure: LoginStep {
         let store = self.store.bounded(until: checksDeadline)
         let plan = try LoginPlan(request, previous: try? profiles.load(request.profile))
         let server = try await LoginServerResolution(service: service, plan: plan).resolve()
-        let client = try LoginClient(plan, metadata: server.metadata, store: store)
+        let client = try LoginClient(
+            plan, metadata: server.metadata, store: store, key: try? service.clientKey(of: request.profile),
+            tokenEndpoint: server.endpoints.token.string, clock: clock)
         let scope = plan.scope(supported: server.metadata?.scopesSupported)
         // Find out before anything is sent to the token endpoint (which spends an imported
         // refresh token on a rotating server) or approved by the user that the tokens could

@@ -11,6 +11,56 @@ public struct ClientCredentials: Sendable, Equatable {
     public var clientID: String
     public var secret: String?
     public var method: ClientAuthenticationMethod?
+    /// What signs the assertions of `client_secret_jwt` and `private_key_jwt`: a fresh one for
+    /// every request (`formRequest`), never reused.
+    public var assertion: AssertionSigning?
+    /// The certificate presented on the TLS connection (RFC 8705 §2: `tls_client_auth`,
+    /// `self_signed_tls_client_auth`).
+    public var certificate: ClientCertificate?
+
+    /// How a client's assertions are made (RFC 7523 §3).
+    public struct AssertionSigning: Sendable {
+        /// The client secret (HS256) or the client's key.
+        public var signer: any ClientAssertionSigner
+        /// The `aud`: the profile's `assertion_audience`, else the token endpoint (OpenID Connect
+        /// Core §9), whichever endpoint the request goes to.
+        public var audience: String
+        /// Discovery's `token_endpoint_auth_signing_alg_values_supported` (nil: not advertised).
+        public var serverAlgorithms: [String]?
+        /// Server minus local clock (`ClockSkew`): `iat`, `nbf` and `exp` are on the server's clock.
+        public var serverClockOffset: Double?
+        public var clock: Clock
+
+        public init(
+            signer: any ClientAssertionSigner, audience: String, serverAlgorithms: [String]?,
+            serverClockOffset: Double?, clock: Clock
+        ) {
+            self.signer = signer
+            self.audience = audience
+            self.serverAlgorithms = serverAlgorithms
+            self.serverClockOffset = serverClockOffset
+            self.clock = clock
+        }
+
+        /// The time an assertion made now carries: ours, corrected by a trusted offset.
+        func now() -> Double {
+            let offset = serverClockOffset.flatMap { ClockSkew.isTrusted($0) ? $0 : nil } ?? 0
+            return clock.now() + offset
+        }
+
+        /// A new assertion: a fresh `jti`, the times of now.
+        func make(clientID: String) throws(TokenctlError) -> String {
+            try ClientAssertion.make(
+                clientID: clientID, audience: audience, signer: signer, serverAlgorithms: serverAlgorithms,
+                now: Date(timeIntervalSince1970: now()))
+        }
+    }
+
+    public static func == (lhs: ClientCredentials, rhs: ClientCredentials) -> Bool {
+        lhs.clientID == rhs.clientID && lhs.secret == rhs.secret && lhs.method == rhs.method
+            && lhs.assertion?.signer.keyID == rhs.assertion?.signer.keyID
+            && lhs.assertion?.audience == rhs.assertion?.audience
+    }
 
     /// A public client (no secret, no method), or a confidential one: a secret alone means
     /// `client_secret_basic`; a method that needs no secret keeps it without one.
@@ -24,10 +74,22 @@ public struct ClientCredentials: Sendable, Equatable {
         }
     }
 
-    /// A form request to `endpoint` carrying `fields` and this client's authentication.
-    public func formRequest(_ endpoint: String, _ fields: [(String, String)]) -> HTTPRequest {
+    /// A form request to `endpoint` carrying `fields` and this client's authentication; an
+    /// assertion method's is made now, for this request only (RFC 7523 §3: a fresh `jti`).
+    ///
+    /// - Throws: an assertion that cannot be signed (the server takes none of the key's
+    ///   algorithms: 78).
+    public func formRequest(_ endpoint: String, _ fields: [(String, String)]) throws(TokenctlError) -> HTTPRequest {
         var fields = fields
         var headers: [(name: String, value: String)] = []
+        if let method, method.usesAssertion, let assertion {
+            // RFC 7523 §2.2; client_id too, which RFC 6749 §3.2.1 allows and servers use to
+            // find the client before reading the assertion.
+            fields.append(("client_id", clientID))
+            fields.append(("client_assertion_type", ClientAssertion.type))
+            fields.append(("client_assertion", try assertion.make(clientID: clientID)))
+            return HTTPRequest.form(endpoint, fields, headers: headers)
+        }
         switch (method, secret) {
         case (.clientSecretBasic?, let secret?):
             // §2.3.1: both parts form-encoded before Basic (base64) encoding.
@@ -76,15 +138,18 @@ public struct ClientCredentials: Sendable, Equatable {
             if secret {
                 methods += ClientCredentials.implementedSecretMethods
             }
-            return methods
+            return methods.filter(ClientCredentials.implementedMethods.contains)
         }
     }
 
     /// Every method tokenctl speaks.
-    public static let implementedMethods: [ClientAuthenticationMethod] = implementedSecretMethods
+    public static let implementedMethods: [ClientAuthenticationMethod] = implementedSecretMethods + [.privateKeyJWT]
 
-    /// The secret methods tokenctl speaks, in order of preference.
-    static let implementedSecretMethods: [ClientAuthenticationMethod] = [.clientSecretBasic, .clientSecretPost]
+    /// The secret methods tokenctl speaks, in order of preference: the secret itself before an
+    /// assertion made with it (the assertion proves no more: the server holds the same secret).
+    static let implementedSecretMethods: [ClientAuthenticationMethod] = [
+        .clientSecretBasic, .clientSecretPost, .clientSecretJWT,
+    ]
 
     /// The method to use with a server advertising `supported` (`nil`: not advertised, which
     /// RFC 8414 §2 defines as client_secret_basic), for a client with a secret.

@@ -76,3 +76,14 @@ struct GlewlwydServer: Sendable {
         return object
     }
 }
+
+extension Sandbox {
+    /// Write a profile file by hand (0600, its directory 0700), as a user would.
+    func writeProfile(_ profile: String, _ text: String) throws {
+        let directory = root + "/config/tokenctl/profiles"
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try text.write(toFile: profileFile(profile), atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: profileFile(profile))
+    }
+}

@@ -34,6 +34,17 @@ enum ClientCredentialsGrant {
         return tokenEndpoint
     }
 
+    /// The key or certificate `credentials` authenticate with, in words for a message (nil for
+    /// a secret): what the server must have registered.
+    static func credential(_ credentials: ClientCredentials) -> String? {
+        if let certificate = credentials.certificate {
+            return
+                "the certificate '\(TerminalText.short(certificate.subject))' (x5t#S256 \(certificate.thumbprint))"
+        }
+        guard credentials.method == .privateKeyJWT, let keyID = credentials.assertion?.signer.keyID else { return nil }
+        return "the public key whose JWK thumbprint (kid) is \(keyID) ('tokenctl key show --format jwks' prints it)"
+    }
+
     /// What the server must have registered for `profile`'s client, in a sentence: the hint of
     /// a refusal (exit 78). `credential` names the key or certificate, when there is one.
     static func registrationHint(
@@ -85,8 +96,9 @@ extension TokenBroker {
         let request = try await clientCredentialsRequest(profile, target: target, current: current)
         refreshRequestCount += 1
         narrate?("asking \(request.endpoint) for a token with the client credentials grant (RFC 6749 §4.4)")
-        let (outcome, receivedAt) = await request.client.exchange(
-            request.credentials.formRequest(request.endpoint, request.fields))
+        let (outcome, receivedAt) = try await request.client.exchange(building: { () throws(TokenctlError) in
+            try request.credentials.formRequest(request.endpoint, request.fields)
+        })
         let consequence = RefreshConsequence.ofClientCredentials(
             outcome, profile: profile.name, target: target,
             hint: ClientCredentialsGrant.registrationHint(
@@ -108,14 +120,15 @@ extension TokenBroker {
                     "Sign it in again: '\(CommandHint.tokenctl(profile.name, "login --grant client-credentials --client-auth METHOD"))'."
             )
         }
-        let credentials = try await clientCredentials(for: profile)
+        let credentials = try await clientCredentials(for: profile, serverClockOffset: current?.serverClockOffset)
         var client = endpointClient(profile)
         client.narrate = narrate
         client.knownSecrets = [current?.accessToken, credentials.secret]
         return ClientCredentialsRequest(
             client: client, credentials: credentials,
             endpoint: ClientCredentialsGrant.endpoint(configuration, tokenEndpoint: profile.tokenEndpoint),
-            fields: ClientCredentialsGrant.fields(configuration, target: target), credential: nil)
+            fields: ClientCredentialsGrant.fields(configuration, target: target),
+            credential: ClientCredentialsGrant.credential(credentials))
     }
 
     /// Do what `consequence` says for a machine profile's request: store the token (the
