@@ -62,7 +62,9 @@ enum StatusCommand: EngineCommand {
             Output.standardOutput((all ? "[" + objects.joined(separator: ",") + "]" : objects.first ?? "null") + "\n")
         } else {
             if statuses.isEmpty { Output.standardError("No profiles configured.\n") }
-            Output.standardOutput(statuses.map { human($0) }.joined(separator: "\n"))
+            Output.standardOutput(
+                statuses.map { human($0) + KeyCommand.statusLines(service.clientKeys, $0.profile) }.joined(
+                    separator: "\n"))
             if !orphans.isEmpty {
                 var text = "\nOrphaned sessions in the keyring (not used; remove with 'tokenctl logout --orphans'):\n"
                 for orphan in orphans {
