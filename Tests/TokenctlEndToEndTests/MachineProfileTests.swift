@@ -143,6 +143,57 @@ struct MachineProfileTests {
         #expect(refused.stderr.contains("client_secret_jwt"), "\(refused)")
     }
 
+    @Test(
+        "private_key_jwt with the profile's key (chosen over nothing else: no --client-auth); a refused key is 78 naming its thumbprint"
+    )
+    func keyAssertion() throws {
+        let server = try GlewlwydServer.require()
+        let sandbox = try Sandbox()
+        let clientID = GlewlwydServer.uniqueClientID("m-pk")
+        // Client keys are the keyring's per profile name, and the keyring is every test's.
+        let (pk, otherProfile) = (clientID, clientID + "-other")
+        defer {
+            _ = try? sandbox.tokenctl("--profile", pk, "key", "remove")
+            _ = try? sandbox.tokenctl("--profile", otherProfile, "key", "remove")
+        }
+        let create = try sandbox.tokenctl("--profile", pk, "key", "create")
+        #expect(create.status == 0, "\(create)")
+        let jwks = try sandbox.tokenctl("--profile", pk, "key", "show", "--format", "jwks")
+        let keySet = try #require(try JSONSerialization.jsonObject(with: Data(jwks.stdout.utf8)) as? [String: Any])
+        let thumbprint = try #require(((keySet["keys"] as? [[String: Any]])?.first?["kid"]) as? String)
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["private_key_jwt"], "jwks": keySet,
+        ])
+        let marker = UUID().uuidString
+        try sandbox.writeProfile(
+            pk,
+            "issuer = \(server.issuer)\nclient_id = \(clientID)\nassertion_audience = \(server.tokenEndpoint)\n")
+        let login = try machineLogin(
+            sandbox, server, profile: pk, clientID: clientID, method: nil, secret: nil, marker: marker)
+        #expect(login.status == 0, "\(login)")
+        let file = try String(contentsOfFile: sandbox.profileFile(pk), encoding: .utf8)
+        #expect(file.contains("token_endpoint_auth_method = private_key_jwt"))
+        for _ in 0..<2 {
+            let forced = try sandbox.tokenctl("--profile", pk, "token", "--force")
+            #expect(forced.status == 0, "\(forced)")
+            #expect(try GlewlwydServer.claims(of: accessToken(forced))["client_id"] as? String == clientID)
+        }
+        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 3)
+
+        // The server knows another key only: refused, 78, with this key's thumbprint.
+        let other = try sandbox.tokenctl("--profile", otherProfile, "key", "create")
+        #expect(other.status == 0, "\(other)")
+        let otherKeys = try sandbox.tokenctl("--profile", otherProfile, "key", "show", "--format", "jwks")
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["private_key_jwt"],
+            "jwks": try #require(try JSONSerialization.jsonObject(with: Data(otherKeys.stdout.utf8))),
+        ])
+        let refused = try sandbox.tokenctl("--profile", pk, "token", "--force")
+        #expect(refused.status == 78, "\(refused)")
+        #expect(refused.stderr.contains(thumbprint), "\(refused)")
+        #expect(refused.stderr.contains("private_key_jwt"), "\(refused)")
+    }
+
     @Test("without --client-auth, a client with a secret gets client_secret_basic from glewlwyd's six methods")
     func methodFromDiscovery() throws {
         let server = try GlewlwydServer.require()
