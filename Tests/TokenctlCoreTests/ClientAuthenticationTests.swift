@@ -76,6 +76,59 @@ struct ClientAuthenticationTests {
         #expect(jtis[0] != jtis[1])
     }
 
+    static let certificate = ClientCertificate(
+        certificatePEM: Array("-----BEGIN CERTIFICATE-----\n".utf8), privateKeyPEM: Array("key".utf8),
+        thumbprint: "presented-x5t", subject: "CN=m1", notAfter: Date(timeIntervalSince1970: 1_800_000_000))
+
+    /// An unsigned JWT access token with `claims` (the binding check reads, never verifies).
+    static func accessToken(_ claims: String) -> String {
+        "eyJhbGciOiJub25lIn0." + Base64URL.encode(Array(claims.utf8)) + ".c2ln"
+    }
+
+    @Test(
+        "the TLS methods: the certificate goes on the request (libcurl presents it), client_id in the form, no secret")
+    func certificateOnRequest() throws {
+        var credentials = ClientCredentials(clientID: "m1", method: .tlsClientAuth)
+        credentials.certificate = Self.certificate
+        let request = try credentials.formRequest(Self.endpoint, [("grant_type", "client_credentials")])
+        #expect(request.clientCertificate == Self.certificate)
+        #expect(formFields(request) == ["grant_type": "client_credentials", "client_id": "m1"])
+        #expect(
+            try ClientCredentials(clientID: "m1", secret: "s").formRequest(Self.endpoint, []).clientCertificate == nil)
+    }
+
+    @Test("a certificate-bound token (cnf x5t#S256) must name the presented certificate; a mismatch names both")
+    func binding() {
+        func response(_ claims: String) -> TokenResponse {
+            TokenResponse(
+                accessToken: Self.accessToken(claims), tokenType: "Bearer", expiresIn: 3600, refreshToken: nil,
+                scope: nil)
+        }
+        let bound = response(#"{"client_id":"m1","cnf":{"x5t#S256":"presented-x5t"}}"#)
+        #expect(ClientCredentialsGrant.bindingRefusal(bound, certificate: Self.certificate, profile: .default) == nil)
+        let other = response(#"{"client_id":"m1","cnf":{"x5t#S256":"another-x5t"}}"#)
+        let refusal = ClientCredentialsGrant.bindingRefusal(other, certificate: Self.certificate, profile: .default)
+        #expect(refusal?.message.contains("another-x5t") == true && refusal?.message.contains("presented-x5t") == true)
+        #expect(ClientCredentialsGrant.bindingRefusal(other, certificate: nil, profile: .default) == nil)
+        #expect(
+            ClientCredentialsGrant.bindingRefusal(
+                response(#"{"client_id":"m1"}"#), certificate: Self.certificate, profile: .default) == nil)
+        let row = RefreshConsequence.ofClientCredentials(
+            .success(other, serverDate: nil), profile: .default, target: .session, hint: "",
+            certificate: Self.certificate)
+        #expect(row.action == .keepSession && row.error?.kind == .protocolError)
+    }
+
+    @Test("an expired certificate is refused before anything is sent")
+    func expiredCertificate() {
+        #expect(throws: TokenctlError.self) {
+            try ClientCredentialsGrant.checkUsable(Self.certificate, profile: .default, now: 1_900_000_000)
+        }
+        #expect(throws: Never.self) {
+            try ClientCredentialsGrant.checkUsable(Self.certificate, profile: .default, now: 1_700_000_000)
+        }
+    }
+
     @Test("a machine's method: keys before secrets, only what the server lists (none listed: client_secret_basic)")
     func methodChoice() throws {
         let glewlwyd = ClientAuthenticationMethod.names

@@ -7,7 +7,12 @@ import TokenctlTestSupport
 /// started once by Scripts/test. Every test registers its own clients, and points its profile's
 /// token endpoint at a query string of its own (`?tk=…`, which glewlwyd ignores) so that nginx's
 /// access log shows its requests apart from those of tests running meanwhile.
-@Suite("End to end: machine profiles against glewlwyd")
+///
+/// Serialized: glewlwyd 2.7.5 writes to its SQLite database without waiting for a lock (no
+/// busy timeout), so two writes at once (a client registered while a token is issued, which
+/// stores the token) fail at random with "Error executing sql query" and a 403 (measured). The
+/// 64-process fan-in makes one token request, so it writes once too.
+@Suite("End to end: machine profiles against glewlwyd", .serialized)
 struct MachineProfileTests {
     /// A machine login of `clientID` with `method` (nil: chosen from discovery) and `secret`.
     func machineLogin(
@@ -192,6 +197,133 @@ struct MachineProfileTests {
         #expect(refused.status == 78, "\(refused)")
         #expect(refused.stderr.contains(thumbprint), "\(refused)")
         #expect(refused.stderr.contains("private_key_jwt"), "\(refused)")
+    }
+
+    /// The SHA-256 thumbprint of a PEM certificate, base64url (RFC 8705 §3.1), by the openssl CLI.
+    static func x5t(_ pemFile: String) throws -> String {
+        let result = try runProgram(
+            "/bin/sh",
+            [
+                "-c",
+                "openssl x509 -in \"$1\" -outform DER | openssl dgst -sha256 -binary | base64 | tr '+/' '-_' | tr -d '='",
+                "x5t", pemFile,
+            ])
+        guard result.status == 0 else { throw HarnessError("openssl: \(result)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test(
+        "tls_client_auth: a CA-issued certificate (imported key) at the mTLS alias; the token is bound to it; curl presents the same files"
+    )
+    func caCertificate() throws {
+        let server = try GlewlwydServer.require()
+        let sandbox = try Sandbox()
+        let clientID = GlewlwydServer.uniqueClientID("m-tls")
+        defer { _ = try? sandbox.tokenctl("--profile", clientID, "key", "remove") }
+        let directory = sandbox.root + "/pki"
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let (key, certificate) = (directory + "/client.key", directory + "/client.crt")
+        let issue = try runProgram(
+            "/bin/sh",
+            [
+                "-c",
+                """
+                openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/O=tokenctl-test/CN=$1" \
+                  -keyout "$2" -out "$2.csr" && \
+                openssl x509 -req -in "$2.csr" -CA "$4" -CAkey "$5" -CAcreateserial -days 30 -out "$3" \
+                  -extfile /dev/stdin <<EOF
+                extendedKeyUsage=clientAuth
+                EOF
+                """,
+                "issue", clientID, key, certificate, server.caFile, server.caKey,
+            ])
+        #expect(issue.status == 0, "\(issue)")
+        let pem =
+            try String(contentsOfFile: key, encoding: .utf8) + String(contentsOfFile: certificate, encoding: .utf8)
+        let imported = try sandbox.tokenctl("--profile", clientID, "key", "import", stdin: pem)
+        #expect(imported.status == 0, "\(imported)")
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["tls_client_auth"],
+            "tls_client_auth_subject_dn": "CN=\(clientID),O=tokenctl-test",
+        ])
+        sandbox.forgetsHotCacheAtEnd(profile: clientID, issuer: server.issuer, clientID: clientID)
+        let login = try sandbox.tokenctl(
+            "--profile", clientID, "login", "--grant", "client-credentials", "--client-auth", "tls_client_auth",
+            "--issuer", server.issuer, "--client-id", clientID, "--scope", server.scope, "--cacert", server.caFile)
+        #expect(login.status == 0, "\(login)")
+        let file = try String(contentsOfFile: sandbox.profileFile(clientID), encoding: .utf8)
+        #expect(file.contains("mtls_token_endpoint = \(server.mtlsTokenEndpoint)"))
+        let token = try sandbox.tokenctl("--profile", clientID, "token", "--force")
+        #expect(token.status == 0, "\(token)")
+        let claims = try GlewlwydServer.claims(of: accessToken(token))
+        #expect(claims["client_id"] as? String == clientID)
+        let thumbprint = try Self.x5t(certificate)
+        #expect((claims["cnf"] as? [String: Any])?["x5t#S256"] as? String == thumbprint)
+        let status = try sandbox.tokenctl("--profile", clientID, "status")
+        #expect(status.stdout.contains("CN=\(clientID)"), "\(status)")
+
+        // A script presents the same certificate to a server that checks it: curl reads the
+        // key and certificate files (tokenctl's copy of the key stays in the keyring). Here
+        // the server is the mTLS token endpoint itself, which answers 200 only to the
+        // certificate it knows, and binds the new token to the same thumbprint.
+        let curl = try runProgram(
+            "/usr/bin/curl",
+            [
+                "-sS", "--cacert", server.caFile, "--cert", certificate, "--key", key, "-d",
+                "grant_type=client_credentials", "-d", "client_id=\(clientID)", "-d", "scope=\(server.scope)",
+                server.mtlsTokenEndpoint,
+            ])
+        let answer = try #require(
+            try JSONSerialization.jsonObject(with: Data(curl.stdout.utf8)) as? [String: Any], "\(curl)")
+        let curlToken = try #require(answer["access_token"] as? String)
+        #expect(
+            (try GlewlwydServer.claims(of: curlToken)["cnf"] as? [String: Any])?["x5t#S256"] as? String == thumbprint)
+
+        // Another subject at the server: the certificate is refused, 78 naming its thumbprint.
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["tls_client_auth"],
+            "tls_client_auth_subject_dn": "CN=someone-else,O=tokenctl-test",
+        ])
+        let refused = try sandbox.tokenctl("--profile", clientID, "token", "--force")
+        #expect(refused.status == 78, "\(refused)")
+        #expect(refused.stderr.contains(thumbprint), "\(refused)")
+    }
+
+    @Test(
+        "self_signed_tls_client_auth: 'key create --certificate', registered as a JWK with x5c; the token is bound to it"
+    )
+    func selfSignedCertificate() throws {
+        let server = try GlewlwydServer.require()
+        let sandbox = try Sandbox()
+        let clientID = GlewlwydServer.uniqueClientID("m-self")
+        defer { _ = try? sandbox.tokenctl("--profile", clientID, "key", "remove") }
+        let create = try sandbox.tokenctl(
+            "--profile", clientID, "key", "create", "--certificate", "--common-name", clientID)
+        #expect(create.status == 0, "\(create)")
+        let certificate = sandbox.root + "/self.crt"
+        let shown = try sandbox.tokenctl("--profile", clientID, "key", "show", "--format", "certificate")
+        try shown.stdout.write(toFile: certificate, atomically: true, encoding: .utf8)
+        let der = try runProgram(
+            "/bin/sh", ["-c", "openssl x509 -in \"$1\" -outform DER | base64 -w0", "der", certificate])
+        let jwk = try sandbox.tokenctl("--profile", clientID, "key", "show", "--format", "jwk")
+        var key = try #require(try JSONSerialization.jsonObject(with: Data(jwk.stdout.utf8)) as? [String: Any])
+        key["x5c"] = [der.stdout.trimmingCharacters(in: .whitespacesAndNewlines)]
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["self_signed_tls_client_auth"],
+            "jwks": ["keys": [key]],
+        ])
+        sandbox.forgetsHotCacheAtEnd(profile: clientID, issuer: server.issuer, clientID: clientID)
+        let login = try sandbox.tokenctl(
+            "--profile", clientID, "login", "--grant", "client-credentials", "--client-auth",
+            "self_signed_tls_client_auth", "--issuer", server.issuer, "--client-id", clientID, "--scope", server.scope,
+            "--cacert", server.caFile)
+        #expect(login.status == 0, "\(login)")
+        let token = try sandbox.tokenctl("--profile", clientID, "token")
+        #expect(token.status == 0, "\(token)")
+        let claims = try GlewlwydServer.claims(of: accessToken(token))
+        #expect(claims["client_id"] as? String == clientID)
+        #expect((claims["cnf"] as? [String: Any])?["x5t#S256"] as? String == (try Self.x5t(certificate)))
     }
 
     @Test("without --client-auth, a client with a secret gets client_secret_basic from glewlwyd's six methods")

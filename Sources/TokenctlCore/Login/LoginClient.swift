@@ -129,6 +129,7 @@ struct LoginClient: Sendable {
                     "Nothing was sent. Make one with '\(CommandHint.tokenctl(profile, "key create --certificate"))', or import the certificate the CA issued."
             )
         }
+        try ClientCredentialsGrant.checkUsable(certificate, profile: profile, now: clock.now())
         credentials.certificate = certificate
     }
 

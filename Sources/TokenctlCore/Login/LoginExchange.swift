@@ -51,7 +51,9 @@ struct LoginExchange: LoginStep {
         })
         let consequence = RefreshConsequence.ofClientCredentials(
             outcome, profile: request.profile, target: .session,
-            hint: ClientCredentialsGrant.registrationHint(request.profile, configuration, credential: nil))
+            hint: ClientCredentialsGrant.registrationHint(
+                request.profile, configuration, credential: ClientCredentialsGrant.credential(client.credentials)),
+            certificate: client.credentials.certificate)
         guard case .storeRefreshed(var response, let serverDate) = consequence.action else {
             var error = consequence.error ?? TokenctlError(.unexpected, "the client credentials request failed")
             error.hint = Hint.sentences("Nothing was stored.", error.hint)

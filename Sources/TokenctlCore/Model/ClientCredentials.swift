@@ -90,6 +90,13 @@ public struct ClientCredentials: Sendable, Equatable {
             fields.append(("client_assertion", try assertion.make(clientID: clientID)))
             return HTTPRequest.form(endpoint, fields, headers: headers)
         }
+        if let method, method.usesCertificate {
+            // RFC 8705 §2: the client names itself; the certificate on the connection proves it.
+            fields.append(("client_id", clientID))
+            var request = HTTPRequest.form(endpoint, fields, headers: headers)
+            request.clientCertificate = certificate
+            return request
+        }
         switch (method, secret) {
         case (.clientSecretBasic?, let secret?):
             // §2.3.1: both parts form-encoded before Basic (base64) encoding.
@@ -143,7 +150,8 @@ public struct ClientCredentials: Sendable, Equatable {
     }
 
     /// Every method tokenctl speaks.
-    public static let implementedMethods: [ClientAuthenticationMethod] = implementedSecretMethods + [.privateKeyJWT]
+    public static let implementedMethods: [ClientAuthenticationMethod] =
+        implementedSecretMethods + [.privateKeyJWT, .tlsClientAuth, .selfSignedTLSClientAuth]
 
     /// The secret methods tokenctl speaks, in order of preference: the secret itself before an
     /// assertion made with it (the assertion proves no more: the server holds the same secret).

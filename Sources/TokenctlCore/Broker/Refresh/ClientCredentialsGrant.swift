@@ -34,6 +34,40 @@ enum ClientCredentialsGrant {
         return tokenEndpoint
     }
 
+    /// A certificate past its `notAfter` is refused before anything is sent (78): the server
+    /// would refuse it, and nothing else can be learnt from sending it.
+    static func checkUsable(_ certificate: ClientCertificate, profile: ProfileName, now: Double)
+        throws(TokenctlError)
+    {
+        guard certificate.notAfter.timeIntervalSince1970 > now else {
+            throw TokenctlError(
+                .configuration,
+                "the client certificate of profile '\(profile)' ('\(TerminalText.short(certificate.subject))', x5t#S256 \(certificate.thumbprint)) expired at \(Timestamp.iso8601(certificate.notAfter.timeIntervalSince1970))",
+                hint:
+                    "Nothing was sent. Make a new one ('\(CommandHint.tokenctl(profile, "key create --certificate"))') or import the one the CA issued, and register it."
+            )
+        }
+    }
+
+    /// RFC 8705 §3: a token issued to a client that presented `certificate` and bound to a
+    /// certificate (a JWT access token's `cnf` `x5t#S256`) must be bound to that one; the
+    /// refusal, or nil. An opaque or unbound token is not checked.
+    static func bindingRefusal(_ response: TokenResponse, certificate: ClientCertificate?, profile: ProfileName)
+        -> TokenctlError?
+    {
+        guard let certificate,
+            case .object(let confirmation)? = UnverifiedJWT.claims(of: response.accessToken)?["cnf"],
+            let bound = confirmation["x5t#S256"]?.stringValue
+        else { return nil }
+        guard bound != certificate.thumbprint else { return nil }
+        return TokenctlError(
+            .protocolError,
+            "the server bound the access token of profile '\(profile)' to another certificate: its cnf x5t#S256 is \(TerminalText.short(bound)), the client's certificate's is \(certificate.thumbprint)",
+            hint:
+                "Nothing was stored. A token bound to another certificate is refused by every resource server that checks the binding (RFC 8705 §3): check what the TLS front before the server passes on."
+        )
+    }
+
     /// The key or certificate `credentials` authenticate with, in words for a message (nil for
     /// a secret): what the server must have registered.
     static func credential(_ credentials: ClientCredentials) -> String? {
@@ -102,7 +136,8 @@ extension TokenBroker {
         let consequence = RefreshConsequence.ofClientCredentials(
             outcome, profile: profile.name, target: target,
             hint: ClientCredentialsGrant.registrationHint(
-                profile.name, profile.configuration, credential: request.credential))
+                profile.name, profile.configuration, credential: request.credential),
+            certificate: request.credentials.certificate)
         return try await carryOutAcquisition(
             consequence, profile, target: target, current: current, receivedAt: receivedAt)
     }
@@ -182,8 +217,12 @@ extension RefreshConsequence {
     /// refused client (`invalid_client`, `unauthorized_client`, or a bare 401 or 403: glewlwyd
     /// refuses a client with 403 and an empty body) is the configuration's fault (78, with
     /// `hint`: what to register where); any other refusal is the request's.
+    ///
+    /// - Parameter certificate: the certificate the request presented: a token bound to
+    ///   another is refused (`ClientCredentialsGrant.bindingRefusal`).
     static func ofClientCredentials(
-        _ outcome: RefreshOutcome, profile: ProfileName, target: TokenTarget, hint: String
+        _ outcome: RefreshOutcome, profile: ProfileName, target: TokenTarget, hint: String,
+        certificate: ClientCertificate? = nil
     ) -> RefreshConsequence {
         func refused(_ reason: GrantEndReason) -> RefreshConsequence {
             RefreshConsequence(
@@ -194,6 +233,11 @@ extension RefreshConsequence {
         }
         switch outcome {
         case .success(let response, let serverDate):
+            if let refusal = ClientCredentialsGrant.bindingRefusal(response, certificate: certificate, profile: profile)
+            {
+                return RefreshConsequence(
+                    action: .keepSession, event: .refreshFailed, reason: "certificate-binding", error: refusal)
+            }
             return RefreshConsequence(action: .storeRefreshed(response, serverDate: serverDate), event: .tokenRefreshed)
         case .clientRefused(let reason):
             return refused(reason)

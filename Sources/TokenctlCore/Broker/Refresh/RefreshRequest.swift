@@ -144,6 +144,7 @@ extension TokenBroker {
                 signer: key, audience: audience, serverAlgorithms: nil, serverClockOffset: serverClockOffset,
                 clock: clock)
         }
+        if method.usesCertificate { credentials.certificate = key.certificate }
         return credentials
     }
 
@@ -182,12 +183,15 @@ extension TokenBroker {
                     "Make one with '\(CommandHint.tokenctl(name, "key create"))' and register what 'key show' prints with the client at \(profile.configuration.issuer)."
             )
         }
-        if method.usesCertificate && key.certificate == nil {
-            throw TokenctlError(
-                .configuration, "profile '\(name)' uses \(method.rawValue) but its client key has no certificate",
-                hint:
-                    "Make one with '\(CommandHint.tokenctl(name, "key create --certificate"))', or import the certificate the CA issued."
-            )
+        if method.usesCertificate {
+            guard let certificate = key.certificate else {
+                throw TokenctlError(
+                    .configuration, "profile '\(name)' uses \(method.rawValue) but its client key has no certificate",
+                    hint:
+                        "Make one with '\(CommandHint.tokenctl(name, "key create --certificate"))', or import the certificate the CA issued."
+                )
+            }
+            try ClientCredentialsGrant.checkUsable(certificate, profile: name, now: clock.now())
         }
         return key
     }
