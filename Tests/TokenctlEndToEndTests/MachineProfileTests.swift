@@ -184,6 +184,9 @@ struct MachineProfileTests {
             #expect(try GlewlwydServer.claims(of: accessToken(forced))["client_id"] as? String == clientID)
         }
         #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 3)
+        let doctor = try sandbox.tokenctl("doctor")
+        #expect(doctor.stdout.contains("[ok]   machine '\(pk)': client-credentials, private_key_jwt"), "\(doctor)")
+        #expect(doctor.stdout.contains(thumbprint), "\(doctor)")
 
         // The server knows another key only: refused, 78, with this key's thumbprint.
         let other = try sandbox.tokenctl("--profile", otherProfile, "key", "create")
