@@ -97,6 +97,16 @@ struct MachineProfileTests {
         #expect(accessToken(again) != accessToken(forced))
         #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 3)
 
+        // A per-call target: its own client credentials request, cached beside the profile's token.
+        let targeted = try sandbox.tokenctl(
+            "--profile", "machine", "token", "--scope", server.scope)
+        #expect(targeted.status == 0, "\(targeted)")
+        #expect(try GlewlwydServer.claims(of: accessToken(targeted))["client_id"] as? String == clientID)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 4)
+        let again2 = try sandbox.tokenctl("--profile", "machine", "token", "--scope", server.scope)
+        #expect(again2.stdout == targeted.stdout, "served from the cache")
+        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 4)
+
         let forget = try sandbox.tokenctl("--profile", "machine", "logout", "--no-revoke", "--forget")
         #expect(forget.status == 0, "\(forget)")
         #expect(!FileManager.default.fileExists(atPath: sandbox.profileFile("machine")))

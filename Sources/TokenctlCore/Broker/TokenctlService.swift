@@ -227,8 +227,11 @@ public final class TokenctlService: Sendable {
 
     /// Revoke the token of the stored session `stored` as its provider does: RFC 7009 at the
     /// profile's revocation endpoint, or GitHub's own API with the app's `secret`.
-    func revoke(_ stored: TokenSet, _ configuration: ProfileConfiguration, secret: String?) async
-        -> RevocationAttempt
+    ///
+    /// - Parameter profile: the profile, for a client that authenticates with an assertion or
+    ///   a certificate (its key is the profile's).
+    func revoke(_ stored: TokenSet, _ configuration: ProfileConfiguration, secret: String?, profile: ProfileName? = nil)
+        async -> RevocationAttempt
     {
         var revocation: Result<Void, RevocationFailure>?
         var alreadyRevoked = false
@@ -246,6 +249,18 @@ public final class TokenctlService: Sendable {
             if let authMethod = configuration.tokenEndpointAuthMethod, let secret {
                 credentials = ClientCredentials(
                     clientID: configuration.clientID, secret: secret, method: authMethod)
+            }
+            // RFC 7009 §2.1: the client authenticates as at the token endpoint, with an assertion
+            // or its certificate too.
+            if let authMethod = configuration.tokenEndpointAuthMethod,
+                authMethod.usesAssertion || authMethod.usesCertificate, let profile,
+                let tokenEndpoint = configuration.tokenEndpoint,
+                let full = try? await broker.clientCredentials(
+                    for: ResolvedProfile(
+                        name: profile, configuration: configuration, tokenEndpoint: tokenEndpoint.string),
+                    serverClockOffset: stored.serverClockOffset)
+            {
+                credentials = full
             }
             // A DPoP session's tokens are bound to its key: the revocation carries a proof too.
             let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
