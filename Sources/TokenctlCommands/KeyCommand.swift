@@ -363,7 +363,7 @@ enum KeyCommand: EngineCommand {
     static func home(_ key: ClientKey) -> String {
         switch key.location {
         case .keyring: "kept in the Secret Service"
-        case .tpm: "inside the TPM"
+        case .tpm: "inside the TPM (\(Output.printable(TPMAccess.tcti())))"
         case .file(let path): "read from \(Output.printable(path))"
         }
     }

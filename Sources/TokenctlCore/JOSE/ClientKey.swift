@@ -104,7 +104,9 @@ public struct ClientKey: ClientAssertionSigner, Equatable {
     public var algorithms: [String] {
         switch kind {
         case .ec: ["ES256"]
-        case .rsa: ["RS256", "PS256"]
+        // The tpm2 provider (tpm2-openssl 1.1.1) refuses RSASSA-PSS with the 32-byte salt PS256
+        // needs (RFC 7518 §3.5) against a TPM (measured with swtpm): a TPM RSA key signs RS256 only.
+        case .rsa: isTPM ? ["RS256"] : ["RS256", "PS256"]
         }
     }
 
@@ -317,10 +319,17 @@ extension ClientKey: CustomStringConvertible {
 public enum TPMAccess {
     /// The TCTI tokenctl's TPM keys use: `TPM2OPENSSL_TCTI` (the tpm2 provider's own), else
     /// `TPM2TOOLS_TCTI` (tpm2-tools'), else the kernel's resource manager `/dev/tpmrm0`.
-    public static func tcti(_ environment: [String: String]) -> String {
+    public static func tcti(_ environment: Environment = .process) -> String {
         if let tcti = environment["TPM2OPENSSL_TCTI"], !tcti.isEmpty { return tcti }
         if let tcti = environment["TPM2TOOLS_TCTI"], !tcti.isEmpty { return tcti }
         return "device:/dev/tpmrm0"
+    }
+
+    /// Before the tpm2 provider is first loaded: point it at the TCTI `tcti(_:)` names (it reads
+    /// TPM2OPENSSL_TCTI only, and without it tries its own list, not tpm2-tools' variable).
+    static func prepareProviderEnvironment(_ environment: Environment = .process) {
+        guard environment["TPM2OPENSSL_TCTI"]?.isEmpty ?? true else { return }
+        Environment.setProcessVariable("TPM2OPENSSL_TCTI", tcti(environment))
     }
 
     static let accessHint =
@@ -328,7 +337,8 @@ public enum TPMAccess {
 
     /// A failure inside the TPM or of its provider: 69, with how to get access.
     static func error(_ error: OpenSSLError) -> TokenctlError {
-        TokenctlError(.serviceUnavailable, "cannot use the TPM: \(error)", hint: accessHint)
+        TokenctlError(
+            .serviceUnavailable, "cannot use the TPM (\(TerminalText.short(tcti()))): \(error)", hint: accessHint)
     }
 }
 
