@@ -132,30 +132,41 @@ public struct ClientKey: ClientAssertionSigner, Equatable {
             throw TokenctlError(.invalidInput, "cannot use this private key: \(error)")
         }
         switch parameters {
-        case .p256(let x, let y):
+        case .p256:
             kind = .ec
-            publicJWK =
-                JSONText.object([
-                    ("crv", .string("P-256")), ("kty", .string("EC")), ("x", .string(Base64URL.encode(x))),
-                    ("y", .string(Base64URL.encode(y))),
-                ])
-        case .rsa(let n, let e):
+        case .rsa(let n, _):
             guard n.count * 8 >= 2048 else {
                 throw TokenctlError(
                     .invalidInput, "the RSA key has \(n.count * 8) bits; RFC 7518 §3.3 asks for at least 2048")
             }
             kind = .rsa
-            publicJWK =
-                JSONText.object([
-                    ("e", .string(Base64URL.encode(e))), ("kty", .string("RSA")), ("n", .string(Base64URL.encode(n))),
-                ])
         }
-        thumbprint = Base64URL.encode(OpenSSL.sha256(Array(publicJWK.utf8)))
+        publicJWK = Self.canonicalJWK(parameters)
+        thumbprint = Self.thumbprint(ofCanonicalJWK: publicJWK)
         publicKeyDER = der
         self.privateKeyPEM = privateKeyPEM
         self.location = location
         self.created = created
     }
+
+    /// The public JWK with only the required members, in lexicographic order, without
+    /// whitespace: RFC 7638 §3.2's input to the thumbprint.
+    static func canonicalJWK(_ parameters: OpenSSL.PublicParameters) -> String {
+        switch parameters {
+        case .p256(let x, let y):
+            JSONText.object([
+                ("crv", .string("P-256")), ("kty", .string("EC")), ("x", .string(Base64URL.encode(x))),
+                ("y", .string(Base64URL.encode(y))),
+            ])
+        case .rsa(let n, let e):
+            JSONText.object([
+                ("e", .string(Base64URL.encode(e))), ("kty", .string("RSA")), ("n", .string(Base64URL.encode(n))),
+            ])
+        }
+    }
+
+    /// The RFC 7638 thumbprint: base64url SHA-256 of the canonical JWK.
+    static func thumbprint(ofCanonicalJWK jwk: String) -> String { Base64URL.encode(OpenSSL.sha256(Array(jwk.utf8))) }
 
     private static func load(_ pem: [UInt8], home: OpenSSL.KeyHome) throws(TokenctlError) -> OpenSSL.PrivateKey {
         if home == .software, let reason = OpenSSL.unavailableReason {

@@ -50,6 +50,10 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public var forwardAudience: [String]?
 
     /// The provider's behaviour at this profile's issuer, when the profile has a provider.
+    /// A client key (PEM) that another program keeps and rotates: read on every use, never copied.
+    public var keyFile: String?
+    /// Its certificate (PEM), for mTLS (RFC 8705): read on every use.
+    public var certificateFile: String?
     public var preset: ProviderPreset? { provider.map { ProviderPreset($0, issuer: issuer) } }
 
     public init(
@@ -76,6 +80,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
         "git_username",
         "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
+        "key_file", "certificate_file",
     ]
 
     /// Parse a profile file.
@@ -116,6 +121,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
         configuration.forward = try entries.flag("forward")
         configuration.forwardScope = entries.words("forward_scope")
         configuration.forwardAudience = entries.words("forward_audience")
+        configuration.keyFile = entries.text("key_file")
+        configuration.certificateFile = entries.text("certificate_file")
         return configuration
     }
 
@@ -148,6 +155,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if forward { lines.append("forward = true") }
         if let forwardScope { lines.append("forward_scope = \(forwardScope.joined(separator: " "))") }
         if let forwardAudience { lines.append("forward_audience = \(forwardAudience.joined(separator: " "))") }
+        if let keyFile { lines.append("key_file = \(keyFile)") }
+        if let certificateFile { lines.append("certificate_file = \(certificateFile)") }
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -175,6 +175,11 @@ extension HotPath {
                 bit = 131072
             } else if isEqual(key, "forward_audience") {
                 bit = 262144
+            } else if isEqual(key, "key_file") {
+                // The client key's file: the engine reads it when it asks for a token.
+                bit = 524288
+            } else if isEqual(key, "certificate_file") {
+                bit = 1_048_576
             } else {
                 accepted = false
                 return false
