@@ -153,6 +153,15 @@ enum KeyCommand: EngineCommand {
         let service = context.service()
         let keys = service.clientKeys
         let profile = context.profile
+        let configuration = try? service.profiles.load(profile)
+        if options.action != .show, options.action != .remove, let keyFile = configuration?.keyFile {
+            throw TokenctlError(
+                .configuration,
+                "profile '\(profile)' uses the key in \(Output.printable(keyFile)) (key_file), which another program keeps",
+                hint:
+                    "Replace that file to change the key, or remove 'key_file' from \(service.profiles.paths.profileFile(profile))."
+            )
+        }
         switch options.action {
         case .create:
             if let existing = try keys.key(of: profile, slot: .current) {
@@ -169,7 +178,7 @@ enum KeyCommand: EngineCommand {
             Output.standardOutput(registration(key))
             return .success
         case .show:
-            return try show(options, context: context, keys: keys)
+            return try show(options, context: context, keys: keys, configuration: configuration)
         case .import:
             let slot: ClientKey.Slot = options.next ? .next : .current
             if let existing = try keys.key(of: profile, slot: slot) {
@@ -286,11 +295,11 @@ enum KeyCommand: EngineCommand {
         return try ClientKeyImport.standardInput(input, now: Date(timeIntervalSince1970: context.clock.now()))
     }
 
-    static func show(_ options: Options, context: CommandContext, keys: ClientKeys) throws(TokenctlError)
-        -> ExitStatus
-    {
+    static func show(
+        _ options: Options, context: CommandContext, keys: ClientKeys, configuration: ProfileConfiguration?
+    ) throws(TokenctlError) -> ExitStatus {
         let profile = context.profile
-        let current = try keys.key(of: profile, slot: .current)
+        let current = try keys.key(of: profile, slot: .current, configuration: configuration)
         let next = try keys.key(of: profile, slot: .next)
         let chosen = options.next ? next : current
         guard let format = options.format else {
@@ -363,7 +372,7 @@ enum KeyCommand: EngineCommand {
     static func home(_ key: ClientKey) -> String {
         switch key.location {
         case .keyring: "kept in the Secret Service"
-        case .tpm: "inside the TPM"
+        case .tpm: "inside the TPM (\(Output.printable(TPMAccess.tcti())))"
         case .file(let path): "read from \(Output.printable(path))"
         }
     }
@@ -384,10 +393,12 @@ enum KeyCommand: EngineCommand {
     }
 
     /// `status`'s lines for the profile's client keys (none when it has none, or they cannot be read now).
-    static func statusLines(_ keys: ClientKeys, _ profile: ProfileName) -> String {
+    static func statusLines(_ service: TokenctlService, _ profile: ProfileName) -> String {
+        let keys = service.clientKeys
+        let configuration = try? service.profiles.load(profile)
         var lines: [String] = []
         for (label, slot) in [("client key:    ", ClientKey.Slot.current), ("next key:      ", .next)] {
-            guard let key = try? keys.key(of: profile, slot: slot) else { continue }
+            guard let key = try? keys.key(of: profile, slot: slot, configuration: configuration) else { continue }
             var line = "  \(label)\(key.kind == .ec ? "EC P-256" : "RSA"), thumbprint \(key.thumbprint), \(home(key))"
             if let certificate = key.certificate {
                 line +=

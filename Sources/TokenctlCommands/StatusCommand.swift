@@ -63,7 +63,7 @@ enum StatusCommand: EngineCommand {
         } else {
             if statuses.isEmpty { Output.standardError("No profiles configured.\n") }
             Output.standardOutput(
-                statuses.map { human($0) + KeyCommand.statusLines(service.clientKeys, $0.profile) }.joined(
+                statuses.map { human($0) + KeyCommand.statusLines(service, $0.profile) }.joined(
                     separator: "\n"))
             if !orphans.isEmpty {
                 var text = "\nOrphaned sessions in the keyring (not used; remove with 'tokenctl logout --orphans'):\n"

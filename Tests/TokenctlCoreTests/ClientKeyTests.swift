@@ -105,6 +105,16 @@ struct ClientKeyTests {
             ]), as: UTF8.self)
     }
 
+    @Test("RFC 7638 §3.1: the thumbprint of its example RSA key")
+    func thumbprintKnownAnswer() throws {
+        let n = try #require(
+            UnverifiedJWT.base64URLDecode(
+                "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw"
+            ))
+        let jwk = ClientKey.canonicalJWK(.rsa(n: n, e: [1, 0, 1]))
+        #expect(ClientKey.thumbprint(ofCanonicalJWK: jwk) == "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs")
+    }
+
     @Test("EC P-256: ES256 assertions verify with the JWK (Python and tokenctl's verifier); kid is the thumbprint")
     func ecKey() throws {
         let key = try ClientKey.generate(.ec, location: .keyring, now: Date())
@@ -190,6 +200,56 @@ struct ClientKeyTests {
             #expect {
                 try ClientKey(privateKeyPEM: Array(input), location: .keyring)
             } throws: { ($0 as? TokenctlError)?.exitStatus == .usage }
+        }
+    }
+
+    @Test("key_file and certificate_file: read again at every use, bounded, regular files only (78 otherwise)")
+    func keyFiles() throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keys = ClientKeys(
+            store: InMemorySessionStore(),
+            paths: Paths(
+                configDirectory: directory.path, lockDirectory: directory.path, stateDirectory: directory.path),
+            clock: .system)
+        let keyFile = directory.appendingPathComponent("tls.key").path
+        let certificateFile = directory.appendingPathComponent("tls.crt").path
+        let first = try Self.openssl(
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"], in: directory)
+        try first.write(to: URL(fileURLWithPath: keyFile))
+        _ = try Self.openssl(
+            ["req", "-x509", "-new", "-key", keyFile, "-subj", "/CN=rotated-1", "-days", "1", "-out", certificateFile],
+            in: directory)
+        let before = try keys.fileKey(keyFile: keyFile, certificateFile: certificateFile)
+        #expect(before.location == .file(keyFile))
+        #expect(before.certificate?.subject == "CN=rotated-1")
+        #expect(before.certificate?.privateKeyPEM == Array(first))
+
+        // Another program rotates both files: the next use reads the new ones.
+        let second = try Self.openssl(
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"], in: directory)
+        try second.write(to: URL(fileURLWithPath: keyFile))
+        #expect {
+            try keys.fileKey(keyFile: keyFile, certificateFile: certificateFile)
+        } throws: { ($0 as? TokenctlError)?.exitStatus == .configuration }
+        _ = try Self.openssl(
+            ["req", "-x509", "-new", "-key", keyFile, "-subj", "/CN=rotated-2", "-days", "1", "-out", certificateFile],
+            in: directory)
+        let after = try keys.fileKey(keyFile: keyFile, certificateFile: certificateFile)
+        #expect(after.thumbprint != before.thumbprint)
+        #expect(after.certificate?.subject == "CN=rotated-2")
+
+        // A FIFO is refused without blocking; so are a missing file and one over 64 KiB.
+        let fifo = directory.appendingPathComponent("fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        try Data(repeating: 0x41, count: 70_000).write(to: directory.appendingPathComponent("big.pem"))
+        for path in [
+            fifo, directory.appendingPathComponent("missing.pem").path,
+            directory.appendingPathComponent("big.pem").path,
+        ] {
+            #expect {
+                try keys.fileKey(keyFile: path, certificateFile: nil)
+            } throws: { ($0 as? TokenctlError)?.exitStatus == .configuration }
         }
     }
 }

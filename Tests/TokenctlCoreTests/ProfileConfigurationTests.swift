@@ -190,6 +190,7 @@ struct ProfileConfigurationTests {
                 "git_username",
                 "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
                 "grant", "assertion_audience", "mtls_token_endpoint",
+                "key_file", "certificate_file",
             ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {

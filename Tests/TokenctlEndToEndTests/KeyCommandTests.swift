@@ -190,4 +190,27 @@ struct KeyCommandTests {
         let result = try sandbox.start(arguments).wait()
         #expect(result.status == ExitStatus.usage.rawValue, "\(arguments): \(result)")
     }
+
+    @Test("a profile's key_file is read from there: key show and status name the file; key create refuses (78)")
+    func keyFileProfile() throws {
+        let sandbox = try Sandbox()
+        _ = try Self.openssl(
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "kf.pem"], in: sandbox.root)
+        let keyFile = sandbox.root + "/kf.pem"
+        try FileManager.default.createDirectory(
+            atPath: sandbox.root + "/config/tokenctl/profiles", withIntermediateDirectories: true)
+        try
+            "issuer = https://login.example.com\nclient_id = machine-f\ntoken_endpoint = https://login.example.com/token\nkey_file = \(keyFile)\n"
+            .write(toFile: sandbox.profileFile("kf"), atomically: true, encoding: .utf8)
+        let pem = try sandbox.tokenctl("--profile", "kf", "key", "show", "--format", "pem")
+        #expect(pem.status == 0, "\(pem)")
+        let expected = try Self.openssl(["pkey", "-pubout", "-in", "kf.pem"], in: sandbox.root)
+        #expect(pem.stdout == expected.stdout)
+        #expect(try sandbox.tokenctl("--profile", "kf", "key", "show").stdout.contains("read from \(keyFile)"))
+        let status = try sandbox.tokenctl("--profile", "kf", "status")
+        #expect(status.stdout.contains("client key:") && status.stdout.contains(keyFile), "\(status)")
+        let create = try sandbox.tokenctl("--profile", "kf", "key", "create")
+        #expect(create.status == ExitStatus.configuration.rawValue, "\(create)")
+        #expect(try Self.storedKey(sandbox, profile: "kf") == nil)
+    }
 }

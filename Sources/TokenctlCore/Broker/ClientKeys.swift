@@ -29,8 +29,19 @@ public struct ClientKeys: Sendable {
         tpmKeyDirectory + "/\(profile.rawValue).\(slot.rawValue).tpm.json"
     }
 
-    /// The key in `slot`: the TPM blob file, or the Secret Service.
-    public func key(of profile: ProfileName, slot: ClientKey.Slot) throws(TokenctlError) -> ClientKey? {
+    /// The key in `slot`: the profile's key files (`current` only, when `configuration` names
+    /// them), the TPM blob file, or the Secret Service.
+    public func key(of profile: ProfileName, slot: ClientKey.Slot, configuration: ProfileConfiguration? = nil)
+        throws(TokenctlError) -> ClientKey?
+    {
+        if slot == .current, let configuration, let keyFile = configuration.keyFile {
+            return try fileKey(keyFile: keyFile, certificateFile: configuration.certificateFile)
+        }
+        if slot == .current, configuration?.certificateFile != nil {
+            throw TokenctlError(
+                .configuration, "profile '\(profile)' has 'certificate_file' without 'key_file' (its key)",
+                hint: "Add 'key_file = PATH' of the certificate's key to \(paths.profileFile(profile)).")
+        }
         let blobFile = tpmKeyFile(profile, slot: slot)
         let blob: String?
         do { blob = try FileIO.readFile(blobFile, limit: Self.maximumFileBytes) } catch {
@@ -126,6 +137,6 @@ extension TokenctlService {
     /// The profile's current key: from the profile's `key_file`/`certificate_file` (read on every
     /// use) or else where tokenctl keeps it (the TPM blob file, the Secret Service); nil for none.
     public func clientKey(of profile: ProfileName) throws(TokenctlError) -> ClientKey? {
-        try clientKeys.key(of: profile, slot: .current)
+        try clientKeys.key(of: profile, slot: .current, configuration: try profiles.load(profile))
     }
 }

@@ -104,7 +104,9 @@ public struct ClientKey: ClientAssertionSigner, Equatable {
     public var algorithms: [String] {
         switch kind {
         case .ec: ["ES256"]
-        case .rsa: ["RS256", "PS256"]
+        // The tpm2 provider (tpm2-openssl 1.1.1) refuses RSASSA-PSS with the 32-byte salt PS256
+        // needs (RFC 7518 §3.5) against a TPM (measured with swtpm): a TPM RSA key signs RS256 only.
+        case .rsa: isTPM ? ["RS256"] : ["RS256", "PS256"]
         }
     }
 
@@ -130,30 +132,41 @@ public struct ClientKey: ClientAssertionSigner, Equatable {
             throw TokenctlError(.invalidInput, "cannot use this private key: \(error)")
         }
         switch parameters {
-        case .p256(let x, let y):
+        case .p256:
             kind = .ec
-            publicJWK =
-                JSONText.object([
-                    ("crv", .string("P-256")), ("kty", .string("EC")), ("x", .string(Base64URL.encode(x))),
-                    ("y", .string(Base64URL.encode(y))),
-                ])
-        case .rsa(let n, let e):
+        case .rsa(let n, _):
             guard n.count * 8 >= 2048 else {
                 throw TokenctlError(
                     .invalidInput, "the RSA key has \(n.count * 8) bits; RFC 7518 §3.3 asks for at least 2048")
             }
             kind = .rsa
-            publicJWK =
-                JSONText.object([
-                    ("e", .string(Base64URL.encode(e))), ("kty", .string("RSA")), ("n", .string(Base64URL.encode(n))),
-                ])
         }
-        thumbprint = Base64URL.encode(OpenSSL.sha256(Array(publicJWK.utf8)))
+        publicJWK = Self.canonicalJWK(parameters)
+        thumbprint = Self.thumbprint(ofCanonicalJWK: publicJWK)
         publicKeyDER = der
         self.privateKeyPEM = privateKeyPEM
         self.location = location
         self.created = created
     }
+
+    /// The public JWK with only the required members, in lexicographic order, without
+    /// whitespace: RFC 7638 §3.2's input to the thumbprint.
+    static func canonicalJWK(_ parameters: OpenSSL.PublicParameters) -> String {
+        switch parameters {
+        case .p256(let x, let y):
+            JSONText.object([
+                ("crv", .string("P-256")), ("kty", .string("EC")), ("x", .string(Base64URL.encode(x))),
+                ("y", .string(Base64URL.encode(y))),
+            ])
+        case .rsa(let n, let e):
+            JSONText.object([
+                ("e", .string(Base64URL.encode(e))), ("kty", .string("RSA")), ("n", .string(Base64URL.encode(n))),
+            ])
+        }
+    }
+
+    /// The RFC 7638 thumbprint: base64url SHA-256 of the canonical JWK.
+    static func thumbprint(ofCanonicalJWK jwk: String) -> String { Base64URL.encode(OpenSSL.sha256(Array(jwk.utf8))) }
 
     private static func load(_ pem: [UInt8], home: OpenSSL.KeyHome) throws(TokenctlError) -> OpenSSL.PrivateKey {
         if home == .software, let reason = OpenSSL.unavailableReason {
@@ -317,10 +330,17 @@ extension ClientKey: CustomStringConvertible {
 public enum TPMAccess {
     /// The TCTI tokenctl's TPM keys use: `TPM2OPENSSL_TCTI` (the tpm2 provider's own), else
     /// `TPM2TOOLS_TCTI` (tpm2-tools'), else the kernel's resource manager `/dev/tpmrm0`.
-    public static func tcti(_ environment: [String: String]) -> String {
+    public static func tcti(_ environment: Environment = .process) -> String {
         if let tcti = environment["TPM2OPENSSL_TCTI"], !tcti.isEmpty { return tcti }
         if let tcti = environment["TPM2TOOLS_TCTI"], !tcti.isEmpty { return tcti }
         return "device:/dev/tpmrm0"
+    }
+
+    /// Before the tpm2 provider is first loaded: point it at the TCTI `tcti(_:)` names (it reads
+    /// TPM2OPENSSL_TCTI only, and without it tries its own list, not tpm2-tools' variable).
+    static func prepareProviderEnvironment(_ environment: Environment = .process) {
+        guard environment["TPM2OPENSSL_TCTI"]?.isEmpty ?? true else { return }
+        Environment.setProcessVariable("TPM2OPENSSL_TCTI", tcti(environment))
     }
 
     static let accessHint =
@@ -328,7 +348,8 @@ public enum TPMAccess {
 
     /// A failure inside the TPM or of its provider: 69, with how to get access.
     static func error(_ error: OpenSSLError) -> TokenctlError {
-        TokenctlError(.serviceUnavailable, "cannot use the TPM: \(error)", hint: accessHint)
+        TokenctlError(
+            .serviceUnavailable, "cannot use the TPM (\(TerminalText.short(tcti()))): \(error)", hint: accessHint)
     }
 }
 

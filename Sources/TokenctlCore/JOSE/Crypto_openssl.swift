@@ -292,6 +292,7 @@ extension OpenSSL {
     /// The tpm2 provider's library context, or why it cannot be had.
     static func tpmLibrary() throws(OpenSSLError) -> OpaquePointer {
         try requireLibrary()
+        TPMAccess.prepareProviderEnvironment()
         guard let library = tokenctl_tpm2_library() else {
             throw OpenSSLError("loading OpenSSL's tpm2 provider (Debian: tpm2-openssl)")
         }

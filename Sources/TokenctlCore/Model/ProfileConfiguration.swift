@@ -64,6 +64,10 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public var isMachine: Bool { grant != nil }
 
     /// The provider's behaviour at this profile's issuer, when the profile has a provider.
+    /// A client key (PEM) that another program keeps and rotates: read on every use, never copied.
+    public var keyFile: String?
+    /// Its certificate (PEM), for mTLS (RFC 8705): read on every use.
+    public var certificateFile: String?
     public var preset: ProviderPreset? { provider.map { ProviderPreset($0, issuer: issuer) } }
 
     public init(
@@ -91,6 +95,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         "git_username",
         "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
         "grant", "assertion_audience", "mtls_token_endpoint",
+        "key_file", "certificate_file",
     ]
 
     /// Parse a profile file.
@@ -134,6 +139,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
         configuration.grant = try entries.grant()
         configuration.assertionAudience = try entries.url("assertion_audience")?.string
         configuration.mtlsTokenEndpoint = try entries.url("mtls_token_endpoint")
+        configuration.keyFile = entries.text("key_file")
+        configuration.certificateFile = entries.text("certificate_file")
         return configuration
     }
 
@@ -169,6 +176,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let grant { lines.append("grant = \(grant.rawValue)") }
         if let assertionAudience { lines.append("assertion_audience = \(assertionAudience)") }
         if let mtlsTokenEndpoint { lines.append("mtls_token_endpoint = \(mtlsTokenEndpoint)") }
+        if let keyFile { lines.append("key_file = \(keyFile)") }
+        if let certificateFile { lines.append("certificate_file = \(certificateFile)") }
         return lines.joined(separator: "\n") + "\n"
     }
 }

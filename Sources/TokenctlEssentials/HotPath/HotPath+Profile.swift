@@ -177,15 +177,20 @@ extension HotPath {
                 bit = 131072
             } else if isEqual(key, "forward_audience") {
                 bit = 262144
+            } else if isEqual(key, "key_file") {
+                // The client key's file: the engine reads it when it asks for a token.
+                bit = 524288
+            } else if isEqual(key, "certificate_file") {
+                bit = 1_048_576
             } else if isEqual(key, "grant") {
                 // A machine profile's token is cached and served like a session's.
                 valueAccepted = value.count == 0 || isEqual(value, "client-credentials")
-                bit = 524288
+                bit = 2_097_152
             } else if isEqual(key, "assertion_audience") {
-                bit = 1_048_576
+                bit = 4_194_304
                 otherEndpoints.3 = value
             } else if isEqual(key, "mtls_token_endpoint") {
-                bit = 2_097_152
+                bit = 8_388_608
                 otherEndpoints.4 = value
             } else {
                 accepted = false
