@@ -293,6 +293,24 @@ struct MachineProfileTests {
         #expect(
             (try GlewlwydServer.claims(of: curlToken)["cnf"] as? [String: Any])?["x5t#S256"] as? String == thumbprint)
 
+        // The same files named by key_file and certificate_file (read on every use, never
+        // copied): the profile a script shares with curl.
+        let files = clientID + "-files"
+        try sandbox.writeProfile(
+            files,
+            "issuer = \(server.issuer)\nclient_id = \(clientID)\nkey_file = \(key)\ncertificate_file = \(certificate)\n"
+        )
+        sandbox.forgetsHotCacheAtEnd(profile: files, issuer: server.issuer, clientID: clientID)
+        let fileLogin = try sandbox.tokenctl(
+            "--profile", files, "login", "--grant", "client-credentials", "--client-auth", "tls_client_auth",
+            "--issuer", server.issuer, "--client-id", clientID, "--scope", server.scope, "--cacert", server.caFile)
+        #expect(fileLogin.status == 0, "\(fileLogin)")
+        #expect(try String(contentsOfFile: sandbox.profileFile(files), encoding: .utf8).contains("key_file = \(key)"))
+        let fileToken = try sandbox.tokenctl("--profile", files, "token")
+        #expect(
+            (try GlewlwydServer.claims(of: accessToken(fileToken))["cnf"] as? [String: Any])?["x5t#S256"] as? String
+                == thumbprint, "\(fileToken)")
+
         // Another subject at the server: the certificate is refused, 78 naming its thumbprint.
         try server.addClient([
             "client_id": clientID, "token_endpoint_auth_method": ["tls_client_auth"],

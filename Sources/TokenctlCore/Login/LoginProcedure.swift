@@ -98,10 +98,12 @@ struct LoginProcedure: LoginStep {
             configuration.grant = .clientCredentials
             configuration.mtlsTokenEndpoint = server.metadata?.mtlsTokenEndpoint ?? plan.previous?.mtlsTokenEndpoint
         }
-        // Hand-set: no option changes it.
+        // Hand-set: no option changes them.
         if plan.previous?.issuer == request.issuer {
             configuration.assertionAudience = plan.previous?.assertionAudience
         }
+        configuration.keyFile = plan.previous?.keyFile
+        configuration.certificateFile = plan.previous?.certificateFile
         return configuration
     }
 }
