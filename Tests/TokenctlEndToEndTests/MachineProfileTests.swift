@@ -311,6 +311,14 @@ struct MachineProfileTests {
             (try GlewlwydServer.claims(of: accessToken(fileToken))["cnf"] as? [String: Any])?["x5t#S256"] as? String
                 == thumbprint, "\(fileToken)")
 
+        // The static front alone serves a machine profile's hit (no engine beside the copy).
+        let frontOnly = sandbox.root + "/front-only"
+        try FileManager.default.createDirectory(atPath: frontOnly, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: sandbox.environment.binary, toPath: frontOnly + "/tokenctl")
+        let hit = try runProgram(
+            frontOnly + "/tokenctl", ["--profile", files, "token"], environment: sandbox.variables)
+        #expect(hit.status == 0 && hit.stdout == fileToken.stdout, "\(hit)")
+
         // Another subject at the server: the certificate is refused, 78 naming its thumbprint.
         try server.addClient([
             "client_id": clientID, "token_endpoint_auth_method": ["tls_client_auth"],
