@@ -1,6 +1,9 @@
 // The bodies of CCrypto.h: libcrypto's table, its one loader state, and tokenctl's calls through it.
 #include "CCrypto.h"
+#include <limits.h>
+#include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 TOKENCTL_LAZY_DEFINE(tokenctl_crypto, TOKENCTL_CRYPTO_FUNCTIONS, TOKENCTL_CRYPTO_SONAME, (void)0)
 #define tokenctl_crypto (tokenctl_crypto_state.api)
@@ -83,6 +86,11 @@ int tokenctl_i2d_ecdsa_sig(const ECDSA_SIG *signature, unsigned char **output) {
     return tokenctl_crypto.i2d_ECDSA_SIG(signature, output);
 }
 
+unsigned char *tokenctl_hmac(const EVP_MD *type, const void *key, int keyLength, const unsigned char *data,
+                             size_t count, unsigned char *digest, unsigned int *length) {
+    return tokenctl_crypto.HMAC(type, key, keyLength, data, count, digest, length);
+}
+
 ssize_t tokenctl_getrandom(void *buffer, size_t length) { return getrandom(buffer, length, 0); }
 
 int tokenctl_evp_pkey_public_key_selection(void) { return EVP_PKEY_PUBLIC_KEY; }
@@ -95,3 +103,295 @@ const char *tokenctl_curve_p256(void) { return SN_X9_62_prime256v1; }
 
 int tokenctl_evp_pkey_ed25519(void) { return EVP_PKEY_ED25519; }
 int tokenctl_rsa_pkcs1_pss_padding(void) { return RSA_PKCS1_PSS_PADDING; }
+
+// MARK: Keys, certificates and PKCS#12
+
+#define tokenctl_crypto_malloc(size) tokenctl_crypto.CRYPTO_malloc((size), __FILE__, __LINE__)
+
+void tokenctl_buffer_free(unsigned char *buffer, size_t length) {
+    if (buffer != NULL) tokenctl_crypto.CRYPTO_clear_free(buffer, length, __FILE__, __LINE__);
+}
+
+// A copy of `bytes` the caller frees with tokenctl_buffer_free.
+static int tokenctl_copy_out(const void *bytes, size_t count, unsigned char **output, size_t *length) {
+    unsigned char *copy = tokenctl_crypto_malloc(count == 0 ? 1 : count);
+    if (copy == NULL) return 0;
+    if (count > 0) memcpy(copy, bytes, count);
+    *output = copy;
+    *length = count;
+    return 1;
+}
+
+// What a memory BIO holds, copied out; the BIO is freed.
+static int tokenctl_bio_drain(BIO *bio, unsigned char **output, size_t *length) {
+    char *data = NULL;
+    long count = tokenctl_crypto.BIO_ctrl(bio, BIO_CTRL_INFO, 0, &data);
+    int ok = count >= 0 && data != NULL && tokenctl_copy_out(data, (size_t)count, output, length);
+    tokenctl_crypto.BIO_free(bio);
+    return ok;
+}
+
+static OSSL_LIB_CTX *tokenctl_tpm2_context;
+static pthread_once_t tokenctl_tpm2_once = PTHREAD_ONCE_INIT;
+static void tokenctl_tpm2_load(void) {
+    OSSL_LIB_CTX *library = tokenctl_crypto.OSSL_LIB_CTX_new();
+    if (library == NULL) return;
+    // Loading a provider into a context stops the default provider's automatic loading there.
+    if (tokenctl_crypto.OSSL_PROVIDER_load(library, "tpm2") == NULL) return;
+    if (tokenctl_crypto.OSSL_PROVIDER_load(library, "default") == NULL) return;
+    tokenctl_tpm2_context = library;
+}
+OSSL_LIB_CTX *tokenctl_tpm2_library(void) {
+    pthread_once(&tokenctl_tpm2_once, tokenctl_tpm2_load);
+    return tokenctl_tpm2_context;
+}
+
+EVP_PKEY *tokenctl_key_generate(OSSL_LIB_CTX *library, const char *type, int bits, const char *properties) {
+    EVP_PKEY_CTX *context = tokenctl_crypto.EVP_PKEY_CTX_new_from_name(library, type, properties);
+    if (context == NULL) return NULL;
+    EVP_PKEY *key = NULL;
+    int ok = tokenctl_crypto.EVP_PKEY_keygen_init(context) == 1;
+    if (ok && strcmp(type, "EC") == 0) {
+        ok = tokenctl_crypto.EVP_PKEY_CTX_set_group_name(context, SN_X9_62_prime256v1) == 1;
+    } else if (ok) {
+        ok = tokenctl_crypto.EVP_PKEY_CTX_set_rsa_keygen_bits(context, bits) == 1;
+    }
+    if (ok && tokenctl_crypto.EVP_PKEY_generate(context, &key) != 1) key = NULL;
+    tokenctl_crypto.EVP_PKEY_CTX_free(context);
+    return key;
+}
+
+// A PEM password callback that gives none: an encrypted key fails instead of prompting on the terminal.
+static int tokenctl_no_password(char *buffer, int size, int writing, void *data) {
+    (void)buffer;
+    (void)size;
+    (void)writing;
+    (void)data;
+    return -1;
+}
+
+EVP_PKEY *tokenctl_key_read_pem(OSSL_LIB_CTX *library, const char *properties, const void *pem, size_t length) {
+    if (length > INT_MAX) return NULL;
+    BIO *bio = tokenctl_crypto.BIO_new_mem_buf(pem, (int)length);
+    if (bio == NULL) return NULL;
+    EVP_PKEY *key = tokenctl_crypto.PEM_read_bio_PrivateKey_ex(bio, NULL, tokenctl_no_password, NULL, library, properties);
+    tokenctl_crypto.BIO_free(bio);
+    return key;
+}
+
+int tokenctl_key_private_pem(EVP_PKEY *key, unsigned char **output, size_t *length) {
+    BIO *bio = tokenctl_crypto.BIO_new(tokenctl_crypto.BIO_s_secmem());
+    if (bio == NULL) return 0;
+    if (tokenctl_crypto.PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL) != 1) {
+        tokenctl_crypto.BIO_free(bio);
+        return 0;
+    }
+    return tokenctl_bio_drain(bio, output, length);
+}
+
+int tokenctl_key_public_der(EVP_PKEY *key, unsigned char **output, size_t *length) {
+    unsigned char *der = NULL;
+    int count = tokenctl_crypto.i2d_PUBKEY(key, &der);
+    if (count <= 0 || der == NULL) return 0;
+    int ok = tokenctl_copy_out(der, (size_t)count, output, length);
+    tokenctl_crypto.CRYPTO_free(der, __FILE__, __LINE__);
+    return ok;
+}
+
+int tokenctl_key_public_pem(EVP_PKEY *key, unsigned char **output, size_t *length) {
+    BIO *bio = tokenctl_crypto.BIO_new(tokenctl_crypto.BIO_s_mem());
+    if (bio == NULL) return 0;
+    if (tokenctl_crypto.PEM_write_bio_PUBKEY(bio, key) != 1) {
+        tokenctl_crypto.BIO_free(bio);
+        return 0;
+    }
+    return tokenctl_bio_drain(bio, output, length);
+}
+
+EVP_PKEY *tokenctl_key_from_public_der(const unsigned char *der, size_t length) {
+    const unsigned char *cursor = der;
+    return tokenctl_crypto.d2i_PUBKEY(NULL, &cursor, (long)length);
+}
+
+int tokenctl_key_is_a(const EVP_PKEY *key, const char *type) { return tokenctl_crypto.EVP_PKEY_is_a(key, type); }
+
+int tokenctl_key_group_name(const EVP_PKEY *key, char *name, size_t size) {
+    size_t length = 0;
+    return tokenctl_crypto.EVP_PKEY_get_group_name(key, name, size, &length);
+}
+
+int tokenctl_key_bn_param(const EVP_PKEY *key, const char *name, int width, unsigned char **output, size_t *length) {
+    BIGNUM *number = NULL;
+    if (tokenctl_crypto.EVP_PKEY_get_bn_param(key, name, &number) != 1 || number == NULL) return 0;
+    int own = (tokenctl_crypto.BN_num_bits(number) + 7) / 8;
+    int count = width > 0 ? width : (own > 0 ? own : 1);
+    int ok = 0;
+    unsigned char *bytes = tokenctl_crypto_malloc((size_t)count);
+    if (bytes != NULL && tokenctl_crypto.BN_bn2binpad(number, bytes, count) == count) {
+        *output = bytes;
+        *length = (size_t)count;
+        ok = 1;
+    } else if (bytes != NULL) {
+        tokenctl_crypto.CRYPTO_free(bytes, __FILE__, __LINE__);
+    }
+    tokenctl_crypto.BN_free(number);
+    return ok;
+}
+
+int tokenctl_key_sign(EVP_PKEY *key, OSSL_LIB_CTX *library, const char *properties, int pss,
+                      const unsigned char *message, size_t messageLength, unsigned char **output, size_t *length) {
+    EVP_MD_CTX *context = tokenctl_crypto.EVP_MD_CTX_new();
+    if (context == NULL) return 0;
+    EVP_PKEY_CTX *keyContext = NULL;
+    int ok = tokenctl_crypto.EVP_DigestSignInit_ex(context, &keyContext, "SHA256", library, properties, key, NULL) == 1;
+    if (ok && pss) {
+        ok = tokenctl_crypto.EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PSS_PADDING) == 1
+            && tokenctl_crypto.EVP_PKEY_CTX_set_rsa_mgf1_md(keyContext, tokenctl_crypto.EVP_sha256()) == 1
+            && tokenctl_crypto.EVP_PKEY_CTX_set_rsa_pss_saltlen(keyContext, 32) == 1;
+    }
+    size_t size = 0;
+    if (ok) ok = tokenctl_crypto.EVP_DigestSign(context, NULL, &size, message, messageLength) == 1 && size > 0;
+    unsigned char *signature = ok ? tokenctl_crypto_malloc(size) : NULL;
+    if (signature != NULL && tokenctl_crypto.EVP_DigestSign(context, signature, &size, message, messageLength) == 1) {
+        *output = signature;
+        *length = size;
+    } else {
+        if (signature != NULL) tokenctl_crypto.CRYPTO_free(signature, __FILE__, __LINE__);
+        ok = 0;
+    }
+    tokenctl_crypto.EVP_MD_CTX_free(context);
+    return ok;
+}
+
+int tokenctl_ecdsa_der_to_raw(const unsigned char *der, size_t length, int width, unsigned char *raw) {
+    const unsigned char *cursor = der;
+    ECDSA_SIG *signature = tokenctl_crypto.d2i_ECDSA_SIG(NULL, &cursor, (long)length);
+    if (signature == NULL) return 0;
+    const BIGNUM *r = NULL;
+    const BIGNUM *s = NULL;
+    tokenctl_crypto.ECDSA_SIG_get0(signature, &r, &s);
+    int ok = r != NULL && s != NULL && tokenctl_crypto.BN_bn2binpad(r, raw, width) == width
+        && tokenctl_crypto.BN_bn2binpad(s, raw + width, width) == width;
+    tokenctl_crypto.ECDSA_SIG_free(signature);
+    return ok;
+}
+
+int tokenctl_certificate_self_signed(EVP_PKEY *key, OSSL_LIB_CTX *library, const char *properties,
+                                     const char *commonName, long seconds, const unsigned char *serial,
+                                     size_t serialLength, unsigned char **output, size_t *length) {
+    X509 *certificate = tokenctl_crypto.X509_new();
+    if (certificate == NULL) return 0;
+    EVP_MD_CTX *context = NULL;
+    BIGNUM *number = tokenctl_crypto.BN_bin2bn(serial, (int)serialLength, NULL);
+    X509_NAME *name = tokenctl_crypto.X509_get_subject_name(certificate);
+    int ok = number != NULL && tokenctl_crypto.X509_set_version(certificate, X509_VERSION_3) == 1
+        && tokenctl_crypto.BN_to_ASN1_INTEGER(number, tokenctl_crypto.X509_get_serialNumber(certificate)) != NULL
+        && tokenctl_crypto.X509_gmtime_adj(tokenctl_crypto.X509_getm_notBefore(certificate), 0) != NULL
+        && tokenctl_crypto.X509_gmtime_adj(tokenctl_crypto.X509_getm_notAfter(certificate), seconds) != NULL
+        && tokenctl_crypto.X509_set_pubkey(certificate, key) == 1
+        && tokenctl_crypto.X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)commonName,
+                                                      -1, -1, 0) == 1
+        && tokenctl_crypto.X509_set_issuer_name(certificate, name) == 1;
+    if (ok) {
+        context = tokenctl_crypto.EVP_MD_CTX_new();
+        ok = context != NULL
+            && tokenctl_crypto.EVP_DigestSignInit_ex(context, NULL, "SHA256", library, properties, key, NULL) == 1
+            && tokenctl_crypto.X509_sign_ctx(certificate, context) > 0;
+    }
+    unsigned char *der = NULL;
+    int count = ok ? tokenctl_crypto.i2d_X509(certificate, &der) : 0;
+    ok = count > 0 && der != NULL && tokenctl_copy_out(der, (size_t)count, output, length);
+    if (der != NULL) tokenctl_crypto.CRYPTO_free(der, __FILE__, __LINE__);
+    if (context != NULL) tokenctl_crypto.EVP_MD_CTX_free(context);
+    if (number != NULL) tokenctl_crypto.BN_free(number);
+    tokenctl_crypto.X509_free(certificate);
+    return ok;
+}
+
+X509 *tokenctl_certificate_read_pem(const void *pem, size_t length) {
+    if (length > INT_MAX) return NULL;
+    BIO *bio = tokenctl_crypto.BIO_new_mem_buf(pem, (int)length);
+    if (bio == NULL) return NULL;
+    X509 *certificate = tokenctl_crypto.PEM_read_bio_X509(bio, NULL, tokenctl_no_password, NULL);
+    tokenctl_crypto.BIO_free(bio);
+    return certificate;
+}
+
+X509 *tokenctl_certificate_read_der(const unsigned char *der, size_t length) {
+    const unsigned char *cursor = der;
+    X509 *certificate = tokenctl_crypto.d2i_X509(NULL, &cursor, (long)length);
+    // Trailing bytes after the certificate: not one DER certificate.
+    if (certificate != NULL && cursor != der + length) {
+        tokenctl_crypto.X509_free(certificate);
+        return NULL;
+    }
+    return certificate;
+}
+
+int tokenctl_certificate_der(X509 *certificate, unsigned char **output, size_t *length) {
+    unsigned char *der = NULL;
+    int count = tokenctl_crypto.i2d_X509(certificate, &der);
+    if (count <= 0 || der == NULL) return 0;
+    int ok = tokenctl_copy_out(der, (size_t)count, output, length);
+    tokenctl_crypto.CRYPTO_free(der, __FILE__, __LINE__);
+    return ok;
+}
+
+int tokenctl_certificate_pem(X509 *certificate, unsigned char **output, size_t *length) {
+    BIO *bio = tokenctl_crypto.BIO_new(tokenctl_crypto.BIO_s_mem());
+    if (bio == NULL) return 0;
+    if (tokenctl_crypto.PEM_write_bio_X509(bio, certificate) != 1) {
+        tokenctl_crypto.BIO_free(bio);
+        return 0;
+    }
+    return tokenctl_bio_drain(bio, output, length);
+}
+
+void tokenctl_certificate_free(X509 *certificate) { tokenctl_crypto.X509_free(certificate); }
+
+int tokenctl_certificate_name(X509 *certificate, int issuer, unsigned char **output, size_t *length) {
+    BIO *bio = tokenctl_crypto.BIO_new(tokenctl_crypto.BIO_s_mem());
+    if (bio == NULL) return 0;
+    X509_NAME *name = issuer ? tokenctl_crypto.X509_get_issuer_name(certificate)
+                             : tokenctl_crypto.X509_get_subject_name(certificate);
+    // XN_FLAG_RFC2253: RFC 2253 (now RFC 4514) string form, most specific RDN first.
+    if (tokenctl_crypto.X509_NAME_print_ex(bio, name, 0, XN_FLAG_RFC2253) < 0) {
+        tokenctl_crypto.BIO_free(bio);
+        return 0;
+    }
+    return tokenctl_bio_drain(bio, output, length);
+}
+
+static int tokenctl_asn1_time_seconds(const ASN1_TIME *time, long long *seconds) {
+    struct tm broken = { 0 };
+    if (time == NULL || tokenctl_crypto.ASN1_TIME_to_tm(time, &broken) != 1) return 0;
+    *seconds = (long long)timegm(&broken);
+    return 1;
+}
+
+int tokenctl_certificate_validity(X509 *certificate, long long *notBefore, long long *notAfter) {
+    return tokenctl_asn1_time_seconds(tokenctl_crypto.X509_get0_notBefore(certificate), notBefore)
+        && tokenctl_asn1_time_seconds(tokenctl_crypto.X509_get0_notAfter(certificate), notAfter);
+}
+
+int tokenctl_certificate_public_der(X509 *certificate, unsigned char **output, size_t *length) {
+    EVP_PKEY *key = tokenctl_crypto.X509_get0_pubkey(certificate);
+    return key != NULL && tokenctl_key_public_der(key, output, length);
+}
+
+static void tokenctl_x509_free_item(void *item) { tokenctl_crypto.X509_free(item); }
+
+int tokenctl_pkcs12_parse(const unsigned char *data, size_t length, const char *password, EVP_PKEY **key,
+                          X509 **certificate) {
+    if (length > INT_MAX) return 0;
+    BIO *bio = tokenctl_crypto.BIO_new_mem_buf(data, (int)length);
+    if (bio == NULL) return 0;
+    PKCS12 *bundle = tokenctl_crypto.d2i_PKCS12_bio(bio, NULL);
+    tokenctl_crypto.BIO_free(bio);
+    if (bundle == NULL) return 0;
+    STACK_OF(X509) *chain = NULL;
+    int ok = tokenctl_crypto.PKCS12_parse(bundle, password, key, certificate, &chain) == 1;
+    if (chain != NULL) tokenctl_crypto.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, tokenctl_x509_free_item);
+    tokenctl_crypto.PKCS12_free(bundle);
+    return ok;
+}

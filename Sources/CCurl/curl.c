@@ -34,6 +34,11 @@ CURLcode tokenctl_curl_setopt_slist(CURL *handle, CURLoption option, struct curl
     return (tokenctl_curl.curl_easy_setopt)(handle, option, value);
 }
 
+CURLcode tokenctl_curl_setopt_blob(CURL *handle, CURLoption option, const void *data, size_t length) {
+    struct curl_blob blob = {.data = (void *)data, .len = length, .flags = CURL_BLOB_COPY};
+    return (tokenctl_curl.curl_easy_setopt)(handle, option, &blob);
+}
+
 CURLcode tokenctl_curl_setopt_callback(CURL *handle, CURLoption option, tokenctl_curl_data_callback callback) {
     return (tokenctl_curl.curl_easy_setopt)(handle, option, callback);
 }

@@ -61,6 +61,7 @@ public enum HintText {
         case .refresh(let options): (RefreshCommand.spec.name, nil, options.map(spelling))
         case .schedule(let action, let options): (ScheduleCommand.spec.name, spelling(action), options.map(spelling))
         case .forward(let action, let options): (ForwardCommand.spec.name, spelling(action), options.map(spelling))
+        case .key(let action, let options): (KeyCommand.spec.name, spelling(action), options.map(spelling))
         }
     }
 
@@ -95,6 +96,8 @@ public enum HintText {
         case .caBundle(let value): (Option.caBundle, value)
         case .dpop: (Option.dpop, nil)
         case .noDPoP: (Option.noDPoP, nil)
+        case .grant(let value): (Option.grant, value)
+        case .clientAuth(let value): (Option.clientAuth, value)
         }
     }
 
@@ -157,6 +160,25 @@ public enum HintText {
         case .enable: ForwardCommand.Action.enable.rawValue
         case .status: ForwardCommand.Action.status.rawValue
         case .listen: ForwardCommand.Action.listen.rawValue
+        }
+    }
+
+    static func spelling(_ action: TokenctlCommand.KeyAction) -> String {
+        switch action {
+        case .create: KeyCommand.Action.create.rawValue
+        case .show: KeyCommand.Action.show.rawValue
+        case .import: KeyCommand.Action.import.rawValue
+        case .rotate: KeyCommand.Action.rotate.rawValue
+        case .remove: KeyCommand.Action.remove.rawValue
+        }
+    }
+
+    static func spelling(_ option: TokenctlCommand.KeyOption) -> (spec: OptionSpec, value: SuggestedValue?) {
+        switch option {
+        case .certificate: (KeyCommand.certificateOption, nil)
+        case .next: (KeyCommand.nextOption, nil)
+        case .commit: (KeyCommand.commitOption, nil)
+        case .format(let value): (KeyCommand.formatOption, value)
         }
     }
 

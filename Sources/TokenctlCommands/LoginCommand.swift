@@ -38,6 +38,16 @@ enum LoginCommand: EngineCommand {
         static let loginTimeout = OptionSpec(
             "--login-timeout", value: "seconds",
             help: "With --browser: how long to wait for the browser (default: 300).")
+        static let grant = OptionSpec(
+            "--grant", value: "grant", choices: MachineGrant.allCases.map(\.rawValue),
+            help:
+                "client-credentials: a machine profile, signed in as its client (RFC 6749 §4.4), with no person and no refresh token; 'token' gets a new access token when the cached one is due."
+        )
+        static let clientAuth = OptionSpec(
+            "--client-auth", value: "method", choices: ClientAuthenticationMethod.names,
+            help:
+                "How the client authenticates: \(ClientAuthenticationMethod.names.joined(separator: ", ")). Default: the best the server advertises that the client has the means for, keys before secrets."
+        )
         static let refreshTokenStdin = OptionSpec(
             "--refresh-token-stdin", help: "Import a refresh token read from standard input (one line).")
         static let clientSecretStdin = OptionSpec(
@@ -81,7 +91,7 @@ enum LoginCommand: EngineCommand {
         name: "login",
         abstract: "Sign in a profile: device code, browser, or an imported refresh token.",
         usage:
-            "[--provider <name>] [--issuer <url> --client-id <id>] [--device | --browser | --refresh-token-stdin] [<options>]",
+            "[--provider <name>] [--issuer <url> --client-id <id>] [--device | --browser | --refresh-token-stdin] [--grant client-credentials] [<options>]",
         options: [
             Option.provider,
             Option.host,
@@ -93,6 +103,8 @@ enum LoginCommand: EngineCommand {
             Option.port,
             Option.noOpen,
             Option.loginTimeout,
+            Option.grant,
+            Option.clientAuth,
             Option.refreshTokenStdin,
             Option.clientSecretStdin,
             Option.scope,
@@ -145,6 +157,12 @@ enum LoginCommand: EngineCommand {
             how its issuer is matched, how logout revokes): give only the client id (and
             --client-secret-stdin where the provider requires a secret). 'tokenctl help
             providers' says what to register at each provider.
+            With --grant client-credentials, the profile is a machine's: no person signs in, the
+            client authenticates itself (--client-auth; a secret only from --client-secret-stdin,
+            kept in the Secret Service) and the login gets a first token to prove the
+            configuration; 'token' then asks for a new one whenever the cached one is due, under
+            the same lock and cache as a session. The server refusing the client is exit 78,
+            naming what to register where.
             """)
 
     /// Waits for a person: --timeout bounds each request, the store checks before the flow and
@@ -154,6 +172,8 @@ enum LoginCommand: EngineCommand {
     /// How the first token set is obtained.
     enum Flow: Equatable, Sendable {
         case device, browser, refreshTokenImport
+        /// A machine profile (`--grant client-credentials`).
+        case clientCredentials
         /// The browser with a display and a terminal, else the device flow.
         case automatic
     }
@@ -176,16 +196,39 @@ enum LoginCommand: EngineCommand {
         var dpop: Bool?
         /// `--provider` (with the issuer it implies in `issuer`); nil: what the profile saved.
         var provider: Provider?
+        /// `--client-auth`; nil: the saved one, or chosen from discovery.
+        var clientAuth: ClientAuthenticationMethod?
         /// `--client-secret-stdin` with no other login option (`--timeout` aside): a profile
         /// with a session gets the new secret and keeps its session (no new sign-in).
         var replacesSecretOnly: Bool
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            let chosen = [Option.device, Option.browser, Option.refreshTokenStdin].filter(parsed.has)
+            let chosen =
+                [Option.device, Option.browser, Option.refreshTokenStdin].filter(parsed.has)
+                + [Option.grant].filter { parsed.value($0) != nil }
             guard chosen.count <= 1 else {
                 throw UsageError(
-                    "Choose one of --device, --browser and --refresh-token-stdin, not \(chosen.map(\.key).joined(separator: " and ")).",
+                    "Choose one of --device, --browser, --refresh-token-stdin and --grant, not \(chosen.map(\.key).joined(separator: " and ")).",
                     command: "login")
+            }
+            if let grant = parsed.value(Option.grant), MachineGrant(rawValue: grant) == nil {
+                throw UsageError(
+                    "Invalid value '\(Output.printable(String(grant.prefix(40))))' for '--grant': expected \(MachineGrant.allCases.map(\.rawValue).joined(separator: " or ")).",
+                    command: "login")
+            }
+            clientAuth = try parsed.value(Option.clientAuth).map { (name) throws(UsageError) in
+                guard let method = ClientAuthenticationMethod(rawValue: name) else {
+                    let hint =
+                        closestMatch(to: name, in: ClientAuthenticationMethod.names).map { " (did you mean '\($0)'?)" }
+                        ?? ""
+                    throw UsageError(
+                        "Invalid value '\(Output.printable(String(name.prefix(40))))' for '--client-auth'\(hint): expected one of \(ClientAuthenticationMethod.names.joined(separator: ", ")).",
+                        command: "login")
+                }
+                return method
+            }
+            if (parsed.value(Option.grant) != nil) && parsed.has(Option.dpop) {
+                throw UsageError("--dpop applies to a person's session, not to --grant.", command: "login")
             }
             readsClientSecret = parsed.has(Option.clientSecretStdin)
             let given = Set(parsed.valueList.map(\.key) + parsed.flagList)
@@ -215,7 +258,10 @@ enum LoginCommand: EngineCommand {
             }
             port = try Options.port(parsed)
             opensBrowser = !parsed.has(Option.noOpen)
-            if (port != nil || !opensBrowser) && (parsed.has(Option.device) || parsed.has(Option.refreshTokenStdin)) {
+            if (port != nil || !opensBrowser)
+                && (parsed.has(Option.device) || parsed.has(Option.refreshTokenStdin)
+                    || (parsed.value(Option.grant) != nil))
+            {
                 throw UsageError("--port and --no-open apply to --browser only.", command: "login")
             }
             if parsed.has(Option.dpop) && parsed.has(Option.noDPoP) {
@@ -224,11 +270,14 @@ enum LoginCommand: EngineCommand {
             dpop = parsed.has(Option.dpop) ? true : parsed.has(Option.noDPoP) ? false : nil
             browserTimeout = try parsed.seconds(Option.loginTimeout, command: "login", default: 300, allowZero: false)
             flow =
-                parsed.has(Option.refreshTokenStdin)
-                ? .refreshTokenImport
-                : parsed.has(Option.browser) || port != nil || !opensBrowser
-                    ? .browser
-                    : parsed.has(Option.device) ? .device : provider?.offersDeviceFlow == false ? .browser : .automatic
+                (parsed.value(Option.grant) != nil)
+                ? .clientCredentials
+                : parsed.has(Option.refreshTokenStdin)
+                    ? .refreshTokenImport
+                    : parsed.has(Option.browser) || port != nil || !opensBrowser
+                        ? .browser
+                        : parsed.has(Option.device)
+                            ? .device : provider?.offersDeviceFlow == false ? .browser : .automatic
             endpoints = ExplicitEndpoints(
                 token: try url(Option.tokenEndpoint), revocation: try url(Option.revocationEndpoint),
                 deviceAuthorization: try url(Option.deviceAuthorizationEndpoint),
@@ -303,13 +352,19 @@ enum LoginCommand: EngineCommand {
     }
 
     static func run(_ context: CommandContext) async throws -> ExitStatus {
-        let options = try Options(context.options)
+        var options = try Options(context.options)
         // Signing a profile in again needs no options: what it saved (issuer, client id, scope,
         // audience, resources, endpoints, client authentication, CA bundle) applies; options
         // given now replace it and are saved.
         let saved =
             options.issuer == nil || options.clientID == nil
             ? try ProfileRepository(paths: context.paths).load(context.profile) : nil
+        // A machine profile signs in again as a machine, unless another flow is named.
+        if options.flow == .automatic,
+            (saved ?? (try? ProfileRepository(paths: context.paths).load(context.profile)))?.isMachine == true
+        {
+            options.flow = .clientCredentials
+        }
         let profileOption = context.profile == .default ? "" : " --profile \(context.profile)"
         guard let issuer = options.issuer ?? saved?.issuer else {
             throw UsageError(
@@ -335,12 +390,13 @@ enum LoginCommand: EngineCommand {
             )
             return .success
         }
-        let request = TokenctlService.LoginRequest(
+        var request = TokenctlService.LoginRequest(
             profile: context.profile, issuer: issuer, clientID: clientID, scope: options.scope, method: method,
             endpoints: options.endpoints,
             caBundle: options.caBundle.map(absolutePath(_:)), clientSecret: clientSecret, audience: options.audience,
             resources: options.resources,
             dpop: options.dpop, provider: options.provider)
+        request.clientAuth = options.clientAuth
         let presenter = TerminalLoginPresenter(
             io: context.environment.io, clock: context.clock, programs: context.environment.programs)
         let result = try await context.service().login(request, presenter: presenter)
@@ -360,6 +416,8 @@ enum LoginCommand: EngineCommand {
             return .browser(port: options.port, openBrowser: options.opensBrowser, timeout: options.browserTimeout)
         case .device:
             return .device
+        case .clientCredentials:
+            return .clientCredentials
         case .automatic:
             return hasDisplay(context.environment)
                 ? .browser(port: nil, openBrowser: true, timeout: options.browserTimeout) : .device
@@ -393,7 +451,10 @@ enum LoginCommand: EngineCommand {
                 ? "The session is bound to a new DPoP key (jkt \(key.thumbprint)): each request needs a proof, which 'token --format dpop' prints with the token ('tokenctl help token').\n"
                 : "The server issued Bearer tokens to this DPoP request (accepted: dpop_allow_bearer = true); they are not bound to the key.\n"
         }
-        if !tokenSet.hasRefreshToken {
+        if result.isMachine {
+            summary +=
+                "A machine profile (client credentials, \(result.clientAuth?.rawValue ?? "no client authentication")): '\(CommandHint.tokenctl(context.profile, "token"))' gets a new access token whenever the cached one is due.\n"
+        } else if !tokenSet.hasRefreshToken {
             summary +=
                 "The server issued no refresh token: '\(CommandHint.tokenctl(context.profile, "token"))' works until the access token expires, then you must log in again.\n"
         }

@@ -66,4 +66,37 @@ enum StandardInput {
         }
         return text
     }
+
+    /// All of standard input as bytes (a PEM key, a PKCS#12 bundle), at most 64 KiB, within
+    /// `timeout` seconds; never echoed.
+    static func bytes(from io: IOStreams, what: String, timeout: Double) throws(TokenctlError) -> [UInt8] {
+        let input = io.input
+        guard !Terminal.isTerminal(input) else {
+            throw TokenctlError(
+                .invalidInput, "the \(what) is read from standard input, which is a terminal",
+                hint: "Pipe it in, e.g. 'tokenctl key import < key.pem'.")
+        }
+        var bytes: [UInt8] = []
+        switch readStandardInput(input, into: &bytes, deadline: .after(timeout), limit: 65536, echo: false) {
+        case .ended: break
+        case .tooLarge: throw TokenctlError(.invalidInput, "the \(what) on standard input is larger than 64 KiB")
+        case .timedOut:
+            throw TokenctlError(
+                .invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))")
+        }
+        guard !bytes.isEmpty else { throw TokenctlError(.invalidInput, "no \(what) on standard input") }
+        return bytes
+    }
+
+    /// A secret on standard input (a password): one line, never echoed, the trailing newline dropped.
+    static func secret(from io: IOStreams, what: String, timeout: Double) throws(TokenctlError) -> String {
+        do {
+            return try line(
+                from: io, what: what, prompt: "\(what.prefix(1).uppercased() + what.dropFirst()): ", timeout: timeout)
+        } catch let error as TokenctlError {
+            throw error
+        } catch {
+            throw TokenctlError(.invalidInput, "cannot read the \(what): \(error)")
+        }
+    }
 }

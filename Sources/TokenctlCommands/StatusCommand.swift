@@ -63,7 +63,9 @@ enum StatusCommand: EngineCommand {
                 (all ? "[" + objects.joined(separator: ",") + "]" : objects.first ?? "null") + "\n")
         } else {
             if statuses.isEmpty { context.io.standardError("No profiles configured.\n") }
-            context.io.standardOutput(statuses.map { human($0) }.joined(separator: "\n"))
+            context.io.standardOutput(
+                statuses.map { human($0) + KeyCommand.statusLines(service, $0.profile) }.joined(
+                    separator: "\n"))
             if !orphans.isEmpty {
                 var text = "\nOrphaned sessions in the keyring (not used; remove with 'tokenctl logout --orphans'):\n"
                 for orphan in orphans {
@@ -151,6 +153,11 @@ enum StatusCommand: EngineCommand {
             "Profile \(status.profile): \(status.state.rawValue)", "  issuer:        \(status.issuer)",
             "  client id:     \(status.clientID)",
         ]
+        if let grant = status.grant {
+            lines.append("  machine:       \(grant) grant, \(status.clientAuth ?? "no client authentication")")
+        } else if let clientAuth = status.clientAuth {
+            lines.append("  client auth:   \(clientAuth)")
+        }
         switch status.state {
         case .storeUnavailable:
             lines.append("  problem:       " + Output.sentence(status.storeProblem ?? "unknown"))
@@ -223,7 +230,10 @@ enum StatusCommand: EngineCommand {
             status.accessTokenTimeLeft == .infinity
             ? "none (log in again when a server rejects the access token)"
             : "none (log in again when the access token expires)"
-        var refresh = status.hasRefreshToken ? "present" : noRefreshToken
+        var refresh =
+            status.hasRefreshToken
+            ? "present"
+            : status.grant != nil ? "none (a machine: a new access token is asked for when due)" : noRefreshToken
         if status.hasRefreshToken, let left = status.refreshTokenTimeLeft {
             // The server said how long it lives (GitHub App tokens: about six months).
             refresh =
@@ -318,6 +328,8 @@ enum StatusCommand: EngineCommand {
             ("ended_reason", .string(status.endedReason)),
             ("store", .string(status.store)),
             ("cache", .string(status.cache)),
+            ("grant", .string(status.grant)),
+            ("client_auth", .string(status.clientAuth)),
         ]
         // Every key in every state (null when it does not apply): a stable schema for scripts.
         fields.append(("store_problem", .string(status.storeProblem)))

@@ -147,7 +147,10 @@ struct CommandOptionsTests {
             browser.flow == .browser && browser.port == 8400 && !browser.opensBrowser && browser.browserTimeout == 30)
         #expect(try LoginCommand.Options(Self.parsed("login", "--refresh-token-stdin")).flow == .refreshTokenImport)
         let refusals: [([String], String)] = [
-            (["login", "--device", "--browser"], "Choose one of --device, --browser and --refresh-token-stdin"),
+            (
+                ["login", "--device", "--browser"],
+                "Choose one of --device, --browser, --refresh-token-stdin and --grant"
+            ),
             (["login", "--refresh-token-stdin", "--client-secret-stdin"], "both read standard input"),
             (["login", "--issuer", "http://id.example.com"], "--issuer"),
             (["login", "--client-id", "a b"], "--client-id"),

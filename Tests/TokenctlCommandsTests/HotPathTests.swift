@@ -232,7 +232,10 @@ struct HotPathProfileTests {
                         ? "false"
                         : key == "provider"
                             ? "github"
-                            : key == "forward" ? "true" : key.hasPrefix("forward_") ? "a b" : "https://a.example/\(key)"
+                            : key == "grant"
+                                ? "client-credentials"
+                                : key == "forward"
+                                    ? "true" : key.hasPrefix("forward_") ? "a b" : "https://a.example/\(key)"
             var text = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\n"
             if !["issuer", "client_id", "token_endpoint"].contains(key) { text += "\(key) = \(value)\n" }
             #expect(bytes(text) { HotPath.profileIdentity($0) != nil }, "\(key)")
@@ -276,6 +279,20 @@ struct HotPathProfileTests {
                 jwksURI: try! EndpointURL("https://a.example/j"),
                 tokenEndpointAuthMethod: .clientSecretPost
             ).serialized(profile: .default),
+            // A machine profile, as `login --grant client-credentials` writes it: its hits are
+            // served as a session's.
+            {
+                var machine = ProfileConfiguration(
+                    issuer: try! EndpointURL("https://a.example"), clientID: "c", scope: "machine",
+                    tokenEndpoint: try! EndpointURL("https://a.example/t"),
+                    tokenEndpointAuthMethod: .selfSignedTLSClientAuth)
+                machine.grant = .clientCredentials
+                machine.assertionAudience = "https://a.example/t"
+                machine.mtlsTokenEndpoint = try! EndpointURL("https://mtls.a.example/t")
+                return machine.serialized(profile: .default)
+            }(),
+            Self.goodProfile + "token_endpoint_auth_method = private_key_jwt\n",
+            Self.goodProfile + "grant = client-credentials\ntoken_endpoint_auth_method = tls_client_auth\n",
         ]
         let rejected = [
             "", "issuer = https://a.example\nclient_id = c\n", // no token endpoint: the engine refuses it
@@ -295,7 +312,10 @@ struct HotPathProfileTests {
             // Valid, but a doubt:
             "issuer = https://a.example\nclient_id = caf\u{E9}\ntoken_endpoint = https://a.example/t\n",
             Self.goodProfile + "jwks_uri = ftp://x/\n",
-            Self.goodProfile + "token_endpoint_auth_method = private_key_jwt\n",
+            Self.goodProfile + "token_endpoint_auth_method = private_key_jwt_\n",
+            Self.goodProfile + "grant = token-exchange\n",
+            Self.goodProfile + "mtls_token_endpoint = ftp://x/\n",
+            Self.goodProfile + "assertion_audience =\n",
         ]
         for text in accepted + rejected {
             let mine = bytes(text) { file in

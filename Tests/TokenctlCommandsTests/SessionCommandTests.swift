@@ -44,7 +44,8 @@ struct SessionCommandTests {
             let both = try await user.tokenctl("--profile", profile, "login", "--device", "--refresh-token-stdin")
             #expect(
                 both.status == .usage
-                    && both.stderr.contains("Choose one of --device, --browser and --refresh-token-stdin"), "\(both)")
+                    && both.stderr.contains("Choose one of --device, --browser, --refresh-token-stdin and --grant"),
+                "\(both)")
         }
     }
 

@@ -163,17 +163,18 @@ struct DeviceFlowTests {
 @Suite("Client authentication and scopes")
 struct ClientCredentialsTests {
     @Test("client_secret_basic: form-encoded id and secret in Basic; client_secret_post: in the body")
-    func methods() {
-        let basic = ClientCredentials(clientID: "my client", secret: "s:e/c", method: .clientSecretBasic).formRequest(
-            "https://i/token", [("grant_type", "x")])
+    func methods() throws {
+        let basic = try ClientCredentials(clientID: "my client", secret: "s:e/c", method: .clientSecretBasic)
+            .formRequest(
+                "https://i/token", [("grant_type", "x")])
         let header = basic.headers.first { $0.name == "Authorization" }?.value
         #expect(header == "Basic " + Data("my+client:s%3Ae%2Fc".utf8).base64EncodedString())
         #expect(formFields(basic)["client_secret"] == nil)
-        let post = ClientCredentials(clientID: "cli", secret: "sec", method: .clientSecretPost).formRequest(
+        let post = try ClientCredentials(clientID: "cli", secret: "sec", method: .clientSecretPost).formRequest(
             "https://i/token", [("grant_type", "x")])
         #expect(formFields(post)["client_secret"] == "sec")
         #expect(post.headers.allSatisfy { $0.name != "Authorization" })
-        let publicClient = ClientCredentials(clientID: "cli").formRequest("https://i/token", [])
+        let publicClient = try ClientCredentials(clientID: "cli").formRequest("https://i/token", [])
         #expect(formFields(publicClient) == ["client_id": "cli"])
     }
 
@@ -194,10 +195,10 @@ struct ClientCredentialsTests {
     }
 
     @Test("the refresh request carries the client's authentication")
-    func refreshCarriesSecret() async {
+    func refreshCarriesSecret() async throws {
         let http = FakeHTTPClient(script: [.success(.tokens())])
         let client = TokenEndpointClient(http: http, clock: VirtualClock().clock, retry: RetryPolicy())
-        _ = await client.refresh(
+        _ = try await client.refresh(
             refreshToken: "r", endpoint: "https://i/token", clientID: "cli",
             credentials: ClientCredentials(clientID: "cli", secret: "sec", method: .clientSecretPost))
         #expect(formFields(http.requests[0])["client_secret"] == "sec")

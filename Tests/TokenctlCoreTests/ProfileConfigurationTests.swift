@@ -189,13 +189,16 @@ struct ProfileConfigurationTests {
                 "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
                 "git_username",
                 "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
+                "grant", "assertion_audience", "mtls_token_endpoint",
+                "key_file", "certificate_file",
             ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {
             case "issuer": "issuer = https://a.example"
             case "token_endpoint", "revocation_endpoint", "device_authorization_endpoint", "authorization_endpoint",
-                "jwks_uri":
+                "jwks_uri", "assertion_audience", "mtls_token_endpoint":
                 "\(key) = https://a.example/\(key)"
+            case "grant": "grant = client-credentials"
             case "token_endpoint_auth_method": "\(key) = client_secret_post"
             case "provider": "provider = gitlab"
             case "resource": "resource = https://api.example/ urn:example:ledger"
@@ -221,6 +224,9 @@ struct ProfileConfigurationTests {
         #expect(configuration.audience == "v")
         #expect(configuration.resources == ["https://api.example/", "urn:example:ledger"])
         #expect(configuration.gitUsername == "v")
+        #expect(configuration.grant == .clientCredentials && configuration.isMachine)
+        #expect(configuration.assertionAudience == "https://a.example/assertion_audience")
+        #expect(configuration.mtlsTokenEndpoint?.string == "https://a.example/mtls_token_endpoint")
         let again = try ProfileConfiguration.parse(
             configuration.serialized(profile: ProfileName(rawValue: "p")!), path: path)
         #expect(again == configuration)
@@ -229,7 +235,11 @@ struct ProfileConfigurationTests {
     @Test("an unknown client authentication method is rejected on its line")
     func unknownAuthMethod() {
         let error = configurationError(
-            "issuer = https://a.example\nclient_id = c\ntoken_endpoint_auth_method = private_key_jwt\n")
+            "issuer = https://a.example\nclient_id = c\ntoken_endpoint_auth_method = private_key_jwt_\n")
         #expect(error?.line == 3)
+        #expect(error?.message.contains("self_signed_tls_client_auth") == true)
+        #expect(
+            configurationError("issuer = https://a.example\nclient_id = c\ngrant = password\n")?.message
+                == "grant: expected client-credentials, not 'password'")
     }
 }

@@ -27,8 +27,8 @@ struct SecretRedactionTests {
     }
 
     @Test("a request's secrets: the refresh token, the client secret in the form and in HTTP Basic")
-    func request() {
-        let post = ClientCredentials(clientID: "cli", secret: clientSecret, method: .clientSecretPost)
+    func request() throws {
+        let post = try ClientCredentials(clientID: "cli", secret: clientSecret, method: .clientSecretPost)
             .formRequest(
                 "https://as.example/token", [("grant_type", "refresh_token"), ("refresh_token", refreshToken)])
         let redaction = SecretRedaction(request: post)
@@ -38,7 +38,7 @@ struct SecretRedactionTests {
             !scrubbed.contains(FormEncoding.escape(refreshToken)) && !scrubbed.contains(clientSecret), "\(scrubbed)")
         #expect(scrubbed.contains("grant_type=refresh_token"))
 
-        let basic = ClientCredentials(clientID: "cli", secret: clientSecret, method: .clientSecretBasic)
+        let basic = try ClientCredentials(clientID: "cli", secret: clientSecret, method: .clientSecretBasic)
             .formRequest(
                 "https://as.example/token", [("grant_type", "refresh_token"), ("refresh_token", refreshToken)])
         #expect(SecretRedaction(request: basic).scrub("client \(clientSecret) unknown") == "client [redacted] unknown")

@@ -81,7 +81,7 @@ struct TokenEndpointClientTests {
     func request() async throws {
         let http = FakeHTTPClient(script: [.success(.tokens())])
         let clock = VirtualClock()
-        let (outcome, receivedAt) = await client(http, clock).refresh(
+        let (outcome, receivedAt) = try await client(http, clock).refresh(
             refreshToken: "r/1+x", endpoint: endpoint, clientID: "cli", scope: "openid api")
         #expect(isSuccess(outcome))
         #expect(receivedAt == clock.now)
@@ -97,21 +97,22 @@ struct TokenEndpointClientTests {
     }
 
     @Test("no scope field unless a scope is given")
-    func noScope() async {
+    func noScope() async throws {
         let http = FakeHTTPClient(script: [.success(.tokens())])
-        _ = await client(http, VirtualClock()).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        _ = try await client(http, VirtualClock()).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(formFields(http.requests[0])["scope"] == nil)
     }
 
     @Test("fake server: 503 twice, then 200 → success after two backoff waits")
-    func retriesThenSucceeds() async {
+    func retriesThenSucceeds() async throws {
         let http = FakeHTTPClient(script: [
             .success(.text(503, "down")), .success(.text(503, "down")), .success(.tokens(access: "fresh")),
         ])
         let clock = VirtualClock()
         let start = clock.now
         let attempts = Mutex<[Int]>([])
-        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli") {
+        let (outcome, _) = try await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        {
             attempt in
             attempts.withLock { $0.append(attempt) }
         }
@@ -130,24 +131,24 @@ struct TokenEndpointClientTests {
     }
 
     @Test("fake server: transport errors (timeout, reset) are retried")
-    func transportRetried() async {
+    func transportRetried() async throws {
         let http = FakeHTTPClient(script: [
             .failure(HTTPTransportError(.timeout, "timed out")),
             .failure(HTTPTransportError(.connectionReset, "reset")),
             .success(.tokens()),
         ])
-        let (outcome, _) = await client(http, VirtualClock()).refresh(
+        let (outcome, _) = try await client(http, VirtualClock()).refresh(
             refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(isSuccess(outcome))
         #expect(http.requestCount == 3)
     }
 
     @Test("fake server: always 503 → stops before the deadline with the last transient reason")
-    func stopsAtDeadline() async {
+    func stopsAtDeadline() async throws {
         let http = FakeHTTPClient(script: [.success(.text(503, ""))])
         let clock = VirtualClock()
         let start = clock.now
-        let (outcome, _) = await client(http, clock, timeout: 10, random: 0.999).refresh(
+        let (outcome, _) = try await client(http, clock, timeout: 10, random: 0.999).refresh(
             refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.serverError(503), retryAfter: nil))
         // Waits 0.4995 + 0.999 + 1.998 + 3.996 = 7.4925 s; the next (7.992 s) would pass 10 s.
@@ -158,27 +159,27 @@ struct TokenEndpointClientTests {
 
     @Test(
         "fake server: a grant other than the refresh gets no minimum once sent: each attempt's timeout is what is left")
-    func slowAttemptsOtherGrant() async {
+    func slowAttemptsOtherGrant() async throws {
         let clock = VirtualClock()
         let http = FakeHTTPClient { _, _ in
             clock.advance(4)
             return .failure(HTTPTransportError(.timeout, "timed out"))
         }
-        let request = ClientCredentials(clientID: "cli").formRequest(
+        let request = try ClientCredentials(clientID: "cli").formRequest(
             endpoint, [("grant_type", "urn:ietf:params:oauth:grant-type:device_code")])
-        _ = await client(http, clock, timeout: 10, random: 0.5).exchange(request)
+        _ = try await client(http, clock, timeout: 10, random: 0.5).exchange(request)
         #expect(http.timeouts == [10, 5.75, 1.25])
     }
 
     @Test("a command deadline ends the retries before the exchange's own deadline")
-    func commandDeadline() async {
+    func commandDeadline() async throws {
         let clock = VirtualClock()
         let http = FakeHTTPClient { _, _ in
             clock.advance(1)
             return .failure(HTTPTransportError(.connect, "refused"))
         }
         let retry = RetryPolicy(timeout: 30, attemptTimeout: 15, random: { 0.5 })
-        let (outcome, _) = await TokenEndpointClient(
+        let (outcome, _) = try await TokenEndpointClient(
             http: http, clock: clock.clock, retry: retry, deadline: Deadline(clock.now + 3)
         )
         .refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
@@ -189,14 +190,14 @@ struct TokenEndpointClientTests {
     }
 
     @Test("fake server: slow attempts eat the deadline; each attempt's timeout is what is left")
-    func slowAttempts() async {
+    func slowAttempts() async throws {
         let clock = VirtualClock()
         let http = FakeHTTPClient { _, _ in
             clock.advance(4)
             return .failure(HTTPTransportError(.timeout, "timed out"))
         }
         let start = clock.now
-        let (outcome, _) = await client(http, clock, timeout: 10, random: 0.5).refresh(
+        let (outcome, _) = try await client(http, clock, timeout: 10, random: 0.5).refresh(
             refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.transport(.timeout, "timed out"), retryAfter: nil))
         // t=0 send (15 → capped to 10) ... t=4 wait 0.25, t=4.25 send (5.75 left), t=8.25 wait 0.5, t=8.75 send (1.25 left), t=12.75 stop.
@@ -209,18 +210,18 @@ struct TokenEndpointClientTests {
     }
 
     @Test("fake server: 429 with Retry-After seconds → waits exactly that long, then succeeds")
-    func honoursRetryAfterSeconds() async {
+    func honoursRetryAfterSeconds() async throws {
         let http = FakeHTTPClient(script: [
             .success(.text(429, "", headers: ["retry-after": "7"])), .success(.tokens()),
         ])
         let clock = VirtualClock()
-        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        let (outcome, _) = try await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(isSuccess(outcome))
         #expect(clock.sleeps == [7])
     }
 
     @Test("fake server: 503 with Retry-After as an HTTP-date relative to its Date header")
-    func honoursRetryAfterDate() async {
+    func honoursRetryAfterDate() async throws {
         let clock = VirtualClock()
         let http = FakeHTTPClient { _, index in
             guard index == 0 else { return .success(.tokens()) }
@@ -231,18 +232,18 @@ struct TokenEndpointClientTests {
                     503, "",
                     headers: ["date": HTTPDate.format(serverNow), "retry-after": HTTPDate.format(serverNow + 12)]))
         }
-        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        let (outcome, _) = try await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(isSuccess(outcome))
         #expect(clock.sleeps == [12])
     }
 
     @Test("fake server: Retry-After beyond the deadline → give up at once, reporting the delay")
-    func retryAfterBeyondDeadline() async {
+    func retryAfterBeyondDeadline() async throws {
         let http = FakeHTTPClient(script: [
             .success(.text(429, "", headers: ["retry-after": "3600"])), .success(.tokens()),
         ])
         let clock = VirtualClock()
-        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        let (outcome, _) = try await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.rateLimited, retryAfter: 3600))
         #expect(http.requestCount == 1)
         #expect(clock.sleeps.isEmpty)
@@ -254,10 +255,10 @@ struct TokenEndpointClientTests {
             HTTPResponse.invalidGrant, HTTPResponse(status: 400), HTTPResponse(status: 401),
             .json(200, #"{"error":"bad_refresh_token"}"#),
         ])
-    func terminalNotRetried(response: HTTPResponse) async {
+    func terminalNotRetried(response: HTTPResponse) async throws {
         let http = FakeHTTPClient(script: [.success(response), .success(.tokens())])
         let clock = VirtualClock()
-        let (outcome, _) = await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+        let (outcome, _) = try await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         guard case .grantEnded = outcome else {
             Issue.record("expected terminal, got \(outcome)")
             return
@@ -267,23 +268,23 @@ struct TokenEndpointClientTests {
     }
 
     @Test("a zero deadline sends nothing")
-    func zeroDeadline() async {
+    func zeroDeadline() async throws {
         let http = FakeHTTPClient(script: [.success(.tokens())])
-        let (outcome, _) = await client(http, VirtualClock(), timeout: 0).refresh(
+        let (outcome, _) = try await client(http, VirtualClock(), timeout: 0).refresh(
             refreshToken: "r", endpoint: endpoint, clientID: "cli")
         #expect(outcome == .transient(.deadlineExceeded("no time left"), retryAfter: nil))
         #expect(http.requestCount == 0)
     }
 
     @Test("a cancelled backoff wait ends the loop with the transient reason")
-    func cancelledWait() async {
+    func cancelledWait() async throws {
         let http = FakeHTTPClient(script: [.success(.text(502, "")), .success(.tokens())])
         let clock = VirtualClock()
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
+            return try await client(http, clock).refresh(refreshToken: "r", endpoint: endpoint, clientID: "cli")
         }
-        let (outcome, _) = await task.value
+        let (outcome, _) = try await task.value
         #expect(outcome == .transient(.serverError(502), retryAfter: nil))
         #expect(http.requestCount == 1)
     }

@@ -157,7 +157,7 @@ struct CommandLineTests {
                 "--refresh-token-stdin",
             ],
             stdin: "rt_unused", command: "login",
-            mentioning: ["Choose one of --device, --browser and --refresh-token-stdin"]),
+            mentioning: ["Choose one of --device, --browser, --refresh-token-stdin and --grant"]),
         UsageCase(
             label: "login with plain http to a remote issuer",
             arguments: ["login", "--issuer", "http://example.com", "--client-id", "cli", "--refresh-token-stdin"],

@@ -17,7 +17,7 @@ typealias ExitStatus = TokenctlEssentials.ExitStatus
 struct DocumentationAgreementTests {
     static let commands = [
         "login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec",
-        "forward", "completion",
+        "forward", "key", "completion",
     ]
 
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -250,6 +250,8 @@ struct DocumentationAgreementTests {
             case "dpop", "dpop_allow_bearer", "forward": "true"
             case "token_endpoint_auth_method": "client_secret_basic"
             case "provider": "github"
+            case "grant": "client-credentials"
+            case "assertion_audience": "https://login.example.com/token"
             case "cacert": "/etc/ssl/certs/ca-certificates.crt"
             case _ where key.hasSuffix("_endpoint") || key == "jwks_uri": "https://login.example.com/\(key)"
             default: "value"

@@ -48,6 +48,9 @@ CURLcode tokenctl_curl_setopt_long(CURL *handle, CURLoption option, long value);
 CURLcode tokenctl_curl_setopt_string(CURL *handle, CURLoption option, const char *value);
 CURLcode tokenctl_curl_setopt_pointer(CURL *handle, CURLoption option, void *value);
 CURLcode tokenctl_curl_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value);
+// A `struct curl_blob` option (CURLOPT_SSLCERT_BLOB, CURLOPT_SSLKEY_BLOB, libcurl 7.71): the
+// bytes are copied by libcurl (CURL_BLOB_COPY), so the caller's buffer may go right after.
+CURLcode tokenctl_curl_setopt_blob(CURL *handle, CURLoption option, const void *data, size_t length);
 
 typedef size_t (*tokenctl_curl_data_callback)(char *data, size_t size, size_t count, void *context);
 

@@ -49,7 +49,9 @@ struct Logout {
         let secret =
             configuration.tokenEndpointAuthMethod != nil ? try? service.store.readClientSecret(identity) : nil
         var revocation = TokenctlService.RevocationAttempt()
-        if revoke, let stored { revocation = await service.revoke(stored, configuration, secret: secret) }
+        if revoke, let stored {
+            revocation = await service.revoke(stored, configuration, secret: secret, profile: name)
+        }
         let removed: Bool
         do { removed = try service.store.delete(identity) } catch { throw TokenctlError(error) }
         // Again after the delete: a `token` racing the logout may have cached meanwhile.

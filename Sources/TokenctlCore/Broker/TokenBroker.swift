@@ -64,6 +64,10 @@ public actor TokenBroker {
     /// ID tokens are not checked (unit tests).
     public typealias IssuerKeys = @Sendable (_ profile: ResolvedProfile, _ refetch: Bool) async -> JSONWebKeySet?
     let issuerKeys: IssuerKeys?
+    /// A profile's client key (private_key_jwt, mTLS): `TokenctlService.clientKey(of:)`. Nil:
+    /// none (unit tests).
+    public typealias ClientKeyLookup = @Sendable (ProfileName) throws(TokenctlError) -> ClientKey?
+    let clientKey: ClientKeyLookup?
     /// The issuers' DPoP nonces and clock offsets (`TokenctlService.dpopState`: kept on disk).
     let dpopState: DPoPIssuerState
     /// Told, in a sentence each, what this broker does and why (`--verbose`): where a set came
@@ -88,10 +92,12 @@ public actor TokenBroker {
         events: EventLog? = nil, dpopState: DPoPIssuerState = .shared,
         didServe: (@Sendable (TokenSet, SessionIdentity, TokenTarget) -> Void)? = nil,
         cachedToken: CachedToken? = nil, issuerKeys: IssuerKeys? = nil, narrate: Narrator? = nil,
+        clientKey: ClientKeyLookup? = nil,
         endpointClient: @escaping @Sendable (ResolvedProfile) -> TokenEndpointClient
     ) {
         self.dpopState = dpopState
         self.issuerKeys = issuerKeys
+        self.clientKey = clientKey
         self.narrate = narrate
         self.events = events
         self.didServe = didServe
@@ -140,8 +146,15 @@ public actor TokenBroker {
                 capMargin: capMargin)
         }
         let session = try await readSession(profile.identity)
-        guard let session else { throw Self.notLoggedIn(profile.name) }
-        try Self.checkScopes(target, within: session, profile.name)
+        guard let session else {
+            guard profile.configuration.isMachine else { throw Self.notLoggedIn(profile.name) }
+            narrate?("no token of machine profile '\(profile.name)' is stored: asking for one")
+            return try await sharedRefresh(
+                profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: force,
+                capMargin: capMargin)
+        }
+        // A machine asks for its scopes afresh each time: the stored token's do not bound them.
+        if !profile.configuration.isMachine { try Self.checkScopes(target, within: session, profile.name) }
         guard let snapshot = session.served(for: target) else {
             narrate?("no token for \(target) is stored for '\(profile.name)': refreshing to get one")
             return try await sharedRefresh(
@@ -298,6 +311,11 @@ public actor TokenBroker {
         _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
         capMargin: Bool
     ) async throws(TokenctlError) -> TokenSet {
+        if profile.configuration.isMachine {
+            return try await acquireUnderLock(
+                profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
+                capMargin: capMargin)
+        }
         let lock = try await takeRefreshLock(profile, snapshot: snapshot)
         defer { withExtendedLifetime(lock) {} }
         let current = try await sessionUnderLock(profile, target: target)
@@ -314,7 +332,7 @@ public actor TokenBroker {
         // the Secret Service by its per-call bound and the deadline), so SIGTERM always acts.
         SignalDeferral.begin()
         defer { SignalDeferral.end() }
-        let (outcome, receivedAt) = await sendRefresh(request, profile, target: target)
+        let (outcome, receivedAt) = try await sendRefresh(request, profile, target: target)
         let answer = await checkAnswer(outcome, dpopKey: request.dpopKey, profile, target: target, current: current)
         let consequence = RefreshConsequence.of(
             answer, profile: profile.name, target: target, sessionScope: current.scope)

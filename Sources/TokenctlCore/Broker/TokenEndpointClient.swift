@@ -32,13 +32,15 @@ public struct TokenEndpointClient: Sendable {
         resources: [String] = [],
         credentials: ClientCredentials? = nil,
         onAttempt: @Sendable (Int) -> Void = { _ in }
-    ) async -> (RefreshOutcome, receivedAt: Double) {
+    ) async throws(TokenctlError) -> (RefreshOutcome, receivedAt: Double) {
         var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
         if let scope { fields.append(("scope", scope)) }
         if let audience { fields.append(("audience", audience)) }
         for resource in resources { fields.append(("resource", resource)) }
         let client = credentials ?? ClientCredentials(clientID: clientID)
-        return await exchange(client.formRequest(endpoint, fields), completesOnceSent: true, onAttempt: onAttempt)
+        return try await exchange(
+            building: { () throws(TokenctlError) in try client.formRequest(endpoint, fields) }, completesOnceSent: true,
+            onAttempt: onAttempt)
     }
 
     /// The identifiers of an error answer that its server's support asks for: Entra's
@@ -67,15 +69,35 @@ public struct TokenEndpointClient: Sendable {
     public func exchange(
         _ request: HTTPRequest, completesOnceSent: Bool = false, onAttempt: @Sendable (Int) -> Void = { _ in }
     ) async -> (RefreshOutcome, receivedAt: Double) {
-        // The one place a token endpoint's texts enter: scrubbed of every secret known here.
-        let redaction = SecretRedaction(request: request).adding(knownSecrets)
+        // Cannot throw: the request is made already.
+        (try? await exchange(building: { request }, completesOnceSent: completesOnceSent, onAttempt: onAttempt))
+            ?? (.transient(.deadlineExceeded("no time left"), retryAfter: nil), clock.now())
+    }
+
+    /// `exchange`, with the request made anew for every attempt (`ClientCredentials.formRequest`):
+    /// a client assertion is never sent twice (RFC 7523 §3, a fresh `jti`).
+    ///
+    /// - Throws: when the first request cannot be made (nothing was sent); a later one that
+    ///   cannot ends the retries with the last attempt's outcome.
+    public func exchange(
+        building makeRequest: () throws(TokenctlError) -> HTTPRequest, completesOnceSent: Bool = false,
+        onAttempt: @Sendable (Int) -> Void = { _ in }
+    ) async throws(TokenctlError) -> (RefreshOutcome, receivedAt: Double) {
+        var request = try makeRequest()
         let end = Deadline.after(retry.timeout, clock: clock).earlier(deadline).time
         var attempt = 0
+        var lastOutcome: (RefreshOutcome, receivedAt: Double)?
         while true {
             let remaining = end - clock.now()
             guard remaining > 0 else {
                 return (.transient(.deadlineExceeded("no time left"), retryAfter: nil), clock.now())
             }
+            if attempt > 0 {
+                guard let again = try? makeRequest() else { return lastOutcome! }
+                request = again
+            }
+            // The one place a token endpoint's texts enter: scrubbed of every secret known here.
+            let redaction = SecretRedaction(request: request).adding(knownSecrets)
             onAttempt(attempt)
             let result: Result<HTTPResponse, HTTPTransportError>
             let bounded = min(retry.attemptTimeout, remaining)
@@ -91,6 +113,7 @@ public struct TokenEndpointClient: Sendable {
                 )
             }
             guard case .transient(let reason, let retryAfter) = outcome else { return (outcome, receivedAt) }
+            lastOutcome = (outcome, receivedAt)
             let delay = retry.delay(afterAttempt: attempt, retryAfter: retryAfter)
             if attempt + 1 >= retry.maximumAttempts || clock.now() + delay >= end {
                 // Waiting would pass the deadline: report the transient failure now.

@@ -33,6 +33,7 @@ public final class TokenctlService: Sendable {
         let dpopState = DPoPIssuerState(
             persisted: DPoPNonceCache(directory: paths.dpopNonceCacheDirectory, clock: clock))
         self.dpopState = dpopState
+        let reference = ServiceReference()
         self.broker = TokenBroker(
             store: store, locks: locks, clock: clock,
             configuration: .init(lockWait: lockWait, deadline: deadline, detachedRefresh: detachedRefresh),
@@ -59,12 +60,20 @@ public final class TokenctlService: Sendable {
                     timeout: min(retry.attemptTimeout, 5))
             },
             narrate: narrate,
+            clientKey: { profile throws(TokenctlError) in try reference.service?.clientKey(of: profile) },
             endpointClient: { profile in
                 TokenEndpointClient(
                     http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry, deadline: deadline)
             })
         self.locks = locks
         self.deadline = deadline
+        reference.service = self
+    }
+
+    /// The service, for the broker's closures that need what only the service knows (a
+    /// profile's client key, `clientKey(of:)`); weak, so the two do not keep each other.
+    private final class ServiceReference: @unchecked Sendable {
+        weak var service: TokenctlService?
     }
 
     let locks: any ProfileLocking
@@ -218,8 +227,11 @@ public final class TokenctlService: Sendable {
 
     /// Revoke the token of the stored session `stored` as its provider does: RFC 7009 at the
     /// profile's revocation endpoint, or GitHub's own API with the app's `secret`.
-    func revoke(_ stored: TokenSet, _ configuration: ProfileConfiguration, secret: String?) async
-        -> RevocationAttempt
+    ///
+    /// - Parameter profile: the profile, for a client that authenticates with an assertion or
+    ///   a certificate (its key is the profile's).
+    func revoke(_ stored: TokenSet, _ configuration: ProfileConfiguration, secret: String?, profile: ProfileName? = nil)
+        async -> RevocationAttempt
     {
         var revocation: Result<Void, RevocationFailure>?
         var alreadyRevoked = false
@@ -237,6 +249,18 @@ public final class TokenctlService: Sendable {
             if let authMethod = configuration.tokenEndpointAuthMethod, let secret {
                 credentials = ClientCredentials(
                     clientID: configuration.clientID, secret: secret, method: authMethod)
+            }
+            // RFC 7009 §2.1: the client authenticates as at the token endpoint, with an assertion
+            // or its certificate too.
+            if let authMethod = configuration.tokenEndpointAuthMethod,
+                authMethod.usesAssertion || authMethod.usesCertificate, let profile,
+                let tokenEndpoint = configuration.tokenEndpoint,
+                let full = try? await broker.clientCredentials(
+                    for: ResolvedProfile(
+                        name: profile, configuration: configuration, tokenEndpoint: tokenEndpoint.string),
+                    serverClockOffset: stored.serverClockOffset)
+            {
+                credentials = full
             }
             // A DPoP session's tokens are bound to its key: the revocation carries a proof too.
             let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
@@ -285,7 +309,10 @@ public final class TokenctlService: Sendable {
         dpop: (key: DPoPKey, issuer: String, serverClockOffset: Double?)?
     ) async -> Result<Void, RevocationFailure> {
         // RFC 7009 §2.1: confidential clients authenticate as at the token endpoint.
-        let request = credentials.formRequest(endpoint, [("token", token), ("token_type_hint", hint)])
+        let request: HTTPRequest
+        do { request = try credentials.formRequest(endpoint, [("token", token), ("token_type_hint", hint)]) } catch {
+            return .failure(RevocationFailure(error: error, reason: "client-authentication"))
+        }
         var http = httpClient(caBundle)
         if let dpop {
             http = DPoPHTTPClient(

@@ -89,6 +89,7 @@ public struct CurlHTTPClient: HTTPClient {
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_MAXFILESIZE, maximumResponseBytes))
         try check(tokenctl_curl_setopt_string(easy, CURLOPT_USERAGENT, userAgent))
         if let caBundle { try check(tokenctl_curl_setopt_string(easy, CURLOPT_CAINFO, caBundle)) }
+        if let certificate = request.clientCertificate { try presentCertificate(certificate, on: easy, check) }
         for header in request.headers {
             headerList = tokenctl_curl_slist_append(headerList, "\(header.name): \(header.value)")
         }
@@ -129,6 +130,27 @@ public struct CurlHTTPClient: HTTPClient {
         var status = 0
         _ = tokenctl_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
         return HTTPResponse(status: status, headers: accumulator.headers, body: accumulator.body)
+    }
+
+    /// The client certificate and its key on this request's TLS connection (RFC 8705 §2), from
+    /// memory: libcurl copies both (CURL_BLOB_COPY), and no file of the key is ever written.
+    /// libcurl reuses a kept connection only for the same client certificate.
+    private func presentCertificate(
+        _ certificate: ClientCertificate, on easy: UnsafeMutableRawPointer?,
+        _ check: (CURLcode) throws(HTTPTransportError) -> Void
+    ) throws(HTTPTransportError) {
+        guard let key = certificate.privateKeyPEM else {
+            throw HTTPTransportError(
+                .tls, "the client certificate's key is inside the TPM, and libcurl can present only a key it holds")
+        }
+        try check(tokenctl_curl_setopt_string(easy, CURLOPT_SSLCERTTYPE, "PEM"))
+        try check(tokenctl_curl_setopt_string(easy, CURLOPT_SSLKEYTYPE, "PEM"))
+        try check(
+            certificate.certificatePEM.withUnsafeBytes {
+                tokenctl_curl_setopt_blob(easy, CURLOPT_SSLCERT_BLOB, $0.baseAddress, $0.count)
+            })
+        try check(
+            key.withUnsafeBytes { tokenctl_curl_setopt_blob(easy, CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count) })
     }
 
     static func kind(of code: CURLcode) -> HTTPTransportError.Kind {

@@ -11,6 +11,9 @@ public struct HTTPRequest: Sendable, Equatable {
     public var url: String
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]?
+    /// The certificate (and its private key) to present on the TLS connection (RFC 8705 §2),
+    /// given to libcurl from memory; nil for none.
+    public var clientCertificate: ClientCertificate?
 
     public init(method: Method, url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil) {
         self.method = method
@@ -21,6 +24,7 @@ public struct HTTPRequest: Sendable, Equatable {
 
     public static func == (lhs: HTTPRequest, rhs: HTTPRequest) -> Bool {
         lhs.method == rhs.method && lhs.url == rhs.url && lhs.body == rhs.body
+            && lhs.clientCertificate == rhs.clientCertificate
             && lhs.headers.map { "\($0.name):\($0.value)" } == rhs.headers.map { "\($0.name):\($0.value)" }
     }
 

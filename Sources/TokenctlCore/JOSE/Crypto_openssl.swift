@@ -24,6 +24,12 @@ public struct OpenSSLError: Error, Equatable, CustomStringConvertible {
         self.reason = reason
     }
 
+    init(_ operation: String, reason: String) {
+        tokenctl_err_clear_error()
+        self.operation = operation
+        self.reason = reason
+    }
+
     public var description: String { "\(operation): \(reason)" }
 }
 
@@ -63,6 +69,22 @@ enum OpenSSL {
         }
         precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
         return digest
+    }
+
+    /// HMAC-SHA256 (RFC 2104) of `message` keyed with `key`: HS256 (RFC 7518 §3.2).
+    static func hmacSHA256(key: [UInt8], message: [UInt8]) throws(OpenSSLError) -> [UInt8] {
+        try requireLibrary()
+        var digest = [UInt8](repeating: 0, count: 64)
+        var length: UInt32 = 0
+        let result = key.withUnsafeBytes { key in
+            message.withUnsafeBufferPointer { message in
+                tokenctl_hmac(
+                    tokenctl_evp_sha256(), key.baseAddress, Int32(key.count), message.baseAddress, message.count,
+                    &digest, &length)
+            }
+        }
+        guard result != nil, length == 32 else { throw OpenSSLError("HMAC(SHA-256)") }
+        return Array(digest.prefix(32))
     }
 
     /// An RSA public key from its modulus and exponent (big-endian bytes, as in a JWK).
@@ -235,5 +257,242 @@ enum OpenSSL {
         func withUnsafeHandle<Result>(_ body: (OpaquePointer) -> Result) -> Result { body(handle) }
 
         var bits: Int { Int(tokenctl_evp_pkey_get_bits(handle)) }
+    }
+}
+
+// MARK: Client keys and certificates (private_key_jwt, RFC 7523 §2.2; mTLS, RFC 8705)
+
+extension OpenSSL {
+    /// Where a private key lives: libcrypto's memory, or inside a TPM 2.0 through the tpm2
+    /// provider (tpm2-openssl), in the library context `tokenctl_tpm2_library` makes.
+    enum KeyHome: Sendable, Equatable {
+        case software
+        case tpm
+    }
+
+    /// An owned private `EVP_PKEY*` (freed in deinit; a TPM key's transient object with it: a
+    /// TPM without a resource manager, such as a swtpm socket, holds only three).
+    final class PrivateKey: @unchecked Sendable {
+        private let handle: OpaquePointer
+        let home: KeyHome
+
+        init(_ handle: OpaquePointer, home: KeyHome) {
+            self.handle = handle
+            self.home = home
+        }
+        deinit { tokenctl_evp_pkey_free(handle) }
+
+        func withUnsafeHandle<Result>(_ body: (OpaquePointer) throws(OpenSSLError) -> Result) throws(OpenSSLError)
+            -> Result
+        {
+            try body(handle)
+        }
+    }
+
+    /// The tpm2 provider's library context, or why it cannot be had.
+    static func tpmLibrary() throws(OpenSSLError) -> OpaquePointer {
+        try requireLibrary()
+        TPMAccess.prepareProviderEnvironment()
+        guard let library = tokenctl_tpm2_library() else {
+            throw OpenSSLError("loading OpenSSL's tpm2 provider (Debian: tpm2-openssl)")
+        }
+        return library
+    }
+
+    private static func context(_ home: KeyHome) throws(OpenSSLError) -> (OpaquePointer?, String?) {
+        switch home {
+        case .software: (nil, nil)
+        case .tpm: (try tpmLibrary(), "?provider=tpm2")
+        }
+    }
+
+    /// Bytes a C helper allocated, copied out and cleared.
+    private static func takeBuffer(
+        _ operation: String,
+        _ body: (UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>, UnsafeMutablePointer<Int>) -> Int32
+    ) throws(OpenSSLError) -> [UInt8] {
+        var output: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        guard body(&output, &length) == 1, let output else { throw OpenSSLError(operation) }
+        defer { tokenctl_buffer_free(output, length) }
+        return Array(UnsafeBufferPointer(start: output, count: length))
+    }
+
+    /// A new key pair: P-256 (`rsaBits` nil) or RSA.
+    static func generateKey(rsaBits: Int?, home: KeyHome) throws(OpenSSLError) -> PrivateKey {
+        try requireLibrary()
+        let library: OpaquePointer? = home == .tpm ? try tpmLibrary() : nil
+        let properties: String? = home == .tpm ? "provider=tpm2" : nil
+        let type = rsaBits == nil ? "EC" : "RSA"
+        guard let key = tokenctl_key_generate(library, type, Int32(rsaBits ?? 0), properties) else {
+            throw OpenSSLError(home == .tpm ? "creating a \(type) key in the TPM" : "generating a \(type) key")
+        }
+        return PrivateKey(key, home: home)
+    }
+
+    /// A private key from PEM (PKCS#8, traditional EC or RSA; the TSS2 PRIVATE KEY of a TPM key with `.tpm`).
+    static func readPrivateKey(pem: [UInt8], home: KeyHome) throws(OpenSSLError) -> PrivateKey {
+        try requireLibrary()
+        let (library, properties) = try context(home)
+        let key = pem.withUnsafeBytes { tokenctl_key_read_pem(library, properties, $0.baseAddress, $0.count) }
+        guard let key else { throw OpenSSLError("reading the private key") }
+        return PrivateKey(key, home: home)
+    }
+
+    /// The private key as PEM: PKCS#8 for a software key, the TPM-wrapped blob for a TPM key. A secret.
+    static func privateKeyPEM(_ key: PrivateKey) throws(OpenSSLError) -> [UInt8] {
+        try key.withUnsafeHandle { handle throws(OpenSSLError) in
+            try takeBuffer("writing the private key") { tokenctl_key_private_pem(handle, $0, $1) }
+        }
+    }
+
+    /// The public key as DER SubjectPublicKeyInfo.
+    static func publicKeyDER(_ key: PrivateKey) throws(OpenSSLError) -> [UInt8] {
+        try key.withUnsafeHandle { handle throws(OpenSSLError) in
+            try takeBuffer("writing the public key") { tokenctl_key_public_der(handle, $0, $1) }
+        }
+    }
+
+    /// The public parameters of a DER SubjectPublicKeyInfo: a P-256 key's x and y, or an RSA key's n and e.
+    enum PublicParameters: Equatable {
+        case p256(x: [UInt8], y: [UInt8])
+        case rsa(n: [UInt8], e: [UInt8])
+    }
+
+    static func publicParameters(der: [UInt8]) throws(OpenSSLError) -> PublicParameters {
+        try requireLibrary()
+        let parsed = der.withUnsafeBufferPointer { tokenctl_key_from_public_der($0.baseAddress, $0.count) }
+        guard let parsed else { throw OpenSSLError("reading the public key") }
+        let key = PublicKey(parsed)
+        let result = key.withUnsafeHandle { handle in
+            Result { () throws(OpenSSLError) -> PublicParameters in
+                func parameter(_ name: String, width: Int32) throws(OpenSSLError) -> [UInt8] {
+                    try takeBuffer("reading the public key's \(name)") {
+                        tokenctl_key_bn_param(handle, name, width, $0, $1)
+                    }
+                }
+                if tokenctl_key_is_a(handle, "EC") == 1 {
+                    var name = [CChar](repeating: 0, count: 64)
+                    guard tokenctl_key_group_name(handle, &name, name.count) == 1,
+                        String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                            == "prime256v1"
+                    else {
+                        throw OpenSSLError("reading the public key", reason: "only P-256 EC keys are supported")
+                    }
+                    return .p256(x: try parameter("qx", width: 32), y: try parameter("qy", width: 32))
+                }
+                if tokenctl_key_is_a(handle, "RSA") == 1 {
+                    return .rsa(n: try parameter("n", width: 0), e: try parameter("e", width: 0))
+                }
+                throw OpenSSLError("reading the public key", reason: "only EC P-256 and RSA keys are supported")
+            }
+        }
+        return try result.get()
+    }
+
+    /// The public key as PEM (SubjectPublicKeyInfo): never the private part.
+    static func publicKeyPEM(_ key: PrivateKey) throws(OpenSSLError) -> [UInt8] {
+        try key.withUnsafeHandle { handle throws(OpenSSLError) in
+            try takeBuffer("writing the public key") { tokenctl_key_public_pem(handle, $0, $1) }
+        }
+    }
+
+    /// A SHA-256 signature: PKCS#1 v1.5 (`pss` false) or PSS for RSA, ECDSA as raw r || s
+    /// (RFC 7518 §3.4) for P-256.
+    static func sign(_ key: PrivateKey, message: [UInt8], pss: Bool, ecdsa: Bool) throws(OpenSSLError) -> [UInt8] {
+        let (library, properties) = try context(key.home)
+        let signature = try key.withUnsafeHandle { handle throws(OpenSSLError) in
+            try takeBuffer(key.home == .tpm ? "signing in the TPM" : "signing") { output, length in
+                message.withUnsafeBufferPointer {
+                    tokenctl_key_sign(
+                        handle, library, properties, pss ? 1 : 0, $0.baseAddress, $0.count, output, length)
+                }
+            }
+        }
+        guard ecdsa else { return signature }
+        var raw = [UInt8](repeating: 0, count: 64)
+        guard signature.withUnsafeBufferPointer({ tokenctl_ecdsa_der_to_raw($0.baseAddress, $0.count, 32, &raw) }) == 1
+        else {
+            throw OpenSSLError("converting the ECDSA signature")
+        }
+        return raw
+    }
+
+    /// A self-signed certificate for `key` (subject and issuer CN=`commonName`), as DER.
+    static func selfSignedCertificate(_ key: PrivateKey, commonName: String, lifetime: Int) throws(OpenSSLError)
+        -> [UInt8]
+    {
+        let (library, properties) = try context(key.home)
+        // A positive 63-bit random serial (RFC 5280 §4.1.2.2: unique per issuer, at most 20 octets).
+        var serial = SecureRandom.bytes(8)
+        serial[0] &= 0x7f
+        return try key.withUnsafeHandle { handle throws(OpenSSLError) in
+            try takeBuffer("making the certificate") { output, length in
+                serial.withUnsafeBufferPointer {
+                    tokenctl_certificate_self_signed(
+                        handle, library, properties, commonName, lifetime, $0.baseAddress, $0.count, output, length)
+                }
+            }
+        }
+    }
+
+    /// A certificate's facts, from PEM or DER.
+    struct CertificateFacts: Equatable {
+        var der: [UInt8]
+        var pem: [UInt8]
+        var subject: String
+        var issuer: String
+        var notBefore: Int
+        var notAfter: Int
+        var publicKeyDER: [UInt8]
+    }
+
+    static func certificateFacts(_ bytes: [UInt8]) throws(OpenSSLError) -> CertificateFacts {
+        try requireLibrary()
+        let isPEM =
+            bytes.starts(with: Array("-----BEGIN".utf8))
+            || String(decoding: bytes, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----")
+        let parsed = bytes.withUnsafeBufferPointer { buffer in
+            isPEM
+                ? tokenctl_certificate_read_pem(buffer.baseAddress, buffer.count)
+                : tokenctl_certificate_read_der(buffer.baseAddress, buffer.count)
+        }
+        guard let certificate = parsed else { throw OpenSSLError("reading the certificate") }
+        defer { tokenctl_certificate_free(certificate) }
+        var notBefore: Int64 = 0
+        var notAfter: Int64 = 0
+        guard tokenctl_certificate_validity(certificate, &notBefore, &notAfter) == 1 else {
+            throw OpenSSLError("reading the certificate's validity")
+        }
+        func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+        return CertificateFacts(
+            der: try takeBuffer("writing the certificate") { tokenctl_certificate_der(certificate, $0, $1) },
+            pem: try takeBuffer("writing the certificate") { tokenctl_certificate_pem(certificate, $0, $1) },
+            subject: text(try takeBuffer("reading the subject") { tokenctl_certificate_name(certificate, 0, $0, $1) }),
+            issuer: text(try takeBuffer("reading the issuer") { tokenctl_certificate_name(certificate, 1, $0, $1) }),
+            notBefore: Int(notBefore), notAfter: Int(notAfter),
+            publicKeyDER: try takeBuffer("reading the certificate's key") {
+                tokenctl_certificate_public_der(certificate, $0, $1)
+            })
+    }
+
+    /// A PKCS#12 bundle's private key (PEM, PKCS#8) and certificate (PEM), either possibly absent.
+    static func pkcs12(_ bytes: [UInt8], password: String?) throws(OpenSSLError) -> (
+        keyPEM: [UInt8]?, certificatePEM: [UInt8]?
+    ) {
+        try requireLibrary()
+        var key: OpaquePointer?
+        var certificate: OpaquePointer?
+        let ok = bytes.withUnsafeBufferPointer { buffer in
+            tokenctl_pkcs12_parse(buffer.baseAddress, buffer.count, password, &key, &certificate)
+        }
+        guard ok == 1 else { throw OpenSSLError("reading the PKCS#12 file (a wrong or missing password?)") }
+        let owned = key.map { PrivateKey($0, home: .software) }
+        defer { if let certificate { tokenctl_certificate_free(certificate) } }
+        let keyPEM = try owned.map { key throws(OpenSSLError) in try privateKeyPEM(key) }
+        let certificatePEM = try certificate.map { certificate throws(OpenSSLError) in
+            try takeBuffer("writing the certificate") { tokenctl_certificate_pem(certificate, $0, $1) }
+        }
+        return (keyPEM, certificatePEM)
     }
 }

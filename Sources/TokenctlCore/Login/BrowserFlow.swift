@@ -143,7 +143,7 @@ struct BrowserFlow: Sendable {
     private func exchange(
         _ code: String, tokenEndpoint: String, redirectURI: String, verifier: String
     ) async throws(TokenctlError) -> (TokenResponse, receivedAt: Double, serverDate: Double?) {
-        let request = credentials.formRequest(
+        let request = try credentials.formRequest(
             tokenEndpoint,
             [
                 ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI),

@@ -34,7 +34,7 @@ struct DeviceFlow: Sendable {
         if let scope { fields.append(("scope", scope)) }
         fields += extra
         let response: HTTPResponse
-        let deviceRequest = credentials.formRequest(deviceEndpoint, fields)
+        let deviceRequest = try credentials.formRequest(deviceEndpoint, fields)
         // The client secret, should the endpoint's error text echo the request.
         let deviceRedaction = SecretRedaction(request: deviceRequest)
         do {
@@ -109,8 +109,6 @@ struct DeviceFlow: Sendable {
     private func awaitApproval(
         _ authorization: DeviceAuthorization, tokenEndpoint: String, expiresAt: Double
     ) async throws(TokenctlError) -> (TokenResponse, receivedAt: Double, serverDate: Double?) {
-        let request = credentials.formRequest(
-            tokenEndpoint, [("grant_type", Self.grantType), ("device_code", authorization.deviceCode)])
         var state = PollState(schedule: DevicePollSchedule(interval: authorization.interval))
         while true {
             // §3.5: wait `interval` (and a margin) before every poll, also the first.
@@ -120,6 +118,9 @@ struct DeviceFlow: Sendable {
             do { try await clock.sleep(wait) } catch {
                 throw TokenctlError(.loginRequired, "login cancelled", hint: "Nothing was stored.")
             }
+            // Made for each poll: a client assertion is never sent twice (RFC 7523 §3).
+            let request = try credentials.formRequest(
+                tokenEndpoint, [("grant_type", Self.grantType), ("device_code", authorization.deviceCode)])
             let result: Result<HTTPResponse, HTTPTransportError>
             do { result = .success(try await http.send(request, timeout: retry.attemptTimeout)) } catch {
                 result = .failure(error)

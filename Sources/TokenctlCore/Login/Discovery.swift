@@ -18,6 +18,12 @@ public struct ServerMetadata: Equatable, Sendable {
     public var idTokenSigningAlgorithms: [String]?
     /// `dpop_signing_alg_values_supported` (RFC 9449 §5.1); `nil` when not advertised.
     public var dpopSigningAlgorithms: [String]?
+    /// `mtls_endpoint_aliases.token_endpoint` (RFC 8705 §5): where a client presenting a
+    /// certificate asks for tokens.
+    public var mtlsTokenEndpoint: EndpointURL?
+    /// `token_endpoint_auth_signing_alg_values_supported` (RFC 8414 §2): the algorithms of
+    /// client assertions the server accepts.
+    public var tokenEndpointAuthSigningAlgorithms: [String]?
 
     public init(
         issuer: String, tokenEndpoint: EndpointURL, revocationEndpoint: EndpointURL? = nil,
@@ -123,6 +129,9 @@ public struct ServerMetadata: Equatable, Sendable {
         codeChallengeMethods = codeChallengeMethods ?? other.codeChallengeMethods
         scopesSupported = scopesSupported ?? other.scopesSupported
         dpopSigningAlgorithms = dpopSigningAlgorithms ?? other.dpopSigningAlgorithms
+        mtlsTokenEndpoint = mtlsTokenEndpoint ?? other.mtlsTokenEndpoint
+        tokenEndpointAuthSigningAlgorithms =
+            tokenEndpointAuthSigningAlgorithms ?? other.tokenEndpointAuthSigningAlgorithms
     }
 
     /// What to do when discovery names another issuer: Entra's multi-tenant template needs
@@ -184,6 +193,16 @@ public struct ServerMetadata: Equatable, Sendable {
             scopesSupported: try strings("scopes_supported"),
             idTokenSigningAlgorithms: try strings("id_token_signing_alg_values_supported"))
         metadata.dpopSigningAlgorithms = try strings("dpop_signing_alg_values_supported")
+        metadata.tokenEndpointAuthSigningAlgorithms = try strings("token_endpoint_auth_signing_alg_values_supported")
+        if case .object(let aliases)? = object["mtls_endpoint_aliases"],
+            let alias = aliases["token_endpoint"]?.stringValue
+        {
+            do { metadata.mtlsTokenEndpoint = try EndpointURL(alias) } catch {
+                throw TokenctlError(
+                    .configuration,
+                    "the discovery document at \(url) has an unusable mtls_endpoint_aliases token_endpoint: \(error)")
+            }
+        }
         return metadata
     }
 }

@@ -23,6 +23,10 @@ public struct LoginResult: Sendable {
     public var idTokenNonceChecked = false
     /// The scope requested (after defaults), or nil when the server's default was used.
     public var requestedScope: String?
+    /// Whether the profile is a machine's (`login --grant client-credentials`).
+    public var isMachine = false
+    /// How the client authenticated; nil for a public client.
+    public var clientAuth: ClientAuthenticationMethod?
 }
 
 extension TokenctlService {

@@ -11,8 +11,13 @@ struct LoginClient: Sendable {
 
     /// - Throws: the provider needs a secret and there is none (nothing is sent), or the server
     ///   advertises no method tokenctl speaks.
+    ///
+    /// - Parameters:
+    ///   - key: the profile's client key (`TokenctlService.clientKey(of:)`), nil for none.
+    ///   - tokenEndpoint: the default `aud` of the client's assertions.
     init(
-        _ plan: LoginPlan, metadata: ServerMetadata?, store: any SessionStore
+        _ plan: LoginPlan, metadata: ServerMetadata?, store: any SessionStore, key: ClientKey? = nil,
+        tokenEndpoint: String? = nil, clock: Clock = .system
     ) throws(TokenctlError) {
         let request = plan.request
         let previous = plan.previous
@@ -25,7 +30,38 @@ struct LoginClient: Sendable {
             // A confidential client logging in again: the secret stored last time still applies.
             secret = try? store.readClientSecret(plan.identity)
         }
-        if let secret {
+        if let method = request.clientAuth, plan.isMachine || secret != nil || !method.usesSecret {
+            // Named (`--client-auth`, or saved by a machine's login): used as it is, the
+            // server's own list aside (a server may support more than it advertises).
+            guard !method.usesSecret || secret != nil else {
+                throw TokenctlError(
+                    .invalidInput,
+                    "\(method.rawValue) needs the client's secret, and profile '\(request.profile)' has none stored",
+                    hint: "Nothing was sent. Give it once on standard input with --client-secret-stdin.")
+            }
+            try Self.checkImplemented(method)
+            authMethod = method
+            credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: method)
+        } else if plan.isMachine {
+            // A machine must authenticate: the best method the server takes and the client has
+            // the means for, keys before secrets.
+            let means = ClientCredentials.Means(
+                secret: secret != nil, key: key != nil, certificate: key?.certificate.map(Self.certificateKind))
+            let method: ClientAuthenticationMethod
+            do {
+                method = try ClientCredentials.preferredMethod(
+                    supported: metadata?.tokenEndpointAuthMethods, means: means)
+            } catch {
+                throw TokenctlError(
+                    .invalidInput,
+                    "machine profile '\(request.profile)' has no means to authenticate its client: \(error.message)",
+                    hint:
+                        "Nothing was sent. Give the client's secret with --client-secret-stdin, or name the method with --client-auth (the server advertises: \(metadata?.tokenEndpointAuthMethods?.joined(separator: ", ") ?? "nothing, so client_secret_basic"))."
+                )
+            }
+            authMethod = method
+            credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: method)
+        } else if let secret {
             // Keep the method used before while the server still advertises it; else pick one.
             if let method = previous?.tokenEndpointAuthMethod,
                 metadata?.tokenEndpointAuthMethods?.contains(method.rawValue) ?? true
@@ -38,6 +74,10 @@ struct LoginClient: Sendable {
             }
             credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: authMethod)
         }
+        if let authMethod, authMethod.usesAssertion || authMethod.usesCertificate {
+            try attachKey(
+                authMethod, key: key, plan: plan, metadata: metadata, tokenEndpoint: tokenEndpoint, clock: clock)
+        }
         if let preset,
             preset.provider.requiresClientSecret || (plan.isBrowser && preset.provider.codeExchangeNeedsSecret),
             secret == nil
@@ -46,6 +86,67 @@ struct LoginClient: Sendable {
                 .invalidInput,
                 "\(preset.provider.displayName) needs the client's secret\(preset.provider.requiresClientSecret ? "" : " to sign in by browser (the code exchange)"), and profile '\(request.profile)' has none stored",
                 hint: Self.secretNeededHint(request, preset: preset))
+        }
+    }
+
+    /// The assertion signer or certificate of `method`: the secret (client_secret_jwt), the
+    /// profile's key (private_key_jwt), or its certificate (the TLS methods).
+    private mutating func attachKey(
+        _ method: ClientAuthenticationMethod, key: ClientKey?, plan: LoginPlan, metadata: ServerMetadata?,
+        tokenEndpoint: String?, clock: Clock
+    ) throws(TokenctlError) {
+        let profile = plan.request.profile
+        let previous = plan.previous?.issuer == plan.request.issuer ? plan.previous : nil
+        let audience = previous?.assertionAudience ?? tokenEndpoint ?? metadata?.tokenEndpoint.string ?? ""
+        if method == .clientSecretJWT, let secret {
+            credentials.assertion = ClientCredentials.AssertionSigning(
+                signer: ClientSecretSigner(secret: secret), audience: audience,
+                serverAlgorithms: metadata?.tokenEndpointAuthSigningAlgorithms, serverClockOffset: nil, clock: clock)
+            return
+        }
+        guard let key else {
+            throw TokenctlError(
+                .invalidInput, "\(method.rawValue) needs a client key, and profile '\(profile)' has none",
+                hint:
+                    "Nothing was sent. Make one with '\(tokenctl: profile, .key(.create, method.usesCertificate ? [.certificate] : []))' and register what '\(tokenctl: profile, .key(.show, []))' prints with the client."
+            )
+        }
+        if method == .privateKeyJWT {
+            credentials.assertion = ClientCredentials.AssertionSigning(
+                signer: key, audience: audience, serverAlgorithms: metadata?.tokenEndpointAuthSigningAlgorithms,
+                serverClockOffset: nil, clock: clock)
+            // The algorithm is chosen now: a key the server takes no algorithm of is refused before
+            // anything is sent (78).
+            _ = try ClientAssertion.chooseAlgorithm(
+                signer: key, serverAlgorithms: metadata?.tokenEndpointAuthSigningAlgorithms)
+            return
+        }
+        guard let certificate = key.certificate else {
+            throw TokenctlError(
+                .invalidInput,
+                "\(method.rawValue) needs a certificate, and the client key of profile '\(profile)' has none",
+                hint:
+                    "Nothing was sent. Make one with '\(tokenctl: profile, .key(.create, [.certificate]))', or import the certificate the CA issued."
+            )
+        }
+        try ClientCredentialsGrant.checkUsable(certificate, profile: profile, now: clock.now())
+        credentials.certificate = certificate
+    }
+
+    /// Whether a certificate is self-signed (its issuer is its subject, RFC 8705 §2.2) or issued by a CA.
+    static func certificateKind(_ certificate: ClientCertificate) -> ClientCredentials.Means.CertificateKind {
+        guard let info = try? CertificateInfo(certificate.certificatePEM) else { return .selfSigned }
+        return info.issuer == info.subject ? .selfSigned : .issuedByCA
+    }
+
+    /// A method tokenctl cannot use yet is refused before anything is sent.
+    static func checkImplemented(_ method: ClientAuthenticationMethod) throws(TokenctlError) {
+        guard ClientCredentials.implementedMethods.contains(method) else {
+            throw TokenctlError(
+                .invalidInput, "client authentication \(method.rawValue) is not available in this build",
+                hint:
+                    "Nothing was sent. Use one of \(ClientCredentials.implementedMethods.map(\.rawValue).joined(separator: ", "))."
+            )
         }
     }
 

@@ -30,7 +30,38 @@ struct LoginExchange: LoginStep {
             return try await device()
         case .browser(let port, let openBrowser, let timeout):
             return try await browser(port: port, openBrowser: openBrowser, timeout: timeout)
+        case .clientCredentials:
+            return try await clientCredentials()
         }
+    }
+
+    /// A machine's first token, the request `token` makes later (`ClientCredentialsGrant`):
+    /// it proves the configuration (client, method, credentials, scope) before it is saved.
+    private func clientCredentials() async throws(TokenctlError) -> Exchanged {
+        let request = plan.request
+        var configuration = LoginProcedure.configuration(plan, server: server, client: client, scope: scope)
+        configuration.grant = .clientCredentials
+        var endpointClient = TokenEndpointClient(http: server.http, clock: clock, retry: retry)
+        endpointClient.knownSecrets = [client.secret]
+        let endpoint = ClientCredentialsGrant.endpoint(configuration, tokenEndpoint: server.endpoints.token.string)
+        let credentials = client.credentials
+        let fields = ClientCredentialsGrant.fields(configuration, target: .session)
+        let (outcome, receivedAt) = try await endpointClient.exchange(building: { () throws(TokenctlError) in
+            try credentials.formRequest(endpoint, fields)
+        })
+        let consequence = RefreshConsequence.ofClientCredentials(
+            outcome, profile: request.profile, target: .session,
+            hint: ClientCredentialsGrant.registrationHint(
+                request.profile, configuration,
+                credential: ClientCredentialsGrant.credential(client.credentials, profile: request.profile)),
+            certificate: client.credentials.certificate)
+        guard case .storeRefreshed(var response, let serverDate) = consequence.action else {
+            var error = consequence.error ?? TokenctlError(.unexpected, "the client credentials request failed")
+            error.hint = Suggestion.sentences("Nothing was stored.", error.hint)
+            throw error
+        }
+        response.refreshToken = nil // RFC 6749 §4.4.3
+        return Exchanged(response: response, receivedAt: receivedAt, serverDate: serverDate)
     }
 
     private func importRefreshToken(_ refreshToken: String) async throws(TokenctlError) -> Exchanged {
@@ -41,7 +72,7 @@ struct LoginExchange: LoginStep {
                 "the refresh token on standard input is empty or contains whitespace or control characters")
         }
         let endpointClient = TokenEndpointClient(http: server.http, clock: clock, retry: retry)
-        let (outcome, receivedAt) = await endpointClient.refresh(
+        let (outcome, receivedAt) = try await endpointClient.refresh(
             refreshToken: refreshToken, endpoint: server.endpoints.token.string, clientID: request.clientID,
             scope: request.scope,
             credentials: client.credentials)

@@ -41,6 +41,10 @@ struct LoginPlan: Sendable {
             request.caBundle = request.caBundle ?? configured.caBundle
             request.dpop = request.dpop ?? configured.dpop
             request.provider = request.provider ?? configured.provider
+            if configured.isMachine, configured.clientID == request.clientID {
+                // A person's saved method is checked against discovery again (`LoginClient`).
+                request.clientAuth = request.clientAuth ?? configured.tokenEndpointAuthMethod
+            }
             allowBearer = configured.dpopAllowBearer // hand-set: no option changes it
         }
         self.request = request
@@ -52,6 +56,11 @@ struct LoginPlan: Sendable {
     /// The refresh-token import: not interactive, no scope unless asked for.
     var isImport: Bool {
         if case .refreshToken = request.method { true } else { false }
+    }
+
+    /// A machine profile's login: the client credentials grant.
+    var isMachine: Bool {
+        if case .clientCredentials = request.method { true } else { false }
     }
 
     var isBrowser: Bool {
@@ -67,7 +76,8 @@ struct LoginPlan: Sendable {
     /// default to the preset's scopes, else openid offline_access as far as the server
     /// advertises them.
     func scope(supported: [String]?) -> String? {
-        if isImport { return request.scope }
+        // A machine asks for exactly the scope given (a server may require one: glewlwyd does).
+        if isImport || isMachine { return request.scope }
         return request.scope ?? preset?.defaultScope ?? Self.defaultScope(supported: supported)
     }
 

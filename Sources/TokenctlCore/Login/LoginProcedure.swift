@@ -16,7 +16,9 @@ struct LoginProcedure: LoginStep {
         let store = self.store.bounded(until: checksDeadline)
         let plan = try LoginPlan(request, previous: try? profiles.load(request.profile))
         let server = try await LoginServerResolution(service: service, plan: plan).resolve()
-        let client = try LoginClient(plan, metadata: server.metadata, store: store)
+        let client = try LoginClient(
+            plan, metadata: server.metadata, store: store, key: try? service.clientKey(of: request.profile),
+            tokenEndpoint: server.endpoints.token.string, clock: clock)
         let scope = plan.scope(supported: server.metadata?.scopesSupported)
         // Find out before anything is sent to the token endpoint (which spends an imported
         // refresh token on a rotating server) or approved by the user that the tokens could
@@ -46,10 +48,13 @@ struct LoginProcedure: LoginStep {
             profile: request.profile, clientSecret: request.clientSecret, previous: plan.previous,
             alreadyLocked: importLock != nil, journalUsable: journalUsable
         ).persist()
-        return LoginResult(
+        var result = LoginResult(
             tokenSet: tokenSet, idTokenSignatureVerified: verified,
             idTokenNonceChecked: exchanged.response.idToken != nil && exchanged.nonce != nil,
             requestedScope: scope)
+        result.isMachine = plan.isMachine
+        result.clientAuth = client.authMethod
+        return result
     }
 
     /// The new session: nothing of a previous one stays.
@@ -89,6 +94,16 @@ struct LoginProcedure: LoginStep {
         configuration.dpop = plan.dpop
         configuration.dpopAllowBearer = plan.allowBearer
         configuration.provider = request.provider
+        if plan.isMachine {
+            configuration.grant = .clientCredentials
+            configuration.mtlsTokenEndpoint = server.metadata?.mtlsTokenEndpoint ?? plan.previous?.mtlsTokenEndpoint
+        }
+        // Hand-set: no option changes them.
+        if plan.previous?.issuer == request.issuer {
+            configuration.assertionAudience = plan.previous?.assertionAudience
+        }
+        configuration.keyFile = plan.previous?.keyFile
+        configuration.certificateFile = plan.previous?.certificateFile
         return configuration
     }
 }

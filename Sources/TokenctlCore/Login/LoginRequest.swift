@@ -8,6 +8,8 @@ public enum LoginMethod: Sendable, Equatable {
     case device
     /// Authorization code with PKCE and a loopback redirect (RFC 7636, RFC 8252).
     case browser(port: UInt16?, openBrowser: Bool, timeout: Double)
+    /// A machine profile: the client credentials grant (RFC 6749 §4.4), no person.
+    case clientCredentials
 }
 
 /// Endpoints given on the command line; they win over discovery.
@@ -50,6 +52,9 @@ extension TokenctlService {
         public var dpop: Bool?
         /// The provider preset (`--provider`); nil: what the profile saved for this issuer.
         public var provider: Provider?
+        /// How the client authenticates (`--client-auth`); nil: what the profile saved while
+        /// the server still advertises it, else chosen from discovery.
+        public var clientAuth: ClientAuthenticationMethod?
 
         public init(
             profile: ProfileName, issuer: EndpointURL, clientID: String, scope: String?, method: LoginMethod,

@@ -51,7 +51,7 @@ struct LoginServerResolution: LoginStep {
         let explicit = plan.request.endpoints
         let saved = plan.saved
         switch plan.request.method {
-        case .refreshToken: return (explicit.token ?? saved.token) != nil
+        case .refreshToken, .clientCredentials: return (explicit.token ?? saved.token) != nil
         case .device:
             return (explicit.token ?? saved.token) != nil
                 && (explicit.deviceAuthorization ?? saved.deviceAuthorization) != nil
@@ -66,7 +66,7 @@ struct LoginServerResolution: LoginStep {
         let explicit = plan.request.endpoints
         let needsFlowEndpoint: Bool
         switch plan.request.method {
-        case .refreshToken: needsFlowEndpoint = false
+        case .refreshToken, .clientCredentials: needsFlowEndpoint = false
         case .device: needsFlowEndpoint = explicit.deviceAuthorization == nil
         case .browser: needsFlowEndpoint = explicit.authorization == nil
         }
@@ -99,7 +99,7 @@ struct LoginServerResolution: LoginStep {
                 // A server may have enabled DPoP since the document was cached.
                 if dpop && !(metadata.dpopSigningAlgorithms?.contains("ES256") ?? false) { return false }
                 return switch request.method {
-                case .refreshToken: true // a document always names its token endpoint
+                case .refreshToken, .clientCredentials: true // a document always names its token endpoint
                 case .device:
                     (explicit.deviceAuthorization ?? saved.deviceAuthorization) != nil
                         || metadata.deviceAuthorizationEndpoint != nil

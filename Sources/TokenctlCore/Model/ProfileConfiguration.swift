@@ -17,9 +17,20 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public var authorizationEndpoint: EndpointURL?
     /// The issuer's JSON Web Key Set, for ID token signatures.
     public var jwksURI: EndpointURL?
-    /// How a confidential client authenticates at the token endpoint: `client_secret_basic` or
-    /// `client_secret_post` (the secret itself is in the Secret Service). `nil`: a public client.
+    /// How a confidential client authenticates at the token endpoint, by its registered name
+    /// (RFC 7591 §2, RFC 8705 §2): a secret (kept in the Secret Service), an assertion, or a
+    /// TLS client certificate. `nil`: a public client.
     public var tokenEndpointAuthMethod: ClientAuthenticationMethod?
+    /// The grant a machine profile gets its tokens with (`grant = client-credentials`, RFC 6749
+    /// §4.4): no person, no refresh token; `token` asks for a new access token when the cached
+    /// one is due. `nil`: a person's session.
+    public var grant: MachineGrant?
+    /// The `aud` of the client's assertions (`assertion_audience`, RFC 7523 §3); nil: the
+    /// token endpoint.
+    public var assertionAudience: String?
+    /// The token endpoint for a client that presents a certificate (RFC 8705 §5
+    /// `mtls_endpoint_aliases`), saved from discovery.
+    public var mtlsTokenEndpoint: EndpointURL?
     /// A PEM bundle of extra trusted CAs for this issuer (private PKI).
     public var caBundle: String?
     /// The `audience` parameter sent at login (Auth0 and others), saved so a new login sends it again.
@@ -49,7 +60,14 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// A B`); without the key, any the session can get.
     public var forwardAudience: [String]?
 
+    /// Whether this is a machine's profile (`grant`), not a person's session.
+    public var isMachine: Bool { grant != nil }
+
     /// The provider's behaviour at this profile's issuer, when the profile has a provider.
+    /// A client key (PEM) that another program keeps and rotates: read on every use, never copied.
+    public var keyFile: String?
+    /// Its certificate (PEM), for mTLS (RFC 8705): read on every use.
+    public var certificateFile: String?
     public var preset: ProviderPreset? { provider.map { ProviderPreset($0, issuer: issuer) } }
 
     public init(
@@ -76,6 +94,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
         "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
         "git_username",
         "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
+        "grant", "assertion_audience", "mtls_token_endpoint",
+        "key_file", "certificate_file",
     ]
 
     /// Parse a profile file.
@@ -116,6 +136,11 @@ public struct ProfileConfiguration: Equatable, Sendable {
         configuration.forward = try entries.flag("forward")
         configuration.forwardScope = entries.words("forward_scope")
         configuration.forwardAudience = entries.words("forward_audience")
+        configuration.grant = try entries.grant()
+        configuration.assertionAudience = try entries.url("assertion_audience")?.string
+        configuration.mtlsTokenEndpoint = try entries.url("mtls_token_endpoint")
+        configuration.keyFile = entries.text("key_file")
+        configuration.certificateFile = entries.text("certificate_file")
         return configuration
     }
 
@@ -148,16 +173,45 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if forward { lines.append("forward = true") }
         if let forwardScope { lines.append("forward_scope = \(forwardScope.joined(separator: " "))") }
         if let forwardAudience { lines.append("forward_audience = \(forwardAudience.joined(separator: " "))") }
+        if let grant { lines.append("grant = \(grant.rawValue)") }
+        if let assertionAudience { lines.append("assertion_audience = \(assertionAudience)") }
+        if let mtlsTokenEndpoint { lines.append("mtls_token_endpoint = \(mtlsTokenEndpoint)") }
+        if let keyFile { lines.append("key_file = \(keyFile)") }
+        if let certificateFile { lines.append("certificate_file = \(certificateFile)") }
         return lines.joined(separator: "\n") + "\n"
     }
 }
 
-/// Client authentication at the token endpoint for confidential clients (RFC 6749 §2.3.1).
-public enum ClientAuthenticationMethod: String, Sendable, Equatable {
-    /// HTTP Basic with the form-encoded client id and secret.
+/// Client authentication at the token endpoint for confidential clients, by the names of the
+/// IANA "OAuth Token Endpoint Authentication Methods" registry.
+public enum ClientAuthenticationMethod: String, Sendable, Equatable, CaseIterable {
+    /// HTTP Basic with the form-encoded client id and secret (RFC 6749 §2.3.1).
     case clientSecretBasic = "client_secret_basic"
-    /// `client_id` and `client_secret` in the form body.
+    /// `client_id` and `client_secret` in the form body (RFC 6749 §2.3.1).
     case clientSecretPost = "client_secret_post"
+    /// An assertion signed with HMAC keyed by the client secret (RFC 7523 §2.2, OIDC Core §9).
+    case clientSecretJWT = "client_secret_jwt"
+    /// An assertion signed with the client's private key (RFC 7523 §2.2, OIDC Core §9).
+    case privateKeyJWT = "private_key_jwt"
+    /// A certificate from a CA the server trusts, matched on its subject (RFC 8705 §2.1).
+    case tlsClientAuth = "tls_client_auth"
+    /// A self-signed certificate registered with the client (RFC 8705 §2.2).
+    case selfSignedTLSClientAuth = "self_signed_tls_client_auth"
+
+    /// Whether the method needs the client secret (kept in the Secret Service).
+    public var usesSecret: Bool { [.clientSecretBasic, .clientSecretPost, .clientSecretJWT].contains(self) }
+    /// Whether the client presents a certificate on the TLS connection (RFC 8705 §2).
+    public var usesCertificate: Bool { self == .tlsClientAuth || self == .selfSignedTLSClientAuth }
+    /// Whether the client sends a signed assertion (RFC 7523 §2.2).
+    public var usesAssertion: Bool { self == .clientSecretJWT || self == .privateKeyJWT }
+    /// Every name, for messages.
+    public static let names = allCases.map(\.rawValue)
+}
+
+/// The grant a machine profile gets its access tokens with.
+public enum MachineGrant: String, Sendable, Equatable, CaseIterable {
+    /// RFC 6749 §4.4: the client's own credentials, no person and no refresh token.
+    case clientCredentials = "client-credentials"
 }
 
 /// A configuration problem: exit status 78 (EX_CONFIG).
@@ -262,10 +316,23 @@ struct ProfileFileEntries {
             throw ConfigurationError(
                 path: path, line: entry.line,
                 message:
-                    "token_endpoint_auth_method: expected client_secret_basic or client_secret_post, not '\(entry.value)'"
+                    "token_endpoint_auth_method: expected one of \(ClientAuthenticationMethod.names.joined(separator: ", ")), not '\(entry.value)'"
             )
         }
         return method
+    }
+
+    /// `grant`; nil when missing or empty.
+    func grant() throws(ConfigurationError) -> MachineGrant? {
+        guard let entry = entry("grant"), !entry.value.isEmpty else { return nil }
+        guard let grant = MachineGrant(rawValue: entry.value) else {
+            throw ConfigurationError(
+                path: path, line: entry.line,
+                message:
+                    "grant: expected \(MachineGrant.allCases.map(\.rawValue).joined(separator: " or ")), not '\(entry.value)'"
+            )
+        }
+        return grant
     }
 
     /// `provider`; nil when missing or empty.

@@ -180,6 +180,7 @@ public enum TokenctlCommand: Sendable, Equatable, Codable {
     case refresh([RefreshOption])
     case schedule(ScheduleAction, [ScheduleOption])
     case forward(ForwardAction, [ForwardOption])
+    case key(KeyAction, [KeyOption])
 
     public enum LoginOption: Sendable, Equatable, Codable {
         case provider(SuggestedValue)
@@ -199,6 +200,9 @@ public enum TokenctlCommand: Sendable, Equatable, Codable {
         case jwksURI(SuggestedValue)
         case caBundle(SuggestedValue)
         case dpop, noDPoP
+        /// A machine profile's grant (`client-credentials`) and its client authentication method.
+        case grant(SuggestedValue)
+        case clientAuth(SuggestedValue)
     }
 
     public enum RefreshOption: Sendable, Equatable, Codable {
@@ -219,6 +223,11 @@ public enum TokenctlCommand: Sendable, Equatable, Codable {
     public enum ScheduleAction: Sendable, Equatable, Codable, CaseIterable { case install }
     public enum ScheduleOption: Sendable, Equatable, Codable, CaseIterable { case systemd, cron }
     public enum ForwardAction: Sendable, Equatable, Codable, CaseIterable { case enable, status, listen }
+    public enum KeyAction: Sendable, Equatable, Codable, CaseIterable { case create, show, `import`, rotate, remove }
+    public enum KeyOption: Sendable, Equatable, Codable {
+        case certificate, next, commit
+        case format(SuggestedValue)
+    }
     public enum ForwardOption: Sendable, Equatable, Codable {
         case scope(SuggestedValue)
         case audience(SuggestedValue)

@@ -64,6 +64,10 @@ public struct SessionStatus: Sendable, Equatable {
     public var pendingWriteReason: String?
     /// Where sessions live.
     public var store = "secret-service"
+    /// A machine profile's grant (`client-credentials`); nil for a person's session.
+    public var grant: String?
+    /// How the client authenticates (`token_endpoint_auth_method`); nil for a public client.
+    public var clientAuth: String?
     /// Which cache serves `token` hits: `kernel-keyring`, or `none` (the Secret Service every time).
     public var cache: String = "none"
 
@@ -114,6 +118,9 @@ extension SessionStatus {
         }
         if stored.timeLeft(at: now) > 0 {
             state = .authenticated
+        } else if grant != nil {
+            // A machine gets a new access token with its client's credentials.
+            state = .expiredRefreshable
         } else {
             // A refresh token past its stated end cannot renew anything: sign in again.
             let renewable = stored.hasRefreshToken && (refreshTokenTimeLeft ?? 1) > 0
@@ -194,6 +201,8 @@ extension TokenctlService {
             profile: name, issuer: configuration.issuer.string, clientID: configuration.clientID, state: .signedOut,
             hasRefreshToken: false)
         status.cache = (hotCache?.state ?? .none).rawValue
+        status.grant = configuration.grant?.rawValue
+        status.clientAuth = configuration.tokenEndpointAuthMethod?.rawValue
         let stored: TokenSet?
         if let pending = store.pendingWrite(identity) {
             status.pendingWriteSince = pending.journaledAt
@@ -206,6 +215,11 @@ extension TokenctlService {
             return (status, nil)
         }
         guard let stored else {
+            // A machine with no token cached gets one on the next `token`.
+            if configuration.isMachine {
+                status.state = .expiredRefreshable
+                return (status, nil)
+            }
             // Signed out, or ended by the server: the log says which happened last.
             let last = events?.records(minimumSignificance: .high, profile: name.rawValue)
                 .last { $0.issuer == configuration.issuer.string }

@@ -104,6 +104,15 @@ public final class JournaledSessionStore: SessionStore, Sendable {
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
         try inner.deleteClientSecret(identity)
     }
+    public func readClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> [UInt8]? {
+        try inner.readClientKey(profile, slot: slot)
+    }
+    public func writeClientKey(_ stored: [UInt8], for profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) {
+        try inner.writeClientKey(stored, for: profile, slot: slot)
+    }
+    public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
+        try inner.deleteClientKey(profile, slot: slot)
+    }
     public func checkAvailable() throws(StoreError) { try inner.checkAvailable() }
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try inner.checkWritable(identity) }
     public func bounded(until deadline: Deadline) -> any SessionStore {

@@ -24,6 +24,14 @@ public protocol SessionStore: Sendable {
     /// Remove the client secret item. Returns whether one existed.
     @discardableResult
     func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool
+    /// A profile's client key in `slot` (its own item, `kind=client-key` or `client-key-next`,
+    /// found by the profile alone: a key is made before the first login), as `ClientKey.stored`.
+    func readClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> [UInt8]?
+    /// Store a client key (`ClientKey.stored`) in its own item.
+    func writeClientKey(_ stored: [UInt8], for profile: ProfileName, slot: ClientKey.Slot) throws(StoreError)
+    /// Remove a client key item. Returns whether one existed.
+    @discardableResult
+    func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool
     /// Throws when items could not be written now (no service, no default keyring, locked).
     func checkAvailable() throws(StoreError)
     /// Throws unless `identity`'s session could be written now: `checkAvailable`, then the
@@ -75,6 +83,11 @@ extension SessionStore {
         throw StoreError(.other, "this store cannot hold client secrets")
     }
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool { false }
+    public func readClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> [UInt8]? { nil }
+    public func writeClientKey(_ stored: [UInt8], for profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) {
+        throw StoreError(.other, "this store cannot hold client keys")
+    }
+    public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool { false }
     public func checkAvailable() throws(StoreError) {}
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try checkAvailable() }
     /// Stores without bounded calls (test doubles) are their own bounded store.

@@ -15,6 +15,11 @@ public enum FileIO {
     /// - Throws: `SystemError` for any other failure, also when `path` is not a regular file:
     ///   opened without blocking, so a FIFO or a device in its place never hangs a command.
     public static func readFile(_ path: String, limit: Int = 1 << 20) throws(SystemError) -> String? {
+        try readBytes(path, limit: limit).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Read a whole file as bytes (a PKCS#12 bundle, a DER certificate), as `readFile` does.
+    public static func readBytes(_ path: String, limit: Int = 1 << 20) throws(SystemError) -> [UInt8]? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         if descriptor < 0 {
             if errno == ENOENT { return nil }
@@ -33,7 +38,7 @@ public enum FileIO {
             bytes.append(contentsOf: buffer[0..<count])
             if bytes.count > limit { throw SystemError(errno: EFBIG, operation: "read", path: path) }
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 
     /// Throws unless `descriptor` is a regular file (a FIFO, device, socket or directory in place

@@ -110,7 +110,7 @@ extension HotPath {
         var clientID: Bytes?
         var tokenEndpoint: Bytes?
         var revocationEndpoint: Bytes?
-        var otherEndpoints: (Bytes?, Bytes?, Bytes?)
+        var otherEndpoints: (Bytes?, Bytes?, Bytes?, Bytes?, Bytes?)
         var seen: UInt32 = 0
         var accepted = true
         let malformedLine = ProfileFileSyntax.scan(file) { entry in
@@ -145,9 +145,11 @@ extension HotPath {
                 bit = 256
                 otherEndpoints.2 = value
             } else if isEqual(key, "token_endpoint_auth_method") {
-                // ProfileConfiguration: empty, client_secret_basic or client_secret_post.
+                // ProfileConfiguration: empty or a registered method name.
                 valueAccepted =
                     value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post")
+                    || isEqual(value, "client_secret_jwt") || isEqual(value, "private_key_jwt")
+                    || isEqual(value, "tls_client_auth") || isEqual(value, "self_signed_tls_client_auth")
                 bit = 512
             } else if isEqual(key, "audience") {
                 bit = 1024
@@ -175,6 +177,21 @@ extension HotPath {
                 bit = 131072
             } else if isEqual(key, "forward_audience") {
                 bit = 262144
+            } else if isEqual(key, "key_file") {
+                // The client key's file: the engine reads it when it asks for a token.
+                bit = 524288
+            } else if isEqual(key, "certificate_file") {
+                bit = 1_048_576
+            } else if isEqual(key, "grant") {
+                // A machine profile's token is cached and served like a session's.
+                valueAccepted = value.count == 0 || isEqual(value, "client-credentials")
+                bit = 2_097_152
+            } else if isEqual(key, "assertion_audience") {
+                bit = 4_194_304
+                otherEndpoints.3 = value
+            } else if isEqual(key, "mtls_token_endpoint") {
+                bit = 8_388_608
+                otherEndpoints.4 = value
             } else {
                 accepted = false
                 return false
@@ -199,6 +216,8 @@ extension HotPath {
         if let endpoint = otherEndpoints.0, !isValidEndpoint(endpoint) { return nil }
         if let endpoint = otherEndpoints.1, !isValidEndpoint(endpoint) { return nil }
         if let endpoint = otherEndpoints.2, !isValidEndpoint(endpoint) { return nil }
+        if let endpoint = otherEndpoints.3, !isValidEndpoint(endpoint) { return nil }
+        if let endpoint = otherEndpoints.4, !isValidEndpoint(endpoint) { return nil }
         return ProfileIdentity(issuer: issuer, clientID: clientID)
     }
 

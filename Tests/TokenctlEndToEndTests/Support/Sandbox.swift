@@ -81,6 +81,11 @@ final class Sandbox: @unchecked Sendable {
         return refreshToken
     }
 
+    /// Drop this identity's hot-cache keys at the end too (a login the test ran itself).
+    func forgetsHotCacheAtEnd(profile: String, issuer: String, clientID: String) {
+        loggedIn.append((profile, issuer, clientID))
+    }
+
     /// The token set stored in the keyring for a profile, read back with secret-tool (not tokenctl).
     func storedTokenSet(profile: String = "default", issuer: String, clientID: String = "cli") throws -> [String: Any]?
     {

@@ -81,7 +81,7 @@ extension TokenBroker {
                 "the refresh token of profile '\(profile.name)' has expired (the server stated its lifetime): re-login needed",
                 hint: "Run '\(tokenctl: profile.name, .login([]))' to sign in again. Nothing was sent to the server.")
         }
-        let credentials = try await clientCredentials(for: profile)
+        let credentials = try await clientCredentials(for: profile, serverClockOffset: current.serverClockOffset)
         var client = endpointClient(profile)
         client.narrate = narrate
         // Never in a message: what the session holds besides the refresh token the request carries.
@@ -101,23 +101,59 @@ extension TokenBroker {
 
     /// Send `request` for `target` (counted in `refreshRequestCount`), retrying transient
     /// failures inside the deadline (`TokenEndpointClient`).
-    func sendRefresh(_ request: RefreshRequest, _ profile: ResolvedProfile, target: TokenTarget) async -> (
-        RefreshOutcome, receivedAt: Double
-    ) {
+    /// - Throws: a request that cannot be made (a client assertion that cannot be signed):
+    ///   nothing was sent.
+    func sendRefresh(_ request: RefreshRequest, _ profile: ResolvedProfile, target: TokenTarget)
+        async throws(TokenctlError) -> (RefreshOutcome, receivedAt: Double)
+    {
         refreshRequestCount += 1
-        return await request.client.refresh(
+        return try await request.client.refresh(
             refreshToken: request.refreshToken, endpoint: profile.tokenEndpoint,
             clientID: profile.configuration.clientID, scope: target.scopeField, audience: target.audience,
             resources: target.resources, credentials: request.credentials)
     }
 
-    /// A confidential client's credentials (its secret from the Secret Service), or a public client's id.
-    private func clientCredentials(for profile: ResolvedProfile) async throws(TokenctlError) -> ClientCredentials {
-        guard let method = profile.configuration.tokenEndpointAuthMethod else {
-            return ClientCredentials(clientID: profile.configuration.clientID)
+    /// The client's credentials at the token endpoint: a public client's id, or a confidential
+    /// one's secret (from the Secret Service), its assertion signer (the secret, or the
+    /// profile's key: `clientKey`), or its certificate's method.
+    ///
+    /// - Parameter serverClockOffset: the server's clock (`TokenSet.serverClockOffset`), for an
+    ///   assertion's times.
+    func clientCredentials(for profile: ResolvedProfile, serverClockOffset: Double? = nil)
+        async throws(TokenctlError) -> ClientCredentials
+    {
+        let configuration = profile.configuration
+        guard let method = configuration.tokenEndpointAuthMethod else {
+            return ClientCredentials(clientID: configuration.clientID)
         }
-        let secret: String?
+        var credentials = ClientCredentials(clientID: configuration.clientID, method: method)
+        let audience = configuration.assertionAudience ?? profile.tokenEndpoint
+        if method.usesSecret {
+            let secret = try await clientSecret(profile, method: method)
+            credentials = ClientCredentials(clientID: configuration.clientID, secret: secret, method: method)
+            if method == .clientSecretJWT {
+                credentials.assertion = ClientCredentials.AssertionSigning(
+                    signer: ClientSecretSigner(secret: secret), audience: audience, serverAlgorithms: nil,
+                    serverClockOffset: serverClockOffset, clock: clock)
+            }
+            return credentials
+        }
+        let key = try await requiredClientKey(profile, method: method)
+        if method == .privateKeyJWT {
+            credentials.assertion = ClientCredentials.AssertionSigning(
+                signer: key, audience: audience, serverAlgorithms: nil, serverClockOffset: serverClockOffset,
+                clock: clock)
+        }
+        if method.usesCertificate { credentials.certificate = key.certificate }
+        return credentials
+    }
+
+    /// The client secret a secret method needs, from the Secret Service.
+    private func clientSecret(_ profile: ResolvedProfile, method: ClientAuthenticationMethod)
+        async throws(TokenctlError) -> String
+    {
         let (store, identity) = (self.store, profile.identity)
+        let secret: String?
         do {
             secret = try await BlockingCall.run({ () throws(StoreError) -> String? in
                 try store.readClientSecret(identity)
@@ -130,7 +166,34 @@ extension TokenBroker {
                     "Run '\(tokenctl: profile.name, .login([.clientSecretStdin]))' and give the secret on standard input."
             )
         }
-        return ClientCredentials(clientID: profile.configuration.clientID, secret: secret, method: method)
+        return secret
+    }
+
+    /// The profile's client key a key or certificate method needs (`clientKey`).
+    func requiredClientKey(_ profile: ResolvedProfile, method: ClientAuthenticationMethod)
+        async throws(TokenctlError) -> ClientKey
+    {
+        let name = profile.name
+        let lookup = clientKey
+        let key = try await BlockingCall.run({ () throws(TokenctlError) -> ClientKey? in try lookup?(name) })
+        guard let key else {
+            throw TokenctlError(
+                .configuration, "profile '\(name)' uses \(method.rawValue) but has no client key",
+                hint:
+                    "Make one with '\(tokenctl: name, .key(.create, []))' and register what '\(tokenctl: name, .key(.show, []))' prints with the client at \(profile.configuration.issuer)."
+            )
+        }
+        if method.usesCertificate {
+            guard let certificate = key.certificate else {
+                throw TokenctlError(
+                    .configuration, "profile '\(name)' uses \(method.rawValue) but its client key has no certificate",
+                    hint:
+                        "Make one with '\(tokenctl: name, .key(.create, [.certificate]))', or import the certificate the CA issued."
+                )
+            }
+            try ClientCredentialsGrant.checkUsable(certificate, profile: name, now: clock.now())
+        }
+        return key
     }
 
     /// Why a session without a refresh token cannot give what was asked (exit 77). The stored

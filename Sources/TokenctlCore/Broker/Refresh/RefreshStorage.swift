@@ -131,7 +131,7 @@ extension TokenBroker {
     ///   could not take it either), saying whether the session is lost: it is when the set
     ///   carries another refresh token than `current` (the server rotated).
     @discardableResult
-    func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing current: TokenSet)
+    func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing current: TokenSet?)
         async throws(TokenctlError) -> PersistOutcome
     {
         var lastError: StoreError?
@@ -160,7 +160,7 @@ extension TokenBroker {
 
     /// The error of a refreshed set nothing could hold (recorded as `storeUnavailable`).
     private func unsaved(
-        _ tokenSet: TokenSet, for identity: SessionIdentity, replacing current: TokenSet, _ error: StoreError
+        _ tokenSet: TokenSet, for identity: SessionIdentity, replacing current: TokenSet?, _ error: StoreError
     ) -> TokenctlError {
         events?.append(
             EventRecord(
@@ -171,7 +171,7 @@ extension TokenBroker {
             ?? "no rotation journal holds it"
         let storeHint = error.hint?.replacingSessionKept()
         let consequence: Suggestion =
-            tokenSet.refreshToken != current.refreshToken
+            tokenSet.refreshToken != current?.refreshToken
             ? "The server rotated the refresh token and nothing could hold the new one, so the session is lost, unless the server accepts the previous one again for a grace period: if the next command exits 77, run '\(tokenctl: identity.profile, .login([]))' once the Secret Service works (see '\(tokenctl: .default, .doctor([]))')."
             : "The server did not rotate the refresh token, so the stored one still works: the session is kept, and the next command refreshes again."
         return TokenctlError(

@@ -17,6 +17,9 @@ struct SessionCheck: DoctorCheck {
         do { status = try service.status(name) } catch {
             return DoctorFinding("session '\(name)'", ok: false, error.message, hint: error.hint)
         }
+        if let grant = status.grant {
+            return machineFinding(name, status: status, grant: grant, service: service)
+        }
         switch status.state {
         case .authenticated, .expiredRefreshable:
             return DoctorFinding(
@@ -37,6 +40,50 @@ struct SessionCheck: DoctorCheck {
                 "session '\(name)'", ok: false, status.storeProblem ?? "store unavailable",
                 hint: status.storeHint)
         }
+    }
+}
+
+extension SessionCheck {
+    /// A machine profile: its cached token needs no person; what can fail is the client's
+    /// means to get the next one (its key and certificate, for the methods that use them).
+    static func machineFinding(_ name: ProfileName, status: SessionStatus, grant: String, service: TokenctlService)
+        -> DoctorFinding
+    {
+        let title = "machine '\(name)'"
+        let method = status.clientAuth.flatMap(ClientAuthenticationMethod.init(rawValue:))
+        var what = "\(grant), \(status.clientAuth ?? "no client authentication"); \(status.state.rawValue)"
+        if status.state == .storeUnavailable {
+            return DoctorFinding(title, ok: false, status.storeProblem ?? "store unavailable", hint: status.storeHint)
+        }
+        guard let method, method.usesAssertion && method != .clientSecretJWT || method.usesCertificate else {
+            return DoctorFinding(title, ok: true, what)
+        }
+        let key: ClientKey?
+        do { key = try service.clientKey(of: name) } catch {
+            return DoctorFinding(title, ok: false, error.message, hint: error.hint)
+        }
+        guard let key else {
+            return DoctorFinding(
+                title, ok: false, "\(method.rawValue) needs a client key, and there is none",
+                hint: "Run '\(tokenctl: name, .key(.create, []))' and register it.")
+        }
+        what += "; key \(key.thumbprint)"
+        if method.usesCertificate {
+            guard let certificate = key.certificate else {
+                return DoctorFinding(
+                    title, ok: false, "\(method.rawValue) needs a certificate, and the client key has none",
+                    hint: "Run '\(tokenctl: name, .key(.create, [.certificate]))', or import the CA's.")
+            }
+            let left = certificate.notAfter.timeIntervalSince1970 - service.clock.now()
+            guard left > 0 else {
+                return DoctorFinding(
+                    title, ok: false, "the client certificate (x5t#S256 \(certificate.thumbprint)) has expired",
+                    hint: "Make or import a new one, and register it.")
+            }
+            what +=
+                "; certificate \(certificate.thumbprint), expires \(Timestamp.iso8601(certificate.notAfter.timeIntervalSince1970))"
+        }
+        return DoctorFinding(title, ok: true, what)
     }
 }
 

@@ -3,7 +3,7 @@ import CSecret
 import CSecretShim
 
 extension SecretServiceStore {
-    /// Which of tokenctl's items: a profile's session or its client secret.
+    /// Which of tokenctl's items: a profile's session, its client secret or its client key.
     struct ItemKey: Hashable {
         let identity: SessionIdentity
         let kind: String
@@ -113,8 +113,9 @@ extension SecretServiceStore {
         let table = tokenctl_attributes_new()!
         tokenctl_attributes_insert(table, "application", Self.application)
         tokenctl_attributes_insert(table, "profile", key.identity.profile.rawValue)
-        tokenctl_attributes_insert(table, "issuer", key.identity.issuer)
-        tokenctl_attributes_insert(table, "client_id", key.identity.clientID)
+        // A client key's item has neither (it belongs to the profile, made before a login).
+        if !key.identity.issuer.isEmpty { tokenctl_attributes_insert(table, "issuer", key.identity.issuer) }
+        if !key.identity.clientID.isEmpty { tokenctl_attributes_insert(table, "client_id", key.identity.clientID) }
         tokenctl_attributes_insert(table, "kind", key.kind)
         return table
     }

@@ -186,6 +186,45 @@ public final class SecretServiceStore: SessionStore, Sendable {
         try deleteItems(ItemKey(identity: identity, kind: Self.clientSecretKind)) { _ throws(StoreError) in true } > 0
     }
 
+    // MARK: Client keys (kind=client-key, client-key-next; found by the profile alone)
+
+    public static func clientKeyKind(_ slot: ClientKey.Slot) -> String {
+        switch slot {
+        case .current: "client-key"
+        case .next: "client-key-next"
+        }
+    }
+
+    private func clientKeyItem(_ profile: ProfileName, _ slot: ClientKey.Slot) -> ItemKey {
+        // No issuer or client id: a key is made before the login that names them (ItemKey.attributes
+        // leaves empty ones out).
+        ItemKey(identity: SessionIdentity(profile: profile, issuer: "", clientID: ""), kind: Self.clientKeyKind(slot))
+    }
+
+    public func readClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> [UInt8]? {
+        guard let value = try readSecret(clientKeyItem(profile, slot), operation: "read the client key") else {
+            try requireUnlockedDefaultCollection(try connect())
+            return nil
+        }
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        var length = 0
+        guard let pointer = secret_value_get(value, &length), length > 0 else { return nil }
+        return pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+            Array(UnsafeBufferPointer(start: $0, count: length))
+        }
+    }
+
+    public func writeClientKey(_ stored: [UInt8], for profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) {
+        try storeSecret(
+            stored, contentType: "application/json", key: clientKeyItem(profile, slot),
+            label: "tokenctl client key: \(profile)\(slot == .next ? " (next)" : "")", operation: "store the client key"
+        )
+    }
+
+    public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
+        try deleteItems(clientKeyItem(profile, slot)) { _ throws(StoreError) in true } > 0
+    }
+
     /// Whether the default collection exists and is unlocked (for `status`, `doctor` and the
     /// check every login makes before it spends a grant).
     public func checkAvailable() throws(StoreError) {
