@@ -38,6 +38,15 @@ struct TPMKeyTests {
         #expect(facts.stdout.contains("subject=CN = tpm-client") && facts.stdout.contains(pem.stdout))
         let summary = try sandbox.tokenctl("--profile", "t1", "key", "show", extraEnvironment: tpm.environment)
         #expect(summary.stdout.contains("inside the TPM"), "\(summary)")
+        // doctor names the key and the TPM it is in.
+        try FileManager.default.createDirectory(
+            atPath: sandbox.root + "/config/tokenctl/profiles", withIntermediateDirectories: true)
+        try "issuer = http://127.0.0.1:9/\nclient_id = tpm-client\ntoken_endpoint = http://127.0.0.1:9/token\n"
+            .write(toFile: sandbox.profileFile("t1"), atomically: true, encoding: .utf8)
+        let doctor = try sandbox.tokenctl("doctor", "--timeout", "5", extraEnvironment: tpm.environment)
+        #expect(
+            doctor.stdout.contains("client key") && doctor.stdout.contains("inside the TPM (\(tpm.tcti))"),
+            "\(doctor)")
         // The provider flushed what it loaded: nothing left in a TPM without a resource manager.
         #expect(try tpm.transients().isEmpty)
 

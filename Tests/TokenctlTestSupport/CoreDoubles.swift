@@ -9,6 +9,7 @@ public final class InMemorySessionStore: SessionStore, Sendable {
     private struct State {
         var items: [SessionIdentity: TokenSet] = [:]
         var clientSecrets: [SessionIdentity: String] = [:]
+        var clientKeys: [String: [UInt8]] = [:]
         var failure: StoreError?
         var writeCount = 0
     }
@@ -72,6 +73,18 @@ public final class InMemorySessionStore: SessionStore, Sendable {
 
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
         try access { $0.clientSecrets.removeValue(forKey: identity) != nil }
+    }
+
+    public func readClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> [UInt8]? {
+        try access { $0.clientKeys["\(profile.rawValue)/\(slot.rawValue)"] }
+    }
+
+    public func writeClientKey(_ stored: [UInt8], for profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) {
+        try access { $0.clientKeys["\(profile.rawValue)/\(slot.rawValue)"] = stored }
+    }
+
+    public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
+        try access { $0.clientKeys.removeValue(forKey: "\(profile.rawValue)/\(slot.rawValue)") != nil }
     }
 }
 

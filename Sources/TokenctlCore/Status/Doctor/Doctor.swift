@@ -107,6 +107,7 @@ struct Doctor {
             SessionCheck(),
             KeyringResidueCheck(),
             DPoPCheck(),
+            ClientKeyCheck(),
             IssuerCheck(),
             LockDirectoryCheck(),
             RefreshScheduleCheck(schedule: schedule),
