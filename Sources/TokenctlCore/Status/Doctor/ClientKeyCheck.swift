@@ -38,7 +38,7 @@ struct ClientKeyCheck: DoctorCheck {
                             "client key", ok: false,
                             "profile \(profile): the certificate \(certificate.subject) expired at \(expiry)",
                             hint:
-                                "Make a new one with '\(CommandHint.tokenctl(profile, "key rotate --certificate"))' and register it."
+                                "Make a new one with '\(tokenctl: profile, .key(.rotate, [.certificate]))' and register it."
                         ))
                     continue
                 }
