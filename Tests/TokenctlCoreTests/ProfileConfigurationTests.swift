@@ -189,6 +189,7 @@ struct ProfileConfigurationTests {
                 "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
                 "git_username",
                 "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
+                "proxy", "no_proxy", "proxy_cacert",
             ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {

@@ -69,17 +69,39 @@ public struct HTTPResponse: Sendable, Equatable {
 public struct HTTPTransportError: Error, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable {
         case timeout, resolve, connect, tls, connectionReset, responseTooLarge, invalidURL, other
+        /// The proxy refused its credentials (407): the configuration must change.
+        case proxyAuthentication = "proxy-authentication"
+        /// The server's (or an https:// proxy's) certificate did not verify, or the CA bundle
+        /// cannot be read: the configuration must change.
+        case certificate
+
+        /// Whether only a change of configuration helps (exit 78), not trying again.
+        public var needsConfiguration: Bool { self == .proxyAuthentication || self == .certificate }
     }
 
     public var kind: Kind
     public var message: String
+    /// What to change, for the errors that need a change of configuration.
+    public var advice: String?
 
-    public init(_ kind: Kind, _ message: String) {
+    public init(_ kind: Kind, _ message: String, advice: String? = nil) {
         self.kind = kind
         self.message = message
+        self.advice = advice
     }
 
-    public var description: String { message }
+    /// The message, then what to change (if anything).
+    public var description: String { message + (advice.map { " \($0)" } ?? "") }
+
+    public var needsConfiguration: Bool { kind.needsConfiguration }
+
+    /// The error of a command that failed on this one: 78 (EX_CONFIG) when only a change of
+    /// configuration helps (a proxy's 407, a certificate that does not verify), else 75.
+    public func tokenctlError(_ what: String, hint: String?) -> TokenctlError {
+        TokenctlError(
+            kind.needsConfiguration ? .configuration : .transient, "\(what): \(message)",
+            hint: Hint.sentences(advice, hint))
+    }
 }
 
 /// Sends HTTP requests. The real one is `CurlHTTPClient`.

@@ -49,6 +49,20 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// A B`); without the key, any the session can get.
     public var forwardAudience: [String]?
 
+    /// The proxy for every request of the profile (`proxy = URL`), over the environment's
+    /// proxy variables, loopback included. Without credentials: those come from the
+    /// environment's proxy URL (`NetworkRoute`).
+    public var proxy: String?
+    /// The hosts that skip the proxy (`no_proxy = LIST`, as NO_PROXY), over the environment's.
+    public var noProxy: String?
+    /// The CA bundle an `https://` proxy's own certificate is checked against (`proxy_cacert`).
+    public var proxyCABundle: String?
+
+    /// What the profile's requests go through (`NetworkRoute`).
+    public var network: NetworkSettings {
+        NetworkSettings(caBundle: caBundle, proxy: proxy, noProxy: noProxy, proxyCABundle: proxyCABundle)
+    }
+
     /// The provider's behaviour at this profile's issuer, when the profile has a provider.
     public var preset: ProviderPreset? { provider.map { ProviderPreset($0, issuer: issuer) } }
 
@@ -76,6 +90,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         "authorization_endpoint", "jwks_uri", "token_endpoint_auth_method", "cacert", "audience", "resource",
         "git_username",
         "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
+        "proxy", "no_proxy", "proxy_cacert",
     ]
 
     /// Parse a profile file.
@@ -116,6 +131,9 @@ public struct ProfileConfiguration: Equatable, Sendable {
         configuration.forward = try entries.flag("forward")
         configuration.forwardScope = entries.words("forward_scope")
         configuration.forwardAudience = entries.words("forward_audience")
+        configuration.proxy = try entries.proxy()
+        configuration.noProxy = entries.text("no_proxy")
+        configuration.proxyCABundle = entries.text("proxy_cacert")
         return configuration
     }
 
@@ -148,6 +166,9 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if forward { lines.append("forward = true") }
         if let forwardScope { lines.append("forward_scope = \(forwardScope.joined(separator: " "))") }
         if let forwardAudience { lines.append("forward_audience = \(forwardAudience.joined(separator: " "))") }
+        if let proxy { lines.append("proxy = \(proxy)") }
+        if let noProxy { lines.append("no_proxy = \(noProxy)") }
+        if let proxyCABundle { lines.append("proxy_cacert = \(proxyCABundle)") }
         return lines.joined(separator: "\n") + "\n"
     }
 }
@@ -266,6 +287,24 @@ struct ProfileFileEntries {
             )
         }
         return method
+    }
+
+    /// `proxy`: a proxy URL without credentials (a file is no place for a password); nil
+    /// when missing or empty.
+    func proxy() throws(ConfigurationError) -> String? {
+        guard let entry = entry("proxy"), !entry.value.isEmpty else { return nil }
+        guard ProxyEndpoint(entry.value) != nil else {
+            throw ConfigurationError(
+                path: path, line: entry.line, message: "proxy: not a proxy URL (expected [SCHEME://]HOST:PORT)")
+        }
+        guard !entry.value.contains("@") else {
+            throw ConfigurationError(
+                path: path, line: entry.line,
+                message:
+                    "proxy: no user name or password here (the file is no place for a password); give them in the https_proxy variable's URL instead"
+            )
+        }
+        return entry.value
     }
 
     /// `provider`; nil when missing or empty.

@@ -175,6 +175,12 @@ extension HotPath {
                 bit = 131072
             } else if isEqual(key, "forward_audience") {
                 bit = 262144
+            } else if isEqual(key, "proxy") || isEqual(key, "no_proxy") || isEqual(key, "proxy_cacert") {
+                // The network keys matter to requests only: a hit sends none. ProfileConfiguration
+                // refuses a `proxy` with credentials (`@`) or a blank: the engine reports it.
+                valueAccepted =
+                    !isEqual(key, "proxy") || !value.contains { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: " ") }
+                bit = isEqual(key, "proxy") ? 524288 : isEqual(key, "no_proxy") ? 1_048_576 : 2_097_152
             } else {
                 accepted = false
                 return false

@@ -107,6 +107,7 @@ struct Doctor {
             SessionCheck(),
             KeyringResidueCheck(),
             DPoPCheck(),
+            NetworkCheck(),
             IssuerCheck(),
             LockDirectoryCheck(),
             RefreshScheduleCheck(schedule: schedule),
