@@ -36,6 +36,12 @@ struct CompanyNetworkTests {
         #expect(open.stderr.contains("proxy \(network["TK_SQUID_URL"]) (https_proxy)"), "\(open.stderr)")
         #expect(open.stderr.contains("CA file \(network["TK_IDP_CA_FILE"]) (profile key 'cacert')"), "\(open.stderr)")
 
+        // doctor names the route and asks the issuer through it.
+        let doctor = try network.tokenctl(sandbox, ["doctor"], variables: ["https_proxy": network["TK_SQUID_URL"]])
+        #expect(doctor.stdout.contains("network \(network.issuer)"), "\(doctor)")
+        #expect(doctor.stdout.contains("proxy \(network["TK_SQUID_URL"]) (https_proxy)"), "\(doctor)")
+        #expect(doctor.stdout.contains("reachable (discovery: HTTP 200)"), "\(doctor)")
+
         // The password proxy: credentials from the URL work and show nowhere.
         let password = network["TK_SQUID_PASSWORD"]
         let withPassword =

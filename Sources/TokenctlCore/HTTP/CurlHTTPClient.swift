@@ -276,9 +276,11 @@ extension CurlHTTPClient {
         return HTTPTransportError(
             .proxyAuthentication,
             "the proxy \(proxy)\(origin) refused the request: 407 Proxy Authentication Required"
-                + (proxy.username == nil ? ", and no proxy user name was given" : " for user '\(proxy.username!)'"),
-            advice:
-                "Set the proxy's user name and password in the proxy URL of \(source ?? "the proxy setting") (http://USER:PASSWORD@HOST:PORT; percent-encode special characters)."
+                + (proxy.username == nil
+                    ? " (no user name and password were given)" : " (the user name or password given was refused)"),
+            advice: source?.hasPrefix("profile") == true
+                ? "A proxy that asks for a password takes it from the environment's proxy URL (https_proxy=http://USER:PASSWORD@HOST:PORT): remove the profile's 'proxy' key and set the variable."
+                : "Set the proxy's user name and password in the URL of \(source ?? "the proxy variable") (http://USER:PASSWORD@HOST:PORT; percent-encode special characters)."
         )
     }
 
