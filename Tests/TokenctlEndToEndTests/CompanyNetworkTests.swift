@@ -134,6 +134,25 @@ struct CompanyNetworkTests {
         let proxied = try network.tokenctl(
             sandbox, ["--profile", "ca", "refresh"], variables: ["https_proxy": network["TK_SQUID_URL"]])
         #expect(proxied.status == 0, "\(proxied)")
+
+        // A device login and a logout (revocation) through the proxy, with the CA: each request
+        // at nginx, the tunnels at squid.
+        try network.configure("{\"device_interval\": 1, \"device_script\": [\"approve\"]}")
+        let squidBefore = network.waitForLines("TK_SQUID_LOG", 1).count
+        let device = try network.tokenctl(
+            sandbox,
+            [
+                "--profile", "dev", "login", "--device", "--issuer", network.issuer, "--client-id", "cli", "--cacert",
+                network["TK_IDP_CA_FILE"],
+            ], variables: ["https_proxy": network["TK_SQUID_URL"]])
+        #expect(device.status == 0, "\(device)")
+        let logout = try network.tokenctl(
+            sandbox, ["--profile", "dev", "logout"], variables: ["https_proxy": network["TK_SQUID_URL"]])
+        #expect(logout.status == 0, "\(logout)")
+        let served = network.lines("TK_IDP_ACCESS_LOG")
+        #expect(served.contains { $0.contains("device") }, "\(served)")
+        #expect(served.contains { $0.contains("revoke") }, "\(served)")
+        #expect(network.waitForLines("TK_SQUID_LOG", squidBefore + 2).count >= squidBefore + 2)
     }
 
     @Test("a TLS-inspecting proxy is refused (78, its CA named) until its CA is in the profile's bundle")

@@ -99,6 +99,17 @@ final class CompanyNetwork: @unchecked Sendable {
         return token
     }
 
+    /// POST `json` to the idp test server's /_test/config (a device_script, say).
+    func configure(_ json: String) throws {
+        let result = try runProgram(
+            "/usr/bin/curl",
+            [
+                "-sS", "-f", "-X", "POST", self["TK_IDP_CONTROL_URL"] + "/_test/config", "-H",
+                "Content-Type: application/json", "--data-binary", "@-",
+            ], stdin: json)
+        guard result.status == 0 else { throw HarnessError("configuring the idp failed: \(result)") }
+    }
+
     /// The lines of an access log (TK_SQUID_LOG, TK_IDP_ACCESS_LOG...).
     func lines(_ log: String) -> [String] {
         ((try? String(contentsOfFile: self[log], encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
