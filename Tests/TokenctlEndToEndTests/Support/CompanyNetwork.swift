@@ -57,7 +57,9 @@ final class CompanyNetwork: @unchecked Sendable {
         self.values = values
         guard started.status == 0, values["TK_IDP_ISSUER"] != nil, values["TK_SQUID_URL"] != nil else {
             stop()
-            throw HarnessError("starting squid and the idp (Scripts/lib/squid.sh) failed: \(started)")
+            // Its standard error only: standard output holds the proxy's password.
+            throw HarnessError(
+                "starting squid and the idp (Scripts/lib/squid.sh) failed (\(started.status)): \(started.stderr)")
         }
     }
 
