@@ -1,5 +1,6 @@
 // The bodies of CCurl.h: libcurl's table, its one loader state, and tokenctl's calls through it.
 #include "CCurl.h"
+#include <string.h>
 
 TOKENCTL_LAZY_DEFINE(tokenctl_curl, TOKENCTL_CURL_FUNCTIONS, TOKENCTL_CURL_SONAME, api.curl_global_init(CURL_GLOBAL_DEFAULT))
 #define tokenctl_curl (tokenctl_curl_state.api)
@@ -45,4 +46,22 @@ CURLcode tokenctl_curl_setopt_callback(CURL *handle, CURLoption option, tokenctl
 
 CURLcode tokenctl_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return (tokenctl_curl.curl_easy_getinfo)(handle, info, value);
+}
+
+CURLcode tokenctl_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value) {
+    char *result = NULL;
+    CURLcode code = (tokenctl_curl.curl_easy_getinfo)(handle, info, &result);
+    *value = result;
+    return code;
+}
+
+const char *tokenctl_curl_certinfo_field(CURL *handle, int index, const char *field) {
+    struct curl_certinfo *info = NULL;
+    if ((tokenctl_curl.curl_easy_getinfo)(handle, CURLINFO_CERTINFO, &info) != CURLE_OK || !info) return NULL;
+    if (index < 0 || index >= info->num_of_certs) return NULL;
+    size_t length = strlen(field);
+    for (struct curl_slist *line = info->certinfo[index]; line; line = line->next) {
+        if (strncmp(line->data, field, length) == 0) return line->data + length;
+    }
+    return NULL;
 }

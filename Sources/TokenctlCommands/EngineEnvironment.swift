@@ -124,7 +124,7 @@ public struct ServiceFactory: Sendable {
         let service = TokenctlService.live(
             paths: settings.paths, timeout: settings.timeout, deadline: settings.deadline,
             userAgent: settings.userAgent, storeOptions: settings.storeOptions, narrate: settings.narrate,
-            detachedRefreshEngine: settings.detachedRefreshEngine)
+            detachedRefreshEngine: settings.detachedRefreshEngine, environment: settings.variables)
         return (service, bus)
     }
 }

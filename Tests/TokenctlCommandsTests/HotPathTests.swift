@@ -253,6 +253,15 @@ struct HotPathProfileTests {
             #expect(bytes(base + "provider = \(name)\n") { HotPath.profileIdentity($0) != nil }, "\(name)")
         }
         #expect(bytes(base + "provider = gihub\n") { HotPath.profileIdentity($0) == nil })
+        // A proxy with credentials or a blank: refused by both (the engine says why).
+        for proxy in ["http://u:p@corp:3128", "corp 3128"] {
+            #expect(bytes(base + "proxy = \(proxy)\n") { HotPath.profileIdentity($0) == nil }, "\(proxy)")
+            #expect(throws: ConfigurationError.self) {
+                try ProfileConfiguration.parse(base + "proxy = \(proxy)\n", path: "p")
+            }
+        }
+        #expect(
+            bytes(base + "proxy = corp:3128\nno_proxy = .corp, 10.0.0.0/8\n") { HotPath.profileIdentity($0) != nil })
         #expect(throws: ConfigurationError.self) {
             try ProfileConfiguration.parse(base + "provider = gihub\n", path: "p")
         }

@@ -191,6 +191,7 @@ struct ProfileConfigurationTests {
                 "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
                 "grant", "assertion_audience", "mtls_token_endpoint",
                 "key_file", "certificate_file",
+                "proxy", "no_proxy", "proxy_cacert",
             ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {

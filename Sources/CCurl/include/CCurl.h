@@ -56,5 +56,11 @@ typedef size_t (*tokenctl_curl_data_callback)(char *data, size_t size, size_t co
 
 CURLcode tokenctl_curl_setopt_callback(CURL *handle, CURLoption option, tokenctl_curl_data_callback callback);
 CURLcode tokenctl_curl_getinfo_long(CURL *handle, CURLINFO info, long *value);
+// A string CURLINFO (CURLINFO_CAINFO: the CA bundle libcurl uses by default); owned by libcurl.
+CURLcode tokenctl_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value);
+// After a transfer with CURLOPT_CERTINFO: the value of the line that starts with `field` (as
+// "Subject:" or "Issuer:") of certificate `index` of the chain (0: the server's own), or NULL.
+// Owned by libcurl, valid until the handle's next transfer or cleanup.
+const char *tokenctl_curl_certinfo_field(CURL *handle, int index, const char *field);
 
 #endif

@@ -62,7 +62,7 @@ public enum RefreshOutcome: Equatable, Sendable {
             // A token endpoint answering megabytes is not a network hiccup: an unusable answer.
             return .grantEnded(.unusableResponse(error.message))
         case .failure(let error):
-            return .transient(.transport(error.kind, error.message), retryAfter: nil)
+            return .transient(.transport(error.kind, error.description), retryAfter: nil)
         case .success(let value):
             response = value
         }

@@ -11,7 +11,10 @@ public final class TokenctlService: Sendable {
     public let events: EventLog?
     /// The kernel keyring hot cache the front reads `token` hits from; `nil` in unit tests.
     public let hotCache: HotCache?
-    let httpClient: @Sendable (_ caBundle: String?) -> any HTTPClient
+    let httpClient: @Sendable (_ network: NetworkSettings) -> any HTTPClient
+    /// Where the HTTP client reads the proxy and CA variables (`NetworkRoute`): what `doctor`
+    /// shows.
+    public let networkEnvironment: Environment
     /// The DPoP nonces and clock offsets of the issuers, the nonces kept on disk for the next
     /// command (`DPoPNonceCache`): login, refresh and revocation share it.
     public let dpopState: DPoPIssuerState
@@ -21,8 +24,10 @@ public final class TokenctlService: Sendable {
         retry: RetryPolicy = RetryPolicy(), lockWait: Double = 30, deadline: Deadline? = nil,
         events: EventLog? = nil, hotCache: HotCache? = nil,
         narrate: TokenBroker.Narrator? = nil, detachedRefresh: DetachedRefresh? = nil,
-        httpClient: @escaping @Sendable (_ caBundle: String?) -> any HTTPClient
+        networkEnvironment: Environment = .process,
+        httpClient: @escaping @Sendable (_ network: NetworkSettings) -> any HTTPClient
     ) {
+        self.networkEnvironment = networkEnvironment
         self.events = events
         self.hotCache = hotCache
         self.profiles = ProfileRepository(paths: paths)
@@ -56,14 +61,14 @@ public final class TokenctlService: Sendable {
                 }
                 // Bounded and rate-limited: it runs while the rotated set waits to be stored.
                 return await cache.refetch(
-                    issuer, jwksURI: jwksURI, http: httpClient(profile.configuration.caBundle),
+                    issuer, jwksURI: jwksURI, http: httpClient(profile.configuration.network),
                     timeout: min(retry.attemptTimeout, 5))
             },
             narrate: narrate,
             clientKey: { profile throws(TokenctlError) in try reference.service?.clientKey(of: profile) },
             endpointClient: { profile in
                 TokenEndpointClient(
-                    http: httpClient(profile.configuration.caBundle), clock: clock, retry: retry, deadline: deadline)
+                    http: httpClient(profile.configuration.network), clock: clock, retry: retry, deadline: deadline)
             })
         self.locks = locks
         self.deadline = deadline
@@ -95,10 +100,11 @@ public final class TokenctlService: Sendable {
     ///   - storeOptions: the Secret Service's other bounds (its `deadline` is `deadline`).
     ///   - detachedRefreshEngine: the engine executable to run refreshes in, each in a child
     ///     that outlives this process (`DetachedRefresh`); nil to refresh in this process.
+    ///   - environment: where the proxy and CA variables are read (`NetworkRoute`).
     public static func live(
         paths: Paths, timeout: Double, deadline: Deadline?, userAgent: String,
         storeOptions: SecretServiceStore.Options = .init(), narrate: TokenBroker.Narrator? = nil,
-        detachedRefreshEngine: String? = nil
+        detachedRefreshEngine: String? = nil, environment: Environment = .process
     ) -> TokenctlService {
         let retry = RetryPolicy(timeout: timeout, attemptTimeout: min(15, timeout))
         var options = storeOptions
@@ -116,7 +122,10 @@ public final class TokenctlService: Sendable {
                         interactive: storeOptions.interactive, verbose: narrate != nil, userAgent: userAgent),
                     notice: storeOptions.promptNotice)
             },
-            httpClient: { caBundle in CurlHTTPClient(caBundle: caBundle, userAgent: userAgent) })
+            networkEnvironment: environment,
+            httpClient: { network in
+                CurlHTTPClient(network: network, environment: environment, narrate: narrate, userAgent: userAgent)
+            })
     }
 
     // MARK: Profiles
@@ -266,7 +275,7 @@ public final class TokenctlService: Sendable {
             let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
             revocation = await self.revoke(
                 token: token, hint: hint, endpoint: endpoint.string, credentials: credentials,
-                caBundle: configuration.caBundle,
+                network: configuration.network,
                 dpop: dpopKey.map { ($0, configuration.issuer.string, stored.serverClockOffset) })
             if case .failure(let failure)? = revocation, failure.alreadyGone,
                 method == .standardTreatingInvalidTokenAsGone
@@ -278,7 +287,7 @@ public final class TokenctlService: Sendable {
             if let secret {
                 revocation = await GitHub.revoke(
                     api: api, clientID: configuration.clientID, secret: secret, accessToken: stored.accessToken,
-                    http: httpClient(configuration.caBundle), timeout: retry.attemptTimeout)
+                    http: httpClient(configuration.network), timeout: retry.attemptTimeout)
                 if case .failure(let failure)? = revocation, failure.alreadyGone {
                     revocation = .success(())
                     alreadyRevoked = true
@@ -305,7 +314,7 @@ public final class TokenctlService: Sendable {
     }
 
     private func revoke(
-        token: String, hint: String, endpoint: String, credentials: ClientCredentials, caBundle: String?,
+        token: String, hint: String, endpoint: String, credentials: ClientCredentials, network: NetworkSettings,
         dpop: (key: DPoPKey, issuer: String, serverClockOffset: Double?)?
     ) async -> Result<Void, RevocationFailure> {
         // RFC 7009 §2.1: confidential clients authenticate as at the token endpoint.
@@ -313,7 +322,7 @@ public final class TokenctlService: Sendable {
         do { request = try credentials.formRequest(endpoint, [("token", token), ("token_type_hint", hint)]) } catch {
             return .failure(RevocationFailure(error: error, reason: "client-authentication"))
         }
-        var http = httpClient(caBundle)
+        var http = httpClient(network)
         if let dpop {
             http = DPoPHTTPClient(
                 http, key: dpop.key, issuer: dpop.issuer, endpoints: [endpoint], clock: clock,
@@ -334,7 +343,7 @@ public final class TokenctlService: Sendable {
         } catch {
             return .failure(
                 RevocationFailure(
-                    error: TokenctlError(.transient, "could not reach the revocation endpoint: \(error)"),
+                    error: error.tokenctlError("could not reach the revocation endpoint", hint: nil),
                     reason: "unreachable"))
         }
     }

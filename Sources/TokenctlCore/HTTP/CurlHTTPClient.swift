@@ -3,12 +3,22 @@
 import CCurl
 import Dispatch
 import Synchronization
+import TokenctlEssentials
 
 /// HTTP over libcurl: TLS verification always on, no redirects, http/https only,
 /// connect and total timeouts, and a cap on the response size.
 public struct CurlHTTPClient: HTTPClient {
+    /// The profile's CA bundle and proxy keys (`NetworkRoute` resolves them per request).
+    public var network: NetworkSettings
+    /// Where the proxy and CA variables are read (`NetworkRoute`).
+    public var environment: Environment
+    /// `-v`: told the route of each request (proxy and CA, never credentials).
+    public var narrate: (@Sendable (String) -> Void)?
     /// A PEM bundle of extra trusted CAs (private PKI), or nil for the system store.
-    public var caBundle: String?
+    public var caBundle: String? {
+        get { network.caBundle }
+        set { network.caBundle = newValue }
+    }
     public var connectTimeout: Double
     public var maximumResponseBytes: Int
     public var userAgent: String
@@ -16,7 +26,18 @@ public struct CurlHTTPClient: HTTPClient {
     public init(
         caBundle: String? = nil, connectTimeout: Double = 10, maximumResponseBytes: Int = 1 << 20, userAgent: String
     ) {
-        self.caBundle = caBundle
+        self.init(
+            network: NetworkSettings(caBundle: caBundle), connectTimeout: connectTimeout,
+            maximumResponseBytes: maximumResponseBytes, userAgent: userAgent)
+    }
+
+    public init(
+        network: NetworkSettings, environment: Environment = .process, narrate: (@Sendable (String) -> Void)? = nil,
+        connectTimeout: Double = 10, maximumResponseBytes: Int = 1 << 20, userAgent: String
+    ) {
+        self.network = network
+        self.environment = environment
+        self.narrate = narrate
         self.connectTimeout = connectTimeout
         self.maximumResponseBytes = maximumResponseBytes
         self.userAgent = userAgent
@@ -88,7 +109,13 @@ public struct CurlHTTPClient: HTTPClient {
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000))))
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_MAXFILESIZE, maximumResponseBytes))
         try check(tokenctl_curl_setopt_string(easy, CURLOPT_USERAGENT, userAgent))
-        if let caBundle { try check(tokenctl_curl_setopt_string(easy, CURLOPT_CAINFO, caBundle)) }
+        let route = NetworkRoute.resolve(url: request.url, settings: network, environment: environment)
+        try Self.apply(route, to: easy, check: check)
+        narrate?("\(request.method.rawValue) \(Self.withoutQuery(request.url)): \(route)")
+        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        defer { errorBuffer.deallocate() }
+        try check(tokenctl_curl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer))
         if let certificate = request.clientCertificate { try presentCertificate(certificate, on: easy, check) }
         for header in request.headers {
             headerList = tokenctl_curl_slist_append(headerList, "\(header.name): \(header.value)")
@@ -123,12 +150,20 @@ public struct CurlHTTPClient: HTTPClient {
                 throw HTTPTransportError(
                     .responseTooLarge, "the response from \(request.url) exceeds \(maximumResponseBytes) bytes")
             }
+            let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : nil
+            if let error = networkError(code, detail: detail, route: route, request: request, easy: easy) {
+                throw error
+            }
             throw HTTPTransportError(
                 CurlHTTPClient.kind(of: code),
                 "\(request.method.rawValue) \(request.url): \(String(cString: tokenctl_curl_easy_strerror(code)))")
         }
         var status = 0
         _ = tokenctl_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        // An http:// URL through a proxy: the proxy's 407 is the response (RFC 9110 §15.5.8).
+        if status == 407, let proxy = route.proxy {
+            throw Self.proxyRefused(proxy, source: route.proxySource)
+        }
         return HTTPResponse(status: status, headers: accumulator.headers, body: accumulator.body)
     }
 
@@ -166,6 +201,142 @@ public struct CurlHTTPClient: HTTPClient {
         case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL: .invalidURL
         default: .other
         }
+    }
+}
+
+// MARK: Proxies and CA bundles
+
+extension CurlHTTPClient {
+    /// Sets the route's proxy and CA options. CURLOPT_PROXY is always set ("" for none) and
+    /// CURLOPT_NOPROXY is "": libcurl reads the proxy variables itself otherwise, and would send
+    /// loopback requests through `http_proxy`. The proxy's credentials go apart from its URL
+    /// (CURLOPT_PROXYUSERNAME/PASSWORD), so that libcurl never has them from a URL and no text
+    /// that names the proxy carries them.
+    static func apply(
+        _ route: NetworkRoute, to easy: UnsafeMutableRawPointer,
+        check: (CURLcode) throws(HTTPTransportError) -> Void
+    ) throws(HTTPTransportError) {
+        try check(tokenctl_curl_setopt_string(easy, CURLOPT_PROXY, route.proxy?.url ?? ""))
+        try check(tokenctl_curl_setopt_string(easy, CURLOPT_NOPROXY, ""))
+        if let proxy = route.proxy {
+            if let username = proxy.username {
+                try check(tokenctl_curl_setopt_string(easy, CURLOPT_PROXYUSERNAME, username))
+            }
+            if let password = proxy.password {
+                try check(tokenctl_curl_setopt_string(easy, CURLOPT_PROXYPASSWORD, password))
+            }
+            if proxy.isHTTPS, let proxyCAFile = route.proxyCAFile {
+                try check(tokenctl_curl_setopt_string(easy, CURLOPT_PROXY_CAINFO, proxyCAFile))
+            }
+        }
+        if let caFile = route.caFile { try check(tokenctl_curl_setopt_string(easy, CURLOPT_CAINFO, caFile)) }
+        if let caDirectory = route.caDirectory {
+            try check(tokenctl_curl_setopt_string(easy, CURLOPT_CAPATH, caDirectory))
+        }
+    }
+
+    static func withoutQuery(_ url: String) -> String {
+        url.firstIndex(of: "?").map { String(url[..<$0]) } ?? url
+    }
+
+    /// The error of a failed transfer that the proxy or the certificates explain, with what
+    /// to change; nil for the others.
+    func networkError(
+        _ code: CURLcode, detail: String?, route: NetworkRoute, request: HTTPRequest, easy: UnsafeMutableRawPointer
+    ) -> HTTPTransportError? {
+        let source = route.proxySource.map { " (from \($0))" } ?? ""
+        var connectCode = 0
+        _ = tokenctl_curl_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &connectCode)
+        if let proxy = route.proxy, connectCode == 407 {
+            return Self.proxyRefused(proxy, source: route.proxySource)
+        }
+        if let proxy = route.proxy, code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_PROXY {
+            return HTTPTransportError(
+                code == CURLE_COULDNT_CONNECT ? .connect : .resolve,
+                "cannot reach the proxy \(proxy)\(source): \(detail ?? String(cString: tokenctl_curl_easy_strerror(code)))"
+            )
+        }
+        var proxyVerify = 0
+        _ = tokenctl_curl_getinfo_long(easy, CURLINFO_PROXY_SSL_VERIFYRESULT, &proxyVerify)
+        if let proxy = route.proxy, proxy.isHTTPS, proxyVerify != 0 {
+            return HTTPTransportError(
+                .certificate,
+                "the certificate of the proxy \(proxy)\(source) did not verify against \(route.proxyCAFile.map { "the CA file \($0)" } ?? "the system's CA certificates"): \(detail ?? "")",
+                advice:
+                    "Name the CA that issued the proxy's certificate with 'proxy_cacert = PATH' in the profile file (tokenctl.conf(5))."
+            )
+        }
+        guard code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE else { return nil }
+        let (_, host) = NetworkRoute.schemeAndHost(of: request.url)
+        var caInUse = [route.caFile.map { "the CA file \($0)" }, route.caDirectory.map { "the CA directory \($0)" }]
+            .compactMap { $0 }.joined(separator: " and ")
+        if caInUse.isEmpty {
+            var defaultFile: UnsafePointer<CChar>?
+            _ = tokenctl_curl_getinfo_string(easy, CURLINFO_CAINFO, &defaultFile)
+            caInUse = "the system's CA file " + (defaultFile.map { String(cString: $0) } ?? "(libcurl's default)")
+        } else if let caSource = route.caSource {
+            caInUse += " (\(caSource))"
+        }
+        let advice = HTTPTransportError.certificateAdvice
+        if code == CURLE_SSL_CACERT_BADFILE {
+            return HTTPTransportError(
+                .certificate, "cannot use \(caInUse) to verify \(host): \(detail ?? "")", advice: advice)
+        }
+        let names = certificateNames(of: request.url, route: route)
+        let sent =
+            names.map { " The certificate it sent: subject \($0.subject), issuer \($0.issuer)." }
+            ?? " (Its certificate could not be read again.)"
+        return HTTPTransportError(
+            .certificate,
+            "the certificate of \(host) did not verify against \(caInUse)\(route.proxy.map { " through the proxy \($0)" } ?? ""): \(detail ?? "verification failed").\(sent)",
+            advice: advice)
+    }
+
+    static func proxyRefused(_ proxy: ProxyEndpoint, source: String?) -> HTTPTransportError {
+        let origin = source.map { " (from \($0))" } ?? ""
+        return HTTPTransportError(
+            .proxyAuthentication,
+            "the proxy \(proxy)\(origin) refused the request: 407 Proxy Authentication Required"
+                + (proxy.username == nil
+                    ? " (no user name and password were given)" : " (the user name or password given was refused)"),
+            advice: source?.hasPrefix("profile") == true
+                ? "A proxy that asks for a password takes it from the environment's proxy URL (https_proxy=http://USER:PASSWORD@HOST:PORT): remove the profile's 'proxy' key and set the variable."
+                : "Set the proxy's user name and password in the URL of \(source ?? "the proxy variable") (http://USER:PASSWORD@HOST:PORT; percent-encode special characters)."
+        )
+    }
+
+    /// The subject and issuer of the certificate the server sends, from a second handshake
+    /// that verifies nothing and sends no request (CURLOPT_CONNECT_ONLY, CURLOPT_CERTINFO):
+    /// libcurl keeps no certificate information of a handshake that failed verification.
+    /// Through the same proxy, so a TLS-inspecting proxy's certificate is the one named. A
+    /// handle of its own, cleaned up at once: nothing it connected is reused.
+    func certificateNames(of url: String, route: NetworkRoute) -> (subject: String, issuer: String)? {
+        guard let easy = tokenctl_curl_easy_init() else { return nil }
+        defer { tokenctl_curl_easy_cleanup(easy) }
+        func check(_ code: CURLcode) throws(HTTPTransportError) {
+            guard code == CURLE_OK else { throw HTTPTransportError(.other, "") }
+        }
+        do {
+            try check(tokenctl_curl_setopt_string(easy, CURLOPT_URL, url))
+            try check(tokenctl_curl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "https"))
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_NETRC, 0))
+            try Self.apply(route, to: easy, check: check)
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0))
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0))
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_CERTINFO, 1))
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_CONNECT_ONLY, 1))
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(connectTimeout * 1000))))
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(connectTimeout * 1000))))
+        } catch { return nil }
+        guard tokenctl_curl_easy_perform(easy) == CURLE_OK,
+            let subject = tokenctl_curl_certinfo_field(easy, 0, "Subject:"),
+            let issuer = tokenctl_curl_certinfo_field(easy, 0, "Issuer:")
+        else { return nil }
+        return (
+            TerminalText.short(String(cString: subject).trimmingCharacters(in: " ")),
+            TerminalText.short(String(cString: issuer).trimmingCharacters(in: " "))
+        )
     }
 }
 

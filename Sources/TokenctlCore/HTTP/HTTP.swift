@@ -73,17 +73,54 @@ public struct HTTPResponse: Sendable, Equatable {
 public struct HTTPTransportError: Error, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable {
         case timeout, resolve, connect, tls, connectionReset, responseTooLarge, invalidURL, other
+        /// The proxy refused its credentials (407): the configuration must change.
+        case proxyAuthentication = "proxy-authentication"
+        /// The server's (or an https:// proxy's) certificate did not verify, or the CA bundle
+        /// cannot be read: the configuration must change.
+        case certificate
+
+        /// Whether only a change of configuration helps (exit 78), not trying again.
+        public var needsConfiguration: Bool { self == .proxyAuthentication || self == .certificate }
     }
 
     public var kind: Kind
     public var message: String
+    /// What to change, for the errors that need a change of configuration.
+    public var advice: Suggestion?
 
-    public init(_ kind: Kind, _ message: String) {
+    public init(_ kind: Kind, _ message: String, advice: Suggestion? = nil) {
         self.kind = kind
         self.message = message
+        self.advice = advice
     }
 
+    /// The message (what to change is the hint of the error made from it: `tokenctlError`).
     public var description: String { message }
+
+    /// What to change after a failure of `kind` that needs a change of configuration, where the
+    /// failure itself is no longer at hand (a refresh's outcome keeps its kind and message).
+    public static func advice(for kind: Kind) -> Suggestion? {
+        switch kind {
+        case .certificate: certificateAdvice
+        case .proxyAuthentication:
+            "Set the proxy's user name and password in the URL of the proxy variable (http://USER:PASSWORD@HOST:PORT; percent-encode special characters), or remove the profile's 'proxy' key and set the variable."
+        default: nil
+        }
+    }
+
+    /// How to trust the CA of a server's certificate that did not verify.
+    static let certificateAdvice: Suggestion =
+        "If you trust the CA that issued it, put its certificate (PEM) in a file and name it with 'cacert = PATH' in the profile file, or run '\(tokenctl: .default, .login([.caBundle(.placeholder)]))' again."
+
+    public var needsConfiguration: Bool { kind.needsConfiguration }
+
+    /// The error of a command that failed on this one: 78 (EX_CONFIG) when only a change of
+    /// configuration helps (a proxy's 407, a certificate that does not verify), else 75.
+    public func tokenctlError(_ what: String, hint: Suggestion?) -> TokenctlError {
+        TokenctlError(
+            kind.needsConfiguration ? .configuration : .transient, "\(what): \(message)",
+            hint: Suggestion.sentences(advice, hint))
+    }
 }
 
 /// Sends HTTP requests. The real one is `CurlHTTPClient`.

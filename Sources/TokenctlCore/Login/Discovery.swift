@@ -87,9 +87,11 @@ public struct ServerMetadata: Equatable, Sendable {
             do {
                 response = try await http.send(.getJSON(url), timeout: timeout)
             } catch {
-                throw TokenctlError(
-                    .transient, "cannot reach the issuer \(issuer): \(error)",
-                    hint: "Check the URL and the network, then try again.")
+                throw error.needsConfiguration
+                    ? error.tokenctlError("cannot reach the issuer \(issuer)", hint: nil)
+                    : TokenctlError(
+                        .transient, "cannot reach the issuer \(issuer): \(error)",
+                        hint: "Check the URL and the network, then try again.")
             }
             guard response.status == 200 else {
                 problems.append("\(url): HTTP \(response.status)")

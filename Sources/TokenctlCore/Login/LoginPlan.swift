@@ -53,6 +53,14 @@ struct LoginPlan: Sendable {
         try Self.checkScope(request.scope, against: preset)
     }
 
+    /// What the login's requests go through: its CA bundle (`--cacert` or the saved one) and
+    /// the profile's proxy keys, which a login keeps.
+    var network: NetworkSettings {
+        var network = previous?.network ?? NetworkSettings()
+        network.caBundle = request.caBundle
+        return network
+    }
+
     /// The refresh-token import: not interactive, no scope unless asked for.
     var isImport: Bool {
         if case .refreshToken = request.method { true } else { false }

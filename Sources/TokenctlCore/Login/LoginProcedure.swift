@@ -83,6 +83,9 @@ struct LoginProcedure: LoginStep {
         configuration.audience = request.audience
         // Hand-set keys a login has no option for survive it.
         configuration.gitUsername = plan.previous?.gitUsername
+        configuration.proxy = plan.previous?.proxy
+        configuration.noProxy = plan.previous?.noProxy
+        configuration.proxyCABundle = plan.previous?.proxyCABundle
         // So does sharing (`forward enable`), for a new login of the same server and client only:
         // a profile pointed at another server is not shared until its user says so again.
         if let previous = plan.previous, previous.issuer == request.issuer, previous.clientID == request.clientID {

@@ -30,7 +30,7 @@ struct LoginServerResolution: LoginStep {
     func resolve() async throws(TokenctlError) -> LoginServer {
         let request = plan.request
         let preset = plan.preset
-        let plainHTTP = service.httpClient(request.caBundle)
+        let plainHTTP = service.httpClient(plan.network)
         let metadata = preset?.discovers == false ? nil : try await discover(http: plainHTTP)
         let endpoints = try resolveEndpoints(
             metadata: metadata, fallback: preset?.fallbackEndpoints ?? ExplicitEndpoints())

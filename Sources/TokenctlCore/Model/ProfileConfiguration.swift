@@ -63,11 +63,25 @@ public struct ProfileConfiguration: Equatable, Sendable {
     /// Whether this is a machine's profile (`grant`), not a person's session.
     public var isMachine: Bool { grant != nil }
 
-    /// The provider's behaviour at this profile's issuer, when the profile has a provider.
+    /// The proxy for every request of the profile (`proxy = URL`), over the environment's
+    /// proxy variables, loopback included. Without credentials: those come from the
+    /// environment's proxy URL (`NetworkRoute`).
+    public var proxy: String?
+    /// The hosts that skip the proxy (`no_proxy = LIST`, as NO_PROXY), over the environment's.
+    public var noProxy: String?
+    /// The CA bundle an `https://` proxy's own certificate is checked against (`proxy_cacert`).
+    public var proxyCABundle: String?
+
+    /// What the profile's requests go through (`NetworkRoute`).
+    public var network: NetworkSettings {
+        NetworkSettings(caBundle: caBundle, proxy: proxy, noProxy: noProxy, proxyCABundle: proxyCABundle)
+    }
+
     /// A client key (PEM) that another program keeps and rotates: read on every use, never copied.
     public var keyFile: String?
     /// Its certificate (PEM), for mTLS (RFC 8705): read on every use.
     public var certificateFile: String?
+    /// The provider's behaviour at this profile's issuer, when the profile has a provider.
     public var preset: ProviderPreset? { provider.map { ProviderPreset($0, issuer: issuer) } }
 
     public init(
@@ -96,6 +110,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
         "grant", "assertion_audience", "mtls_token_endpoint",
         "key_file", "certificate_file",
+        "proxy", "no_proxy", "proxy_cacert",
     ]
 
     /// Parse a profile file.
@@ -141,6 +156,9 @@ public struct ProfileConfiguration: Equatable, Sendable {
         configuration.mtlsTokenEndpoint = try entries.url("mtls_token_endpoint")
         configuration.keyFile = entries.text("key_file")
         configuration.certificateFile = entries.text("certificate_file")
+        configuration.proxy = try entries.proxy()
+        configuration.noProxy = entries.text("no_proxy")
+        configuration.proxyCABundle = entries.text("proxy_cacert")
         return configuration
     }
 
@@ -178,6 +196,9 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let mtlsTokenEndpoint { lines.append("mtls_token_endpoint = \(mtlsTokenEndpoint)") }
         if let keyFile { lines.append("key_file = \(keyFile)") }
         if let certificateFile { lines.append("certificate_file = \(certificateFile)") }
+        if let proxy { lines.append("proxy = \(proxy)") }
+        if let noProxy { lines.append("no_proxy = \(noProxy)") }
+        if let proxyCABundle { lines.append("proxy_cacert = \(proxyCABundle)") }
         return lines.joined(separator: "\n") + "\n"
     }
 }
@@ -333,6 +354,24 @@ struct ProfileFileEntries {
             )
         }
         return grant
+    }
+
+    /// `proxy`: a proxy URL without credentials (a file is no place for a password); nil
+    /// when missing or empty.
+    func proxy() throws(ConfigurationError) -> String? {
+        guard let entry = entry("proxy"), !entry.value.isEmpty else { return nil }
+        guard ProxyEndpoint(entry.value) != nil else {
+            throw ConfigurationError(
+                path: path, line: entry.line, message: "proxy: not a proxy URL (expected [SCHEME://]HOST:PORT)")
+        }
+        guard !entry.value.contains("@") else {
+            throw ConfigurationError(
+                path: path, line: entry.line,
+                message:
+                    "proxy: no user name or password here (the file is no place for a password); give them in the https_proxy variable's URL instead"
+            )
+        }
+        return entry.value
     }
 
     /// `provider`; nil when missing or empty.

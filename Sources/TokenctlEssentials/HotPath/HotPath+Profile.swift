@@ -192,6 +192,12 @@ extension HotPath {
             } else if isEqual(key, "mtls_token_endpoint") {
                 bit = 8_388_608
                 otherEndpoints.4 = value
+            } else if isEqual(key, "proxy") || isEqual(key, "no_proxy") || isEqual(key, "proxy_cacert") {
+                // The network keys matter to requests only: a hit sends none. ProfileConfiguration
+                // refuses a `proxy` with credentials (`@`) or a blank: the engine reports it.
+                valueAccepted =
+                    !isEqual(key, "proxy") || !value.contains { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: " ") }
+                bit = isEqual(key, "proxy") ? 16_777_216 : isEqual(key, "no_proxy") ? 33_554_432 : 67_108_864
             } else {
                 accepted = false
                 return false

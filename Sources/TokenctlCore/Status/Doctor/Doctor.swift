@@ -108,6 +108,7 @@ struct Doctor {
             KeyringResidueCheck(),
             DPoPCheck(),
             ClientKeyCheck(),
+            NetworkCheck(),
             IssuerCheck(),
             LockDirectoryCheck(),
             RefreshScheduleCheck(schedule: schedule),

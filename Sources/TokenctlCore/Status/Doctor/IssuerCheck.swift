@@ -17,7 +17,7 @@ struct IssuerCheck: DoctorCheck {
     private static func check(_ configuration: ProfileConfiguration, service: TokenctlService) async -> [DoctorFinding]
     {
         let clock = service.clock
-        let http = service.httpClient(configuration.caBundle)
+        let http = service.httpClient(configuration.network)
         let url = ServerMetadata.discoveryURLs(for: configuration.issuer)[0]
         let left = service.deadline?.remaining(clock: clock) ?? 5
         guard left > 0.1 else {
@@ -38,8 +38,8 @@ struct IssuerCheck: DoctorCheck {
         } catch {
             return [
                 DoctorFinding(
-                    "issuer \(configuration.issuer)", ok: false, "unreachable: \(error)",
-                    hint: "Check the network and the issuer URL.")
+                    "issuer \(configuration.issuer)", ok: false, "unreachable: \(error.message)",
+                    hint: error.advice ?? "Check the network, the proxy and the issuer URL.")
             ]
         }
     }
