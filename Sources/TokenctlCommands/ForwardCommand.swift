@@ -133,7 +133,9 @@ enum ForwardCommand: EngineCommand {
     }
 
     static func unit(_ context: CommandContext) -> ForwardSocketUnit {
-        ForwardSocketUnit(executable: ScheduleCommand.schedule(context).executable, environment: context.variables)
+        ForwardSocketUnit(
+            executable: ScheduleCommand.schedule(context).executable, environment: context.variables,
+            units: context.environment.userUnits)
     }
 
     // MARK: enable / disable
@@ -273,10 +275,11 @@ enum ForwardCommand: EngineCommand {
     /// wrote) gets its one answer.
     static func serve(_ context: CommandContext) async -> ExitStatus {
         let server = ForwardServer(service: context.service())
+        let io = context.environment.io
         var sockets = UnixSocket.socketsFromServiceManager()
-        if sockets.isEmpty, UnixSocket.isListening(0) { sockets = [0] }
+        if sockets.isEmpty, UnixSocket.isListening(io.input) { sockets = [io.input] }
         guard !sockets.isEmpty else {
-            switch await server.serve(connection: 0, output: 1) {
+            switch await server.serve(connection: io.input, output: io.output) {
             case .notASocket:
                 Output.standardError(
                     "Error: 'tokenctl forward serve' serves the socket systemd hands it (tokenctl-forward.socket), and there is none here.\nRun 'tokenctl forward enable' to use the socket unit, or serve in the foreground with 'tokenctl forward listen'.\n"

@@ -38,7 +38,9 @@ enum ScheduleCommand: EngineCommand {
                 executable = packagedFront
             }
         }
-        return RefreshSchedule(executable: executable, environment: context.variables)
+        return RefreshSchedule(
+            executable: executable, environment: context.variables, units: context.environment.userUnits,
+            crontab: context.environment.crontab)
     }
 
     enum Action: String, CaseIterable, Sendable {
