@@ -101,6 +101,8 @@ public struct ServiceFactory: Sendable {
         public var verbose: Bool
         /// The variables of the command's environment (where to look for the session bus).
         public var variables: Environment
+        /// The command's streams (what -v says about the session bus goes to its stderr).
+        public var io: IOStreams
     }
 
     /// The session bus found for the service, and where it was found; nil when none (or none needed).
@@ -118,7 +120,7 @@ public struct ServiceFactory: Sendable {
     /// configuration under the XDG paths, the Secret Service behind the rotation journal, libcurl,
     /// flock and the kernel keyring hot cache.
     public static let live = ServiceFactory { settings in
-        let bus = locateSessionBus(settings.variables, verbose: settings.verbose)
+        let bus = locateSessionBus(settings.variables, verbose: settings.verbose, io: settings.io)
         let service = TokenctlService.live(
             paths: settings.paths, timeout: settings.timeout, deadline: settings.deadline,
             userAgent: settings.userAgent, storeOptions: settings.storeOptions, narrate: settings.narrate,
@@ -161,11 +163,11 @@ public struct ProgramRunner: Sendable {
 }
 
 /// The session bus for this process (cron gives no DBUS_SESSION_BUS_ADDRESS): found by the core,
-/// exported here for GLib, and reported with -v.
-func locateSessionBus(_ variables: Environment, verbose: Bool) -> (address: String, source: String)? {
+/// exported here for GLib, and reported with -v on `io`'s stderr.
+func locateSessionBus(_ variables: Environment, verbose: Bool, io: IOStreams) -> (address: String, source: String)? {
     guard let bus = SessionBus.locate(environment: variables) else {
         if verbose {
-            Output.standardError(
+            io.standardError(
                 "tokenctl: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS unset, no bus socket in the runtime directory)\n"
             )
         }
@@ -174,7 +176,7 @@ func locateSessionBus(_ variables: Environment, verbose: Bool) -> (address: Stri
     if !bus.fromVariable {
         Environment.setProcessVariable("DBUS_SESSION_BUS_ADDRESS", bus.address)
         if verbose {
-            Output.standardError(
+            io.standardError(
                 "tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(bus.address.dropFirst("unix:path=".count)) (found in \(bus.source))\n"
             )
         }
