@@ -21,6 +21,8 @@ struct CommandContext {
     /// The streams, variables, clock, executable and service factory the command runs with.
     let environment: EngineEnvironment
 
+    /// The command's standard input, output and error.
+    var io: IOStreams { environment.io }
     var clock: Clock { environment.clock }
     var variables: Environment { environment.variables }
 
@@ -31,17 +33,19 @@ struct CommandContext {
     func serviceAndBus() -> (service: TokenctlService, bus: ServiceFactory.Bus?) {
         // A provider's prompt can be answered only by a person at a terminal; say what it asks.
         let interactive = environment.io.errorIsTerminal
-        let notice: @Sendable (String) -> Void = { notice in Output.standardError("tokenctl: \(notice)\n") }
+        let io = self.io
+        let notice: @Sendable (String) -> Void = { notice in io.standardError("tokenctl: \(notice)\n") }
         let storeOptions = SecretServiceStore.Options(
             callTimeout: 10, interactive: interactive, promptNotice: interactive ? notice : nil)
         let narrate: TokenBroker.Narrator? =
             verbose
-            ? { @Sendable (line: String) in Output.standardError("tokenctl: " + Output.printable(line) + "\n") } : nil
+            ? { @Sendable (line: String) in io.standardError("tokenctl: " + Output.printable(line) + "\n") } : nil
         return environment.services.service(
             ServiceFactory.Settings(
                 paths: paths, timeout: timeout, userAgent: "tokenctl/\(toolVersion)", deadline: deadline,
                 storeOptions: storeOptions, narrate: narrate,
-                detachedRefreshEngine: environment.detachedRefreshEngine, verbose: verbose, variables: variables))
+                detachedRefreshEngine: environment.detachedRefreshEngine, verbose: verbose, variables: variables,
+                io: io))
     }
 
     /// The forward socket this process uses, for the commands that do not ask it for a token
@@ -103,6 +107,6 @@ struct CommandContext {
     }
 
     func verboseLog(_ message: String) {
-        if verbose { Output.standardError("tokenctl: \(message)\n") }
+        if verbose { io.standardError("tokenctl: \(message)\n") }
     }
 }

@@ -36,9 +36,9 @@ enum CompletionCommand: EngineCommand {
         let options = try Options(context.options)
         let commands = Commands.all.map { $0.spec }
         switch options.shell {
-        case .bash: Output.standardOutput(CompletionScript.bash(commands))
-        case .zsh: Output.standardOutput(CompletionScript.zsh(commands))
-        case .fish: Output.standardOutput(CompletionScript.fish(commands))
+        case .bash: context.io.standardOutput(CompletionScript.bash(commands))
+        case .zsh: context.io.standardOutput(CompletionScript.zsh(commands))
+        case .fish: context.io.standardOutput(CompletionScript.fish(commands))
         }
         return .success
     }

@@ -41,17 +41,17 @@ enum DoctorCommand: EngineCommand {
             let items = checks.map { check in
                 "{\"name\":\(Output.jsonString(check.name)),\"ok\":\(check.ok),\"level\":\"\(check.level.rawValue)\",\"detail\":\(Output.jsonString(check.detail)),\"hint\":\(check.hint.map(Output.jsonString) ?? "null")}"
             }
-            Output.standardOutput("{\"ok\":\(allPassed),\"checks\":[\(items.joined(separator: ","))]}\n")
+            context.io.standardOutput("{\"ok\":\(allPassed),\"checks\":[\(items.joined(separator: ","))]}\n")
         } else {
             let (pass, warn, fail) =
-                Output.prefersUnicode(context.variables) ? ("✓", "!", "✗") : ("[ok]  ", "[warn]", "[FAIL]")
+                Output.prefersUnicode(context.io, context.variables) ? ("✓", "!", "✗") : ("[ok]  ", "[warn]", "[FAIL]")
             var text = ""
             for check in checks {
                 let mark = check.level == .ok ? pass : check.level == .warn ? warn : fail
                 text += "\(mark) \(Output.printable(check.name)): \(Output.printable(check.detail))\n"
                 if check.level != .ok, let hint = check.hint { text += "    \(Output.printable(hint))\n" }
             }
-            Output.standardOutput(text)
+            context.io.standardOutput(text)
         }
         return allPassed ? .success : .failure
     }

@@ -13,17 +13,14 @@ public enum Engine {
     /// Run the command `arguments` names with everything it takes from outside from
     /// `environment` (a test's doubles, or `EngineEnvironment.live`), and say how it ended.
     public static func run(_ arguments: [String], environment: EngineEnvironment) async -> ExitStatus {
-        await IOStreams.$current.withValue(environment.io) { await runCommand(arguments, environment) }
-    }
-
-    private static func runCommand(_ arguments: [String], _ environment: EngineEnvironment) async -> ExitStatus {
+        let io = environment.io
         if arguments == [DetachedRefresh.childArgument] {
             // A refresh started by another engine process, outliving it (`DetachedRefresh`).
             return ExitStatus(rawValue: await DetachedRefresh.serveChild()) ?? .failure
         }
         let startedAt = environment.clock.now()
         let invocation: Invocation
-        do { invocation = try Commands.parser.parse(arguments) } catch { return Output.usageError(error) }
+        do { invocation = try Commands.parser.parse(arguments) } catch { return Output.usageError(error, to: io) }
         let command: any EngineCommand.Type
         switch invocation.action {
         case .run(let name):
@@ -40,24 +37,25 @@ public enum Engine {
         do {
             return try await command.run(context)
         } catch let error as UsageError {
-            return Output.usageError(error)
+            return Output.usageError(error, to: io)
         } catch let error as TokenctlError {
-            Output.report(error)
+            Output.report(error, to: io)
             return error.exitStatus
         } catch {
-            Output.standardError("Error: \(error)\n")
+            io.standardError("Error: \(error)\n")
             return .failure
         }
     }
 
     /// `--version` and the help texts, on stdout.
     private static func help(_ action: Invocation.Action, _ environment: EngineEnvironment) -> ExitStatus {
+        let io = environment.io
         let formatter = HelpFormatter(toolName: "tokenctl")
         switch action {
         case .version:
-            Output.standardOutput("tokenctl \(toolVersion) (engine \(environment.enginePath))\n")
+            io.standardOutput("tokenctl \(toolVersion) (engine \(environment.enginePath))\n")
         case .topLevelHelp:
-            Output.standardOutput(
+            io.standardOutput(
                 formatter.topLevelHelp(
                     overview:
                         "OAuth 2.0 / OpenID Connect access tokens for shells, scripts and cron, kept in the Secret Service.",
@@ -66,9 +64,9 @@ public enum Engine {
                         "  See 'tokenctl help <command>' or 'man tokenctl-<command>' for detailed help, 'tokenctl help providers' for the provider presets, and tokenctl(1) for exit statuses and files."
                 ))
         case .commandHelp(let name):
-            Output.standardOutput(formatter.help(for: Commands.parser.command(named: name)!))
+            io.standardOutput(formatter.help(for: Commands.parser.command(named: name)!))
         case .topicHelp:
-            Output.standardOutput(ProvidersHelp.text) // the one topic
+            io.standardOutput(ProvidersHelp.text) // the one topic
         case .run:
             return .failure // runs, not help
         }
@@ -88,22 +86,23 @@ public enum Engine {
         startedAt: Double
     ) throws(NotRun) -> CommandContext {
         let commandName = command.spec.name
+        let io = environment.io
         let profileText = invocation.profileName ?? environment.profileVariable ?? ProfileName.default.rawValue
         guard let profile = ProfileName(rawValue: profileText) else {
             throw NotRun(
                 Output.usageError(
                     UsageError(
                         "Invalid profile name '\(profileText)': use 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'.",
-                        command: commandName)))
+                        command: commandName), to: io))
         }
         let paths: Paths
         switch environment.paths() {
         case .success(let resolved): paths = resolved
         case .failure(let error):
-            Output.report(TokenctlError(.configuration, error.description))
+            Output.report(TokenctlError(.configuration, error.description), to: io)
             throw NotRun(.configuration)
         }
-        let timeout = try self.timeout(invocation.options, command)
+        let timeout = try self.timeout(invocation.options, command, io)
         return CommandContext(
             options: invocation.options, profile: profile,
             profileChosen: invocation.profileName != nil || environment.profileVariable != nil,
@@ -113,7 +112,9 @@ public enum Engine {
     }
 
     /// `--timeout` checked, or the command's default.
-    private static func timeout(_ options: ParsedOptions, _ command: any EngineCommand.Type) throws(NotRun) -> Double {
+    private static func timeout(_ options: ParsedOptions, _ command: any EngineCommand.Type, _ io: IOStreams)
+        throws(NotRun) -> Double
+    {
         guard let text = options.value(SharedCommandSpecs.timeout) else { return command.defaultTimeout }
         // Under a second cannot hold a lock wait, a round trip and a keyring write: a refresh
         // sent and then abandoned may leave the server's rotation unseen.
@@ -122,7 +123,7 @@ public enum Engine {
                 Output.usageError(
                     UsageError(
                         "Invalid value '\(text.prefix(40))' for '--timeout': expected seconds between 1 and 3600.",
-                        command: command.spec.name)))
+                        command: command.spec.name), to: io))
         }
         return value
     }

@@ -3,10 +3,12 @@ import TokenctlEssentials
 
 /// Everything a command takes from outside the engine, in one value that `Engine.run` hands to
 /// every command (gh's `cmdutil.Factory`): the standard streams, the environment variables,
-/// the paths, the clock, the executable this engine runs from, the core service and the
-/// programs a command replaces itself with. Commands read nothing global: a test builds one of
-/// these with doubles (private paths, a clock of its own, a service over an in-memory store and
-/// a scripted HTTP client) and runs any command in-process, in parallel with other tests.
+/// the paths, the clock, the executable this engine runs from, the core service, the
+/// programs a command replaces itself with, and the systemd user manager and crontab the
+/// schedules and the forward socket are installed with. Commands read nothing global: a test
+/// builds one of these with doubles (private paths, a clock of its own, a service over an
+/// in-memory store and a scripted HTTP client, a recording systemd and crontab) and runs any
+/// command in-process, in parallel with other tests.
 public struct EngineEnvironment: Sendable {
     public var io: IOStreams
     /// The environment variables commands read (TOKENCTL_PROFILE, KUBERNETES_EXEC_INFO, the
@@ -21,10 +23,15 @@ public struct EngineEnvironment: Sendable {
     public var services: ServiceFactory
     /// Replaces this process with another program (`exec`).
     public var programs: ProgramRunner
+    /// The systemd user manager (`schedule`'s timer, `forward`'s socket unit, `doctor`).
+    public var userUnits: SystemdUserUnits
+    /// The user's crontab (`schedule --cron`, `doctor`).
+    public var crontab: Crontab
 
     public init(
         io: IOStreams, variables: Environment, paths: (@Sendable () -> Result<Paths, PathsError>)? = nil,
-        clock: Clock, executable: String?, services: ServiceFactory, programs: ProgramRunner
+        clock: Clock, executable: String?, services: ServiceFactory, programs: ProgramRunner,
+        userUnits: SystemdUserUnits, crontab: Crontab
     ) {
         self.io = io
         self.variables = variables
@@ -33,14 +40,16 @@ public struct EngineEnvironment: Sendable {
         self.executable = executable
         self.services = services
         self.programs = programs
+        self.userUnits = userUnits
+        self.crontab = crontab
     }
 
     /// The process's own: its streams (or `io`), environment, XDG paths, the system clock, the
-    /// Secret Service behind the live core, and exec(3).
+    /// Secret Service behind the live core, exec(3), systemctl(1) and crontab(1).
     public static func live(io: IOStreams = .standard) -> EngineEnvironment {
         EngineEnvironment(
             io: io, variables: .process, clock: .system, executable: currentExecutable(), services: .live,
-            programs: .live)
+            programs: .live, userUnits: .live, crontab: .live(.process))
     }
 
     /// This engine's own path (what `--version` and `doctor` report: beside the front, or under
@@ -92,6 +101,8 @@ public struct ServiceFactory: Sendable {
         public var verbose: Bool
         /// The variables of the command's environment (where to look for the session bus).
         public var variables: Environment
+        /// The command's streams (what -v says about the session bus goes to its stderr).
+        public var io: IOStreams
     }
 
     /// The session bus found for the service, and where it was found; nil when none (or none needed).
@@ -109,7 +120,7 @@ public struct ServiceFactory: Sendable {
     /// configuration under the XDG paths, the Secret Service behind the rotation journal, libcurl,
     /// flock and the kernel keyring hot cache.
     public static let live = ServiceFactory { settings in
-        let bus = locateSessionBus(settings.variables, verbose: settings.verbose)
+        let bus = locateSessionBus(settings.variables, verbose: settings.verbose, io: settings.io)
         let service = TokenctlService.live(
             paths: settings.paths, timeout: settings.timeout, deadline: settings.deadline,
             userAgent: settings.userAgent, storeOptions: settings.storeOptions, narrate: settings.narrate,
@@ -152,11 +163,11 @@ public struct ProgramRunner: Sendable {
 }
 
 /// The session bus for this process (cron gives no DBUS_SESSION_BUS_ADDRESS): found by the core,
-/// exported here for GLib, and reported with -v.
-func locateSessionBus(_ variables: Environment, verbose: Bool) -> (address: String, source: String)? {
+/// exported here for GLib, and reported with -v on `io`'s stderr.
+func locateSessionBus(_ variables: Environment, verbose: Bool, io: IOStreams) -> (address: String, source: String)? {
     guard let bus = SessionBus.locate(environment: variables) else {
         if verbose {
-            Output.standardError(
+            io.standardError(
                 "tokenctl: no D-Bus session bus found (DBUS_SESSION_BUS_ADDRESS unset, no bus socket in the runtime directory)\n"
             )
         }
@@ -165,7 +176,7 @@ func locateSessionBus(_ variables: Environment, verbose: Bool) -> (address: Stri
     if !bus.fromVariable {
         Environment.setProcessVariable("DBUS_SESSION_BUS_ADDRESS", bus.address)
         if verbose {
-            Output.standardError(
+            io.standardError(
                 "tokenctl: DBUS_SESSION_BUS_ADDRESS was unset; using the session bus at \(bus.address.dropFirst("unix:path=".count)) (found in \(bus.source))\n"
             )
         }

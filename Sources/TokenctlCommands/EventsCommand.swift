@@ -54,7 +54,7 @@ enum EventsCommand: EngineCommand {
         let (since, minimum, json) = (options.since, options.minimumSignificance, options.json)
         func show(_ records: [EventRecord]) {
             guard !records.isEmpty else { return }
-            Output.standardOutput(records.map { json ? $0.jsonLine() : line($0) }.joined())
+            context.io.standardOutput(records.map { json ? $0.jsonLine() : line($0) }.joined())
         }
         let filter = EventLog.Filter(since: since, minimumSignificance: minimum, profile: profileFilter)
         guard options.follow else {

@@ -90,7 +90,7 @@ enum ExecCommand: EngineCommand {
                 (variable + "_EXPIRES_AT", tokenSet.expiresAt.map(Output.timestamp) ?? ""),
             ], [variable])
         // As a shell does: 127 when not found, 126 when found but not runnable.
-        Output.standardError("Error: cannot run '\(Output.printable(program))': \(failure.reason).\n")
+        context.io.standardError("Error: cannot run '\(Output.printable(program))': \(failure.reason).\n")
         return failure.notFound ? .commandNotFound : .commandNotRunnable
     }
 }

@@ -133,7 +133,9 @@ enum ForwardCommand: EngineCommand {
     }
 
     static func unit(_ context: CommandContext) -> ForwardSocketUnit {
-        ForwardSocketUnit(executable: ScheduleCommand.schedule(context).executable, environment: context.variables)
+        ForwardSocketUnit(
+            executable: ScheduleCommand.schedule(context).executable, environment: context.variables,
+            units: context.environment.userUnits)
     }
 
     // MARK: enable / disable
@@ -154,31 +156,31 @@ enum ForwardCommand: EngineCommand {
             if let audience = configuration.forwardAudience {
                 limits.append("audience or resource within '\(audience.joined(separator: " "))'")
             }
-            Output.standardError(
+            context.io.standardError(
                 "Forwarding profile '\(name)'" + (limits.isEmpty ? "" : " (\(limits.joined(separator: ", ")))") + ".\n")
         }
         let socket = context.paths.forwardSocket
         guard options.enableUnit else {
-            Output.standardError("Serve the socket with 'tokenctl forward listen' (or the socket unit).\n")
+            context.io.standardError("Serve the socket with 'tokenctl forward listen' (or the socket unit).\n")
             return .success
         }
         let unit = unit(context)
         if UnixSocket.isServed(socket) {
-            Output.standardError("The forward socket is already served: \(socket)\n")
+            context.io.standardError("The forward socket is already served: \(socket)\n")
         } else if unit.managerAvailable() {
             let description = try unit.enable()
-            Output.standardError("Enabled \(description).\nServing \(socket)\n")
+            context.io.standardError("Enabled \(description).\nServing \(socket)\n")
         } else {
-            Output.standardError(
+            context.io.standardError(
                 "No systemd user manager answers ('systemctl --user'): serve the socket in the foreground with 'tokenctl forward listen' (e.g. in tmux or screen).\n"
             )
         }
-        printForwardingHelp(socket: socket)
+        printForwardingHelp(socket: socket, to: context.io)
         return .success
     }
 
-    static func printForwardingHelp(socket: String) {
-        Output.standardError(
+    static func printForwardingHelp(socket: String, to io: IOStreams) {
+        io.standardError(
             """
             To use it from a remote host:  ssh -R /run/user/REMOTE_UID/\(ForwardProtocol.wellKnownName):\(socket) HOST
                                            (the remote host's sshd_config needs StreamLocalBindUnlink yes)
@@ -202,16 +204,16 @@ enum ForwardCommand: EngineCommand {
             configuration.forwardScope = nil
             configuration.forwardAudience = nil
             try repository.save(configuration, as: name)
-            Output.standardError("No longer forwarding profile '\(name)'.\n")
+            context.io.standardError("No longer forwarding profile '\(name)'.\n")
         }
         for name in options.profiles where (try? repository.load(name)) == nil {
-            Output.standardError("tokenctl: profile '\(name)' is not configured.\n")
+            context.io.standardError("tokenctl: profile '\(name)' is not configured.\n")
         }
         if remaining == 0 {
             for line in unit(context).disable() {
-                Output.standardError(line.prefix(1).uppercased() + line.dropFirst() + ".\n")
+                context.io.standardError(line.prefix(1).uppercased() + line.dropFirst() + ".\n")
             }
-            Output.standardError(
+            context.io.standardError(
                 "No profile is forwarded now; a 'tokenctl forward listen' still running refuses every request.\n")
         }
         return .success
@@ -261,7 +263,7 @@ enum ForwardCommand: EngineCommand {
                 )
             }
         }
-        Output.standardOutput(lines.joined(separator: "\n") + "\n")
+        context.io.standardOutput(lines.joined(separator: "\n") + "\n")
         return forwarded.isEmpty || served ? .success : .unavailable
     }
 
@@ -273,12 +275,13 @@ enum ForwardCommand: EngineCommand {
     /// wrote) gets its one answer.
     static func serve(_ context: CommandContext) async -> ExitStatus {
         let server = ForwardServer(service: context.service())
+        let io = context.environment.io
         var sockets = UnixSocket.socketsFromServiceManager()
-        if sockets.isEmpty, UnixSocket.isListening(0) { sockets = [0] }
+        if sockets.isEmpty, UnixSocket.isListening(io.input) { sockets = [io.input] }
         guard !sockets.isEmpty else {
-            switch await server.serve(connection: 0, output: 1) {
+            switch await server.serve(connection: io.input, output: io.output) {
             case .notASocket:
-                Output.standardError(
+                context.io.standardError(
                     "Error: 'tokenctl forward serve' serves the socket systemd hands it (tokenctl-forward.socket), and there is none here.\nRun 'tokenctl forward enable' to use the socket unit, or serve in the foreground with 'tokenctl forward listen'.\n"
                 )
                 return .usage
@@ -296,7 +299,7 @@ enum ForwardCommand: EngineCommand {
                 server: server, sockets: sockets, limits: .init(idleExit: idleExit(context.variables)),
                 report: report(context))
         } catch {
-            Output.standardError("tokenctl: \(error.message)\n")
+            context.io.standardError("tokenctl: \(error.message)\n")
             return .failure
         }
         _ = await listener.run()
@@ -314,7 +317,7 @@ enum ForwardCommand: EngineCommand {
     /// With --verbose, the serving loop's minute report on standard error (the journal).
     static func report(_ context: CommandContext) -> (@Sendable (String) -> Void)? {
         guard context.verbose else { return nil }
-        return { line in Output.standardError("tokenctl: " + line + "\n") }
+        return { line in context.io.standardError("tokenctl: " + line + "\n") }
     }
 
     static func listen(_ context: CommandContext, _ options: Options) async throws -> ExitStatus {
@@ -326,11 +329,11 @@ enum ForwardCommand: EngineCommand {
         // Every connection is served in this process (ForwardListener), as under the socket unit.
         let listener = try ForwardListener(
             server: ForwardServer(service: context.service()), sockets: [listening], report: report(context))
-        Output.standardError("tokenctl: serving forwarded tokens at \(path) (until interrupted)\n")
+        context.io.standardError("tokenctl: serving forwarded tokens at \(path) (until interrupted)\n")
         _ = await listener.run()
         // Only our own socket: a new listener may have replaced it meanwhile.
         if let identity, let now = UnixSocket.fileIdentity(path), now == identity { UnixSocket.remove(path) }
-        Output.standardError("tokenctl: stopped serving \(path)\n")
+        context.io.standardError("tokenctl: stopped serving \(path)\n")
         return .success
     }
 }

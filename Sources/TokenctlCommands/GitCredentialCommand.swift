@@ -58,7 +58,8 @@ enum GitCredentialCommand: EngineCommand {
         let options = try Options(context.options)
         // git writes the attributes, then closes the pipe: always read them (a helper that
         // leaves them unread can make git die of SIGPIPE).
-        let attributes = try Attributes(StandardInput.lines(timeout: context.timeout, what: "git credential request"))
+        let attributes = try Attributes(
+            StandardInput.lines(from: context.io, timeout: context.timeout, what: "git credential request"))
         switch options.action {
         case .get: return try await get(context, attributes, options)
         case .erase: return try await erase(context, attributes, options)
@@ -114,7 +115,7 @@ enum GitCredentialCommand: EngineCommand {
         let host = attributes["host"] ?? ""
         if let refusal = refusal(attributes) {
             // Nothing on stdout: git goes on to the next helper, or asks.
-            Output.standardError("tokenctl: no token for git: \(refusal) (git asks the next helper).\n")
+            context.io.standardError("tokenctl: no token for git: \(refusal) (git asks the next helper).\n")
             return .success
         }
         let served: (tokenSet: TokenSet, gitUsername: String?)
@@ -125,7 +126,7 @@ enum GitCredentialCommand: EngineCommand {
         } catch {
             guard error.kind == .loginRequired || error.kind == .configuration else { throw error }
             // Nothing on stdout: git goes on to the next helper, or asks.
-            Output.standardError(
+            context.io.standardError(
                 "tokenctl: no token for git: \(Output.sentence(error.message))" + (error.hint.map { " \($0)" } ?? "")
                     + "\n")
             return .success
@@ -146,7 +147,7 @@ enum GitCredentialCommand: EngineCommand {
         context.verboseLog(
             "gave git the access token of '\(context.profile)' for \(Output.printable(host)), \(Output.validity(tokenSet.timeLeft(at: context.clock.now())))"
         )
-        Output.standardOutput(answer.joined(separator: "\n") + "\n")
+        context.io.standardOutput(answer.joined(separator: "\n") + "\n")
         return .success
     }
 

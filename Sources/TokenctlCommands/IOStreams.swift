@@ -1,9 +1,12 @@
 import TokenctlCore
+import TokenctlEssentials
 
 /// A command's standard input, output and error, as file descriptors, and whether each is a
-/// terminal (gh's `iostreams.IOStreams`). Every command reads and writes through the one value
-/// `IOStreams.current`, which `Engine.run` sets for the command's task from its `EngineEnvironment`: the process's
-/// own descriptors in `tokenctl-engine`, pipes when a test runs a command in-process.
+/// terminal (gh's `iostreams.IOStreams`). Every command reads and writes through the value its
+/// `EngineEnvironment` holds, passed to it (`CommandContext.io`), never through a global: the
+/// process's own descriptors in `tokenctl-engine`, files when a test runs a command in-process.
+/// Code that runs on a thread or task of its own (the forward listener's report, a login's
+/// countdown, the Secret Service's prompt notice) writes to the same streams.
 public struct IOStreams: Sendable, Equatable {
     public var input: Int32
     public var output: Int32
@@ -18,10 +21,13 @@ public struct IOStreams: Sendable, Equatable {
     /// The process's standard input, output and error.
     public static let standard = IOStreams()
 
-    /// The streams of the command running in this task.
-    @TaskLocal public static var current = IOStreams.standard
-
     public var inputIsTerminal: Bool { Terminal.isTerminal(input) }
     public var outputIsTerminal: Bool { Terminal.isTerminal(output) }
     public var errorIsTerminal: Bool { Terminal.isTerminal(error) }
+
+    /// Write `text` to standard output (the product only), all of it.
+    public func standardOutput(_ text: String) { Descriptor.writeAll(output, text) }
+
+    /// Write `text` to standard error (everything for humans), all of it.
+    public func standardError(_ text: String) { Descriptor.writeAll(error, text) }
 }

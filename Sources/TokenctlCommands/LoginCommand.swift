@@ -324,12 +324,13 @@ enum LoginCommand: EngineCommand {
         let clientSecret =
             options.readsClientSecret
             ? try StandardInput.line(
-                what: "client secret", prompt: "Client secret (input hidden): ", timeout: context.timeout) : nil
+                from: context.io, what: "client secret", prompt: "Client secret (input hidden): ",
+                timeout: context.timeout) : nil
 
         if options.replacesSecretOnly, let clientSecret,
             try await context.service().replaceClientSecret(clientSecret, of: context.profile)
         {
-            Output.standardError(
+            context.io.standardError(
                 "Stored the new client secret of profile '\(context.profile)'; its session is kept, and the next refresh uses the new secret (nothing was sent to the server).\n"
             )
             return .success
@@ -343,7 +344,7 @@ enum LoginCommand: EngineCommand {
         let presenter = TerminalLoginPresenter(
             io: context.environment.io, clock: context.clock, programs: context.environment.programs)
         let result = try await context.service().login(request, presenter: presenter)
-        Output.standardError(summary(result, issuer: issuer, context))
+        context.io.standardError(summary(result, issuer: issuer, context))
         return .success
     }
 
@@ -353,7 +354,8 @@ enum LoginCommand: EngineCommand {
         case .refreshTokenImport:
             return .refreshToken(
                 try StandardInput.line(
-                    what: "refresh token", prompt: "Refresh token (input hidden): ", timeout: context.timeout))
+                    from: context.io, what: "refresh token", prompt: "Refresh token (input hidden): ",
+                    timeout: context.timeout))
         case .browser:
             return .browser(port: options.port, openBrowser: options.opensBrowser, timeout: options.browserTimeout)
         case .device:

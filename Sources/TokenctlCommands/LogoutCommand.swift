@@ -57,11 +57,11 @@ enum LogoutCommand: EngineCommand {
         if options.orphans {
             let removed = try service.removeOrphanedSessions()
             for identity in removed {
-                Output.standardError(
+                context.io.standardError(
                     "Removed the orphaned session of profile '\(identity.profile)' (issuer \(identity.issuer), client id \(identity.clientID)).\n"
                 )
             }
-            if removed.isEmpty { Output.standardError("No orphaned sessions.\n") }
+            if removed.isEmpty { context.io.standardError("No orphaned sessions.\n") }
             return .success
         }
         let names = options.all ? try service.profiles.all() : [context.profile]
@@ -73,27 +73,27 @@ enum LogoutCommand: EngineCommand {
                 // Honest: the session is gone here, not at the server.
                 let token = report.revokedTokenType == "access_token" ? "access token" : "refresh token"
                 let until = report.unrevokedTokenExpiresAt.map { "until \(Output.timestamp($0))" } ?? "until it expires"
-                Output.standardError(
+                context.io.standardError(
                     "Logged out profile '\(name)' here, but the server did not revoke its \(token): \(error.message). "
                         + "The \(token) may stay valid at the server \(until).\n")
                 status = worse(status, .protocolError)
             case .success?:
-                Output.standardError(
+                context.io.standardError(
                     report.alreadyRevoked
                         ? "Logged out profile '\(name)'; the server says its token was already revoked.\n"
                         : "Logged out profile '\(name)'; the server revoked its \(report.revokedTokenType == "access_token" ? "access token" : "refresh token").\n"
                 )
             case nil:
                 if report.removed, let notice = report.serverNotice {
-                    Output.standardError("Logged out profile '\(name)' here. \(notice)\n")
+                    context.io.standardError("Logged out profile '\(name)' here. \(notice)\n")
                 } else if report.removed {
-                    Output.standardError("Logged out profile '\(name)' (not revoked at the server).\n")
+                    context.io.standardError("Logged out profile '\(name)' (not revoked at the server).\n")
                 } else if !report.forgotten {
-                    Output.standardError("Profile '\(name)' was not logged in.\n")
+                    context.io.standardError("Profile '\(name)' was not logged in.\n")
                 }
             }
             if report.forgotten {
-                Output.standardError("Removed profile '\(name)': its configuration and caches are gone.\n")
+                context.io.standardError("Removed profile '\(name)': its configuration and caches are gone.\n")
             }
         }
         return status

@@ -1,33 +1,27 @@
 import TokenctlCore
 import TokenctlEssentials
 
-/// Writing to stdout (the product only) and stderr (everything for humans), by file descriptor.
+/// What commands print and how (errors, usage errors, durations, text from servers made
+/// printable), written to the command's `IOStreams`.
 enum Output {
-    static func standardOutput(_ text: String) {
-        Descriptor.writeAll(IOStreams.current.output, text)
-    }
-
-    static func standardError(_ text: String) {
-        Descriptor.writeAll(IOStreams.current.error, text)
-    }
-
-    /// Whether stdout is a terminal with a UTF-8 locale (else ASCII marks, no decoration).
-    static func prefersUnicode(_ variables: Environment) -> Bool {
-        guard IOStreams.current.outputIsTerminal else { return false }
+    /// Whether `io`'s stdout is a terminal with a UTF-8 locale (else ASCII marks, no decoration).
+    static func prefersUnicode(_ io: IOStreams, _ variables: Environment) -> Bool {
+        guard io.outputIsTerminal else { return false }
         let locale = ["LC_ALL", "LC_CTYPE", "LANG"].lazy.compactMap { variables[$0] }.first ?? ""
         return locale.uppercased().contains("UTF-8") || locale.uppercased().contains("UTF8")
     }
 
-    /// `Error: message` and the hint, on stderr.
-    static func report(_ error: TokenctlError) {
+    /// `Error: message` and the hint, on `io`'s stderr.
+    static func report(_ error: TokenctlError, to io: IOStreams) {
         // Messages quote servers, files and arguments: no escape sequence reaches a terminal,
         // and no argument floods it (a 120 KB argument is not echoed whole).
         var text = "Error: \(Output.printable(Output.shortened(error.message)))\n"
         if let hint = error.hint { text += "\(Output.printable(Output.shortened(hint)))\n" }
-        standardError(text)
+        io.standardError(text)
     }
 
-    static func usageError(_ error: UsageError) -> ExitStatus {
+    /// `Error: message`, the command's usage line and where its help is, on `io`'s stderr: 64.
+    static func usageError(_ error: UsageError, to io: IOStreams) -> ExitStatus {
         let formatter = HelpFormatter(toolName: "tokenctl")
         var text = "Error: \(Output.printable(Output.shortened(error.message, limit: 400)))\n"
         if let name = error.command, let command = Commands.parser.command(named: name) {
@@ -36,7 +30,7 @@ enum Output {
             text +=
                 "USAGE: tokenctl [--profile <name>] <command> [<options>]\n  See 'tokenctl --help' for more information.\n"
         }
-        standardError(text)
+        io.standardError(text)
         return .usage
     }
 

@@ -36,7 +36,7 @@ enum RefreshCommand: EngineCommand {
             let report = await service.refresh(context.profile, ifExpiringWithin: window)
             let tokenSet = try report.result.get()
             let validity = Output.validity(tokenSet.timeLeft(at: context.clock.now()))
-            Output.standardError(
+            context.io.standardError(
                 report.skipped
                     ? "Profile '\(context.profile)' not refreshed: the access token is \(validity).\n"
                     : "Refreshed profile '\(context.profile)'; access token \(validity).\n")
@@ -44,13 +44,13 @@ enum RefreshCommand: EngineCommand {
         }
         let reports = try await service.refreshAll(ifExpiringWithin: window)
         if reports.isEmpty {
-            Output.standardError("No profiles configured.\n")
+            context.io.standardError("No profiles configured.\n")
             return .success
         }
         var worst = ExitStatus.success
         for report in reports {
             if report.signedOutByUser {
-                Output.standardError(
+                context.io.standardError(
                     "\(report.profile): skipped, signed out by 'logout' (sign it in again with '\(CommandHint.login(report.profile))', or remove it with '\(CommandHint.tokenctl(report.profile, "logout --forget"))')\n"
                 )
                 continue
@@ -58,7 +58,7 @@ enum RefreshCommand: EngineCommand {
             switch report.result {
             case .success(let tokenSet):
                 let expiry = tokenSet.expiresAt.map { "expires \(Output.timestamp($0))" } ?? "no expiry given"
-                Output.standardError("\(report.profile): \(report.skipped ? "fresh" : "refreshed"), \(expiry)\n")
+                context.io.standardError("\(report.profile): \(report.skipped ? "fresh" : "refreshed"), \(expiry)\n")
             case .failure(let error):
                 let outcome =
                     switch error.kind {
@@ -69,7 +69,7 @@ enum RefreshCommand: EngineCommand {
                     case .configuration: "configuration error"
                     default: "failed"
                     }
-                Output.standardError("\(report.profile): \(outcome): \(error.message)\n")
+                context.io.standardError("\(report.profile): \(outcome): \(error.message)\n")
                 worst = worse(worst, error.exitStatus)
             }
         }

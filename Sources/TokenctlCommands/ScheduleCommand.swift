@@ -38,7 +38,9 @@ enum ScheduleCommand: EngineCommand {
                 executable = packagedFront
             }
         }
-        return RefreshSchedule(executable: executable, environment: context.variables)
+        return RefreshSchedule(
+            executable: executable, environment: context.variables, units: context.environment.userUnits,
+            crontab: context.environment.crontab)
     }
 
     enum Action: String, CaseIterable, Sendable {
@@ -85,20 +87,20 @@ enum ScheduleCommand: EngineCommand {
         case .install:
             let backend = chosen ?? schedule.defaultBackend()
             let description = try schedule.install(backend, interval: options.interval!)
-            Output.standardError("Installed \(description).\n")
+            context.io.standardError("Installed \(description).\n")
             // One schedule at a time: switching backends removes the other one, once the new one works.
             let other = RefreshSchedule.Backend.allCases.filter { $0 != backend }
-            for removed in (try? schedule.remove(other)) ?? [] { Output.standardError("Removed \(removed).\n") }
+            for removed in (try? schedule.remove(other)) ?? [] { context.io.standardError("Removed \(removed).\n") }
             return .success
         case .remove:
             let removed = try schedule.remove(chosen.map { [$0] } ?? RefreshSchedule.Backend.allCases)
-            for item in removed { Output.standardError("Removed \(item).\n") }
-            if removed.isEmpty { Output.standardError("No tokenctl schedule was installed.\n") }
+            for item in removed { context.io.standardError("Removed \(item).\n") }
+            if removed.isEmpty { context.io.standardError("No tokenctl schedule was installed.\n") }
             return .success
         case .status:
             let statuses = schedule.status()
             for entry in statuses where chosen == nil || entry.backend == chosen {
-                Output.standardOutput("\(entry.backend.rawValue): \(entry.detail)\n")
+                context.io.standardOutput("\(entry.backend.rawValue): \(entry.detail)\n")
             }
             return statuses.contains(where: { $0.working && (chosen == nil || $0.backend == chosen) })
                 ? .success : .failure

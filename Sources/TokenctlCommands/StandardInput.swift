@@ -4,14 +4,13 @@ import TokenctlEssentials
 /// Reading what another program or a person writes to tokenctl's standard input, within the
 /// command's time (`readStandardInput`, the one reader).
 enum StandardInput {
-    /// Lines until end of input or an empty line (git's credential protocol), at most 64 KiB,
-    /// waiting at most `timeout` seconds in all.
+    /// Lines from `io`'s standard input until its end or an empty line (git's credential
+    /// protocol), at most 64 KiB, waiting at most `timeout` seconds in all.
     ///
     /// - Throws: `TokenctlError(.invalidInput)` when the input does not end in time or is too large.
-    static func lines(timeout: Double, what: String) throws(TokenctlError) -> [String] {
+    static func lines(from io: IOStreams, timeout: Double, what: String) throws(TokenctlError) -> [String] {
         var bytes: [UInt8] = []
-        let outcome = readStandardInput(IOStreams.current.input, into: &bytes, deadline: .after(timeout), limit: 65536)
-        { bytes in
+        let outcome = readStandardInput(io.input, into: &bytes, deadline: .after(timeout), limit: 65536) { bytes in
             bytes.count == 1 && bytes[0] == 0x0A || bytes.suffix(2) == [0x0A, 0x0A]
                 || bytes.suffix(4) == [0x0D, 0x0A, 0x0D, 0x0A]
         }
@@ -29,20 +28,20 @@ enum StandardInput {
             .map { $0 }
     }
 
-    /// One line from stdin: a trailing newline is dropped; anything else must be the value.
+    /// One line from `io`'s stdin (the prompt and the newline after it on its stderr): a trailing newline is dropped; anything else must be the value.
     /// Input that does not end within `timeout` seconds (a pipe left open) is an error, never a
     /// hang; a person typing at a terminal is not hurried, and what they type is not echoed.
-    static func line(what: String, prompt: String, timeout: Double) throws -> String {
-        let input = IOStreams.current.input
+    static func line(from io: IOStreams, what: String, prompt: String, timeout: Double) throws -> String {
+        let input = io.input
         let interactive = Terminal.isTerminal(input)
-        if interactive { Output.standardError(prompt) }
+        if interactive { io.standardError(prompt) }
         var bytes: [UInt8] = []
         // Scrub our copy once the String exists.
         defer { for index in bytes.indices { bytes[index] = 0 } }
         let outcome = readStandardInput(
             input, into: &bytes, deadline: interactive ? nil : .after(timeout), limit: 65536, echo: false
         ) { bytes in interactive && bytes.contains(UInt8(ascii: "\n")) }
-        if interactive { Output.standardError("\n") }
+        if interactive { io.standardError("\n") }
         if outcome == .timedOut {
             throw TokenctlError(
                 .invalidInput, "standard input did not end within \(Int(saturating: timeout)) s (reading the \(what))",

@@ -47,7 +47,7 @@ enum StatusCommand: EngineCommand {
         let service = context.service()
         let json = options.json
         if options.watch {
-            return await watch(service, context.profile, json: json, clock: context.clock)
+            return await watch(service, context.profile, json: json, context)
         }
         let all = options.all
         let names = all ? try service.profiles.all() : [context.profile]
@@ -59,16 +59,17 @@ enum StatusCommand: EngineCommand {
             ? (try? service.orphanedSessions()) ?? [] : []
         if json {
             let objects = statuses.map { self.json($0) } + orphans.map(orphanJSON)
-            Output.standardOutput((all ? "[" + objects.joined(separator: ",") + "]" : objects.first ?? "null") + "\n")
+            context.io.standardOutput(
+                (all ? "[" + objects.joined(separator: ",") + "]" : objects.first ?? "null") + "\n")
         } else {
-            if statuses.isEmpty { Output.standardError("No profiles configured.\n") }
-            Output.standardOutput(statuses.map { human($0) }.joined(separator: "\n"))
+            if statuses.isEmpty { context.io.standardError("No profiles configured.\n") }
+            context.io.standardOutput(statuses.map { human($0) }.joined(separator: "\n"))
             if !orphans.isEmpty {
                 var text = "\nOrphaned sessions in the keyring (not used; remove with 'tokenctl logout --orphans'):\n"
                 for orphan in orphans {
                     text += "  profile \(orphan.profile), issuer \(orphan.issuer), client id \(orphan.clientID)\n"
                 }
-                Output.standardOutput(text)
+                context.io.standardOutput(text)
             }
         }
         if all {
@@ -114,17 +115,18 @@ enum StatusCommand: EngineCommand {
             ]
             status = error.exitStatus
         }
-        Output.standardOutput(json ? JSONText.object(fields) + "\n" : lines.joined(separator: "\n") + "\n")
+        context.io.standardOutput(json ? JSONText.object(fields) + "\n" : lines.joined(separator: "\n") + "\n")
         return status
     }
 
     /// The current state, then one line per change, until interrupted.
-    static func watch(_ service: TokenctlService, _ profile: ProfileName, json: Bool, clock: Clock) async -> ExitStatus
+    static func watch(_ service: TokenctlService, _ profile: ProfileName, json: Bool, _ context: CommandContext) async
+        -> ExitStatus
     {
         var last = ExitStatus.success
         for await status in service.watch(profile) {
-            let time = Output.timestamp(clock.now())
-            Output.standardOutput(json ? self.json(status) + "\n" : "\(time) \(oneLine(status))\n")
+            let time = Output.timestamp(context.clock.now())
+            context.io.standardOutput(json ? self.json(status) + "\n" : "\(time) \(oneLine(status))\n")
             last = status.exitStatus
         }
         return last

@@ -5,6 +5,7 @@ import TokenctlEssentials
 /// Shows an interactive login on stderr: the device code (with a QR code and a live countdown
 /// on a terminal, plain lines otherwise) or the authorization URL, and opens the browser.
 final class TerminalLoginPresenter: LoginPresenter, Sendable {
+    private let io: IOStreams
     private let isTerminal: Bool
     private let clock: Clock
     private let programs: ProgramRunner
@@ -13,6 +14,7 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
     /// - Parameters: io: the command's streams (a countdown and a QR code when stderr is a
     ///   terminal); clock and programs: the command's (the browser is started with `programs`).
     init(io: IOStreams, clock: Clock, programs: ProgramRunner) {
+        self.io = io
         isTerminal = io.errorIsTerminal
         self.clock = clock
         self.programs = programs
@@ -31,14 +33,14 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
         if !isTerminal {
             text += "Waiting for approval (the code expires in \(Output.duration(authorization.expiresIn)))...\n"
         }
-        Output.standardError(text)
+        io.standardError(text)
         guard isTerminal else { return }
         // A live countdown on one line, redrawn every second until polling ends.
-        let clock = self.clock
+        let (clock, io) = (self.clock, self.io)
         let task = Task.detached {
             while !Task.isCancelled {
                 let left = max(0, Int(saturating: expiresAt - clock.now()))
-                Output.standardError(
+                io.standardError(
                     "\r\u{1B}[KWaiting for approval... code expires in \(left / 60):\(left % 60 < 10 ? "0" : "")\(left % 60)"
                 )
                 try? await Task.sleep(nanoseconds: 1_000_000_000)
@@ -54,24 +56,24 @@ final class TerminalLoginPresenter: LoginPresenter, Sendable {
         }
         if let task {
             task.cancel()
-            Output.standardError("\r\u{1B}[K")
+            io.standardError("\r\u{1B}[K")
         }
     }
 
     func deviceFlowSlowedDown(interval: Double) {
         if !isTerminal {
-            Output.standardError("The server asked to poll more slowly (every \(Int(saturating: interval)) s).\n")
+            io.standardError("The server asked to poll more slowly (every \(Int(saturating: interval)) s).\n")
         }
     }
 
     func showAuthorizationURL(_ url: String, openBrowser: Bool) -> Bool {
         // The browser outlives tokenctl: Subprocess.launch gives it no connection of ours.
         if openBrowser, programs.launch(["xdg-open", url]) {
-            Output.standardError(
+            io.standardError(
                 "Opened your browser to sign in. If it did not open, visit:\n  \(url)\nWaiting for the browser...\n")
             return true
         }
-        Output.standardError(
+        io.standardError(
             "Open this URL in a browser on this machine to sign in:\n  \(url)\nWaiting for the browser...\n")
         return false
     }

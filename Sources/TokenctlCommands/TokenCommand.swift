@@ -46,7 +46,7 @@ enum TokenCommand: EngineCommand {
         } else {
             (tokenSet, proof) = try await local(options, context: context, now: now)
         }
-        Output.standardOutput(
+        context.io.standardOutput(
             render(
                 tokenSet, proof: proof, options: options, now: now,
                 execInfo: context.variables["KUBERNETES_EXEC_INFO"]))
@@ -145,7 +145,8 @@ enum TokenCommand: EngineCommand {
                 throw TokenctlError(.unexpected, "cannot sign a DPoP proof: \(error)")
             }
         } else if let dpopKey, format != .json {
-            DPoPNotice.once(profile: context.profile, thumbprint: dpopKey.thumbprint, paths: context.paths)
+            DPoPNotice.once(
+                profile: context.profile, thumbprint: dpopKey.thumbprint, paths: context.paths, io: context.io)
         }
         return nil
     }
@@ -212,11 +213,11 @@ enum TokenCommand: EngineCommand {
 /// send the token as Bearer see why the resource server refuses it. Remembered in the state
 /// directory (the key's thumbprint, not a secret), so a new login notes again.
 enum DPoPNotice {
-    static func once(profile: ProfileName, thumbprint: String, paths: Paths) {
+    static func once(profile: ProfileName, thumbprint: String, paths: Paths, io: IOStreams) {
         let directory = paths.stateDirectory + "/dpop-noted"
         let path = directory + "/" + profile.rawValue
         if (try? FileIO.readFile(path, limit: 256)) == thumbprint { return }
-        Output.standardError(
+        io.standardError(
             "tokenctl: note: profile '\(profile)' has a DPoP-bound token: a resource server accepts it only with a DPoP proof for each request, which 'token --format dpop --method M --url U' prints with it ('tokenctl help token'). (Shown once a session.)\n"
         )
         try? FileIO.ensurePrivateDirectory(directory)

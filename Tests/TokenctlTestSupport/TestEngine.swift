@@ -5,15 +5,20 @@ import TokenctlEssentials
 
 /// An engine for one test, with nothing of the machine's: a private directory for the paths,
 /// environment variables of its own, a virtual clock (sleeps pass at once), the core service over
-/// an in-memory store, no cross-process lock and a scripted HTTP client, and an `exec` and a
-/// browser launch that only record. Commands run through `Engine.run` with it need no session
-/// bus, keyring or server, and tests that use one run in parallel.
+/// an in-memory store, no cross-process lock and a scripted HTTP client, an `exec` and a
+/// browser launch that only record, and a systemd user manager and a crontab of its own.
+/// Commands run through `Engine.run` with it need no session bus, keyring, server, systemd or
+/// cron, and tests that use one run in parallel.
 public final class TestEngine: @unchecked Sendable {
     public let root: String
     public let paths: Paths
     public let store = InMemorySessionStore()
     public let clock: VirtualClock
     public let http: FakeHTTPClient
+    /// The systemd user manager the commands see (`schedule`, `forward`, `doctor`).
+    public let systemd: SystemdDouble
+    /// The crontab the commands see.
+    public let crontab = CrontabDouble()
     /// The environment variables the commands see.
     public let variables: [String: String]
     private let execs = TestLock<[Exec]>([])
@@ -51,6 +56,7 @@ public final class TestEngine: @unchecked Sendable {
         // Real time, so that deadlines measured on the system clock agree; sleeps pass at once.
         clock = VirtualClock(now: Clock.system.now())
         self.http = FakeHTTPClient(http)
+        systemd = SystemdDouble(packagedUnitDirectory: root + "/packaged-units")
     }
 
     deinit { try? FileManager.default.removeItem(atPath: root) }
@@ -58,6 +64,7 @@ public final class TestEngine: @unchecked Sendable {
     /// What the commands run with: `io`, and this engine's doubles.
     public func environment(io: IOStreams) -> EngineEnvironment {
         let (store, clock, http, execs, launches, paths) = (store, clock.clock, http, execs, launches, paths)
+        let (userUnits, crontab) = (systemd.units, crontab.crontab)
         return EngineEnvironment(
             io: io, variables: .fixed(variables), paths: { .success(paths) }, clock: clock, executable: nil,
             services: ServiceFactory { settings in
@@ -82,7 +89,7 @@ public final class TestEngine: @unchecked Sendable {
                             variables: Dictionary(variables.map { ($0.name, $0.value) }) { $1 }))
                 }
                 return Subprocess.ExecFailure(code: ENOENT)
-            })
+            }, userUnits: userUnits, crontab: crontab)
     }
 
     /// Run `tokenctl ARGUMENTS` with this engine.

@@ -16,20 +16,20 @@ public struct ForwardSocketUnit: Sendable {
 
     public var executable: String
     public var environment: Environment
-    public var packagedUnitDirectory: String
+    /// The systemd user manager the socket is enabled with.
+    public var units: SystemdUserUnits
+    public var packagedUnitDirectory: String { units.packagedUnitDirectory }
 
-    public init(
-        executable: String, environment: Environment = .process, packagedUnitDirectory: String = "/usr/lib/systemd/user"
-    ) {
+    public init(executable: String, environment: Environment = .process, units: SystemdUserUnits = .live) {
         self.executable = executable
         self.environment = environment
-        self.packagedUnitDirectory = packagedUnitDirectory
+        self.units = units
     }
 
     var unitDirectory: String? { SystemdUserUnits.directory(environment) }
 
     /// Whether a systemd user manager answers (`systemctl --user`).
-    public func managerAvailable() -> Bool { SystemdUserUnits.managerAnswers() }
+    public func managerAvailable() -> Bool { units.managerAnswers() }
 
     /// The package's units run this very executable.
     func packagedUnitsServe() -> Bool {
@@ -95,7 +95,7 @@ public struct ForwardSocketUnit: Sendable {
             try SystemdUserUnits.write([(socketPath, socketUnit()), (servicePath, serviceUnit())], into: unitDirectory)
             wrote = true
         }
-        if let failed = SystemdUserUnits.reloadAndEnable(Self.socketName) {
+        if let failed = units.reloadAndEnable(Self.socketName) {
             if wrote {
                 try? FileIO.removeFile(socketPath)
                 try? FileIO.removeFile(servicePath)
@@ -116,17 +116,17 @@ public struct ForwardSocketUnit: Sendable {
         let ours = [Self.socketName, Self.serviceName, Self.formerServiceName].map { unitDirectory + "/" + $0 }.filter {
             SystemdUserUnits.isOurs($0, marker: Self.marker)
         }
-        if !ours.isEmpty || SystemdUserUnits.isEnabled(Self.socketName) {
-            if SystemdUserUnits.disable(Self.socketName) { done.append("disabled \(Self.socketName)") }
+        if !ours.isEmpty || units.isEnabled(Self.socketName) {
+            if units.disable(Self.socketName) { done.append("disabled \(Self.socketName)") }
         }
         for path in ours where (try? FileIO.removeFile(path)) != nil { done.append("removed \(path)") }
-        if !ours.isEmpty { SystemdUserUnits.daemonReload() }
+        if !ours.isEmpty { units.daemonReload() }
         return done
     }
 
     /// `systemctl --user is-active` of the socket, or nil without a manager.
     public func state() -> String? {
         guard managerAvailable() else { return nil }
-        return SystemdUserUnits.activity(Self.socketName).state
+        return units.activity(Self.socketName).state
     }
 }

@@ -17,21 +17,23 @@ public struct RefreshSchedule: Sendable {
 
     public var executable: String
     public var environment: Environment
-    /// The program used as crontab(1); `TOKENCTL_CRONTAB` overrides it (alternative crontab
-    /// implementations, and tests that must not touch the real crontab).
-    public var crontab: String
+    /// The systemd user manager the timer is installed with.
+    public var units: SystemdUserUnits
+    /// crontab(1), or the program `TOKENCTL_CRONTAB` names (`Crontab.live`).
+    public var crontab: Crontab
 
     /// Where the Debian package installs its user units (`tokenctl-refresh.service` and
     /// `.timer`, running /usr/bin/tokenctl every 15 minutes).
-    public var packagedUnitDirectory: String
+    public var packagedUnitDirectory: String { units.packagedUnitDirectory }
 
     public init(
-        executable: String, environment: Environment = .process, packagedUnitDirectory: String = "/usr/lib/systemd/user"
+        executable: String, environment: Environment = .process, units: SystemdUserUnits = .live,
+        crontab: Crontab? = nil
     ) {
         self.executable = executable
         self.environment = environment
-        self.crontab = environment[EnvironmentSwitches.crontab] ?? "crontab"
-        self.packagedUnitDirectory = packagedUnitDirectory
+        self.units = units
+        self.crontab = crontab ?? .live(environment)
     }
 
     /// The interval of the packaged timer.
@@ -86,7 +88,7 @@ public struct RefreshSchedule: Sendable {
     // MARK: Backends
 
     /// Whether a systemd user manager answers (`systemctl --user`).
-    public func systemdAvailable() -> Bool { SystemdUserUnits.managerAnswers() }
+    public func systemdAvailable() -> Bool { units.managerAnswers() }
 
     public func defaultBackend() -> Backend { systemdAvailable() ? .systemd : .cron }
 
@@ -159,7 +161,7 @@ public struct RefreshSchedule: Sendable {
                 throw TokenctlError(.configuration, "HOME is not set: cannot find the systemd user unit directory")
             }
             if packagedUnitsServe(interval: interval), !SystemdUserUnits.exists(timerPath) {
-                if let failed = SystemdUserUnits.enable("\(Self.unitName).timer") {
+                if let failed = units.enable("\(Self.unitName).timer") {
                     throw TokenctlError(
                         .serviceUnavailable,
                         "cannot enable the packaged systemd timer: '\(failed.command)' failed: \(failed.output)",
@@ -173,7 +175,7 @@ public struct RefreshSchedule: Sendable {
             try SystemdUserUnits.write(
                 [(servicePath, serviceUnit(interval: interval)), (timerPath, timerUnit(interval: interval))],
                 into: unitDirectory)
-            if let failed = SystemdUserUnits.reloadAndEnable("\(Self.unitName).timer") {
+            if let failed = units.reloadAndEnable("\(Self.unitName).timer") {
                 // Nothing half-installed: units that no manager runs would look like a schedule.
                 try? FileIO.removeFile(timerPath)
                 try? FileIO.removeFile(servicePath)
@@ -210,23 +212,23 @@ public struct RefreshSchedule: Sendable {
                 if ours.isEmpty {
                     // The package's timer, enabled by 'install': disable it (its files stay the package's).
                     if packagedUnitsServe(interval: Self.packagedInterval),
-                        SystemdUserUnits.isEnabled("\(Self.unitName).timer")
+                        units.isEnabled("\(Self.unitName).timer")
                     {
-                        SystemdUserUnits.disable("\(Self.unitName).timer")
+                        units.disable("\(Self.unitName).timer")
                         removed.append("the packaged systemd timer \(Self.unitName).timer (disabled)")
                     }
                     continue
                 }
-                SystemdUserUnits.disable("\(Self.unitName).timer")
+                units.disable("\(Self.unitName).timer")
                 for path in ours {
                     do { try FileIO.removeFile(path) } catch {
                         throw TokenctlError(.unexpected, "cannot remove \(path): \(error)")
                     }
                     removed.append(path)
                 }
-                SystemdUserUnits.daemonReload()
+                units.daemonReload()
             case .cron:
-                guard Subprocess.locate(crontab) != nil else { continue }
+                guard crontab.isInstalled() else { continue }
                 let current = try readCrontab()
                 let stripped = Self.withoutBlock(current)
                 if stripped != current {
@@ -252,7 +254,7 @@ public struct RefreshSchedule: Sendable {
         let ownTimer = timerPath.map { SystemdUserUnits.isOurs($0, marker: Self.marker) } ?? false
         let packagedTimer =
             !ownTimer && packagedUnitsServe(interval: Self.packagedInterval)
-            && SystemdUserUnits.isEnabled("\(Self.unitName).timer")
+            && units.isEnabled("\(Self.unitName).timer")
         let timerInstalled = ownTimer || packagedTimer
         var detail =
             ownTimer
@@ -260,12 +262,12 @@ public struct RefreshSchedule: Sendable {
             : packagedTimer ? "\(packagedUnitDirectory)/\(Self.unitName).timer (the package's)" : "not installed"
         var active = false
         if timerInstalled {
-            let answer = SystemdUserUnits.activity("\(Self.unitName).timer")
+            let answer = units.activity("\(Self.unitName).timer")
             active = answer.active
             detail += active ? " (active)" : " (not active: \(answer.state))"
         }
         result.append(Status(backend: .systemd, installed: timerInstalled, working: active, detail: detail))
-        let cron = Subprocess.locate(crontab) == nil ? nil : try? readCrontab()
+        let cron = crontab.isInstalled() ? try? readCrontab() : nil
         let line = cron.flatMap { text in
             text.split(separator: "\n").drop { $0 != Self.cronBegin }.dropFirst().first.map(String.init)
         }
@@ -279,19 +281,19 @@ public struct RefreshSchedule: Sendable {
     // MARK: crontab
 
     func readCrontab() throws(TokenctlError) -> String {
-        guard Subprocess.locate(crontab) != nil else {
+        guard crontab.isInstalled() else {
             throw TokenctlError(
                 .serviceUnavailable, "crontab is not installed",
                 hint: "Install cron ('apt-get install cron'), or use systemd: 'tokenctl schedule install --systemd'.")
         }
-        let result = Subprocess.run([crontab, "-l"])
+        let result = crontab.run(["-l"], nil)
         if result.status == 0 { return result.output }
         if result.output.contains("no crontab") { return "" }
         throw TokenctlError(.serviceUnavailable, "crontab -l failed: \(result.output.trimmingCharacters(in: " \n"))")
     }
 
     func writeCrontab(_ text: String) throws(TokenctlError) {
-        let result = Subprocess.run([crontab, "-"], input: text)
+        let result = crontab.run(["-"], text)
         guard result.status == 0 else {
             throw TokenctlError(.serviceUnavailable, "crontab - failed: \(result.output.trimmingCharacters(in: " \n"))")
         }

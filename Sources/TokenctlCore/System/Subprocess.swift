@@ -16,6 +16,11 @@ public struct Subprocess: Sendable {
         public var status: Int32
         /// stdout and stderr together.
         public var output: String
+
+        public init(status: Int32, output: String) {
+            self.status = status
+            self.output = output
+        }
     }
 
     /// Held while a program is started, and by code that makes a descriptor and marks it

@@ -2,9 +2,30 @@
 /// user units go, how a value is quoted in them, writing a set of marked units, and the
 /// manager's verbs. The one place tokenctl's units talk to it: the refresh timer
 /// (`RefreshSchedule`) and the forward socket (`ForwardSocketUnit`).
-public enum SystemdUserUnits {
+///
+/// A value, so that the engine hands the commands the live manager (`live`) and a test a double
+/// that records the verbs and answers as told; the unit files themselves are written for real,
+/// into the directory the environment's XDG_CONFIG_HOME or HOME names.
+public struct SystemdUserUnits: Sendable {
+    /// Runs `systemctl --user ARGUMENTS`: its exit status and what it printed.
+    public var systemctl: @Sendable (_ arguments: [String]) -> Subprocess.Result
+    /// Where the distribution's package installs its user units (the refresh timer, the forward
+    /// socket), which `schedule install` and `forward enable` enable rather than shadow.
+    public var packagedUnitDirectory: String
+
+    public init(
+        packagedUnitDirectory: String = "/usr/lib/systemd/user",
+        systemctl: @escaping @Sendable (_ arguments: [String]) -> Subprocess.Result
+    ) {
+        self.packagedUnitDirectory = packagedUnitDirectory
+        self.systemctl = systemctl
+    }
+
+    /// systemctl(1) of this machine, and the package's units under /usr/lib/systemd/user.
+    public static let live = SystemdUserUnits { arguments in Subprocess.run(["systemctl", "--user"] + arguments) }
+
     /// Whether a systemd user manager answers.
-    public static func managerAnswers() -> Bool { systemctl("show-environment").status == 0 }
+    public func managerAnswers() -> Bool { systemctl(["show-environment"]).status == 0 }
 
     /// Where user units go: `$XDG_CONFIG_HOME/systemd/user`, else `~/.config/systemd/user`.
     public static func directory(_ environment: Environment) -> String? {
@@ -39,7 +60,7 @@ public enum SystemdUserUnits {
 
     /// `systemctl --user daemon-reload`, then `enable --now UNIT`: nil when both worked, else the
     /// command that failed and what it said.
-    public static func reloadAndEnable(_ unit: String) -> (command: String, output: String)? {
+    public func reloadAndEnable(_ unit: String) -> (command: String, output: String)? {
         for arguments in [["daemon-reload"], ["enable", "--now", unit]] {
             if let failure = failure(of: arguments) { return failure }
         }
@@ -47,32 +68,29 @@ public enum SystemdUserUnits {
     }
 
     /// `systemctl --user enable --now UNIT`: nil when it worked, else the command and its words.
-    public static func enable(_ unit: String) -> (command: String, output: String)? {
+    public func enable(_ unit: String) -> (command: String, output: String)? {
         failure(of: ["enable", "--now", unit])
     }
 
     /// `systemctl --user disable --now UNIT`: whether it worked.
     @discardableResult
-    public static func disable(_ unit: String) -> Bool { systemctl("disable", "--now", unit).status == 0 }
+    public func disable(_ unit: String) -> Bool { systemctl(["disable", "--now", unit]).status == 0 }
 
-    public static func daemonReload() { _ = systemctl("daemon-reload") }
+    public func daemonReload() { _ = systemctl(["daemon-reload"]) }
 
-    public static func isEnabled(_ unit: String) -> Bool { systemctl("is-enabled", unit).status == 0 }
+    public func isEnabled(_ unit: String) -> Bool { systemctl(["is-enabled", unit]).status == 0 }
 
     /// `systemctl --user is-active UNIT`: whether it is, and the state it printed.
-    public static func activity(_ unit: String) -> (active: Bool, state: String) {
-        let result = systemctl("is-active", unit)
+    public func activity(_ unit: String) -> (active: Bool, state: String) {
+        let result = systemctl(["is-active", unit])
         return (result.status == 0, result.output.trimmingCharacters(in: " \n"))
     }
 
-    private static func systemctl(_ arguments: String...) -> Subprocess.Result {
-        Subprocess.run(["systemctl", "--user"] + arguments)
-    }
-
-    private static func failure(of arguments: [String]) -> (command: String, output: String)? {
-        let command = ["systemctl", "--user"] + arguments
-        let result = Subprocess.run(command)
+    private func failure(of arguments: [String]) -> (command: String, output: String)? {
+        let result = systemctl(arguments)
         guard result.status != 0 else { return nil }
-        return (command.joined(separator: " "), result.output.trimmingCharacters(in: " \n"))
+        return (
+            (["systemctl", "--user"] + arguments).joined(separator: " "), result.output.trimmingCharacters(in: " \n")
+        )
     }
 }

@@ -1,0 +1,145 @@
+import TokenctlCore
+
+/// A systemd user manager for one test, in place of `systemctl --user`: it records every call
+/// and keeps which units are enabled and active, as the real manager reports them
+/// (systemctl(1): `is-enabled` and `is-active` exit 0 only when they are, `is-active` prints the
+/// state). `stopManager()` makes every call fail as systemctl does without a user manager;
+/// `fail(_:with:)` makes one verb fail. The unit files are the test's own: `SystemdUserUnits`
+/// writes them into the directory the test engine's XDG_CONFIG_HOME names.
+public final class SystemdDouble: Sendable {
+    struct State {
+        var calls: [[String]] = []
+        var running = true
+        var enabled: Set<String> = []
+        var active: Set<String> = []
+        var failures: [String: Subprocess.Result] = [:]
+    }
+
+    private let state = TestLock(State())
+    /// Where "the package" keeps its units: a directory of the test's (empty unless it writes there).
+    public let packagedUnitDirectory: String
+
+    public init(packagedUnitDirectory: String) {
+        self.packagedUnitDirectory = packagedUnitDirectory
+    }
+
+    /// What systemctl says when no user manager answers (a cron job, a container, `su`).
+    public static let noManager = "Failed to connect to bus: No medium found"
+
+    /// The manager's verbs, for `EngineEnvironment.userUnits`.
+    public var units: SystemdUserUnits {
+        SystemdUserUnits(packagedUnitDirectory: packagedUnitDirectory) { arguments in self.answer(arguments) }
+    }
+
+    /// Every `systemctl --user` call, its arguments in order.
+    public var calls: [[String]] { state.withLock { $0.calls } }
+
+    /// The units enabled now.
+    public var enabledUnits: Set<String> { state.withLock { $0.enabled } }
+
+    /// From now on no manager answers.
+    public func stopManager() { state.withLock { $0.running = false } }
+
+    /// The verb (`enable`, `daemon-reload` …) fails from now on with `output` and exit status 1.
+    public func fail(_ verb: String, with output: String) {
+        state.withLock { $0.failures[verb] = Subprocess.Result(status: 1, output: output + "\n") }
+    }
+
+    /// `unit` is enabled and active, as if enabled before the test.
+    public func enableBeforehand(_ unit: String) {
+        state.withLock {
+            $0.enabled.insert(unit)
+            $0.active.insert(unit)
+        }
+    }
+
+    private func answer(_ arguments: [String]) -> Subprocess.Result {
+        state.withLock { state in
+            state.calls.append(arguments)
+            guard state.running else { return Subprocess.Result(status: 1, output: Self.noManager + "\n") }
+            guard let verb = arguments.first else { return Subprocess.Result(status: 1, output: "too few arguments\n") }
+            if let failure = state.failures[verb] { return failure }
+            let unit = arguments.last ?? ""
+            switch verb {
+            case "enable":
+                state.enabled.insert(unit)
+                if arguments.contains("--now") { state.active.insert(unit) }
+            case "disable":
+                state.enabled.remove(unit)
+                if arguments.contains("--now") { state.active.remove(unit) }
+            case "is-enabled":
+                return state.enabled.contains(unit)
+                    ? Subprocess.Result(status: 0, output: "enabled\n")
+                    : Subprocess.Result(status: 1, output: "disabled\n")
+            case "is-active":
+                return state.active.contains(unit)
+                    ? Subprocess.Result(status: 0, output: "active\n")
+                    : Subprocess.Result(status: 3, output: "inactive\n")
+            default: break
+            }
+            return Subprocess.Result(status: 0, output: "")
+        }
+    }
+}
+
+/// The user's crontab for one test, in place of crontab(1): it keeps the table in memory and
+/// answers `-l` and `-` as crontab does (`-l` without a table: "no crontab for USER", exit 1),
+/// recording each call. `uninstall()` makes it a machine without crontab; `fail(_:with:)` makes
+/// `-l` or `-` fail.
+public final class CrontabDouble: Sendable {
+    struct State {
+        var table: String?
+        var installed = true
+        var calls: [[String]] = []
+        var failures: [String: Subprocess.Result] = [:]
+    }
+
+    private let state = TestLock(State())
+
+    public init(table: String? = nil) {
+        state.withLock { $0.table = table }
+    }
+
+    /// crontab(1) for `EngineEnvironment.crontab`.
+    public var crontab: Crontab {
+        Crontab(isInstalled: { self.state.withLock { $0.installed } }) { arguments, input in
+            self.answer(arguments, input)
+        }
+    }
+
+    /// The table now (nil: the user has none).
+    public var table: String? { state.withLock { $0.table } }
+
+    /// Every call, its arguments in order.
+    public var calls: [[String]] { state.withLock { $0.calls } }
+
+    /// The user's table is `text` from now on (edited by hand, as `crontab -e` would).
+    public func replaceTable(_ text: String?) { state.withLock { $0.table = text } }
+
+    /// From now on crontab is not installed.
+    public func uninstall() { state.withLock { $0.installed = false } }
+
+    /// crontab `argument` (`-l`, `-`) fails from now on with `output` and exit status 1.
+    public func fail(_ argument: String, with output: String) {
+        state.withLock { $0.failures[argument] = Subprocess.Result(status: 1, output: output + "\n") }
+    }
+
+    private func answer(_ arguments: [String], _ input: String?) -> Subprocess.Result {
+        state.withLock { state in
+            state.calls.append(arguments)
+            if let argument = arguments.first, let failure = state.failures[argument] { return failure }
+            switch arguments {
+            case ["-l"]:
+                guard let table = state.table else {
+                    return Subprocess.Result(status: 1, output: "no crontab for test\n")
+                }
+                return Subprocess.Result(status: 0, output: table)
+            case ["-"]:
+                state.table = input ?? ""
+                return Subprocess.Result(status: 0, output: "")
+            default:
+                return Subprocess.Result(status: 1, output: "crontab: usage error\n")
+            }
+        }
+    }
+}
