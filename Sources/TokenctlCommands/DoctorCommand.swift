@@ -35,7 +35,8 @@ enum DoctorCommand: EngineCommand {
         // Which engine runs (beside the front, or the package's under libexec), then the checks.
         let checks =
             [DoctorFinding("engine", ok: true, "tokenctl \(toolVersion) at \(context.environment.enginePath)")]
-            + (await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule(context)))
+            + (await service.diagnose(
+                bus: bus, schedule: ScheduleCommand.schedule(context), keyring: KeyringCommand.keyring(context)))
         let allPassed = checks.allSatisfy(\.ok)
         if options.json {
             let items = checks.map { check in
