@@ -115,7 +115,7 @@ enum KeyringCommand: EngineCommand {
             text +=
                 comesBack
                 ? "after a reboot: the keyring is unlocked again with nobody logged in\n"
-                : "after a reboot: the keyring stays locked until a person unlocks it (see above)\n"
+                : "after a reboot: the sessions are not served with nobody logged in (see above)\n"
             context.io.standardOutput(text)
             return comesBack ? .success : .failure
         case .remove:

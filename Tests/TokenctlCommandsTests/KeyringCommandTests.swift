@@ -210,7 +210,7 @@ struct KeyringCommandTests {
             ),
             "\(status)")
         #expect(
-            status.stdout.hasSuffix("after a reboot: the keyring stays locked until a person unlocks it (see above)\n"))
+            status.stdout.hasSuffix("after a reboot: the sessions are not served with nobody logged in (see above)\n"))
 
         let doctor = try await engine.run("doctor")
         #expect(doctor.status == .failure, "\(doctor)")

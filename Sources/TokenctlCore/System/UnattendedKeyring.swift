@@ -17,11 +17,14 @@ public struct UnattendedHost: Sendable {
     public var lingerDirectory: String
     /// This user's login name.
     public var userName: @Sendable () -> String
+    /// Asks systemd-logind whether `user` lingers, for when its flag file cannot be seen
+    /// (`loginctl show-user USER -p Linger --value` prints "yes"); nil: no answer.
+    public var logindLinger: @Sendable (_ user: String) -> Bool?
 
     public init(
         tpmDevice: String = "/dev/tpmrm0", lingerDirectory: String = "/var/lib/systemd/linger",
         tpmPresent: (@Sendable () -> Bool)? = nil, tpmAccessible: (@Sendable () -> Bool)? = nil,
-        userName: @escaping @Sendable () -> String,
+        userName: @escaping @Sendable () -> String, logindLinger: (@Sendable (String) -> Bool?)? = nil,
         systemdCreds: @escaping @Sendable (_ arguments: [String], _ input: String?) -> Subprocess.Result
     ) {
         self.tpmDevice = tpmDevice
@@ -29,6 +32,7 @@ public struct UnattendedHost: Sendable {
         self.tpmPresent = tpmPresent ?? { FileIO.exists(tpmDevice) }
         self.tpmAccessible = tpmAccessible ?? { FileIO.isReadableAndWritable(tpmDevice) }
         self.userName = userName
+        self.logindLinger = logindLinger ?? { _ in nil }
         self.systemdCreds = systemdCreds
     }
 
@@ -39,6 +43,11 @@ public struct UnattendedHost: Sendable {
             userName: {
                 if let name = environment["USER"] ?? environment["LOGNAME"], !name.isEmpty { return name }
                 return Subprocess.run(["id", "-un"]).output.trimmingCharacters(in: " \n")
+            },
+            logindLinger: { user in
+                let answer = Subprocess.run(["loginctl", "show-user", user, "-p", "Linger", "--value"])
+                guard answer.status == 0 else { return nil }
+                return answer.output.trimmingCharacters(in: " \n") == "yes"
             },
             systemdCreds: { arguments, input in Subprocess.run(["systemd-creds"] + arguments, input: input) })
     }
@@ -423,7 +432,8 @@ public struct UnattendedKeyring: Sendable {
 
     public func lingers() -> Bool {
         let user = host.userName()
-        return !user.isEmpty && FileIO.exists(host.lingerDirectory + "/" + user)
+        guard !user.isEmpty else { return false }
+        return FileIO.exists(host.lingerDirectory + "/" + user) || host.logindLinger(user) == true
     }
 
     /// One line of `keyring status` (and `doctor`): a name, whether it holds for a reboot with
