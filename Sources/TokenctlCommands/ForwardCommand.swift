@@ -275,13 +275,13 @@ enum ForwardCommand: EngineCommand {
     /// wrote) gets its one answer.
     static func serve(_ context: CommandContext) async -> ExitStatus {
         let server = ForwardServer(service: context.service())
-        let io = context.environment.io
+        let io = context.io
         var sockets = UnixSocket.socketsFromServiceManager()
         if sockets.isEmpty, UnixSocket.isListening(io.input) { sockets = [io.input] }
         guard !sockets.isEmpty else {
             switch await server.serve(connection: io.input, output: io.output) {
             case .notASocket:
-                context.io.standardError(
+                io.standardError(
                     "Error: 'tokenctl forward serve' serves the socket systemd hands it (tokenctl-forward.socket), and there is none here.\nRun 'tokenctl forward enable' to use the socket unit, or serve in the foreground with 'tokenctl forward listen'.\n"
                 )
                 return .usage
@@ -317,7 +317,8 @@ enum ForwardCommand: EngineCommand {
     /// With --verbose, the serving loop's minute report on standard error (the journal).
     static func report(_ context: CommandContext) -> (@Sendable (String) -> Void)? {
         guard context.verbose else { return nil }
-        return { line in context.io.standardError("tokenctl: " + line + "\n") }
+        let io = context.io
+        return { line in io.standardError("tokenctl: " + line + "\n") }
     }
 
     static func listen(_ context: CommandContext, _ options: Options) async throws -> ExitStatus {

@@ -57,6 +57,7 @@ final class PrivateUser: @unchecked Sendable {
         var environment = EngineEnvironment.live(io: io)
         environment.variables = variables
         environment.paths = { Result { () throws(PathsError) -> Paths in try Paths.resolve(variables) } }
+        environment.crontab = .live(variables) // the user's TOKENCTL_CRONTAB
         return environment
     }
 

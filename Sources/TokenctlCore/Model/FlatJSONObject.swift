@@ -63,36 +63,32 @@ public struct FlatJSONObject: Sendable, Equatable {
     ///
     /// - Throws: `.wrongType` when the member holds something else than a string.
     public func string(_ key: String) throws(FlatJSONObjectError) -> String? {
-        guard let member = member(key) else { return nil }
-        switch member.value {
-        case .string(let value): return value
-        case .null: return nil
-        default: throw .wrongType(key: key, expected: "a string", offset: member.offset)
-        }
+        try typed(key, expected: "a string") { if case .string(let value) = $0 { value } else { nil } }
     }
 
     /// The number member `key`; nil when absent or `null`.
     ///
     /// - Throws: `.wrongType` when the member holds something else than a number.
     public func number(_ key: String) throws(FlatJSONObjectError) -> Double? {
-        guard let member = member(key) else { return nil }
-        switch member.value {
-        case .number(let value): return value
-        case .null: return nil
-        default: throw .wrongType(key: key, expected: "a number", offset: member.offset)
-        }
+        try typed(key, expected: "a number") { if case .number(let value) = $0 { value } else { nil } }
     }
 
     /// The boolean member `key`; nil when absent or `null`.
     ///
     /// - Throws: `.wrongType` when the member holds something else than `true` or `false`.
     public func bool(_ key: String) throws(FlatJSONObjectError) -> Bool? {
+        try typed(key, expected: "true or false") { if case .bool(let value) = $0 { value } else { nil } }
+    }
+
+    /// The member `key` as `value` reads it; nil when absent or `null`, `.wrongType` (saying
+    /// what was `expected`) when `value` cannot read it.
+    private func typed<T>(_ key: String, expected: String, _ value: (Value) -> T?) throws(FlatJSONObjectError) -> T? {
         guard let member = member(key) else { return nil }
-        switch member.value {
-        case .bool(let value): return value
-        case .null: return nil
-        default: throw .wrongType(key: key, expected: "true or false", offset: member.offset)
+        if case .null = member.value { return nil }
+        guard let typed = value(member.value) else {
+            throw .wrongType(key: key, expected: expected, offset: member.offset)
         }
+        return typed
     }
 
     /// The string member `key`, which must be present and not `null`.

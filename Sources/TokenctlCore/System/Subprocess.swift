@@ -55,18 +55,10 @@ public struct Subprocess: Sendable {
             (inputPipe + outputPipe).filter { $0 >= 0 }.forEach { system_close($0) }
             return Result(status: 126, output: "pipe: \(system_strerror(system_errno))")
         }
-        prepareChild()
-        var actions = posix_spawn_file_actions_t()
-        system_posix_spawn_file_actions_init(&actions)
-        defer { system_posix_spawn_file_actions_destroy(&actions) }
-        system_posix_spawn_file_actions_adddup2(&actions, inputPipe[0], 0)
-        system_posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 1)
-        system_posix_spawn_file_actions_adddup2(&actions, outputPipe[1], 2)
-        for descriptor in inputPipe + outputPipe { system_posix_spawn_file_actions_addclose(&actions, descriptor) }
-        var pid: pid_t = 0
-        let spawned = withoutStarting {
-            withArgv(arguments) { system_posix_spawn(&pid, path, &actions, nil, $0, system_environ) }
-        }
+        let (spawned, pid) = spawn(
+            arguments, at: path,
+            streams: [.descriptor(inputPipe[0]), .descriptor(outputPipe[1]), .descriptor(outputPipe[1])],
+            closing: inputPipe + outputPipe)
         system_close(inputPipe[0])
         system_close(outputPipe[1])
         guard spawned == 0 else {
@@ -96,18 +88,8 @@ public struct Subprocess: Sendable {
     /// Start `arguments[0]` (searched in PATH) without waiting for it, its standard input,
     /// output and error on /dev/null. Whether it started.
     public static func launch(_ arguments: [String]) -> Bool {
-        guard let program = arguments.first else { return false }
-        prepareChild()
-        var actions = posix_spawn_file_actions_t()
-        system_posix_spawn_file_actions_init(&actions)
-        defer { system_posix_spawn_file_actions_destroy(&actions) }
-        system_posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        system_posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        system_posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        var pid: pid_t = 0
-        return withoutStarting {
-            withArgv(arguments) { system_posix_spawnp(&pid, program, &actions, nil, $0, system_environ) }
-        } == 0
+        guard !arguments.isEmpty else { return false }
+        return spawn(arguments, at: nil, streams: [.null, .null, .null]).status == 0
     }
 
     /// A program started by `detach`, and our end of the socket that is its standard input
@@ -146,14 +128,6 @@ public struct Subprocess: Sendable {
         // inherit an end (the child would never read end of file).
         guard system_socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0
         else { return nil }
-        prepareChild()
-        var actions = posix_spawn_file_actions_t()
-        system_posix_spawn_file_actions_init(&actions)
-        defer { system_posix_spawn_file_actions_destroy(&actions) }
-        // dup2 clears close-on-exec on the copies; the originals close at exec.
-        system_posix_spawn_file_actions_adddup2(&actions, pair[1], 0)
-        system_posix_spawn_file_actions_adddup2(&actions, pair[1], 1)
-        system_posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         var attributes = posix_spawnattr_t()
         system_posix_spawnattr_init(&attributes)
         defer { system_posix_spawnattr_destroy(&attributes) }
@@ -161,10 +135,10 @@ public struct Subprocess: Sendable {
         system_sigemptyset(&empty)
         system_posix_spawnattr_setsigmask(&attributes, &empty)
         system_posix_spawnattr_setflags(&attributes, Int16(system_POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK))
-        var pid: pid_t = 0
-        let spawned = withoutStarting {
-            withArgv(arguments) { system_posix_spawn(&pid, program, &actions, &attributes, $0, system_environ) }
-        }
+        // The copies of pair[1] lose close-on-exec (dup2); the originals close at exec.
+        let (spawned, pid) = spawn(
+            arguments, at: program, streams: [.descriptor(pair[1]), .descriptor(pair[1]), .null],
+            attributes: &attributes)
         system_close(pair[1])
         guard spawned == 0 else {
             system_close(pair[0])
@@ -198,6 +172,47 @@ public struct Subprocess: Sendable {
         argv.forEach { system_free($0) }
         system_signal(SIGPIPE, previous)
         return failure
+    }
+
+    /// Where a started program's standard input, output or error comes from: a descriptor of
+    /// ours (dup2, which clears close-on-exec on the copy), or /dev/null.
+    private enum ChildStream {
+        case descriptor(Int32)
+        case null
+    }
+
+    /// Start `arguments`: the program at `path` (posix_spawn), or `arguments[0]` searched in PATH
+    /// when `path` is nil (posix_spawnp); its standard input, output and error from `streams`,
+    /// `closing` closed in it, and `attributes`; `prepareChild()` first, and the spawn while no
+    /// other program is being started. posix_spawn's status (0 when started) and the pid.
+    private static func spawn(
+        _ arguments: [String], at path: String?, streams: [ChildStream], closing: [Int32] = [],
+        attributes: UnsafePointer<posix_spawnattr_t>? = nil
+    ) -> (status: Int32, pid: pid_t) {
+        prepareChild()
+        var actions = posix_spawn_file_actions_t()
+        system_posix_spawn_file_actions_init(&actions)
+        defer { system_posix_spawn_file_actions_destroy(&actions) }
+        for (target, stream) in zip(Int32(0)..., streams) {
+            switch stream {
+            case .descriptor(let descriptor): system_posix_spawn_file_actions_adddup2(&actions, descriptor, target)
+            case .null:
+                system_posix_spawn_file_actions_addopen(
+                    &actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
+            }
+        }
+        for descriptor in closing { system_posix_spawn_file_actions_addclose(&actions, descriptor) }
+        var pid: pid_t = 0
+        let status = withoutStarting {
+            withArgv(arguments) { argv in
+                if let path {
+                    system_posix_spawn(&pid, path, &actions, attributes, argv, system_environ)
+                } else {
+                    system_posix_spawnp(&pid, arguments[0], &actions, attributes, argv, system_environ)
+                }
+            }
+        }
+        return (status, pid)
     }
 
     /// `body` with `arguments` as a C argv (NULL-terminated copies, freed after).
