@@ -86,7 +86,9 @@ enum KeyringCommand: EngineCommand {
         let keyring = keyring(context)
         switch options.action {
         case .setup:
-            switch try keyring.setup(force: options.force, secretService: { secretServiceState(context) }) {
+            switch try await keyring.setup(
+                force: options.force, clock: context.clock, secretService: { secretServiceState(context) })
+            {
             case .leftAlone:
                 context.io.standardError(
                     "An unlocked Secret Service answers already (a desktop session, KeePassXC or KWallet): it is left alone and nothing was changed. 'tokenctl keyring setup --unattended --force' replaces it with tokenctl's unit.\n"

@@ -59,6 +59,7 @@ struct KeyringCommandTests {
             engine.systemd.calls == [
                 ["show-environment"], ["daemon-reload"],
                 ["mask", "gnome-keyring-daemon.socket", "gnome-keyring-daemon.service"],
+                ["stop", "gnome-keyring-daemon.service", "gnome-keyring-daemon.socket"],
                 ["enable", "tokenctl-keyring.service"], ["restart", "tokenctl-keyring.service"],
             ])
         let unit = try String(contentsOfFile: units + "/tokenctl-keyring.service", encoding: .utf8)

@@ -194,7 +194,8 @@ public final class UnattendedDouble: Sendable {
         UnattendedHost(
             tpmDevice: tpmDevice, lingerDirectory: lingerDirectory,
             tpmPresent: { self.state.withLock { $0.tpmPresent } },
-            tpmAccessible: { self.state.withLock { $0.tpmAccessible } }, userName: { Self.userName }
+            tpmAccessible: { self.state.withLock { $0.tpmAccessible } }, userName: { Self.userName },
+            programInstalled: { _ in true }
         ) { arguments, input in self.answer(arguments, input) }
     }
 

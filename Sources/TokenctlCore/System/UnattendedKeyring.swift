@@ -17,6 +17,8 @@ public struct UnattendedHost: Sendable {
     public var lingerDirectory: String
     /// This user's login name.
     public var userName: @Sendable () -> String
+    /// Whether a program is in PATH.
+    public var programInstalled: @Sendable (_ name: String) -> Bool
     /// Asks systemd-logind whether `user` lingers, for when its flag file cannot be seen
     /// (`loginctl show-user USER -p Linger --value` prints "yes"); nil: no answer.
     public var logindLinger: @Sendable (_ user: String) -> Bool?
@@ -25,6 +27,7 @@ public struct UnattendedHost: Sendable {
         tpmDevice: String = "/dev/tpmrm0", lingerDirectory: String = "/var/lib/systemd/linger",
         tpmPresent: (@Sendable () -> Bool)? = nil, tpmAccessible: (@Sendable () -> Bool)? = nil,
         userName: @escaping @Sendable () -> String, logindLinger: (@Sendable (String) -> Bool?)? = nil,
+        programInstalled: @escaping @Sendable (String) -> Bool = { Subprocess.locate($0) != nil },
         systemdCreds: @escaping @Sendable (_ arguments: [String], _ input: String?) -> Subprocess.Result
     ) {
         self.tpmDevice = tpmDevice
@@ -33,6 +36,7 @@ public struct UnattendedHost: Sendable {
         self.tpmAccessible = tpmAccessible ?? { FileIO.isReadableAndWritable(tpmDevice) }
         self.userName = userName
         self.logindLinger = logindLinger ?? { _ in nil }
+        self.programInstalled = programInstalled
         self.systemdCreds = systemdCreds
     }
 
@@ -291,7 +295,10 @@ public struct UnattendedKeyring: Sendable {
     /// - Parameters:
     ///   - force: set up even when an unlocked Secret Service is there.
     ///   - secretService: asks the Secret Service for its state (before and after).
-    public func setup(force: Bool, secretService: () -> SecretServiceState) throws(TokenctlError) -> SetupOutcome {
+    ///   - clock: waits between the questions after the start (until `unlockWait` seconds).
+    public func setup(
+        force: Bool, clock: Clock, unlockWait: Double = 10, secretService: () -> SecretServiceState
+    ) async throws(TokenctlError) -> SetupOutcome {
         guard let unitPath, let dropInPath, let unitDirectory else {
             throw TokenctlError(.configuration, "HOME is not set: cannot find the systemd user unit directory")
         }
@@ -306,6 +313,11 @@ public struct UnattendedKeyring: Sendable {
         let ours = installedSeal != nil && units.activity(Self.unitName).active
         if !ours, !force, secretService() == .unlocked {
             return .leftAlone
+        }
+        guard host.programInstalled("gnome-keyring-daemon") else {
+            throw TokenctlError(
+                .configuration, "gnome-keyring is not installed: the unlocked Secret Service is gnome-keyring-daemon",
+                hint: "Install it ('sudo apt-get install gnome-keyring dbus-user-session') and run this again.")
         }
         guard let credential = credentialPathInUnit else {
             throw TokenctlError(
@@ -350,13 +362,16 @@ public struct UnattendedKeyring: Sendable {
             into: unitDirectory)
         lines.append("Wrote \(unitPath) and \(dropInPath).")
         let steps: [[String]] = [
-            ["daemon-reload"], ["mask"] + Self.stockUnits, ["enable", Self.unitName],
+            ["daemon-reload"], ["mask"] + Self.stockUnits,
+            // A stock daemon that a client's D-Bus activation started (the probe above may have)
+            // would answer in place of ours: stopped (its units may not exist: not checked).
+            ["stop"] + Self.stockUnits.reversed(), ["enable", Self.unitName],
             // Restart: a stock daemon that D-Bus activation started meanwhile is replaced.
             ["restart", Self.unitName],
         ]
         for step in steps {
             let result = units.systemctl(step)
-            guard result.status == 0 else {
+            guard result.status == 0 || step.first == "stop" else {
                 throw TokenctlError(
                     .serviceUnavailable,
                     "'systemctl --user \(step.joined(separator: " "))' failed: \(result.output.trimmingCharacters(in: " \n"))",
@@ -366,7 +381,17 @@ public struct UnattendedKeyring: Sendable {
             }
         }
         lines.append("Masked \(Self.stockUnits.joined(separator: " and ")); enabled and started \(Self.unitName).")
-        switch secretService() {
+        // Type=dbus: started once the daemon owns the name, the collection unlocked before; a
+        // client may still see the daemon it replaced for a moment.
+        let waitUntil = clock.now() + unlockWait
+        var state = secretService()
+        var asked = 1
+        while state != .unlocked, clock.now() < waitUntil, asked < 100 {
+            try? await clock.sleep(0.2)
+            state = secretService()
+            asked += 1
+        }
+        switch state {
         case .unlocked:
             lines.append("The Secret Service answers, unlocked.")
         case .locked(let said), .absent(let said):
