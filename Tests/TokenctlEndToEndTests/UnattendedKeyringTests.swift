@@ -9,7 +9,8 @@ import TokenctlTestSupport
 /// the session, then three simulated reboots (Scripts/lib/unattended.sh: the manager, its bus
 /// and keyring stopped, the user's kernel keys cleared, the TPM shut down and started again, the
 /// manager started as boot would) after each of which a cron-style `env -i` `tokenctl token
-/// --force` refreshes with nobody typing anything. A fresh TPM (another machine): `token` fails
+/// --force` refreshes with nobody typing anything, and after the last of which the refresh
+/// timer `schedule install` enabled runs, ordered after the keyring, and succeeds. A fresh TPM (another machine): `token` fails
 /// with the plain hint, `keyring status` says what happened, the keyring is untouched, and with
 /// the first TPM back the session works again. Neither the keyring password nor the refresh
 /// token is in the user's home, runtime directory, /tmp or any process's argv or environment.
@@ -77,12 +78,20 @@ struct UnattendedKeyringTests {
         login() { printf %s "$refresh_token" | as_user "$tc" login --issuer "$ISSUER" --client-id cli --refresh-token-stdin; }
         run LOGIN login
         run TOKEN0 cron token
+        run SCHEDULE as_user "$tc" schedule install --systemd
 
         for boot in 1 2 3; do
           tk_unattended_reboot "$user" "$um"
           wait_keyring
           run "BOOT$boot" cron token --force
         done
+        # The refresh timer's first run after the last boot (OnActiveSec=1min, RandomizedDelaySec=30s),
+        # ordered after the keyring unit by setup's drop-in.
+        for _ in $(seq 1500); do
+          [[ -n $(tk_user_systemctl "$user" show -p ExecMainExitTimestampMonotonic --value tokenctl-refresh.service | tr -d 0) ]] && break
+          sleep 0.1
+        done
+        echo "TIMER:$(tk_user_systemctl "$user" show -p Result -p ExecMainStatus -p After tokenctl-refresh.service | tr '\n' ' ')"
         run STATUS as_user "$tc" keyring status
         tk_swtpm_flush
         keyring_sum=$(sha256sum <"$home/.local/share/keyrings/login.keyring" | cut -d' ' -f1)
@@ -179,6 +188,11 @@ struct UnattendedKeyringTests {
         for boot in 1...3 {
             #expect(succeeded("BOOT\(boot)"), "boot \(boot): a cron-style token --force, nobody there: \(result)")
         }
+        #expect(succeeded("SCHEDULE") && values("SCHEDULE").first?.contains("warning") == false, "\(result)")
+        let timer = values("TIMER").first ?? ""
+        #expect(
+            timer.contains("Result=success") && timer.contains("ExecMainStatus=0 ")
+                && timer.contains("tokenctl-keyring.service"), "the timer's refresh after the last boot: \(result)")
         #expect(succeeded("STATUS"), "\(result)")
         #expect(
             values("STATUS").first?.contains("after a reboot: the keyring is unlocked again with nobody logged in")
