@@ -450,7 +450,7 @@ public struct UnattendedKeyring: Sendable {
     /// new password once, and a system unit decrypts it at every boot (a user unit cannot read
     /// /var/lib/systemd/credential.secret).
     static func hostKeyInstructions(user: String) -> String {
-        "An administrator can seal a keyring password to this machine's host key (/var/lib/systemd/credential.secret): 'sudo sh -c \"umask 077; head -c 32 /dev/urandom | base64 -w0 | tr +/ -_ | tr -d = | systemd-creds encrypt --with-key=host --name=tokenctl-keyring - /etc/credstore.encrypted/tokenctl-keyring-\(user).cred\"', then install a system unit that runs as \(user) after user@UID.service with 'LoadCredentialEncrypted=tokenctl-keyring:/etc/credstore.encrypted/tokenctl-keyring-\(user).cred' and feeds \"$CREDENTIALS_DIRECTORY/tokenctl-keyring\" to 'gnome-keyring-daemon --replace --unlock --foreground --components=secrets' (tokenctl-keyring(1), HOST KEY). Nothing was changed."
+        "An administrator can seal a keyring password to this machine's host key (/var/lib/systemd/credential.secret): 'sudo sh -c \"umask 077; mkdir -p /etc/credstore.encrypted; head -c 32 /dev/urandom | base64 -w0 | tr +/ -_ | tr -d = | systemd-creds encrypt --with-key=host --name=tokenctl-keyring - /etc/credstore.encrypted/tokenctl-keyring-\(user).cred\"', then install a system unit that runs as \(user) after user@UID.service with 'LoadCredentialEncrypted=tokenctl-keyring:/etc/credstore.encrypted/tokenctl-keyring-\(user).cred' and feeds \"$CREDENTIALS_DIRECTORY/tokenctl-keyring\" to 'gnome-keyring-daemon --replace --unlock --foreground --components=secrets' (HOST KEY in tokenctl-keyring(1) has the unit). Nothing was changed."
     }
 
     // MARK: Status
