@@ -15,7 +15,7 @@ enum DoctorCommand: EngineCommand {
         usage: "[--json]",
         options: [jsonOption, timeoutOption],
         discussion:
-            "Checks the configuration, the session bus, the Secret Service and its lock state, the rotation journal and its room in the kernel key quota, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, and the refresh schedule. Each check is ok, warn (advice: tokens work) or fail (what breaks 'token'). The whole run ends within --timeout (10 s unless given), even against a Secret Service that never answers: every check still prints its line, and one that ran out of time says so. Exit status 0 unless a check fails, else 1."
+            "Checks the configuration, the session bus, the Secret Service and its lock state, the rotation journal and its room in the kernel key quota, each profile's session, orphaned sessions, each issuer's reachability and clock, the lock directory, the refresh schedule, and what a reboot with nobody logged in needs (linger, the keyring unit and its seal). Each check is ok, warn (advice: tokens work) or fail (what breaks 'token'). The whole run ends within --timeout (10 s unless given), even against a Secret Service that never answers: every check still prints its line, and one that ran out of time says so. Exit status 0 unless a check fails, else 1."
     )
 
     static var defaultTimeout: Double { 10 }
@@ -33,7 +33,8 @@ enum DoctorCommand: EngineCommand {
         // Which engine runs (beside the front, or the package's under libexec), then the checks.
         let checks =
             [DoctorFinding("engine", ok: true, "tokenctl \(toolVersion) at \(context.environment.enginePath)")]
-            + (await service.diagnose(bus: bus, schedule: ScheduleCommand.schedule(context)))
+            + (await service.diagnose(
+                bus: bus, schedule: ScheduleCommand.schedule(context), keyring: KeyringCommand.keyring(context)))
         let allPassed = checks.allSatisfy(\.ok)
         if options.json {
             let items = checks.map { check in

@@ -27,11 +27,13 @@ public struct EngineEnvironment: Sendable {
     public var userUnits: SystemdUserUnits
     /// The user's crontab (`schedule --cron`, `doctor`).
     public var crontab: Crontab
+    /// systemd-creds, the TPM and linger (`keyring`, `doctor`, `schedule install`'s warning).
+    public var unattendedHost: UnattendedHost
 
     public init(
         io: IOStreams, variables: Environment, paths: (@Sendable () -> Result<Paths, PathsError>)? = nil,
         clock: Clock, executable: String?, services: ServiceFactory, programs: ProgramRunner,
-        userUnits: SystemdUserUnits, crontab: Crontab
+        userUnits: SystemdUserUnits, crontab: Crontab, unattendedHost: UnattendedHost? = nil
     ) {
         self.io = io
         self.variables = variables
@@ -42,6 +44,7 @@ public struct EngineEnvironment: Sendable {
         self.programs = programs
         self.userUnits = userUnits
         self.crontab = crontab
+        self.unattendedHost = unattendedHost ?? .live(variables)
     }
 
     /// The process's own: its streams (or `io`), environment, XDG paths, the system clock, the

@@ -62,6 +62,8 @@ public enum HintText {
         case .schedule(let action, let options): (ScheduleCommand.spec.name, spelling(action), options.map(spelling))
         case .forward(let action, let options): (ForwardCommand.spec.name, spelling(action), options.map(spelling))
         case .key(let action, let options): (KeyCommand.spec.name, spelling(action), options.map(spelling))
+        case .keyring(let action, let options):
+            (KeyringCommand.spec.name, spelling(action), options.map(spelling))
         }
     }
 
@@ -179,6 +181,24 @@ public enum HintText {
         case .next: (KeyCommand.nextOption, nil)
         case .commit: (KeyCommand.commitOption, nil)
         case .format(let value): (KeyCommand.formatOption, value)
+        case .type(let value): (KeyCommand.typeOption, value)
+        case .bundle(let value): (KeyCommand.bundleOption, value)
+        case .passwordStdin: (KeyCommand.passwordStdinOption, nil)
+        }
+    }
+
+    static func spelling(_ action: TokenctlCommand.KeyringAction) -> String {
+        switch action {
+        case .setup: KeyringCommand.Action.setup.rawValue
+        case .status: KeyringCommand.Action.status.rawValue
+        case .remove: KeyringCommand.Action.remove.rawValue
+        }
+    }
+
+    static func spelling(_ option: TokenctlCommand.KeyringOption) -> (spec: OptionSpec, value: SuggestedValue?) {
+        switch option {
+        case .unattended: (KeyringCommand.unattendedOption, nil)
+        case .force: (KeyringCommand.forceOption, nil)
         }
     }
 

@@ -91,6 +91,13 @@ enum ScheduleCommand: EngineCommand {
             // One schedule at a time: switching backends removes the other one, once the new one works.
             let other = RefreshSchedule.Backend.allCases.filter { $0 != backend }
             for removed in (try? schedule.remove(other)) ?? [] { context.io.standardError("Removed \(removed).\n") }
+            // Will it keep working after a reboot with nobody logged in? Said, not enforced.
+            let gaps = KeyringCommand.keyring(context).rebootGaps()
+            if !gaps.isEmpty {
+                context.io.standardError(
+                    "tokenctl: warning: after a reboot with nobody logged in the refresh will fail (\(gaps.joined(separator: "; "))): 'tokenctl doctor' says what to run.\n"
+                )
+            }
             return .success
         case .remove:
             let removed = try schedule.remove(chosen.map { [$0] } ?? RefreshSchedule.Backend.allCases)

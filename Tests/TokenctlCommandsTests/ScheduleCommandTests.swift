@@ -15,6 +15,11 @@ import TokenctlTestSupport
 struct ScheduleCommandTests {
     static func unitDirectory(_ engine: TestEngine) -> String { engine.root + "/config/systemd/user" }
 
+    /// What `install` adds when nothing unlocks the keyring after a reboot (linger is on in a
+    /// `TestEngine`; KeyringCommandTests covers the rest).
+    static let rebootWarning =
+        "tokenctl: warning: after a reboot with nobody logged in the refresh will fail (nothing unlocks the keyring): 'tokenctl doctor' says what to run.\n"
+
     /// The crontab line `install --cron` writes for `fields` and `window` in `engine`'s environment.
     static func cronLine(_ engine: TestEngine, fields: String, window: Int) -> String {
         "\(fields) XDG_RUNTIME_DIR=\(engine.root)/runtime XDG_CONFIG_HOME=\(engine.root)/config"
@@ -32,7 +37,8 @@ struct ScheduleCommandTests {
         #expect(result.status == .success && result.stdout.isEmpty, "\(result)")
         #expect(
             result.stderr
-                == "Installed systemd user timer tokenctl-refresh.timer (every 15 min): \(units)/tokenctl-refresh.timer.\n",
+                == "Installed systemd user timer tokenctl-refresh.timer (every 15 min): \(units)/tokenctl-refresh.timer.\n"
+                + Self.rebootWarning,
             "\(result)")
         #expect(
             engine.systemd.calls == [
@@ -66,7 +72,8 @@ struct ScheduleCommandTests {
             let install = try await engine.run("schedule", "install", "--systemd", "--every", "1h")
             #expect(
                 install.stderr
-                    == "Installed systemd user timer tokenctl-refresh.timer (every 1 h): \(units)/tokenctl-refresh.timer.\n",
+                    == "Installed systemd user timer tokenctl-refresh.timer (every 1 h): \(units)/tokenctl-refresh.timer.\n"
+                    + Self.rebootWarning,
                 "\(install)")
             #expect(install.status == .success)
         }
@@ -130,7 +137,7 @@ struct ScheduleCommandTests {
         let result = try await engine.run("schedule", "install")
         #expect(result.status == .success && result.stdout.isEmpty, "\(result)")
         let line = Self.cronLine(engine, fields: "*/15 * * * *", window: 1860)
-        #expect(result.stderr == "Installed crontab entry (every 15 min): \(line).\n", "\(result)")
+        #expect(result.stderr == "Installed crontab entry (every 15 min): \(line).\n" + Self.rebootWarning, "\(result)")
         let status = try await engine.run("schedule", "status")
         #expect(status.status == .success, "\(status)")
         #expect(status.stdout == "systemd: not installed\ncron: \(line)\n", "\(status)")
@@ -150,7 +157,8 @@ struct ScheduleCommandTests {
         #expect(install.status == .success, "\(install)")
         #expect(
             install.stderr
-                == "Installed systemd user timer tokenctl-refresh.timer (every 15 min), installed by the package: \(packaged)/tokenctl-refresh.timer.\n",
+                == "Installed systemd user timer tokenctl-refresh.timer (every 15 min), installed by the package: \(packaged)/tokenctl-refresh.timer.\n"
+                + Self.rebootWarning,
             "\(install)")
         #expect(
             engine.systemd.calls == [["enable", "--now", "tokenctl-refresh.timer"]], "no daemon-reload: no new files")
@@ -198,7 +206,8 @@ struct ScheduleCommandTests {
         let again = try await engine.run("schedule", "install", "--cron", "--every", "2h")
         let line = Self.cronLine(engine, fields: "0 */2 * * *", window: 14460)
         #expect(
-            again.status == .success && again.stderr == "Installed crontab entry (every 2 h): \(line).\n", "\(again)")
+            again.status == .success
+                && again.stderr == "Installed crontab entry (every 2 h): \(line).\n" + Self.rebootWarning, "\(again)")
         #expect(
             engine.crontab.table
                 == other
@@ -208,7 +217,8 @@ struct ScheduleCommandTests {
         let switched = try await engine.run("schedule", "install", "--systemd")
         #expect(
             switched.stderr
-                == "Installed systemd user timer tokenctl-refresh.timer (every 15 min): \(Self.unitDirectory(engine))/tokenctl-refresh.timer.\nRemoved crontab entry.\n",
+                == "Installed systemd user timer tokenctl-refresh.timer (every 15 min): \(Self.unitDirectory(engine))/tokenctl-refresh.timer.\nRemoved crontab entry.\n"
+                + Self.rebootWarning,
             "\(switched)")
         #expect(engine.crontab.table == other, "only its own block goes")
     }

@@ -17,7 +17,7 @@ typealias ExitStatus = TokenctlEssentials.ExitStatus
 struct DocumentationAgreementTests {
     static let commands = [
         "login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec",
-        "forward", "key", "completion",
+        "forward", "key", "keyring", "completion",
     ]
 
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -19,6 +19,11 @@ struct HintConfinementTests {
             "an error message, not a hint: names the option whose time ran out"
         ),
         ("Broker/Refresh/RefreshRequest.swift", "--force: '", "a verbose narration, not a hint"),
+        (
+            "System/UnattendedKeyring.swift", "# Installed by 'tokenctl keyring setup --unattended'",
+            "the comment line written into the unit file that marks it as tokenctl's (a file's content, not a hint)"
+        ),
+        ("System/UnattendedKeyring.swift", "--help", "systemd-creds' own --help (whether it has --user)"),
         ("Model/Hint.swift", "--", "the hint rule's words that make 'tokenctl' a command (--profile, --version)"),
         ("Providers/ProviderPreset.swift", "--", "the preset's errors about the login options given (messages)"),
         ("Providers/Entra.swift", "--tenant", "the preset's errors about --tenant (messages) and its help text"),

@@ -1,3 +1,4 @@
+import Foundation
 import TokenctlCore
 
 /// A systemd user manager for one test, in place of `systemctl --user`: it records every call
@@ -13,6 +14,7 @@ public final class SystemdDouble: Sendable {
         var enabled: Set<String> = []
         var active: Set<String> = []
         var failures: [String: Subprocess.Result] = [:]
+        var onStart: (@Sendable (String) -> Void)?
     }
 
     private let state = TestLock(State())
@@ -45,6 +47,10 @@ public final class SystemdDouble: Sendable {
         state.withLock { $0.failures[verb] = Subprocess.Result(status: 1, output: output + "\n") }
     }
 
+    /// `body` runs whenever a unit is started (`start`, `restart`, `enable --now`), after the
+    /// manager has recorded it: what the unit would do (a keyring daemon unlocking).
+    public func onStart(_ body: @escaping @Sendable (String) -> Void) { state.withLock { $0.onStart = body } }
+
     /// `unit` is enabled and active, as if enabled before the test.
     public func enableBeforehand(_ unit: String) {
         state.withLock {
@@ -54,7 +60,13 @@ public final class SystemdDouble: Sendable {
     }
 
     private func answer(_ arguments: [String]) -> Subprocess.Result {
-        state.withLock { state in
+        let (result, started) = record(arguments)
+        if let (unit, body) = started { body(unit) }
+        return result
+    }
+
+    private func record(_ arguments: [String]) -> (Subprocess.Result, (String, @Sendable (String) -> Void)?) {
+        let result = state.withLock { state in
             state.calls.append(arguments)
             guard state.running else { return Subprocess.Result(status: 1, output: Self.noManager + "\n") }
             guard let verb = arguments.first else { return Subprocess.Result(status: 1, output: "too few arguments\n") }
@@ -75,10 +87,16 @@ public final class SystemdDouble: Sendable {
                 return state.active.contains(unit)
                     ? Subprocess.Result(status: 0, output: "active\n")
                     : Subprocess.Result(status: 3, output: "inactive\n")
+            case "start", "restart": state.active.insert(unit)
+            case "stop": state.active.remove(unit)
             default: break
             }
             return Subprocess.Result(status: 0, output: "")
         }
+        let verb = arguments.first ?? ""
+        let starts = verb == "start" || verb == "restart" || (verb == "enable" && arguments.contains("--now"))
+        guard result.status == 0, starts, let body = state.withLock({ $0.onStart }) else { return (result, nil) }
+        return (result, (arguments.last ?? "", body))
     }
 }
 
@@ -141,5 +159,102 @@ public final class CrontabDouble: Sendable {
                 return Subprocess.Result(status: 1, output: "crontab: usage error\n")
             }
         }
+    }
+}
+
+/// The machine an unattended keyring depends on, for one test, in place of systemd-creds(1), the
+/// TPM's device node and systemd-logind's linger files: it records every systemd-creds call
+/// (never its input: the password), writes a stand-in credential where `encrypt` is told to
+/// (the text "sealed", so that a test can see the file and its mode), and answers `decrypt`
+/// as told (`breakSeal(with:)` makes it fail as systemd-creds does, e.g. with another TPM).
+/// Linger is a file in the test's own directory, as in /var/lib/systemd/linger.
+public final class UnattendedDouble: Sendable {
+    struct State {
+        var calls: [[String]] = []
+        var inputs: [Int] = []
+        var tpmPresent = true
+        var tpmAccessible = true
+        var offersUser = false
+        var decryptFailure: String?
+        var encryptFailure: String?
+    }
+
+    private let state = TestLock(State())
+    public let lingerDirectory: String
+    public let tpmDevice: String
+    public static let userName = "tester"
+
+    public init(root: String) {
+        lingerDirectory = root + "/linger"
+        tpmDevice = root + "/tpmrm0"
+    }
+
+    /// The host for `EngineEnvironment.unattendedHost`.
+    public var host: UnattendedHost {
+        UnattendedHost(
+            tpmDevice: tpmDevice, lingerDirectory: lingerDirectory,
+            tpmPresent: { self.state.withLock { $0.tpmPresent } },
+            tpmAccessible: { self.state.withLock { $0.tpmAccessible } }, userName: { Self.userName },
+            programInstalled: { _ in true }
+        ) { arguments, input in self.answer(arguments, input) }
+    }
+
+    /// Every systemd-creds call, its arguments in order.
+    public var calls: [[String]] { state.withLock { $0.calls } }
+    /// The length of each input given on standard input, in order (the password's, never itself).
+    public var inputLengths: [Int] { state.withLock { $0.inputs } }
+
+    /// Linger on (or off) for the test's user.
+    public func setLinger(_ on: Bool) {
+        let path = lingerDirectory + "/" + Self.userName
+        if on {
+            try? FileManager.default.createDirectory(atPath: lingerDirectory, withIntermediateDirectories: true)
+            _ = FileManager.default.createFile(atPath: path, contents: Data())
+        } else {
+            try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    /// The TPM: there or not, and whether this user may open it.
+    public func setTPM(present: Bool, accessible: Bool) {
+        state.withLock {
+            $0.tpmPresent = present
+            $0.tpmAccessible = accessible
+        }
+    }
+
+    /// systemd-creds offers `--user` (systemd 256 and later).
+    public func offerUserCredentials() { state.withLock { $0.offersUser = true } }
+
+    /// `decrypt` fails from now on, saying `output` (exit status 1).
+    public func breakSeal(with output: String) { state.withLock { $0.decryptFailure = output } }
+
+    /// `encrypt` fails from now on, saying `output` (exit status 1).
+    public func failEncrypt(with output: String) { state.withLock { $0.encryptFailure = output } }
+
+    private func answer(_ arguments: [String], _ input: String?) -> Subprocess.Result {
+        let (failure, encryptFailure, offersUser) = state.withLock { state in
+            state.calls.append(arguments)
+            if let input { state.inputs.append(input.utf8.count) }
+            return (state.decryptFailure, state.encryptFailure, state.offersUser)
+        }
+        if arguments == ["--help"] {
+            return Subprocess.Result(
+                status: 0,
+                output: "systemd-creds [OPTIONS...]\n" + (offersUser ? "     --user  User credentials\n" : ""))
+        }
+        if arguments.contains("encrypt") {
+            if let encryptFailure { return Subprocess.Result(status: 1, output: encryptFailure + "\n") }
+            guard let path = arguments.last, input != nil else {
+                return Subprocess.Result(status: 1, output: "no input\n")
+            }
+            _ = FileManager.default.createFile(atPath: path, contents: Data("sealed\n".utf8))
+            return Subprocess.Result(status: 0, output: "")
+        }
+        if arguments.contains("decrypt") {
+            if let failure { return Subprocess.Result(status: 1, output: failure + "\n") }
+            return Subprocess.Result(status: 0, output: "not-the-password")
+        }
+        return Subprocess.Result(status: 1, output: "systemd-creds: unknown verb\n")
     }
 }

@@ -19,6 +19,8 @@ public final class TestEngine: @unchecked Sendable {
     public let systemd: SystemdDouble
     /// The crontab the commands see.
     public let crontab = CrontabDouble()
+    /// systemd-creds, the TPM and linger, as `keyring` and `doctor` see them (linger on).
+    public let unattended: UnattendedDouble
     /// The environment variables the commands see.
     public let variables: [String: String]
     private let execs = TestLock<[Exec]>([])
@@ -57,6 +59,8 @@ public final class TestEngine: @unchecked Sendable {
         clock = VirtualClock(now: Clock.system.now())
         self.http = FakeHTTPClient(http)
         systemd = SystemdDouble(packagedUnitDirectory: root + "/packaged-units")
+        unattended = UnattendedDouble(root: root)
+        unattended.setLinger(true)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: root) }
@@ -64,7 +68,7 @@ public final class TestEngine: @unchecked Sendable {
     /// What the commands run with: `io`, and this engine's doubles.
     public func environment(io: IOStreams) -> EngineEnvironment {
         let (store, clock, http, execs, launches, paths) = (store, clock.clock, http, execs, launches, paths)
-        let (userUnits, crontab) = (systemd.units, crontab.crontab)
+        let (userUnits, crontab, unattendedHost) = (systemd.units, crontab.crontab, unattended.host)
         return EngineEnvironment(
             io: io, variables: .fixed(variables), paths: { .success(paths) }, clock: clock, executable: nil,
             services: ServiceFactory { settings in
@@ -89,7 +93,7 @@ public final class TestEngine: @unchecked Sendable {
                             variables: Dictionary(variables.map { ($0.name, $0.value) }) { $1 }))
                 }
                 return Subprocess.ExecFailure(code: ENOENT)
-            }, userUnits: userUnits, crontab: crontab)
+            }, userUnits: userUnits, crontab: crontab, unattendedHost: unattendedHost)
     }
 
     /// Run `tokenctl ARGUMENTS` with this engine.

@@ -81,7 +81,7 @@ public enum ClientAssertion {
                 .configuration,
                 "the server accepts client assertions signed with \(TerminalText.short(offered)) only; the client key signs with \(signer.algorithms.joined(separator: ", "))",
                 hint:
-                    "Use a key of a type the server accepts ('tokenctl key create --type ec' for ES256, '--type rsa' for RS256 and PS256)."
+                    "Use a key of a type the server accepts ('\(tokenctl: .default, .key(.create, [.type(.word("ec"))]))' for ES256, '\(tokenctl: .default, .key(.create, [.type(.word("rsa"))]))' for RS256 and PS256)."
             )
         }
         return chosen

@@ -388,7 +388,8 @@ public enum ClientKeyImport {
                 .invalidInput,
                 "not a PEM key or a PKCS#12 file that opens\(password == nil ? " without a password" : " with this password"): \(error)",
                 hint: password == nil
-                    ? "For a PKCS#12 file with a password: 'key import --bundle FILE --password-stdin'." : nil)
+                    ? "For a PKCS#12 file with a password: '\(tokenctl: .default, .key(.import, [.bundle(.placeholder), .passwordStdin]))'."
+                    : nil)
         }
         guard var keyPEM = parts.keyPEM else {
             throw TokenctlError(.invalidInput, "the PKCS#12 file holds no private key")

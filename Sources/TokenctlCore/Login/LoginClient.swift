@@ -37,7 +37,9 @@ struct LoginClient: Sendable {
                 throw TokenctlError(
                     .invalidInput,
                     "\(method.rawValue) needs the client's secret, and profile '\(request.profile)' has none stored",
-                    hint: "Nothing was sent. Give it once on standard input with --client-secret-stdin.")
+                    hint:
+                        "Nothing was sent. Give it once on standard input with \(options: .login([.clientSecretStdin]))."
+                )
             }
             try Self.checkImplemented(method)
             authMethod = method
@@ -56,7 +58,7 @@ struct LoginClient: Sendable {
                     .invalidInput,
                     "machine profile '\(request.profile)' has no means to authenticate its client: \(error.message)",
                     hint:
-                        "Nothing was sent. Give the client's secret with --client-secret-stdin, or name the method with --client-auth (the server advertises: \(metadata?.tokenEndpointAuthMethods?.joined(separator: ", ") ?? "nothing, so client_secret_basic"))."
+                        "Nothing was sent. Give the client's secret with \(options: .login([.clientSecretStdin])), or name the method with \(options: .login([.clientAuth(.omitted)])) (the server advertises: \(metadata?.tokenEndpointAuthMethods?.joined(separator: ", ") ?? "nothing, so client_secret_basic"))."
                 )
             }
             authMethod = method

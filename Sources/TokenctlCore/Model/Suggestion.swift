@@ -181,6 +181,7 @@ public enum TokenctlCommand: Sendable, Equatable, Codable {
     case schedule(ScheduleAction, [ScheduleOption])
     case forward(ForwardAction, [ForwardOption])
     case key(KeyAction, [KeyOption])
+    case keyring(KeyringAction, [KeyringOption])
 
     public enum LoginOption: Sendable, Equatable, Codable {
         case provider(SuggestedValue)
@@ -225,9 +226,13 @@ public enum TokenctlCommand: Sendable, Equatable, Codable {
     public enum ForwardAction: Sendable, Equatable, Codable, CaseIterable { case enable, status, listen }
     public enum KeyAction: Sendable, Equatable, Codable, CaseIterable { case create, show, `import`, rotate, remove }
     public enum KeyOption: Sendable, Equatable, Codable {
-        case certificate, next, commit
+        case certificate, next, commit, passwordStdin
         case format(SuggestedValue)
+        case type(SuggestedValue)
+        case bundle(SuggestedValue)
     }
+    public enum KeyringAction: Sendable, Equatable, Codable, CaseIterable { case setup, status, remove }
+    public enum KeyringOption: Sendable, Equatable, Codable, CaseIterable { case unattended, force }
     public enum ForwardOption: Sendable, Equatable, Codable {
         case scope(SuggestedValue)
         case audience(SuggestedValue)

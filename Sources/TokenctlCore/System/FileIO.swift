@@ -153,6 +153,21 @@ public enum FileIO {
             && info.st_mode & 0o777 == 0o700
     }
 
+    /// Whether this process may open `path` for reading and writing (access(2) with R_OK|W_OK): a
+    /// device node such as the TPM's.
+    public static func isReadableAndWritable(_ path: String) -> Bool { access(path, R_OK | W_OK) == 0 }
+
+    /// Whether something is at `path` (access(2) with F_OK, through symbolic links).
+    public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    /// `body` with the file mode creation mask at 077 (umask(2)), then the mask as it was: files
+    /// another program creates meanwhile (systemd-creds honours the mask) are private.
+    public static func withPrivateUmask<Result>(_ body: () -> Result) -> Result {
+        let previous = umask(0o077)
+        defer { umask(previous) }
+        return body()
+    }
+
     /// Whether this process may read `path` (access(2) with R_OK).
     public static func isReadable(_ path: String) -> Bool { access(path, R_OK) == 0 }
 

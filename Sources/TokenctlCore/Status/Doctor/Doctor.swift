@@ -95,8 +95,10 @@ struct Doctor {
     let checks: [any DoctorCheck]
 
     /// Every check `tokenctl doctor` makes, in the order it prints them.
-    static func checks(bus: (address: String, source: String)?, schedule: RefreshSchedule) -> [any DoctorCheck] {
-        [
+    static func checks(
+        bus: (address: String, source: String)?, schedule: RefreshSchedule, keyring: UnattendedKeyring?
+    ) -> [any DoctorCheck] {
+        var checks: [any DoctorCheck] = [
             ConfigurationCheck(),
             SessionBusCheck(bus: bus),
             SecretServiceCheck(),
@@ -113,6 +115,13 @@ struct Doctor {
             LockDirectoryCheck(),
             RefreshScheduleCheck(schedule: schedule),
         ]
+        // Will it keep working after a reboot with nobody logged in?
+        if let keyring {
+            checks += [
+                LingerCheck(keyring: keyring), KeyringUnitCheck(keyring: keyring), KeyringSealCheck(keyring: keyring),
+            ]
+        }
+        return checks
     }
 
     func run() async -> [DoctorFinding] {
@@ -146,7 +155,9 @@ extension TokenctlService {
     /// Secret Service checks share it (each call ends by then, and one that cannot start says
     /// the time ran out), the issuers are asked meanwhile, each within it, and every check
     /// still gets its line.
-    public func diagnose(bus: (address: String, source: String)?, schedule: RefreshSchedule) async -> [DoctorFinding] {
-        await Doctor(service: self, checks: Doctor.checks(bus: bus, schedule: schedule)).run()
+    public func diagnose(
+        bus: (address: String, source: String)?, schedule: RefreshSchedule, keyring: UnattendedKeyring? = nil
+    ) async -> [DoctorFinding] {
+        await Doctor(service: self, checks: Doctor.checks(bus: bus, schedule: schedule, keyring: keyring)).run()
     }
 }

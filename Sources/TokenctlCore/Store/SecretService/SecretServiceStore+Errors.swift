@@ -28,8 +28,14 @@ extension SecretServiceStore {
         let program = keyringProgram()
         return StoreError(
             .locked, "the keyring is locked" + program.label,
-            hint: Suggestion.sentences(program.unlockHint, "The session is kept."))
+            hint: UnattendedKeyring.isInstalled(.process)
+                ? Suggestion.sentences(Self.unattendedLockedHint, "The session is kept.")
+                : Suggestion.sentences(program.unlockHint, "The session is kept."))
     }
+
+    /// A locked keyring where `tokenctl keyring setup --unattended` unlocks it at each start.
+    static let unattendedLockedHint: Suggestion =
+        "tokenctl-keyring.service unlocks it whenever the user manager starts: run '\(tokenctl: .default, .keyring(.status, []))' to see why it did not. If this machine's TPM was cleared or replaced, the sessions here need a new login ('\(tokenctl: .default, .login([]))') or the original TPM"
 
     func perItemLockedError() -> StoreError {
         let program = keyringProgram()
