@@ -152,7 +152,8 @@ struct NetworkRouteTests {
     func errorKinds() {
         let refused = HTTPTransportError(.proxyAuthentication, "the proxy refused", advice: "Set it.")
         #expect(refused.tokenctlError("x", hint: nil).kind == .configuration)
-        #expect(refused.description == "the proxy refused Set it.")
+        #expect(refused.description == "the proxy refused")
+        #expect(refused.tokenctlError("x", hint: nil).hint == "Set it.")
         #expect(HTTPTransportError(.certificate, "bad").tokenctlError("x", hint: nil).kind == .configuration)
         #expect(HTTPTransportError(.connect, "no").tokenctlError("x", hint: nil).kind == .transient)
     }

@@ -260,11 +260,9 @@ extension CurlHTTPClient {
         _ = tokenctl_curl_getinfo_long(easy, CURLINFO_PROXY_SSL_VERIFYRESULT, &proxyVerify)
         if let proxy = route.proxy, proxy.isHTTPS, proxyVerify != 0 {
             return HTTPTransportError(
-                .certificate,
+                .proxyCertificate,
                 "the certificate of the proxy \(proxy)\(source) did not verify against \(route.proxyCAFile.map { "the CA file \($0)" } ?? "the system's CA certificates"): \(detail ?? "")",
-                advice:
-                    "Name the CA that issued the proxy's certificate with 'proxy_cacert = PATH' in the profile file (tokenctl.conf(5))."
-            )
+                advice: HTTPTransportError.proxyCertificateAdvice)
         }
         guard code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE else { return nil }
         let (_, host) = NetworkRoute.schemeAndHost(of: request.url)

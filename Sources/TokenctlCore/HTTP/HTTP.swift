@@ -78,9 +78,13 @@ public struct HTTPTransportError: Error, Equatable, CustomStringConvertible {
         /// The server's (or an https:// proxy's) certificate did not verify, or the CA bundle
         /// cannot be read: the configuration must change.
         case certificate
+        /// An https:// proxy's own certificate did not verify.
+        case proxyCertificate = "proxy-certificate"
 
         /// Whether only a change of configuration helps (exit 78), not trying again.
-        public var needsConfiguration: Bool { self == .proxyAuthentication || self == .certificate }
+        public var needsConfiguration: Bool {
+            self == .proxyAuthentication || self == .certificate || self == .proxyCertificate
+        }
     }
 
     public var kind: Kind
@@ -102,11 +106,16 @@ public struct HTTPTransportError: Error, Equatable, CustomStringConvertible {
     public static func advice(for kind: Kind) -> Suggestion? {
         switch kind {
         case .certificate: certificateAdvice
+        case .proxyCertificate: proxyCertificateAdvice
         case .proxyAuthentication:
             "Set the proxy's user name and password in the URL of the proxy variable (http://USER:PASSWORD@HOST:PORT; percent-encode special characters), or remove the profile's 'proxy' key and set the variable."
         default: nil
         }
     }
+
+    /// How to trust the CA of an https:// proxy's certificate that did not verify.
+    static let proxyCertificateAdvice: Suggestion =
+        "Name the CA that issued the proxy's certificate with 'proxy_cacert = PATH' in the profile file (tokenctl.conf(5))."
 
     /// How to trust the CA of a server's certificate that did not verify.
     static let certificateAdvice: Suggestion =

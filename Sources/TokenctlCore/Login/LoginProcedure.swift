@@ -16,9 +16,17 @@ struct LoginProcedure: LoginStep {
         let store = self.store.bounded(until: checksDeadline)
         let plan = try LoginPlan(request, previous: try? profiles.load(request.profile))
         let server = try await LoginServerResolution(service: service, plan: plan).resolve()
+        // The client key, only where one can be used (a machine's login, or a method that signs
+        // or presents a certificate), read within --timeout like every store call before the checks.
+        let usesKey = plan.isMachine || plan.request.clientAuth.map { !$0.usesSecret } == true
+        let key =
+            usesKey
+            ? try? ClientKeys(store: store, paths: profiles.paths, clock: clock).key(
+                of: request.profile, slot: .current, configuration: plan.previous)
+            : nil
         let client = try LoginClient(
-            plan, metadata: server.metadata, store: store, key: try? service.clientKey(of: request.profile),
-            tokenEndpoint: server.endpoints.token.string, clock: clock)
+            plan, metadata: server.metadata, store: store, key: key, tokenEndpoint: server.endpoints.token.string,
+            clock: clock)
         let scope = plan.scope(supported: server.metadata?.scopesSupported)
         // Find out before anything is sent to the token endpoint (which spends an imported
         // refresh token on a rotating server) or approved by the user that the tokens could
