@@ -131,6 +131,23 @@ static int tokenctl_bio_drain(BIO *bio, unsigned char **output, size_t *length) 
     return ok;
 }
 
+// Drains a BIO that a writer filled (`written`: it succeeded), or frees it when the writer failed.
+static int tokenctl_bio_finish(BIO *bio, int written, unsigned char **output, size_t *length) {
+    if (!written) {
+        tokenctl_crypto.BIO_free(bio);
+        return 0;
+    }
+    return tokenctl_bio_drain(bio, output, length);
+}
+
+// Copies out the `count` bytes an i2d_* function allocated at `der` and frees them.
+static int tokenctl_der_finish(unsigned char *der, int count, unsigned char **output, size_t *length) {
+    if (count <= 0 || der == NULL) return 0;
+    int ok = tokenctl_copy_out(der, (size_t)count, output, length);
+    tokenctl_crypto.CRYPTO_free(der, __FILE__, __LINE__);
+    return ok;
+}
+
 static OSSL_LIB_CTX *tokenctl_tpm2_context;
 static pthread_once_t tokenctl_tpm2_once = PTHREAD_ONCE_INIT;
 static void tokenctl_tpm2_load(void) {
@@ -182,30 +199,20 @@ EVP_PKEY *tokenctl_key_read_pem(OSSL_LIB_CTX *library, const char *properties, c
 int tokenctl_key_private_pem(EVP_PKEY *key, unsigned char **output, size_t *length) {
     BIO *bio = tokenctl_crypto.BIO_new(tokenctl_crypto.BIO_s_secmem());
     if (bio == NULL) return 0;
-    if (tokenctl_crypto.PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL) != 1) {
-        tokenctl_crypto.BIO_free(bio);
-        return 0;
-    }
-    return tokenctl_bio_drain(bio, output, length);
+    int written = tokenctl_crypto.PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL) == 1;
+    return tokenctl_bio_finish(bio, written, output, length);
 }
 
 int tokenctl_key_public_der(EVP_PKEY *key, unsigned char **output, size_t *length) {
     unsigned char *der = NULL;
     int count = tokenctl_crypto.i2d_PUBKEY(key, &der);
-    if (count <= 0 || der == NULL) return 0;
-    int ok = tokenctl_copy_out(der, (size_t)count, output, length);
-    tokenctl_crypto.CRYPTO_free(der, __FILE__, __LINE__);
-    return ok;
+    return tokenctl_der_finish(der, count, output, length);
 }
 
 int tokenctl_key_public_pem(EVP_PKEY *key, unsigned char **output, size_t *length) {
     BIO *bio = tokenctl_crypto.BIO_new(tokenctl_crypto.BIO_s_mem());
     if (bio == NULL) return 0;
-    if (tokenctl_crypto.PEM_write_bio_PUBKEY(bio, key) != 1) {
-        tokenctl_crypto.BIO_free(bio);
-        return 0;
-    }
-    return tokenctl_bio_drain(bio, output, length);
+    return tokenctl_bio_finish(bio, tokenctl_crypto.PEM_write_bio_PUBKEY(bio, key) == 1, output, length);
 }
 
 EVP_PKEY *tokenctl_key_from_public_der(const unsigned char *der, size_t length) {
@@ -331,20 +338,13 @@ X509 *tokenctl_certificate_read_der(const unsigned char *der, size_t length) {
 int tokenctl_certificate_der(X509 *certificate, unsigned char **output, size_t *length) {
     unsigned char *der = NULL;
     int count = tokenctl_crypto.i2d_X509(certificate, &der);
-    if (count <= 0 || der == NULL) return 0;
-    int ok = tokenctl_copy_out(der, (size_t)count, output, length);
-    tokenctl_crypto.CRYPTO_free(der, __FILE__, __LINE__);
-    return ok;
+    return tokenctl_der_finish(der, count, output, length);
 }
 
 int tokenctl_certificate_pem(X509 *certificate, unsigned char **output, size_t *length) {
     BIO *bio = tokenctl_crypto.BIO_new(tokenctl_crypto.BIO_s_mem());
     if (bio == NULL) return 0;
-    if (tokenctl_crypto.PEM_write_bio_X509(bio, certificate) != 1) {
-        tokenctl_crypto.BIO_free(bio);
-        return 0;
-    }
-    return tokenctl_bio_drain(bio, output, length);
+    return tokenctl_bio_finish(bio, tokenctl_crypto.PEM_write_bio_X509(bio, certificate) == 1, output, length);
 }
 
 void tokenctl_certificate_free(X509 *certificate) { tokenctl_crypto.X509_free(certificate); }
@@ -355,11 +355,8 @@ int tokenctl_certificate_name(X509 *certificate, int issuer, unsigned char **out
     X509_NAME *name = issuer ? tokenctl_crypto.X509_get_issuer_name(certificate)
                              : tokenctl_crypto.X509_get_subject_name(certificate);
     // XN_FLAG_RFC2253: RFC 2253 (now RFC 4514) string form, most specific RDN first.
-    if (tokenctl_crypto.X509_NAME_print_ex(bio, name, 0, XN_FLAG_RFC2253) < 0) {
-        tokenctl_crypto.BIO_free(bio);
-        return 0;
-    }
-    return tokenctl_bio_drain(bio, output, length);
+    int written = tokenctl_crypto.X509_NAME_print_ex(bio, name, 0, XN_FLAG_RFC2253) >= 0;
+    return tokenctl_bio_finish(bio, written, output, length);
 }
 
 static int tokenctl_asn1_time_seconds(const ASN1_TIME *time, long long *seconds) {

@@ -10,6 +10,32 @@ public enum ForwardPolicy {
         public var message: String
         public var hint: Suggestion?
         public var reason: String
+
+        init(status: ExitStatus, message: String, hint: Suggestion?, reason: String) {
+            self.status = status
+            self.message = message
+            self.hint = hint
+            self.reason = reason
+        }
+
+        /// A word asked for that the profile's limit (`forward_scope`, `forward_audience`) does
+        /// not hold: what it is and how much of it to show, the limit with its key and its option
+        /// of `forward enable`, and the words asked with what to call them in the hint; `reason`
+        /// goes to the event.
+        init(
+            beyond: (word: String, what: String, shown: Int),
+            limit: (words: [String], key: String, option: (SuggestedValue) -> TokenctlCommand.ForwardOption),
+            asked: (words: [String], name: String), reason: String, profile: ProfileName, host: String
+        ) {
+            let word = ForwardProtocol.sanitized(beyond.word, limit: beyond.shown)
+            self.init(
+                status: .loginRequired,
+                message:
+                    "\(beyond.what) '\(word)' is beyond what profile '\(profile)' forwards (\(limit.key) = \(limit.words.joined(separator: " ")))",
+                hint: "Ask for \(asked.name) within it, or widen it on \(host): "
+                    + widening(profile, limit.option, limit.words, asked.words) + ".",
+                reason: reason)
+        }
     }
 
     /// The target to serve `request` for, or why not.
@@ -36,12 +62,9 @@ public enum ForwardPolicy {
                 if let beyond = words.first(where: { !limit.contains($0) }) {
                     return .failure(
                         Refusal(
-                            status: .loginRequired,
-                            message:
-                                "scope '\(ForwardProtocol.sanitized(beyond, limit: 100))' is beyond what profile '\(profile)' forwards (forward_scope = \(limit.joined(separator: " ")))",
-                            hint: "Ask for scopes within it, or widen it on \(host): "
-                                + widening(profile, { .scope($0) }, limit, words) + ".",
-                            reason: "scope beyond forward_scope"))
+                            beyond: (beyond, "scope", 100), limit: (limit, "forward_scope", { .scope($0) }),
+                            asked: (words, "scopes"), reason: "scope beyond forward_scope", profile: profile, host: host
+                        ))
                 }
             } else {
                 scope = limit.joined(separator: " ")
@@ -53,12 +76,10 @@ public enum ForwardPolicy {
             if let beyond = asked.first(where: { !limit.contains($0) }) {
                 return .failure(
                     Refusal(
-                        status: .loginRequired,
-                        message:
-                            "audience or resource '\(ForwardProtocol.sanitized(beyond, limit: 200))' is beyond what profile '\(profile)' forwards (forward_audience = \(limit.joined(separator: " ")))",
-                        hint: "Ask for one within it, or widen it on \(host): "
-                            + widening(profile, { .audience($0) }, limit, asked) + ".",
-                        reason: "audience beyond forward_audience"))
+                        beyond: (beyond, "audience or resource", 200),
+                        limit: (limit, "forward_audience", { .audience($0) }), asked: (asked, "one"),
+                        reason: "audience beyond forward_audience", profile: profile,
+                        host: host))
             }
         }
         do {

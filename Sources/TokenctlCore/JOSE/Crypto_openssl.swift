@@ -43,16 +43,15 @@ enum OpenSSL {
     }
 
     static func unavailableMessage(_ failure: String) -> String {
-        "cannot load OpenSSL's libcrypto (\(TOKENCTL_CRYPTO_SONAME)): \(failure); install libssl3"
+        LazyLibrary.unavailableMessage(
+            "OpenSSL's libcrypto", soname: TOKENCTL_CRYPTO_SONAME, failure: failure, package: "libssl3")
     }
 
     /// What loading `soname` as libcrypto would say (nil: it has every function tokenctl calls),
     /// without touching the loaded table: for tests of the failure path.
     static func loadProblem(soname: String) -> String? {
         var api = tokenctl_crypto_api()
-        var message = [CChar](repeating: 0, count: 256)
-        guard let failure = tokenctl_crypto_open(soname, &api, &message, message.count) else { return nil }
-        return String(cString: failure)
+        return LazyLibrary.loadProblem { tokenctl_crypto_open(soname, &api, $0, $1) }
     }
 
     private static func requireLibrary() throws(OpenSSLError) {

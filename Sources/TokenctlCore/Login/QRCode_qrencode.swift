@@ -25,17 +25,15 @@ public struct QRCode: Sendable, Equatable {
     /// Why libqrencode cannot be used, or nil once it is loaded (on the first call; thread-safe).
     public static var unavailableReason: String? {
         guard let failure = tokenctl_qrencode_load() else { return nil }
-        return
-            "cannot load libqrencode (\(TOKENCTL_QRENCODE_SONAME)): \(String(cString: failure)); install libqrencode4"
+        return LazyLibrary.unavailableMessage(
+            "libqrencode", soname: TOKENCTL_QRENCODE_SONAME, failure: String(cString: failure), package: "libqrencode4")
     }
 
     /// What loading `soname` as libqrencode would say (nil: it has every function tokenctl calls),
     /// without touching the loaded table: for tests of the failure path.
     static func loadProblem(soname: String) -> String? {
         var api = tokenctl_qrencode_api()
-        var message = [CChar](repeating: 0, count: 256)
-        guard let failure = tokenctl_qrencode_open(soname, &api, &message, message.count) else { return nil }
-        return String(cString: failure)
+        return LazyLibrary.loadProblem { tokenctl_qrencode_open(soname, &api, $0, $1) }
     }
 
     /// Terminal lines with half-block characters, two module rows per line, and a quiet zone of

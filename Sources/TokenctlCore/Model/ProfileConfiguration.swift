@@ -330,30 +330,29 @@ struct ProfileFileEntries {
         return entry.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
     }
 
+    /// `key` as one of `Value`'s raw values; nil when missing or empty. `expected` lists them
+    /// for the message.
+    func choice<Value: RawRepresentable<String>>(
+        _ key: String, expected: String
+    ) throws(ConfigurationError) -> Value? {
+        guard let entry = entry(key), !entry.value.isEmpty else { return nil }
+        guard let value = Value(rawValue: entry.value) else {
+            throw ConfigurationError(
+                path: path, line: entry.line, message: "\(key): expected \(expected), not '\(entry.value)'")
+        }
+        return value
+    }
+
     /// `token_endpoint_auth_method`; nil when missing or empty.
     func authMethod() throws(ConfigurationError) -> ClientAuthenticationMethod? {
-        guard let entry = entry("token_endpoint_auth_method"), !entry.value.isEmpty else { return nil }
-        guard let method = ClientAuthenticationMethod(rawValue: entry.value) else {
-            throw ConfigurationError(
-                path: path, line: entry.line,
-                message:
-                    "token_endpoint_auth_method: expected one of \(ClientAuthenticationMethod.names.joined(separator: ", ")), not '\(entry.value)'"
-            )
-        }
-        return method
+        try choice(
+            "token_endpoint_auth_method",
+            expected: "one of \(ClientAuthenticationMethod.names.joined(separator: ", "))")
     }
 
     /// `grant`; nil when missing or empty.
     func grant() throws(ConfigurationError) -> MachineGrant? {
-        guard let entry = entry("grant"), !entry.value.isEmpty else { return nil }
-        guard let grant = MachineGrant(rawValue: entry.value) else {
-            throw ConfigurationError(
-                path: path, line: entry.line,
-                message:
-                    "grant: expected \(MachineGrant.allCases.map(\.rawValue).joined(separator: " or ")), not '\(entry.value)'"
-            )
-        }
-        return grant
+        try choice("grant", expected: MachineGrant.allCases.map(\.rawValue).joined(separator: " or "))
     }
 
     /// `proxy`: a proxy URL without credentials (a file is no place for a password); nil
