@@ -40,6 +40,19 @@ def ec_public_jwk(pub) -> dict:
             "x": b64u(nums.x.to_bytes(32, "big")), "y": b64u(nums.y.to_bytes(32, "big"))}
 
 
+def full_coordinates(jwk: dict) -> dict:
+    """An EC JWK with x and y padded to the curve's 32 bytes. glewlwyd 2.7.5 publishes a
+    coordinate with leading zero bytes dropped (about one key in 128), which RFC 7518 §6.2.1.2
+    forbids and PyJWT refuses ("Coords should be 32 bytes for curve P-256")."""
+    if jwk.get("kty") != "EC" or jwk.get("crv") != "P-256":
+        return jwk
+    fixed = dict(jwk)
+    for name in ("x", "y"):
+        raw = base64.urlsafe_b64decode(jwk[name] + "=" * (-len(jwk[name]) % 4))
+        fixed[name] = base64.urlsafe_b64encode(raw.rjust(32, b"\0")).rstrip(b"=").decode()
+    return fixed
+
+
 def thumbprint(jwk: dict) -> str:
     # RFC 7638 §3.2: the required members only, lexicographic order, no whitespace.
     members = {k: jwk[k] for k in ("crv", "kty", "x", "y")}
@@ -97,7 +110,7 @@ def main(argv):
         keys = [k for k in jwks["keys"] if kid is None or k.get("kid") == kid]
         if not keys:
             raise SystemExit(f"no key {kid} in the JWKS")
-        key = jwt.PyJWK(keys[0]).key
+        key = jwt.PyJWK(full_coordinates(keys[0])).key
         alg = jwt.get_unverified_header(token)["alg"]
         print(json.dumps(jwt.decode(token, key, algorithms=[alg], issuer=iss,
                                     options={"verify_aud": False})))
