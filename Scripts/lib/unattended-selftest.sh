@@ -43,6 +43,10 @@ user=tokenctl-unattended
 # A short path: the swtpm's sockets must fit AF_UNIX's 108 bytes.
 root=$(mktemp -d /tmp/tokenctl-ua.XXXXXX)
 chmod 0711 "$root" # the user reaches its manager's directory and the swtpm below it
+# The keyring control script, where the user can read it: a clone of the repository may be
+# private (mktemp -d makes 0700 directories), and the checks run it as the user.
+control=$root/keyring_control.py
+install -m 0644 "$TK_SCRIPTS_LIB/keyring_control.py" "$control"
 cleanup() {
   local rc=$?
   if [[ -z ${finished:-} ]]; then echo "unattended-selftest.sh: stopped early (status $rc; $fails check(s) failed before): see above" >&2; fi
@@ -78,7 +82,7 @@ wait_for() {
   bad "$name: not within $limit s"
   return 1
 }
-locked() { tk_unattended_as "$user" "$TK_PYTHON" "$TK_SCRIPTS_LIB/keyring_control.py" is-locked 2>&1; }
+locked() { tk_unattended_as "$user" "$TK_PYTHON" "$control" is-locked 2>&1; }
 refresh_lines() { grep -c '^lookup' "$home/refresh.log" 2>/dev/null || true; }
 
 tk_services_init "$root/svc"
@@ -140,18 +144,18 @@ expect "and read back" "$(tk_unattended_as "$user" secret-tool lookup service to
 
 # A collection locked later: restarting the unit unlocks it again (the swtpm needs the session
 # the last decrypt left flushed; /dev/tpmrm0 would not).
-tk_unattended_as "$user" "$TK_PYTHON" "$TK_SCRIPTS_LIB/keyring_control.py" lock
+tk_unattended_as "$user" "$TK_PYTHON" "$control" lock
 expect "locked by hand" "$(locked)" true
 tk_swtpm_flush
 tk_user_systemctl "$user" restart tokenctl-keyring.service
 expect "restarting tokenctl-keyring.service unlocks it again" "$(locked)" false
 # Or without a restart: decrypt piped into gnome-keyring's UnlockWithMasterPassword.
-tk_unattended_as "$user" "$TK_PYTHON" "$TK_SCRIPTS_LIB/keyring_control.py" lock
+tk_unattended_as "$user" "$TK_PYTHON" "$control" lock
 tk_swtpm_flush
 # shellcheck disable=SC2016 # expanded by the inner bash
 tk_unattended_as "$user" env SYSTEMD_TPM2_DEVICE="$tcti" bash -c 'set -o pipefail
   systemd-creds decrypt --name=tokenctl-keyring "$1" - 2>/dev/null | "$2" "$3" unlock --password-stdin' \
-  tk-unlock "$cred" "$TK_PYTHON" "$TK_SCRIPTS_LIB/keyring_control.py" || bad "decrypt | unlock"
+  tk-unlock "$cred" "$TK_PYTHON" "$control" || bad "decrypt | unlock"
 expect "or decrypt | UnlockWithMasterPassword, no restart" "$(locked)" false
 tk_swtpm_flush
 
@@ -304,7 +308,7 @@ contains "another TPM: the timer job's lookup fails" "$(cat "$home/refresh.log")
 contains "another TPM: systemd-creds says" "$(cat "$runtime/tokenctl-keyring.log")" \
   "Failed to load HMAC key in TPM: tpm:parameter(1):integrity check failed"
 expect "another TPM: login.keyring untouched" "$(sha <"$home/.local/share/keyrings/login.keyring")" "$keyring_sum"
-if printf %s "$pw" | tk_unattended_as "$user" "$TK_PYTHON" "$TK_SCRIPTS_LIB/keyring_control.py" unlock --password-stdin; then
+if printf %s "$pw" | tk_unattended_as "$user" "$TK_PYTHON" "$control" unlock --password-stdin; then
   ok "another TPM: unlocked by hand with the old password"
 else bad "unlock by hand"; fi
 expect "another TPM: the item is still there" "$(tk_unattended_as "$user" secret-tool lookup service tokenctl-test | sha)" "$want"
