@@ -326,32 +326,57 @@ public struct UnattendedKeyring: Sendable {
                 hint: "Use a configuration directory whose path has letters, digits and / . _ - + @ only.")
         }
         var lines: [String] = []
-        let seal: Seal
+        let seal = try sealedPassword(installedSeal, report: &lines)
+        try installUnit(
+            seal, credential: credential, unitPath: unitPath, dropInPath: dropInPath,
+            unitDirectory: unitDirectory)
+        lines.append("Wrote \(unitPath) and \(dropInPath).")
+        lines.append("Masked \(Self.stockUnits.joined(separator: " and ")); enabled and started \(Self.unitName).")
+        try await waitUntilUnlocked(clock: clock, unlockWait: unlockWait, secretService: secretService)
+        lines.append("The Secret Service answers, unlocked.")
+        if !lingers() {
+            lines.append(
+                "Linger is off: the user manager (and this keyring) starts at your login only. For boot: 'sudo loginctl enable-linger \(host.userName())'."
+            )
+        }
+        return .installed(lines)
+    }
+
+    /// The seal of the keyring's password: the one sealed before (a new one would not unlock the
+    /// keyring it made), or a new password sealed the best way this machine offers.
+    private func sealedPassword(_ installedSeal: Seal?, report lines: inout [String]) throws(TokenctlError) -> Seal {
         if let installedSeal, FileIO.exists(credentialPath) {
-            // Set up before: the password sealed then is the keyring's; a new one would not unlock it.
             if case .failed(let output, let meaning) = unseal(installedSeal) {
                 throw TokenctlError(
                     .serviceUnavailable, "the keyring password sealed in \(credentialPath) does not unseal: \(output)",
                     hint: meaning)
             }
-            seal = installedSeal
-            lines.append("Kept the sealed keyring password \(credentialPath) (\(seal.description)).")
-        } else {
-            if let login = loginKeyringPath, FileIO.exists(login) {
-                throw TokenctlError(
-                    .configuration,
-                    "a login keyring exists already (\(login)), with a password tokenctl does not know",
-                    hint:
-                        "tokenctl does not replace a keyring. If nothing in it is needed, move it aside ('mv \(login) \(login).old') and run this again: the sessions in it then need a new login. Otherwise unlock it by hand as before. Nothing was changed."
-                )
-            }
-            switch chooseSeal() {
-            case .success(let chosen): seal = chosen
-            case .failure(let failure): throw noSealError(failure.reason)
-            }
-            try sealNewPassword(seal)
-            lines.append("Sealed a new keyring password to \(seal.description): \(credentialPath)")
+            lines.append("Kept the sealed keyring password \(credentialPath) (\(installedSeal.description)).")
+            return installedSeal
         }
+        if let login = loginKeyringPath, FileIO.exists(login) {
+            throw TokenctlError(
+                .configuration,
+                "a login keyring exists already (\(login)), with a password tokenctl does not know",
+                hint:
+                    "tokenctl does not replace a keyring. If nothing in it is needed, move it aside ('mv \(login) \(login).old') and run this again: the sessions in it then need a new login. Otherwise unlock it by hand as before. Nothing was changed."
+            )
+        }
+        let seal: Seal
+        switch chooseSeal() {
+        case .success(let chosen): seal = chosen
+        case .failure(let failure): throw noSealError(failure.reason)
+        }
+        try sealNewPassword(seal)
+        lines.append("Sealed a new keyring password to \(seal.description): \(credentialPath)")
+        return seal
+    }
+
+    /// The unit and the refresh timer's drop-in written, the stock units masked and stopped, the
+    /// unit enabled and (re)started.
+    private func installUnit(
+        _ seal: Seal, credential: String, unitPath: String, dropInPath: String, unitDirectory: String
+    ) throws(TokenctlError) {
         do {
             try FileIO.makeDirectories(unitDirectory + "/\(RefreshSchedule.unitName).service.d", mode: 0o700)
         } catch {
@@ -360,7 +385,6 @@ public struct UnattendedKeyring: Sendable {
         try SystemdUserUnits.write(
             [(unitPath, keyringUnit(seal, credential: credential)), (dropInPath, Self.refreshDropIn)],
             into: unitDirectory)
-        lines.append("Wrote \(unitPath) and \(dropInPath).")
         let steps: [[String]] = [
             ["daemon-reload"], ["mask"] + Self.stockUnits,
             // A stock daemon that a client's D-Bus activation started (the probe above may have)
@@ -380,9 +404,13 @@ public struct UnattendedKeyring: Sendable {
                 )
             }
         }
-        lines.append("Masked \(Self.stockUnits.joined(separator: " and ")); enabled and started \(Self.unitName).")
-        // Type=dbus: started once the daemon owns the name, the collection unlocked before; a
-        // client may still see the daemon it replaced for a moment.
+    }
+
+    /// Type=dbus: started once the daemon owns the name, the collection unlocked before; a
+    /// client may still see the daemon it replaced for a moment, so ask until `unlockWait` ends.
+    private func waitUntilUnlocked(
+        clock: Clock, unlockWait: Double, secretService: () -> SecretServiceState
+    ) async throws(TokenctlError) {
         let waitUntil = clock.now() + unlockWait
         var state = secretService()
         var asked = 1
@@ -393,7 +421,7 @@ public struct UnattendedKeyring: Sendable {
         }
         switch state {
         case .unlocked:
-            lines.append("The Secret Service answers, unlocked.")
+            return
         case .locked(let said), .absent(let said):
             throw TokenctlError(
                 .serviceUnavailable, "\(Self.unitName) started, but the Secret Service is not unlocked: \(said)",
@@ -401,12 +429,6 @@ public struct UnattendedKeyring: Sendable {
                     "Run '\(tokenctl: .default, .keyring(.status, []))' and see 'journalctl --user -u \(Self.unitName)'."
             )
         }
-        if !lingers() {
-            lines.append(
-                "Linger is off: the user manager (and this keyring) starts at your login only. For boot: 'sudo loginctl enable-linger \(host.userName())'."
-            )
-        }
-        return .installed(lines)
     }
 
     /// A new random password (32 bytes from getrandom(2), base64url: 43 characters; text, since

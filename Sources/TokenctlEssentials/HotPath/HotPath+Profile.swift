@@ -116,91 +116,21 @@ extension HotPath {
         let malformedLine = ProfileFileSyntax.scan(file) { entry in
             let key = slice(file, entry.key.lowerBound, entry.key.upperBound)
             let value = slice(file, entry.value.lowerBound, entry.value.upperBound)
-            let bit: UInt32
-            // The keys whose values ProfileConfiguration checks; the others take any value.
-            var valueAccepted = true
-            if isEqual(key, "issuer") {
-                bit = 1
-                issuer = value
-            } else if isEqual(key, "client_id") {
-                bit = 2
-                clientID = value
-            } else if isEqual(key, "scope") {
-                bit = 4
-            } else if isEqual(key, "token_endpoint") {
-                bit = 8
-                tokenEndpoint = value
-            } else if isEqual(key, "revocation_endpoint") {
-                bit = 16
-                revocationEndpoint = value
-            } else if isEqual(key, "cacert") {
-                bit = 32
-            } else if isEqual(key, "device_authorization_endpoint") {
-                bit = 64
-                otherEndpoints.0 = value
-            } else if isEqual(key, "authorization_endpoint") {
-                bit = 128
-                otherEndpoints.1 = value
-            } else if isEqual(key, "jwks_uri") {
-                bit = 256
-                otherEndpoints.2 = value
-            } else if isEqual(key, "token_endpoint_auth_method") {
-                // ProfileConfiguration: empty or a registered method name.
-                valueAccepted =
-                    value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post")
-                    || isEqual(value, "client_secret_jwt") || isEqual(value, "private_key_jwt")
-                    || isEqual(value, "tls_client_auth") || isEqual(value, "self_signed_tls_client_auth")
-                bit = 512
-            } else if isEqual(key, "audience") {
-                bit = 1024
-            } else if isEqual(key, "resource") {
-                bit = 2048
-            } else if isEqual(key, "git_username") {
-                bit = 4096
-            } else if isEqual(key, "dpop") {
-                // A DPoP session's token needs a proof with it, which only the engine signs:
-                // `dpop = true` is the engine's (ProfileConfiguration: empty, true or false).
-                valueAccepted = value.count == 0 || isEqual(value, "false")
-                bit = 8192
-            } else if isEqual(key, "dpop_allow_bearer") {
-                valueAccepted = value.count == 0 || isEqual(value, "true") || isEqual(value, "false")
-                bit = 16384
-            } else if isEqual(key, "provider") {
-                // ProfileConfiguration: empty or one of the preset names.
-                valueAccepted = value.count == 0 || ProfileFileSyntax.providerNames.contains { isEqual(value, $0) }
-                bit = 32768
-            } else if isEqual(key, "forward") {
-                // Whether the profile is forwarded: its own hits are served as any other.
-                valueAccepted = value.count == 0 || isEqual(value, "true") || isEqual(value, "false")
-                bit = 65536
-            } else if isEqual(key, "forward_scope") {
-                bit = 131072
-            } else if isEqual(key, "forward_audience") {
-                bit = 262144
-            } else if isEqual(key, "key_file") {
-                // The client key's file: the engine reads it when it asks for a token.
-                bit = 524288
-            } else if isEqual(key, "certificate_file") {
-                bit = 1_048_576
-            } else if isEqual(key, "grant") {
-                // A machine profile's token is cached and served like a session's.
-                valueAccepted = value.count == 0 || isEqual(value, "client-credentials")
-                bit = 2_097_152
-            } else if isEqual(key, "assertion_audience") {
-                bit = 4_194_304
-                otherEndpoints.3 = value
-            } else if isEqual(key, "mtls_token_endpoint") {
-                bit = 8_388_608
-                otherEndpoints.4 = value
-            } else if isEqual(key, "proxy") || isEqual(key, "no_proxy") || isEqual(key, "proxy_cacert") {
-                // The network keys matter to requests only: a hit sends none. ProfileConfiguration
-                // refuses a `proxy` with credentials (`@`) or a blank: the engine reports it.
-                valueAccepted =
-                    !isEqual(key, "proxy") || !value.contains { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: " ") }
-                bit = isEqual(key, "proxy") ? 16_777_216 : isEqual(key, "no_proxy") ? 33_554_432 : 67_108_864
-            } else {
+            guard let (bit, valueAccepted, slot) = profileKeyRule(key, value) else {
                 accepted = false
                 return false
+            }
+            switch slot {
+            case .issuer?: issuer = value
+            case .clientID?: clientID = value
+            case .tokenEndpoint?: tokenEndpoint = value
+            case .revocationEndpoint?: revocationEndpoint = value
+            case .otherEndpoint(0)?: otherEndpoints.0 = value
+            case .otherEndpoint(1)?: otherEndpoints.1 = value
+            case .otherEndpoint(2)?: otherEndpoints.2 = value
+            case .otherEndpoint(3)?: otherEndpoints.3 = value
+            case .otherEndpoint(_)?: otherEndpoints.4 = value
+            case nil: break
             }
             guard valueAccepted, seen & bit == 0 else {
                 accepted = false
@@ -225,6 +155,107 @@ extension HotPath {
         if let endpoint = otherEndpoints.3, !isValidEndpoint(endpoint) { return nil }
         if let endpoint = otherEndpoints.4, !isValidEndpoint(endpoint) { return nil }
         return ProfileIdentity(issuer: issuer, clientID: clientID)
+    }
+
+    /// Where `profileIdentity` keeps a key's value.
+    enum ProfileKeySlot {
+        case issuer, clientID, tokenEndpoint, revocationEndpoint
+        case otherEndpoint(Int)
+    }
+
+    /// A key of the profile file: its bit (a key given twice is refused), whether its value is
+    /// one `ProfileConfiguration` accepts (the keys whose values it checks; the others take
+    /// any), and where its value is kept; nil for a key `ProfileConfiguration` does not know.
+    // Byte comparisons in one chain, long on purpose (see HotPath).
+    static func profileKeyRule(_ key: Bytes, _ value: Bytes) -> (
+        bit: UInt32, valueAccepted: Bool, slot: ProfileKeySlot?
+    )? {
+        let bit: UInt32
+        var valueAccepted = true
+        var slot: ProfileKeySlot?
+        if isEqual(key, "issuer") {
+            bit = 1
+            slot = .issuer
+        } else if isEqual(key, "client_id") {
+            bit = 2
+            slot = .clientID
+        } else if isEqual(key, "scope") {
+            bit = 4
+        } else if isEqual(key, "token_endpoint") {
+            bit = 8
+            slot = .tokenEndpoint
+        } else if isEqual(key, "revocation_endpoint") {
+            bit = 16
+            slot = .revocationEndpoint
+        } else if isEqual(key, "cacert") {
+            bit = 32
+        } else if isEqual(key, "device_authorization_endpoint") {
+            bit = 64
+            slot = .otherEndpoint(0)
+        } else if isEqual(key, "authorization_endpoint") {
+            bit = 128
+            slot = .otherEndpoint(1)
+        } else if isEqual(key, "jwks_uri") {
+            bit = 256
+            slot = .otherEndpoint(2)
+        } else if isEqual(key, "token_endpoint_auth_method") {
+            // ProfileConfiguration: empty or a registered method name.
+            valueAccepted =
+                value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post")
+                || isEqual(value, "client_secret_jwt") || isEqual(value, "private_key_jwt")
+                || isEqual(value, "tls_client_auth") || isEqual(value, "self_signed_tls_client_auth")
+            bit = 512
+        } else if isEqual(key, "audience") {
+            bit = 1024
+        } else if isEqual(key, "resource") {
+            bit = 2048
+        } else if isEqual(key, "git_username") {
+            bit = 4096
+        } else if isEqual(key, "dpop") {
+            // A DPoP session's token needs a proof with it, which only the engine signs:
+            // `dpop = true` is the engine's (ProfileConfiguration: empty, true or false).
+            valueAccepted = value.count == 0 || isEqual(value, "false")
+            bit = 8192
+        } else if isEqual(key, "dpop_allow_bearer") {
+            valueAccepted = value.count == 0 || isEqual(value, "true") || isEqual(value, "false")
+            bit = 16384
+        } else if isEqual(key, "provider") {
+            // ProfileConfiguration: empty or one of the preset names.
+            valueAccepted = value.count == 0 || ProfileFileSyntax.providerNames.contains { isEqual(value, $0) }
+            bit = 32768
+        } else if isEqual(key, "forward") {
+            // Whether the profile is forwarded: its own hits are served as any other.
+            valueAccepted = value.count == 0 || isEqual(value, "true") || isEqual(value, "false")
+            bit = 65536
+        } else if isEqual(key, "forward_scope") {
+            bit = 131072
+        } else if isEqual(key, "forward_audience") {
+            bit = 262144
+        } else if isEqual(key, "key_file") {
+            // The client key's file: the engine reads it when it asks for a token.
+            bit = 524288
+        } else if isEqual(key, "certificate_file") {
+            bit = 1_048_576
+        } else if isEqual(key, "grant") {
+            // A machine profile's token is cached and served like a session's.
+            valueAccepted = value.count == 0 || isEqual(value, "client-credentials")
+            bit = 2_097_152
+        } else if isEqual(key, "assertion_audience") {
+            bit = 4_194_304
+            slot = .otherEndpoint(3)
+        } else if isEqual(key, "mtls_token_endpoint") {
+            bit = 8_388_608
+            slot = .otherEndpoint(4)
+        } else if isEqual(key, "proxy") || isEqual(key, "no_proxy") || isEqual(key, "proxy_cacert") {
+            // The network keys matter to requests only: a hit sends none. ProfileConfiguration
+            // refuses a `proxy` with credentials (`@`) or a blank: the engine reports it.
+            valueAccepted =
+                !isEqual(key, "proxy") || !value.contains { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: " ") }
+            bit = isEqual(key, "proxy") ? 16_777_216 : isEqual(key, "no_proxy") ? 33_554_432 : 67_108_864
+        } else {
+            return nil
+        }
+        return (bit, valueAccepted, slot)
     }
 
     /// Whether `EndpointURL(_:)` accepts these bytes (the same checks, in the same order).
