@@ -16,44 +16,24 @@ final class CompanyNetwork: @unchecked Sendable {
     let directory: String
     /// The exports of tk_idp_start and tk_squid_start (TK_IDP_ISSUER, TK_SQUID_URL, ...).
     let values: [String: String]
-    private let servicesScript: String
+    private let shell = ShellServices(variable: "TOKENCTL_SQUID_SH", file: "squid.sh")
     private let lock = NSLock()
     private var stopped = false
 
     init() throws {
         environment = try TestEnvironment.require()
         guard getuid() == 0 else { throw HarnessError("CompanyNetwork needs root (squid, unshare -m)") }
-        let script =
-            ProcessInfo.processInfo.environment["TOKENCTL_SQUID_SH"]
-            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
-                "../../../Scripts/lib/squid.sh"
-            ).standardized.path
-        servicesScript =
-            URL(fileURLWithPath: script).deletingLastPathComponent().appendingPathComponent("services.sh").path
         directory = NSTemporaryDirectory() + "tokenctl-net-" + String(UUID().uuidString.prefix(8))
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let started = try runProgram(
-            "/bin/bash",
-            [
-                "-c",
-                """
-                set -euo pipefail
-                source "$0"
-                source "$1"
-                trap : EXIT
-                tk_services_init "$2"
-                tk_idp_start
-                tk_squid_start
-                env | grep -E '^TK_(IDP|SQUID)_' || true
-                """,
-                servicesScript, script, directory + "/services",
-            ])
-        var values: [String: String] = [:]
-        for line in started.stdout.split(separator: "\n") {
-            let parts = line.split(separator: "=", maxSplits: 1)
-            if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
-        }
+        let started = try shell.start(
+            in: directory + "/services",
+            """
+            tk_idp_start
+            tk_squid_start
+            env | grep -E '^TK_(IDP|SQUID)_' || true
+            """)
+        let values = ShellServices.values(of: started.stdout)
         self.values = values
         guard started.status == 0, values["TK_IDP_ISSUER"] != nil, values["TK_SQUID_URL"] != nil else {
             stop()
@@ -71,13 +51,7 @@ final class CompanyNetwork: @unchecked Sendable {
         stopped = true
         lock.unlock()
         guard !already else { return }
-        let script = """
-            source "$0"
-            trap : EXIT
-            TK_SERVICES_DIR="$1"
-            tk_services_stop_all
-            """
-        _ = try? runProgram("/bin/bash", ["-c", script, servicesScript, directory + "/services"])
+        shell.stop(in: directory + "/services")
         try? FileManager.default.removeItem(atPath: directory)
     }
 

@@ -39,22 +39,12 @@ final class SSHRemote: @unchecked Sendable {
     /// The ssh client's config (`ssh -F`): host key checked, batch mode, ExitOnForwardFailure.
     let sshConfig: String
     let port: Int
-    private let sshdScript: String
-    private let servicesScript: String
+    private let shell = ShellServices(variable: "TOKENCTL_SSHD_SH", file: "sshd.sh")
     private let lock = NSLock()
     private var stopped = false
 
     init() throws {
         environment = try TestEnvironment.require()
-        sshdScript =
-            ProcessInfo.processInfo.environment["TOKENCTL_SSHD_SH"]
-            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
-                "../../../Scripts/lib/sshd.sh"
-            ).standardized.path
-        servicesScript =
-            URL(fileURLWithPath: sshdScript).deletingLastPathComponent().appendingPathComponent(
-                "services.sh"
-            ).path
         guard getuid() == 0 else { throw HarnessError("SSHRemote needs root (useradd, sshd)") }
         let temporary =
             NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
@@ -71,35 +61,22 @@ final class SSHRemote: @unchecked Sendable {
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o711])
         let started: RunResult
         do {
-            started = try runProgram(
-                "/bin/bash",
-                [
-                    "-c",
-                    """
-                    set -euo pipefail
-                    source "$0"
-                    source "$1"
-                    trap : EXIT
-                    tk_services_init "$2"
-                    tk_start_sshd "$3"
-                    printf 'port=%s\\nconfig=%s\\nhome=%s\\nsockets=%s\\n' \
-                      "$TK_SSHD_PORT" "$TK_SSH_CONFIG" "$TK_SSHD_REMOTE_HOME" "$TK_SSHD_REMOTE_SOCKETS"
-                    """,
-                    servicesScript, sshdScript, servicesDirectory, remoteDirectory,
-                ])
+            started = try shell.start(
+                in: servicesDirectory,
+                """
+                tk_start_sshd "$3"
+                printf 'port=%s\\nconfig=%s\\nhome=%s\\nsockets=%s\\n' \\
+                  "$TK_SSHD_PORT" "$TK_SSH_CONFIG" "$TK_SSHD_REMOTE_HOME" "$TK_SSHD_REMOTE_SOCKETS"
+                """, arguments: [remoteDirectory])
         } catch {
             try? FileManager.default.removeItem(atPath: directory)
             throw error
         }
-        var values: [String: String] = [:]
-        for line in started.stdout.split(separator: "\n") {
-            let parts = line.split(separator: "=", maxSplits: 1)
-            if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
-        }
+        let values = ShellServices.values(of: started.stdout)
         guard started.status == 0, let port = values["port"].flatMap({ Int($0) }), let config = values["config"],
             values["home"] == remoteHome, values["sockets"] == remoteSocketDirectory
         else {
-            Self.stopServices(servicesScript: servicesScript, directory: servicesDirectory)
+            shell.stop(in: servicesDirectory)
             try? FileManager.default.removeItem(atPath: directory)
             throw HarnessError("starting sshd (Scripts/lib/sshd.sh) failed: \(started)")
         }
@@ -135,18 +112,8 @@ final class SSHRemote: @unchecked Sendable {
         stopped = true
         lock.unlock()
         guard !already else { return }
-        Self.stopServices(servicesScript: servicesScript, directory: servicesDirectory)
+        shell.stop(in: servicesDirectory)
         try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    private static func stopServices(servicesScript: String, directory: String) {
-        let script = """
-            source "$0"
-            trap : EXIT
-            TK_SERVICES_DIR="$1"
-            tk_services_stop_all
-            """
-        _ = try? runProgram("/bin/bash", ["-c", script, servicesScript, directory])
     }
 
     /// Run `command` (a bash command line) remotely, with `remoteSocket` forwarded to
