@@ -62,7 +62,7 @@ public enum RefreshOutcome: Equatable, Sendable {
             // A token endpoint answering megabytes is not a network hiccup: an unusable answer.
             return .grantEnded(.unusableResponse(error.message))
         case .failure(let error):
-            return .transient(.transport(error.kind, error.description), retryAfter: nil)
+            return .transient(.transport(error.kind, error.message, advice: error.advice), retryAfter: nil)
         case .success(let value):
             response = value
         }
@@ -337,7 +337,9 @@ public enum GrantEndReason: Equatable, Sendable, CustomStringConvertible {
 }
 
 public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
-    case transport(HTTPTransportError.Kind, String)
+    /// No usable HTTP response; `advice` says what to change when only a change of
+    /// configuration helps (`HTTPTransportError.needsConfiguration`).
+    case transport(HTTPTransportError.Kind, String, advice: Suggestion? = nil)
     case rateLimited
     case serverError(Int)
     case lockHeldTooLong
@@ -349,7 +351,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .oauthError(let reason): reason.description
-        case .transport(_, let message): message
+        case .transport(_, let message, _): message
         case .rateLimited: "the server is rate-limiting requests (HTTP 429)"
         case .serverError(let status): "the server failed with HTTP \(status)"
         case .lockHeldTooLong: "another tokenctl process has been refreshing this profile for too long"
@@ -362,7 +364,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
     /// failures before anything was sent (DNS, connect, TLS) or for answers (429, 5xx).
     public var requestMayHaveReachedServer: Bool {
         switch self {
-        case .transport(let kind, _): kind == .timeout || kind == .connectionReset || kind == .other
+        case .transport(let kind, _, _): kind == .timeout || kind == .connectionReset || kind == .other
         case .deadlineExceeded(let last): last != "no time left"
         case .rateLimited, .serverError, .lockHeldTooLong, .oauthError: false
         }
@@ -370,7 +372,7 @@ public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
 
     public var className: String {
         switch self {
-        case .transport(let kind, _): kind.rawValue
+        case .transport(let kind, _, _): kind.rawValue
         case .rateLimited: "rate-limited"
         case .serverError(let status): "http-\(status)"
         case .lockHeldTooLong: "lock-timeout"

@@ -101,18 +101,6 @@ public struct HTTPTransportError: Error, Equatable, CustomStringConvertible {
     /// The message (what to change is the hint of the error made from it: `tokenctlError`).
     public var description: String { message }
 
-    /// What to change after a failure of `kind` that needs a change of configuration, where the
-    /// failure itself is no longer at hand (a refresh's outcome keeps its kind and message).
-    public static func advice(for kind: Kind) -> Suggestion? {
-        switch kind {
-        case .certificate: certificateAdvice
-        case .proxyCertificate: proxyCertificateAdvice
-        case .proxyAuthentication:
-            "Set the proxy's user name and password in the URL of the proxy variable (http://USER:PASSWORD@HOST:PORT; percent-encode special characters), or remove the profile's 'proxy' key and set the variable."
-        default: nil
-        }
-    }
-
     /// How to trust the CA of an https:// proxy's certificate that did not verify.
     static let proxyCertificateAdvice: Suggestion =
         "Name the CA that issued the proxy's certificate with 'proxy_cacert = PATH' in the profile file (tokenctl.conf(5))."

@@ -41,10 +41,10 @@ enum LoginAnswer {
                 hint: Suggestion.sentences(
                     ProviderErrorClasses.row(reason)?.hint,
                     "Nothing was stored; run the same login command again later."))
-        case .transient(.transport(let kind, let message), _) where kind.needsConfiguration:
+        case .transient(.transport(let kind, let message, let advice), _) where kind.needsConfiguration:
             throw TokenctlError(
                 .configuration, "could not reach the token endpoint: \(message)",
-                hint: Suggestion.sentences(HTTPTransportError.advice(for: kind), "Nothing was stored."))
+                hint: Suggestion.sentences(advice, "Nothing was stored."))
         case .transient(let reason, _):
             throw TokenctlError(
                 .transient, "could not reach the token endpoint: \(reason)",
