@@ -284,11 +284,13 @@ public actor TokenBroker {
 
     /// The refresh under the lock, in a detached child when the configuration says so (see
     /// `DetachedRefresh`: a kill of this process must not lose a refresh the server answers).
+    /// A machine profile's request is made here: it spends no refresh token (RFC 6749 §4.4.3),
+    /// so a kill in the middle loses only a token the server issues again on the next call.
     private func exchange(
         _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
         capMargin: Bool
     ) async throws(TokenctlError) -> TokenSet {
-        guard let detached = configuration.detachedRefresh else {
+        guard let detached = configuration.detachedRefresh, !profile.configuration.isMachine else {
             return try await refreshUnderLock(
                 profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
                 capMargin: capMargin)
