@@ -6,12 +6,6 @@ public struct ResolvedProfile: Sendable, Equatable {
     public var configuration: ProfileConfiguration
     public var tokenEndpoint: String
 
-    public init(name: ProfileName, configuration: ProfileConfiguration, tokenEndpoint: String) {
-        self.name = name
-        self.configuration = configuration
-        self.tokenEndpoint = tokenEndpoint
-    }
-
     public var identity: SessionIdentity { SessionIdentity(profile: name, configuration: configuration) }
 }
 

@@ -8,40 +8,22 @@ import TokenctlEssentials
 /// HTTP over libcurl: TLS verification always on, no redirects, http/https only,
 /// connect and total timeouts, and a cap on the response size.
 public struct CurlHTTPClient: HTTPClient {
+    // The memberwise initializer is the one: every setting but the user agent has its default here.
+
     /// The profile's CA bundle and proxy keys (`NetworkRoute` resolves them per request).
-    public var network: NetworkSettings
+    public var network = NetworkSettings()
     /// Where the proxy and CA variables are read (`NetworkRoute`).
-    public var environment: Environment
+    public var environment: Environment = .process
     /// `-v`: told the route of each request (proxy and CA, never credentials).
-    public var narrate: (@Sendable (String) -> Void)?
+    public var narrate: (@Sendable (String) -> Void)? = nil
     /// A PEM bundle of extra trusted CAs (private PKI), or nil for the system store.
     public var caBundle: String? {
         get { network.caBundle }
         set { network.caBundle = newValue }
     }
-    public var connectTimeout: Double
-    public var maximumResponseBytes: Int
+    public var connectTimeout: Double = 10
+    public var maximumResponseBytes: Int = 1 << 20
     public var userAgent: String
-
-    public init(
-        caBundle: String? = nil, connectTimeout: Double = 10, maximumResponseBytes: Int = 1 << 20, userAgent: String
-    ) {
-        self.init(
-            network: NetworkSettings(caBundle: caBundle), connectTimeout: connectTimeout,
-            maximumResponseBytes: maximumResponseBytes, userAgent: userAgent)
-    }
-
-    public init(
-        network: NetworkSettings, environment: Environment = .process, narrate: (@Sendable (String) -> Void)? = nil,
-        connectTimeout: Double = 10, maximumResponseBytes: Int = 1 << 20, userAgent: String
-    ) {
-        self.network = network
-        self.environment = environment
-        self.narrate = narrate
-        self.connectTimeout = connectTimeout
-        self.maximumResponseBytes = maximumResponseBytes
-        self.userAgent = userAgent
-    }
 
     public func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
         try await send(request, timeout: timeout, connectTimeout: min(connectTimeout, timeout))
