@@ -213,12 +213,6 @@ public struct SystemError: Error, Equatable, CustomStringConvertible {
     public let operation: String
     public let path: String
 
-    public init(errno: Int32, operation: String, path: String) {
-        self.errno = errno
-        self.operation = operation
-        self.path = path
-    }
-
     public var description: String {
         "\(operation) \(path): \(Errno.current.description)"
     }
