@@ -568,6 +568,11 @@ public struct UnattendedKeyring: Sendable {
         }
         let password = Base64URL.encode(SecureRandom.bytes(32))
         if case .tpm2(let tcti) = seal {
+            guard host.programInstalled("tpm2_unseal") else {
+                throw TokenctlError(
+                    .configuration, "tpm2-tools is not installed: tokenctl seals the keyring password with it",
+                    hint: "Install it ('sudo apt-get install tpm2-tools') and run this again. Nothing was installed.")
+            }
             let tpm = tpmSeal(tcti)
             do { try tpm.seal(password) } catch {
                 for path in [tpm.publicPath, tpm.privatePath] { _ = try? FileIO.removeFileIfPresent(path) }
