@@ -164,7 +164,7 @@ enum KeyCommand: EngineCommand {
         }
         switch options.action {
         case .create:
-            if let existing = try keys.key(of: profile, slot: .current) {
+            if let existing = try keys.key(of: profile, slot: .current, absentSecretServiceIsEmpty: options.tpm) {
                 throw TokenctlError(
                     .configuration,
                     "profile '\(profile)' already has a client key (\(describe(existing)))",

@@ -15,6 +15,9 @@ struct SecretServiceCheck: DoctorCheck {
                 DoctorFinding("keyring", ok: true, "default collection unlocked"),
             ]
         }
+        if SessionStoreRouter.isAbsent(error), context.secretServiceUnneeded {
+            return [DoctorFinding("secret service", ok: true, "absent; " + DoctorContext.secretServiceUnneededDetail)]
+        }
         switch error.reason {
         case .locked, .noDefaultCollection:
             return [
