@@ -101,11 +101,13 @@ extension MachineProfileTests {
 
         let logout = try sandbox.tokenctl("--profile", profile, "logout", "--no-revoke")
         #expect(logout.status == 0, "\(logout)")
+        #expect(logout.stderr.contains("Logged out profile '\(profile)'"), "the cached token was removed: \(logout)")
         let afterLogout = try sandbox.tokenctl("--profile", profile, "token")
         #expect(afterLogout.status == 0, "\(afterLogout)")
         tokens.append(accessToken(afterLogout))
         #expect(!tokens.dropLast().contains(accessToken(afterLogout)), "logout forgot the cached token")
         #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 3)
+        try expectFreshAssertions(server, marker: marker, count: 3)
         // No token in any file of the user's (home, configuration, state, cache, runtime).
         for path in sandbox.allFiles() {
             let contents = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
@@ -115,6 +117,19 @@ extension MachineProfileTests {
         #expect(try tpm.transients().isEmpty)
         if presence != .present { try expectSecretServiceStillNeeded(sandbox, server, presence) }
         _ = try sandbox.tokenctl("--profile", profile, "logout", "--no-revoke", "--forget")
+    }
+
+    /// What nginx received at the token endpoint (its log of each client assertion's claims,
+    /// Scripts/lib/glewlwyd.sh): `count` assertions, no jti twice (no replay), each living at most
+    /// 5 minutes and unexpired when it arrived.
+    func expectFreshAssertions(_ server: GlewlwydServer, marker: String, count: Int) throws {
+        let received = try server.receivedAssertions(containing: "tk=\(marker)")
+        #expect(received.count == count, "\(received)")
+        #expect(Set(received.map(\.jti)).count == received.count, "a jti was sent twice: \(received)")
+        for assertion in received {
+            #expect(assertion.exp - assertion.iat <= 300, "\(assertion)")
+            #expect(assertion.exp > assertion.receivedAt, "expired when it arrived: \(assertion)")
+        }
     }
 
     /// With no Secret Service, a software key and a client secret still need one: 69, with the
@@ -133,5 +148,34 @@ extension MachineProfileTests {
         #expect(secret.status == 69, "\(secret)")
         #expect(secret.stderr.contains(said), "\(secret)")
         #expect(try server.accessLogLines(containing: "tk=\(marker)").isEmpty, "nothing sent")
+    }
+}
+
+extension GlewlwydServer {
+    /// A client assertion as nginx received it: when (its `$msec`), and its jti, iat and exp.
+    struct ReceivedAssertion: Sendable, CustomStringConvertible {
+        var receivedAt: Double
+        var jti: String
+        var iat: Double
+        var exp: Double
+        var description: String { "jti \(jti) iat \(iat) exp \(exp) received \(receivedAt)" }
+    }
+
+    /// The client assertions of the requests whose request line contains `marker`, from
+    /// nginx-assertions.log ("MSEC URI jti=… iat=… exp=…"; a line that does not parse is an error).
+    func receivedAssertions(containing marker: String) throws -> [ReceivedAssertion] {
+        let log = try String(contentsOfFile: directory + "/nginx-assertions.log", encoding: .utf8)
+        return try log.split(separator: "\n").filter { $0.contains(marker) }.map { line in
+            let fields = line.split(separator: " ")
+            var claims: [String: String] = [:]
+            for field in fields.dropFirst(2) {
+                let pair = field.split(separator: "=", maxSplits: 1)
+                if pair.count == 2 { claims[String(pair[0])] = String(pair[1]) }
+            }
+            guard let receivedAt = fields.first.flatMap({ Double($0) }), let jti = claims["jti"],
+                let iat = claims["iat"].flatMap(Double.init), let exp = claims["exp"].flatMap(Double.init)
+            else { throw HarnessError("unreadable assertion log line: \(line)") }
+            return ReceivedAssertion(receivedAt: receivedAt, jti: jti, iat: iat, exp: exp)
+        }
     }
 }
