@@ -135,6 +135,7 @@ struct Doctor {
         if let keyring {
             checks += [
                 LingerCheck(keyring: keyring), KeyringUnitCheck(keyring: keyring), KeyringSealCheck(keyring: keyring),
+                HostKeySealCheck(keyring: keyring),
             ]
         }
         return checks
