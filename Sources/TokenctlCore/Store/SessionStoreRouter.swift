@@ -153,7 +153,7 @@ public struct KernelKeyringTokenStore: SessionStore {
         hotCache.remember(tokenSet, for: identity, now: clock.now())
     }
     public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        let existed = try read(identity) != nil
+        let existed = try self.read(identity) != nil
         hotCache.forget(identity)
         return existed
     }

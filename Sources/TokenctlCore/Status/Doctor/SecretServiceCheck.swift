@@ -4,7 +4,7 @@ import TokenctlEssentials
 /// by the answer the run asked for (`DoctorContext.storeAvailability`).
 struct SecretServiceCheck: DoctorCheck {
     func findings(_ context: DoctorContext) async -> [DoctorFinding] {
-        let store = context.service.store
+        let store = context.service.store.secretServiceSide
         let secretService =
             (store as? JournaledSessionStore)?.inner as? SecretServiceStore ?? store as? SecretServiceStore
         // After the check: naming the provider connects first, and the check must get the time.
