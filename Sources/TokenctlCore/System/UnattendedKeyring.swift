@@ -503,28 +503,26 @@ public struct UnattendedKeyring: Sendable {
         let sealed = FileIO.exists(credential)
         let unitHint: Suggestion =
             "As root, install \(unit) from HOST KEY in tokenctl-keyring(1), then 'sudo systemctl enable \(unit.split(separator: "/").last.map(String.init) ?? unit)'."
+        func fact(_ holds: Bool, _ detail: String, hint: Suggestion? = nil) -> Fact {
+            Fact(name: "host key seal", holds: holds, detail: detail, hint: hint)
+        }
         switch (sealed, unitInstalled) {
         case (true, true):
-            return Fact(
-                name: "host key seal", holds: true,
-                detail:
-                    "\(credential) (sealed by root with the host key) and \(unit), which unlocks the keyring at boot")
+            return fact(
+                true, "\(credential) (sealed by root with the host key) and \(unit), which unlocks the keyring at boot")
         case (true, false):
-            return Fact(
-                name: "host key seal", holds: false,
-                detail: "\(credential) is sealed, but no system unit decrypts it at boot (\(unit) is missing)",
+            return fact(
+                false, "\(credential) is sealed, but no system unit decrypts it at boot (\(unit) is missing)",
                 hint: unitHint)
         case (false, true) where !visible:
             // Root's directory (umask 077): this user cannot see into it; the unit names the credential.
-            return Fact(
-                name: "host key seal", holds: true,
-                detail:
-                    "\(unit) unlocks the keyring at boot with \(credential) (root's directory: not visible to \(user))")
+            return fact(
+                true,
+                "\(unit) unlocks the keyring at boot with \(credential) (root's directory: not visible to \(user))")
         case (false, _):
-            return Fact(
-                name: "host key seal", holds: false,
-                detail:
-                    "no host-key credential for \(user) (\(credential)): no TPM 2.0 here and no per-user credentials, so only root can seal the keyring password",
+            return fact(
+                false,
+                "no host-key credential for \(user) (\(credential)): no TPM 2.0 here and no per-user credentials, so only root can seal the keyring password",
                 hint:
                     "As root, run '\(program: Self.hostKeySealCommand(user: user))', then install \(unit) from HOST KEY in tokenctl-keyring(1)."
             )
