@@ -35,7 +35,8 @@
 #   TK_GLEWLWYD_ADMIN_USER / TK_GLEWLWYD_ADMIN_PASSWORD  admin / password (the schema's)
 #   TK_GLEWLWYD_DIR           DIR
 # Layout of DIR: glewlwyd.conf, glewlwyd.db (SQLite, from the package's schema), glewlwyd.log,
-# nginx.conf, nginx-error.log, nginx-access.log, cert.js (njs), nginx-tmp/, ca/ (ca.{key,crt},
+# nginx.conf, nginx-error.log, nginx-access.log, nginx-assertions.log (each client assertion's
+# jti, iat and exp), cert.js (njs), nginx-tmp/, ca/ (ca.{key,crt},
 # server.{key,crt}, sign.{key,pub}: the token signing key), clients/ (issued certificates).
 #
 # Installing the packages has side effects outside DIR: glewlwyd's postinst (dbconfig-common)
@@ -198,7 +199,24 @@ _tk_glewlwyd_write_nginx_conf() {
 function oneLine(r) {
     return (r.variables.ssl_client_raw_cert || '').trim().replace(/\r?\n/g, ' ');
 }
-export default { oneLine };
+// What a request's client_assertion (RFC 7523 §2.2) says of itself, "jti=... iat=... exp=...",
+// for the tests' replay and lifetime checks: never the assertion. Empty without one (the log's
+// if= then skips the request). Read at the log phase, when the body nginx proxied is in memory.
+function assertionClaims(r) {
+    var body;
+    try { body = r.requestText || ''; } catch (e) { return ''; }
+    var found = /(?:^|&)client_assertion=([^&]*)/.exec(body);
+    if (!found) return '';
+    var parts = decodeURIComponent(found[1].replace(/\+/g, ' ')).split('.');
+    if (parts.length !== 3) return 'malformed';
+    try {
+        var claims = JSON.parse(Buffer.from(parts[1], 'base64url').toString());
+        return 'jti=' + String(claims.jti).replace(/\s/g, '_') + ' iat=' + Number(claims.iat) + ' exp=' + Number(claims.exp);
+    } catch (e) {
+        return 'malformed';
+    }
+}
+export default { oneLine, assertionClaims };
 EOF
   cat >"$dir/nginx.conf" <<EOF
 # Written by Scripts/lib/glewlwyd.sh for the tokenctl tests: one process, in the foreground.
@@ -211,6 +229,10 @@ error_log $dir/nginx-error.log info;
 events { worker_connections 64; }
 http {
     access_log $dir/nginx-access.log;
+    # Each client assertion's jti, iat and exp as the token endpoint received it, with the time
+    # of receipt (\$msec) and the request (its ?tk= marker): the tests' record of what was sent.
+    log_format tk_assertions '\$msec \$request_uri \$tk_assertion';
+    access_log $dir/nginx-assertions.log tk_assertions if=\$tk_assertion;
     client_body_temp_path $dir/nginx-tmp/body;
     proxy_temp_path $dir/nginx-tmp/proxy;
     fastcgi_temp_path $dir/nginx-tmp/fastcgi;
@@ -218,6 +240,10 @@ http {
     scgi_temp_path $dir/nginx-tmp/scgi;
     js_import cert from $dir/cert.js;
     js_set \$tk_client_cert cert.oneLine;
+    js_set \$tk_assertion cert.assertionClaims;
+    # A token request's form stays in one memory buffer, for \$tk_assertion at the log phase.
+    client_body_buffer_size 64k;
+    client_body_in_single_buffer on;
     server {
         listen 127.0.0.1:$port ssl;
         server_name 127.0.0.1 localhost;

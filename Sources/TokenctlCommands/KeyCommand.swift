@@ -207,7 +207,7 @@ enum KeyCommand: EngineCommand {
     static func create(_ options: Options, context: CommandContext, service: TokenctlService) throws {
         let keys = service.clientKeys
         let profile = context.profile
-        if let existing = try keys.key(of: profile, slot: .current) {
+        if let existing = try keys.key(of: profile, slot: .current, absentSecretServiceIsEmpty: options.tpm) {
             throw TokenctlError(
                 .configuration,
                 "profile '\(profile)' already has a client key (\(describe(existing)))",

@@ -216,7 +216,9 @@ enum StatusCommand: EngineCommand {
         } else if let obtained = status.obtainedAt {
             lines.append("  logged in:     \(Output.timestamp(obtained))")
         }
-        lines.append("  store:         \(status.store)")
+        lines.append(
+            "  store:         "
+                + (status.store == "none" ? "none (TPM key; token cached in the kernel keyring only)" : status.store))
         if status.scopeNarrowedByServer, case (let problem?, let hint?) = problemAndHint(status) {
             lines.append("  warning:       " + Output.sentence(problem))
             lines.append("  hint:          \(hint)")

@@ -367,6 +367,45 @@ struct KeyringCommandTests {
         )
     }
 
+    @Test(
+        "doctor's host-key line (no TPM, no per-user credentials): the root command while root's credential is missing, the unit while it is, ok with both"
+    )
+    func doctorHostKeyLine() async throws {
+        let engine = try TestEngine()
+        #expect(!(try await engine.run("doctor").stdout.contains("host key seal")), "a TPM: no host-key line")
+        engine.unattended.setTPM(present: false, accessible: false)
+        let store = engine.unattended.credentialStoreDirectory
+        let credential = store + "/tokenctl-keyring-tester.cred"
+        let unit = engine.unattended.systemUnitDirectory + "/tokenctl-keyring-tester.service"
+        let missing = try await engine.run("doctor")
+        #expect(
+            missing.stdout.contains(
+                "[warn] host key seal: no host-key credential for tester (\(credential)): no TPM 2.0 here and no per-user credentials, so only root can seal the keyring password\n    As root, run 'sudo sh -c \"umask 077; mkdir -p /etc/credstore.encrypted; head -c 32 /dev/urandom | base64 -w0 | tr +/ -_ | tr -d = | systemd-creds encrypt --with-key=host --name=tokenctl-keyring - /etc/credstore.encrypted/tokenctl-keyring-tester.cred\"', then install \(unit) from HOST KEY in tokenctl-keyring(1).\n"
+            ), "\(missing)")
+
+        // Root ran it: the credential is there, the unit not yet.
+        try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: credential, contents: Data("sealed\n".utf8))
+        let sealed = try await engine.run("doctor")
+        #expect(
+            sealed.stdout.contains(
+                "[warn] host key seal: \(credential) is sealed, but no system unit decrypts it at boot (\(unit) is missing)\n    As root, install \(unit) from HOST KEY in tokenctl-keyring(1), then 'sudo systemctl enable tokenctl-keyring-tester.service'.\n"
+            ), "\(sealed)")
+
+        try FileManager.default.createDirectory(
+            atPath: engine.unattended.systemUnitDirectory, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: unit, contents: Data("[Unit]\n".utf8))
+        let both = try await engine.run("doctor")
+        #expect(
+            both.stdout.contains(
+                "[ok]   host key seal: \(credential) (sealed by root with the host key) and \(unit), which unlocks the keyring at boot\n"
+            ), "\(both)")
+
+        // Per-user credentials (systemd 256 and later): this user seals by itself, no host-key line.
+        engine.unattended.offerUserCredentials()
+        #expect(!(try await engine.run("doctor").stdout.contains("host key seal")))
+    }
+
     @Test("schedule install warns on stderr when the answer is no, and exits as before")
     func scheduleInstallWarns() async throws {
         let engine = try TestEngine()

@@ -188,19 +188,29 @@ public final class UnattendedDouble: Sendable {
     public let tpmDevice: String
     public static let userName = "tester"
 
+    /// Root's credential store and system unit directory, as /etc/credstore.encrypted and
+    /// /etc/systemd/system are (the host-key case).
+    public let credentialStoreDirectory: String
+    public let systemUnitDirectory: String
+
     public init(root: String) {
         lingerDirectory = root + "/linger"
         tpmDevice = root + "/tpmrm0"
+        credentialStoreDirectory = root + "/credstore.encrypted"
+        systemUnitDirectory = root + "/system"
     }
 
     /// The host for `EngineEnvironment.unattendedHost`.
     public var host: UnattendedHost {
-        UnattendedHost(
+        var host = UnattendedHost(
             tpmDevice: tpmDevice, lingerDirectory: lingerDirectory,
             tpmPresent: { self.state.withLock { $0.tpmPresent } },
             tpmAccessible: { self.state.withLock { $0.tpmAccessible } }, userName: { Self.userName },
             programInstalled: { _ in true }, tpm2Tool: { tool, arguments, input in self.tpm(tool, arguments, input) }
         ) { arguments, input in self.answer(arguments, input) }
+        host.credentialStoreDirectory = credentialStoreDirectory
+        host.systemUnitDirectory = systemUnitDirectory
+        return host
     }
 
     /// Every tpm2-tools call: the tool (without `tpm2_`), then its arguments.

@@ -31,9 +31,13 @@ public struct ClientKeys: Sendable {
 
     /// The key in `slot`: the profile's key files (`current` only, when `configuration` names
     /// them), the TPM blob file, or the Secret Service.
-    public func key(of profile: ProfileName, slot: ClientKey.Slot, configuration: ProfileConfiguration? = nil)
-        throws(TokenctlError) -> ClientKey?
-    {
+    ///
+    /// - Parameter absentSecretServiceIsEmpty: a machine with no Secret Service has no key in
+    ///   it (for `key create --tpm`, which needs none); otherwise that is an error (69).
+    public func key(
+        of profile: ProfileName, slot: ClientKey.Slot, configuration: ProfileConfiguration? = nil,
+        absentSecretServiceIsEmpty: Bool = false
+    ) throws(TokenctlError) -> ClientKey? {
         if slot == .current, let configuration, let keyFile = configuration.keyFile {
             return try fileKey(keyFile: keyFile, certificateFile: configuration.certificateFile)
         }
@@ -51,7 +55,10 @@ public struct ClientKeys: Sendable {
             return try ClientKey(stored: Array(blob.utf8), location: .tpm(blobFile: blobFile))
         }
         let stored: [UInt8]?
-        do { stored = try store.readClientKey(profile, slot: slot) } catch { throw TokenctlError(error) }
+        do { stored = try store.readClientKey(profile, slot: slot) } catch {
+            if absentSecretServiceIsEmpty, SessionStoreRouter.isAbsent(error) { return nil }
+            throw TokenctlError(error)
+        }
         guard let stored else { return nil }
         return try ClientKey(stored: stored, location: .keyring)
     }

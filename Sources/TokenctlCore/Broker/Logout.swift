@@ -41,11 +41,15 @@ struct Logout {
             throw error
         }
         let identity = SessionIdentity(profile: name, configuration: configuration)
+        // A token kept in the kernel keyring only (a TPM key's machine profile) is read before
+        // the forget below drops it: it is what is revoked and reported removed.
+        var kernelOnly: TokenSet?
+        if service.store.tokensInKernelKeyringOnly(name) { kernelOnly = try? service.store.read(identity) }
         // First, whatever else fails: no cached access token outlives a logout.
         service.hotCache?.forget(identity)
         let lock = try await service.locks.acquire(name, until: service.lockDeadline)
         defer { withExtendedLifetime(lock) {} }
-        let stored = try readSession(identity)
+        let stored = kernelOnly != nil ? kernelOnly : try readSession(identity)
         let secret =
             configuration.tokenEndpointAuthMethod != nil ? try? service.store.readClientSecret(identity) : nil
         var revocation = TokenctlService.RevocationAttempt()
@@ -53,7 +57,7 @@ struct Logout {
             revocation = await service.revoke(stored, configuration, secret: secret, profile: name)
         }
         let removed: Bool
-        do { removed = try service.store.delete(identity) } catch { throw TokenctlError(error) }
+        do { removed = try service.store.delete(identity) || kernelOnly != nil } catch { throw TokenctlError(error) }
         // Again after the delete: a `token` racing the logout may have cached meanwhile.
         service.hotCache?.forget(identity)
         var report = Self.report(name, removed: removed, revocation, configuration: configuration, stored: stored)

@@ -109,11 +109,15 @@ public final class TokenctlService: Sendable {
         let retry = RetryPolicy(timeout: timeout, attemptTimeout: min(15, timeout))
         var options = storeOptions
         options.deadline = deadline
-        let store = JournaledSessionStore(SecretServiceStore(options: options), journal: RotationJournal())
+        let hotCache = HotCache()
+        // A machine profile whose key is in the TPM keeps its token in the kernel keyring only.
+        let store = SessionStoreRouter(
+            keyring: JournaledSessionStore(SecretServiceStore(options: options), journal: RotationJournal()),
+            kernelOnly: KernelKeyringTokenStore(hotCache: hotCache), paths: paths)
         return TokenctlService(
             paths: paths, store: store, locks: FileProfileLocks(directory: paths.lockDirectory),
             retry: retry, lockWait: timeout, deadline: deadline,
-            events: EventLog(stateDirectory: paths.stateDirectory), hotCache: HotCache(), narrate: narrate,
+            events: EventLog(stateDirectory: paths.stateDirectory), hotCache: hotCache, narrate: narrate,
             detachedRefresh: detachedRefreshEngine.map { engine in
                 DetachedRefresh(
                     enginePath: engine,

@@ -41,6 +41,6 @@ struct LoginPreflight: LoginStep {
                 throw TokenctlError(error.kind, error.message, hint: Suggestion.sentences(error.hint, nothingSent))
             }
         }
-        return (store as? JournaledSessionStore)?.journal.canRecord() ?? false
+        return (store.secretServiceSide as? JournaledSessionStore)?.journal.canRecord() ?? false
     }
 }

@@ -28,6 +28,11 @@ struct LoginProcedure: LoginStep {
             plan, metadata: server.metadata, store: store, key: key, tokenEndpoint: server.endpoints.token.string,
             clock: clock)
         let scope = plan.scope(supported: server.metadata?.scopesSupported)
+        // Where the new token will live is the new profile's choice, before that profile is saved.
+        (service.store as? SessionStoreRouter)?.declareKernelKeyringOnly(
+            request.profile,
+            SessionStoreRouter.keepsTokensInKernelKeyringOnly(
+                Self.configuration(plan, server: server, client: client, scope: scope), hasTPMKey: key?.isTPM == true))
         // Find out before anything is sent to the token endpoint (which spends an imported
         // refresh token on a rotating server) or approved by the user that the tokens could
         // not be kept.

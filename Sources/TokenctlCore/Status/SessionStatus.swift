@@ -62,7 +62,8 @@ public struct SessionStatus: Sendable, Equatable {
     public var pendingWriteSince: Double?
     /// Why that write is pending (the last Secret Service error), when known.
     public var pendingWriteReason: String?
-    /// Where sessions live.
+    /// Where the session lives: `secret-service`, or `none` for a machine profile whose key is
+    /// in the TPM (its token cached in the kernel keyring only: `SessionStoreRouter`).
     public var store = "secret-service"
     /// A machine profile's grant (`client-credentials`); nil for a person's session.
     public var grant: String?
@@ -203,6 +204,7 @@ extension TokenctlService {
         status.cache = (hotCache?.state ?? .none).rawValue
         status.grant = configuration.grant?.rawValue
         status.clientAuth = configuration.tokenEndpointAuthMethod?.rawValue
+        if store.tokensInKernelKeyringOnly(name) { status.store = "none" }
         let stored: TokenSet?
         if let pending = store.pendingWrite(identity) {
             status.pendingWriteSince = pending.journaledAt

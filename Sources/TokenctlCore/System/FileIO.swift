@@ -171,6 +171,10 @@ public enum FileIO {
     /// Whether this process may read `path` (access(2) with R_OK).
     public static func isReadable(_ path: String) -> Bool { access(path, R_OK) == 0 }
 
+    /// Whether this process may look up names in the directory `path` (access(2) with X_OK):
+    /// whether `exists` can tell what is in it.
+    public static func isSearchable(_ path: String) -> Bool { access(path, X_OK) == 0 }
+
     /// This process's user: who tokenctl's files and directories must belong to.
     public static var userID: uid_t { getuid() }
 

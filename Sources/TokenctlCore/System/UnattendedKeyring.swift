@@ -25,6 +25,11 @@ public struct UnattendedHost: Sendable {
     /// Asks systemd-logind whether `user` lingers, for when its flag file cannot be seen
     /// (`loginctl show-user USER -p Linger --value` prints "yes"); nil: no answer.
     public var logindLinger: @Sendable (_ user: String) -> Bool?
+    /// Where root keeps credentials sealed with the host key (systemd's credential store,
+    /// systemd.exec(5) "Credentials": `/etc/credstore.encrypted`).
+    public var credentialStoreDirectory = "/etc/credstore.encrypted"
+    /// Where root installs the system unit that decrypts such a credential at boot.
+    public var systemUnitDirectory = "/etc/systemd/system"
 
     public init(
         tpmDevice: String = "/dev/tpmrm0", lingerDirectory: String = "/var/lib/systemd/linger",
@@ -617,7 +622,54 @@ public struct UnattendedKeyring: Sendable {
     /// new password once, and a system unit decrypts it at every boot (a user unit cannot read
     /// /var/lib/systemd/credential.secret).
     static func hostKeyInstructions(user: String) -> Suggestion {
-        "An administrator can seal a keyring password to this machine's host key (/var/lib/systemd/credential.secret): 'sudo sh -c \"umask 077; mkdir -p /etc/credstore.encrypted; head -c 32 /dev/urandom | base64 -w0 | tr +/ -_ | tr -d = | systemd-creds encrypt --with-key=host --name=tokenctl-keyring - /etc/credstore.encrypted/tokenctl-keyring-\(user).cred\"', then install a system unit that runs as \(user) after user@UID.service with 'LoadCredentialEncrypted=tokenctl-keyring:/etc/credstore.encrypted/tokenctl-keyring-\(user).cred' and feeds \"$CREDENTIALS_DIRECTORY/tokenctl-keyring\" to 'gnome-keyring-daemon --replace --unlock --foreground --components=secrets' (HOST KEY in tokenctl-keyring(1) has the unit). Nothing was changed."
+        "An administrator can seal a keyring password to this machine's host key (/var/lib/systemd/credential.secret): '\(program: hostKeySealCommand(user: user))', then install a system unit that runs as \(user) after user@UID.service with 'LoadCredentialEncrypted=tokenctl-keyring:/etc/credstore.encrypted/tokenctl-keyring-\(user).cred' and feeds \"$CREDENTIALS_DIRECTORY/tokenctl-keyring\" to 'gnome-keyring-daemon --replace --unlock --foreground --components=secrets' (HOST KEY in tokenctl-keyring(1) has the unit). Nothing was changed."
+    }
+
+    /// The root command that seals a new random keyring password for `user` with the host key
+    /// (it is never shown: systemd-creds reads it from the pipe).
+    static func hostKeySealCommand(user: String) -> String {
+        "sudo sh -c \"umask 077; mkdir -p /etc/credstore.encrypted; head -c 32 /dev/urandom | base64 -w0 | tr +/ -_ | tr -d = | systemd-creds encrypt --with-key=host --name=tokenctl-keyring - /etc/credstore.encrypted/tokenctl-keyring-\(user).cred\""
+    }
+
+    /// The host-key case (no TPM, no per-user credentials: only root can seal, to
+    /// /var/lib/systemd/credential.secret): whether root's credential for this user and the
+    /// system unit that decrypts it at boot are there, and else the exact command for root. Nil
+    /// where this user can seal by itself (a TPM, per-user credentials) or has set up a seal.
+    /// The boot-time decrypt needs the system manager and root's key: it is not tried here.
+    public func hostKeyFact() -> Fact? {
+        guard !isInstalled, case .failure(let why) = chooseSeal(), why.reason == .hostKeyNeedsRoot else { return nil }
+        let user = host.userName()
+        let credential = host.credentialStoreDirectory + "/tokenctl-keyring-\(user).cred"
+        let unit = host.systemUnitDirectory + "/tokenctl-keyring-\(user).service"
+        let unitInstalled = FileIO.exists(unit)
+        let visible = FileIO.isSearchable(host.credentialStoreDirectory)
+        let sealed = FileIO.exists(credential)
+        let unitHint: Suggestion =
+            "As root, install \(unit) from HOST KEY in tokenctl-keyring(1), then 'sudo systemctl enable \(unit.split(separator: "/").last.map(String.init) ?? unit)'."
+        func fact(_ holds: Bool, _ detail: String, hint: Suggestion? = nil) -> Fact {
+            Fact(name: "host key seal", holds: holds, detail: detail, hint: hint)
+        }
+        switch (sealed, unitInstalled) {
+        case (true, true):
+            return fact(
+                true, "\(credential) (sealed by root with the host key) and \(unit), which unlocks the keyring at boot")
+        case (true, false):
+            return fact(
+                false, "\(credential) is sealed, but no system unit decrypts it at boot (\(unit) is missing)",
+                hint: unitHint)
+        case (false, true) where !visible:
+            // Root's directory (umask 077): this user cannot see into it; the unit names the credential.
+            return fact(
+                true,
+                "\(unit) unlocks the keyring at boot with \(credential) (root's directory: not visible to \(user))")
+        case (false, _):
+            return fact(
+                false,
+                "no host-key credential for \(user) (\(credential)): no TPM 2.0 here and no per-user credentials, so only root can seal the keyring password",
+                hint:
+                    "As root, run '\(program: Self.hostKeySealCommand(user: user))', then install \(unit) from HOST KEY in tokenctl-keyring(1)."
+            )
+        }
     }
 
     // MARK: Status

@@ -59,8 +59,24 @@ struct DoctorContext: Sendable {
         if case .success? = storeAvailability { true } else { false }
     }
 
+    /// The profiles whose tokens live in the kernel keyring only (machine profiles with a TPM
+    /// key: `SessionStoreRouter`), which need no Secret Service.
+    var kernelKeyringOnly: [ProfileName] {
+        configured.map(\.0).filter { service.store.tokensInKernelKeyringOnly($0) }
+    }
+
+    /// Whether no profile needs the Secret Service: there are profiles, and each keeps its
+    /// token in the kernel keyring only.
+    var secretServiceUnneeded: Bool {
+        !configured.isEmpty && kernelKeyringOnly.count == configured.count
+    }
+
+    /// The line of a Secret Service (or its bus) that is missing but not needed.
+    static let secretServiceUnneededDetail =
+        "not needed: every profile is a machine profile whose key is in the TPM, its token cached in the kernel keyring only"
+
     /// The rotation journal, when the store has one.
-    var journal: RotationJournal? { (service.store as? JournaledSessionStore)?.journal }
+    var journal: RotationJournal? { (service.store.secretServiceSide as? JournaledSessionStore)?.journal }
 }
 
 /// The profiles `doctor` checks, read once at the start.
@@ -119,6 +135,7 @@ struct Doctor {
         if let keyring {
             checks += [
                 LingerCheck(keyring: keyring), KeyringUnitCheck(keyring: keyring), KeyringSealCheck(keyring: keyring),
+                HostKeySealCheck(keyring: keyring),
             ]
         }
         return checks

@@ -11,3 +11,14 @@ struct KeyringSealCheck: DoctorCheck {
         return [DoctorFinding("keyring seal", ok: fact.holds, fact.detail, hint: fact.hint)]
     }
 }
+
+/// After a reboot with nobody logged in, where only systemd's host key can seal: whether root's
+/// credential and its system unit are there, else the command for root (`hostKeyFact`).
+struct HostKeySealCheck: DoctorCheck {
+    let keyring: UnattendedKeyring
+
+    func findings(_ context: DoctorContext) async -> [DoctorFinding] {
+        guard let fact = keyring.hostKeyFact() else { return [] }
+        return [DoctorFinding(fact.name, level: fact.holds ? .ok : .warn, fact.detail, hint: fact.hint)]
+    }
+}

@@ -4,7 +4,7 @@ import TokenctlEssentials
 /// by the answer the run asked for (`DoctorContext.storeAvailability`).
 struct SecretServiceCheck: DoctorCheck {
     func findings(_ context: DoctorContext) async -> [DoctorFinding] {
-        let store = context.service.store
+        let store = context.service.store.secretServiceSide
         let secretService =
             (store as? JournaledSessionStore)?.inner as? SecretServiceStore ?? store as? SecretServiceStore
         // After the check: naming the provider connects first, and the check must get the time.
@@ -14,6 +14,9 @@ struct SecretServiceCheck: DoctorCheck {
                 DoctorFinding("secret service", ok: true, "reachable" + providerName),
                 DoctorFinding("keyring", ok: true, "default collection unlocked"),
             ]
+        }
+        if SessionStoreRouter.isAbsent(error), context.secretServiceUnneeded {
+            return [DoctorFinding("secret service", ok: true, "absent; " + DoctorContext.secretServiceUnneededDetail)]
         }
         switch error.reason {
         case .locked, .noDefaultCollection:

@@ -9,6 +9,9 @@ struct SessionBusCheck: DoctorCheck {
         if let bus {
             return [DoctorFinding("session bus", ok: true, "\(bus.address) (from \(bus.source))")]
         }
+        if context.secretServiceUnneeded {
+            return [DoctorFinding("session bus", ok: true, "none; " + DoctorContext.secretServiceUnneededDetail)]
+        }
         return [
             DoctorFinding(
                 "session bus", ok: false,

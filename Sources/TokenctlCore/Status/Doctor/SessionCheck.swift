@@ -4,8 +4,11 @@ import TokenctlEssentials
 struct SessionCheck: DoctorCheck {
     func findings(_ context: DoctorContext) async -> [DoctorFinding] {
         guard context.storeUsable else {
+            let kernelOnly = context.kernelKeyringOnly
             return context.configured.map { name, _ in
-                DoctorFinding(
+                // Such a profile needs no Secret Service: it is checked all the same.
+                if kernelOnly.contains(name) { return Self.finding(name, service: context.service) }
+                return DoctorFinding(
                     "session '\(name)'", ok: false, "not checked: the Secret Service cannot be used (see above)")
             }
         }

@@ -1,0 +1,174 @@
+import Synchronization
+import TokenctlEssentials
+
+/// Where each profile's tokens live: the Secret Service (behind the rotation journal) for
+/// every profile but one kind, a machine profile whose key is in the TPM, whose access token
+/// lives in the kernel keyring only (`KernelKeyringTokenStore`).
+///
+/// Such a profile needs no Secret Service at all: its key's blob is wrapped by the TPM (a 0600
+/// file, useless on another machine), it has no refresh token and no client secret, and its
+/// access token is short-lived and can always be obtained again with the client credentials
+/// grant (RFC 6749 §4.4). Keeping that token in the Secret Service would only make a server
+/// with no keyring unable to use the profile. It is never written to a file.
+///
+/// The choice is the profile's, read from its file (a machine profile, no client secret, no
+/// DPoP key, no `key_file`, and a TPM key in the current slot); a login declares it before the
+/// profile is saved (`declareKernelKeyringOnly`). Client keys always go to the Secret Service
+/// side (a TPM key's blob is found in its file before the store is asked).
+public final class SessionStoreRouter: SessionStore, Sendable {
+    /// The store of every other profile: the Secret Service behind the rotation journal.
+    public let keyring: any SessionStore
+    let kernelOnly: KernelKeyringTokenStore
+    let paths: Paths
+    /// What logins in this process declared (shared with the bounded copies).
+    private let declared: Declarations
+
+    final class Declarations: Sendable {
+        let choices = Mutex<[ProfileName: Bool]>([:])
+    }
+
+    public convenience init(keyring: any SessionStore, kernelOnly: KernelKeyringTokenStore, paths: Paths) {
+        self.init(keyring: keyring, kernelOnly: kernelOnly, paths: paths, declared: Declarations())
+    }
+
+    private init(keyring: any SessionStore, kernelOnly: KernelKeyringTokenStore, paths: Paths, declared: Declarations) {
+        self.keyring = keyring
+        self.kernelOnly = kernelOnly
+        self.paths = paths
+        self.declared = declared
+    }
+
+    /// Whether `configuration` (with a TPM key in its current slot) keeps its tokens in the
+    /// kernel keyring only: a machine profile that authenticates without a secret and holds no
+    /// DPoP key, whose key is not one another program keeps in files.
+    public static func keepsTokensInKernelKeyringOnly(_ configuration: ProfileConfiguration, hasTPMKey: Bool) -> Bool {
+        hasTPMKey && configuration.isMachine && configuration.tokenEndpointAuthMethod?.usesSecret != true
+            && !configuration.dpop && configuration.keyFile == nil
+    }
+
+    public func keepsTokensInKernelKeyringOnly(_ profile: ProfileName) -> Bool {
+        if let choice = declared.choices.withLock({ $0[profile] }) { return choice }
+        guard hasTPMKey(profile), let configuration = try? ProfileRepository(paths: paths).load(profile) else {
+            return false
+        }
+        return Self.keepsTokensInKernelKeyringOnly(configuration, hasTPMKey: true)
+    }
+
+    /// Whether `profile`'s current key is in the TPM (its blob file exists).
+    func hasTPMKey(_ profile: ProfileName) -> Bool {
+        FileIO.exists(ClientKeys(store: keyring, paths: paths, clock: .system).tpmKeyFile(profile, slot: .current))
+    }
+
+    public func declareKernelKeyringOnly(_ profile: ProfileName, _ kernelOnly: Bool) {
+        declared.choices.withLock { $0[profile] = kernelOnly }
+    }
+
+    private func tokens(_ identity: SessionIdentity) -> any SessionStore {
+        keepsTokensInKernelKeyringOnly(identity.profile) ? kernelOnly : keyring
+    }
+
+    public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
+        try tokens(identity).read(identity)
+    }
+    public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
+        try tokens(identity).write(tokenSet, for: identity)
+    }
+    public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+        try tokens(identity).delete(identity)
+    }
+    public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
+        try tokens(identity).delete(identity, ifRefreshTokenIs: refreshToken)
+    }
+    public func storedIdentities() throws(StoreError) -> [SessionIdentity] { try keyring.storedIdentities() }
+    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
+        try tokens(identity).readClientSecret(identity)
+    }
+    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
+        try keyring.writeClientSecret(secret, for: identity)
+    }
+    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+        try tokens(identity).deleteClientSecret(identity)
+    }
+    public func readClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> [UInt8]? {
+        do { return try keyring.readClientKey(profile, slot: slot) } catch {
+            // Without a Secret Service there is no key in it: a TPM key's other slot is empty.
+            guard Self.isAbsent(error), hasTPMKey(profile) else { throw error }
+            return nil
+        }
+    }
+    public func writeClientKey(_ stored: [UInt8], for profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) {
+        try keyring.writeClientKey(stored, for: profile, slot: slot)
+    }
+    public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
+        do { return try keyring.deleteClientKey(profile, slot: slot) } catch {
+            guard Self.isAbsent(error), hasTPMKey(profile) else { throw error }
+            return false
+        }
+    }
+    public func checkAvailable() throws(StoreError) { try keyring.checkAvailable() }
+    public func checkWritable(_ identity: SessionIdentity) throws(StoreError) {
+        try tokens(identity).checkWritable(identity)
+    }
+    public func bounded(until deadline: Deadline) -> any SessionStore {
+        SessionStoreRouter(
+            keyring: keyring.bounded(until: deadline), kernelOnly: kernelOnly, paths: paths, declared: declared)
+    }
+    public func persist(_ tokenSet: TokenSet, for identity: SessionIdentity, replacing previous: TokenSet?)
+        throws(StoreError) -> PersistOutcome
+    {
+        try tokens(identity).persist(tokenSet, for: identity, replacing: previous)
+    }
+    public func completePendingWrite(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
+        try tokens(identity).completePendingWrite(identity)
+    }
+    public func pendingWrite(_ identity: SessionIdentity) -> RotationJournal.Entry? {
+        tokens(identity).pendingWrite(identity)
+    }
+
+    /// The errors that say there is no Secret Service on this machine (as opposed to one that
+    /// is locked or failing).
+    static func isAbsent(_ error: StoreError) -> Bool {
+        error.reason == .noSessionBus || error.reason == .noSecretService
+    }
+}
+
+/// A machine profile's access token in the kernel keyring only: the hot cache's entry (the
+/// user keyring, readable by this user only, gone at the token's expiry less the refresh
+/// margin) is the whole of what is kept. Nothing else of the set is: it has no refresh token,
+/// and a set with a DPoP key is never routed here. A miss is a token to ask for.
+public struct KernelKeyringTokenStore: SessionStore {
+    let hotCache: HotCache
+    let clock: Clock
+
+    public init(hotCache: HotCache, clock: Clock = .system) {
+        self.hotCache = hotCache
+        self.clock = clock
+    }
+
+    public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
+        hotCache.lookup(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID)
+            .map(TokenSet.init(cached:))
+    }
+    public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
+        hotCache.remember(tokenSet, for: identity, now: clock.now())
+    }
+    public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
+        let existed = try self.read(identity) != nil
+        hotCache.forget(identity)
+        return existed
+    }
+    public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
+        false
+    }
+    public func storedIdentities() throws(StoreError) -> [SessionIdentity] { [] }
+}
+
+extension SessionStore {
+    /// The Secret Service side of this store: the router's `keyring`, else the store itself.
+    var secretServiceSide: any SessionStore { (self as? SessionStoreRouter)?.keyring ?? self }
+
+    /// Whether `profile`'s tokens live in the kernel keyring only (see `SessionStoreRouter`).
+    public func tokensInKernelKeyringOnly(_ profile: ProfileName) -> Bool {
+        (self as? SessionStoreRouter)?.keepsTokensInKernelKeyringOnly(profile) ?? false
+    }
+}

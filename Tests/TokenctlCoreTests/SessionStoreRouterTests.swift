@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+import TokenctlCore
+import TokenctlEssentials
+import TokenctlTestSupport
+
+/// Which profiles keep their tokens in the kernel keyring only (`SessionStoreRouter`), and that
+/// such a profile's calls never reach the Secret Service side while every other profile's do
+/// (here a store that fails as a machine with no session bus does). The kernel keyring side is
+/// the hot cache, switched off by its test switch: a read is a miss, as after the token's expiry.
+@Suite("SessionStoreRouter: a TPM key's machine profile needs no Secret Service")
+struct SessionStoreRouterTests {
+    static func machine(_ method: ClientAuthenticationMethod) throws -> ProfileConfiguration {
+        var configuration = ProfileConfiguration(
+            issuer: try EndpointURL("https://idp.example"), clientID: "robot",
+            tokenEndpoint: try EndpointURL("https://idp.example/token"), tokenEndpointAuthMethod: method)
+        configuration.grant = .clientCredentials
+        return configuration
+    }
+
+    @Test("kernel keyring only: a machine profile with a TPM key, no secret, no DPoP key, no key_file")
+    func decision() throws {
+        let keyed = try Self.machine(.privateKeyJWT)
+        #expect(SessionStoreRouter.keepsTokensInKernelKeyringOnly(keyed, hasTPMKey: true))
+        #expect(!SessionStoreRouter.keepsTokensInKernelKeyringOnly(keyed, hasTPMKey: false))
+        #expect(SessionStoreRouter.keepsTokensInKernelKeyringOnly(try Self.machine(.tlsClientAuth), hasTPMKey: true))
+        for method in [ClientAuthenticationMethod.clientSecretBasic, .clientSecretPost, .clientSecretJWT] {
+            #expect(!SessionStoreRouter.keepsTokensInKernelKeyringOnly(try Self.machine(method), hasTPMKey: true))
+        }
+        var person = keyed
+        person.grant = nil
+        #expect(!SessionStoreRouter.keepsTokensInKernelKeyringOnly(person, hasTPMKey: true), "a refresh token")
+        var dpop = keyed
+        dpop.dpop = true
+        #expect(!SessionStoreRouter.keepsTokensInKernelKeyringOnly(dpop, hasTPMKey: true), "a DPoP key")
+        var files = keyed
+        files.keyFile = "/etc/robot/key.pem"
+        #expect(!SessionStoreRouter.keepsTokensInKernelKeyringOnly(files, hasTPMKey: true))
+    }
+
+    @Test("a TPM key's machine profile never reaches the Secret Service side; a software key's does (and fails)")
+    func routing() throws {
+        let root = NSTemporaryDirectory() + "tokenctl-router-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let paths = Paths(
+            configDirectory: root + "/config", lockDirectory: root + "/run", stateDirectory: root + "/state")
+        let keyring = InMemorySessionStore()
+        keyring.failure = StoreError(.noSessionBus, "cannot connect to the D-Bus session bus")
+        let router = SessionStoreRouter(
+            keyring: keyring,
+            kernelOnly: KernelKeyringTokenStore(
+                hotCache: HotCache(environment: .fixed([HotCache.disableVariable: "1"]))),
+            paths: paths)
+        let profiles = ProfileRepository(paths: paths)
+        let (tpm, software) = (try #require(ProfileName(rawValue: "tpm")), try #require(ProfileName(rawValue: "sw")))
+        try profiles.save(try Self.machine(.privateKeyJWT), as: tpm)
+        try profiles.save(try Self.machine(.privateKeyJWT), as: software)
+        let blob = ClientKeys(store: keyring, paths: paths, clock: .system).tpmKeyFile(tpm, slot: .current)
+        try FileManager.default.createDirectory(
+            atPath: (blob as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try "blob".write(toFile: blob, atomically: true, encoding: .utf8)
+
+        #expect(router.keepsTokensInKernelKeyringOnly(tpm))
+        #expect(!router.keepsTokensInKernelKeyringOnly(software))
+        let tpmIdentity = SessionIdentity(profile: tpm, configuration: try Self.machine(.privateKeyJWT))
+        #expect(try router.read(tpmIdentity) == nil)
+        try router.checkWritable(tpmIdentity)
+        #expect(try router.readClientSecret(tpmIdentity) == nil)
+        #expect(try router.readClientKey(tpm, slot: .next) == nil, "no Secret Service, no key in it")
+        #expect(try router.bounded(until: .after(30)).read(tpmIdentity) == nil)
+
+        let softwareIdentity = SessionIdentity(profile: software, configuration: try Self.machine(.privateKeyJWT))
+        #expect(throws: StoreError.self) { try router.read(softwareIdentity) }
+        #expect(throws: StoreError.self) { try router.readClientKey(software, slot: .current) }
+        #expect(throws: StoreError.self) { try router.checkWritable(softwareIdentity) }
+
+        // A login declares its profile's choice before the file says it.
+        router.declareKernelKeyringOnly(software, true)
+        #expect(try router.bounded(until: .after(30)).read(softwareIdentity) == nil)
+        router.declareKernelKeyringOnly(tpm, false)
+        #expect(throws: StoreError.self) { try router.read(tpmIdentity) }
+    }
+}
