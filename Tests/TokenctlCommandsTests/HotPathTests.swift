@@ -226,7 +226,7 @@ struct HotPathProfileTests {
             let value =
                 key == "token_endpoint_auth_method"
                 ? "client_secret_basic"
-                : key == "client_id" || key == "scope" || key == "cacert"
+                : key == "client_id" || key == "scope" || key == "cacert" || key == "proxy_user"
                     ? "x"
                     : key == "dpop" || key == "dpop_allow_bearer"
                         ? "false"
