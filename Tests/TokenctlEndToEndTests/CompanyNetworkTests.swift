@@ -200,6 +200,50 @@ struct CompanyNetworkTests {
         }
     }
 
+    @Test("a browser login through squid: discovery and the code exchange at the proxy, the loopback redirect never")
+    func browserLoginThroughProxy() throws {
+        let network = try CompanyNetwork()
+        defer { network.stop() }
+        let sandbox = try Sandbox()
+        // The browser: a stand-in for xdg-open that follows the authorization URL as a browser
+        // would (the idp auto-approves) to the loopback redirect, trusting the idp's CA and
+        // going direct; it runs in tokenctl's mount namespace, where the idp's name resolves.
+        let bin = sandbox.root + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        let browser = bin + "/xdg-open"
+        try """
+        #!/bin/sh
+        exec /usr/bin/curl -sS -L --max-time 10 --noproxy '*' --cacert '\(network["TK_IDP_CA_FILE"])' "$1" \
+            >'\(sandbox.root)/browser.out' 2>&1
+        """.write(toFile: browser, atomically: true, encoding: .utf8)
+        chmod(browser, 0o700)
+        sandbox.variables["PATH"] = bin + ":" + (sandbox.variables["PATH"] ?? "/usr/bin:/bin")
+        let squid = network["TK_SQUID_URL"]
+        let login = try network.tokenctl(
+            sandbox,
+            [
+                "-v", "login", "--browser", "--issuer", network.issuer, "--client-id", "cli", "--cacert",
+                network["TK_IDP_CA_FILE"], "--timeout", "30",
+            ], variables: ["https_proxy": squid, "http_proxy": squid, "all_proxy": squid])
+        #expect(login.status == 0, "\(login)")
+        #expect(login.stderr.contains("Opened your browser"), "\(login)")
+        let page = (try? String(contentsOfFile: sandbox.root + "/browser.out", encoding: .utf8)) ?? ""
+        #expect(page.contains("return to the terminal"), "the browser reached the loopback redirect: \(page)")
+        #expect(try sandbox.storedTokenSet(issuer: network.issuer)?["refresh_token"] is String)
+        // tokenctl's requests (discovery, the code exchange) went through squid (-v names it),
+        // the browser's went direct, and squid saw nothing for a loopback address.
+        #expect(login.stderr.contains("POST \(network.issuer)/token: proxy \(squid) (https_proxy)"), "\(login)")
+        let tunnels = network.waitForLines("TK_SQUID_LOG", 1)
+        #expect(tunnels.contains { $0.contains("CONNECT idp.tokenctl.test:\(network["TK_IDP_PORT"])") }, "\(tunnels)")
+        let requested = tunnels.map { $0.split(separator: " ").dropFirst(5).first.map(String.init) ?? "" }
+        #expect(
+            !requested.contains { $0.contains("127.0.0.1") || $0.contains("localhost") || $0.contains("[::1]") },
+            "\(tunnels)")
+        let served = network.lines("TK_IDP_ACCESS_LOG")
+        #expect(served.contains { $0.contains("GET /authorize") }, "\(served)")
+        #expect(served.contains { $0.contains("POST /token") }, "\(served)")
+    }
+
     @Test("loopback requests never go through the environment's proxy")
     func loopbackNotProxied() throws {
         let network = try CompanyNetwork()
