@@ -111,6 +111,8 @@ extension HotPath {
         var tokenEndpoint: Bytes?
         var revocationEndpoint: Bytes?
         var otherEndpoints: (Bytes?, Bytes?, Bytes?, Bytes?, Bytes?)
+        var proxy: Bytes?
+        var proxyUser: Bytes?
         var seen: UInt32 = 0
         var accepted = true
         let malformedLine = ProfileFileSyntax.scan(file) { entry in
@@ -130,6 +132,8 @@ extension HotPath {
             case .otherEndpoint(2)?: otherEndpoints.2 = value
             case .otherEndpoint(3)?: otherEndpoints.3 = value
             case .otherEndpoint(_)?: otherEndpoints.4 = value
+            case .proxy?: proxy = value
+            case .proxyUser?: proxyUser = value
             case nil: break
             }
             guard valueAccepted, seen & bit == 0 else {
@@ -154,6 +158,8 @@ extension HotPath {
         if let endpoint = otherEndpoints.2, !isValidEndpoint(endpoint) { return nil }
         if let endpoint = otherEndpoints.3, !isValidEndpoint(endpoint) { return nil }
         if let endpoint = otherEndpoints.4, !isValidEndpoint(endpoint) { return nil }
+        // ProfileConfiguration refuses a proxy user without the proxy it is the user of.
+        if (proxyUser?.count ?? 0) > 0, (proxy?.count ?? 0) == 0 { return nil }
         return ProfileIdentity(issuer: issuer, clientID: clientID)
     }
 
@@ -161,6 +167,7 @@ extension HotPath {
     enum ProfileKeySlot {
         case issuer, clientID, tokenEndpoint, revocationEndpoint
         case otherEndpoint(Int)
+        case proxy, proxyUser
     }
 
     /// A key of the profile file: its bit (a key given twice is refused), whether its value is
@@ -249,6 +256,7 @@ extension HotPath {
         } else if let network = networkKeyRule(key, value) {
             bit = network.bit
             valueAccepted = network.valueAccepted
+            slot = isEqual(key, "proxy") ? .proxy : isEqual(key, "proxy_user") ? .proxyUser : nil
         } else {
             return nil
         }
