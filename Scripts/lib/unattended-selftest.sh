@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Self-check for Scripts/lib/unattended.sh (run as root): for a non-root user with a real systemd
 # user manager (usermanager.sh) and a software TPM (swtpm.sh),
-#  1. a random keyring password sealed with systemd-creds --with-key=tpm2 into
-#     ~/.config/tokenctl/keyring.cred (0600), never in clear in the file;
+#  1. a random keyring password sealed with tpm2-tools (noDA primary and object, no PCR) into
+#     ~/.config/tokenctl/keyring-seal.pub and .priv (0600), never in clear in them, nothing left
+#     loaded in the TPM;
 #  2. the user units: tokenctl-keyring.service creates and unlocks the login collection from the
 #     sealed password when the manager starts, before a stand-in tokenctl-refresh.service (timer)
 #     that stores and reads an item through the user's bus; a locked collection unlocked again
 #     by restarting the unit; LoadCredentialEncrypted='s shortcomings for user units;
 #  3. three simulated reboots (manager, bus, keyring and kernel keys gone, the TPM shut down and
-#     started again): the stand-in reads the item stored before, with nobody there; and
-#     dictionary-attack lockout of systemd-creds' seal after three unclean TPM restarts, none
-#     after clean ones, and none ever for a tpm2-tools seal with noDA on primary and object;
-#  4. another machine (a fresh TPM): the decrypt fails (its exact error), the collection stays
+#     started again), then five power losses (the TPM restarted without TPM2_Shutdown): the
+#     stand-in reads the item stored before, with nobody there, the lockout counter stays 0;
+#     and dictionary-attack lockout of systemd-creds' seal and of a noDA object under a primary
+#     without noDA after three unclean TPM restarts, none after clean ones, and none ever for
+#     the seal tokenctl makes (noDA on primary and object), which unseals even in lockout;
+#  4. another machine (a fresh TPM): the unseal fails (its exact error), the collection stays
 #     locked, the item is still there (unlocked by hand with the old password), and the first TPM
 #     put back unlocks again;
 #  5. the host key (only against a temporary key file, never the machine's) as root and as the
@@ -93,7 +96,7 @@ tcti=$TK_SWTPM_TCTI
 um=$root/um
 tk_start_user_manager "$user" "$um"
 home=$TK_USER_MANAGER_HOME units=$TK_USER_MANAGER_UNITS runtime=$TK_USER_MANAGER_RUNTIME
-cred=$home/.config/tokenctl/keyring.cred
+seal=$home/.config/tokenctl/keyring-seal
 expect "systemd is 252 (the facts in unattended.sh are for it)" "$(systemctl --version | awk 'NR == 1 {print $2}')" 252
 
 # --- 1. the sealed password ------------------------------------------------------------------
@@ -101,20 +104,24 @@ pw=$(tk_unattended_password)
 expect "password: 43 base64url characters (32 random bytes)" "$(printf %s "$pw" | tr -cd 'A-Za-z0-9_-' | wc -c)" 43
 t=$(date +%s.%N)
 if printf %s "$pw" | tk_unattended_seal "$user" "$home" "$tcti" 2>"$root/seal.err"; then
-  ok "sealed as $user ($(elapsed "$t") s)"
+  ok "sealed as $user with tpm2-tools ($(elapsed "$t") s)"
 else bad "seal: $(cat "$root/seal.err")"; fi
-contains "encrypt warns about the swtpm's empty PCR 7" "$(cat "$root/seal.err")" "PCR policy effectively unenforced"
-expect "credential: $user's, 0600" "$(stat -c '%U %a' "$cred")" "$user 600"
-expect "its directory 0700" "$(stat -c %a "$(dirname "$cred")")" 700
-if grep -qF -f <(printf '%s\n' "$pw") "$cred" || base64 -d <"$cred" 2>/dev/null | grep -qaF -f <(printf '%s\n' "$pw"); then
-  bad "the password is in the credential in clear"
-else ok "the credential holds no clear password (text or decoded)"; fi
-got=$(tk_unattended_as "$user" env SYSTEMD_TPM2_DEVICE="$tcti" systemd-creds decrypt --name=tokenctl-keyring "$cred" - 2>/dev/null | sha)
-expect "$user decrypts it by hand: the same password" "$got" "$(printf %s "$pw" | sha)"
-tk_swtpm_flush
-fails_with "without --name the file's name is checked" "does not match filename 'keyring.cred', refusing" \
-  tk_unattended_as "$user" env SYSTEMD_TPM2_DEVICE="$tcti" systemd-creds decrypt "$cred" -
-tk_swtpm_flush
+expect "the seal: $user's, 0600 each" "$(stat -c '%U %a' "$seal.pub" "$seal.priv" | sort -u)" "$user 600"
+expect "its directory 0700" "$(stat -c %a "$(dirname "$seal")")" 700
+expect "the seal's sizes (TPM2B_PUBLIC, TPM2B_PRIVATE)" "$(stat -c %s "$seal.pub" "$seal.priv" | tr '\n' ' ')" "48 171 "
+if cat "$seal.pub" "$seal.priv" | grep -qaF -f <(printf '%s\n' "$pw"); then
+  bad "the password is in the seal in clear"
+else ok "the seal holds no clear password"; fi
+expect "nothing left loaded in the TPM after the seal" "$(tk_swtpm_transients | tr '\n' ' ')" ""
+unseal_as_user() {
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  tk_unattended_as "$user" env TPM2TOOLS_TCTI="$tcti" bash -c 'source "$1"; tk_unattended_tpm_unseal "$2"' \
+    tk-unseal "$here/unattended.sh" "$seal"
+}
+t=$(date +%s.%N)
+got=$(unseal_as_user 2>/dev/null | sha)
+expect "$user unseals it by hand ($(elapsed "$t") s): the same password" "$got" "$(printf %s "$pw" | sha)"
+expect "nothing left loaded in the TPM after the unseal" "$(tk_swtpm_transients | tr '\n' ' ')" ""
 
 # --- 2. the units ----------------------------------------------------------------------------
 tk_unattended_install "$user" "$units" "$tcti"
@@ -134,6 +141,9 @@ expect "login.keyring made" "$(stat -c '%U %a' "$home/.local/share/keyrings/logi
 main=$(tk_user_systemctl "$user" show -p MainPID --value tokenctl-keyring.service)
 expect "MainPID is the daemon (bash exec'd it)" "$(cat "/proc/$main/comm" 2>/dev/null)" gnome-keyring-d
 contains "its argv" "$(tr '\0' ' ' <"/proc/$main/cmdline")" "--unlock --foreground --components=secrets"
+expect "the unit's runtime directory: 0700, its context files removed" \
+  "$(stat -c %a "$runtime/tokenctl-keyring") $(ls -A "$runtime/tokenctl-keyring" | wc -l)" "700 0"
+expect "nothing left loaded in the TPM by the unit" "$(tk_swtpm_transients | tr '\n' ' ')" ""
 expect "the stock gnome-keyring-daemon.service was not started" \
   "$(tk_user_systemctl "$user" show -p ActiveState --value gnome-keyring-daemon.service)" inactive
 item=$(head -c 24 /dev/urandom | base64 -w0)
@@ -142,25 +152,20 @@ if printf %s "$item" | tk_unattended_as "$user" secret-tool store --label=tokenc
 else bad "secret-tool store"; fi
 expect "and read back" "$(tk_unattended_as "$user" secret-tool lookup service tokenctl-test | sha)" "$(printf %s "$item" | sha)"
 
-# A collection locked later: restarting the unit unlocks it again (the swtpm needs the session
-# the last decrypt left flushed; /dev/tpmrm0 would not).
+# A collection locked later: restarting the unit unlocks it again.
 tk_unattended_as "$user" "$TK_PYTHON" "$control" lock
 expect "locked by hand" "$(locked)" true
-tk_swtpm_flush
 tk_user_systemctl "$user" restart tokenctl-keyring.service
 expect "restarting tokenctl-keyring.service unlocks it again" "$(locked)" false
-# Or without a restart: decrypt piped into gnome-keyring's UnlockWithMasterPassword.
+# Or without a restart: the unseal piped into gnome-keyring's UnlockWithMasterPassword.
 tk_unattended_as "$user" "$TK_PYTHON" "$control" lock
-tk_swtpm_flush
 # shellcheck disable=SC2016 # expanded by the inner bash
-tk_unattended_as "$user" env SYSTEMD_TPM2_DEVICE="$tcti" bash -c 'set -o pipefail
-  systemd-creds decrypt --name=tokenctl-keyring "$1" - 2>/dev/null | "$2" "$3" unlock --password-stdin' \
-  tk-unlock "$cred" "$TK_PYTHON" "$control" || bad "decrypt | unlock"
-expect "or decrypt | UnlockWithMasterPassword, no restart" "$(locked)" false
-tk_swtpm_flush
+tk_unattended_as "$user" env TPM2TOOLS_TCTI="$tcti" bash -c 'set -o pipefail; source "$1"
+  tk_unattended_tpm_unseal "$2" 2>/dev/null | "$3" "$4" unlock --password-stdin' \
+  tk-unlock "$here/unattended.sh" "$seal" "$TK_PYTHON" "$control" || bad "unseal | unlock"
+expect "or unseal | UnlockWithMasterPassword, no restart" "$(locked)" false
 
-# A daemon killed: Restart=on-failure brings it back, unlocked (the flush: see above).
-tk_swtpm_flush
+# A daemon killed: Restart=on-failure brings it back, unlocked.
 main=$(tk_user_systemctl "$user" show -p MainPID --value tokenctl-keyring.service)
 if [[ $main =~ ^[0-9]+$ ]] && ((main > 1)); then kill -KILL "$main"; fi
 back() {
@@ -183,19 +188,22 @@ if tk_unattended_as "$user" timeout 20 secret-tool lookup service tokenctl-test 
   bad "with ours stopped, a lookup succeeded"
 else ok "with ours stopped, a lookup fails"; fi
 contains "and D-Bus activation started the stock daemon" "$(owner_cmdline)" "gnome-keyring-daemon --start"
-tk_swtpm_flush
 tk_user_systemctl "$user" restart tokenctl-keyring.service
 contains "restarting ours replaces it" "$(owner_cmdline)" "gnome-keyring-daemon --replace --unlock"
 expect "unlocked again" "$(locked)" false
 expect "the item readable" "$(tk_unattended_as "$user" secret-tool lookup service tokenctl-test | sha)" "$(printf %s "$item" | sha)"
-tk_swtpm_flush
 
 # LoadCredentialEncrypted= (measured, rejected): without the TPM in the manager's own
 # environment it fails; and where a user manager puts credentials, SetCredential= shows.
+# A systemd-creds credential of its own (not the keyring's password).
+# shellcheck disable=SC2016 # expanded by the inner bash
+printf probe | tk_unattended_as "$user" env SYSTEMD_TPM2_DEVICE="$tcti" bash -c 'umask 077
+  exec systemd-creds encrypt --with-key=tpm2 --name=tokenctl-keyring - "$1"' tk-probe "$home/probe.cred" 2>/dev/null \
+  || bad "systemd-creds encrypt (probe)"
 cat >"$units/probe-encrypted.service" <<'UNIT'
 [Service]
 Type=oneshot
-LoadCredentialEncrypted=tokenctl-keyring:%h/.config/tokenctl/keyring.cred
+LoadCredentialEncrypted=tokenctl-keyring:%h/probe.cred
 ExecStart=/bin/true
 UNIT
 cat >"$units/probe-plain.service" <<'UNIT'
@@ -218,23 +226,27 @@ expect "a user unit's credentials: a plain directory in the runtime dir" \
 expect "on the runtime dir's file system (here: ext4, a disk)" "$(sed -n 2p "$runtime/probe-plain.out")" \
   "$(stat -f -c %T "$runtime")"
 expect "and still there after the oneshot ended" "$(cat "$runtime/credentials/probe-plain.service/probe" 2>&1)" not-a-secret
-rm -rf "$units"/probe-* "$runtime/probe-plain.out"
+rm -rf "$units"/probe-* "$runtime/probe-plain.out" "$home/probe.cred"
 tk_user_systemctl "$user" daemon-reload
 tk_swtpm_flush
 
 # --- 3. reboots --------------------------------------------------------------------------------
 want=$(printf %s "$item" | sha)
-for boot in 1 2 3; do
+# Three orderly reboots, then five power losses in a row (no TPM2_Shutdown before the TPM
+# restarts: each counts as a failure for a DA-protected object in use).
+for boot in 1 2 3 4 5 6 7 8; do
+  how=clean
+  ((boot > 3)) && how=unclean
   : >"$home/refresh.log"
   t=$(date +%s.%N)
-  tk_unattended_reboot "$user" "$um"
+  tk_unattended_reboot "$user" "$um" "$how"
   up=$(elapsed "$t")
-  if took=$(wait_for "boot $boot: the stand-in ran" 30 grep -q '^lookup' "$home/refresh.log"); then
-    expect "boot $boot (reboot ${up} s, timer job done ${took} s after): the item read with nobody there" \
+  if took=$(wait_for "boot $boot ($how): the stand-in ran" 30 grep -q '^lookup' "$home/refresh.log"); then
+    expect "boot $boot ($how; reboot ${up} s, timer job done ${took} s after): the item read with nobody there" \
       "$(cat "$home/refresh.log")" "lookup ok $want"
   fi
-  expect "boot $boot: unlocked" "$(locked)" false
-  expect "boot $boot: TPM lockout counter" "$(tpm2_getcap properties-variable | sed -n 's/^TPM2_PT_LOCKOUT_COUNTER: //p')" 0x0
+  expect "boot $boot ($how): unlocked" "$(locked)" false
+  expect "boot $boot ($how): TPM lockout counter" "$(tpm2_getcap properties-variable | sed -n 's/^TPM2_PT_LOCKOUT_COUNTER: //p')" 0x0
 done
 
 # Dictionary-attack lockout, on a TPM of its own: three restarts without TPM2_Shutdown after a
@@ -244,24 +256,13 @@ tk_start_swtpm da
 head -c 16 /dev/urandom | base64 >"$root/da.in"
 systemd-creds encrypt --with-key=tpm2 --name=da "$root/da.in" "$root/da.cred" 2>/dev/null
 da_decrypt() { systemd-creds decrypt --name=da "$root/da.cred" - >/dev/null; }
-# The same secret sealed with tpm2-tools, noDA on the primary and on the sealed object (PCR 7
-# policy, as systemd-creds): the TPM's dictionary-attack logic skips both.
-noda_primary=(tpm2_createprimary -Q -C o -g sha256 -G ecc -c "$root/p.ctx"
-  -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|decrypt|noda')
-{ "${noda_primary[@]}" && tpm2_flushcontext -t \
-  && tpm2_startauthsession -Q -S "$root/trial.ctx" && tpm2_policypcr -Q -S "$root/trial.ctx" -l sha256:7 -L "$root/pcr7.pol" \
-  && tpm2_flushcontext "$root/trial.ctx" \
-  && tpm2_create -Q -C "$root/p.ctx" -g sha256 -a 'fixedtpm|fixedparent|noda' -L "$root/pcr7.pol" -i "$root/da.in" \
-    -u "$root/noda.pub" -r "$root/noda.priv" && tpm2_flushcontext -t; } >>"$root/noda.log" 2>&1 || bad "noDA seal: $(tail -n 3 "$root/noda.log")"
+# The same secret sealed as tokenctl seals it (tk_unattended_tpm_seal: noDA on the primary and
+# on the sealed object, no PCR policy): the TPM's dictionary-attack logic skips both.
+(umask 077 && tk_unattended_tpm_seal "$root/noda" <"$root/da.in") >>"$root/noda.log" 2>&1 \
+  || bad "noDA seal: $(tail -n 3 "$root/noda.log")"
 noda_unseal() {
-  local rc=0
   rm -f "$root/noda.out"
-  { "${noda_primary[@]}" && tpm2_flushcontext -t \
-    && tpm2_load -Q -C "$root/p.ctx" -u "$root/noda.pub" -r "$root/noda.priv" -c "$root/s.ctx" && tpm2_flushcontext -t \
-    && tpm2_startauthsession -Q --policy-session -S "$root/ps.ctx" && tpm2_policypcr -Q -S "$root/ps.ctx" -l sha256:7 \
-    && tpm2_unseal -c "$root/s.ctx" -p "session:$root/ps.ctx" -o "$root/noda.out"; } >>"$root/noda.log" 2>&1 || rc=1
-  tk_swtpm_flush da || rc=1
-  ((rc == 0)) && cmp -s "$root/da.in" "$root/noda.out"
+  tk_unattended_tpm_unseal "$root/noda" "$root/noda.out" >>"$root/noda.log" 2>&1 && cmp -s "$root/da.in" "$root/noda.out"
 }
 for n in 1 2 3; do
   da_decrypt >/dev/null 2>&1 || bad "da: decrypt before unclean restart $n"
@@ -280,6 +281,30 @@ done
 if noda_unseal; then ok "noDA seal: 5 unclean restarts, still unseals"; else bad "noDA after unclean restarts"; fi
 expect "noDA seal: lockout counter after 5 unclean restarts" \
   "$(tpm2_getcap properties-variable | sed -n 's/^TPM2_PT_LOCKOUT_COUNTER: //p')" 0x0
+expect "noDA seal: nothing left loaded in the TPM" "$(tk_swtpm_transients da | tr '\n' ' ')" ""
+# noDA on the sealed object alone is not enough: its primary without noDA (tpm2_createprimary's
+# default attributes) is authorized by every TPM2_Load, a DA-protected use.
+plain_primary=(tpm2_createprimary -Q -C o -g sha256 -G ecc -c "$root/pp.ctx")
+{ "${plain_primary[@]}" && tpm2_flushcontext -t \
+  && tpm2_create -Q -C "$root/pp.ctx" -a "$TK_UNATTENDED_SEAL_ATTRIBUTES" -i "$root/da.in" \
+    -u "$root/half.pub" -r "$root/half.priv" && tpm2_flushcontext -t; } >>"$root/noda.log" 2>&1 || bad "half-noDA seal"
+half_unseal() {
+  local rc=0
+  { "${plain_primary[@]}" && tpm2_flushcontext -t \
+    && tpm2_load -Q -C "$root/pp.ctx" -u "$root/half.pub" -r "$root/half.priv" -c "$root/hs.ctx" \
+    && tpm2_flushcontext -t && tpm2_unseal -c "$root/hs.ctx" -o /dev/null; } || rc=1
+  tpm2_flushcontext -t 2>/dev/null
+  return "$rc"
+}
+for n in 1 2 3; do
+  half_unseal >>"$root/noda.log" 2>&1 || bad "half-noDA unseal before unclean restart $n"
+  tk_stop_swtpm da && tk_start_swtpm da
+done
+fails_with "noDA object under a primary without noDA: refused after 3 unclean restarts" \
+  "Eys_Load(0x921) - tpm:warn(2.0): authorizations for objects subject to DA protection are not allowed at this time because the TPM is in DA lockout mode" \
+  half_unseal
+if noda_unseal; then ok "and tokenctl's seal (noDA primary) unseals in that lockout"; else bad "noDA in half-noDA lockout"; fi
+tpm2_dictionarylockout -c || bad "tpm2_dictionarylockout -c"
 for n in 1 2 3 4; do
   da_decrypt >/dev/null 2>&1 || bad "da: decrypt before clean restart $n"
   tk_swtpm_flush da && tpm2_shutdown -c && tk_stop_swtpm da && tk_start_swtpm da
@@ -287,6 +312,8 @@ done
 if da_decrypt >/dev/null 2>&1; then ok "after 4 clean restarts (tpm2_shutdown -c): decrypt works"; else bad "decrypt after clean restarts"; fi
 expect "lockout counter after clean restarts" "$(tpm2_getcap properties-variable | sed -n 's/^TPM2_PT_LOCKOUT_COUNTER: //p')" 0x0
 tk_stop_swtpm da
+unseal_da() { TPM2TOOLS_TCTI=$(tk_swtpm_tcti da) tk_unattended_tpm_unseal "$root/noda" /dev/null; }
+fails_with "no TPM reachable: the unseal says" "ERROR: Could not load tcti, got: \"swtpm:path=" unseal_da
 tk_swtpm_use swtpm
 
 # --- 4. another machine ----------------------------------------------------------------------
@@ -305,8 +332,9 @@ expect "another TPM: the keyring unit still runs (Secret Service there)" \
   "$(tk_user_systemctl "$user" show -p ActiveState --value tokenctl-keyring.service)" active
 expect "another TPM: the collection stays locked" "$(locked)" true
 contains "another TPM: the timer job's lookup fails" "$(cat "$home/refresh.log")" "lookup failed"
-contains "another TPM: systemd-creds says" "$(cat "$runtime/tokenctl-keyring.log")" \
-  "Failed to load HMAC key in TPM: tpm:parameter(1):integrity check failed"
+contains "another TPM: tpm2_load says" "$(cat "$runtime/tokenctl-keyring.log")" \
+  "ERROR: Eys_Load(0x1DF) - tpm:parameter(1):integrity check failed"
+expect "another TPM: nothing left loaded in it" "$(tk_swtpm_transients | tr '\n' ' ')" ""
 expect "another TPM: login.keyring untouched" "$(sha <"$home/.local/share/keyrings/login.keyring")" "$keyring_sum"
 if printf %s "$pw" | tk_unattended_as "$user" "$TK_PYTHON" "$control" unlock --password-stdin; then
   ok "another TPM: unlocked by hand with the old password"
@@ -371,8 +399,8 @@ contains "the scan finds a planted environ" "$hits" "/environ"
 # --- undo --------------------------------------------------------------------------------------
 keyring_sum=$(sha <"$home/.local/share/keyrings/login.keyring")
 tk_unattended_remove "$user" "$units" "$home"
-expect "removed: no tokenctl unit or credential left" \
-  "$(find "$units" "$home/.config/tokenctl" -name 'tokenctl-keyring*' -o -name keyring.conf -o -name keyring.cred)" ""
+expect "removed: no tokenctl unit or seal left" \
+  "$(find "$units" "$home/.config/tokenctl" -name 'tokenctl-keyring*' -o -name keyring.conf -o -name 'keyring-seal.*')" ""
 expect "removed: the stock socket enabled again" \
   "$(tk_user_systemctl "$user" is-enabled gnome-keyring-daemon.socket 2>&1 || true)" enabled
 expect "removed: the keyring (and the item in it) stays" "$(sha <"$home/.local/share/keyrings/login.keyring")" "$keyring_sum"

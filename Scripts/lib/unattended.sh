@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # Scripts/lib/unattended.sh: the mechanism behind an unattended Secret Service for a user nobody
 # logs in as (a server with `loginctl enable-linger`): a random keyring password sealed to the
-# machine's TPM with `systemd-creds encrypt --with-key=tpm2` (systemd 252), and a user unit that,
-# when the user manager starts (at boot, with linger), decrypts it and feeds it on stdin to
+# machine's TPM with tpm2-tools as an object with the noDA attribute under a noDA primary of the
+# owner hierarchy (no PCR policy), and a user unit that, when the user manager starts (at boot,
+# with linger), unseals it and feeds it on stdin to
 # gnome-keyring-daemon, which creates (first run) or unlocks the login collection before anything
 # ordered after it (the refresh timer's service) runs. Tested with a software TPM (swtpm.sh) and a
 # real systemd user manager (usermanager.sh); unattended-selftest.sh checks every fact below.
@@ -15,8 +16,14 @@
 #   pw=$(tk_unattended_password)         # 32 random bytes, base64url without padding: 43
 #                                        # characters (text: gnome-keyring reads a C string)
 #   printf %s "$pw" | tk_unattended_seal USER HOME [TCTI]
-#                                        # HOME/.config/tokenctl/keyring.cred (0600, dir 0700),
-#                                        # sealed as USER; the password only ever on stdin
+#                                        # HOME/.config/tokenctl/keyring-seal.pub and .priv
+#                                        # (0600, dir 0700), sealed as USER (tk_unattended_tpm_seal);
+#                                        # the password only ever on stdin
+#   tk_unattended_tpm_seal PREFIX        # stdin sealed into PREFIX.pub and PREFIX.priv, with the
+#                                        # TPM of TPM2TOOLS_TCTI (the caller's); context files in
+#                                        # a private temporary directory, removed; flushed
+#   tk_unattended_tpm_unseal PREFIX [OUT]
+#                                        # the secret to OUT (default: stdout), as the unit does
 #   tk_unattended_keyring_unit           # prints tokenctl-keyring.service (what setup installs)
 #   tk_unattended_refresh_dropin         # prints tokenctl-refresh.service.d/keyring.conf
 #   tk_unattended_install USER UNITS [TCTI]
@@ -26,7 +33,7 @@
 #                                        # logging the daemon's stderr to
 #                                        # %t/tokenctl-keyring.log; daemon-reload, enable
 #   tk_unattended_remove USER UNITS HOME # what `keyring remove` undoes: stops and disables the
-#                                        # unit, removes it, the drop-in and the credential,
+#                                        # unit, removes it, the drop-in and the seal,
 #                                        # unmasks the stock units; the keyrings stay
 #   tk_unattended_install_standin USER UNITS
 #                                        # a stand-in tokenctl-refresh.service + .timer
@@ -52,15 +59,25 @@
 #   tokenctl-keyring.service (tk_unattended_keyring_unit), enabled (default.target.wants):
 #     Type=dbus, BusName=org.freedesktop.secrets: the manager calls it started once the daemon
 #     owns the name, and gnome-keyring 42 unlocks the login collection before it takes the name
-#     (the stand-in ordered after it always finds it unlocked). ExecStart is bash -c:
-#       if pw=$(systemd-creds decrypt --name=tokenctl-keyring CRED -); then
-#         exec gnome-keyring-daemon --replace --unlock --foreground --components=secrets \
-#           < <(printf %s "$pw"); fi
+#     (the stand-in ordered after it always finds it unlocked). RuntimeDirectory=tokenctl-keyring
+#     (%t/tokenctl-keyring, 0700, removed by the manager when the unit stops) holds the TPM's
+#     context files for a moment; Environment=TPM2TOOLS_TCTI names the TPM (tokenctl always
+#     writes one, device:/dev/tpmrm0 by default: without it the TCTI loader would also try the
+#     swtpm and mssim TCP ports of 127.0.0.1, swtpm.sh). ExecStart is bash -c:
+#       cd %t/tokenctl-keyring || exit 1
+#       pw=$(tpm2_createprimary -Q -C o -g sha256 -G ecc -a PRIMARY_ATTRIBUTES -c primary.ctx &&
+#            tpm2_flushcontext -t && tpm2_load -Q -C primary.ctx -u SEAL.pub -r SEAL.priv \
+#            -c seal.ctx && tpm2_flushcontext -t && tpm2_unseal -c seal.ctx) && ok=1 || ok=0
+#       tpm2_flushcontext -t 2>/dev/null; rm -f primary.ctx seal.ctx
+#       if [ $ok = 1 ]; then exec gnome-keyring-daemon --replace --unlock --foreground \
+#         --components=secrets < <(printf %s "$pw"); fi
 #       exec gnome-keyring-daemon --replace --foreground --components=secrets
+#     (the flushes: a TPM without a resource manager, as a swtpm socket, keeps what each tool
+#     loaded; /dev/tpmrm0 flushes a client's objects itself, and there -t flushes only ours),
 #     so the password travels through a pipe only (printf is a builtin: no argv; pw is not
 #     exported: no environ), the shell is replaced by the daemon (MainPID is the daemon; the
 #     process substitution's writer stays as a <defunct> child of it, holding nothing), and a
-#     failed decrypt (another TPM, a cleared TPM, lockout) still starts the Secret Service, with
+#     failed unseal (another TPM, a cleared TPM, no TPM) still starts the Secret Service, with
 #     the collection locked: nothing is created with an empty password and nothing is deleted.
 #     In the unit file `$` is written `$$` and `%` `%%` (systemd expands both in ExecStart).
 #     bash, not sh: `< <(...)` is a pipe (/dev/fd/N), and bash exec's the daemon at once; a
@@ -91,11 +108,17 @@
 #     /usr/share/dbus-1/services' (StartServiceByName still ran the stock Exec=); the same file in
 #     $XDG_RUNTIME_DIR/dbus-1/services did (after ReloadConfig), but that directory is emptied
 #     at every boot. Not used: the unit starts with the manager, before any client.
-#     --name is needed: without it systemd-creds takes the file's name ("Embedded credential
-#     name 'tokenctl-keyring' does not match filename 'keyring.cred', refusing.").
+#     (The previous mechanism, systemd-creds, below, needed --name: without it systemd-creds
+#     takes the file's name: "Embedded credential name 'tokenctl-keyring' does not match
+#     filename 'keyring.cred', refusing.")
 #   tokenctl-refresh.service.d/keyring.conf (tk_unattended_refresh_dropin):
 #     Wants= and After=tokenctl-keyring.service, so the timer's first run waits for the unlock.
-#   The credential: ~/.config/tokenctl/keyring.cred. systemd-creds encrypt honours the umask
+#   The seal: ~/.config/tokenctl/keyring-seal.pub (48 bytes) and keyring-seal.priv (171 bytes
+#   for a 43-byte password), tpm2_create's TPM2B_PUBLIC and TPM2B_PRIVATE: the private part is
+#   encrypted with a key of the primary, which only this TPM's owner seed derives, so the files
+#   are useless elsewhere; neither holds the password (the self-test checks). tpm2_create makes
+#   them 0660 whatever the umask (077 too): chmod 0600 after, in a 0700 directory.
+#   The previous credential, ~/.config/tokenctl/keyring.cred: systemd-creds encrypt honours the umask
 #   (0644 under 022): seal with umask 077. It is base64 text (600 bytes for a 43-byte password);
 #   neither it nor its decoded bytes contain the password.
 #
@@ -122,6 +145,24 @@
 #                            session contexts" (0x903): each 252 decrypt leaves a loaded session
 #                            (swtpm.sh); a reboot (TPM2_Startup) or tpm2_flushcontext -l clears
 #                            them; /dev/tpmrm0 flushes them itself.
+# - The tpm2-tools seal (what tokenctl makes, tk_unattended_tpm_seal): the primary from the
+#   owner seed (tpm2_createprimary -C o -g sha256 -G ecc) with the attributes
+#   fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|decrypt|noda (the
+#   default's plus noda), derived again identically at every unseal, so nothing about it is
+#   stored; the sealed object tpm2_create -a 'fixedtpm|fixedparent|noda|userwithauth' with an
+#   empty auth value and no policy: no PCR, so a firmware, kernel or Secure Boot update changes
+#   nothing; what makes the blob useless elsewhere is the owner seed (a copied disk or backup on
+#   another machine, a cleared TPM). Seal ~0.1 s, unseal (createprimary, load, unseal) ~0.2 s.
+#   After each tool, one transient object stays loaded on a swtpm (createprimary's primary,
+#   load's, unseal's): flushed with tpm2_flushcontext -t; no session is left (password
+#   authorization only). Errors (status 1; tpm2-tools spells Esys_Load "Eys_Load"):
+#     another (fresh) TPM: "ERROR: Eys_Load(0x1DF) - tpm:parameter(1):integrity check failed"
+#     no TPM reachable:    "ERROR: Could not load tcti, got: \"swtpm:path=SOCK\"" (after "Cannot
+#                          connect to swtpm TPM socket"; for device:/dev/tpmrm0 after "Failed to
+#                          open specified TCTI device file /dev/tpmrm0: No such file or directory")
+#     lockout (a primary without noda, below): "ERROR: Eys_Load(0x921) - tpm:warn(2.0):
+#                          authorizations for objects subject to DA protection are not allowed at
+#                          this time because the TPM is in DA lockout mode"
 # - Dictionary-attack lockout: systemd-creds 252 seals with no noDA attribute, and its decrypt
 #   authorizes TPM2_Load with the parent's (empty) password, a DA-protected use. swtpm's defaults:
 #   TPM2_PT_MAX_AUTH_FAIL 3, TPM2_PT_LOCKOUT_INTERVAL 1000 s, TPM2_PT_LOCKOUT_RECOVERY 1000 s.
@@ -142,12 +183,11 @@
 #   'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|decrypt|noda') and the
 #   sealed object (tpm2_create -a 'fixedtpm|fixedparent|noda', PCR 7 policy) unseals while the
 #   TPM is in lockout, and 5 unclean restarts leave the counter at 0 (the self-test checks
-#   both). noDA on the object alone is not enough (measured by hand: refused at the 4th unclean
-#   boot, counter 3, as with no noDA): TPM2_Load authorizes with the primary's password, a
-#   DA-protected use. systemd-creds 252 has no option for noDA. So a seal that must survive
-#   power cuts on a TPM with a small maxTries is made through libtss2-esys by tokenctl itself
-#   (its unit's ExecStart then runs tokenctl's unseal instead of systemd-creds decrypt); with
-#   systemd-creds, orderly reboots are fine and power cuts count.
+#   both). noDA on the object alone is not enough (the self-test checks it: refused at the 4th
+#   unclean boot, counter 3, as with no noDA): TPM2_Load authorizes with the primary's
+#   password, a DA-protected use. systemd-creds 252 has no option for noDA. So tokenctl seals
+#   with tpm2-tools (above), and the unit's ExecStart unseals with them; with systemd-creds,
+#   orderly reboots were fine and every power cut counted.
 # - LoadCredentialEncrypted= in a user unit (252): with the unit's Environment= naming the TPM
 #   the unit fails with status 243/CREDENTIALS (the self-test checks it; `systemctl --user
 #   set-environment` did not help either); it worked (by hand) once the MANAGER itself was
@@ -162,8 +202,8 @@
 #   manager started, the item read every time (three reboots in a row, and again after the other
 #   machine's TPM). A killed daemon back and unlocked 1.3-1.7 s later (Restart=on-failure,
 #   RestartSec=1s). A locked collection is unlocked again either by restarting the unit or by
-#   `systemd-creds decrypt ... - | ` gnome-keyring's UnlockWithMasterPassword (keyring_control.py
-#   unlock --password-stdin), without a restart. The whole self-test: 15-23 s.
+#   the unseal piped into gnome-keyring's UnlockWithMasterPassword (keyring_control.py
+#   unlock --password-stdin), without a restart. The whole self-test: 31 s (eight reboots).
 # - Another machine (a fresh swtpm state): the unit is active with a locked collection; the
 #   stand-in's `secret-tool lookup` exits 1 (gnome-keyring tries a prompt: "couldn't create
 #   system prompt"); login.keyring is untouched; unlocking it by hand with the old password
@@ -189,8 +229,12 @@
 
 # shellcheck disable=SC2034 # used by callers
 TK_UNATTENDED_PACKAGES=(systemd dbus-user-session gnome-keyring libsecret-tools python3-dbus
-  keyutils)
-TK_UNATTENDED_CRED_NAME=tokenctl-keyring
+  keyutils tpm2-tools)
+# The primary of the seal: the owner hierarchy's ECC key with noda added to the default
+# attributes; the same template at every unseal derives the same key.
+TK_UNATTENDED_PRIMARY=(tpm2_createprimary -Q -C o -g sha256 -G ecc
+  -a 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|decrypt|noda')
+TK_UNATTENDED_SEAL_ATTRIBUTES='fixedtpm|fixedparent|noda|userwithauth'
 
 # tk_unattended_user [NAME]: a system user with no password login and no home of its own (the
 # user manager gets one from usermanager.sh).
@@ -218,18 +262,42 @@ tk_unattended_password() {
   head -c 32 /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '='
 }
 
+# tk_unattended_tpm_seal PREFIX: see the header.
+tk_unattended_tpm_seal() {
+  local prefix=${1:?usage: tk_unattended_tpm_seal PREFIX} dir rc=0
+  dir=$(umask 077 && mktemp -d) || return 1
+  (umask 077 && "${TK_UNATTENDED_PRIMARY[@]}" -c "$dir/primary.ctx" && tpm2_flushcontext -t \
+    && tpm2_create -Q -C "$dir/primary.ctx" -a "$TK_UNATTENDED_SEAL_ATTRIBUTES" -i - \
+      -u "$prefix.pub" -r "$prefix.priv" && chmod 0600 "$prefix.pub" "$prefix.priv") || rc=1
+  tpm2_flushcontext -t 2>/dev/null || true
+  rm -rf "$dir"
+  return "$rc"
+}
+
+# tk_unattended_tpm_unseal PREFIX [OUT]: see the header.
+tk_unattended_tpm_unseal() {
+  local prefix=${1:?usage: tk_unattended_tpm_unseal PREFIX [OUT]} out=${2:-} dir rc=0
+  dir=$(umask 077 && mktemp -d) || return 1
+  "${TK_UNATTENDED_PRIMARY[@]}" -c "$dir/primary.ctx" && tpm2_flushcontext -t \
+    && tpm2_load -Q -C "$dir/primary.ctx" -u "$prefix.pub" -r "$prefix.priv" -c "$dir/seal.ctx" \
+    && tpm2_flushcontext -t && tpm2_unseal -c "$dir/seal.ctx" ${out:+-o "$out"} || rc=1
+  tpm2_flushcontext -t 2>/dev/null || true
+  rm -rf "$dir"
+  return "$rc"
+}
+
 # tk_unattended_seal USER HOME [TCTI]: seal stdin (the password) for USER.
 tk_unattended_seal() {
   local user=${1:?usage: tk_unattended_seal USER HOME [TCTI]} home=${2:?usage: tk_unattended_seal USER HOME [TCTI]}
-  local tcti=${3:-} env=()
-  [[ -n $tcti ]] && env=(SYSTEMD_TPM2_DEVICE="$tcti")
+  local tcti=${3:-${TPM2TOOLS_TCTI:-device:/dev/tpmrm0}}
   # shellcheck disable=SC2016 # expanded by the inner bash
-  runuser -u "$user" -- env "${env[@]}" bash -c '
+  runuser -u "$user" -- env TPM2TOOLS_TCTI="$tcti" bash -c '
+    source "$2"
     umask 077
     mkdir -p "$1/.config/tokenctl"
     chmod 0700 "$1/.config/tokenctl"
-    exec systemd-creds encrypt --with-key=tpm2 --name="$2" - "$1/.config/tokenctl/keyring.cred"
-  ' tk-seal "$home" "$TK_UNATTENDED_CRED_NAME"
+    tk_unattended_tpm_seal "$1/.config/tokenctl/keyring-seal"
+  ' tk-seal "$home" "${BASH_SOURCE[0]}"
 }
 
 # tk_unattended_keyring_unit: tokenctl-keyring.service.
@@ -242,7 +310,10 @@ Before=tokenctl-refresh.service
 [Service]
 Type=dbus
 BusName=org.freedesktop.secrets
-ExecStart=/bin/bash -c 'if pw=$$(systemd-creds decrypt --name=tokenctl-keyring %h/.config/tokenctl/keyring.cred -); then exec gnome-keyring-daemon --replace --unlock --foreground --components=secrets < <(printf %%s "$$pw"); fi; exec gnome-keyring-daemon --replace --foreground --components=secrets'
+RuntimeDirectory=tokenctl-keyring
+RuntimeDirectoryMode=0700
+Environment=TPM2TOOLS_TCTI=device:/dev/tpmrm0
+ExecStart=/bin/bash -c 'cd %t/tokenctl-keyring || exit 1; pw=$$(tpm2_createprimary -Q -C o -g sha256 -G ecc -a "fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|decrypt|noda" -c primary.ctx && tpm2_flushcontext -t && tpm2_load -Q -C primary.ctx -u %h/.config/tokenctl/keyring-seal.pub -r %h/.config/tokenctl/keyring-seal.priv -c seal.ctx && tpm2_flushcontext -t && tpm2_unseal -c seal.ctx) && ok=1 || ok=0; tpm2_flushcontext -t 2>/dev/null; rm -f primary.ctx seal.ctx; if [ $$ok = 1 ]; then exec gnome-keyring-daemon --replace --unlock --foreground --components=secrets < <(printf %%s "$$pw"); fi; exec gnome-keyring-daemon --replace --foreground --components=secrets'
 Restart=on-failure
 RestartSec=1s
 
@@ -269,7 +340,7 @@ tk_unattended_install() {
   tk_unattended_refresh_dropin >"$units/tokenctl-refresh.service.d/keyring.conf"
   if [[ -n $tcti ]]; then
     mkdir -p "$units/tokenctl-keyring.service.d"
-    printf '[Service]\nEnvironment=SYSTEMD_TPM2_DEVICE=%s\nStandardError=append:%%t/tokenctl-keyring.log\n' \
+    printf '[Service]\nEnvironment=TPM2TOOLS_TCTI=%s\nStandardError=append:%%t/tokenctl-keyring.log\n' \
       "$tcti" >"$units/tokenctl-keyring.service.d/test-tpm.conf"
   fi
   chown -R "$user:" "$units"
@@ -285,7 +356,8 @@ tk_unattended_remove() {
   tk_user_systemctl "$user" disable --now tokenctl-keyring.service 2>/dev/null || return 1
   tk_user_systemctl "$user" unmask gnome-keyring-daemon.socket gnome-keyring-daemon.service 2>/dev/null || return 1
   rm -rf "$units/tokenctl-keyring.service" "$units/tokenctl-keyring.service.d" \
-    "$units/tokenctl-refresh.service.d/keyring.conf" "$home/.config/tokenctl/keyring.cred"
+    "$units/tokenctl-refresh.service.d/keyring.conf" "$home/.config/tokenctl/keyring-seal.pub" \
+    "$home/.config/tokenctl/keyring-seal.priv"
   rmdir "$units/tokenctl-refresh.service.d" 2>/dev/null || true
   tk_user_systemctl "$user" daemon-reload
 }

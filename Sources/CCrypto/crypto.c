@@ -148,6 +148,22 @@ static int tokenctl_der_finish(unsigned char *der, int count, unsigned char **ou
     return ok;
 }
 
+// The DER (`pem` 0) or PEM encoding of a public key (`key`) or of a certificate (`key` NULL),
+// copied out: i2d_PUBKEY/i2d_X509 or PEM_write_bio_PUBKEY/PEM_write_bio_X509.
+static int tokenctl_public_encoding(EVP_PKEY *key, X509 *certificate, int pem, unsigned char **output,
+                                    size_t *length) {
+    if (!pem) {
+        unsigned char *der = NULL;
+        int count = key != NULL ? tokenctl_crypto.i2d_PUBKEY(key, &der) : tokenctl_crypto.i2d_X509(certificate, &der);
+        return tokenctl_der_finish(der, count, output, length);
+    }
+    BIO *bio = tokenctl_crypto.BIO_new(tokenctl_crypto.BIO_s_mem());
+    if (bio == NULL) return 0;
+    int written = key != NULL ? tokenctl_crypto.PEM_write_bio_PUBKEY(bio, key)
+                              : tokenctl_crypto.PEM_write_bio_X509(bio, certificate);
+    return tokenctl_bio_finish(bio, written == 1, output, length);
+}
+
 static OSSL_LIB_CTX *tokenctl_tpm2_context;
 static pthread_once_t tokenctl_tpm2_once = PTHREAD_ONCE_INIT;
 static void tokenctl_tpm2_load(void) {
@@ -204,15 +220,11 @@ int tokenctl_key_private_pem(EVP_PKEY *key, unsigned char **output, size_t *leng
 }
 
 int tokenctl_key_public_der(EVP_PKEY *key, unsigned char **output, size_t *length) {
-    unsigned char *der = NULL;
-    int count = tokenctl_crypto.i2d_PUBKEY(key, &der);
-    return tokenctl_der_finish(der, count, output, length);
+    return tokenctl_public_encoding(key, NULL, 0, output, length);
 }
 
 int tokenctl_key_public_pem(EVP_PKEY *key, unsigned char **output, size_t *length) {
-    BIO *bio = tokenctl_crypto.BIO_new(tokenctl_crypto.BIO_s_mem());
-    if (bio == NULL) return 0;
-    return tokenctl_bio_finish(bio, tokenctl_crypto.PEM_write_bio_PUBKEY(bio, key) == 1, output, length);
+    return tokenctl_public_encoding(key, NULL, 1, output, length);
 }
 
 EVP_PKEY *tokenctl_key_from_public_der(const unsigned char *der, size_t length) {
@@ -336,15 +348,11 @@ X509 *tokenctl_certificate_read_der(const unsigned char *der, size_t length) {
 }
 
 int tokenctl_certificate_der(X509 *certificate, unsigned char **output, size_t *length) {
-    unsigned char *der = NULL;
-    int count = tokenctl_crypto.i2d_X509(certificate, &der);
-    return tokenctl_der_finish(der, count, output, length);
+    return tokenctl_public_encoding(NULL, certificate, 0, output, length);
 }
 
 int tokenctl_certificate_pem(X509 *certificate, unsigned char **output, size_t *length) {
-    BIO *bio = tokenctl_crypto.BIO_new(tokenctl_crypto.BIO_s_mem());
-    if (bio == NULL) return 0;
-    return tokenctl_bio_finish(bio, tokenctl_crypto.PEM_write_bio_X509(bio, certificate) == 1, output, length);
+    return tokenctl_public_encoding(NULL, certificate, 1, output, length);
 }
 
 void tokenctl_certificate_free(X509 *certificate) { tokenctl_crypto.X509_free(certificate); }

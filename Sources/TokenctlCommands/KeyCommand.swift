@@ -76,44 +76,68 @@ enum KeyCommand: EngineCommand {
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
             action = try parsed.action(Action.self, command: "key")
-            kind = try parsed.value(typeOption).map { text throws(UsageError) in
-                guard let kind = ClientKey.Kind(rawValue: text) else {
-                    throw UsageError(
-                        "Invalid value '\(Output.printable(String(text.prefix(40))))' for '--type': expected ec or rsa.",
-                        command: "key")
-                }
-                return kind
-            }
-            let bitsText = parsed.value(bitsOption)
-            guard bitsText == nil || bitsText == "2048" || bitsText == "3072" else {
-                throw UsageError("Invalid value for '--bits': expected 2048 or 3072.", command: "key")
-            }
-            bits = bitsText.flatMap { Int($0) } ?? 2048
-            if bitsText != nil && kind != .rsa {
-                throw UsageError("'--bits' applies to '--type rsa' only.", command: "key")
-            }
+            kind = try Self.checkedKind(parsed.value(typeOption))
+            bits = try Self.checkedBits(parsed.value(bitsOption), kind: kind)
             certificate = parsed.has(certificateOption)
             let daysText = parsed.value(daysOption)
-            guard let days = Int(daysText ?? "365"), (1...3650).contains(days) else {
-                throw UsageError(
-                    "Invalid value for '--days': expected a number of days from 1 to 3650.", command: "key")
-            }
-            self.days = days
+            days = try Self.checkedDays(daysText)
             commonName = parsed.value(commonNameOption)
             tpm = parsed.has(tpmOption)
-            format = try parsed.value(formatOption).map { text throws(UsageError) in
-                guard let format = ShowFormat(rawValue: text) else {
-                    throw UsageError(
-                        "Invalid value '\(Output.printable(String(text.prefix(40))))' for '--format': expected jwk, jwks, pem or certificate.",
-                        command: "key")
-                }
-                return format
-            }
+            format = try Self.checkedFormat(parsed.value(formatOption))
             next = parsed.has(nextOption)
             commit = parsed.has(commitOption)
             pkcs12 = parsed.value(bundleOption)
             passwordStdin = parsed.has(passwordStdinOption)
+            try checkActions(daysGiven: daysText != nil)
+            try checkCombinations(daysGiven: daysText != nil)
+        }
 
+        /// `--type`'s value.
+        static func checkedKind(_ text: String?) throws(UsageError) -> ClientKey.Kind? {
+            try checkedChoice(text, of: "--type", expected: "ec or rsa")
+        }
+
+        /// A value among `T`'s, or the usage error that says which `option` takes.
+        static func checkedChoice<T: RawRepresentable<String>>(_ text: String?, of option: String, expected: String)
+            throws(UsageError) -> T?
+        {
+            try text.map { text throws(UsageError) in
+                guard let value = T(rawValue: text) else {
+                    throw UsageError(
+                        "Invalid value '\(Output.printable(String(text.prefix(40))))' for '\(option)': expected \(expected).",
+                        command: "key")
+                }
+                return value
+            }
+        }
+
+        /// `--bits`' value (2048 when absent), which only an RSA key takes.
+        static func checkedBits(_ text: String?, kind: ClientKey.Kind?) throws(UsageError) -> Int {
+            guard text == nil || text == "2048" || text == "3072" else {
+                throw UsageError("Invalid value for '--bits': expected 2048 or 3072.", command: "key")
+            }
+            if text != nil && kind != .rsa {
+                throw UsageError("'--bits' applies to '--type rsa' only.", command: "key")
+            }
+            return text.flatMap { Int($0) } ?? 2048
+        }
+
+        /// `--days`' value (365 when absent).
+        static func checkedDays(_ text: String?) throws(UsageError) -> Int {
+            guard let days = Int(text ?? "365"), (1...3650).contains(days) else {
+                throw UsageError(
+                    "Invalid value for '--days': expected a number of days from 1 to 3650.", command: "key")
+            }
+            return days
+        }
+
+        /// `--format`'s value.
+        static func checkedFormat(_ text: String?) throws(UsageError) -> ShowFormat? {
+            try checkedChoice(text, of: "--format", expected: "jwk, jwks, pem or certificate")
+        }
+
+        /// Each option only with the actions it applies to.
+        func checkActions(daysGiven: Bool) throws(UsageError) {
             func only(_ option: OptionSpec, _ used: Bool, for actions: [Action]) throws(UsageError) {
                 guard !used || actions.contains(action) else {
                     throw UsageError(
@@ -124,7 +148,7 @@ enum KeyCommand: EngineCommand {
             let making: [Action] = [.create, .rotate]
             try only(typeOption, kind != nil, for: making)
             try only(certificateOption, certificate, for: making)
-            try only(daysOption, daysText != nil, for: making)
+            try only(daysOption, daysGiven, for: making)
             try only(commonNameOption, commonName != nil, for: making)
             try only(tpmOption, tpm, for: making)
             try only(formatOption, format != nil, for: [.show])
@@ -132,16 +156,20 @@ enum KeyCommand: EngineCommand {
             try only(commitOption, commit, for: [.rotate])
             try only(bundleOption, pkcs12 != nil, for: [.import])
             try only(passwordStdinOption, passwordStdin, for: [.import])
+        }
+
+        /// The options that need, or exclude, one another.
+        func checkCombinations(daysGiven: Bool) throws(UsageError) {
             if passwordStdin && pkcs12 == nil {
                 throw UsageError(
                     "'--password-stdin' needs '--bundle FILE' (the file; the password on standard input).",
                     command: "key")
             }
-            if commit && (kind != nil || certificate || tpm || daysText != nil || commonName != nil) {
+            if commit && (kind != nil || certificate || tpm || daysGiven || commonName != nil) {
                 throw UsageError(
                     "'rotate --commit' promotes the next key as it is: it takes no other option.", command: "key")
             }
-            if (daysText != nil || commonName != nil) && !certificate {
+            if (daysGiven || commonName != nil) && !certificate {
                 throw UsageError(
                     "'--days' and '--common-name' describe the certificate: add '--certificate'.", command: "key")
             }
@@ -151,94 +179,115 @@ enum KeyCommand: EngineCommand {
     static func run(_ context: CommandContext) async throws -> ExitStatus {
         let options = try Options(context.options)
         let service = context.service()
-        let keys = service.clientKeys
-        let profile = context.profile
-        let configuration = try? service.profiles.load(profile)
+        let configuration = try? service.profiles.load(context.profile)
         if options.action != .show, options.action != .remove, let keyFile = configuration?.keyFile {
-            throw TokenctlError(
-                .configuration,
-                "profile '\(profile)' uses the key in \(Output.printable(keyFile)) (key_file), which another program keeps",
-                hint:
-                    "Replace that file to change the key, or remove 'key_file' from \(service.profiles.paths.profileFile(profile))."
-            )
+            throw keptElsewhere(context.profile, keyFile: keyFile, service: service)
         }
         switch options.action {
-        case .create:
-            if let existing = try keys.key(of: profile, slot: .current) {
-                throw TokenctlError(
-                    .configuration,
-                    "profile '\(profile)' already has a client key (\(describe(existing)))",
-                    hint:
-                        "Replace it with '\(CommandHint.tokenctl(profile, "key rotate"))', or remove it with '\(CommandHint.tokenctl(profile, "key remove"))'."
-                )
-            }
-            let key = try make(options, context: context, service: service, slot: .current)
-            try keys.save(key, for: profile, slot: .current)
-            context.io.standardError("Created \(describe(key)) for profile '\(profile)'. Register its public key:\n")
-            context.io.standardOutput(registration(key))
-            return .success
-        case .show:
-            return try show(options, context: context, keys: keys, configuration: configuration)
-        case .import:
-            let slot: ClientKey.Slot = options.next ? .next : .current
-            if let existing = try keys.key(of: profile, slot: slot) {
-                throw TokenctlError(
-                    .configuration,
-                    "profile '\(profile)' already has a\(slot == .next ? " next" : "") client key (\(describe(existing)))",
-                    hint:
-                        "Import it as the next key with '\(CommandHint.tokenctl(profile, "key import --next"))', or remove the old one with '\(CommandHint.tokenctl(profile, "key remove\(slot == .next ? " --next" : "")"))'."
-                )
-            }
-            let key = try importedKey(options, context: context)
-            try keys.save(key, for: profile, slot: slot)
-            context.io.standardError(
-                "Imported \(describe(key)) as the \(slot == .next ? "next" : "current") key of profile '\(profile)'.\n")
-            context.io.standardOutput(registration(key))
-            return .success
-        case .rotate:
-            if options.commit {
-                let promoted = try keys.promote(profile)
-                context.io.standardError(
-                    "The next key is now the current key of profile '\(profile)' (\(describe(promoted))); the old key was removed.\n"
-                )
-                return .success
-            }
-            guard let current = try keys.key(of: profile, slot: .current) else {
-                throw TokenctlError(
-                    .configuration, "profile '\(profile)' has no client key to rotate",
-                    hint: "Make one with '\(CommandHint.tokenctl(profile, "key create"))'.")
-            }
-            if let next = try keys.key(of: profile, slot: .next) {
-                throw TokenctlError(
-                    .configuration, "profile '\(profile)' already has a next key (\(describe(next)))",
-                    hint:
-                        "Promote it with '\(CommandHint.tokenctl(profile, "key rotate --commit"))' once it is registered, or remove it with '\(CommandHint.tokenctl(profile, "key remove --next"))'."
-                )
-            }
-            // The next key is of the current one's kind and home, with a certificate if it had one, unless told otherwise.
-            var settings = options
-            if settings.kind == nil { settings.kind = current.kind }
-            if !settings.tpm, current.isTPM { settings.tpm = true }
-            if !settings.certificate, current.certificate != nil { settings.certificate = true }
-            let key = try make(settings, context: context, service: service, slot: .next)
-            try keys.save(key, for: profile, slot: .next)
-            context.io.standardError(
-                "Created the next key of profile '\(profile)' (\(describe(key))); the current key keeps working. Register this public key (or the set from 'key show --format jwks'), then run '\(CommandHint.tokenctl(profile, "key rotate --commit"))':\n"
+        case .create: try create(options, context: context, service: service)
+        case .show: return try show(options, context: context, keys: service.clientKeys, configuration: configuration)
+        case .import: try importKey(options, context: context, keys: service.clientKeys)
+        case .rotate: try rotate(options, context: context, service: service)
+        case .remove: try remove(options, context: context, keys: service.clientKeys)
+        }
+        return .success
+    }
+
+    /// Why a profile whose key is a `key_file` takes no new key from `key`.
+    static func keptElsewhere(_ profile: ProfileName, keyFile: String, service: TokenctlService) -> TokenctlError {
+        TokenctlError(
+            .configuration,
+            "profile '\(profile)' uses the key in \(Output.printable(keyFile)) (key_file), which another program keeps",
+            hint:
+                "Replace that file to change the key, or remove 'key_file' from \(service.profiles.paths.profileFile(profile))."
+        )
+    }
+
+    /// `key create`: the profile's first key.
+    static func create(_ options: Options, context: CommandContext, service: TokenctlService) throws {
+        let keys = service.clientKeys
+        let profile = context.profile
+        if let existing = try keys.key(of: profile, slot: .current) {
+            throw TokenctlError(
+                .configuration,
+                "profile '\(profile)' already has a client key (\(describe(existing)))",
+                hint:
+                    "Replace it with '\(CommandHint.tokenctl(profile, "key rotate"))', or remove it with '\(CommandHint.tokenctl(profile, "key remove"))'."
             )
-            context.io.standardOutput(registration(key))
-            return .success
-        case .remove:
-            let slots: [ClientKey.Slot] = options.next ? [.next] : [.current, .next]
-            var removed: [String] = []
-            for slot in slots where try keys.remove(profile, slot: slot) { removed.append(slot.rawValue) }
-            if removed.isEmpty {
-                context.io.standardError("Profile '\(profile)' has no\(options.next ? " next" : "") client key.\n")
-            } else {
-                context.io.standardError(
-                    "Removed the \(removed.joined(separator: " and ")) client key\(removed.count > 1 ? "s" : "") of profile '\(profile)'.\n"
-                )
-            }
-            return .success
+        }
+        let key = try make(options, context: context, service: service, slot: .current)
+        try keys.save(key, for: profile, slot: .current)
+        context.io.standardError("Created \(describe(key)) for profile '\(profile)'. Register its public key:\n")
+        context.io.standardOutput(registration(key))
+    }
+
+    /// `key import`: a key made elsewhere, as the current or the next key.
+    static func importKey(_ options: Options, context: CommandContext, keys: ClientKeys) throws {
+        let profile = context.profile
+        let slot: ClientKey.Slot = options.next ? .next : .current
+        if let existing = try keys.key(of: profile, slot: slot) {
+            throw TokenctlError(
+                .configuration,
+                "profile '\(profile)' already has a\(slot == .next ? " next" : "") client key (\(describe(existing)))",
+                hint:
+                    "Import it as the next key with '\(CommandHint.tokenctl(profile, "key import --next"))', or remove the old one with '\(CommandHint.tokenctl(profile, "key remove\(slot == .next ? " --next" : "")"))'."
+            )
+        }
+        let key = try importedKey(options, context: context)
+        try keys.save(key, for: profile, slot: slot)
+        context.io.standardError(
+            "Imported \(describe(key)) as the \(slot == .next ? "next" : "current") key of profile '\(profile)'.\n")
+        context.io.standardOutput(registration(key))
+    }
+
+    /// `key rotate`: a next key beside the current one, or with `--commit` the next key made current.
+    static func rotate(_ options: Options, context: CommandContext, service: TokenctlService) throws {
+        let keys = service.clientKeys
+        let profile = context.profile
+        if options.commit {
+            let promoted = try keys.promote(profile)
+            context.io.standardError(
+                "The next key is now the current key of profile '\(profile)' (\(describe(promoted))); the old key was removed.\n"
+            )
+            return
+        }
+        guard let current = try keys.key(of: profile, slot: .current) else {
+            throw TokenctlError(
+                .configuration, "profile '\(profile)' has no client key to rotate",
+                hint: "Make one with '\(CommandHint.tokenctl(profile, "key create"))'.")
+        }
+        if let next = try keys.key(of: profile, slot: .next) {
+            throw TokenctlError(
+                .configuration, "profile '\(profile)' already has a next key (\(describe(next)))",
+                hint:
+                    "Promote it with '\(CommandHint.tokenctl(profile, "key rotate --commit"))' once it is registered, or remove it with '\(CommandHint.tokenctl(profile, "key remove --next"))'."
+            )
+        }
+        // The next key is of the current one's kind and home, with a certificate if it had one, unless told otherwise.
+        var settings = options
+        if settings.kind == nil { settings.kind = current.kind }
+        if !settings.tpm, current.isTPM { settings.tpm = true }
+        if !settings.certificate, current.certificate != nil { settings.certificate = true }
+        let key = try make(settings, context: context, service: service, slot: .next)
+        try keys.save(key, for: profile, slot: .next)
+        context.io.standardError(
+            "Created the next key of profile '\(profile)' (\(describe(key))); the current key keeps working. Register this public key (or the set from 'key show --format jwks'), then run '\(CommandHint.tokenctl(profile, "key rotate --commit"))':\n"
+        )
+        context.io.standardOutput(registration(key))
+    }
+
+    /// `key remove`: both keys, or with `--next` the next one only.
+    static func remove(_ options: Options, context: CommandContext, keys: ClientKeys) throws {
+        let profile = context.profile
+        let slots: [ClientKey.Slot] = options.next ? [.next] : [.current, .next]
+        var removed: [String] = []
+        for slot in slots where try keys.remove(profile, slot: slot) { removed.append(slot.rawValue) }
+        if removed.isEmpty {
+            context.io.standardError("Profile '\(profile)' has no\(options.next ? " next" : "") client key.\n")
+        } else {
+            context.io.standardError(
+                "Removed the \(removed.joined(separator: " and ")) client key\(removed.count > 1 ? "s" : "") of profile '\(profile)'.\n"
+            )
         }
     }
 

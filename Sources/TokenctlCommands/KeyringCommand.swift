@@ -26,8 +26,9 @@ enum KeyringCommand: EngineCommand {
         argumentChoices: Action.allCases.map(\.rawValue),
         discussion: """
             'setup --unattended' generates a random keyring password, seals it to this machine's \
-            TPM 2.0 (else to systemd's per-user credentials, systemd 256 and later) with \
-            systemd-creds into ~/.config/tokenctl/keyring.cred, and installs the user unit \
+            TPM 2.0 with tpm2-tools, outside the TPM's dictionary-attack lockout (into \
+            ~/.config/tokenctl/keyring-seal.pub and .priv), else to systemd's per-user credentials \
+            (systemd 256 and later, ~/.config/tokenctl/keyring.cred), and installs the user unit \
             tokenctl-keyring.service, which unlocks gnome-keyring with it whenever the user manager \
             starts (at boot with 'loginctl enable-linger'), before the refresh timer runs. A \
             Secret Service that already answers unlocked (a desktop, KeePassXC, KWallet) is left \
@@ -123,13 +124,14 @@ enum KeyringCommand: EngineCommand {
             context.io.standardOutput(text)
             return comesBack ? .success : .failure
         case .remove:
+            let sealPath = keyring.installedSealPath ?? keyring.sealPath(.tpm2(tcti: nil))
             let removed = try keyring.remove()
             for item in removed { context.io.standardError("Removed \(item).\n") }
             if removed.isEmpty {
                 context.io.standardError("No unattended keyring was set up.\n")
             } else {
                 context.io.standardError(
-                    "Kept the keyring, its sessions and the sealed keyring password \(Output.printable(keyring.credentialPath)) (nothing unlocks the keyring at boot now; '\(CommandHint.tokenctl(context.profile, "keyring setup --unattended"))' uses the password again).\n"
+                    "Kept the keyring, its sessions and the sealed keyring password \(Output.printable(sealPath)) (nothing unlocks the keyring at boot now; '\(CommandHint.tokenctl(context.profile, "keyring setup --unattended"))' uses the password again).\n"
                 )
             }
             return .success

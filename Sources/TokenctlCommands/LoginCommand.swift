@@ -203,47 +203,19 @@ enum LoginCommand: EngineCommand {
         var replacesSecretOnly: Bool
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
-            let chosen =
-                [Option.device, Option.browser, Option.refreshTokenStdin].filter(parsed.has)
-                + [Option.grant].filter { parsed.value($0) != nil }
-            guard chosen.count <= 1 else {
-                throw UsageError(
-                    "Choose one of --device, --browser, --refresh-token-stdin and --grant, not \(chosen.map(\.key).joined(separator: " and ")).",
-                    command: "login")
-            }
-            if let grant = parsed.value(Option.grant), MachineGrant(rawValue: grant) == nil {
-                throw UsageError(
-                    "Invalid value '\(Output.printable(String(grant.prefix(40))))' for '--grant': expected \(MachineGrant.allCases.map(\.rawValue).joined(separator: " or ")).",
-                    command: "login")
-            }
-            clientAuth = try parsed.value(Option.clientAuth).map { (name) throws(UsageError) in
-                guard let method = ClientAuthenticationMethod(rawValue: name) else {
-                    let hint =
-                        closestMatch(to: name, in: ClientAuthenticationMethod.names).map { " (did you mean '\($0)'?)" }
-                        ?? ""
-                    throw UsageError(
-                        "Invalid value '\(Output.printable(String(name.prefix(40))))' for '--client-auth'\(hint): expected one of \(ClientAuthenticationMethod.names.joined(separator: ", ")).",
-                        command: "login")
-                }
-                return method
-            }
+            try Options.checkOneFlow(parsed)
+            clientAuth = try Options.clientAuth(parsed)
             if (parsed.value(Option.grant) != nil) && parsed.has(Option.dpop) {
                 throw UsageError("--dpop applies to a person's session, not to --grant.", command: "login")
             }
             readsClientSecret = parsed.has(Option.clientSecretStdin)
-            let given = Set(parsed.valueList.map(\.key) + parsed.flagList)
-            replacesSecretOnly =
-                readsClientSecret
-                && LoginCommand.spec.options.allSatisfy {
-                    [Option.clientSecretStdin, Option.timeout].contains($0) || !given.contains($0.key)
-                }
+            replacesSecretOnly = readsClientSecret && Options.givesOnlyClientSecret(parsed)
             if parsed.has(Option.refreshTokenStdin) && readsClientSecret {
                 throw UsageError(
                     "--refresh-token-stdin and --client-secret-stdin both read standard input; store the secret in a separate login first.",
                     command: "login")
             }
-            func url(_ option: OptionSpec) throws(UsageError) -> EndpointURL? { try Options.url(parsed, option) }
-            (provider, issuer) = try Options.provider(parsed, issuer: url(Option.issuer))
+            (provider, issuer) = try Options.provider(parsed, issuer: Options.url(parsed, Option.issuer))
             clientID = try Options.clientID(parsed)
             // The checks `token --scope/--audience/--resource` makes (TokenTarget's, the same
             // rules the front applies to a hit), so a value login accepts is one that `token`
@@ -269,8 +241,54 @@ enum LoginCommand: EngineCommand {
             }
             dpop = parsed.has(Option.dpop) ? true : parsed.has(Option.noDPoP) ? false : nil
             browserTimeout = try parsed.seconds(Option.loginTimeout, command: "login", default: 300, allowZero: false)
-            flow =
-                (parsed.value(Option.grant) != nil)
+            flow = Options.flow(parsed, port: port, opensBrowser: opensBrowser, provider: provider)
+            endpoints = try Options.endpoints(parsed)
+        }
+
+        /// At most one of the flow options, and `--grant` with a grant tokenctl knows.
+        static func checkOneFlow(_ parsed: ParsedOptions) throws(UsageError) {
+            let chosen =
+                [Option.device, Option.browser, Option.refreshTokenStdin].filter(parsed.has)
+                + [Option.grant].filter { parsed.value($0) != nil }
+            guard chosen.count <= 1 else {
+                throw UsageError(
+                    "Choose one of --device, --browser, --refresh-token-stdin and --grant, not \(chosen.map(\.key).joined(separator: " and ")).",
+                    command: "login")
+            }
+            if let grant = parsed.value(Option.grant), MachineGrant(rawValue: grant) == nil {
+                throw UsageError(
+                    "Invalid value '\(Output.printable(String(grant.prefix(40))))' for '--grant': expected \(MachineGrant.allCases.map(\.rawValue).joined(separator: " or ")).",
+                    command: "login")
+            }
+        }
+
+        /// `--client-auth`, checked.
+        static func clientAuth(_ parsed: ParsedOptions) throws(UsageError) -> ClientAuthenticationMethod? {
+            try parsed.value(Option.clientAuth).map { (name) throws(UsageError) in
+                guard let method = ClientAuthenticationMethod(rawValue: name) else {
+                    let hint =
+                        closestMatch(to: name, in: ClientAuthenticationMethod.names).map { " (did you mean '\($0)'?)" }
+                        ?? ""
+                    throw UsageError(
+                        "Invalid value '\(Output.printable(String(name.prefix(40))))' for '--client-auth'\(hint): expected one of \(ClientAuthenticationMethod.names.joined(separator: ", ")).",
+                        command: "login")
+                }
+                return method
+            }
+        }
+
+        /// Whether no login option but `--client-secret-stdin` (and `--timeout`) is given.
+        static func givesOnlyClientSecret(_ parsed: ParsedOptions) -> Bool {
+            let given = Set(parsed.valueList.map(\.key) + parsed.flagList)
+            return LoginCommand.spec.options.allSatisfy {
+                [Option.clientSecretStdin, Option.timeout].contains($0) || !given.contains($0.key)
+            }
+        }
+
+        /// How the first token set is obtained: as chosen, or the browser when `--port` or
+        /// `--no-open` says so or the provider has no device flow, else whatever fits.
+        static func flow(_ parsed: ParsedOptions, port: UInt16?, opensBrowser: Bool, provider: Provider?) -> Flow {
+            (parsed.value(Option.grant) != nil)
                 ? .clientCredentials
                 : parsed.has(Option.refreshTokenStdin)
                     ? .refreshTokenImport
@@ -278,7 +296,12 @@ enum LoginCommand: EngineCommand {
                         ? .browser
                         : parsed.has(Option.device)
                             ? .device : provider?.offersDeviceFlow == false ? .browser : .automatic
-            endpoints = ExplicitEndpoints(
+        }
+
+        /// The endpoints given as options, checked.
+        static func endpoints(_ parsed: ParsedOptions) throws(UsageError) -> ExplicitEndpoints {
+            func url(_ option: OptionSpec) throws(UsageError) -> EndpointURL? { try Options.url(parsed, option) }
+            return ExplicitEndpoints(
                 token: try url(Option.tokenEndpoint), revocation: try url(Option.revocationEndpoint),
                 deviceAuthorization: try url(Option.deviceAuthorizationEndpoint),
                 authorization: try url(Option.authorizationEndpoint),

@@ -1,6 +1,7 @@
 import Testing
-import TokenctlCore
 import TokenctlEssentials
+
+@testable import TokenctlCore
 
 #if canImport(Glibc)
 import Glibc

@@ -5,20 +5,23 @@ import TokenctlTestSupport
 /// `keyring setup --unattended` for a non-root user with a real systemd user manager (Debian's
 /// systemd 252, started by Scripts/lib/usermanager.sh: PID 1 here is not systemd), Debian's
 /// gnome-keyring and a software TPM (Scripts/lib/swtpm.sh, reached through its socket TCTI, which
-/// setup writes into the unit): setup seals the password and installs the unit, a login stores
-/// the session, then three simulated reboots (Scripts/lib/unattended.sh: the manager, its bus
-/// and keyring stopped, the user's kernel keys cleared, the TPM shut down and started again, the
-/// manager started as boot would) after each of which a cron-style `env -i` `tokenctl token
-/// --force` refreshes with nobody typing anything, and after the last of which the refresh
-/// timer `schedule install` enabled runs, ordered after the keyring, and succeeds. A fresh TPM (another machine): `token` fails
-/// with the plain hint, `keyring status` says what happened, the keyring is untouched, and with
-/// the first TPM back the session works again. Neither the keyring password nor the refresh
-/// token is in the user's home, runtime directory, /tmp or any process's argv or environment.
+/// setup writes into the unit): setup seals the password with tpm2-tools and installs the unit,
+/// a login stores the session, then three simulated reboots (Scripts/lib/unattended.sh: the
+/// manager, its bus and keyring stopped, the user's kernel keys cleared, the TPM shut down and
+/// started again, the manager started as boot would) after each of which a cron-style `env -i`
+/// `tokenctl token --force` refreshes with nobody typing anything, and after the last of which
+/// the refresh timer `schedule install` enabled runs, ordered after the keyring, and succeeds.
+/// A fresh TPM (another machine): `token` fails with the plain hint, `keyring status` says what
+/// happened, the keyring is untouched, and with the first TPM back the session works again.
+/// Neither the keyring password nor the refresh token is in the user's home, runtime directory,
+/// /tmp or any process's argv or environment. Power losses (the TPM restarted without
+/// TPM2_Shutdown, which a dictionary-attack-protected seal counts as failures) have a test of
+/// their own, the same script in its `power` mode.
 @Suite("End to end: an unattended keyring under a systemd user manager, with a software TPM")
 struct UnattendedKeyringTests {
     static let script = #"""
         set -euo pipefail
-        lib=$1 work=$2 bin=$3
+        lib=$1 work=$2 bin=$3 mode=${4:-full}
         # The refresh token comes on stdin: never in an argv or environment (the scan below
         # looks at every process's).
         IFS= read -r refresh_token
@@ -71,13 +74,26 @@ struct UnattendedKeyringTests {
           printf '%s:%s %s\n' "$name" "$rc" "$(printf %s "$out" | tr '\n' '|')"
         }
 
-        run SETUP as_user env SYSTEMD_TPM2_DEVICE="$tcti" "$tc" keyring setup --unattended
-        echo "CRED:$(stat -c '%a %U' "$home/.config/tokenctl/keyring.cred")"
+        run SETUP as_user env TPM2TOOLS_TCTI="$tcti" "$tc" keyring setup --unattended
+        echo "SEAL:$(stat -c '%a %U' "$home/.config/tokenctl/keyring-seal.pub" "$home/.config/tokenctl/keyring-seal.priv" | sort -u)"
         grep -h '^Environment=\|^Type=\|^BusName=' "$home/.config/systemd/user/tokenctl-keyring.service" | sed 's/^/UNIT:/'
         # printf is a builtin: the token goes through a pipe only.
         login() { printf %s "$refresh_token" | as_user "$tc" login --issuer "$ISSUER" --client-id cli --refresh-token-stdin; }
         run LOGIN login
         run TOKEN0 cron token
+        lockout_counter() { tpm2_getcap properties-variable | sed -n 's/^TPM2_PT_LOCKOUT_COUNTER: //p'; }
+        if [[ $mode == power ]]; then
+          # Power losses: the TPM restarted without TPM2_Shutdown, the manager started as boot would.
+          for boot in 1 2 3 4; do
+            tk_unattended_reboot "$user" "$um" unclean
+            wait_keyring
+            run "POWER$boot" cron token --force
+            echo "COUNTER$boot:$(lockout_counter)"
+          done
+          run POWER_STATUS as_user "$tc" keyring status
+          echo "DONE"
+          exit 0
+        fi
         run SCHEDULE as_user "$tc" schedule install --systemd
 
         for boot in 1 2 3; do
@@ -128,9 +144,7 @@ struct UnattendedKeyringTests {
         # Neither secret anywhere: the password (decrypted here, held in this shell only) and the
         # refresh token, in what the user's files, runtime directory and /tmp changed during the
         # test, and in every process's argv and environment.
-        pw=$(tk_unattended_as "$user" env SYSTEMD_TPM2_DEVICE="$tcti" systemd-creds decrypt --name=tokenctl-keyring \
-          "$home/.config/tokenctl/keyring.cred" - 2>/dev/null)
-        tk_swtpm_flush
+        pw=$(tk_unattended_tpm_unseal "$home/.config/tokenctl/keyring-seal" 2>/dev/null)
         echo "PASSWORD_LENGTH:${#pw}"
         mapfile -t user_tmp < <(find /tmp -mindepth 1 -maxdepth 1 -user "$user" 2>/dev/null)
         printf '%s\n%s\n' "$pw" "$refresh_token" | tk_unattended_scan "$since" "$home" "$rt" "$work/svc" "${user_tmp[@]}" \
@@ -138,7 +152,7 @@ struct UnattendedKeyringTests {
         run REMOVE as_user "$tc" keyring remove
         ls -A "$home/.config/systemd/user" | sed 's/^/LEFT:/'
         echo "KEPT:$([[ -f $home/.local/share/keyrings/login.keyring ]] && echo yes || echo no)"
-        echo "CRED_AFTER:$([[ -e $home/.config/tokenctl/keyring.cred ]] && echo present || echo gone)"
+        echo "SEAL_AFTER:$([[ -e $home/.config/tokenctl/keyring-seal.pub && -e $home/.config/tokenctl/keyring-seal.priv ]] && echo present || echo gone)"
         # No TPM named, none at /dev/tpmrm0, no per-user credentials (systemd 252): setup refuses and
         # prints root's command for the host key, which is run here as printed, against a
         # temporary key file (SYSTEMD_CREDENTIAL_SECRET: the machine's own is never made).
@@ -155,14 +169,13 @@ struct UnattendedKeyringTests {
         echo "DONE"
         """#
 
-    @Test(
-        "keyring setup --unattended with swtpm: three reboots, then a cron-style token with nobody there; another TPM fails plainly and deletes nothing; no secret anywhere"
-    )
-    func rebootsWithNobodyThere() throws {
+    /// The script's output as (status, stdout), run as root in `mode`; nil where the machine
+    /// lacks what it needs (root, systemd, swtpm, gnome-keyring).
+    static func runScript(mode: String) throws -> (result: RunResult, values: (String) -> [String])? {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/lib/systemd/systemd"),
             FileManager.default.isExecutableFile(atPath: "/usr/bin/swtpm"),
             FileManager.default.isExecutableFile(atPath: "/usr/bin/gnome-keyring-daemon")
-        else { return }
+        else { return nil }
         let environment = try TestEnvironment.require()
         let server = try AuthServer()
         let lib = URL(
@@ -178,24 +191,35 @@ struct UnattendedKeyringTests {
         defer { try? FileManager.default.removeItem(atPath: work) }
         let bin = URL(fileURLWithPath: environment.binary).deletingLastPathComponent().path
         let result = try runProgram(
-            "/bin/bash", ["-c", Self.script, "unattended-keyring-test", lib, work, bin],
+            "/bin/bash", ["-c", Self.script, "unattended-keyring-test", lib, work, bin, mode],
             environment: [
                 "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": work, "ISSUER": server.url,
                 "TK_PYTHON": "/usr/bin/python3",
             ], stdin: try server.issue() + "\n")
-        func values(_ key: String) -> [String] {
-            result.stdout.split(separator: "\n").filter { $0.hasPrefix(key + ":") }.map {
-                String($0.dropFirst(key.count + 1))
+        let stdout = result.stdout
+        return (
+            result,
+            { key in
+                stdout.split(separator: "\n").filter { $0.hasPrefix(key + ":") }.map {
+                    String($0.dropFirst(key.count + 1))
+                }
             }
-        }
+        )
+    }
+
+    @Test(
+        "keyring setup --unattended with swtpm: three reboots, then a cron-style token with nobody there; another TPM fails plainly and deletes nothing; no secret anywhere"
+    )
+    func rebootsWithNobodyThere() throws {
+        guard let (result, values) = try Self.runScript(mode: "full") else { return }
         func succeeded(_ key: String) -> Bool { values(key).first?.hasPrefix("0 ") == true }
         #expect(result.status == 0 && result.stdout.hasSuffix("DONE\n"), "\(result)")
         #expect(values("WAIT").isEmpty, "the keyring unit came up at every start: \(result)")
         #expect(succeeded("SETUP"), "\(result)")
         #expect(values("SETUP").first?.contains("The Secret Service answers, unlocked.") == true, "\(result)")
-        #expect(values("CRED") == ["600 tokenctl-unattended"], "\(result)")
+        #expect(values("SEAL") == ["600 tokenctl-unattended"], "both seal files 0600, the user's: \(result)")
         #expect(values("UNIT").contains("Type=dbus") && values("UNIT").contains("BusName=org.freedesktop.secrets"))
-        #expect(values("UNIT").contains { $0.hasPrefix("Environment=SYSTEMD_TPM2_DEVICE=swtpm:path=") }, "\(result)")
+        #expect(values("UNIT").contains { $0.hasPrefix("Environment=TPM2TOOLS_TCTI=swtpm:path=") }, "\(result)")
         #expect(succeeded("LOGIN"), "\(result)")
         #expect(succeeded("TOKEN0"), "\(result)")
         for boot in 1...3 {
@@ -216,7 +240,9 @@ struct UnattendedKeyringTests {
         #expect(other.contains("tokenctl keyring status"), "\(result)")
         let otherStatus = values("OTHER_STATUS").first ?? ""
         #expect(otherStatus.hasPrefix("1 "), "\(result)")
-        #expect(otherStatus.contains("integrity check failed"), "systemd-creds' own words: \(result)")
+        #expect(
+            otherStatus.contains("Eys_Load(0x1DF) - tpm:parameter(1):integrity check failed"),
+            "tpm2_load's own words: \(result)")
         #expect(otherStatus.contains("need a new login ('tokenctl login'), or the original TPM"), "\(result)")
         let doctor = values("OTHER_DOCTOR").first ?? ""
         #expect(doctor.hasPrefix("1 ") && doctor.contains("keyring seal: "), "\(result)")
@@ -228,11 +254,32 @@ struct UnattendedKeyringTests {
         #expect(values("FOUND").isEmpty, "neither secret anywhere: \(values("FOUND"))")
         #expect(succeeded("REMOVE"), "\(result)")
         #expect(!values("LEFT").contains("tokenctl-keyring.service"), "\(result)")
-        #expect(values("KEPT") == ["yes"] && values("CRED_AFTER") == ["present"], "\(result)")
+        #expect(values("KEPT") == ["yes"] && values("SEAL_AFTER") == ["present"], "\(result)")
         let hostKey = values("HOSTKEY_SETUP").first ?? ""
         #expect(hostKey.hasPrefix("78 ") && hostKey.contains("only systemd's host key is left"), "\(result)")
         #expect(values("HOSTKEY_COMMAND").first?.contains("systemd-creds encrypt --with-key=host") == true, "\(result)")
         #expect(values("HOSTKEY_CRED") == ["600"], "\(result)")
         #expect(values("HOSTKEY_PASSWORD_LENGTH") == ["43"], "root's printed command seals, root decrypts: \(result)")
+    }
+
+    @Test(
+        "keyring setup --unattended with swtpm: four power losses in a row (no TPM2_Shutdown), and after each the keyring unlocks and a cron-style token --force works"
+    )
+    func powerLosses() throws {
+        guard let (result, values) = try Self.runScript(mode: "power") else { return }
+        #expect(result.status == 0 && result.stdout.hasSuffix("DONE\n"), "\(result)")
+        #expect(values("WAIT").isEmpty, "the keyring unit came up at every start: \(result)")
+        #expect(values("SETUP").first?.hasPrefix("0 ") == true, "\(result)")
+        for boot in 1...4 {
+            #expect(
+                values("POWER\(boot)").first?.hasPrefix("0 ") == true,
+                "power loss \(boot): a cron-style token --force, nobody there: \(result)")
+            #expect(
+                values("COUNTER\(boot)") == ["0x0"],
+                "power loss \(boot): the seal is outside dictionary-attack protection: \(result)")
+        }
+        #expect(
+            values("POWER_STATUS").first?.contains(
+                "after a reboot: the keyring is unlocked again with nobody logged in") == true, "\(result)")
     }
 }

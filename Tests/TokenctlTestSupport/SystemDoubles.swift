@@ -162,16 +162,20 @@ public final class CrontabDouble: Sendable {
     }
 }
 
-/// The machine an unattended keyring depends on, for one test, in place of systemd-creds(1), the
-/// TPM's device node and systemd-logind's linger files: it records every systemd-creds call
-/// (never its input: the password), writes a stand-in credential where `encrypt` is told to
-/// (the text "sealed", so that a test can see the file and its mode), and answers `decrypt`
-/// as told (`breakSeal(with:)` makes it fail as systemd-creds does, e.g. with another TPM).
-/// Linger is a file in the test's own directory, as in /var/lib/systemd/linger.
+/// The machine an unattended keyring depends on, for one test, in place of tpm2-tools,
+/// systemd-creds(1), the TPM's device node and systemd-logind's linger files: it records every
+/// tpm2-tools and systemd-creds call (never its input: the password), writes stand-in files
+/// where `tpm2_createprimary`, `tpm2_create` (0660, as tpm2-tools 5.4 does), `tpm2_load` and
+/// systemd-creds' `encrypt` are told to (so that a test can see the files and their modes),
+/// and answers `tpm2_load` and `decrypt` as told (`breakSeal(with:)` makes them fail as the
+/// tools do, e.g. with another TPM). Linger is a file in the test's own directory, as in
+/// /var/lib/systemd/linger.
 public final class UnattendedDouble: Sendable {
     struct State {
         var calls: [[String]] = []
+        var tpmCalls: [[String]] = []
         var inputs: [Int] = []
+        var decrypted = "not-the-password"
         var tpmPresent = true
         var tpmAccessible = true
         var offersUser = false
@@ -195,9 +199,15 @@ public final class UnattendedDouble: Sendable {
             tpmDevice: tpmDevice, lingerDirectory: lingerDirectory,
             tpmPresent: { self.state.withLock { $0.tpmPresent } },
             tpmAccessible: { self.state.withLock { $0.tpmAccessible } }, userName: { Self.userName },
-            programInstalled: { _ in true }
+            programInstalled: { _ in true }, tpm2Tool: { tool, arguments, input in self.tpm(tool, arguments, input) }
         ) { arguments, input in self.answer(arguments, input) }
     }
+
+    /// Every tpm2-tools call: the tool (without `tpm2_`), then its arguments.
+    public var tpmCalls: [[String]] { state.withLock { $0.tpmCalls } }
+
+    /// What `decrypt` prints on success (a password sealed by systemd-creds).
+    public func decryptGives(_ output: String) { state.withLock { $0.decrypted = output } }
 
     /// Every systemd-creds call, its arguments in order.
     public var calls: [[String]] { state.withLock { $0.calls } }
@@ -232,11 +242,46 @@ public final class UnattendedDouble: Sendable {
     /// `encrypt` fails from now on, saying `output` (exit status 1).
     public func failEncrypt(with output: String) { state.withLock { $0.encryptFailure = output } }
 
+    private func tpm(_ tool: String, _ arguments: [String], _ input: String?) -> Subprocess.Result {
+        let failure = state.withLock { state in
+            state.tpmCalls.append([tool] + arguments)
+            if let input { state.inputs.append(input.utf8.count) }
+            return state.decryptFailure
+        }
+        func value(_ option: String) -> String? {
+            arguments.firstIndex(of: option).flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+        }
+        func write(_ path: String?, _ text: String) {
+            if let path {
+                _ = FileManager.default.createFile(
+                    atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o660])
+            }
+        }
+        switch tool {
+        case "createprimary":
+            write(value("-c"), "primary context")
+        case "create":
+            guard input != nil else { return Subprocess.Result(status: 1, output: "ERROR: no input\n") }
+            write(value("-u"), "sealed public")
+            write(value("-r"), "sealed private")
+        case "load":
+            if let failure {
+                return Subprocess.Result(status: 1, output: failure + "\nERROR: Unable to run tpm2_load\n")
+            }
+            write(value("-c"), "object context")
+        case "unseal", "flushcontext":
+            break
+        default:
+            return Subprocess.Result(status: 1, output: "tpm2_\(tool): unknown\n")
+        }
+        return Subprocess.Result(status: 0, output: "")
+    }
+
     private func answer(_ arguments: [String], _ input: String?) -> Subprocess.Result {
-        let (failure, encryptFailure, offersUser) = state.withLock { state in
+        let (failure, encryptFailure, offersUser, decrypted) = state.withLock { state in
             state.calls.append(arguments)
             if let input { state.inputs.append(input.utf8.count) }
-            return (state.decryptFailure, state.encryptFailure, state.offersUser)
+            return (state.decryptFailure, state.encryptFailure, state.offersUser, state.decrypted)
         }
         if arguments == ["--help"] {
             return Subprocess.Result(
@@ -253,7 +298,7 @@ public final class UnattendedDouble: Sendable {
         }
         if arguments.contains("decrypt") {
             if let failure { return Subprocess.Result(status: 1, output: failure + "\n") }
-            return Subprocess.Result(status: 0, output: "not-the-password")
+            return Subprocess.Result(status: 0, output: decrypted)
         }
         return Subprocess.Result(status: 1, output: "systemd-creds: unknown verb\n")
     }

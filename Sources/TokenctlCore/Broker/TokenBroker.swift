@@ -6,12 +6,6 @@ public struct ResolvedProfile: Sendable, Equatable {
     public var configuration: ProfileConfiguration
     public var tokenEndpoint: String
 
-    public init(name: ProfileName, configuration: ProfileConfiguration, tokenEndpoint: String) {
-        self.name = name
-        self.configuration = configuration
-        self.tokenEndpoint = tokenEndpoint
-    }
-
     public var identity: SessionIdentity { SessionIdentity(profile: name, configuration: configuration) }
 }
 
@@ -161,31 +155,41 @@ public actor TokenBroker {
                 profile, target: target, snapshot: nil, minimumTimeToLive: minimumTimeToLive, force: force,
                 capMargin: capMargin)
         }
-        if let narrate {
-            narrate(
-                store.pendingWrite(profile.identity) != nil
-                    ? "read the session of '\(profile.name)' from the rotation journal in the kernel keyring (its Secret Service write is pending)"
-                    : "read the session of '\(profile.name)' from the Secret Service")
-            narrateMargin(snapshot, minimumTimeToLive: minimumTimeToLive, capped: capMargin)
-        }
+        narrateRead(profile, snapshot, minimumTimeToLive: minimumTimeToLive, capMargin: capMargin)
         if !force && snapshot.isFresh(at: clock.now(), minimumTimeToLive: minimumTimeToLive, capped: capMargin) {
             didServe?(snapshot, profile.identity, target)
             return snapshot
         }
-        if let narrate {
-            let left = snapshot.timeLeft(at: clock.now())
-            let margin = snapshot.refreshMargin(minimumTimeToLive: minimumTimeToLive, capped: capMargin)
-            narrate(
-                force
-                    ? "refreshing: forced"
-                    : left <= 0
-                        ? "refreshing: the access token expired \(Self.seconds(-left)) ago"
-                        : "refreshing: the access token has \(Self.seconds(left)) left, not more than the \(Self.seconds(margin)) asked for"
-            )
-        }
+        narrateRefreshReason(snapshot, force: force, minimumTimeToLive: minimumTimeToLive, capMargin: capMargin)
         return try await sharedRefresh(
             profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
             capMargin: capMargin)
+    }
+
+    /// `-v`: where the session of `profile` was read from, and the margin its token is held to.
+    private func narrateRead(
+        _ profile: ResolvedProfile, _ snapshot: TokenSet, minimumTimeToLive: Double, capMargin: Bool
+    ) {
+        guard let narrate else { return }
+        narrate(
+            store.pendingWrite(profile.identity) != nil
+                ? "read the session of '\(profile.name)' from the rotation journal in the kernel keyring (its Secret Service write is pending)"
+                : "read the session of '\(profile.name)' from the Secret Service")
+        narrateMargin(snapshot, minimumTimeToLive: minimumTimeToLive, capped: capMargin)
+    }
+
+    /// `-v`: why the stored token is refreshed (forced, expired, or within the margin).
+    private func narrateRefreshReason(_ snapshot: TokenSet, force: Bool, minimumTimeToLive: Double, capMargin: Bool) {
+        guard let narrate else { return }
+        let left = snapshot.timeLeft(at: clock.now())
+        let margin = snapshot.refreshMargin(minimumTimeToLive: minimumTimeToLive, capped: capMargin)
+        narrate(
+            force
+                ? "refreshing: forced"
+                : left <= 0
+                    ? "refreshing: the access token expired \(Self.seconds(-left)) ago"
+                    : "refreshing: the access token has \(Self.seconds(left)) left, not more than the \(Self.seconds(margin)) asked for"
+        )
     }
 
     /// A narrowed refresh may only ask for scopes the session was granted (RFC 6749 §6): asking
@@ -284,11 +288,13 @@ public actor TokenBroker {
 
     /// The refresh under the lock, in a detached child when the configuration says so (see
     /// `DetachedRefresh`: a kill of this process must not lose a refresh the server answers).
+    /// A machine profile's request is made here: it spends no refresh token (RFC 6749 §4.4.3),
+    /// so a kill in the middle loses only a token the server issues again on the next call.
     private func exchange(
         _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
         capMargin: Bool
     ) async throws(TokenctlError) -> TokenSet {
-        guard let detached = configuration.detachedRefresh else {
+        guard let detached = configuration.detachedRefresh, !profile.configuration.isMachine else {
             return try await refreshUnderLock(
                 profile, target: target, snapshot: snapshot, minimumTimeToLive: minimumTimeToLive, force: force,
                 capMargin: capMargin)

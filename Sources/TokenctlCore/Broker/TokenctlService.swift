@@ -258,23 +258,7 @@ public final class TokenctlService: Sendable {
             guard let endpoint = configuration.revocationEndpoint else { break }
             let token = stored.refreshToken ?? stored.accessToken
             let hint = stored.refreshToken == nil ? "access_token" : "refresh_token"
-            var credentials = ClientCredentials(clientID: configuration.clientID)
-            if let authMethod = configuration.tokenEndpointAuthMethod, let secret {
-                credentials = ClientCredentials(
-                    clientID: configuration.clientID, secret: secret, method: authMethod)
-            }
-            // RFC 7009 §2.1: the client authenticates as at the token endpoint, with an assertion
-            // or its certificate too.
-            if let authMethod = configuration.tokenEndpointAuthMethod,
-                authMethod.usesAssertion || authMethod.usesCertificate, let profile,
-                let tokenEndpoint = configuration.tokenEndpoint,
-                let full = try? await broker.clientCredentials(
-                    for: ResolvedProfile(
-                        name: profile, configuration: configuration, tokenEndpoint: tokenEndpoint.string),
-                    serverClockOffset: stored.serverClockOffset)
-            {
-                credentials = full
-            }
+            let credentials = await revocationCredentials(stored, configuration, secret: secret, profile: profile)
             // A DPoP session's tokens are bound to its key: the revocation carries a proof too.
             let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
             revocation = await self.revoke(
@@ -305,6 +289,27 @@ public final class TokenctlService: Sendable {
             serverNotice = method.unrevokedNotice(provider, issuer: configuration.issuer, hasSecret: secret != nil)
         }
         return RevocationAttempt(result: revocation, alreadyRevoked: alreadyRevoked, serverNotice: serverNotice)
+    }
+
+    /// How the client authenticates at the revocation endpoint: as at the token endpoint
+    /// (RFC 7009 §2.1), with its secret, an assertion or its certificate; public without a secret.
+    private func revocationCredentials(
+        _ stored: TokenSet, _ configuration: ProfileConfiguration, secret: String?, profile: ProfileName?
+    ) async -> ClientCredentials {
+        if let authMethod = configuration.tokenEndpointAuthMethod,
+            authMethod.usesAssertion || authMethod.usesCertificate, let profile,
+            let tokenEndpoint = configuration.tokenEndpoint,
+            let full = try? await broker.clientCredentials(
+                for: ResolvedProfile(
+                    name: profile, configuration: configuration, tokenEndpoint: tokenEndpoint.string),
+                serverClockOffset: stored.serverClockOffset)
+        {
+            return full
+        }
+        if let authMethod = configuration.tokenEndpointAuthMethod, let secret {
+            return ClientCredentials(clientID: configuration.clientID, secret: secret, method: authMethod)
+        }
+        return ClientCredentials(clientID: configuration.clientID)
     }
 
     /// A revocation the server did not confirm: the error to show, and its class for the event log.

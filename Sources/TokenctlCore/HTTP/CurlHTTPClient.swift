@@ -8,44 +8,24 @@ import TokenctlEssentials
 /// HTTP over libcurl: TLS verification always on, no redirects, http/https only,
 /// connect and total timeouts, and a cap on the response size.
 public struct CurlHTTPClient: HTTPClient {
+    // The memberwise initializer is the one: every setting but the user agent has its default here.
+
     /// The profile's CA bundle and proxy keys (`NetworkRoute` resolves them per request).
-    public var network: NetworkSettings
+    public var network = NetworkSettings()
     /// Where the proxy and CA variables are read (`NetworkRoute`).
-    public var environment: Environment
+    public var environment: Environment = .process
     /// `-v`: told the route of each request (proxy and CA, never credentials).
-    public var narrate: (@Sendable (String) -> Void)?
+    public var narrate: (@Sendable (String) -> Void)? = nil
     /// The passwords of the profiles' `proxy_user`s (nil: none can be read).
-    public var proxyPasswords: ProxyPasswords?
+    public var proxyPasswords: ProxyPasswords? = nil
     /// A PEM bundle of extra trusted CAs (private PKI), or nil for the system store.
     public var caBundle: String? {
         get { network.caBundle }
         set { network.caBundle = newValue }
     }
-    public var connectTimeout: Double
-    public var maximumResponseBytes: Int
+    public var connectTimeout: Double = 10
+    public var maximumResponseBytes: Int = 1 << 20
     public var userAgent: String
-
-    public init(
-        caBundle: String? = nil, connectTimeout: Double = 10, maximumResponseBytes: Int = 1 << 20, userAgent: String
-    ) {
-        self.init(
-            network: NetworkSettings(caBundle: caBundle), connectTimeout: connectTimeout,
-            maximumResponseBytes: maximumResponseBytes, userAgent: userAgent)
-    }
-
-    public init(
-        network: NetworkSettings, environment: Environment = .process, narrate: (@Sendable (String) -> Void)? = nil,
-        proxyPasswords: ProxyPasswords? = nil, connectTimeout: Double = 10, maximumResponseBytes: Int = 1 << 20,
-        userAgent: String
-    ) {
-        self.network = network
-        self.environment = environment
-        self.narrate = narrate
-        self.proxyPasswords = proxyPasswords
-        self.connectTimeout = connectTimeout
-        self.maximumResponseBytes = maximumResponseBytes
-        self.userAgent = userAgent
-    }
 
     public func send(_ request: HTTPRequest, timeout: Double) async throws(HTTPTransportError) -> HTTPResponse {
         try await send(request, timeout: timeout, connectTimeout: min(connectTimeout, timeout))
@@ -86,21 +66,53 @@ public struct CurlHTTPClient: HTTPClient {
             throw HTTPTransportError(
                 .other, "cannot load libcurl (\(TOKENCTL_CURL_SONAME)): \(String(cString: failure)); install libcurl4")
         }
-        guard let handle = CurlHandlePool.shared.take() else {
+        guard let easy = CurlHandlePool.shared.take() else {
             throw HTTPTransportError(.other, "libcurl could not create a handle")
         }
-        defer { CurlHandlePool.shared.give(back: handle) }
+        defer { CurlHandlePool.shared.give(back: easy) }
         let accumulator = ResponseAccumulator(limit: maximumResponseBytes)
         var headerList: UnsafeMutablePointer<curl_slist>?
         defer { tokenctl_curl_slist_free_all(headerList) }
+        try setLimits(on: easy, timeout: timeout, connectTimeout: connectTimeout, url: request.url)
+        let route = try self.route(to: request.url)
+        try Self.apply(route, to: easy, check: Self.check)
+        narrate?("\(request.method.rawValue) \(Self.withoutQuery(request.url)): \(route)")
+        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        defer { errorBuffer.deallocate() }
+        try Self.check(tokenctl_curl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer))
+        if let certificate = request.clientCertificate { try presentCertificate(certificate, on: easy, Self.check) }
+        try Self.setRequest(request, on: easy, headerList: &headerList)
+        try Self.collect(into: accumulator, on: easy)
 
-        func check(_ code: CURLcode) throws(HTTPTransportError) {
-            guard code == CURLE_OK else {
-                throw HTTPTransportError(.other, "libcurl: \(String(cString: tokenctl_curl_easy_strerror(code)))")
-            }
+        let code = withExtendedLifetime(accumulator) { tokenctl_curl_easy_perform(easy) }
+        guard code == CURLE_OK else {
+            throw failure(
+                code, accumulator: accumulator, errorBuffer: errorBuffer, route: route, request: request, easy: easy)
         }
-        let easy = handle
-        try check(tokenctl_curl_setopt_string(easy, CURLOPT_URL, request.url))
+        var status = 0
+        _ = tokenctl_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        // An http:// URL through a proxy: the proxy's 407 is the response (RFC 9110 §15.5.8).
+        if status == 407, route.proxy != nil {
+            throw proxyRefused(route)
+        }
+        return HTTPResponse(status: status, headers: accumulator.headers, body: accumulator.body)
+    }
+
+    /// A libcurl call's code as an error, for the calls that fail only when libcurl cannot.
+    static func check(_ code: CURLcode) throws(HTTPTransportError) {
+        guard code == CURLE_OK else {
+            throw HTTPTransportError(.other, "libcurl: \(String(cString: tokenctl_curl_easy_strerror(code)))")
+        }
+    }
+
+    /// What every request is held to: the URL (http or https only), verified TLS, no redirects
+    /// and no .netrc, the timeouts, the response size and the user agent.
+    private func setLimits(on easy: UnsafeMutableRawPointer, timeout: Double, connectTimeout: Double, url: String)
+        throws(HTTPTransportError)
+    {
+        let check = Self.check
+        try check(tokenctl_curl_setopt_string(easy, CURLOPT_URL, url))
         try check(tokenctl_curl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
@@ -113,14 +125,13 @@ public struct CurlHTTPClient: HTTPClient {
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000))))
         try check(tokenctl_curl_setopt_long(easy, CURLOPT_MAXFILESIZE, maximumResponseBytes))
         try check(tokenctl_curl_setopt_string(easy, CURLOPT_USERAGENT, userAgent))
-        let route = try self.route(to: request.url)
-        try Self.apply(route, to: easy, check: check)
-        narrate?("\(request.method.rawValue) \(Self.withoutQuery(request.url)): \(route)")
-        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
-        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
-        defer { errorBuffer.deallocate() }
-        try check(tokenctl_curl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer))
-        if let certificate = request.clientCertificate { try presentCertificate(certificate, on: easy, check) }
+    }
+
+    /// The request's headers (into `headerList`, which the caller frees after the transfer),
+    /// method and body.
+    private static func setRequest(
+        _ request: HTTPRequest, on easy: UnsafeMutableRawPointer, headerList: inout UnsafeMutablePointer<curl_slist>?
+    ) throws(HTTPTransportError) {
         for header in request.headers {
             headerList = tokenctl_curl_slist_append(headerList, "\(header.name): \(header.value)")
         }
@@ -142,33 +153,36 @@ public struct CurlHTTPClient: HTTPClient {
                 try check(tokenctl_curl_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, pointer))
             }
         }
+    }
+
+    /// The response's body and headers into `accumulator`, through libcurl's callbacks.
+    private static func collect(into accumulator: ResponseAccumulator, on easy: UnsafeMutableRawPointer)
+        throws(HTTPTransportError)
+    {
         let context = Unmanaged.passUnretained(accumulator).toOpaque()
         try check(tokenctl_curl_setopt_callback(easy, CURLOPT_WRITEFUNCTION, curlWriteBody))
         try check(tokenctl_curl_setopt_pointer(easy, CURLOPT_WRITEDATA, context))
         try check(tokenctl_curl_setopt_callback(easy, CURLOPT_HEADERFUNCTION, curlWriteHeader))
         try check(tokenctl_curl_setopt_pointer(easy, CURLOPT_HEADERDATA, context))
+    }
 
-        let code = withExtendedLifetime(accumulator) { tokenctl_curl_easy_perform(easy) }
-        guard code == CURLE_OK else {
-            if accumulator.exceeded || code == CURLE_FILESIZE_EXCEEDED {
-                throw HTTPTransportError(
-                    .responseTooLarge, "the response from \(request.url) exceeds \(maximumResponseBytes) bytes")
-            }
-            let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : nil
-            if let error = networkError(code, detail: detail, route: route, request: request, easy: easy) {
-                throw error
-            }
-            throw HTTPTransportError(
-                CurlHTTPClient.kind(of: code),
-                "\(request.method.rawValue) \(request.url): \(String(cString: tokenctl_curl_easy_strerror(code)))")
+    /// The error of a transfer that failed with `code`: too large a response, what the proxy or
+    /// the certificates explain, else the kind of libcurl's code.
+    private func failure(
+        _ code: CURLcode, accumulator: ResponseAccumulator, errorBuffer: UnsafeMutablePointer<CChar>,
+        route: NetworkRoute, request: HTTPRequest, easy: UnsafeMutableRawPointer
+    ) -> HTTPTransportError {
+        if accumulator.exceeded || code == CURLE_FILESIZE_EXCEEDED {
+            return HTTPTransportError(
+                .responseTooLarge, "the response from \(request.url) exceeds \(maximumResponseBytes) bytes")
         }
-        var status = 0
-        _ = tokenctl_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
-        // An http:// URL through a proxy: the proxy's 407 is the response (RFC 9110 §15.5.8).
-        if status == 407, route.proxy != nil {
-            throw proxyRefused(route)
+        let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : nil
+        if let error = networkError(code, detail: detail, route: route, request: request, easy: easy) {
+            return error
         }
-        return HTTPResponse(status: status, headers: accumulator.headers, body: accumulator.body)
+        return HTTPTransportError(
+            CurlHTTPClient.kind(of: code),
+            "\(request.method.rawValue) \(request.url): \(String(cString: tokenctl_curl_easy_strerror(code)))")
     }
 
     /// The client certificate and its key on this request's TLS connection (RFC 8705 §2), from

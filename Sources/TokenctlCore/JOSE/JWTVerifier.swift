@@ -73,30 +73,10 @@ public enum JWTVerifier {
         }
         let signingInput = Array((parts[0] + "." + parts[1]).utf8)
         let keyID = header["kid"]?.stringValue
-        var candidates = keys.keys
-        if let keyID {
-            candidates = candidates.filter { $0.keyID == keyID }
-            // The named key exists but is not for this algorithm: a substituted header, not a rotation.
-            if !candidates.isEmpty, !candidates.contains(where: { $0.canVerify(algorithm) }) {
-                throw .keyMismatch(kid: keyID, alg: algorithmName)
-            }
-        }
-        candidates = candidates.filter { $0.canVerify(algorithm) }
-        guard !candidates.isEmpty else { throw .noMatchingKey(keyID) }
+        let candidates = try candidateKeys(keys, keyID: keyID, algorithm: algorithm)
         // libcrypto is loaded here, on first use (Sources/CCrypto).
         if let reason = OpenSSL.unavailableReason { throw .cryptoUnavailable(reason) }
-
-        let derSignature: [UInt8]
-        switch algorithm {
-        case .rs256, .ps256, .edDSA:
-            derSignature = signature
-        case .es256:
-            // JOSE carries r || s; OpenSSL verifies a DER ECDSA-Sig-Value.
-            guard let der = OpenSSL.derECDSASignature(raw: signature) else {
-                throw .malformed("an ES256 signature is 64 bytes (r || s)")
-            }
-            derSignature = der
-        }
+        let derSignature = try derSignature(signature, algorithm: algorithm)
         var lastKeyError: JWTError?
         for candidate in candidates {
             let key: OpenSSL.PublicKey
@@ -104,17 +84,54 @@ public enum JWTVerifier {
                 lastKeyError = error
                 continue
             }
-            let valid =
-                switch algorithm {
-                case .rs256, .es256: OpenSSL.verifySHA256(key: key, message: signingInput, signature: derSignature)
-                case .ps256: OpenSSL.verifyRSAPSSSHA256(key: key, message: signingInput, signature: derSignature)
-                case .edDSA: OpenSSL.verifyEd25519(key: key, message: signingInput, signature: derSignature)
-                }
-            if valid {
+            if verifies(key, algorithm: algorithm, message: signingInput, signature: derSignature) {
                 return VerifiedJWT(header: header, claims: claims, algorithm: algorithm, keyID: keyID)
             }
         }
         if let lastKeyError, candidates.count == 1 { throw lastKeyError }
         throw .badSignature
+    }
+
+    /// The keys of `keys` that may have signed: those named by `keyID` (when the header has one)
+    /// that can verify `algorithm`.
+    static func candidateKeys(_ keys: JSONWebKeySet, keyID: String?, algorithm: JWSAlgorithm) throws(JWTError)
+        -> [JSONWebKey]
+    {
+        var candidates = keys.keys
+        if let keyID {
+            candidates = candidates.filter { $0.keyID == keyID }
+            // The named key exists but is not for this algorithm: a substituted header, not a rotation.
+            if !candidates.isEmpty, !candidates.contains(where: { $0.canVerify(algorithm) }) {
+                throw .keyMismatch(kid: keyID, alg: algorithm.rawValue)
+            }
+        }
+        candidates = candidates.filter { $0.canVerify(algorithm) }
+        guard !candidates.isEmpty else { throw .noMatchingKey(keyID) }
+        return candidates
+    }
+
+    /// The signature as libcrypto verifies it: JOSE carries an ES256 signature as r || s, and
+    /// OpenSSL verifies a DER ECDSA-Sig-Value; the others as they are.
+    static func derSignature(_ signature: [UInt8], algorithm: JWSAlgorithm) throws(JWTError) -> [UInt8] {
+        switch algorithm {
+        case .rs256, .ps256, .edDSA:
+            return signature
+        case .es256:
+            guard let der = OpenSSL.derECDSASignature(raw: signature) else {
+                throw .malformed("an ES256 signature is 64 bytes (r || s)")
+            }
+            return der
+        }
+    }
+
+    /// Whether `signature` over `message` verifies with `key` by `algorithm`.
+    static func verifies(_ key: OpenSSL.PublicKey, algorithm: JWSAlgorithm, message: [UInt8], signature: [UInt8])
+        -> Bool
+    {
+        switch algorithm {
+        case .rs256, .es256: OpenSSL.verifySHA256(key: key, message: message, signature: signature)
+        case .ps256: OpenSSL.verifyRSAPSSSHA256(key: key, message: message, signature: signature)
+        case .edDSA: OpenSSL.verifyEd25519(key: key, message: message, signature: signature)
+        }
     }
 }

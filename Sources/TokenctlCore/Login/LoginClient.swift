@@ -20,16 +20,44 @@ struct LoginClient: Sendable {
         tokenEndpoint: String? = nil, clock: Clock = .system
     ) throws(TokenctlError) {
         let request = plan.request
+        secret = Self.secret(plan, store: store)
+        authMethod = try Self.method(plan, metadata: metadata, secret: secret, key: key)
+        // A public client has neither a secret nor a method.
+        credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: authMethod)
+        if let authMethod, authMethod.usesAssertion || authMethod.usesCertificate {
+            try attachKey(
+                authMethod, key: key, plan: plan, metadata: metadata, tokenEndpoint: tokenEndpoint, clock: clock)
+        }
+        if let preset = plan.preset,
+            preset.provider.requiresClientSecret || (plan.isBrowser && preset.provider.codeExchangeNeedsSecret),
+            secret == nil
+        {
+            throw TokenctlError(
+                .invalidInput,
+                "\(preset.provider.displayName) needs the client's secret\(preset.provider.requiresClientSecret ? "" : " to sign in by browser (the code exchange)"), and profile '\(request.profile)' has none stored",
+                hint: Self.secretNeededHint(request, preset: preset))
+        }
+    }
+
+    /// The secret given now, or for a confidential client logging in again to the same issuer
+    /// and client, the one stored last time.
+    static func secret(_ plan: LoginPlan, store: any SessionStore) -> String? {
+        let request = plan.request
         let previous = plan.previous
-        let preset = plan.preset
-        credentials = ClientCredentials(clientID: request.clientID)
-        secret = request.clientSecret
-        if secret == nil, previous?.tokenEndpointAuthMethod != nil, previous?.issuer == request.issuer,
+        if request.clientSecret == nil, previous?.tokenEndpointAuthMethod != nil, previous?.issuer == request.issuer,
             previous?.clientID == request.clientID
         {
-            // A confidential client logging in again: the secret stored last time still applies.
-            secret = try? store.readClientSecret(plan.identity)
+            return try? store.readClientSecret(plan.identity)
         }
+        return request.clientSecret
+    }
+
+    /// The method the client authenticates with: the one named, a machine's best, the one a
+    /// confidential client used before or the server's; nil for a public client.
+    static func method(_ plan: LoginPlan, metadata: ServerMetadata?, secret: String?, key: ClientKey?)
+        throws(TokenctlError) -> ClientAuthenticationMethod?
+    {
+        let request = plan.request
         if let method = request.clientAuth, plan.isMachine || secret != nil || !method.usesSecret {
             // Named (`--client-auth`, or saved by a machine's login): used as it is, the
             // server's own list aside (a server may support more than it advertises).
@@ -41,53 +69,40 @@ struct LoginClient: Sendable {
                         "Nothing was sent. Give it once on standard input with \(options: .login([.clientSecretStdin]))."
                 )
             }
-            try Self.checkImplemented(method)
-            authMethod = method
-            credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: method)
+            try checkImplemented(method)
+            return method
         } else if plan.isMachine {
-            // A machine must authenticate: the best method the server takes and the client has
-            // the means for, keys before secrets.
-            let means = ClientCredentials.Means(
-                secret: secret != nil, key: key != nil, certificate: key?.certificate.map(Self.certificateKind))
-            let method: ClientAuthenticationMethod
-            do {
-                method = try ClientCredentials.preferredMethod(
-                    supported: metadata?.tokenEndpointAuthMethods, means: means)
-            } catch {
-                throw TokenctlError(
-                    .invalidInput,
-                    "machine profile '\(request.profile)' has no means to authenticate its client: \(error.message)",
-                    hint:
-                        "Nothing was sent. Give the client's secret with \(options: .login([.clientSecretStdin])), or name the method with \(options: .login([.clientAuth(.omitted)])) (the server advertises: \(metadata?.tokenEndpointAuthMethods?.joined(separator: ", ") ?? "nothing, so client_secret_basic"))."
-                )
-            }
-            authMethod = method
-            credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: method)
-        } else if let secret {
+            return try machineMethod(plan, metadata: metadata, secret: secret, key: key)
+        } else if secret != nil {
             // Keep the method used before while the server still advertises it; else pick one.
-            if let method = previous?.tokenEndpointAuthMethod,
+            if let method = plan.previous?.tokenEndpointAuthMethod,
                 metadata?.tokenEndpointAuthMethods?.contains(method.rawValue) ?? true
             {
-                authMethod = method
-            } else if metadata?.tokenEndpointAuthMethods == nil, let preferred = preset?.preferredAuthMethod {
-                authMethod = preferred
-            } else {
-                authMethod = try ClientCredentials.preferredMethod(supported: metadata?.tokenEndpointAuthMethods)
+                return method
+            } else if metadata?.tokenEndpointAuthMethods == nil, let preferred = plan.preset?.preferredAuthMethod {
+                return preferred
             }
-            credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: authMethod)
+            return try ClientCredentials.preferredMethod(supported: metadata?.tokenEndpointAuthMethods)
         }
-        if let authMethod, authMethod.usesAssertion || authMethod.usesCertificate {
-            try attachKey(
-                authMethod, key: key, plan: plan, metadata: metadata, tokenEndpoint: tokenEndpoint, clock: clock)
-        }
-        if let preset,
-            preset.provider.requiresClientSecret || (plan.isBrowser && preset.provider.codeExchangeNeedsSecret),
-            secret == nil
-        {
+        return nil
+    }
+
+    /// A machine must authenticate: the best method the server takes and the client has the
+    /// means for, keys before secrets.
+    static func machineMethod(_ plan: LoginPlan, metadata: ServerMetadata?, secret: String?, key: ClientKey?)
+        throws(TokenctlError) -> ClientAuthenticationMethod
+    {
+        let means = ClientCredentials.Means(
+            secret: secret != nil, key: key != nil, certificate: key?.certificate.map(Self.certificateKind))
+        do {
+            return try ClientCredentials.preferredMethod(supported: metadata?.tokenEndpointAuthMethods, means: means)
+        } catch {
             throw TokenctlError(
                 .invalidInput,
-                "\(preset.provider.displayName) needs the client's secret\(preset.provider.requiresClientSecret ? "" : " to sign in by browser (the code exchange)"), and profile '\(request.profile)' has none stored",
-                hint: Self.secretNeededHint(request, preset: preset))
+                "machine profile '\(plan.request.profile)' has no means to authenticate its client: \(error.message)",
+                hint:
+                    "Nothing was sent. Give the client's secret with \(options: .login([.clientSecretStdin])), or name the method with \(options: .login([.clientAuth(.omitted)])) (the server advertises: \(metadata?.tokenEndpointAuthMethods?.joined(separator: ", ") ?? "nothing, so client_secret_basic"))."
+            )
         }
     }
 

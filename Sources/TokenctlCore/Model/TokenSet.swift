@@ -126,21 +126,18 @@ public struct TokenSet: Codable, Equatable, Sendable {
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: StoredKey.self)
-        try container.encode(accessToken, forKey: StoredKey(CodingKeys.accessToken.rawValue))
-        try container.encode(tokenType, forKey: StoredKey(CodingKeys.tokenType.rawValue))
-        try container.encodeIfPresent(refreshToken, forKey: StoredKey(CodingKeys.refreshToken.rawValue))
-        try container.encodeIfPresent(idToken, forKey: StoredKey(CodingKeys.idToken.rawValue))
-        try container.encodeIfPresent(scope, forKey: StoredKey(CodingKeys.scope.rawValue))
-        try container.encodeIfPresent(expiresAt, forKey: StoredKey(CodingKeys.expiresAt.rawValue))
-        try container.encodeIfPresent(issuedLifetime, forKey: StoredKey(CodingKeys.issuedLifetime.rawValue))
-        try container.encode(obtainedAt, forKey: StoredKey(CodingKeys.obtainedAt.rawValue))
-        try container.encodeIfPresent(lastRefreshAt, forKey: StoredKey(CodingKeys.lastRefreshAt.rawValue))
-        try container.encodeIfPresent(serverClockOffset, forKey: StoredKey(CodingKeys.serverClockOffset.rawValue))
-        try container.encodeIfPresent(subject, forKey: StoredKey(CodingKeys.subject.rawValue))
-        try container.encodeIfPresent(scopeNarrowedAt, forKey: StoredKey(CodingKeys.scopeNarrowedAt.rawValue))
-        try container.encodeIfPresent(dpopKey, forKey: StoredKey(CodingKeys.dpopKey.rawValue))
-        try container.encodeIfPresent(
-            refreshTokenExpiresAt, forKey: StoredKey(CodingKeys.refreshTokenExpiresAt.rawValue))
+        // The texts, then the numbers; a member that is nil is not written (sorted keys: `encoded()`).
+        let texts: [(CodingKeys, String?)] = [
+            (.accessToken, accessToken), (.tokenType, tokenType), (.refreshToken, refreshToken),
+            (.idToken, idToken), (.scope, scope), (.subject, subject), (.dpopKey, dpopKey),
+        ]
+        let numbers: [(CodingKeys, Double?)] = [
+            (.expiresAt, expiresAt), (.issuedLifetime, issuedLifetime), (.obtainedAt, obtainedAt),
+            (.lastRefreshAt, lastRefreshAt), (.serverClockOffset, serverClockOffset),
+            (.scopeNarrowedAt, scopeNarrowedAt), (.refreshTokenExpiresAt, refreshTokenExpiresAt),
+        ]
+        for (key, text) in texts { try container.encodeIfPresent(text, forKey: StoredKey(key.rawValue)) }
+        for (key, number) in numbers { try container.encodeIfPresent(number, forKey: StoredKey(key.rawValue)) }
         for (index, token) in targetedTokens.prefix(TargetedToken.maximumPerSession).enumerated() {
             for member in token.members(index) {
                 if let string = member.string { try container.encode(string, forKey: StoredKey(member.key)) }

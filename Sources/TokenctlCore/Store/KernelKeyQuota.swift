@@ -10,13 +10,6 @@ public struct KernelKeyQuota: Sendable, Equatable {
     public var usedKeys: Int
     public var maximumKeys: Int
 
-    public init(usedBytes: Int, maximumBytes: Int, usedKeys: Int, maximumKeys: Int) {
-        self.usedBytes = usedBytes
-        self.maximumBytes = maximumBytes
-        self.usedKeys = usedKeys
-        self.maximumKeys = maximumKeys
-    }
-
     public var bytesLeft: Int { max(0, maximumBytes - usedBytes) }
     public var keysLeft: Int { max(0, maximumKeys - usedKeys) }
 

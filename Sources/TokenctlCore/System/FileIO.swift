@@ -181,6 +181,18 @@ public enum FileIO {
         }
     }
 
+    /// Set a file's mode (chmod(2)): for files another program created with a mode of its own.
+    public static func setMode(_ path: String, _ mode: mode_t) throws(SystemError) {
+        guard chmod(path, mode) == 0 else { throw SystemError(errno: errno, operation: "chmod", path: path) }
+    }
+
+    /// Remove an empty directory (rmdir(2)); a missing one is not an error.
+    public static func removeEmptyDirectory(_ path: String) throws(SystemError) {
+        if rmdir(path) != 0 && errno != ENOENT {
+            throw SystemError(errno: errno, operation: "rmdir", path: path)
+        }
+    }
+
     /// Remove a file if there is one. Returns whether there was.
     @discardableResult
     public static func removeFileIfPresent(_ path: String) throws(SystemError) -> Bool {
@@ -212,12 +224,6 @@ public struct SystemError: Error, Equatable, CustomStringConvertible {
     public let errno: Int32
     public let operation: String
     public let path: String
-
-    public init(errno: Int32, operation: String, path: String) {
-        self.errno = errno
-        self.operation = operation
-        self.path = path
-    }
 
     public var description: String {
         "\(operation) \(path): \(Errno.current.description)"

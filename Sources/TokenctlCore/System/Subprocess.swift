@@ -128,17 +128,16 @@ public struct Subprocess: Sendable {
         // inherit an end (the child would never read end of file).
         guard system_socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0
         else { return nil }
-        var attributes = posix_spawnattr_t()
-        system_posix_spawnattr_init(&attributes)
-        defer { system_posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        system_sigemptyset(&empty)
-        system_posix_spawnattr_setsigmask(&attributes, &empty)
-        system_posix_spawnattr_setflags(&attributes, Int16(system_POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK))
-        // The copies of pair[1] lose close-on-exec (dup2); the originals close at exec.
-        let (spawned, pid) = spawn(
-            arguments, at: program, streams: [.descriptor(pair[1]), .descriptor(pair[1]), .null],
-            attributes: &attributes)
+        let (spawned, pid) = system_with_posix_spawnattr { attributes in
+            var empty = sigset_t()
+            system_sigemptyset(&empty)
+            system_posix_spawnattr_setsigmask(attributes, &empty)
+            system_posix_spawnattr_setflags(attributes, Int16(system_POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK))
+            // The copies of pair[1] lose close-on-exec (dup2); the originals close at exec.
+            return spawn(
+                arguments, at: program, streams: [.descriptor(pair[1]), .descriptor(pair[1]), .null],
+                attributes: attributes)
+        }
         system_close(pair[1])
         guard spawned == 0 else {
             system_close(pair[0])
@@ -190,29 +189,26 @@ public struct Subprocess: Sendable {
         attributes: UnsafePointer<posix_spawnattr_t>? = nil
     ) -> (status: Int32, pid: pid_t) {
         prepareChild()
-        var actions = posix_spawn_file_actions_t()
-        system_posix_spawn_file_actions_init(&actions)
-        defer { system_posix_spawn_file_actions_destroy(&actions) }
-        for (target, stream) in zip(Int32(0)..., streams) {
-            switch stream {
-            case .descriptor(let descriptor): system_posix_spawn_file_actions_adddup2(&actions, descriptor, target)
-            case .null:
-                system_posix_spawn_file_actions_addopen(
-                    &actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
-            }
-        }
-        for descriptor in closing { system_posix_spawn_file_actions_addclose(&actions, descriptor) }
-        var pid: pid_t = 0
-        let status = withoutStarting {
-            withArgv(arguments) { argv in
-                if let path {
-                    system_posix_spawn(&pid, path, &actions, attributes, argv, system_environ)
-                } else {
-                    system_posix_spawnp(&pid, arguments[0], &actions, attributes, argv, system_environ)
+        return system_with_posix_spawn_file_actions { actions in
+            for (target, stream) in zip(Int32(0)..., streams) {
+                switch stream {
+                case .descriptor(let descriptor): system_posix_spawn_file_actions_adddup2(actions, descriptor, target)
+                case .null:
+                    system_posix_spawn_file_actions_addopen(
+                        actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
                 }
             }
+            for descriptor in closing { system_posix_spawn_file_actions_addclose(actions, descriptor) }
+            var pid: pid_t = 0
+            let status = withoutStarting {
+                withArgv(arguments) { argv in
+                    system_posix_spawn(
+                        &pid, path ?? arguments[0], searchingPath: path == nil, actions, attributes, argv,
+                        system_environ)
+                }
+            }
+            return (status, pid)
         }
-        return (status, pid)
     }
 
     /// `body` with `arguments` as a C argv (NULL-terminated copies, freed after).

@@ -121,27 +121,28 @@ func system_strerror(_ code: Int32) -> String { Errno(code).description }
 }
 /// The process's environment, for posix_spawn.
 var system_environ: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>! { environ }
+/// posix_spawnp(3) when `searchingPath` (`program` is looked up in PATH), else posix_spawn(3)
+/// (`program` is a path).
 @inline(__always) func system_posix_spawn(
-    _ pid: UnsafeMutablePointer<pid_t>, _ path: UnsafePointer<CChar>,
+    _ pid: UnsafeMutablePointer<pid_t>, _ program: UnsafePointer<CChar>, searchingPath: Bool,
     _ actions: UnsafePointer<posix_spawn_file_actions_t>?,
     _ attributes: UnsafePointer<posix_spawnattr_t>?, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>,
     _ environment: UnsafePointer<UnsafeMutablePointer<CChar>?>?
-) -> Int32 { posix_spawn(pid, path, actions, attributes, argv, environment) }
-@inline(__always) func system_posix_spawnp(
-    _ pid: UnsafeMutablePointer<pid_t>, _ file: UnsafePointer<CChar>,
-    _ actions: UnsafePointer<posix_spawn_file_actions_t>?,
-    _ attributes: UnsafePointer<posix_spawnattr_t>?, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>,
-    _ environment: UnsafePointer<UnsafeMutablePointer<CChar>?>?
-) -> Int32 { posix_spawnp(pid, file, actions, attributes, argv, environment) }
+) -> Int32 {
+    searchingPath
+        ? posix_spawnp(pid, program, actions, attributes, argv, environment)
+        : posix_spawn(pid, program, actions, attributes, argv, environment)
+}
 @discardableResult @inline(__always) func system_execvp(
     _ file: UnsafePointer<CChar>, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>
 ) -> Int32 { execvp(file, argv) }
-@discardableResult @inline(__always) func system_posix_spawn_file_actions_init(
-    _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>
-) -> Int32 { posix_spawn_file_actions_init(actions) }
-@discardableResult @inline(__always) func system_posix_spawn_file_actions_destroy(
-    _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>
-) -> Int32 { posix_spawn_file_actions_destroy(actions) }
+/// `body` with file actions that posix_spawn_file_actions_init(3) set up, destroyed after.
+@inline(__always) func system_with_posix_spawn_file_actions<Result>(
+    _ body: (UnsafeMutablePointer<posix_spawn_file_actions_t>) -> Result
+) -> Result {
+    system_with_spawn_object(
+        posix_spawn_file_actions_t(), posix_spawn_file_actions_init, posix_spawn_file_actions_destroy, body)
+}
 @discardableResult @inline(__always) func system_posix_spawn_file_actions_addclose(
     _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32
 ) -> Int32 { posix_spawn_file_actions_addclose(actions, descriptor) }
@@ -153,12 +154,23 @@ var system_environ: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>! { enviro
     _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ descriptor: Int32, _ target: Int32
 ) -> Int32 { posix_spawn_file_actions_adddup2(actions, descriptor, target) }
 
-@discardableResult @inline(__always) func system_posix_spawnattr_init(
-    _ attributes: UnsafeMutablePointer<posix_spawnattr_t>
-) -> Int32 { posix_spawnattr_init(attributes) }
-@discardableResult @inline(__always) func system_posix_spawnattr_destroy(
-    _ attributes: UnsafeMutablePointer<posix_spawnattr_t>
-) -> Int32 { posix_spawnattr_destroy(attributes) }
+/// `body` with spawn attributes that posix_spawnattr_init(3) set up, destroyed after.
+@inline(__always) func system_with_posix_spawnattr<Result>(
+    _ body: (UnsafeMutablePointer<posix_spawnattr_t>) -> Result
+) -> Result {
+    system_with_spawn_object(posix_spawnattr_t(), posix_spawnattr_init, posix_spawnattr_destroy, body)
+}
+/// `body` with `object` set up by `initialize` and freed by `destroy` after: posix_spawn's
+/// attributes and file actions, whose init and destroy functions have the one shape.
+@inline(__always) private func system_with_spawn_object<Object, Result>(
+    _ object: Object, _ initialize: (UnsafeMutablePointer<Object>) -> Int32,
+    _ destroy: (UnsafeMutablePointer<Object>) -> Int32, _ body: (UnsafeMutablePointer<Object>) -> Result
+) -> Result {
+    var object = object
+    _ = initialize(&object)
+    defer { _ = destroy(&object) }
+    return body(&object)
+}
 @discardableResult @inline(__always) func system_posix_spawnattr_setflags(
     _ attributes: UnsafeMutablePointer<posix_spawnattr_t>, _ flags: Int16
 ) -> Int32 { posix_spawnattr_setflags(attributes, flags) }

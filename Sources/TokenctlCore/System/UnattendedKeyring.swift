@@ -1,12 +1,15 @@
 import TokenctlEssentials
 
-/// The machine facts an unattended keyring depends on, as a value: systemd-creds(1), the TPM
-/// device node, systemd-logind's linger files, the user's name. The engine hands the commands
-/// the live ones (`live`), a test a double that answers as told.
+/// The machine facts an unattended keyring depends on, as a value: tpm2-tools, systemd-creds(1),
+/// the TPM device node, systemd-logind's linger files, the user's name. The engine hands the
+/// commands the live ones (`live`), a test a double that answers as told.
 public struct UnattendedHost: Sendable {
     /// Runs `systemd-creds ARGUMENTS` with `input` on its standard input: its exit status and what
     /// it printed (standard output and error together).
     public var systemdCreds: @Sendable (_ arguments: [String], _ input: String?) -> Subprocess.Result
+    /// Runs tpm2-tools' `tpm2_TOOL ARGUMENTS` with `input` on its standard input: its exit status
+    /// and what it printed (standard output and error together).
+    public var tpm2Tool: @Sendable (_ tool: String, _ arguments: [String], _ input: String?) -> Subprocess.Result
     /// The TPM resource manager's device node (tpm2-tss' default TCTI: /dev/tpmrm0).
     public var tpmDevice: String
     /// Whether this user may open `tpmDevice` for reading and writing.
@@ -28,6 +31,7 @@ public struct UnattendedHost: Sendable {
         tpmPresent: (@Sendable () -> Bool)? = nil, tpmAccessible: (@Sendable () -> Bool)? = nil,
         userName: @escaping @Sendable () -> String, logindLinger: (@Sendable (String) -> Bool?)? = nil,
         programInstalled: @escaping @Sendable (String) -> Bool = { Subprocess.locate($0) != nil },
+        tpm2Tool: (@Sendable (_ tool: String, _ arguments: [String], _ input: String?) -> Subprocess.Result)? = nil,
         systemdCreds: @escaping @Sendable (_ arguments: [String], _ input: String?) -> Subprocess.Result
     ) {
         self.tpmDevice = tpmDevice
@@ -38,9 +42,11 @@ public struct UnattendedHost: Sendable {
         self.logindLinger = logindLinger ?? { _ in nil }
         self.programInstalled = programInstalled
         self.systemdCreds = systemdCreds
+        self.tpm2Tool =
+            tpm2Tool ?? { tool, arguments, input in Subprocess.run(["tpm2_" + tool] + arguments, input: input) }
     }
 
-    /// This machine's: systemd-creds in PATH, /dev/tpmrm0, /var/lib/systemd/linger, and the
+    /// This machine's: tpm2-tools and systemd-creds in PATH, /dev/tpmrm0, /var/lib/systemd/linger, and the
     /// user's name from USER or LOGNAME (cron sets LOGNAME), else id(1).
     public static func live(_ environment: Environment) -> UnattendedHost {
         UnattendedHost(
@@ -59,13 +65,15 @@ public struct UnattendedHost: Sendable {
 
 /// A Secret Service that starts with the user's systemd user manager and is unlocked without a
 /// person: `tokenctl keyring setup --unattended`, `status` and `remove`. A random password,
-/// sealed to this machine with systemd-creds(1) (`--with-key=tpm2`, or the per-user key of
-/// systemd 256 and later), unlocks gnome-keyring's login collection when the unit
+/// sealed to this machine's TPM with tpm2-tools (`TPMSeal`: outside the TPM's dictionary-attack
+/// protection, so power losses do not lock it out), else with the per-user key of systemd-creds(1)
+/// (systemd 256 and later), unlocks gnome-keyring's login collection when the unit
 /// tokenctl-keyring.service starts: at boot with `loginctl enable-linger`, before the refresh
 /// timer's service. The password reaches gnome-keyring-daemon through a pipe only (the unit's
-/// bash reads systemd-creds' output into an unexported variable and writes it with the builtin
-/// printf): never argv, the environment or a file. Scripts/lib/unattended.sh holds the measured
-/// facts behind each choice here.
+/// bash reads the unseal's output into an unexported variable and writes it with the builtin
+/// printf): never argv, the environment or a file. A password an earlier tokenctl sealed with
+/// `systemd-creds --with-key=tpm2` is still used, and setup seals it again the new way.
+/// Scripts/lib/unattended.sh holds the measured facts behind each choice here.
 public struct UnattendedKeyring: Sendable {
     public static let unitName = "tokenctl-keyring.service"
     public static let credentialName = "tokenctl-keyring"
@@ -89,7 +97,11 @@ public struct UnattendedKeyring: Sendable {
 
     // MARK: Where things are
 
+    /// The password sealed with systemd-creds: per-user credentials, or (by an earlier
+    /// tokenctl) a TPM.
     public var credentialPath: String { configDirectory + "/keyring.cred" }
+    /// The TPM seal: `keyring-seal.pub` and `keyring-seal.priv`.
+    public var tpmSealPrefix: String { configDirectory + "/keyring-seal" }
     var unitDirectory: String? { SystemdUserUnits.directory(environment) }
     public var unitPath: String? { unitDirectory.map { "\($0)/\(Self.unitName)" } }
     var dropInPath: String? { unitDirectory.map { "\($0)/\(RefreshSchedule.unitName).service.d/keyring.conf" } }
@@ -115,14 +127,19 @@ public struct UnattendedKeyring: Sendable {
 
     /// What seals the password.
     public enum Seal: Sendable, Equatable {
-        /// A TPM 2.0: the TCTI named by SYSTEMD_TPM2_DEVICE or TPM2TOOLS_TCTI, else nil for /dev/tpmrm0.
+        /// A TPM 2.0, with tpm2-tools (`TPMSeal`): the TCTI named by TPM2TOOLS_TCTI or
+        /// SYSTEMD_TPM2_DEVICE, else nil for `UnattendedHost.tpmDevice`.
         case tpm2(tcti: String?)
+        /// A TPM 2.0 through `systemd-creds --with-key=tpm2`, as an earlier tokenctl sealed it
+        /// (PCR 7, inside the TPM's dictionary-attack protection): used, never made now.
+        case systemdCredsTPM2(tcti: String?)
         /// systemd 256's per-user credentials (`systemd-creds --user`).
         case user
 
         public var description: String {
             switch self {
             case .tpm2(let tcti): tcti.map { "TPM 2.0 (\($0))" } ?? "TPM 2.0"
+            case .systemdCredsTPM2(let tcti): "TPM 2.0 through systemd-creds" + (tcti.map { " (\($0))" } ?? "")
             case .user: "systemd per-user credentials"
             }
         }
@@ -136,13 +153,44 @@ public struct UnattendedKeyring: Sendable {
         case hostKeyNeedsRoot
     }
 
-    /// The TCTI the environment names, as the TPM tools find it: SYSTEMD_TPM2_DEVICE
-    /// (systemd-creds), then TPM2TOOLS_TCTI (tpm2-tools); both take `driver:configuration`.
+    /// The TCTI the environment names, as the TPM tools find it: TPM2TOOLS_TCTI (tpm2-tools),
+    /// then SYSTEMD_TPM2_DEVICE (systemd-creds); both take `driver:configuration`, and
+    /// systemd's may be a bare device path.
     var namedTCTI: String? {
-        for name in ["SYSTEMD_TPM2_DEVICE", "TPM2TOOLS_TCTI"] {
-            if let value = environment[name], !value.isEmpty { return value }
+        for name in ["TPM2TOOLS_TCTI", "SYSTEMD_TPM2_DEVICE"] {
+            if let value = environment[name], !value.isEmpty { return value.hasPrefix("/") ? "device:" + value : value }
         }
         return nil
+    }
+
+    /// The TCTI of the default TPM device.
+    var defaultTCTI: String { "device:" + host.tpmDevice }
+
+    /// The seal's files and tools for the TPM `tcti` names (nil: the default device), its
+    /// context files in a private directory of the user's runtime directory (XDG_RUNTIME_DIR
+    /// where it is private, else where tokenctl keeps its locks).
+    func tpmSeal(_ tcti: String?) -> TPMSeal {
+        var runtime = Paths.runtimeLockDirectory(environment)
+        if environment[Paths.runtimeDirectoryVariable] == nil, let directory = environment["XDG_RUNTIME_DIR"],
+            directory.hasPrefix("/"), FileIO.isPrivateDirectory(directory, ownedBy: FileIO.userID)
+        {
+            runtime = directory + "/tokenctl"
+        }
+        return TPMSeal(
+            tcti: tcti ?? defaultTCTI, prefix: tpmSealPrefix,
+            workDirectory: runtime + "/keyring-seal-\(Base64URL.encode(SecureRandom.bytes(6)))", tool: host.tpm2Tool)
+    }
+
+    /// Where the password sealed with `seal` is, for messages.
+    public func sealPath(_ seal: Seal) -> String {
+        if case .tpm2 = seal { return tpmSealPrefix + ".{pub,priv}" }
+        return credentialPath
+    }
+
+    /// Whether the sealed password's files are there.
+    func sealExists(_ seal: Seal) -> Bool {
+        if case .tpm2 = seal { return FileIO.exists(tpmSealPrefix + ".pub") && FileIO.exists(tpmSealPrefix + ".priv") }
+        return FileIO.exists(credentialPath)
     }
 
     /// Whether this systemd-creds offers `--user` (systemd 256 and later; 252 says
@@ -171,21 +219,29 @@ public struct UnattendedKeyring: Sendable {
     func modeArguments(_ seal: Seal) -> [String] { seal == .user ? ["--user"] : [] }
 
     func tpmArguments(_ seal: Seal) -> [String] {
-        if case .tpm2(let tcti?) = seal { return ["--tpm2-device=\(tcti)"] }
+        if case .systemdCredsTPM2(let tcti?) = seal { return ["--tpm2-device=\(tcti)"] }
         return []
     }
 
-    /// The seal a credential was made with, as the unit records it (nil: none installed).
+    /// Where the installed unit's sealed password is (nil: none installed).
+    public var installedSealPath: String? { installedSeal.map(sealPath) }
+
+    /// The seal a password was made with, as the unit records it (nil: none installed).
     var installedSeal: Seal? {
         guard let unitPath, let text = (try? FileIO.readFile(unitPath)) ?? nil, text.hasPrefix(Self.marker) else {
             return nil
         }
-        if text.contains("systemd-creds --user decrypt") { return .user }
-        let prefix = "Environment=SYSTEMD_TPM2_DEVICE="
-        let tcti = text.split(separator: "\n").first { $0.hasPrefix(prefix) }.map {
-            String($0.dropFirst(prefix.count)).trimmingCharacters(in: "'")
+        func environment(_ name: String) -> String? {
+            let prefix = "Environment=\(name)="
+            return text.split(separator: "\n").first { $0.hasPrefix(prefix) || $0.hasPrefix("Environment='\(name)=") }
+                .map {
+                    String($0.dropFirst(prefix.count)).trimmingCharacters(in: "'")
+                }
         }
-        return .tpm2(tcti: tcti)
+        if text.contains("systemd-creds --user decrypt") { return .user }
+        if text.contains("systemd-creds decrypt") { return .systemdCredsTPM2(tcti: environment("SYSTEMD_TPM2_DEVICE")) }
+        let tcti = environment("TPM2TOOLS_TCTI")
+        return .tpm2(tcti: tcti == defaultTCTI ? nil : tcti)
     }
 
     /// What decrypting the credential gave.
@@ -196,30 +252,45 @@ public struct UnattendedKeyring: Sendable {
         case failed(output: String, meaning: Suggestion)
     }
 
-    /// Decrypt the credential and drop the clear text (never printed, never written).
+    /// Unseal the password and drop the clear text (never printed, never written; the TPM
+    /// seal's goes to /dev/null).
     public func unseal(_ seal: Seal) -> Unseal {
-        guard FileIO.exists(credentialPath) else { return .missing }
+        guard sealExists(seal) else { return .missing }
+        if case .tpm2(let tcti) = seal {
+            do { try tpmSeal(tcti).check() } catch {
+                return .failed(output: error.output, meaning: Self.meaning(ofUnsealFailure: error.output, pcr7: false))
+            }
+            return .ok
+        }
         let result = host.systemdCreds(
             modeArguments(seal) + ["decrypt", "--name=\(Self.credentialName)"] + tpmArguments(seal) + [
                 credentialPath, "-",
             ], nil)
         if result.status == 0 { return .ok }
         let said = Self.lastLines(result.output)
-        return .failed(output: said, meaning: Self.meaning(ofDecryptFailure: result.output))
+        return .failed(output: said, meaning: Self.meaning(ofUnsealFailure: result.output, pcr7: true))
     }
 
-    /// The plain reading of a failed decrypt (systemd-creds 252's words, measured with swtpm).
-    static func meaning(ofDecryptFailure output: String) -> Suggestion {
-        if output.contains("dictionary attack lockout") {
+    /// The plain reading of a failed unseal: tpm2-tools 5.4's and systemd-creds 252's words,
+    /// measured with swtpm (Scripts/lib/unattended.sh). `pcr7`: a systemd-creds seal, bound to
+    /// the Secure Boot state.
+    static func meaning(ofUnsealFailure output: String, pcr7: Bool) -> Suggestion {
+        if output.contains("dictionary attack lockout") || output.contains("DA lockout mode") {
             return
-                "The TPM is in dictionary-attack lockout (power losses while the TPM was in use count as failures): root can clear it with 'tpm2_dictionarylockout -c', or it ends after the TPM's lockout interval. Nothing was deleted."
+                "The TPM is in dictionary-attack lockout (power losses while a lockout-protected seal was in use count as failures): root can clear it with 'tpm2_dictionarylockout -c', or it ends after the TPM's lockout interval. Nothing was deleted."
         }
-        if output.contains("Failed to initialize TCTI") || output.contains("Cannot connect to swtpm") {
+        if output.contains("Failed to initialize TCTI") || output.contains("Cannot connect to swtpm")
+            || output.contains("Could not load tcti")
+        {
             return
                 "No TPM was reachable to unseal the keyring password. Nothing was deleted; '\(tokenctl: .default, .keyring(.status, []))' says again once the TPM is back."
         }
+        let causes =
+            pcr7
+            ? "it was sealed by another TPM, the TPM was cleared, or the Secure Boot state (PCR 7) changed"
+            : "it was sealed by another TPM, or the TPM was cleared"
         return
-            "This machine's TPM cannot unseal the keyring password: it was sealed by another TPM, the TPM was cleared, or the Secure Boot state (PCR 7) changed. The sessions on this machine need a new login ('\(tokenctl: .default, .login([]))'), or the original TPM. Nothing was deleted: the keyring and its sessions are kept."
+            "This machine's TPM cannot unseal the keyring password: \(causes). The sessions on this machine need a new login ('\(tokenctl: .default, .login([]))'), or the original TPM. Nothing was deleted: the keyring and its sessions are kept."
     }
 
     static func lastLines(_ output: String) -> String {
@@ -228,19 +299,39 @@ public struct UnattendedKeyring: Sendable {
 
     // MARK: The units
 
-    /// The password's path, written into the unit: only characters that need no quoting in
-    /// bash and systemd (nil otherwise).
-    var credentialPathInUnit: String? {
-        credentialPath.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+@".contains($0)) })
-            ? credentialPath : nil
+    /// Whether the configuration directory, where the sealed password is, can be written into
+    /// the unit: only characters that need no quoting in bash and systemd.
+    var configDirectoryFitsUnit: Bool {
+        configDirectory.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+@".contains($0)) })
     }
 
     /// tokenctl-keyring.service. `$` is `$$` and `%` is `%%` in a unit's ExecStart
-    /// (systemd.service(5), "Command lines").
-    public func keyringUnit(_ seal: Seal, credential: String) -> String {
-        let decrypt =
-            (seal == .user ? "systemd-creds --user decrypt" : "systemd-creds decrypt")
-            + " --name=\(Self.credentialName) \(credential) -"
+    /// (systemd.service(5), "Command lines"); `%t` is the runtime directory.
+    public func keyringUnit(_ seal: Seal) -> String {
+        let start =
+            "exec gnome-keyring-daemon --replace --unlock --foreground --components=secrets < <(printf %%s \"$$pw\")"
+        let fallback = "exec gnome-keyring-daemon --replace --foreground --components=secrets"
+        let environment: [String]
+        let execStart: String
+        switch seal {
+        case .tpm2(let tcti):
+            // The context files in RuntimeDirectory= (0700, removed when the unit stops), removed
+            // at once; the TPM flushed either way (a TPM without a resource manager keeps them).
+            environment = [
+                "RuntimeDirectory=tokenctl-keyring", "RuntimeDirectoryMode=0700",
+                "Environment=\(SystemdUserUnits.quoted("TPM2TOOLS_TCTI=\(tcti ?? defaultTCTI)"))",
+            ]
+            execStart =
+                "cd %t/tokenctl-keyring || exit 1; pw=$$(\(TPMSeal.unsealScript(prefix: tpmSealPrefix))) && ok=1 || ok=0; tpm2_flushcontext -t 2>/dev/null; rm -f primary.ctx seal.ctx; if [ $$ok = 1 ]; then \(start); fi; \(fallback)"
+        case .systemdCredsTPM2(let tcti):
+            environment = tcti.map { ["Environment=\(SystemdUserUnits.quoted("SYSTEMD_TPM2_DEVICE=\($0)"))"] } ?? []
+            execStart =
+                "if pw=$$(systemd-creds decrypt --name=\(Self.credentialName) \(credentialPath) -); then \(start); fi; \(fallback)"
+        case .user:
+            environment = []
+            execStart =
+                "if pw=$$(systemd-creds --user decrypt --name=\(Self.credentialName) \(credentialPath) -); then \(start); fi; \(fallback)"
+        }
         var lines = [
             Self.marker,
             "[Unit]",
@@ -252,11 +343,9 @@ public struct UnattendedKeyring: Sendable {
             "Type=dbus",
             "BusName=org.freedesktop.secrets",
         ]
-        if case .tpm2(let tcti?) = seal {
-            lines.append("Environment=\(SystemdUserUnits.quoted("SYSTEMD_TPM2_DEVICE=\(tcti)"))")
-        }
+        lines += environment
         lines += [
-            "ExecStart=/bin/bash -c 'if pw=$$(\(decrypt)); then exec gnome-keyring-daemon --replace --unlock --foreground --components=secrets < <(printf %%s \"$$pw\"); fi; exec gnome-keyring-daemon --replace --foreground --components=secrets'",
+            "ExecStart=/bin/bash -c '\(execStart)'",
             "Restart=on-failure",
             "RestartSec=1s",
             "",
@@ -319,17 +408,15 @@ public struct UnattendedKeyring: Sendable {
                 .configuration, "gnome-keyring is not installed: the unlocked Secret Service is gnome-keyring-daemon",
                 hint: "Install it ('sudo apt-get install gnome-keyring dbus-user-session') and run this again.")
         }
-        guard let credential = credentialPathInUnit else {
+        guard configDirectoryFitsUnit else {
             throw TokenctlError(
                 .configuration,
-                "the credential's path \(credentialPath) has characters tokenctl does not write into a unit",
+                "the configuration directory \(configDirectory) has characters tokenctl does not write into a unit",
                 hint: "Use a configuration directory whose path has letters, digits and / . _ - + @ only.")
         }
         var lines: [String] = []
         let seal = try sealedPassword(installedSeal, report: &lines)
-        try installUnit(
-            seal, credential: credential, unitPath: unitPath, dropInPath: dropInPath,
-            unitDirectory: unitDirectory)
+        try installUnit(seal, unitPath: unitPath, dropInPath: dropInPath, unitDirectory: unitDirectory)
         lines.append("Wrote \(unitPath) and \(dropInPath).")
         lines.append("Masked \(Self.stockUnits.joined(separator: " and ")); enabled and started \(Self.unitName).")
         try await waitUntilUnlocked(clock: clock, unlockWait: unlockWait, secretService: secretService)
@@ -345,13 +432,17 @@ public struct UnattendedKeyring: Sendable {
     /// The seal of the keyring's password: the one sealed before (a new one would not unlock the
     /// keyring it made), or a new password sealed the best way this machine offers.
     private func sealedPassword(_ installedSeal: Seal?, report lines: inout [String]) throws(TokenctlError) -> Seal {
-        if let installedSeal, FileIO.exists(credentialPath) {
+        if let installedSeal, sealExists(installedSeal) {
             if case .failed(let output, let meaning) = unseal(installedSeal) {
                 throw TokenctlError(
-                    .serviceUnavailable, "the keyring password sealed in \(credentialPath) does not unseal: \(output)",
+                    .serviceUnavailable,
+                    "the keyring password sealed in \(sealPath(installedSeal)) does not unseal: \(output)",
                     hint: meaning)
             }
-            lines.append("Kept the sealed keyring password \(credentialPath) (\(installedSeal.description)).")
+            if case .systemdCredsTPM2(let tcti) = installedSeal, let resealed = resealed(tcti, report: &lines) {
+                return resealed
+            }
+            lines.append("Kept the sealed keyring password \(sealPath(installedSeal)) (\(installedSeal.description)).")
             return installedSeal
         }
         if let login = loginKeyringPath, FileIO.exists(login) {
@@ -368,14 +459,50 @@ public struct UnattendedKeyring: Sendable {
         case .failure(let failure): throw noSealError(failure.reason)
         }
         try sealNewPassword(seal)
-        lines.append("Sealed a new keyring password to \(seal.description): \(credentialPath)")
+        lines.append("Sealed a new keyring password to \(seal.description): \(sealPath(seal))")
         return seal
+    }
+
+    /// The password an earlier tokenctl sealed with `systemd-creds --with-key=tpm2` (inside the
+    /// TPM's dictionary-attack protection), sealed again with `TPMSeal`; the old credential
+    /// removed once the new seal unseals. Nil (and the old seal kept) when the decrypt's output
+    /// is not exactly such a password (43 base64url characters: systemd-creds prints its
+    /// warnings on the same stream) or the new seal fails.
+    private func resealed(_ named: String?, report lines: inout [String]) -> Seal? {
+        let decrypted = host.systemdCreds(
+            ["decrypt", "--name=\(Self.credentialName)"] + tpmArguments(.systemdCredsTPM2(tcti: named)) + [
+                credentialPath, "-",
+            ], nil)
+        let password = decrypted.output
+        guard decrypted.status == 0, password.utf8.count == 43,
+            password.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+        else {
+            lines.append("Could not read the systemd-creds seal's password cleanly: kept \(credentialPath).")
+            return nil
+        }
+        // systemd's device may be a bare path; tpm2-tools want the driver.
+        let tcti = named.map { $0.hasPrefix("/") ? "device:" + $0 : $0 }
+        let seal = tpmSeal(tcti)
+        do {
+            try seal.seal(password)
+            try seal.check()
+        } catch {
+            lines.append(
+                "Could not seal the keyring password again (\(error.tool): \(error.output)): kept \(credentialPath).")
+            for path in [seal.publicPath, seal.privatePath] { _ = try? FileIO.removeFileIfPresent(path) }
+            return nil
+        }
+        _ = try? FileIO.removeFileIfPresent(credentialPath)
+        lines.append(
+            "Sealed the keyring password again, outside the TPM's dictionary-attack lockout: \(sealPath(.tpm2(tcti: tcti))) (replaces \(credentialPath))."
+        )
+        return .tpm2(tcti: tcti)
     }
 
     /// The unit and the refresh timer's drop-in written, the stock units masked and stopped, the
     /// unit enabled and (re)started.
     private func installUnit(
-        _ seal: Seal, credential: String, unitPath: String, dropInPath: String, unitDirectory: String
+        _ seal: Seal, unitPath: String, dropInPath: String, unitDirectory: String
     ) throws(TokenctlError) {
         do {
             try FileIO.makeDirectories(unitDirectory + "/\(RefreshSchedule.unitName).service.d", mode: 0o700)
@@ -383,7 +510,7 @@ public struct UnattendedKeyring: Sendable {
             throw TokenctlError(.unexpected, "cannot create \(unitDirectory): \(error)")
         }
         try SystemdUserUnits.write(
-            [(unitPath, keyringUnit(seal, credential: credential)), (dropInPath, Self.refreshDropIn)],
+            [(unitPath, keyringUnit(seal)), (dropInPath, Self.refreshDropIn)],
             into: unitDirectory)
         let steps: [[String]] = [
             ["daemon-reload"], ["mask"] + Self.stockUnits,
@@ -432,15 +559,31 @@ public struct UnattendedKeyring: Sendable {
     }
 
     /// A new random password (32 bytes from getrandom(2), base64url: 43 characters; text, since
-    /// gnome-keyring reads a C string), sealed into the credential. It goes to systemd-creds on
-    /// standard input only, and the file is created under umask 077 (systemd-creds honours it).
+    /// gnome-keyring reads a C string), sealed. It goes to tpm2_create or systemd-creds on
+    /// standard input only, into the private configuration directory: systemd-creds' file under
+    /// umask 077 (it honours the mask), tpm2_create's set to 0600 by `TPMSeal`.
     func sealNewPassword(_ seal: Seal) throws(TokenctlError) {
         do { try FileIO.ensurePrivateDirectory(configDirectory) } catch {
             throw TokenctlError(.unexpected, "cannot create \(configDirectory): \(error)")
         }
         let password = Base64URL.encode(SecureRandom.bytes(32))
+        if case .tpm2(let tcti) = seal {
+            guard host.programInstalled("tpm2_unseal") else {
+                throw TokenctlError(
+                    .configuration, "tpm2-tools is not installed: tokenctl seals the keyring password with it",
+                    hint: "Install it ('sudo apt-get install tpm2-tools') and run this again. Nothing was installed.")
+            }
+            let tpm = tpmSeal(tcti)
+            do { try tpm.seal(password) } catch {
+                for path in [tpm.publicPath, tpm.privatePath] { _ = try? FileIO.removeFileIfPresent(path) }
+                throw TokenctlError(
+                    .serviceUnavailable, "\(error.tool) could not seal the keyring password: \(error.output)",
+                    hint: "Nothing was installed.")
+            }
+            return
+        }
         let arguments =
-            modeArguments(seal) + ["encrypt"] + (seal == .user ? [] : ["--with-key=tpm2"]) + tpmArguments(seal) + [
+            modeArguments(seal) + ["encrypt"] + [
                 "--name=\(Self.credentialName)", "-", credentialPath,
             ]
         let result = FileIO.withPrivateUmask { host.systemdCreds(arguments, password) }
@@ -534,18 +677,26 @@ public struct UnattendedKeyring: Sendable {
                 name: "keyring seal", holds: false, detail: "no sealed keyring password",
                 hint: "On a server, run '\(tokenctl: .default, .keyring(.setup, [.unattended]))'.")
         }
+        let path = sealPath(seal)
         switch unseal(seal) {
         case .ok:
-            return Fact(name: "keyring seal", holds: true, detail: "\(credentialPath) unseals (\(seal.description))")
+            if case .systemdCredsTPM2 = seal {
+                return Fact(
+                    name: "keyring seal", holds: true, detail: "\(path) unseals (\(seal.description))",
+                    hint:
+                        "It is inside the TPM's dictionary-attack protection: a few power losses in a row lock it out. Run '\(tokenctl: .default, .keyring(.setup, [.unattended]))' again to seal the same password outside it."
+                )
+            }
+            return Fact(name: "keyring seal", holds: true, detail: "\(path) unseals (\(seal.description))")
         case .missing:
             return Fact(
-                name: "keyring seal", holds: false, detail: "\(credentialPath) is missing",
+                name: "keyring seal", holds: false, detail: "\(path) is missing",
                 hint:
                     "The keyring's password is gone with it: the sessions need a new login. Run '\(tokenctl: .default, .keyring(.remove, []))', move the login keyring aside, then '\(tokenctl: .default, .keyring(.setup, [.unattended]))'."
             )
         case .failed(let output, let meaning):
             return Fact(
-                name: "keyring seal", holds: false, detail: "\(credentialPath) does not unseal: \(output)",
+                name: "keyring seal", holds: false, detail: "\(path) does not unseal: \(output)",
                 hint: meaning)
         }
     }
@@ -573,7 +724,7 @@ public struct UnattendedKeyring: Sendable {
     /// credential go, the stock units are unmasked; the keyring and its sessions stay.
     /// Returns a line for each thing removed.
     /// Undo the setup: the unit, its drop-in, the masks. Never the keyring, nor the sealed
-    /// password (`credentialPath`), without which nothing could open the keyring again.
+    /// password (`installedSealPath`), without which nothing could open the keyring again.
     public func remove() throws(TokenctlError) -> [String] {
         var removed: [String] = []
         if isInstalled {

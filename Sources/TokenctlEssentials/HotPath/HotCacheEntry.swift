@@ -166,8 +166,9 @@ public struct HotCacheEntry: Equatable, Sendable {
     /// Parse a payload read from the keyring.
     ///
     /// - Throws: `HotCacheFormatError` for anything but a well-formed payload of this version.
-    // One pass over the payload's lines, each field checked where it is read: long on purpose,
-    // like the hit's reader it must agree with (HotPath.cachedToken).
+    // One function on purpose: one pass over the payload's lines, each field checked where it is
+    // read, in the order of the hit's reader it must agree with (HotPath.cachedToken; the fuzz
+    // target HotPathDifferential compares the two).
     public static func decode(_ bytes: [UInt8]) throws(HotCacheFormatError) -> HotCacheEntry {
         // The syntax is HotCacheEntrySyntax's, the one reader the front's hit uses too; here each
         // field gets its meaning. Fields by position in `fieldKeys`: no Dictionary, whose String

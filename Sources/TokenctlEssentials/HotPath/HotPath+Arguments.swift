@@ -12,7 +12,8 @@ extension HotPath {
 
     /// The `token` invocation in argv (argv[0] skipped), or `nil` for any other shape. Read with
     /// `ArgumentSyntax`, as the engine's parser reads it.
-    // One pass over the bytes, long on purpose (see HotPath).
+    // One function on purpose: one pass over the bytes, its state in locals, no allocation and no
+    // helper the static front might not inline (see HotPath); a hit's cost is Scripts/bench's (a).
     public static func recognize(argc: Int32, argv: UnsafePointer<UnsafeMutablePointer<CChar>?>) -> Request? {
         var request = Request()
         var sawToken = false

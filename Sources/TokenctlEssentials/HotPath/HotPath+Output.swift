@@ -20,7 +20,8 @@ extension HotPath {
     /// Decide freshness (`AccessTokenLifetime.Rule`, in exact integer nanoseconds relative to
     /// `now`) and render the hit as the front always has; `nil` when the token is not fresh
     /// enough, or does not fit.
-    // One pass over the bytes, long on purpose (see HotPath).
+    // One function on purpose: one pass over the bytes, its state in locals, no allocation and no
+    // helper the static front might not inline (see HotPath); a hit's cost is Scripts/bench's (a).
     public static func render(
         _ token: CachedToken, profile: Bytes, request: Request, now: Instant,
         into output: UnsafeMutableBufferPointer<UInt8>

@@ -55,7 +55,8 @@ extension HotPath {
     /// The token in a payload that `HotCacheEntry.decode` accepts and that belongs to exactly
     /// this identity and target (the same sets of words; no target fields for the session's own
     /// token); `nil` for anything else and on any doubt.
-    // One pass over the bytes, long on purpose (see HotPath).
+    // One function on purpose: one pass over the bytes, its state in locals, no allocation and no
+    // helper the static front might not inline (see HotPath); a hit's cost is Scripts/bench's (a).
     public static func cachedToken(
         _ payload: Bytes, profile: Bytes, issuer: Bytes, clientID: Bytes, scope: Bytes? = nil, audience: Bytes? = nil,
         resource: Bytes? = nil

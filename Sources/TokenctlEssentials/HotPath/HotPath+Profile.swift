@@ -104,7 +104,8 @@ extension HotPath {
 
     /// Issuer and client ID of a profile file that `ProfileConfiguration.parse` accepts with a
     /// token endpoint; `nil` for anything else and on any doubt (a non-ASCII value, say).
-    // One pass over the bytes, long on purpose (see HotPath).
+    // One function on purpose: one pass over the bytes, its state in locals, no allocation and no
+    // helper the static front might not inline (see HotPath); a hit's cost is Scripts/bench's (a).
     public static func profileIdentity(_ file: Bytes) -> ProfileIdentity? {
         var issuer: Bytes?
         var clientID: Bytes?
@@ -173,7 +174,8 @@ extension HotPath {
     /// A key of the profile file: its bit (a key given twice is refused), whether its value is
     /// one `ProfileConfiguration` accepts (the keys whose values it checks; the others take
     /// any), and where its value is kept; nil for a key `ProfileConfiguration` does not know.
-    // Byte comparisons in one chain, long on purpose (see HotPath).
+    // One function on purpose: one chain of byte comparisons, no table (an Array the static front
+    // would page in) and no allocation (see HotPath); a hit's cost is Scripts/bench's (a).
     static func profileKeyRule(_ key: Bytes, _ value: Bytes) -> (
         bit: UInt32, valueAccepted: Bool, slot: ProfileKeySlot?
     )? {

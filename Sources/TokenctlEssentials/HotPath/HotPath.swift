@@ -120,7 +120,8 @@ public enum HotPath {
     ///   (`forwardSocket(environment:)`): then the hot-cache entry is that socket's as it is
     ///   bound now (`ForwardClient.cacheIssuer`), not a local profile file's, and a hit needs
     ///   something serving it (`ForwardClient.liveness`).
-    // One pass over the bytes, long on purpose (see HotPath).
+    // One function on purpose: one pass over the bytes, its state in locals, no allocation and no
+    // helper the static front might not inline (see HotPath); a hit's cost is Scripts/bench's (a).
     public static func serve(
         argc: Int32, argv: UnsafePointer<UnsafeMutablePointer<CChar>?>, now: Instant,
         environment: (UnsafePointer<CChar>) -> UnsafePointer<CChar>?, forwardSocket: UnsafePointer<CChar>? = nil

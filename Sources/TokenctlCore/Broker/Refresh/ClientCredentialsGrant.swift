@@ -112,8 +112,8 @@ struct ClientCredentialsRequest {
 }
 
 extension TokenBroker {
-    /// A machine profile's token under the lock (see `ClientCredentialsGrant`): what a detached
-    /// refresh's child runs for such a profile.
+    /// A machine profile's token under the lock (see `ClientCredentialsGrant`), in the calling
+    /// process: no refresh token is spent, so no detached child is needed.
     func acquireUnderLock(
         _ profile: ResolvedProfile, target: TokenTarget, snapshot: TokenSet?, minimumTimeToLive: Double, force: Bool,
         capMargin: Bool

@@ -34,18 +34,34 @@ public enum KeyringProgram: Sendable, Equatable {
     public static let startAnyHint: Suggestion =
         "Start your Secret Service provider: gnome-keyring ('\(program: "gnome-keyring-daemon --start --components=secrets")'), KeePassXC (Settings > Secret Service Integration, with a database open), or KWallet (apiEnabled=true under [org.freedesktop.secrets] in kwalletrc)."
 
-    var unlockHint: Suggestion {
+    /// What unlocks this program's keyring, and what gives it a default collection.
+    private var advice: (unlock: Suggestion, noDefaultCollection: Suggestion) {
         switch self {
         case .gnomeKeyring:
-            "Unlock it (log in to the desktop, or run '\(program: #"printf %s "$PASSWORD" | gnome-keyring-daemon --replace --unlock --components=secrets"#)') and try again."
+            (
+                "Unlock it (log in to the desktop, or run '\(program: Self.gnomeKeyringUnlock)') and try again.",
+                "Create one, e.g. by unlocking gnome-keyring once: '\(program: Self.gnomeKeyringUnlock)'."
+            )
         case .keePassXC:
-            "Unlock the database in KeePassXC (the one exposed under Settings > Secret Service Integration) and try again."
+            (
+                "Unlock the database in KeePassXC (the one exposed under Settings > Secret Service Integration) and try again.",
+                "Expose a database group under Settings > Secret Service Integration in KeePassXC, and unlock that database."
+            )
         case .kWallet:
-            "Open the wallet (log in to Plasma, or open 'kdewallet' in KWalletManager) and try again."
+            (
+                "Open the wallet (log in to Plasma, or open 'kdewallet' in KWalletManager) and try again.",
+                "Create the wallet 'kdewallet' in KWalletManager."
+            )
         case .other, .unknown:
-            "Unlock it in \(name) and try again."
+            ("Unlock it in \(name) and try again.", "Set a default collection in \(name).")
         }
     }
+
+    /// gnome-keyring-daemon(1) unlocking the login keyring with a password on standard input.
+    static let gnomeKeyringUnlock =
+        #"printf %s "$PASSWORD" | gnome-keyring-daemon --replace --unlock --components=secrets"#
+
+    var unlockHint: Suggestion { advice.unlock }
 
     var perItemUnlockHint: Suggestion {
         switch self {
@@ -56,16 +72,5 @@ public enum KeyringProgram: Sendable, Equatable {
         }
     }
 
-    var noDefaultCollectionHint: Suggestion {
-        switch self {
-        case .gnomeKeyring:
-            "Create one, e.g. by unlocking gnome-keyring once: '\(program: #"printf %s "$PASSWORD" | gnome-keyring-daemon --replace --unlock --components=secrets"#)'."
-        case .keePassXC:
-            "Expose a database group under Settings > Secret Service Integration in KeePassXC, and unlock that database."
-        case .kWallet:
-            "Create the wallet 'kdewallet' in KWalletManager."
-        case .other, .unknown:
-            "Set a default collection in \(name)."
-        }
-    }
+    var noDefaultCollectionHint: Suggestion { advice.noDefaultCollection }
 }
