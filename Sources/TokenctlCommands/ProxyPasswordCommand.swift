@@ -4,9 +4,6 @@ import TokenctlEssentials
 /// `tokenctl proxy-password`: the password of the profile's proxy user (`proxy` and
 /// `proxy_user` in the profile file), kept in the Secret Service; given on standard input only.
 enum ProxyPasswordCommand: EngineCommand {
-    static let passwordStdinOption = OptionSpec(
-        "--password-stdin", help: "With set: read the password from standard input (never from an argument).")
-
     static let spec = CommandSpec(
         name: "proxy-password",
         abstract: "Store or remove the password of the profile's proxy user in the Secret Service.",
@@ -25,6 +22,9 @@ enum ProxyPasswordCommand: EngineCommand {
     enum Action: String, CaseIterable, Sendable {
         case set, remove
     }
+
+    static let passwordStdinOption = OptionSpec(
+        "--password-stdin", help: "With set: read the password from standard input (never from an argument).")
 
     struct Options: Equatable, Sendable {
         var action: Action

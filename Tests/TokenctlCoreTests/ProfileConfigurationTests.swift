@@ -186,7 +186,8 @@ struct ProfileConfigurationTests {
         let configuration = try ProfileConfiguration.parse(
             base + "proxy = http://Proxy.example:3128\nproxy_user = alice\n", path: path)
         #expect(configuration.proxyUser == "alice")
-        #expect(configuration.network.proxyAccount == ProxyAccount(proxy: "proxy.example:3128", user: "alice"))
+        #expect(configuration.network.proxyAccount?.proxy == "proxy.example:3128")
+        #expect(configuration.network.proxyAccount?.user == "alice")
         #expect(configurationError(base + "proxy_user = alice\n")?.message.contains("no 'proxy' key") == true)
         #expect(configurationError(base + "proxy = p:1\nproxy_user = a:b\n")?.line == 4)
         #expect(configurationError(base + "proxy = http://u:p@p:1\n")?.message.contains("proxy_user") == true)

@@ -20,16 +20,11 @@ public struct NetworkSettings: Sendable, Equatable {
     /// The profile these are of, for the hints that name a command (nil: the default profile).
     public var profile: ProfileName?
 
-    public init(
-        caBundle: String? = nil, proxy: String? = nil, noProxy: String? = nil, proxyCABundle: String? = nil,
-        proxyUser: String? = nil, profile: ProfileName? = nil
-    ) {
+    public init(caBundle: String? = nil, proxy: String? = nil, noProxy: String? = nil, proxyCABundle: String? = nil) {
         self.caBundle = caBundle
         self.proxy = proxy
         self.noProxy = noProxy
         self.proxyCABundle = proxyCABundle
-        self.proxyUser = proxyUser
-        self.profile = profile
     }
 
     /// The account whose password the Secret Service keeps: the profile's proxy and `proxy_user`.
@@ -46,11 +41,6 @@ public struct ProxyAccount: Sendable, Hashable, CustomStringConvertible {
     /// `HOST:PORT` as the profile's `proxy` key names it (lower case).
     public var proxy: String
     public var user: String
-
-    public init(proxy: String, user: String) {
-        self.proxy = proxy
-        self.user = user
-    }
 
     /// "user alice at proxy.example:3128"
     public var description: String { "user \(user) at \(proxy)" }

@@ -77,8 +77,10 @@ public struct ProfileConfiguration: Equatable, Sendable {
 
     /// What the profile's requests go through (`NetworkRoute`).
     public var network: NetworkSettings {
-        NetworkSettings(
-            caBundle: caBundle, proxy: proxy, noProxy: noProxy, proxyCABundle: proxyCABundle, proxyUser: proxyUser)
+        var settings = NetworkSettings(
+            caBundle: caBundle, proxy: proxy, noProxy: noProxy, proxyCABundle: proxyCABundle)
+        settings.proxyUser = proxyUser
+        return settings
     }
 
     /// `network`, for the hints that name `profile`.
