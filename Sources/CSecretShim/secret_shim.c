@@ -16,6 +16,9 @@ const SecretSchema *tokenctl_secret_schema(void) {
             { "issuer", SECRET_SCHEMA_ATTRIBUTE_STRING },
             { "client_id", SECRET_SCHEMA_ATTRIBUTE_STRING },
             { "kind", SECRET_SCHEMA_ATTRIBUTE_STRING },
+            // A proxy password's item (kind=proxy-password): the proxy's HOST:PORT and the user.
+            { "proxy", SECRET_SCHEMA_ATTRIBUTE_STRING },
+            { "user", SECRET_SCHEMA_ATTRIBUTE_STRING },
             { NULL, 0 },
         }
     };

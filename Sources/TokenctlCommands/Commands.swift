@@ -27,7 +27,7 @@ enum Commands {
         LoginCommand.self, TokenCommand.self, RefreshCommand.self, LogoutCommand.self, StatusCommand.self,
         EventsCommand.self,
         DoctorCommand.self, ScheduleCommand.self, GitCredentialCommand.self, ExecCommand.self, ForwardCommand.self,
-        KeyCommand.self, KeyringCommand.self, CompletionCommand.self,
+        KeyCommand.self, KeyringCommand.self, ProxyPasswordCommand.self, CompletionCommand.self,
     ]
 
     static let parser = CommandLineParser(toolName: "tokenctl", commands: all.map { $0.spec }, topics: ["providers"])

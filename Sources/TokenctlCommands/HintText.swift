@@ -64,6 +64,8 @@ public enum HintText {
         case .key(let action, let options): (KeyCommand.spec.name, spelling(action), options.map(spelling))
         case .keyring(let action, let options):
             (KeyringCommand.spec.name, spelling(action), options.map(spelling))
+        case .proxyPassword(let action, let options):
+            (ProxyPasswordCommand.spec.name, spelling(action), options.map(spelling))
         }
     }
 
@@ -199,6 +201,19 @@ public enum HintText {
         switch option {
         case .unattended: (KeyringCommand.unattendedOption, nil)
         case .force: (KeyringCommand.forceOption, nil)
+        }
+    }
+
+    static func spelling(_ action: TokenctlCommand.ProxyPasswordAction) -> String {
+        switch action {
+        case .set: ProxyPasswordCommand.Action.set.rawValue
+        case .remove: ProxyPasswordCommand.Action.remove.rawValue
+        }
+    }
+
+    static func spelling(_ option: TokenctlCommand.ProxyPasswordOption) -> (spec: OptionSpec, value: SuggestedValue?) {
+        switch option {
+        case .passwordStdin: (ProxyPasswordCommand.passwordStdinOption, nil)
         }
     }
 

@@ -30,6 +30,7 @@ struct HintCommandLineTests {
         .schedule(.install, [.systemd]), .schedule(.install, [.cron]),
         .forward(.enable, [.scope(.quoted("read write")), .audience(.quoted("api"))]),
         .forward(.status, []), .forward(.listen, []),
+        .proxyPassword(.set, [.passwordStdin]), .proxyPassword(.remove, []),
     ]
 
     /// A printed command line as a shell splits it (double quotes group; hints print no others).
@@ -81,11 +82,15 @@ struct HintCommandLineTests {
     @Test("the samples name every command and action a hint can")
     func samplesCoverTheCommands() {
         let names = Set(Self.samples.map { HintText.spelling($0).name })
-        #expect(names == ["login", "logout", "status", "doctor", "token", "refresh", "schedule", "forward"])
+        #expect(
+            names == [
+                "login", "logout", "status", "doctor", "token", "refresh", "schedule", "forward", "proxy-password",
+            ])
         let actions = Set(Self.samples.compactMap { HintText.spelling($0).action })
         let expected = Set(
             TokenctlCommand.ScheduleAction.allCases.map(HintText.spelling)
-                + TokenctlCommand.ForwardAction.allCases.map(HintText.spelling))
+                + TokenctlCommand.ForwardAction.allCases.map(HintText.spelling)
+                + TokenctlCommand.ProxyPasswordAction.allCases.map(HintText.spelling))
         #expect(actions == expected)
     }
 

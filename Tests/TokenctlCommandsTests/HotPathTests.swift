@@ -226,7 +226,7 @@ struct HotPathProfileTests {
             let value =
                 key == "token_endpoint_auth_method"
                 ? "client_secret_basic"
-                : key == "client_id" || key == "scope" || key == "cacert"
+                : key == "client_id" || key == "scope" || key == "cacert" || key == "proxy_user"
                     ? "x"
                     : key == "dpop" || key == "dpop_allow_bearer"
                         ? "false"
@@ -238,8 +238,16 @@ struct HotPathProfileTests {
                                     ? "true" : key.hasPrefix("forward_") ? "a b" : "https://a.example/\(key)"
             var text = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\n"
             if !["issuer", "client_id", "token_endpoint"].contains(key) { text += "\(key) = \(value)\n" }
+            if key == "proxy_user" { text += "proxy = http://p.example:1\n" }
             #expect(bytes(text) { HotPath.profileIdentity($0) != nil }, "\(key)")
         }
+        // A proxy user needs the profile's proxy, as ProfileConfiguration says.
+        let network = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\n"
+        #expect(bytes(network + "proxy_user = alice\n") { HotPath.profileIdentity($0) == nil })
+        #expect(bytes(network + "proxy = \nproxy_user = alice\n") { HotPath.profileIdentity($0) == nil })
+        #expect(bytes(network + "proxy = p:1\nproxy_user = a:b\n") { HotPath.profileIdentity($0) == nil })
+        #expect(bytes(network + "proxy = p:1\nproxy_user = alice\n") { HotPath.profileIdentity($0) != nil })
+        #expect(bytes(network + "proxy_user = \n") { HotPath.profileIdentity($0) != nil })
         // A DPoP profile is the engine's: its token is useless without a proof the engine signs.
         let dpop = "issuer = https://a.example\nclient_id = c\ntoken_endpoint = https://a.example/t\ndpop = true\n"
         #expect(bytes(dpop) { HotPath.profileIdentity($0) == nil })

@@ -180,6 +180,19 @@ struct ProfileConfigurationTests {
         #expect(configurationError("issuer = https://a.example\nclient_id = c\nscope = a\u{7F}b\n")?.line == 3)
     }
 
+    @Test("proxy_user names the user of the profile's own proxy: no colon or blank, and never without 'proxy'")
+    func proxyUser() throws {
+        let base = "issuer = https://a.example\nclient_id = c\n"
+        let configuration = try ProfileConfiguration.parse(
+            base + "proxy = http://Proxy.example:3128\nproxy_user = alice\n", path: path)
+        #expect(configuration.proxyUser == "alice")
+        #expect(configuration.network.proxyAccount?.proxy == "proxy.example:3128")
+        #expect(configuration.network.proxyAccount?.user == "alice")
+        #expect(configurationError(base + "proxy_user = alice\n")?.message.contains("no 'proxy' key") == true)
+        #expect(configurationError(base + "proxy = p:1\nproxy_user = a:b\n")?.line == 4)
+        #expect(configurationError(base + "proxy = http://u:p@p:1\n")?.message.contains("proxy_user") == true)
+    }
+
     @Test("every documented key is accepted")
     func allKeys() throws {
         #expect(
@@ -191,7 +204,7 @@ struct ProfileConfigurationTests {
                 "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
                 "grant", "assertion_audience", "mtls_token_endpoint",
                 "key_file", "certificate_file",
-                "proxy", "no_proxy", "proxy_cacert",
+                "proxy", "proxy_user", "no_proxy", "proxy_cacert",
             ])
         let text = ProfileConfiguration.keys.map { key in
             switch key {
@@ -206,6 +219,8 @@ struct ProfileConfigurationTests {
             case "dpop", "dpop_allow_bearer", "forward": "\(key) = true"
             case "forward_scope": "forward_scope = read  write"
             case "forward_audience": "forward_audience = https://api.example"
+            case "proxy": "proxy = http://proxy.example:3128"
+            case "proxy_user": "proxy_user = alice"
             default: "\(key) = v"
             }
         }.joined(separator: "\n")

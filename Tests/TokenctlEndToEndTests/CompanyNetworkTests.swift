@@ -93,6 +93,157 @@ struct CompanyNetworkTests {
         #expect(network.waitForLines("TK_SQUID_LOG", squidLines + 1).count == squidLines + 1)
     }
 
+    @Test("a proxy password from the Secret Service: proxy_user, proxy-password set/remove, 407 is 78, nowhere else")
+    func storedProxyPassword() throws {
+        let network = try CompanyNetwork()
+        defer { network.stop() }
+        let sandbox = try Sandbox()
+        try signedIn(network, sandbox)
+        let user = network["TK_SQUID_USER"]
+        let password = network["TK_SQUID_PASSWORD"]
+        let proxy = network["TK_SQUID_AUTH_URL"]
+        let authority = String(proxy.dropFirst("http://".count))
+        let file = sandbox.profileFile()
+        let signedInText = try String(contentsOfFile: file, encoding: .utf8)
+        try (signedInText + "proxy = \(proxy)\nproxy_user = \(user)\n").write(
+            toFile: file, atomically: true, encoding: .utf8)
+        var outputs: [RunResult] = []
+        func run(_ arguments: [String], stdin: String? = nil) throws -> RunResult {
+            let result = try network.tokenctl(sandbox, arguments, stdin: stdin)
+            outputs.append(result)
+            return result
+        }
+        let nginxBefore = network.lines("TK_IDP_ACCESS_LOG").count
+
+        // No password stored yet: 78 before anything is sent, naming the command that stores one.
+        let none = try run(["refresh"])
+        #expect(none.status == 78, "\(none)")
+        #expect(none.stderr.contains("no password is stored for the proxy user \(user) at \(authority)"), "\(none)")
+        #expect(none.stderr.contains("tokenctl proxy-password set --password-stdin"), "\(none)")
+        #expect(network.lines("TK_SQUID_AUTH_LOG").isEmpty)
+        let doctor = try run(["doctor"])
+        #expect(doctor.stdout.contains("no password is stored for the proxy user \(user) at \(authority)"), "\(doctor)")
+        // Never from an argument.
+        #expect(try run(["proxy-password", "set"]).status == 64)
+
+        // A wrong password stored: squid refuses it (407 with the user), nothing reaches nginx.
+        let stored = try run(["proxy-password", "set", "--password-stdin"], stdin: "wrong-Pa55\n")
+        #expect(stored.status == 0, "\(stored)")
+        #expect(stored.stderr.contains("user \(user) at \(authority)"), "\(stored)")
+        let refused = try run(["-v", "refresh"])
+        #expect(refused.status == 78, "\(refused)")
+        #expect(refused.stderr.contains("the proxy \(proxy) (from profile key 'proxy') refused"), "\(refused)")
+        #expect(refused.stderr.contains("the password stored in the Secret Service"), "\(refused)")
+        #expect(refused.stderr.contains("proxy-password set --password-stdin"), "\(refused)")
+        let denied = network.waitForLines("TK_SQUID_AUTH_LOG", 1)
+        #expect(denied.contains { $0.contains("TCP_DENIED/407") && $0.contains(user) }, "\(denied)")
+        #expect(network.lines("TK_IDP_ACCESS_LOG").count == nginxBefore)
+
+        // The right one replaces it: the refresh goes through the proxy as that user.
+        #expect(try run(["proxy-password", "set", "--password-stdin"], stdin: password + "\n").status == 0)
+        let lookup = try runProgram(
+            "/usr/bin/secret-tool",
+            ["lookup", "application", "tokenctl", "kind", "proxy-password", "proxy", authority, "user", user],
+            environment: sandbox.variables)
+        #expect(lookup.stdout == password, "one item, found by application, kind, proxy and user")
+        let authorized = try run(["-v", "refresh"])
+        #expect(authorized.status == 0, "\(authorized)")
+        #expect(
+            authorized.stderr.contains("proxy user \(user) (its password from the Secret Service)"), "\(authorized)")
+        let tunnels = network.waitForLines("TK_SQUID_AUTH_LOG", denied.count + 1)
+        #expect(
+            tunnels.contains { $0.contains("TCP_TUNNEL/200") && $0.contains(" \(user) ") && $0.contains("CONNECT") },
+            "\(tunnels)")
+        #expect(network.lines("TK_IDP_ACCESS_LOG").count > nginxBefore)
+
+        // A token hit asks neither the proxy nor the Secret Service for the password.
+        #expect(try run(["proxy-password", "remove"]).status == 0)
+        let authLines = network.lines("TK_SQUID_AUTH_LOG").count
+        let hit = try run(["token"])
+        #expect(hit.status == 0, "\(hit)")
+        usleep(200_000)
+        #expect(network.lines("TK_SQUID_AUTH_LOG").count == authLines)
+        let lookupGone = try runProgram(
+            "/usr/bin/secret-tool",
+            ["lookup", "application", "tokenctl", "kind", "proxy-password", "proxy", authority, "user", user],
+            environment: sandbox.variables)
+        #expect(lookupGone.stdout.isEmpty)
+        #expect(try run(["proxy-password", "remove"]).stderr.contains("No password is stored"))
+        _ = try run(["events"])
+
+        // Credentials in the profile's proxy URL stay refused.
+        try (signedInText + "proxy = http://\(user):\(password)@\(authority)\n").write(
+            toFile: file, atomically: true, encoding: .utf8)
+        let inFile = try network.tokenctl(sandbox, ["refresh"])
+        #expect(inFile.status == 78, "\(inFile)")
+        #expect(inFile.stderr.contains("proxy_user"), "\(inFile)")
+        try signedInText.write(toFile: file, atomically: true, encoding: .utf8)
+
+        // The password in no output, no file of tokenctl's (events, state, config), no log of
+        // squid's or nginx's (htpasswd holds its hash).
+        for output in outputs {
+            #expect(!output.stdout.contains(password) && !output.stderr.contains(password), "\(output)")
+        }
+        let files = sandbox.allFiles() + Self.files(under: network.directory)
+        #expect(files.count > 5, "\(files)")
+        for path in files {
+            guard let data = FileManager.default.contents(atPath: path) else { continue }
+            #expect(!String(decoding: data, as: UTF8.self).contains(password), "the password in \(path)")
+        }
+    }
+
+    static func files(under root: String) -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: root) else { return [] }
+        return enumerator.compactMap { $0 as? String }.map { root + "/" + $0 }.filter {
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: $0, isDirectory: &isDirectory) && !isDirectory.boolValue
+        }
+    }
+
+    @Test("a browser login through squid: discovery and the code exchange at the proxy, the loopback redirect never")
+    func browserLoginThroughProxy() throws {
+        let network = try CompanyNetwork()
+        defer { network.stop() }
+        let sandbox = try Sandbox()
+        // The browser: a stand-in for xdg-open that follows the authorization URL as a browser
+        // would (the idp auto-approves) to the loopback redirect, trusting the idp's CA and
+        // going direct; it runs in tokenctl's mount namespace, where the idp's name resolves.
+        let bin = sandbox.root + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        let browser = bin + "/xdg-open"
+        try """
+        #!/bin/sh
+        exec /usr/bin/curl -sS -L --max-time 10 --noproxy '*' --cacert '\(network["TK_IDP_CA_FILE"])' "$1" \
+            >'\(sandbox.root)/browser.out' 2>&1
+        """.write(toFile: browser, atomically: true, encoding: .utf8)
+        chmod(browser, 0o700)
+        sandbox.variables["PATH"] = bin + ":" + (sandbox.variables["PATH"] ?? "/usr/bin:/bin")
+        let squid = network["TK_SQUID_URL"]
+        let login = try network.tokenctl(
+            sandbox,
+            [
+                "-v", "login", "--browser", "--issuer", network.issuer, "--client-id", "cli", "--cacert",
+                network["TK_IDP_CA_FILE"], "--timeout", "30",
+            ], variables: ["https_proxy": squid, "http_proxy": squid, "all_proxy": squid])
+        #expect(login.status == 0, "\(login)")
+        #expect(login.stderr.contains("Opened your browser"), "\(login)")
+        let page = (try? String(contentsOfFile: sandbox.root + "/browser.out", encoding: .utf8)) ?? ""
+        #expect(page.contains("return to the terminal"), "the browser reached the loopback redirect: \(page)")
+        #expect(try sandbox.storedTokenSet(issuer: network.issuer)?["refresh_token"] is String)
+        // tokenctl's requests (discovery, the code exchange) went through squid (-v names it),
+        // the browser's went direct, and squid saw nothing for a loopback address.
+        #expect(login.stderr.contains("POST \(network.issuer)/token: proxy \(squid) (https_proxy)"), "\(login)")
+        let tunnels = network.waitForLines("TK_SQUID_LOG", 1)
+        #expect(tunnels.contains { $0.contains("CONNECT idp.tokenctl.test:\(network["TK_IDP_PORT"])") }, "\(tunnels)")
+        let requested = tunnels.map { $0.split(separator: " ").dropFirst(5).first.map(String.init) ?? "" }
+        #expect(
+            !requested.contains { $0.contains("127.0.0.1") || $0.contains("localhost") || $0.contains("[::1]") },
+            "\(tunnels)")
+        let served = network.lines("TK_IDP_ACCESS_LOG")
+        #expect(served.contains { $0.contains("GET /authorize") }, "\(served)")
+        #expect(served.contains { $0.contains("POST /token") }, "\(served)")
+    }
+
     @Test("loopback requests never go through the environment's proxy")
     func loopbackNotProxied() throws {
         let network = try CompanyNetwork()

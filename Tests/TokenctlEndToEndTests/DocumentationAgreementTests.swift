@@ -17,7 +17,7 @@ typealias ExitStatus = TokenctlEssentials.ExitStatus
 struct DocumentationAgreementTests {
     static let commands = [
         "login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec",
-        "forward", "key", "keyring", "completion",
+        "forward", "key", "keyring", "proxy-password", "completion",
     ]
 
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -260,7 +260,9 @@ struct DocumentationAgreementTests {
         let base = "issuer = https://login.example.com\nclient_id = cli\n"
         for key in documented where key != "issuer" && key != "client_id" {
             #expect(throws: Never.self, "the parser accepts '\(key)'") {
-                _ = try ProfileConfiguration.parse(base + "\(key) = \(value(key))\n", path: "test.conf")
+                // proxy_user names the user of the profile's own proxy.
+                let proxy = key == "proxy_user" ? "proxy = http://proxy.example:3128\n" : ""
+                _ = try ProfileConfiguration.parse(base + proxy + "\(key) = \(value(key))\n", path: "test.conf")
             }
         }
         #expect(throws: ConfigurationError.self) {

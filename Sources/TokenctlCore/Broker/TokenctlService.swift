@@ -61,14 +61,15 @@ public final class TokenctlService: Sendable {
                 }
                 // Bounded and rate-limited: it runs while the rotated set waits to be stored.
                 return await cache.refetch(
-                    issuer, jwksURI: jwksURI, http: httpClient(profile.configuration.network),
+                    issuer, jwksURI: jwksURI, http: httpClient(profile.configuration.network(of: profile.name)),
                     timeout: min(retry.attemptTimeout, 5))
             },
             narrate: narrate,
             clientKey: { profile throws(TokenctlError) in try reference.service?.clientKey(of: profile) },
             endpointClient: { profile in
                 TokenEndpointClient(
-                    http: httpClient(profile.configuration.network), clock: clock, retry: retry, deadline: deadline)
+                    http: httpClient(profile.configuration.network(of: profile.name)), clock: clock, retry: retry,
+                    deadline: deadline)
             })
         self.locks = locks
         self.deadline = deadline
@@ -114,6 +115,7 @@ public final class TokenctlService: Sendable {
         let store = SessionStoreRouter(
             keyring: JournaledSessionStore(SecretServiceStore(options: options), journal: RotationJournal()),
             kernelOnly: KernelKeyringTokenStore(hotCache: hotCache), paths: paths)
+        let proxyPasswords = ProxyPasswords { account throws(StoreError) in try store.readProxyPassword(account) }
         return TokenctlService(
             paths: paths, store: store, locks: FileProfileLocks(directory: paths.lockDirectory),
             retry: retry, lockWait: timeout, deadline: deadline,
@@ -128,7 +130,9 @@ public final class TokenctlService: Sendable {
             },
             networkEnvironment: environment,
             httpClient: { network in
-                CurlHTTPClient(network: network, environment: environment, narrate: narrate, userAgent: userAgent)
+                CurlHTTPClient(
+                    network: network, environment: environment, narrate: narrate, proxyPasswords: proxyPasswords,
+                    userAgent: userAgent)
             })
     }
 
@@ -263,7 +267,7 @@ public final class TokenctlService: Sendable {
             let dpopKey = stored.dpopKey.flatMap { try? DPoPKey(stored: $0) }
             revocation = await self.revoke(
                 token: token, hint: hint, endpoint: endpoint.string, credentials: credentials,
-                network: configuration.network,
+                network: configuration.network(of: profile),
                 dpop: dpopKey.map { ($0, configuration.issuer.string, stored.serverClockOffset) })
             if case .failure(let failure)? = revocation, failure.alreadyGone,
                 method == .standardTreatingInvalidTokenAsGone
@@ -275,7 +279,7 @@ public final class TokenctlService: Sendable {
             if let secret {
                 revocation = await GitHub.revoke(
                     api: api, clientID: configuration.clientID, secret: secret, accessToken: stored.accessToken,
-                    http: httpClient(configuration.network), timeout: retry.attemptTimeout)
+                    http: httpClient(configuration.network(of: profile)), timeout: retry.attemptTimeout)
                 if case .failure(let failure)? = revocation, failure.alreadyGone {
                     revocation = .success(())
                     alreadyRevoked = true

@@ -16,6 +16,8 @@ public struct CurlHTTPClient: HTTPClient {
     public var environment: Environment = .process
     /// `-v`: told the route of each request (proxy and CA, never credentials).
     public var narrate: (@Sendable (String) -> Void)? = nil
+    /// The passwords of the profiles' `proxy_user`s (nil: none can be read).
+    public var proxyPasswords: ProxyPasswords? = nil
     /// A PEM bundle of extra trusted CAs (private PKI), or nil for the system store.
     public var caBundle: String? {
         get { network.caBundle }
@@ -72,7 +74,7 @@ public struct CurlHTTPClient: HTTPClient {
         var headerList: UnsafeMutablePointer<curl_slist>?
         defer { tokenctl_curl_slist_free_all(headerList) }
         try setLimits(on: easy, timeout: timeout, connectTimeout: connectTimeout, url: request.url)
-        let route = NetworkRoute.resolve(url: request.url, settings: network, environment: environment)
+        let route = try self.route(to: request.url)
         try Self.apply(route, to: easy, check: Self.check)
         narrate?("\(request.method.rawValue) \(Self.withoutQuery(request.url)): \(route)")
         let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
@@ -91,8 +93,8 @@ public struct CurlHTTPClient: HTTPClient {
         var status = 0
         _ = tokenctl_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
         // An http:// URL through a proxy: the proxy's 407 is the response (RFC 9110 §15.5.8).
-        if status == 407, let proxy = route.proxy {
-            throw Self.proxyRefused(proxy, source: route.proxySource)
+        if status == 407, route.proxy != nil {
+            throw proxyRefused(route)
         }
         return HTTPResponse(status: status, headers: accumulator.headers, body: accumulator.body)
     }
@@ -263,8 +265,8 @@ extension CurlHTTPClient {
         let source = route.proxySource.map { " (from \($0))" } ?? ""
         var connectCode = 0
         _ = tokenctl_curl_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &connectCode)
-        if let proxy = route.proxy, connectCode == 407 {
-            return Self.proxyRefused(proxy, source: route.proxySource)
+        if route.proxy != nil, connectCode == 407 {
+            return proxyRefused(route)
         }
         if let proxy = route.proxy, code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_PROXY {
             return HTTPTransportError(
@@ -306,15 +308,50 @@ extension CurlHTTPClient {
             advice: advice)
     }
 
-    static func proxyRefused(_ proxy: ProxyEndpoint, source: String?) -> HTTPTransportError {
+    /// The route of a request to `url` (`NetworkRoute`), with the password of the profile's
+    /// `proxy_user` from the Secret Service when it goes through the profile's proxy. None
+    /// stored is a configuration error: nothing is sent.
+    func route(to url: String) throws(HTTPTransportError) -> NetworkRoute {
+        var route = NetworkRoute.resolve(url: url, settings: network, environment: environment)
+        guard let account = route.proxyAccount, route.proxy != nil else { return route }
+        let password: String?
+        do { password = try proxyPasswords?.password(account) } catch {
+            throw HTTPTransportError(
+                .other, "cannot read the password of the proxy \(account) from the Secret Service: \(error.message)",
+                advice: error.hint)
+        }
+        guard let password else {
+            throw HTTPTransportError(
+                .proxyAuthentication,
+                "no password is stored for the proxy \(account) (the profile's 'proxy_user'); nothing was sent",
+                advice: Self.proxyPasswordAdvice(network.profile, "Store it"))
+        }
+        route.proxy?.password = password
+        return route
+    }
+
+    /// "Store it: 'printf %s "$PROXY_PASSWORD" | tokenctl --profile P proxy-password set …'."
+    static func proxyPasswordAdvice(_ profile: ProfileName?, _ verb: String) -> Suggestion {
+        "\(verb) on standard input: '\(program: #"printf %s "$PROXY_PASSWORD""#, into: SuggestedCommand(profile ?? .default, .proxyPassword(.set, [.passwordStdin])))'."
+    }
+
+    func proxyRefused(_ route: NetworkRoute) -> HTTPTransportError {
+        guard let proxy = route.proxy else { return HTTPTransportError(.proxyAuthentication, "407") }
+        let source = route.proxySource
         let origin = source.map { " (from \($0))" } ?? ""
+        if let account = route.proxyAccount {
+            return HTTPTransportError(
+                .proxyAuthentication,
+                "the proxy \(proxy)\(origin) refused the request: 407 Proxy Authentication Required (the password stored in the Secret Service for its \(account) was refused)",
+                advice: Self.proxyPasswordAdvice(network.profile, "Replace it"))
+        }
         return HTTPTransportError(
             .proxyAuthentication,
             "the proxy \(proxy)\(origin) refused the request: 407 Proxy Authentication Required"
                 + (proxy.username == nil
                     ? " (no user name and password were given)" : " (the user name or password given was refused)"),
             advice: source?.hasPrefix("profile") == true
-                ? "A proxy that asks for a password takes it from the environment's proxy URL (https_proxy=http://USER:PASSWORD@HOST:PORT): remove the profile's 'proxy' key and set the variable."
+                ? "A proxy that asks for a password: name its user with 'proxy_user = NAME' in the profile file and store the password in the Secret Service (tokenctl.conf(5)), or give both in the environment's proxy URL (https_proxy=http://USER:PASSWORD@HOST:PORT) and remove the profile's 'proxy' key."
                 : "Set the proxy's user name and password in the URL of \(source ?? "the proxy variable") (http://USER:PASSWORD@HOST:PORT; percent-encode special characters)."
         )
     }

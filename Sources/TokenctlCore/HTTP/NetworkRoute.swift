@@ -1,3 +1,5 @@
+import TokenctlEssentials
+
 /// The network settings of one profile (tokenctl.conf(5)): its CA bundle and its proxy keys.
 /// Each request resolves them, with the environment, into a `NetworkRoute`.
 public struct NetworkSettings: Sendable, Equatable {
@@ -12,6 +14,11 @@ public struct NetworkSettings: Sendable, Equatable {
     /// `proxy_cacert`: the CA bundle an `https://` proxy's own certificate is checked against
     /// (default: the profile's `cacert`, else the system's).
     public var proxyCABundle: String?
+    /// `proxy_user`: the user name for the profile's `proxy`; its password is kept in the
+    /// Secret Service (`ProxyAccount`) and sent to that proxy only.
+    public var proxyUser: String?
+    /// The profile these are of, for the hints that name a command (nil: the default profile).
+    public var profile: ProfileName?
 
     public init(caBundle: String? = nil, proxy: String? = nil, noProxy: String? = nil, proxyCABundle: String? = nil) {
         self.caBundle = caBundle
@@ -19,6 +26,24 @@ public struct NetworkSettings: Sendable, Equatable {
         self.noProxy = noProxy
         self.proxyCABundle = proxyCABundle
     }
+
+    /// The account whose password the Secret Service keeps: the profile's proxy and `proxy_user`.
+    public var proxyAccount: ProxyAccount? {
+        guard let proxy, let proxyUser, let endpoint = ProxyEndpoint(proxy) else { return nil }
+        return ProxyAccount(proxy: endpoint.authority, user: proxyUser)
+    }
+}
+
+/// A user of a proxy that asks for Basic credentials (RFC 9110 §11.7.1), its password kept in
+/// the Secret Service as an item of its own (`kind=proxy-password`, `proxy=HOST:PORT`,
+/// `user=NAME`): shared by every profile that names the same proxy and user.
+public struct ProxyAccount: Sendable, Hashable, CustomStringConvertible {
+    /// `HOST:PORT` as the profile's `proxy` key names it (lower case).
+    public var proxy: String
+    public var user: String
+
+    /// "user alice at proxy.example:3128"
+    public var description: String { "user \(user) at \(proxy)" }
 }
 
 /// A proxy URL split as libcurl reads one (a URL without a scheme is `http://`), its user
@@ -59,6 +84,11 @@ public struct ProxyEndpoint: Sendable, Equatable, CustomStringConvertible {
 
     public var isHTTPS: Bool { url.hasPrefix("https://") }
 
+    /// `host:port` (lower case), without the scheme.
+    public var authority: String {
+        NetworkRoute.splitScheme(Substring(url)).map { $0.rest.lowercased() } ?? url.lowercased()
+    }
+
     private static func percentDecoded(_ text: Substring) -> String {
         var bytes: [UInt8] = []
         var utf8 = Array(text.utf8)[...]
@@ -93,6 +123,9 @@ public struct NetworkRoute: Sendable, Equatable, CustomStringConvertible {
     public var caSource: String?
     /// CURLOPT_PROXY_CAINFO for an `https://` proxy.
     public var proxyCAFile: String?
+    /// The profile's proxy with its `proxy_user`: the password is the Secret Service's
+    /// (`CurlHTTPClient` reads it before the request).
+    public var proxyAccount: ProxyAccount?
 
     /// The route of a request to `url`.
     ///
@@ -142,7 +175,11 @@ public struct NetworkRoute: Sendable, Equatable, CustomStringConvertible {
             route.proxySource = "loopback (never through \(candidate.source))"
             return route
         }
-        guard let proxy = ProxyEndpoint(candidate.value) else { return route }
+        guard var proxy = ProxyEndpoint(candidate.value) else { return route }
+        if fromProfile, let account = settings.proxyAccount {
+            proxy.username = account.user
+            route.proxyAccount = account
+        }
         route.proxy = proxy
         route.proxySource = candidate.source
         return route
@@ -154,6 +191,9 @@ public struct NetworkRoute: Sendable, Equatable, CustomStringConvertible {
         var parts: [String] = []
         if let proxy {
             parts.append("proxy \(proxy) (\(proxySource ?? ""))")
+            if let proxyAccount {
+                parts.append("proxy user \(proxyAccount.user) (its password from the Secret Service)")
+            }
         } else {
             parts.append("no proxy" + (proxySource.map { " (\($0))" } ?? ""))
         }

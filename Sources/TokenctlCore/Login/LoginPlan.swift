@@ -58,6 +58,7 @@ struct LoginPlan: Sendable {
     var network: NetworkSettings {
         var network = previous?.network ?? NetworkSettings()
         network.caBundle = request.caBundle
+        network.profile = request.profile
         return network
     }
 

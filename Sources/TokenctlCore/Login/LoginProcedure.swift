@@ -99,6 +99,7 @@ struct LoginProcedure: LoginStep {
         configuration.proxy = plan.previous?.proxy
         configuration.noProxy = plan.previous?.noProxy
         configuration.proxyCABundle = plan.previous?.proxyCABundle
+        configuration.proxyUser = plan.previous?.proxyUser
         // So does sharing (`forward enable`), for a new login of the same server and client only:
         // a profile pointed at another server is not shared until its user says so again.
         if let previous = plan.previous, previous.issuer == request.issuer, previous.clientID == request.clientID {

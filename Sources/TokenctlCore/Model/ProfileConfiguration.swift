@@ -71,10 +71,23 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public var noProxy: String?
     /// The CA bundle an `https://` proxy's own certificate is checked against (`proxy_cacert`).
     public var proxyCABundle: String?
+    /// The user name for the profile's `proxy` (`proxy_user = NAME`); its password is kept in
+    /// the Secret Service (`ProxyAccount`), never in this file.
+    public var proxyUser: String?
 
     /// What the profile's requests go through (`NetworkRoute`).
     public var network: NetworkSettings {
-        NetworkSettings(caBundle: caBundle, proxy: proxy, noProxy: noProxy, proxyCABundle: proxyCABundle)
+        var settings = NetworkSettings(
+            caBundle: caBundle, proxy: proxy, noProxy: noProxy, proxyCABundle: proxyCABundle)
+        settings.proxyUser = proxyUser
+        return settings
+    }
+
+    /// `network`, for the hints that name `profile`.
+    public func network(of profile: ProfileName?) -> NetworkSettings {
+        var settings = network
+        settings.profile = profile
+        return settings
     }
 
     /// A client key (PEM) that another program keeps and rotates: read on every use, never copied.
@@ -110,7 +123,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
         "grant", "assertion_audience", "mtls_token_endpoint",
         "key_file", "certificate_file",
-        "proxy", "no_proxy", "proxy_cacert",
+        "proxy", "proxy_user", "no_proxy", "proxy_cacert",
     ]
 
     /// Parse a profile file.
@@ -159,6 +172,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         configuration.proxy = try entries.proxy()
         configuration.noProxy = entries.text("no_proxy")
         configuration.proxyCABundle = entries.text("proxy_cacert")
+        configuration.proxyUser = try entries.proxyUser(hasProxy: configuration.proxy != nil)
         return configuration
     }
 
@@ -197,6 +211,7 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let keyFile { lines.append("key_file = \(keyFile)") }
         if let certificateFile { lines.append("certificate_file = \(certificateFile)") }
         if let proxy { lines.append("proxy = \(proxy)") }
+        if let proxyUser { lines.append("proxy_user = \(proxyUser)") }
         if let noProxy { lines.append("no_proxy = \(noProxy)") }
         if let proxyCABundle { lines.append("proxy_cacert = \(proxyCABundle)") }
         return lines.joined(separator: "\n") + "\n"
@@ -367,7 +382,25 @@ struct ProfileFileEntries {
             throw ConfigurationError(
                 path: path, line: entry.line,
                 message:
-                    "proxy: no user name or password here (the file is no place for a password); give them in the https_proxy variable's URL instead"
+                    "proxy: no user name or password here (the file is no place for a password); name the user with 'proxy_user' and keep the password in the Secret Service (tokenctl.conf(5)), or give both in the https_proxy variable's URL"
+            )
+        }
+        return entry.value
+    }
+
+    /// `proxy_user`: a user name for the profile's own `proxy` (Basic credentials, RFC 7617 §2:
+    /// no colon); nil when missing or empty.
+    func proxyUser(hasProxy: Bool) throws(ConfigurationError) -> String? {
+        guard let entry = entry("proxy_user"), !entry.value.isEmpty else { return nil }
+        guard !entry.value.contains(":"), !entry.value.contains(" "), !entry.value.contains("\t") else {
+            throw ConfigurationError(
+                path: path, line: entry.line, message: "proxy_user: a user name has no colon or blank")
+        }
+        guard hasProxy else {
+            throw ConfigurationError(
+                path: path, line: entry.line,
+                message:
+                    "proxy_user: names the user of the profile's proxy, and the file has no 'proxy' key (its password is sent to that proxy only)"
             )
         }
         return entry.value

@@ -182,6 +182,7 @@ public enum TokenctlCommand: Sendable, Equatable, Codable {
     case forward(ForwardAction, [ForwardOption])
     case key(KeyAction, [KeyOption])
     case keyring(KeyringAction, [KeyringOption])
+    case proxyPassword(ProxyPasswordAction, [ProxyPasswordOption])
 
     public enum LoginOption: Sendable, Equatable, Codable {
         case provider(SuggestedValue)
@@ -232,6 +233,8 @@ public enum TokenctlCommand: Sendable, Equatable, Codable {
         case bundle(SuggestedValue)
     }
     public enum KeyringAction: Sendable, Equatable, Codable, CaseIterable { case setup, status, remove }
+    public enum ProxyPasswordAction: Sendable, Equatable, Codable, CaseIterable { case set, remove }
+    public enum ProxyPasswordOption: Sendable, Equatable, Codable, CaseIterable { case passwordStdin }
     public enum KeyringOption: Sendable, Equatable, Codable, CaseIterable { case unattended, force }
     public enum ForwardOption: Sendable, Equatable, Codable {
         case scope(SuggestedValue)

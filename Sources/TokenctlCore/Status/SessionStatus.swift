@@ -150,7 +150,7 @@ extension TokenctlService {
         let issuer = configuration.issuer.string
         let cache = jwksCache
         guard cache.mayRefetch(issuer) else { return status }
-        let http = httpClient(configuration.network)
+        let http = httpClient(configuration.network(of: name))
         var jwksURI = configuration.jwksURI?.string
         if jwksURI == nil {
             let discovery = DiscoveryCache(directory: profiles.paths.discoveryCacheDirectory, clock: clock)

@@ -113,6 +113,15 @@ public final class JournaledSessionStore: SessionStore, Sendable {
     public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
         try inner.deleteClientKey(profile, slot: slot)
     }
+    public func readProxyPassword(_ account: ProxyAccount) throws(StoreError) -> String? {
+        try inner.readProxyPassword(account)
+    }
+    public func writeProxyPassword(_ password: String, for account: ProxyAccount) throws(StoreError) {
+        try inner.writeProxyPassword(password, for: account)
+    }
+    public func deleteProxyPassword(_ account: ProxyAccount) throws(StoreError) -> Bool {
+        try inner.deleteProxyPassword(account)
+    }
     public func checkAvailable() throws(StoreError) { try inner.checkAvailable() }
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try inner.checkWritable(identity) }
     public func bounded(until deadline: Deadline) -> any SessionStore {

@@ -32,6 +32,14 @@ public protocol SessionStore: Sendable {
     /// Remove a client key item. Returns whether one existed.
     @discardableResult
     func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool
+    /// The password of a proxy user (its own item, `kind=proxy-password`, found by the proxy
+    /// and the user alone: every profile naming them shares it), or `nil`.
+    func readProxyPassword(_ account: ProxyAccount) throws(StoreError) -> String?
+    /// Store a proxy user's password in its own item.
+    func writeProxyPassword(_ password: String, for account: ProxyAccount) throws(StoreError)
+    /// Remove a proxy user's password item. Returns whether one existed.
+    @discardableResult
+    func deleteProxyPassword(_ account: ProxyAccount) throws(StoreError) -> Bool
     /// Throws when items could not be written now (no service, no default keyring, locked).
     func checkAvailable() throws(StoreError)
     /// Throws unless `identity`'s session could be written now: `checkAvailable`, then the
@@ -88,6 +96,11 @@ extension SessionStore {
         throw StoreError(.other, "this store cannot hold client keys")
     }
     public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool { false }
+    public func readProxyPassword(_ account: ProxyAccount) throws(StoreError) -> String? { nil }
+    public func writeProxyPassword(_ password: String, for account: ProxyAccount) throws(StoreError) {
+        throw StoreError(.other, "this store cannot hold proxy passwords")
+    }
+    public func deleteProxyPassword(_ account: ProxyAccount) throws(StoreError) -> Bool { false }
     public func checkAvailable() throws(StoreError) {}
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try checkAvailable() }
     /// Stores without bounded calls (test doubles) are their own bounded store.

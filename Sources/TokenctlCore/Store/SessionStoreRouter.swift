@@ -105,6 +105,15 @@ public final class SessionStoreRouter: SessionStore, Sendable {
             return false
         }
     }
+    public func readProxyPassword(_ account: ProxyAccount) throws(StoreError) -> String? {
+        try keyring.readProxyPassword(account)
+    }
+    public func writeProxyPassword(_ password: String, for account: ProxyAccount) throws(StoreError) {
+        try keyring.writeProxyPassword(password, for: account)
+    }
+    public func deleteProxyPassword(_ account: ProxyAccount) throws(StoreError) -> Bool {
+        try keyring.deleteProxyPassword(account)
+    }
     public func checkAvailable() throws(StoreError) { try keyring.checkAvailable() }
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) {
         try tokens(identity).checkWritable(identity)

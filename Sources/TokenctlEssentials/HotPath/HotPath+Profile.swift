@@ -112,6 +112,8 @@ extension HotPath {
         var tokenEndpoint: Bytes?
         var revocationEndpoint: Bytes?
         var otherEndpoints: (Bytes?, Bytes?, Bytes?, Bytes?, Bytes?)
+        var proxy: Bytes?
+        var proxyUser: Bytes?
         var seen: UInt32 = 0
         var accepted = true
         let malformedLine = ProfileFileSyntax.scan(file) { entry in
@@ -131,6 +133,8 @@ extension HotPath {
             case .otherEndpoint(2)?: otherEndpoints.2 = value
             case .otherEndpoint(3)?: otherEndpoints.3 = value
             case .otherEndpoint(_)?: otherEndpoints.4 = value
+            case .proxy?: proxy = value
+            case .proxyUser?: proxyUser = value
             case nil: break
             }
             guard valueAccepted, seen & bit == 0 else {
@@ -155,6 +159,8 @@ extension HotPath {
         if let endpoint = otherEndpoints.2, !isValidEndpoint(endpoint) { return nil }
         if let endpoint = otherEndpoints.3, !isValidEndpoint(endpoint) { return nil }
         if let endpoint = otherEndpoints.4, !isValidEndpoint(endpoint) { return nil }
+        // ProfileConfiguration refuses a proxy user without the proxy it is the user of.
+        if (proxyUser?.count ?? 0) > 0, (proxy?.count ?? 0) == 0 { return nil }
         return ProfileIdentity(issuer: issuer, clientID: clientID)
     }
 
@@ -162,6 +168,7 @@ extension HotPath {
     enum ProfileKeySlot {
         case issuer, clientID, tokenEndpoint, revocationEndpoint
         case otherEndpoint(Int)
+        case proxy, proxyUser
     }
 
     /// A key of the profile file: its bit (a key given twice is refused), whether its value is
@@ -248,16 +255,35 @@ extension HotPath {
         } else if isEqual(key, "mtls_token_endpoint") {
             bit = 8_388_608
             slot = .otherEndpoint(4)
-        } else if isEqual(key, "proxy") || isEqual(key, "no_proxy") || isEqual(key, "proxy_cacert") {
-            // The network keys matter to requests only: a hit sends none. ProfileConfiguration
-            // refuses a `proxy` with credentials (`@`) or a blank: the engine reports it.
-            valueAccepted =
-                !isEqual(key, "proxy") || !value.contains { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: " ") }
-            bit = isEqual(key, "proxy") ? 16_777_216 : isEqual(key, "no_proxy") ? 33_554_432 : 67_108_864
+        } else if let network = networkKeyRule(key, value) {
+            bit = network.bit
+            valueAccepted = network.valueAccepted
+            slot = isEqual(key, "proxy") ? .proxy : isEqual(key, "proxy_user") ? .proxyUser : nil
         } else {
             return nil
         }
         return (bit, valueAccepted, slot)
+    }
+
+    /// The network keys (`proxy`, `no_proxy`, `proxy_cacert`, `proxy_user`): their bit and
+    /// whether ProfileConfiguration accepts the value; nil for another key. They matter to
+    /// requests only: a hit sends none (the proxy user's password is read by the engine, before
+    /// a request). ProfileConfiguration refuses a `proxy` with credentials (`@`) or a blank and
+    /// a `proxy_user` with a colon or a blank: the engine reports them.
+    static func networkKeyRule(_ key: Bytes, _ value: Bytes) -> (bit: UInt32, valueAccepted: Bool)? {
+        if isEqual(key, "proxy") {
+            return (16_777_216, !value.contains { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: " ") })
+        } else if isEqual(key, "no_proxy") {
+            return (33_554_432, true)
+        } else if isEqual(key, "proxy_cacert") {
+            return (67_108_864, true)
+        } else if isEqual(key, "proxy_user") {
+            let refused = value.contains {
+                $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t")
+            }
+            return (134_217_728, !refused)
+        }
+        return nil
     }
 
     /// Whether `EndpointURL(_:)` accepts these bytes (the same checks, in the same order).

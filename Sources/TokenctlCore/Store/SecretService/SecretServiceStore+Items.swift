@@ -3,10 +3,12 @@ import CSecret
 import CSecretShim
 
 extension SecretServiceStore {
-    /// Which of tokenctl's items: a profile's session, its client secret or its client key.
+    /// Which of tokenctl's items: a profile's session, its client secret or its client key,
+    /// or a proxy user's password (found by the proxy and the user, not by a profile).
     struct ItemKey: Hashable {
         let identity: SessionIdentity
         let kind: String
+        var proxyAccount: ProxyAccount? = nil
     }
 
     /// An item's D-Bus path at the daemon (unique bus name) that reported it. Every keyring program
@@ -112,6 +114,12 @@ extension SecretServiceStore {
     func attributes(_ key: ItemKey) -> OpaquePointer {
         let table = tokenctl_attributes_new()!
         tokenctl_attributes_insert(table, "application", Self.application)
+        if let account = key.proxyAccount {
+            tokenctl_attributes_insert(table, "proxy", account.proxy)
+            tokenctl_attributes_insert(table, "user", account.user)
+            tokenctl_attributes_insert(table, "kind", key.kind)
+            return table
+        }
         tokenctl_attributes_insert(table, "profile", key.identity.profile.rawValue)
         // A client key's item has neither (it belongs to the profile, made before a login).
         if !key.identity.issuer.isEmpty { tokenctl_attributes_insert(table, "issuer", key.identity.issuer) }

@@ -166,12 +166,7 @@ public final class SecretServiceStore: SessionStore, Sendable {
         else {
             return nil
         }
-        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
-        var length = 0
-        guard let pointer = secret_value_get(value, &length), length > 0 else { return nil }
-        return pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
-            String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
-        }
+        return Self.text(of: value)
     }
 
     public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
@@ -223,6 +218,45 @@ public final class SecretServiceStore: SessionStore, Sendable {
 
     public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
         try deleteItems(clientKeyItem(profile, slot)) { _ throws(StoreError) in true } > 0
+    }
+
+    // MARK: Proxy passwords (kind=proxy-password, proxy=HOST:PORT, user=NAME; no profile)
+
+    public static let proxyPasswordKind = "proxy-password"
+
+    private func proxyPasswordItem(_ account: ProxyAccount) -> ItemKey {
+        ItemKey(
+            identity: SessionIdentity(profile: .default, issuer: "", clientID: ""), kind: Self.proxyPasswordKind,
+            proxyAccount: account)
+    }
+
+    public func readProxyPassword(_ account: ProxyAccount) throws(StoreError) -> String? {
+        guard let value = try readSecret(proxyPasswordItem(account), operation: "read the proxy password") else {
+            try requireUnlockedDefaultCollection(try connect())
+            return nil
+        }
+        return Self.text(of: value)
+    }
+
+    /// A text secret (a client secret, a password), the value released; nil when empty.
+    private static func text(of value: OpaquePointer) -> String? {
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        var length = 0
+        guard let pointer = secret_value_get(value, &length), length > 0 else { return nil }
+        return pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+        }
+    }
+
+    public func writeProxyPassword(_ password: String, for account: ProxyAccount) throws(StoreError) {
+        try storeSecret(
+            Array(password.utf8), contentType: "text/plain", key: proxyPasswordItem(account),
+            label: "tokenctl proxy password: \(account.user) at \(account.proxy)",
+            operation: "store the proxy password")
+    }
+
+    public func deleteProxyPassword(_ account: ProxyAccount) throws(StoreError) -> Bool {
+        try deleteItems(proxyPasswordItem(account)) { _ throws(StoreError) in true } > 0
     }
 
     /// Whether the default collection exists and is unlocked (for `status`, `doctor` and the
