@@ -30,6 +30,10 @@ struct LoginClient: Sendable {
             // A confidential client logging in again: the secret stored last time still applies.
             secret = try? store.readClientSecret(plan.identity)
         }
+        if plan.isMachine, let path = request.machine.clientAssertionFile {
+            (authMethod, credentials) = (.privateKeyJWT, Self.federated(request.clientID, path: path, clock: clock))
+            return
+        }
         if let method = request.clientAuth, plan.isMachine || secret != nil || !method.usesSecret {
             // Named (`--client-auth`, or saved by a machine's login): used as it is, the
             // server's own list aside (a server may support more than it advertises).
@@ -133,6 +137,16 @@ struct LoginClient: Sendable {
         }
         try ClientCredentialsGrant.checkUsable(certificate, profile: profile, now: clock.now())
         credentials.certificate = certificate
+    }
+
+    /// A federated client assertion's credentials (RFC 7521 §4.2): the server registered the
+    /// client for private_key_jwt with a trusted issuer; the platform's JWT in `path` stands for
+    /// one signed here.
+    static func federated(_ clientID: String, path: String, clock: Clock) -> ClientCredentials {
+        var credentials = ClientCredentials(clientID: clientID, method: .privateKeyJWT)
+        credentials.federatedAssertion = ClientCredentials.FederatedAssertion(
+            path: path, serverClockOffset: nil, clock: clock)
+        return credentials
     }
 
     /// Whether a certificate is self-signed (its issuer is its subject, RFC 8705 §2.2) or issued by a CA.

@@ -157,6 +157,11 @@ extension HotPath {
         return ProfileIdentity(issuer: issuer, clientID: clientID)
     }
 
+    /// The keys of a machine profile's platform token files (ProfileConfiguration), one bit each.
+    static let machineFileKeys: [StaticString] = [
+        "subject_token_file", "subject_token_type", "requested_token_type", "assertion_file", "client_assertion_file",
+    ]
+
     /// Where `profileIdentity` keeps a key's value.
     enum ProfileKeySlot {
         case issuer, clientID, tokenEndpoint, revocationEndpoint
@@ -238,7 +243,9 @@ extension HotPath {
             bit = 1_048_576
         } else if isEqual(key, "grant") {
             // A machine profile's token is cached and served like a session's.
-            valueAccepted = value.count == 0 || isEqual(value, "client-credentials")
+            valueAccepted =
+                value.count == 0 || isEqual(value, "client-credentials") || isEqual(value, "token-exchange")
+                || isEqual(value, "jwt-bearer")
             bit = 2_097_152
         } else if isEqual(key, "assertion_audience") {
             bit = 4_194_304
@@ -246,6 +253,9 @@ extension HotPath {
         } else if isEqual(key, "mtls_token_endpoint") {
             bit = 8_388_608
             slot = .otherEndpoint(4)
+        } else if let index = machineFileKeys.firstIndex(where: { isEqual(key, $0) }) {
+            // A machine's platform token files and types: the engine reads them when it asks for a token.
+            bit = 134_217_728 << UInt32(index)
         } else if isEqual(key, "proxy") || isEqual(key, "no_proxy") || isEqual(key, "proxy_cacert") {
             // The network keys matter to requests only: a hit sends none. ProfileConfiguration
             // refuses a `proxy` with credentials (`@`) or a blank: the engine reports it.
