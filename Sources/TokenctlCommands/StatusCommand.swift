@@ -346,14 +346,19 @@ enum StatusCommand: EngineCommand {
         let (problem, hint) = problemAndHint(status)
         fields.append(("problem", .string(problem)))
         fields.append(("hint", .string(hint)))
+        fields.append(("pending_write", pendingWriteJSON(status)))
+        return JSONText.object(fields)
+    }
+
+    /// STATUS JSON's `pending_write`: since when and why, or null.
+    static func pendingWriteJSON(_ status: SessionStatus) -> JSONText.Value {
         let pending = status.pendingWriteSince.map { since in
             JSONText.Value(
                 raw: JSONText.object([
                     ("since", .string(Output.timestamp(since))), ("reason", .string(status.pendingWriteReason)),
                 ]))
         }
-        fields.append(("pending_write", pending ?? .null))
-        return JSONText.object(fields)
+        return pending ?? .null
     }
 
     static func jsonValue(_ value: JSONValue) -> JSONText.Value {

@@ -102,4 +102,22 @@ struct MachineStatusTests {
             try sandbox.tokenctl("--profile", "x", "status").stdout.contains("subject_token_file: \(file) (is missing)")
         )
     }
+
+    @Test("token on a token exchange profile without subject_token_file: 78 before anything is sent, naming the option")
+    func missingSubjectTokenFile() throws {
+        let sandbox = try Sandbox()
+        let assertion = sandbox.root + "/home/assertion"
+        try PlatformTokenExchangeTests.jwt(["exp": Int(Date().timeIntervalSince1970) + 600])
+            .write(toFile: assertion, atomically: true, encoding: .utf8)
+        // The token endpoint is a closed port: a request sent would fail otherwise (75).
+        try writeProfile(
+            sandbox, "x",
+            "issuer = http://127.0.0.1:9\nclient_id = job\ntoken_endpoint = http://127.0.0.1:9/token\n"
+                + "grant = token-exchange\ntoken_endpoint_auth_method = private_key_jwt\n"
+                + "client_assertion_file = \(assertion)\n")
+        let result = try sandbox.tokenctl("--profile", "x", "token", "--timeout", "5")
+        #expect(result.status == 78, "\(result)")
+        #expect(result.stderr.contains("no subject_token_file"), "\(result)")
+        #expect(result.stderr.contains("tokenctl --profile x login --subject-token-file"), "\(result)")
+    }
 }

@@ -44,7 +44,8 @@ struct LoginExchange: LoginStep {
         endpointClient.knownSecrets = [client.secret]
         let endpoint = ClientCredentialsGrant.endpoint(configuration, tokenEndpoint: server.endpoints.token.string)
         let credentials = client.credentials
-        let fields = try ClientCredentialsGrant.fields(configuration, target: .session, now: clock.now())
+        let fields = try ClientCredentialsGrant.fields(
+            configuration, target: .session, now: clock.now(), profile: request.profile)
         let (outcome, receivedAt) = try await endpointClient.exchange(building: { () throws(TokenctlError) in
             try credentials.formRequest(endpoint, fields)
         })

@@ -23,7 +23,7 @@ enum ClientCredentialsGrant {
     /// the profile's otherwise.
     ///
     /// - Throws: a file that cannot be used (78): nothing is sent.
-    static func fields(_ configuration: ProfileConfiguration, target: TokenTarget, now: Double)
+    static func fields(_ configuration: ProfileConfiguration, target: TokenTarget, now: Double, profile: ProfileName)
         throws(TokenctlError) -> [(String, String)]
     {
         var fields = fields(
@@ -37,28 +37,32 @@ enum ClientCredentialsGrant {
         case .tokenExchange:
             // RFC 8693 §2.1.
             let type = configuration.subjectTokenType ?? PlatformTokenFile.defaultSubjectTokenType
-            let file = PlatformTokenFile.subjectToken(try requiredFile(configuration, .subjectToken), tokenType: type)
+            let file = PlatformTokenFile.subjectToken(
+                try requiredFile(configuration, .subjectToken, profile: profile), tokenType: type)
             var exchange = [("subject_token", try file.read(now: now)), ("subject_token_type", type)]
             if let requested = configuration.requestedTokenType { exchange.append(("requested_token_type", requested)) }
             fields.insert(contentsOf: exchange, at: 1)
         case .jwtBearer:
             // RFC 7523 §2.1.
-            let file = PlatformTokenFile(path: try requiredFile(configuration, .assertion), role: .assertion)
+            let file = PlatformTokenFile(
+                path: try requiredFile(configuration, .assertion, profile: profile), role: .assertion)
             fields.insert(("assertion", try file.read(now: now)), at: 1)
         }
         return fields
     }
 
     /// The file a grant needs, named by the profile.
-    static func requiredFile(_ configuration: ProfileConfiguration, _ role: PlatformTokenFile.Role)
-        throws(TokenctlError) -> String
-    {
+    static func requiredFile(
+        _ configuration: ProfileConfiguration, _ role: PlatformTokenFile.Role, profile: ProfileName
+    ) throws(TokenctlError) -> String {
         let path = role == .subjectToken ? configuration.subjectTokenFile : configuration.assertionFile
         guard let path else {
+            let option: TokenctlCommand.LoginOption =
+                role == .subjectToken ? .subjectTokenFile(.placeholder) : .assertionFile(.placeholder)
             throw TokenctlError(
                 .configuration,
-                "the machine profile of client '\(TerminalText.short(configuration.clientID))' has grant \(configuration.grant?.rawValue ?? "") but no \(role.profileKey)",
-                hint: "Nothing was sent. Add '\(role.profileKey) = PATH' to the profile, or sign it in again.")
+                "machine profile '\(profile)' has grant \(configuration.grant?.rawValue ?? "") but no \(role.profileKey)",
+                hint: "Nothing was sent. Name the file: '\(tokenctl: profile, .login([option]))'.")
         }
         return path
     }
@@ -216,7 +220,8 @@ extension TokenBroker {
             client: client, credentials: credentials,
             endpoint: ClientCredentialsGrant.endpoint(configuration, tokenEndpoint: profile.tokenEndpoint),
             fields: try ClientCredentialsGrant.fields(
-                configuration, target: target, now: clock.now() + Self.trustedOffset(current?.serverClockOffset)),
+                configuration, target: target, now: clock.now() + Self.trustedOffset(current?.serverClockOffset),
+                profile: profile.name),
             credential: ClientCredentialsGrant.credential(credentials, profile: profile.name))
     }
 
