@@ -92,6 +92,11 @@ public struct PlatformTokenFile: Sendable, Equatable {
             )
         }
         guard let text else { return (nil, "is missing") }
+        return check(text, now: now)
+    }
+
+    /// The token in a file's `text`, and nil, or why it cannot be used.
+    func check(_ text: String, now: Double) -> (String?, String?) {
         // A trailing newline is how most tools write a file; the token itself has no blanks.
         let token = String(text.reversed().drop(while: { $0.isWhitespace }).reversed())
         guard !token.isEmpty else { return (nil, "is empty") }
