@@ -156,6 +156,43 @@ struct PlatformTokenExchangeTests {
     }
 
     @Test(
+        "audience, scope and requested_token_type are sent with the exchange; a requested type the server refuses is 78"
+    )
+    func exchangeParameters() throws {
+        let server = try server()
+        defer { server.stop() }
+        let sandbox = try Sandbox()
+        let file = sandbox.root + "/home/subject-token"
+        try replace(file, with: try server.clientCredentialsToken("client-a", secret: "secret-a-0123456789"))
+        let login = try login(
+            sandbox, server, file: file,
+            extra: [
+                "--audience", "https://api.tokenctl.test", "--scope", "read", "--requested-token-type",
+                IdpyoidcServer.accessTokenType,
+            ])
+        #expect(login.status == 0, "\(login)")
+        let profile = try String(contentsOfFile: sandbox.profileFile("job"), encoding: .utf8)
+        #expect(profile.contains("requested_token_type = \(IdpyoidcServer.accessTokenType)"))
+        let token = try sandbox.tokenctl("--profile", "job", "token", "--force")
+        #expect(token.status == 0, "\(token)")
+        let introspection = try server.introspect(self.token(token), clientID: "client-b", secret: Self.secretB)
+        #expect(introspection["aud"] as? [String] == ["https://api.tokenctl.test"], "\(introspection)")
+        #expect(introspection["scope"] as? String == "read")
+        #expect(introspection["sub"] as? String == "client-a")
+
+        // idpyoidc issues no refresh token by exchange: 400 invalid_request, the configuration's fault.
+        let refused = try sandbox.start(
+            [
+                "--profile", "job", "login", "--grant", "token-exchange", "--requested-token-type",
+                "urn:ietf:params:oauth:token-type:refresh_token",
+            ]
+        ).wait()
+        #expect(refused.status == 78, "\(refused)")
+        #expect(
+            refused.stderr.contains("invalid_request") && refused.stderr.contains("Nothing was stored"), "\(refused)")
+    }
+
+    @Test(
         "a subject token the server refuses (invalid_request) is 78 with what to check, sent once; a good one works again"
     )
     func refusedByServer() throws {

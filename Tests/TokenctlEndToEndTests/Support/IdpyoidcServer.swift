@@ -65,6 +65,18 @@ final class IdpyoidcServer: @unchecked Sendable {
         return token
     }
 
+    /// RFC 7662 introspection of `token`, asked by `clientID` (client_secret_basic).
+    func introspect(_ token: String, clientID: String, secret: String) throws -> [String: Any] {
+        let result = try runProgram(
+            "/usr/bin/curl",
+            ["-sf", "-u", "\(clientID):\(secret)", "--data-urlencode", "token@-", issuer + "/introspection"],
+            stdin: token)
+        guard result.status == 0,
+            let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        else { throw HarnessError("introspection: \(result)") }
+        return object
+    }
+
     /// How many token requests reached the server (its log: one line per request).
     func tokenRequests() throws -> Int {
         let log = try String(contentsOfFile: serverDirectory + "/server.log", encoding: .utf8)
