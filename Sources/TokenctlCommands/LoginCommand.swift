@@ -322,15 +322,9 @@ enum LoginCommand: EngineCommand {
         /// `--grant` and the platform files' options, each checked against the grant named.
         static func machine(_ parsed: ParsedOptions) throws(UsageError) -> MachineExchange {
             let grant = parsed.value(Option.grant).flatMap(MachineGrant.init(rawValue:))
-            let rules: [(OptionSpec, MachineGrant?)] = [
-                (Option.subjectTokenFile, .tokenExchange), (Option.subjectTokenType, .tokenExchange),
-                (Option.requestedTokenType, .tokenExchange), (Option.assertionFile, .jwtBearer),
-                (Option.clientAssertionFile, nil),
-            ]
-            for (option, needed) in rules where parsed.value(option) != nil {
-                if let grant, let needed, grant != needed {
-                    throw UsageError("\(option.key) applies with --grant \(needed.rawValue) only.", command: "login")
-                }
+            try checkFiles(parsed, grant: grant)
+            for option in [Option.subjectTokenFile, Option.assertionFile, Option.clientAssertionFile]
+            where parsed.value(option) != nil {
                 if parsed.has(Option.device) || parsed.has(Option.browser) || parsed.has(Option.refreshTokenStdin) {
                     throw UsageError("\(option.key) applies to a machine profile (--grant) only.", command: "login")
                 }
@@ -346,6 +340,19 @@ enum LoginCommand: EngineCommand {
                 requestedTokenType: parsed.value(Option.requestedTokenType),
                 assertionFile: parsed.value(Option.assertionFile).map(absolutePath(_:)),
                 clientAssertionFile: parsed.value(Option.clientAssertionFile).map(absolutePath(_:)))
+        }
+
+        /// The platform files' options given agree with `grant` (given now, or saved).
+        static func checkFiles(_ parsed: ParsedOptions, grant: MachineGrant?) throws(UsageError) {
+            let rules: [(OptionSpec, MachineGrant)] = [
+                (Option.subjectTokenFile, .tokenExchange), (Option.subjectTokenType, .tokenExchange),
+                (Option.requestedTokenType, .tokenExchange), (Option.assertionFile, .jwtBearer),
+            ]
+            for (option, needed) in rules where parsed.value(option) != nil {
+                if let grant, grant != needed {
+                    throw UsageError("\(option.key) applies with --grant \(needed.rawValue) only.", command: "login")
+                }
+            }
         }
 
         /// The URL `option` gives, checked.
@@ -423,16 +430,9 @@ enum LoginCommand: EngineCommand {
             options.issuer == nil || options.clientID == nil
             ? try ProfileRepository(paths: context.paths).load(context.profile) : nil
         // A machine profile signs in again as a machine, unless another flow is named.
-        if options.flow == .automatic,
-            (saved ?? (try? ProfileRepository(paths: context.paths).load(context.profile)))?.isMachine == true
-        {
-            options.flow = .clientCredentials
-        }
-        if options.flow != .clientCredentials, options.machine != MachineExchange() {
-            throw UsageError(
-                "The platform's token files apply to a machine profile: add --grant (profile '\(context.profile)' is not one).",
-                command: "login")
-        }
+        let savedProfile = saved ?? (try? ProfileRepository(paths: context.paths).load(context.profile))
+        if options.flow == .automatic, savedProfile?.isMachine == true { options.flow = .clientCredentials }
+        try checkMachineOptions(options, saved: savedProfile, context)
         let profileOption = context.profile == .default ? "" : " --profile \(context.profile)"
         guard let issuer = options.issuer ?? saved?.issuer else {
             throw UsageError(
@@ -471,6 +471,21 @@ enum LoginCommand: EngineCommand {
         let result = try await context.service().login(request, presenter: presenter)
         context.io.standardError(summary(result, issuer: issuer, context))
         return .success
+    }
+
+    /// The platform files' options agree with the grant given now or saved, and go with a
+    /// machine's login only.
+    static func checkMachineOptions(_ options: Options, saved: ProfileConfiguration?, _ context: CommandContext)
+        throws(UsageError)
+    {
+        if options.machine.grant == nil, options.flow == .clientCredentials, let grant = saved?.grant {
+            try Options.checkFiles(context.options, grant: grant)
+        }
+        if options.flow != .clientCredentials, options.machine != MachineExchange() {
+            throw UsageError(
+                "The platform's token files apply to a machine profile: add --grant (profile '\(context.profile)' is not one).",
+                command: "login")
+        }
     }
 
     /// How the first token set is obtained: `options.flow`, the automatic one decided.

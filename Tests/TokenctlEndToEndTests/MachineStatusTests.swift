@@ -120,4 +120,33 @@ struct MachineStatusTests {
         #expect(result.stderr.contains("no subject_token_file"), "\(result)")
         #expect(result.stderr.contains("tokenctl --profile x login --subject-token-file"), "\(result)")
     }
+
+    @Test("login: a platform file option that does not fit the grant given or saved is a usage error (64)")
+    func fileOptionsFitTheGrant() throws {
+        let sandbox = try Sandbox()
+        try writeProfile(
+            sandbox, "cc",
+            "issuer = http://127.0.0.1:9\nclient_id = job\ntoken_endpoint = http://127.0.0.1:9/token\n"
+                + "grant = client-credentials\ntoken_endpoint_auth_method = client_secret_basic\n")
+        let cases: [([String], String)] = [
+            (["--profile", "cc", "login", "--subject-token-file", "/t"], "applies with --grant token-exchange only"),
+            (
+                ["--profile", "cc", "login", "--grant", "jwt-bearer", "--subject-token-file", "/t"],
+                "applies with --grant token-exchange only"
+            ),
+            (
+                ["login", "--issuer", "http://127.0.0.1:9", "--client-id", "c", "--device", "--assertion-file", "/t"],
+                "applies to a machine profile"
+            ),
+            (
+                ["login", "--issuer", "http://127.0.0.1:9", "--client-id", "c", "--client-assertion-file", "/t"],
+                "apply to a machine profile"
+            ),
+        ]
+        for (arguments, message) in cases {
+            let result = try sandbox.start(arguments).wait()
+            #expect(result.status == 64, "\(arguments): \(result)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result)")
+        }
+    }
 }
