@@ -101,6 +101,11 @@ struct MachineStatusTests {
         #expect(
             try sandbox.tokenctl("--profile", "x", "status").stdout.contains("subject_token_file: \(file) (is missing)")
         )
+        // doctor says so too, as a machine's finding.
+        let doctor = try sandbox.tokenctl("--profile", "x", "doctor")
+        #expect(
+            (doctor.stdout + doctor.stderr).contains("(subject_token_file) is missing") && doctor.status != 0,
+            "\(doctor)")
     }
 
     @Test("token on a token exchange profile without subject_token_file: 78 before anything is sent, naming the option")
