@@ -334,12 +334,14 @@ enum LoginCommand: EngineCommand {
                     "Choose one of --client-assertion-file and --client-secret-stdin: the client authenticates with one.",
                     command: "login")
             }
-            return MachineExchange(
-                grant: grant, subjectTokenFile: parsed.value(Option.subjectTokenFile).map(absolutePath(_:)),
-                subjectTokenType: parsed.value(Option.subjectTokenType),
-                requestedTokenType: parsed.value(Option.requestedTokenType),
-                assertionFile: parsed.value(Option.assertionFile).map(absolutePath(_:)),
-                clientAssertionFile: parsed.value(Option.clientAssertionFile).map(absolutePath(_:)))
+            var machine = MachineExchange()
+            machine.grant = grant
+            machine.subjectTokenFile = parsed.value(Option.subjectTokenFile).map(absolutePath(_:))
+            machine.subjectTokenType = parsed.value(Option.subjectTokenType)
+            machine.requestedTokenType = parsed.value(Option.requestedTokenType)
+            machine.assertionFile = parsed.value(Option.assertionFile).map(absolutePath(_:))
+            machine.clientAssertionFile = parsed.value(Option.clientAssertionFile).map(absolutePath(_:))
+            return machine
         }
 
         /// The platform files' options given agree with `grant` (given now, or saved).

@@ -91,26 +91,19 @@ public struct MachineExchange: Sendable, Equatable {
     public var assertionFile: String?
     public var clientAssertionFile: String?
 
-    public init(
-        grant: MachineGrant? = nil, subjectTokenFile: String? = nil, subjectTokenType: String? = nil,
-        requestedTokenType: String? = nil, assertionFile: String? = nil, clientAssertionFile: String? = nil
-    ) {
-        self.grant = grant
-        self.subjectTokenFile = subjectTokenFile
-        self.subjectTokenType = subjectTokenType
-        self.requestedTokenType = requestedTokenType
-        self.assertionFile = assertionFile
-        self.clientAssertionFile = clientAssertionFile
-    }
+    /// Nothing given: what the profile saved, else client credentials.
+    public init() {}
 
     /// What is not given now filled in from the profile's saved values.
     func completed(from saved: ProfileConfiguration) -> MachineExchange {
-        MachineExchange(
-            grant: grant ?? saved.grant, subjectTokenFile: subjectTokenFile ?? saved.subjectTokenFile,
-            subjectTokenType: subjectTokenType ?? saved.subjectTokenType,
-            requestedTokenType: requestedTokenType ?? saved.requestedTokenType,
-            assertionFile: assertionFile ?? saved.assertionFile,
-            clientAssertionFile: clientAssertionFile ?? saved.clientAssertionFile)
+        var completed = self
+        completed.grant = grant ?? saved.grant
+        completed.subjectTokenFile = subjectTokenFile ?? saved.subjectTokenFile
+        completed.subjectTokenType = subjectTokenType ?? saved.subjectTokenType
+        completed.requestedTokenType = requestedTokenType ?? saved.requestedTokenType
+        completed.assertionFile = assertionFile ?? saved.assertionFile
+        completed.clientAssertionFile = clientAssertionFile ?? saved.clientAssertionFile
+        return completed
     }
 
     /// Write these into `configuration` (the grant: client credentials when none is named).

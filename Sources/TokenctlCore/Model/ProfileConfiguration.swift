@@ -216,11 +216,12 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let mtlsTokenEndpoint { lines.append("mtls_token_endpoint = \(mtlsTokenEndpoint)") }
         if let keyFile { lines.append("key_file = \(keyFile)") }
         if let certificateFile { lines.append("certificate_file = \(certificateFile)") }
-        if let subjectTokenFile { lines.append("subject_token_file = \(subjectTokenFile)") }
-        if let subjectTokenType { lines.append("subject_token_type = \(subjectTokenType)") }
-        if let requestedTokenType { lines.append("requested_token_type = \(requestedTokenType)") }
-        if let assertionFile { lines.append("assertion_file = \(assertionFile)") }
-        if let clientAssertionFile { lines.append("client_assertion_file = \(clientAssertionFile)") }
+        let platformFiles = [
+            ("subject_token_file", subjectTokenFile), ("subject_token_type", subjectTokenType),
+            ("requested_token_type", requestedTokenType), ("assertion_file", assertionFile),
+            ("client_assertion_file", clientAssertionFile),
+        ]
+        for case (let key, let value?) in platformFiles { lines.append("\(key) = \(value)") }
         if let proxy { lines.append("proxy = \(proxy)") }
         if let noProxy { lines.append("no_proxy = \(noProxy)") }
         if let proxyCABundle { lines.append("proxy_cacert = \(proxyCABundle)") }
