@@ -14,7 +14,15 @@ Public endpoints
   GET  /.well-known/openid-configuration      (404 when discovery_oidc is false)
   GET  /.well-known/oauth-authorization-server (RFC 8414)
   POST /token    grant_type=refresh_token | authorization_code (PKCE S256) |
-                 urn:ietf:params:oauth:grant-type:device_code
+                 urn:ietf:params:oauth:grant-type:device_code |
+                 client_credentials (RFC 6749 §4.4: a client of "client_secrets" only, with its
+                 secret; no refresh token, no ID token) |
+                 urn:ietf:params:oauth:grant-type:jwt-bearer (RFC 7523 §2.1, built from §3:
+                 the assertion's ES256 signature verified with the JWKS that config
+                 "jwt_bearer_issuers" registers for its iss; sub required; aud must name this
+                 issuer or its token endpoint; exp required and not past, nbf not future; a
+                 jti seen before is a replay; each failure invalid_grant with what failed; the
+                 token's sub is the assertion's)
   POST /revoke   token, [token_type_hint], [client_id]   (RFC 7009, always 200)
   POST /device_authorization   client_id, [scope]       (RFC 8628)
   GET  /authorize              answers at once with a 302 to redirect_uri (no login page):
@@ -50,7 +58,7 @@ Config keys (defaults in DEFAULT_CONFIG):
   dpop_algs, dpop_iat_window, dpop_nonce_required, dpop_resource_nonce_required,
   dpop_nonce_rotate_after, dpop_downgrade, dpop_wrong_cnf, refresh_answer_overrides, persona,
   device_flow_disabled, numbers_as_strings, created_at_offset_seconds, device_endpoint_missing,
-  entra_tenant, entra_user_tenant, aadsts_errors, keycloak_errors.
+  entra_tenant, entra_user_tenant, aadsts_errors, keycloak_errors, jwt_bearer_issuers.
 device_script entries: "approve", any error code (answered 400 {"error": code}, or the persona's
 status; "expired_token" also counts as reported, see auth0), or an object {"status", "body"}
 answered exactly so (a 200 without access_token, say), touching nothing.  The
@@ -354,6 +362,7 @@ def es256_sign(signing_input):
         if r and s:
             return r.to_bytes(32, "big") + s.to_bytes(32, "big")
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 DEFAULT_CONFIG = {
     "access_ttl": 3600,
@@ -436,6 +445,8 @@ DEFAULT_CONFIG = {
     "aadsts_errors": [],
     # Keycloak (see the header): invalid_grant descriptions for the next /token requests.
     "keycloak_errors": [],
+    # The JWT bearer grant (RFC 7523 §2.1): trusted assertion issuers, {iss: {"keys": [JWK]}}.
+    "jwt_bearer_issuers": {},
 }
 
 # Providers as they behave on the wire (each one's public documentation).  "config": the config keys a persona
@@ -726,6 +737,7 @@ class State:
         self.dpop_nonce = None  # created lazily by dpop_nonce()
         self.dpop_nonce_uses = 0
         self.dpop_jti_seen = set()
+        self.assertion_jti_seen = set()  # (iss, jti) of JWT bearer assertions (RFC 7523 §3 item 7)
 
 
 STATE = State()
@@ -1307,6 +1319,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 status, obj, outcome = device_grant(self.issuer, form.get("device_code"), client_id, dpop)
             elif grant_type == "authorization_code":
                 status, obj, outcome = code_grant(self.issuer, form, client_id, dpop)
+            elif grant_type == "client_credentials":
+                status, obj, outcome = client_credentials_grant(self.issuer, client_id, form, dpop)
+            elif grant_type == JWT_BEARER_GRANT:
+                status, obj, outcome = jwt_bearer_grant(self.issuer, form, client_id, dpop)
             else:
                 status, obj, outcome = token_grant(self.issuer, grant_type, rt, client_id, form.get("scope"),
                                                    form.get("audience"), form.get_all("resource"), dpop)
@@ -2038,6 +2054,95 @@ def issue_pair(issuer, fam_id, rec_client, scope, rotate, nonce=None, audience=N
         if w and w.get("refresh_token_expires_in"):
             resp["refresh_token_expires_in"] = w["refresh_token_expires_in"]
     return resp
+
+
+def machine_token(issuer, sub, client_id, form, dpop):
+    """LOCK held.  An access token with no refresh token and no ID token (RFC 6749 §4.4.3)."""
+    scope = form.get("scope")
+    family = new_family(sub, client_id, scope, form.get("audience"))
+    resp = issue_pair(issuer, family, client_id, scope, rotate=False, audience=form.get("audience"),
+                      resources=form.get_all("resource"), dpop=dpop)
+    resp.pop("id_token", None)
+    resp.pop("refresh_token", None)
+    return resp
+
+
+def client_credentials_grant(issuer, client_id, form, dpop):
+    """LOCK held.  RFC 6749 §4.4: only a confidential client (its secret already checked by
+    the caller) gets a token; its sub is the client."""
+    if client_id is None or client_id not in (STATE.config.get("client_secrets") or {}):
+        return 401, {"error": "invalid_client", "error_description": "a confidential client only"}, "invalid_client"
+    return 200, machine_token(issuer, client_id, client_id, form, dpop), "issued"
+
+
+def verify_es256(parts, jwk):
+    """Whether the compact JWS PARTS verifies with the EC P-256 JWK (python3-cryptography)."""
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+        x, y, signature = b64url_decode(jwk["x"]), b64url_decode(jwk["y"]), b64url_decode(parts[2])
+        key = ec.EllipticCurvePublicNumbers(int.from_bytes(x, "big"), int.from_bytes(y, "big"),
+                                            ec.SECP256R1()).public_key()
+        if len(signature) != 64:
+            return False
+        der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
+        key.verify(der, (parts[0] + "." + parts[1]).encode("ascii"), ec.ECDSA(hashes.SHA256()))
+        return True
+    except (ImportError, InvalidSignature, KeyError, TypeError, ValueError):
+        return False
+
+
+def jwt_bearer_grant(issuer, form, client_id, dpop):
+    """LOCK held.  RFC 7523 §2.1 with the checks of §3, in its order; a failure is
+    invalid_grant (§3.1) with what failed.  Client authentication is optional (§3.1): a
+    client_id is recorded when one is sent."""
+    def refuse(why):
+        return 400, {"error": "invalid_grant", "error_description": why}, "invalid_grant"
+    assertion = form.get("assertion")
+    if not assertion:
+        return 400, {"error": "invalid_request", "error_description": "missing assertion"}, "invalid_request"
+    parts = assertion.split(".")
+    if len(parts) != 3:
+        return refuse("the assertion is not a compact JWS")
+    try:
+        header = json.loads(b64url_decode(parts[0]))
+        claims = json.loads(b64url_decode(parts[1]))
+    except ValueError:
+        return refuse("the assertion is not base64url JSON")
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        return refuse("the assertion's header or claims are not a JSON object")
+    trusted = (STATE.config.get("jwt_bearer_issuers") or {}).get(claims.get("iss"))
+    if not isinstance(trusted, dict):
+        return refuse("iss is not a trusted issuer")  # §3 item 1
+    if header.get("alg") != "ES256":
+        return refuse("alg is not ES256")
+    keys = [k for k in trusted.get("keys") or [] if header.get("kid") in (None, k.get("kid"))]
+    if not any(verify_es256(parts, k) for k in keys):
+        return refuse("signature invalid")  # §3 item 9
+    sub = claims.get("sub")
+    if not isinstance(sub, str) or not sub:
+        return refuse("sub missing")  # §3 item 2
+    aud = claims.get("aud")
+    audiences = aud if isinstance(aud, list) else [aud]
+    if issuer not in audiences and issuer + "/token" not in audiences:
+        return refuse("aud does not name this server")  # §3 item 3
+    now = time.time() + (STATE.config.get("date_offset_seconds") or 0)
+    exp = claims.get("exp")
+    if not isinstance(exp, (int, float)) or isinstance(exp, bool):
+        return refuse("exp missing")  # §3 item 4
+    if exp <= now:
+        return refuse("the assertion has expired")
+    nbf = claims.get("nbf")
+    if isinstance(nbf, (int, float)) and not isinstance(nbf, bool) and nbf > now:
+        return refuse("the assertion is not valid yet")  # §3 item 5
+    jti = claims.get("jti")
+    if jti is not None:
+        if (claims["iss"], jti) in STATE.assertion_jti_seen:
+            return refuse("the assertion was used before (jti)")  # §3 item 7
+        STATE.assertion_jti_seen.add((claims["iss"], jti))
+    return 200, machine_token(issuer, sub, client_id, form, dpop), "issued"
 
 
 def token_grant(issuer, grant_type, rt, client_id, scope, audience=None, resources=(), dpop=None):

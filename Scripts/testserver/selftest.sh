@@ -686,6 +686,58 @@ expect "keycloak: the device endpoint too" "$code $(jget "$body" '[j["error"], j
   '401 ["unauthorized_client", "Invalid client or Invalid client credentials"]'
 tjson /_test/reset '{}' >/dev/null
 
+# --- client_credentials (RFC 6749 §4.4) and the JWT bearer grant (RFC 7523 §2.1, §3)
+tjson /_test/reset '{}' >/dev/null
+cat >"$tmp/jb.py" <<'PY'
+import base64, json, sys
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+if sys.argv[1] == "key":  # key PEM: a new P-256 key; prints its public JWK
+    k = ec.generate_private_key(ec.SECP256R1())
+    open(sys.argv[2], "wb").write(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))
+    n = k.public_key().public_numbers()
+    print(json.dumps({"kty": "EC", "crv": "P-256", "kid": "k1", "x": b64(n.x.to_bytes(32, "big")),
+                      "y": b64(n.y.to_bytes(32, "big"))}))
+else:  # sign PEM CLAIMS: an ES256 JWT with kid k1
+    k = serialization.load_pem_private_key(open(sys.argv[2], "rb").read(), None)
+    head = b64(json.dumps({"alg": "ES256", "kid": "k1", "typ": "JWT"}).encode()) + "." + b64(sys.argv[3].encode())
+    r, s = decode_dss_signature(k.sign(head.encode(), ec.ECDSA(hashes.SHA256())))
+    print(head + "." + b64(r.to_bytes(32, "big") + s.to_bytes(32, "big")))
+PY
+jwk=$("$py" "$tmp/jb.py" key "$tmp/jb.pem"); "$py" "$tmp/jb.py" key "$tmp/other.pem" >/dev/null
+tjson /_test/config "{\"jwt_access_tokens\": true, \"client_secrets\": {\"svc\": \"svc-secret\"}, \"jwt_bearer_issuers\": {\"https://ci.test\": {\"keys\": [$jwk]}}}" >/dev/null
+code=$(req -X POST "$base/token" -u svc:svc-secret --data grant_type=client_credentials --data scope=api); body=$(<"$tmp/body")
+expect "client_credentials: 200, no refresh or ID token" "$code $(jget "$body" '[j["scope"], "refresh_token" in j, "id_token" in j]')" '200 ["api", false, false]'
+expect "client_credentials: a wrong secret is 401" "$(req -X POST "$base/token" -u svc:nope --data grant_type=client_credentials)" 401
+code=$(req -X POST "$base/token" --data client_id=cli --data grant_type=client_credentials); body=$(<"$tmp/body")
+expect "client_credentials: a public client is 401 invalid_client" "$code $(err)" "401 invalid_client"
+now=$(date +%s)
+jb() { # jb KEY CLAIMS -> status and error_description of a jwt-bearer request
+  local a; a=$("$py" "$tmp/jb.py" sign "$tmp/$1.pem" "$2")
+  code=$(req -X POST "$base/token" --data grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer --data-urlencode "assertion=$a")
+  body=$(<"$tmp/body"); echo "$code $(jget "$body" 'j.get("error_description") or j.get("token_type")')"
+}
+ok_claims="{\"iss\":\"https://ci.test\",\"sub\":\"job\",\"aud\":\"$base/token\",\"exp\":$((now + 60)),\"jti\":\"j1\"}"
+expect "jwt-bearer: a good assertion: 200" "$(jb jb "$ok_claims")" "200 Bearer"
+at=$(jget "$(<"$tmp/body")" 'j["access_token"]')
+expect "  ... the token's sub is the assertion's" \
+  "$("$py" -c 'import base64,json,sys; p=sys.argv[1].split(".")[1]; print(json.loads(base64.urlsafe_b64decode(p+"="*(-len(p)%4)))["sub"])' "$at")" job
+expect "jwt-bearer: the same jti again: replay" "$(jb jb "$ok_claims")" "400 the assertion was used before (jti)"
+expect "jwt-bearer: another key" "$(jb other "${ok_claims/j1/j2}")" "400 signature invalid"
+expect "jwt-bearer: an untrusted iss" "$(jb jb "${ok_claims/ci.test/evil.test}")" "400 iss is not a trusted issuer"
+expect "jwt-bearer: aud the issuer is accepted" "$(jb jb "{\"iss\":\"https://ci.test\",\"sub\":\"job\",\"aud\":\"$base\",\"exp\":$((now + 60))}")" "200 Bearer"
+expect "jwt-bearer: another aud" "$(jb jb "{\"iss\":\"https://ci.test\",\"sub\":\"job\",\"aud\":\"https://x.test\",\"exp\":$((now + 60))}")" "400 aud does not name this server"
+expect "jwt-bearer: no sub" "$(jb jb "{\"iss\":\"https://ci.test\",\"aud\":\"$base\",\"exp\":$((now + 60))}")" "400 sub missing"
+expect "jwt-bearer: no exp" "$(jb jb "{\"iss\":\"https://ci.test\",\"sub\":\"job\",\"aud\":\"$base\"}")" "400 exp missing"
+expect "jwt-bearer: expired" "$(jb jb "{\"iss\":\"https://ci.test\",\"sub\":\"job\",\"aud\":\"$base\",\"exp\":$((now - 5))}")" "400 the assertion has expired"
+expect "jwt-bearer: nbf ahead" "$(jb jb "{\"iss\":\"https://ci.test\",\"sub\":\"job\",\"aud\":\"$base\",\"exp\":$((now + 60)),\"nbf\":$((now + 600))}")" "400 the assertion is not valid yet"
+code=$(req -X POST "$base/token" --data grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer); body=$(<"$tmp/body")
+expect "jwt-bearer: no assertion: invalid_request" "$code $(err)" "400 invalid_request"
+tjson /_test/reset '{}' >/dev/null
+
 # --- concurrency: 256 parallel uses of one token: exactly one wins, the first
 # loser trips reuse detection, the rest find the family revoked
 tjson /_test/reset '{}' >/dev/null

@@ -102,6 +102,9 @@ public enum HintText {
         case .noDPoP: (Option.noDPoP, nil)
         case .grant(let value): (Option.grant, value)
         case .clientAuth(let value): (Option.clientAuth, value)
+        case .subjectTokenFile(let value): (Option.subjectTokenFile, value)
+        case .assertionFile(let value): (Option.assertionFile, value)
+        case .clientAssertionFile(let value): (Option.clientAssertionFile, value)
         }
     }
 

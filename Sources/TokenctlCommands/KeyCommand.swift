@@ -441,26 +441,4 @@ enum KeyCommand: EngineCommand {
         }
         return lines.joined(separator: "\n") + "\n"
     }
-
-    /// `status`'s lines for the profile's client keys (none when it has none, or they cannot be read now).
-    static func statusLines(_ service: TokenctlService, _ profile: ProfileName) -> String {
-        let keys = service.clientKeys
-        // Only a profile that authenticates with a key, or names one, is asked for it: each
-        // slot is a Secret Service call, which a person's `status` should not pay for.
-        guard let configuration = try? service.profiles.load(profile),
-            configuration.isMachine || configuration.keyFile != nil
-                || configuration.tokenEndpointAuthMethod.map({ !$0.usesSecret }) == true
-        else { return "" }
-        var lines: [String] = []
-        for (label, slot) in [("client key:    ", ClientKey.Slot.current), ("next key:      ", .next)] {
-            guard let key = try? keys.key(of: profile, slot: slot, configuration: configuration) else { continue }
-            var line = "  \(label)\(key.kind == .ec ? "EC P-256" : "RSA"), thumbprint \(key.thumbprint), \(home(key))"
-            if let certificate = key.certificate {
-                line +=
-                    "; certificate \(certificate.subject), expires \(Output.timestamp(certificate.notAfter.timeIntervalSince1970))"
-            }
-            lines.append(Output.printable(line))
-        }
-        return lines.map { $0 + "\n" }.joined()
-    }
 }

@@ -41,7 +41,27 @@ enum LoginCommand: EngineCommand {
         static let grant = OptionSpec(
             "--grant", value: "grant", choices: MachineGrant.allCases.map(\.rawValue),
             help:
-                "client-credentials: a machine profile, signed in as its client (RFC 6749 §4.4), with no person and no refresh token; 'token' gets a new access token when the cached one is due."
+                "A machine profile, with no person and no refresh token; 'token' gets a new access token when the cached one is due: client-credentials (RFC 6749 §4.4), token-exchange of --subject-token-file (RFC 8693), jwt-bearer with --assertion-file (RFC 7523)."
+        )
+        static let subjectTokenFile = OptionSpec(
+            "--subject-token-file", value: "file", valueKind: .file,
+            help:
+                "With --grant token-exchange: the file of the token to exchange (a platform's, which it rotates): read again for every exchange, never copied. Saved."
+        )
+        static let subjectTokenType = OptionSpec(
+            "--subject-token-type", value: "urn",
+            help: "With --grant token-exchange: its type (default: urn:ietf:params:oauth:token-type:jwt). Saved.")
+        static let requestedTokenType = OptionSpec(
+            "--requested-token-type", value: "urn",
+            help: "With --grant token-exchange: the requested_token_type to send (default: none). Saved.")
+        static let assertionFile = OptionSpec(
+            "--assertion-file", value: "file", valueKind: .file,
+            help: "With --grant jwt-bearer: the file of the JWT to present as the grant, read for every request. Saved."
+        )
+        static let clientAssertionFile = OptionSpec(
+            "--client-assertion-file", value: "file", valueKind: .file,
+            help:
+                "With --grant: the client authenticates with the JWT in this file (a federated client assertion, RFC 7521), read for every request. Saved."
         )
         static let clientAuth = OptionSpec(
             "--client-auth", value: "method", choices: ClientAuthenticationMethod.names,
@@ -91,7 +111,7 @@ enum LoginCommand: EngineCommand {
         name: "login",
         abstract: "Sign in a profile: device code, browser, or an imported refresh token.",
         usage:
-            "[--provider <name>] [--issuer <url> --client-id <id>] [--device | --browser | --refresh-token-stdin] [--grant client-credentials] [<options>]",
+            "[--provider <name>] [--issuer <url> --client-id <id>] [--device | --browser | --refresh-token-stdin] [--grant <grant>] [<options>]",
         options: [
             Option.provider,
             Option.host,
@@ -104,6 +124,11 @@ enum LoginCommand: EngineCommand {
             Option.noOpen,
             Option.loginTimeout,
             Option.grant,
+            Option.subjectTokenFile,
+            Option.subjectTokenType,
+            Option.requestedTokenType,
+            Option.assertionFile,
+            Option.clientAssertionFile,
             Option.clientAuth,
             Option.refreshTokenStdin,
             Option.clientSecretStdin,
@@ -163,6 +188,12 @@ enum LoginCommand: EngineCommand {
             configuration; 'token' then asks for a new one whenever the cached one is due, under
             the same lock and cache as a session. The server refusing the client is exit 78,
             naming what to register where.
+            With --grant token-exchange or jwt-bearer, the token is the exchange of a file's token
+            that the platform gives the job (--subject-token-file, --assertion-file); with
+            --client-assertion-file, the client authenticates with a file's JWT. The paths are
+            saved, and each file is read again for every request (platforms rotate them), at most
+            64 KiB, never copied; a file missing, empty, not a JWT or past its exp is refused
+            before anything is sent (78), naming the file, never its content.
             """)
 
     /// Waits for a person: --timeout bounds each request, the store checks before the flow and
@@ -201,6 +232,8 @@ enum LoginCommand: EngineCommand {
         /// `--client-secret-stdin` with no other login option (`--timeout` aside): a profile
         /// with a session gets the new secret and keeps its session (no new sign-in).
         var replacesSecretOnly: Bool
+        /// `--grant` and the files of a platform's tokens (paths made absolute).
+        var machine: MachineExchange
 
         init(_ parsed: ParsedOptions) throws(UsageError) {
             try Options.checkOneFlow(parsed)
@@ -208,6 +241,7 @@ enum LoginCommand: EngineCommand {
             if (parsed.value(Option.grant) != nil) && parsed.has(Option.dpop) {
                 throw UsageError("--dpop applies to a person's session, not to --grant.", command: "login")
             }
+            machine = try Options.machine(parsed)
             readsClientSecret = parsed.has(Option.clientSecretStdin)
             replacesSecretOnly = readsClientSecret && Options.givesOnlyClientSecret(parsed)
             if parsed.has(Option.refreshTokenStdin) && readsClientSecret {
@@ -308,6 +342,44 @@ enum LoginCommand: EngineCommand {
                 jwks: try url(Option.jwksURI))
         }
 
+        /// `--grant` and the platform files' options, each checked against the grant named.
+        static func machine(_ parsed: ParsedOptions) throws(UsageError) -> MachineExchange {
+            let grant = parsed.value(Option.grant).flatMap(MachineGrant.init(rawValue:))
+            try checkFiles(parsed, grant: grant)
+            for option in [Option.subjectTokenFile, Option.assertionFile, Option.clientAssertionFile]
+            where parsed.value(option) != nil {
+                if parsed.has(Option.device) || parsed.has(Option.browser) || parsed.has(Option.refreshTokenStdin) {
+                    throw UsageError("\(option.key) applies to a machine profile (--grant) only.", command: "login")
+                }
+            }
+            if parsed.value(Option.clientAssertionFile) != nil, parsed.has(Option.clientSecretStdin) {
+                throw UsageError(
+                    "Choose one of --client-assertion-file and --client-secret-stdin: the client authenticates with one.",
+                    command: "login")
+            }
+            var machine = MachineExchange()
+            machine.grant = grant
+            machine.subjectTokenFile = parsed.value(Option.subjectTokenFile).map(absolutePath(_:))
+            machine.subjectTokenType = parsed.value(Option.subjectTokenType)
+            machine.requestedTokenType = parsed.value(Option.requestedTokenType)
+            machine.assertionFile = parsed.value(Option.assertionFile).map(absolutePath(_:))
+            machine.clientAssertionFile = parsed.value(Option.clientAssertionFile).map(absolutePath(_:))
+            return machine
+        }
+
+        /// The platform files' options given agree with `grant` (given now, or saved).
+        static func checkFiles(_ parsed: ParsedOptions, grant: MachineGrant?) throws(UsageError) {
+            let rules: [(OptionSpec, MachineGrant)] = [
+                (Option.subjectTokenFile, .tokenExchange), (Option.subjectTokenType, .tokenExchange),
+                (Option.requestedTokenType, .tokenExchange), (Option.assertionFile, .jwtBearer),
+            ]
+            for (option, needed) in rules where parsed.value(option) != nil {
+                if let grant, grant != needed {
+                    throw UsageError("\(option.key) applies with --grant \(needed.rawValue) only.", command: "login")
+                }
+            }
+        }
+
         /// The URL `option` gives, checked.
         static func url(_ parsed: ParsedOptions, _ option: OptionSpec) throws(UsageError) -> EndpointURL? {
             guard let text = parsed.value(option) else { return nil }
@@ -383,11 +455,9 @@ enum LoginCommand: EngineCommand {
             options.issuer == nil || options.clientID == nil
             ? try ProfileRepository(paths: context.paths).load(context.profile) : nil
         // A machine profile signs in again as a machine, unless another flow is named.
-        if options.flow == .automatic,
-            (saved ?? (try? ProfileRepository(paths: context.paths).load(context.profile)))?.isMachine == true
-        {
-            options.flow = .clientCredentials
-        }
+        let savedProfile = saved ?? (try? ProfileRepository(paths: context.paths).load(context.profile))
+        if options.flow == .automatic, savedProfile?.isMachine == true { options.flow = .clientCredentials }
+        try checkMachineOptions(options, saved: savedProfile, context)
         let profileOption = context.profile == .default ? "" : " --profile \(context.profile)"
         guard let issuer = options.issuer ?? saved?.issuer else {
             throw UsageError(
@@ -420,11 +490,27 @@ enum LoginCommand: EngineCommand {
             resources: options.resources,
             dpop: options.dpop, provider: options.provider)
         request.clientAuth = options.clientAuth
+        request.machine = options.machine
         let presenter = TerminalLoginPresenter(
             io: context.environment.io, clock: context.clock, programs: context.environment.programs)
         let result = try await context.service().login(request, presenter: presenter)
         context.io.standardError(summary(result, issuer: issuer, context))
         return .success
+    }
+
+    /// The platform files' options agree with the grant given now or saved, and go with a
+    /// machine's login only.
+    static func checkMachineOptions(_ options: Options, saved: ProfileConfiguration?, _ context: CommandContext)
+        throws(UsageError)
+    {
+        if options.machine.grant == nil, options.flow == .clientCredentials, let grant = saved?.grant {
+            try Options.checkFiles(context.options, grant: grant)
+        }
+        if options.flow != .clientCredentials, options.machine != MachineExchange() {
+            throw UsageError(
+                "The platform's token files apply to a machine profile: add --grant (profile '\(context.profile)' is not one).",
+                command: "login")
+        }
     }
 
     /// How the first token set is obtained: `options.flow`, the automatic one decided.
@@ -476,7 +562,7 @@ enum LoginCommand: EngineCommand {
         }
         if result.isMachine {
             summary +=
-                "A machine profile (client credentials, \(result.clientAuth?.rawValue ?? "no client authentication")): '\(CommandHint.tokenctl(context.profile, "token"))' gets a new access token whenever the cached one is due.\n"
+                "A machine profile (\(result.grant?.rawValue ?? "client-credentials"), \(result.clientAuth?.rawValue ?? "no client authentication")): '\(CommandHint.tokenctl(context.profile, "token"))' gets a new access token whenever the cached one is due.\n"
         } else if !tokenSet.hasRefreshToken {
             summary +=
                 "The server issued no refresh token: '\(CommandHint.tokenctl(context.profile, "token"))' works until the access token expires, then you must log in again.\n"

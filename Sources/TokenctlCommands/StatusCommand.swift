@@ -58,13 +58,18 @@ enum StatusCommand: EngineCommand {
             all && !statuses.contains(where: { $0.state == .storeUnavailable })
             ? (try? service.orphanedSessions()) ?? [] : []
         if json {
-            let objects = statuses.map { self.json($0) } + orphans.map(orphanJSON)
+            let now = context.clock.now()
+            let objects =
+                statuses.map { self.json($0, credentials: StatusCredentials.gather(service, $0.profile, now: now)) }
+                + orphans.map(orphanJSON)
             context.io.standardOutput(
                 (all ? "[" + objects.joined(separator: ",") + "]" : objects.first ?? "null") + "\n")
         } else {
             if statuses.isEmpty { context.io.standardError("No profiles configured.\n") }
             context.io.standardOutput(
-                statuses.map { human($0) + KeyCommand.statusLines(service, $0.profile) }.joined(
+                statuses.map {
+                    human($0) + (StatusCredentials.gather(service, $0.profile, now: context.clock.now())?.text ?? "")
+                }.joined(
                     separator: "\n"))
             if !orphans.isEmpty {
                 var text = "\nOrphaned sessions in the keyring (not used; remove with 'tokenctl logout --orphans'):\n"
@@ -289,50 +294,53 @@ enum StatusCommand: EngineCommand {
     }
 
     /// The stable JSON schema documented in tokenctl-status(1), STATUS JSON.
-    static func json(_ status: SessionStatus) -> String {
-        var fields: [(String, JSONText.Value)] = [
-            ("profile", .string(status.profile.rawValue)),
-            ("state", .string(status.state.rawValue)),
-            ("issuer", .string(status.issuer)),
-            ("client_id", .string(status.clientID)),
-            ("subject", .string(status.subject)),
-            (
-                "claims",
-                status.claims.isEmpty
-                    ? .null : JSONText.Value(raw: JSONText.object(status.claims.map { ($0.name, jsonValue($0.value)) }))
-            ),
-            ("claims_source", .string(status.claimsSource)),
-            ("access_token_format", .string(status.accessTokenFormat)),
-            ("signature", .string(status.signature?.rawValue)),
-            // null also for a token with no stated expiry (status says "no expiry stated").
-            (
-                "access_token_expires_in",
-                .number(status.accessTokenTimeLeft.flatMap { $0.isFinite ? Int(saturating: $0.rounded(.down)) : nil })
-            ),
-            ("refresh_token_present", status.state == .storeUnavailable ? .null : .bool(status.hasRefreshToken)),
-            ("scope", .string(status.scope)),
-            ("dpop", .string(status.dpop)),
-            ("dpop_jkt", .string(status.dpopThumbprint)),
-            (
-                "targeted_tokens",
-                .array(
-                    status.targetedTokens.map { target, left in
-                        JSONText.Value(
-                            raw: JSONText.object([
-                                ("scope", .string(target.scopeField)), ("audience", .string(target.audience)),
-                                ("resource", .string(target.resourceField)),
-                                ("expires_in", .number(Int(saturating: left.rounded(.down)))),
-                            ]))
-                    })
-            ),
-            ("obtained_at", .string(status.obtainedAt.map(Output.timestamp))),
-            ("last_refresh_at", .string(status.lastRefreshAt.map(Output.timestamp))),
-            ("ended_reason", .string(status.endedReason)),
-            ("store", .string(status.store)),
-            ("cache", .string(status.cache)),
-            ("grant", .string(status.grant)),
-            ("client_auth", .string(status.clientAuth)),
-        ]
+    static func json(_ status: SessionStatus, credentials: StatusCredentials? = nil) -> String {
+        var fields: [(String, JSONText.Value)] =
+            [
+                ("profile", .string(status.profile.rawValue)),
+                ("state", .string(status.state.rawValue)),
+                ("issuer", .string(status.issuer)),
+                ("client_id", .string(status.clientID)),
+                ("subject", .string(status.subject)),
+                (
+                    "claims",
+                    status.claims.isEmpty
+                        ? .null
+                        : JSONText.Value(raw: JSONText.object(status.claims.map { ($0.name, jsonValue($0.value)) }))
+                ),
+                ("claims_source", .string(status.claimsSource)),
+                ("access_token_format", .string(status.accessTokenFormat)),
+                ("signature", .string(status.signature?.rawValue)),
+                // null also for a token with no stated expiry (status says "no expiry stated").
+                (
+                    "access_token_expires_in",
+                    .number(
+                        status.accessTokenTimeLeft.flatMap { $0.isFinite ? Int(saturating: $0.rounded(.down)) : nil })
+                ),
+                ("refresh_token_present", status.state == .storeUnavailable ? .null : .bool(status.hasRefreshToken)),
+                ("scope", .string(status.scope)),
+                ("dpop", .string(status.dpop)),
+                ("dpop_jkt", .string(status.dpopThumbprint)),
+                (
+                    "targeted_tokens",
+                    .array(
+                        status.targetedTokens.map { target, left in
+                            JSONText.Value(
+                                raw: JSONText.object([
+                                    ("scope", .string(target.scopeField)), ("audience", .string(target.audience)),
+                                    ("resource", .string(target.resourceField)),
+                                    ("expires_in", .number(Int(saturating: left.rounded(.down)))),
+                                ]))
+                        })
+                ),
+                ("obtained_at", .string(status.obtainedAt.map(Output.timestamp))),
+                ("last_refresh_at", .string(status.lastRefreshAt.map(Output.timestamp))),
+                ("ended_reason", .string(status.endedReason)),
+                ("store", .string(status.store)),
+                ("cache", .string(status.cache)),
+                ("grant", .string(status.grant)),
+                ("client_auth", .string(status.clientAuth)),
+            ] + StatusCredentials.jsonFields(credentials)
         // Every key in every state (null when it does not apply): a stable schema for scripts.
         fields.append(("store_problem", .string(status.storeProblem)))
         fields.append(("store_hint", .string(status.storeHint?.text)))
@@ -340,14 +348,19 @@ enum StatusCommand: EngineCommand {
         let (problem, hint) = problemAndHint(status)
         fields.append(("problem", .string(problem)))
         fields.append(("hint", .string(hint)))
+        fields.append(("pending_write", pendingWriteJSON(status)))
+        return JSONText.object(fields)
+    }
+
+    /// STATUS JSON's `pending_write`: since when and why, or null.
+    static func pendingWriteJSON(_ status: SessionStatus) -> JSONText.Value {
         let pending = status.pendingWriteSince.map { since in
             JSONText.Value(
                 raw: JSONText.object([
                     ("since", .string(Output.timestamp(since))), ("reason", .string(status.pendingWriteReason)),
                 ]))
         }
-        fields.append(("pending_write", pending ?? .null))
-        return JSONText.object(fields)
+        return pending ?? .null
     }
 
     static func jsonValue(_ value: JSONValue) -> JSONText.Value {

@@ -4,7 +4,7 @@ import TokenctlEssentials
 // Fuzz target: a JWT as tokenctl reads one: UnverifiedJWT.claims (sub/exp of access and ID
 // tokens, never to grant anything), JWTVerifier.verify against a fixed key set (RS256, PS256,
 // ES256 and EdDSA keys: the seeds are tokens these keys signed), IDTokenValidation of the claims,
-// and the token as the access token of a token response: its exp becomes the set's expiry
+// PlatformTokenFile's checks of a token file's content, and the token as the access token of a token response: its exp becomes the set's expiry
 // (ClockSkew), stored, read back and printed (Shared/TokenSetUse.swift).
 //
 // Input: the token text (UTF-8 with repair).
@@ -34,6 +34,16 @@ public func fuzzJWT(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         try? IDTokenValidation.validate(verified.claims, expectations)
     } catch {
         _ = error.description
+    }
+
+    // As the content of a platform's token file (PlatformTokenFile: a subject token, an
+    // assertion): the checks made before it is sent.
+    for mustBeJWT in [true, false] {
+        let file = PlatformTokenFile(path: "/dev/null", role: .subjectToken, mustBeJWT: mustBeJWT)
+        let (checked, problem) = file.check(token, now: now)
+        if problem == nil, mustBeJWT, PlatformTokenFile.jwtClaims(checked ?? "") == nil {
+            fatalError("a file's token accepted as a JWT does not parse as one")
+        }
     }
 
     // As an access token (with and without expires_in, with and without a Date header).

@@ -310,6 +310,19 @@ struct HotPathProfileTests {
             }(),
             Self.goodProfile + "token_endpoint_auth_method = private_key_jwt\n",
             Self.goodProfile + "grant = client-credentials\ntoken_endpoint_auth_method = tls_client_auth\n",
+            // The platform's token files, as `login --grant token-exchange` and `jwt-bearer` write them.
+            {
+                var machine = ProfileConfiguration(
+                    issuer: try! EndpointURL("https://a.example"), clientID: "c",
+                    tokenEndpoint: try! EndpointURL("https://a.example/t"), tokenEndpointAuthMethod: .privateKeyJWT)
+                machine.grant = .tokenExchange
+                machine.subjectTokenFile = "/var/run/secrets/tokens/token"
+                machine.subjectTokenType = "urn:ietf:params:oauth:token-type:id_token"
+                machine.requestedTokenType = "urn:ietf:params:oauth:token-type:access_token"
+                machine.clientAssertionFile = "/var/run/secrets/azure/token"
+                return machine.serialized(profile: .default)
+            }(),
+            Self.goodProfile + "grant = jwt-bearer\nassertion_file = /run/ci/id-token\n",
         ]
         let rejected = [
             "", "issuer = https://a.example\nclient_id = c\n", // no token endpoint: the engine refuses it
@@ -330,7 +343,8 @@ struct HotPathProfileTests {
             "issuer = https://a.example\nclient_id = caf\u{E9}\ntoken_endpoint = https://a.example/t\n",
             Self.goodProfile + "jwks_uri = ftp://x/\n",
             Self.goodProfile + "token_endpoint_auth_method = private_key_jwt_\n",
-            Self.goodProfile + "grant = token-exchange\n",
+            Self.goodProfile + "grant = password\n",
+            Self.goodProfile + "subject_token_file = /a\nsubject_token_file = /b\n",
             Self.goodProfile + "mtls_token_endpoint = ftp://x/\n",
             Self.goodProfile + "assertion_audience =\n",
         ]

@@ -16,7 +16,7 @@ extension SessionCommandTests {
             "access_token_expires_in", "refresh_token_present", "scope", "dpop", "dpop_jkt", "targeted_tokens",
             "obtained_at",
             "last_refresh_at", "ended_reason", "store", "cache", "store_problem", "store_hint", "problem", "hint",
-            "pending_write", "grant", "client_auth",
+            "pending_write", "grant", "client_auth", "client_keys", "platform_files",
         ]
 
         // MARK: status

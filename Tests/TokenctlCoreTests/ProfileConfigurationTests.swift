@@ -204,6 +204,8 @@ struct ProfileConfigurationTests {
                 "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
                 "grant", "assertion_audience", "mtls_token_endpoint",
                 "key_file", "certificate_file",
+                "subject_token_file", "subject_token_type", "requested_token_type", "assertion_file",
+                "client_assertion_file",
                 "proxy", "proxy_user", "no_proxy", "proxy_cacert",
             ])
         let text = ProfileConfiguration.keys.map { key in
@@ -256,6 +258,6 @@ struct ProfileConfigurationTests {
         #expect(error?.message.contains("self_signed_tls_client_auth") == true)
         #expect(
             configurationError("issuer = https://a.example\nclient_id = c\ngrant = password\n")?.message
-                == "grant: expected client-credentials, not 'password'")
+                == "grant: expected client-credentials or token-exchange or jwt-bearer, not 'password'")
     }
 }

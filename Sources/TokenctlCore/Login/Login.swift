@@ -27,6 +27,8 @@ public struct LoginResult: Sendable {
     public var isMachine = false
     /// How the client authenticated; nil for a public client.
     public var clientAuth: ClientAuthenticationMethod?
+    /// A machine profile's grant.
+    public var grant: MachineGrant?
 }
 
 extension TokenctlService {

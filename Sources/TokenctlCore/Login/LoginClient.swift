@@ -21,6 +21,10 @@ struct LoginClient: Sendable {
     ) throws(TokenctlError) {
         let request = plan.request
         secret = Self.secret(plan, store: store)
+        if plan.isMachine, let path = request.machine.clientAssertionFile {
+            (authMethod, credentials) = (.privateKeyJWT, Self.federated(request.clientID, path: path, clock: clock))
+            return
+        }
         authMethod = try Self.method(plan, metadata: metadata, secret: secret, key: key)
         // A public client has neither a secret nor a method.
         credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: authMethod)
@@ -148,6 +152,16 @@ struct LoginClient: Sendable {
         }
         try ClientCredentialsGrant.checkUsable(certificate, profile: profile, now: clock.now())
         credentials.certificate = certificate
+    }
+
+    /// A federated client assertion's credentials (RFC 7521 §4.2): the server registered the
+    /// client for private_key_jwt with a trusted issuer; the platform's JWT in `path` stands for
+    /// one signed here.
+    static func federated(_ clientID: String, path: String, clock: Clock) -> ClientCredentials {
+        var credentials = ClientCredentials(clientID: clientID, method: .privateKeyJWT)
+        credentials.federatedAssertion = ClientCredentials.FederatedAssertion(
+            path: path, serverClockOffset: nil, clock: clock)
+        return credentials
     }
 
     /// Whether a certificate is self-signed (its issuer is its subject, RFC 8705 §2.2) or issued by a CA.

@@ -40,12 +40,12 @@ struct LoginExchange: LoginStep {
     private func clientCredentials() async throws(TokenctlError) -> Exchanged {
         let request = plan.request
         var configuration = LoginProcedure.configuration(plan, server: server, client: client, scope: scope)
-        configuration.grant = .clientCredentials
         var endpointClient = TokenEndpointClient(http: server.http, clock: clock, retry: retry)
         endpointClient.knownSecrets = [client.secret]
         let endpoint = ClientCredentialsGrant.endpoint(configuration, tokenEndpoint: server.endpoints.token.string)
         let credentials = client.credentials
-        let fields = ClientCredentialsGrant.fields(configuration, target: .session)
+        let fields = try ClientCredentialsGrant.fields(
+            configuration, target: .session, now: clock.now(), profile: request.profile)
         let (outcome, receivedAt) = try await endpointClient.exchange(building: { () throws(TokenctlError) in
             try credentials.formRequest(endpoint, fields)
         })
@@ -54,9 +54,9 @@ struct LoginExchange: LoginStep {
             hint: ClientCredentialsGrant.registrationHint(
                 request.profile, configuration,
                 credential: ClientCredentialsGrant.credential(client.credentials, profile: request.profile)),
-            certificate: client.credentials.certificate)
+            certificate: client.credentials.certificate, platformGrant: configuration.grant != .clientCredentials)
         guard case .storeRefreshed(var response, let serverDate) = consequence.action else {
-            var error = consequence.error ?? TokenctlError(.unexpected, "the client credentials request failed")
+            var error = consequence.error ?? TokenctlError(.unexpected, "the machine profile's token request failed")
             error.hint = Suggestion.sentences("Nothing was stored.", error.hint)
             throw error
         }

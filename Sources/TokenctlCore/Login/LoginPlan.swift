@@ -44,6 +44,7 @@ struct LoginPlan: Sendable {
             if configured.isMachine, configured.clientID == request.clientID {
                 // A person's saved method is checked against discovery again (`LoginClient`).
                 request.clientAuth = request.clientAuth ?? configured.tokenEndpointAuthMethod
+                request.machine = request.machine.completed(from: configured)
             }
             allowBearer = configured.dpopAllowBearer // hand-set: no option changes it
         }

@@ -67,6 +67,7 @@ struct LoginProcedure: LoginStep {
             requestedScope: scope)
         result.isMachine = plan.isMachine
         result.clientAuth = client.authMethod
+        if plan.isMachine { result.grant = plan.request.machine.grant ?? .clientCredentials }
         return result
     }
 
@@ -112,7 +113,7 @@ struct LoginProcedure: LoginStep {
         configuration.dpopAllowBearer = plan.allowBearer
         configuration.provider = request.provider
         if plan.isMachine {
-            configuration.grant = .clientCredentials
+            plan.request.machine.apply(to: &configuration)
             configuration.mtlsTokenEndpoint = server.metadata?.mtlsTokenEndpoint ?? plan.previous?.mtlsTokenEndpoint
         }
         // Hand-set: no option changes them.

@@ -55,6 +55,9 @@ extension TokenctlService {
         /// How the client authenticates (`--client-auth`); nil: what the profile saved while
         /// the server still advertises it, else chosen from discovery.
         public var clientAuth: ClientAuthenticationMethod?
+        /// A machine profile's grant and the platform's files it reads (`--grant`,
+        /// `--subject-token-file`, …); each nil: what the profile saved.
+        public var machine = MachineExchange()
 
         public init(
             profile: ProfileName, issuer: EndpointURL, clientID: String, scope: String?, method: LoginMethod,
@@ -74,5 +77,43 @@ extension TokenctlService {
             self.audience = audience
             self.resources = resources
         }
+    }
+}
+
+/// A machine profile's grant and the files of a platform's tokens it exchanges (RFC 8693 §2.1,
+/// RFC 7523 §2.1, RFC 7521 §4.2): paths only, read on every request (`PlatformTokenFile`).
+public struct MachineExchange: Sendable, Equatable {
+    /// nil: the saved grant, else client credentials.
+    public var grant: MachineGrant?
+    public var subjectTokenFile: String?
+    public var subjectTokenType: String?
+    public var requestedTokenType: String?
+    public var assertionFile: String?
+    public var clientAssertionFile: String?
+
+    /// Nothing given: what the profile saved, else client credentials.
+    public init() {}
+
+    /// What is not given now filled in from the profile's saved values.
+    func completed(from saved: ProfileConfiguration) -> MachineExchange {
+        var completed = self
+        completed.grant = grant ?? saved.grant
+        completed.subjectTokenFile = subjectTokenFile ?? saved.subjectTokenFile
+        completed.subjectTokenType = subjectTokenType ?? saved.subjectTokenType
+        completed.requestedTokenType = requestedTokenType ?? saved.requestedTokenType
+        completed.assertionFile = assertionFile ?? saved.assertionFile
+        completed.clientAssertionFile = clientAssertionFile ?? saved.clientAssertionFile
+        return completed
+    }
+
+    /// Write these into `configuration` (the grant: client credentials when none is named).
+    func apply(to configuration: inout ProfileConfiguration) {
+        let grant = grant ?? .clientCredentials
+        configuration.grant = grant
+        configuration.subjectTokenFile = grant == .tokenExchange ? subjectTokenFile : nil
+        configuration.subjectTokenType = grant == .tokenExchange ? subjectTokenType : nil
+        configuration.requestedTokenType = grant == .tokenExchange ? requestedTokenType : nil
+        configuration.assertionFile = grant == .jwtBearer ? assertionFile : nil
+        configuration.clientAssertionFile = clientAssertionFile
     }
 }

@@ -17,6 +17,29 @@ public struct ClientCredentials: Sendable, Equatable {
     /// The certificate presented on the TLS connection (RFC 8705 §2: `tls_client_auth`,
     /// `self_signed_tls_client_auth`).
     public var certificate: ClientCertificate?
+    /// A federated client assertion (RFC 7521 §4.2, `client_assertion_file`): a JWT another
+    /// party issued the client, read from its file for every request instead of one signed here.
+    public var federatedAssertion: FederatedAssertion?
+
+    /// Where a federated client assertion is read, and the clock its `exp` is checked on.
+    public struct FederatedAssertion: Sendable {
+        public var file: PlatformTokenFile
+        /// Server minus local clock (`ClockSkew`), as for an assertion made here.
+        public var serverClockOffset: Double?
+        public var clock: Clock
+
+        public init(path: String, serverClockOffset: Double?, clock: Clock) {
+            file = PlatformTokenFile(path: path, role: .clientAssertion)
+            self.serverClockOffset = serverClockOffset
+            self.clock = clock
+        }
+
+        /// The file's assertion, checked now (78 before anything is sent otherwise).
+        func read() throws(TokenctlError) -> String {
+            let offset = serverClockOffset.flatMap { ClockSkew.isTrusted($0) ? $0 : nil } ?? 0
+            return try file.read(now: clock.now() + offset)
+        }
+    }
 
     /// How a client's assertions are made (RFC 7523 §3).
     public struct AssertionSigning: Sendable {
@@ -60,6 +83,7 @@ public struct ClientCredentials: Sendable, Equatable {
         lhs.clientID == rhs.clientID && lhs.secret == rhs.secret && lhs.method == rhs.method
             && lhs.assertion?.signer.keyID == rhs.assertion?.signer.keyID
             && lhs.assertion?.audience == rhs.assertion?.audience
+            && lhs.federatedAssertion?.file == rhs.federatedAssertion?.file
     }
 
     /// A public client (no secret, no method), or a confidential one: a secret alone means
@@ -82,6 +106,13 @@ public struct ClientCredentials: Sendable, Equatable {
     public func formRequest(_ endpoint: String, _ fields: [(String, String)]) throws(TokenctlError) -> HTTPRequest {
         var fields = fields
         var headers: [(name: String, value: String)] = []
+        if let federatedAssertion {
+            // RFC 7521 §4.2 with RFC 7523 §2.2's type: the platform's JWT, as it is.
+            fields.append(("client_id", clientID))
+            fields.append(("client_assertion_type", ClientAssertion.type))
+            fields.append(("client_assertion", try federatedAssertion.read()))
+            return HTTPRequest.form(endpoint, fields, headers: headers)
+        }
         if let method, method.usesAssertion, let assertion {
             // RFC 7523 §2.2; client_id too, which RFC 6749 §3.2.1 allows and servers use to
             // find the client before reading the assertion.

@@ -94,6 +94,19 @@ public struct ProfileConfiguration: Equatable, Sendable {
     public var keyFile: String?
     /// Its certificate (PEM), for mTLS (RFC 8705): read on every use.
     public var certificateFile: String?
+    /// The files a platform gives a job and rotates (a Kubernetes projected service account
+    /// token, a CI job's ID token): read again on every exchange, bounded, never copied
+    /// (`PlatformTokenFile`). The subject token of `grant = token-exchange` (RFC 8693 §2.1).
+    public var subjectTokenFile: String?
+    /// Its `subject_token_type` (RFC 8693 §3); nil: `urn:ietf:params:oauth:token-type:jwt`.
+    public var subjectTokenType: String?
+    /// The `requested_token_type` of a token exchange (RFC 8693 §2.1); nil: not sent.
+    public var requestedTokenType: String?
+    /// The assertion of `grant = jwt-bearer` (RFC 7523 §2.1).
+    public var assertionFile: String?
+    /// A federated client assertion (RFC 7521 §4.2): the client authenticates with the JWT in
+    /// this file instead of one it signs, with any grant.
+    public var clientAssertionFile: String?
     /// The provider's behaviour at this profile's issuer, when the profile has a provider.
     public var preset: ProviderPreset? { provider.map { ProviderPreset($0, issuer: issuer) } }
 
@@ -123,6 +136,8 @@ public struct ProfileConfiguration: Equatable, Sendable {
         "dpop", "dpop_allow_bearer", "provider", "forward", "forward_scope", "forward_audience",
         "grant", "assertion_audience", "mtls_token_endpoint",
         "key_file", "certificate_file",
+        "subject_token_file", "subject_token_type", "requested_token_type", "assertion_file",
+        "client_assertion_file",
         "proxy", "proxy_user", "no_proxy", "proxy_cacert",
     ]
 
@@ -169,6 +184,11 @@ public struct ProfileConfiguration: Equatable, Sendable {
         configuration.mtlsTokenEndpoint = try entries.url("mtls_token_endpoint")
         configuration.keyFile = entries.text("key_file")
         configuration.certificateFile = entries.text("certificate_file")
+        configuration.subjectTokenFile = entries.text("subject_token_file")
+        configuration.subjectTokenType = entries.text("subject_token_type")
+        configuration.requestedTokenType = entries.text("requested_token_type")
+        configuration.assertionFile = entries.text("assertion_file")
+        configuration.clientAssertionFile = entries.text("client_assertion_file")
         configuration.proxy = try entries.proxy()
         configuration.noProxy = entries.text("no_proxy")
         configuration.proxyCABundle = entries.text("proxy_cacert")
@@ -210,6 +230,12 @@ public struct ProfileConfiguration: Equatable, Sendable {
         if let mtlsTokenEndpoint { lines.append("mtls_token_endpoint = \(mtlsTokenEndpoint)") }
         if let keyFile { lines.append("key_file = \(keyFile)") }
         if let certificateFile { lines.append("certificate_file = \(certificateFile)") }
+        let platformFiles = [
+            ("subject_token_file", subjectTokenFile), ("subject_token_type", subjectTokenType),
+            ("requested_token_type", requestedTokenType), ("assertion_file", assertionFile),
+            ("client_assertion_file", clientAssertionFile),
+        ]
+        for case (let key, let value?) in platformFiles { lines.append("\(key) = \(value)") }
         if let proxy { lines.append("proxy = \(proxy)") }
         if let proxyUser { lines.append("proxy_user = \(proxyUser)") }
         if let noProxy { lines.append("no_proxy = \(noProxy)") }
@@ -248,6 +274,19 @@ public enum ClientAuthenticationMethod: String, Sendable, Equatable, CaseIterabl
 public enum MachineGrant: String, Sendable, Equatable, CaseIterable {
     /// RFC 6749 §4.4: the client's own credentials, no person and no refresh token.
     case clientCredentials = "client-credentials"
+    /// RFC 8693 §2.1: the token in `subject_token_file` exchanged for one of this server's.
+    case tokenExchange = "token-exchange"
+    /// RFC 7523 §2.1: the JWT in `assertion_file` as the authorization grant.
+    case jwtBearer = "jwt-bearer"
+
+    /// The `grant_type` a request of this grant sends.
+    public var grantType: String {
+        switch self {
+        case .clientCredentials: "client_credentials"
+        case .tokenExchange: "urn:ietf:params:oauth:grant-type:token-exchange"
+        case .jwtBearer: "urn:ietf:params:oauth:grant-type:jwt-bearer"
+        }
+    }
 }
 
 /// A configuration problem: exit status 78 (EX_CONFIG).

@@ -205,6 +205,10 @@ public enum TokenctlCommand: Sendable, Equatable, Codable {
         /// A machine profile's grant (`client-credentials`) and its client authentication method.
         case grant(SuggestedValue)
         case clientAuth(SuggestedValue)
+        /// The files of a platform's tokens a machine profile reads (RFC 8693, RFC 7523, RFC 7521).
+        case subjectTokenFile(SuggestedValue)
+        case assertionFile(SuggestedValue)
+        case clientAssertionFile(SuggestedValue)
     }
 
     public enum RefreshOption: Sendable, Equatable, Codable {

@@ -114,7 +114,7 @@ extension HotPath {
         var otherEndpoints: (Bytes?, Bytes?, Bytes?, Bytes?, Bytes?)
         var proxy: Bytes?
         var proxyUser: Bytes?
-        var seen: UInt32 = 0
+        var seen: UInt64 = 0
         var accepted = true
         let malformedLine = ProfileFileSyntax.scan(file) { entry in
             let key = slice(file, entry.key.lowerBound, entry.key.upperBound)
@@ -164,6 +164,17 @@ extension HotPath {
         return ProfileIdentity(issuer: issuer, clientID: clientID)
     }
 
+    /// The index of a machine profile's platform token file key (ProfileConfiguration), for its
+    /// bit; nil for another key. Comparisons, not an Array: see `profileKeyRule`.
+    static func machineFileKeyIndex(_ key: Bytes) -> Int? {
+        if isEqual(key, "subject_token_file") { return 0 }
+        if isEqual(key, "subject_token_type") { return 1 }
+        if isEqual(key, "requested_token_type") { return 2 }
+        if isEqual(key, "assertion_file") { return 3 }
+        if isEqual(key, "client_assertion_file") { return 4 }
+        return nil
+    }
+
     /// Where `profileIdentity` keeps a key's value.
     enum ProfileKeySlot {
         case issuer, clientID, tokenEndpoint, revocationEndpoint
@@ -177,9 +188,9 @@ extension HotPath {
     // One function on purpose: one chain of byte comparisons, no table (an Array the static front
     // would page in) and no allocation (see HotPath); a hit's cost is Scripts/bench's (a).
     static func profileKeyRule(_ key: Bytes, _ value: Bytes) -> (
-        bit: UInt32, valueAccepted: Bool, slot: ProfileKeySlot?
+        bit: UInt64, valueAccepted: Bool, slot: ProfileKeySlot?
     )? {
-        let bit: UInt32
+        let bit: UInt64
         var valueAccepted = true
         var slot: ProfileKeySlot?
         if isEqual(key, "issuer") {
@@ -247,7 +258,9 @@ extension HotPath {
             bit = 1_048_576
         } else if isEqual(key, "grant") {
             // A machine profile's token is cached and served like a session's.
-            valueAccepted = value.count == 0 || isEqual(value, "client-credentials")
+            valueAccepted =
+                value.count == 0 || isEqual(value, "client-credentials") || isEqual(value, "token-exchange")
+                || isEqual(value, "jwt-bearer")
             bit = 2_097_152
         } else if isEqual(key, "assertion_audience") {
             bit = 4_194_304
@@ -259,6 +272,9 @@ extension HotPath {
             bit = network.bit
             valueAccepted = network.valueAccepted
             slot = isEqual(key, "proxy") ? .proxy : isEqual(key, "proxy_user") ? .proxyUser : nil
+        } else if let index = machineFileKeyIndex(key) {
+            // A machine's platform token files and types: the engine reads them when it asks for a token.
+            bit = 268_435_456 << UInt64(index)
         } else {
             return nil
         }
@@ -270,7 +286,7 @@ extension HotPath {
     /// requests only: a hit sends none (the proxy user's password is read by the engine, before
     /// a request). ProfileConfiguration refuses a `proxy` with credentials (`@`) or a blank and
     /// a `proxy_user` with a colon or a blank: the engine reports them.
-    static func networkKeyRule(_ key: Bytes, _ value: Bytes) -> (bit: UInt32, valueAccepted: Bool)? {
+    static func networkKeyRule(_ key: Bytes, _ value: Bytes) -> (bit: UInt64, valueAccepted: Bool)? {
         if isEqual(key, "proxy") {
             return (16_777_216, !value.contains { $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: " ") })
         } else if isEqual(key, "no_proxy") {

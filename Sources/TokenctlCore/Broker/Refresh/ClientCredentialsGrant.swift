@@ -18,11 +18,53 @@ enum ClientCredentialsGrant {
     }
 
     /// What a request of `target` on a machine profile configured as `configuration` asks for:
-    /// the target's scope, audience and resources where it names them, the profile's otherwise.
-    static func fields(_ configuration: ProfileConfiguration, target: TokenTarget) -> [(String, String)] {
-        fields(
+    /// the profile's grant (its files read now, checked against `now`, see
+    /// `PlatformTokenFile`), the target's scope, audience and resources where it names them,
+    /// the profile's otherwise.
+    ///
+    /// - Throws: a file that cannot be used (78): nothing is sent.
+    static func fields(_ configuration: ProfileConfiguration, target: TokenTarget, now: Double, profile: ProfileName)
+        throws(TokenctlError) -> [(String, String)]
+    {
+        var fields = fields(
             scope: target.scopeField ?? configuration.scope, audience: target.audience ?? configuration.audience,
             resources: target.resources.isEmpty ? configuration.resources : target.resources)
+        let grant = configuration.grant ?? .clientCredentials
+        fields[0] = ("grant_type", grant.grantType)
+        switch grant {
+        case .clientCredentials:
+            break
+        case .tokenExchange:
+            // RFC 8693 §2.1.
+            let type = configuration.subjectTokenType ?? PlatformTokenFile.defaultSubjectTokenType
+            let file = PlatformTokenFile.subjectToken(
+                try requiredFile(configuration, .subjectToken, profile: profile), tokenType: type)
+            var exchange = [("subject_token", try file.read(now: now)), ("subject_token_type", type)]
+            if let requested = configuration.requestedTokenType { exchange.append(("requested_token_type", requested)) }
+            fields.insert(contentsOf: exchange, at: 1)
+        case .jwtBearer:
+            // RFC 7523 §2.1.
+            let file = PlatformTokenFile(
+                path: try requiredFile(configuration, .assertion, profile: profile), role: .assertion)
+            fields.insert(("assertion", try file.read(now: now)), at: 1)
+        }
+        return fields
+    }
+
+    /// The file a grant needs, named by the profile.
+    static func requiredFile(
+        _ configuration: ProfileConfiguration, _ role: PlatformTokenFile.Role, profile: ProfileName
+    ) throws(TokenctlError) -> String {
+        let path = role == .subjectToken ? configuration.subjectTokenFile : configuration.assertionFile
+        guard let path else {
+            let option: TokenctlCommand.LoginOption =
+                role == .subjectToken ? .subjectTokenFile(.placeholder) : .assertionFile(.placeholder)
+            throw TokenctlError(
+                .configuration,
+                "machine profile '\(profile)' has grant \(configuration.grant?.rawValue ?? "") but no \(role.profileKey)",
+                hint: "Nothing was sent. Name the file: '\(tokenctl: profile, .login([option]))'.")
+        }
+        return path
     }
 
     /// The token endpoint a client authenticating with `method` posts to: the mTLS alias for a
@@ -86,9 +128,22 @@ enum ClientCredentialsGrant {
         _ profile: ProfileName, _ configuration: ProfileConfiguration, credential: Suggestion?
     ) -> Suggestion {
         let method = configuration.tokenEndpointAuthMethod?.rawValue ?? "none"
+        let grant = (configuration.grant ?? .clientCredentials).grantType
         var what: [Suggestion] = [
-            "At \(configuration.issuer), the client '\(TerminalText.short(configuration.clientID))' must be registered for the client credentials grant with token_endpoint_auth_method \(method)"
+            "At \(configuration.issuer), the client '\(TerminalText.short(configuration.clientID))' must be registered for the grant \(grant) with token_endpoint_auth_method \(method)"
         ]
+        for (key, path) in [
+            ("subject_token_file", configuration.subjectTokenFile), ("assertion_file", configuration.assertionFile),
+            ("client_assertion_file", configuration.clientAssertionFile),
+        ] {
+            // The server checks the file's token: its issuer, subject and audience must be the
+            // ones it trusts (a federated credential, a trusted issuer).
+            if let path {
+                what.append(
+                    "it must trust the issuer, subject and audience of the token in \(TerminalText.short(path)) (\(key))"
+                )
+            }
+        }
         if let scope = configuration.scope { what[0] = what[0] + " and the scope '\(TerminalText.short(scope))'" }
         if let credential {
             what.append("and with \(credential)")
@@ -130,7 +185,7 @@ extension TokenBroker {
         }
         let request = try await clientCredentialsRequest(profile, target: target, current: current)
         refreshRequestCount += 1
-        narrate?("asking \(request.endpoint) for a token with the client credentials grant (RFC 6749 §4.4)")
+        narrate?("asking \(request.endpoint) for a token with the grant \(request.fields[0].1)")
         let (outcome, receivedAt) = try await request.client.exchange(building: { () throws(TokenctlError) in
             try request.credentials.formRequest(request.endpoint, request.fields)
         })
@@ -138,7 +193,8 @@ extension TokenBroker {
             outcome, profile: profile.name, target: target,
             hint: ClientCredentialsGrant.registrationHint(
                 profile.name, profile.configuration, credential: request.credential),
-            certificate: request.credentials.certificate)
+            certificate: request.credentials.certificate,
+            platformGrant: (profile.configuration.grant ?? .clientCredentials) != .clientCredentials)
         return try await carryOutAcquisition(
             consequence, profile, target: target, current: current, receivedAt: receivedAt)
     }
@@ -163,8 +219,15 @@ extension TokenBroker {
         return ClientCredentialsRequest(
             client: client, credentials: credentials,
             endpoint: ClientCredentialsGrant.endpoint(configuration, tokenEndpoint: profile.tokenEndpoint),
-            fields: ClientCredentialsGrant.fields(configuration, target: target),
+            fields: try ClientCredentialsGrant.fields(
+                configuration, target: target, now: clock.now() + Self.trustedOffset(current?.serverClockOffset),
+                profile: profile.name),
             credential: ClientCredentialsGrant.credential(credentials, profile: profile.name))
+    }
+
+    /// A server clock offset to correct our clock by: a trusted one (`ClockSkew`), else none.
+    static func trustedOffset(_ offset: Double?) -> Double {
+        offset.flatMap { ClockSkew.isTrusted($0) ? $0 : nil } ?? 0
     }
 
     /// Do what `consequence` says for a machine profile's request: store the token (the
@@ -221,15 +284,18 @@ extension RefreshConsequence {
     ///
     /// - Parameter certificate: the certificate the request presented: a token bound to
     ///   another is refused (`ClientCredentialsGrant.bindingRefusal`).
+    /// - Parameter platformGrant: the request exchanged a platform's token (token exchange,
+    ///   JWT bearer): the server refusing it is the configuration's fault too.
     static func ofClientCredentials(
         _ outcome: RefreshOutcome, profile: ProfileName, target: TokenTarget, hint: Suggestion,
-        certificate: ClientCertificate? = nil
+        certificate: ClientCertificate? = nil, platformGrant: Bool = false
     ) -> RefreshConsequence {
         func refused(_ reason: GrantEndReason) -> RefreshConsequence {
             RefreshConsequence(
                 action: .keepSession, event: .refreshFailed, reason: reason.className,
                 error: TokenctlError(
-                    .configuration, "the server refused the client of machine profile '\(profile)': \(reason)",
+                    .configuration,
+                    "the server refused the \(platformGrant ? "request" : "client") of machine profile '\(profile)': \(reason)",
                     hint: hint))
         }
         switch outcome {
@@ -244,6 +310,14 @@ extension RefreshConsequence {
             return refused(reason)
         case .grantEnded(let reason):
             if case .oauthError(_, let code, _, _) = reason, code == "unauthorized_client" { return refused(reason) }
+            // RFC 8693 §2.2.2, RFC 7523 §3.1: a subject token or assertion the server does not
+            // accept is invalid_request or invalid_grant: the platform's token or what the server
+            // trusts is at fault, the configuration's (78).
+            if platformGrant, case .oauthError(_, let code, _, _) = reason,
+                code == "invalid_grant" || code == "invalid_request"
+            {
+                return refused(reason)
+            }
             if case .unexpectedStatus(let status, _) = reason, status == 401 || status == 403 { return refused(reason) }
             let (refusedTarget, why) = ProviderErrorClasses.refusesTarget(reason)
             return RefreshConsequence(

@@ -127,6 +127,12 @@ extension TokenBroker {
             return ClientCredentials(clientID: configuration.clientID)
         }
         var credentials = ClientCredentials(clientID: configuration.clientID, method: method)
+        if let path = configuration.clientAssertionFile {
+            // A federated client assertion: no secret or key of ours signs it.
+            credentials.federatedAssertion = ClientCredentials.FederatedAssertion(
+                path: path, serverClockOffset: serverClockOffset, clock: clock)
+            return credentials
+        }
         let audience = configuration.assertionAudience ?? profile.tokenEndpoint
         if method.usesSecret {
             let secret = try await clientSecret(profile, method: method)

@@ -58,7 +58,15 @@ extension SessionCheck {
         if status.state == .storeUnavailable {
             return DoctorFinding(title, ok: false, status.storeProblem ?? "store unavailable", hint: status.storeHint)
         }
-        guard let method, method.usesAssertion && method != .clientSecretJWT || method.usesCertificate else {
+        let configuration = try? service.profiles.load(name)
+        if let configuration, let problem = platformFileProblem(configuration, now: service.clock.now()) {
+            return DoctorFinding(
+                title, ok: false, problem, hint: "The platform that writes it must keep a current token there.")
+        }
+        // A federated client assertion stands for a key of ours.
+        guard let method, method.usesAssertion && method != .clientSecretJWT || method.usesCertificate,
+            configuration?.clientAssertionFile == nil
+        else {
             return DoctorFinding(title, ok: true, what)
         }
         let key: ClientKey?
@@ -87,6 +95,25 @@ extension SessionCheck {
                 "; certificate \(certificate.thumbprint), expires \(Timestamp.iso8601(certificate.notAfter.timeIntervalSince1970))"
         }
         return DoctorFinding(title, ok: true, what)
+    }
+
+    /// The first of a machine profile's platform token files that the next request could not
+    /// send (`PlatformTokenFile`), in words naming the file; nil when all can be sent.
+    static func platformFileProblem(_ configuration: ProfileConfiguration, now: Double) -> String? {
+        let files = [
+            configuration.subjectTokenFile.map {
+                PlatformTokenFile.subjectToken($0, tokenType: configuration.subjectTokenType)
+            },
+            configuration.assertionFile.map { PlatformTokenFile(path: $0, role: .assertion) },
+            configuration.clientAssertionFile.map { PlatformTokenFile(path: $0, role: .clientAssertion) },
+        ]
+        for case let file? in files {
+            if let problem = file.inspect(now: now).problem {
+                return
+                    "the \(file.role.rawValue) file \(TerminalText.short(file.path)) (\(file.role.profileKey)) \(problem)"
+            }
+        }
+        return nil
     }
 }
 
