@@ -16,23 +16,16 @@ struct LoginProcedure: LoginStep {
         let store = self.store.bounded(until: checksDeadline)
         let plan = try LoginPlan(request, previous: try? profiles.load(request.profile))
         let server = try await LoginServerResolution(service: service, plan: plan).resolve()
-        // The client key, only where one can be used (a machine's login, or a method that signs
-        // or presents a certificate), read within --timeout like every store call before the checks.
-        let usesKey = plan.isMachine || plan.request.clientAuth.map { !$0.usesSecret } == true
-        let key =
-            usesKey
-            ? try? ClientKeys(store: store, paths: profiles.paths, clock: clock).key(
-                of: request.profile, slot: .current, configuration: plan.previous)
-            : nil
+        let key = clientKey(plan, store: store)
         let client = try LoginClient(
             plan, metadata: server.metadata, store: store, key: key, tokenEndpoint: server.endpoints.token.string,
             clock: clock)
         let scope = plan.scope(supported: server.metadata?.scopesSupported)
+        let configuration = Self.configuration(plan, server: server, client: client, scope: scope)
         // Where the new token will live is the new profile's choice, before that profile is saved.
         (service.store as? SessionStoreRouter)?.declareKernelKeyringOnly(
             request.profile,
-            SessionStoreRouter.keepsTokensInKernelKeyringOnly(
-                Self.configuration(plan, server: server, client: client, scope: scope), hasTPMKey: key?.isTPM == true))
+            SessionStoreRouter.keepsTokensInKernelKeyringOnly(configuration, hasTPMKey: key?.isTPM == true))
         // Find out before anything is sent to the token endpoint (which spends an imported
         // refresh token on a rotating server) or approved by the user that the tokens could
         // not be kept.
@@ -57,8 +50,8 @@ struct LoginProcedure: LoginStep {
         let tokenSet = Self.tokenSet(exchanged, dpopKey: server.dpopKey)
         try await LoginPersist(
             service: service, tokenSet: tokenSet,
-            configuration: Self.configuration(plan, server: server, client: client, scope: scope),
-            profile: request.profile, clientSecret: request.clientSecret, previous: plan.previous,
+            configuration: configuration, profile: request.profile, clientSecret: request.clientSecret,
+            previous: plan.previous,
             alreadyLocked: importLock != nil, journalUsable: journalUsable
         ).persist()
         var result = LoginResult(
@@ -69,6 +62,14 @@ struct LoginProcedure: LoginStep {
         result.clientAuth = client.authMethod
         if plan.isMachine { result.grant = plan.request.machine.grant ?? .clientCredentials }
         return result
+    }
+
+    /// The client key, only where one can be used (a machine's login, or a method that signs or
+    /// presents a certificate), read within --timeout like every store call before the checks.
+    func clientKey(_ plan: LoginPlan, store: any SessionStore) -> ClientKey? {
+        guard plan.isMachine || plan.request.clientAuth.map({ !$0.usesSecret }) == true else { return nil }
+        return try? ClientKeys(store: store, paths: profiles.paths, clock: clock).key(
+            of: request.profile, slot: .current, configuration: plan.previous)
     }
 
     /// The new session: nothing of a previous one stays.

@@ -8,8 +8,9 @@ import TokenctlEssentials
 /// What a killed process leaves here never wins over a newer stored set: "newer" is decided
 /// by the refresh tokens an entry supersedes, not by clocks (`RotationJournal.Entry.isNewer`),
 /// and a write to the Secret Service never leaves an older entry behind it (`persist`).
-public final class JournaledSessionStore: SessionStore, Sendable {
+public final class JournaledSessionStore: WrappingSessionStore, Sendable {
     public let inner: any SessionStore
+    public var secrets: any SessionStore { inner }
     public let journal: RotationJournal
     private let clock: Clock
 
@@ -95,33 +96,6 @@ public final class JournaledSessionStore: SessionStore, Sendable {
     }
 
     public func storedIdentities() throws(StoreError) -> [SessionIdentity] { try inner.storedIdentities() }
-    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
-        try inner.readClientSecret(identity)
-    }
-    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
-        try inner.writeClientSecret(secret, for: identity)
-    }
-    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try inner.deleteClientSecret(identity)
-    }
-    public func readClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> [UInt8]? {
-        try inner.readClientKey(profile, slot: slot)
-    }
-    public func writeClientKey(_ stored: [UInt8], for profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) {
-        try inner.writeClientKey(stored, for: profile, slot: slot)
-    }
-    public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
-        try inner.deleteClientKey(profile, slot: slot)
-    }
-    public func readProxyPassword(_ account: ProxyAccount) throws(StoreError) -> String? {
-        try inner.readProxyPassword(account)
-    }
-    public func writeProxyPassword(_ password: String, for account: ProxyAccount) throws(StoreError) {
-        try inner.writeProxyPassword(password, for: account)
-    }
-    public func deleteProxyPassword(_ account: ProxyAccount) throws(StoreError) -> Bool {
-        try inner.deleteProxyPassword(account)
-    }
     public func checkAvailable() throws(StoreError) { try inner.checkAvailable() }
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) { try inner.checkWritable(identity) }
     public func bounded(until deadline: Deadline) -> any SessionStore {

@@ -15,9 +15,10 @@ import TokenctlEssentials
 /// DPoP key, no `key_file`, and a TPM key in the current slot); a login declares it before the
 /// profile is saved (`declareKernelKeyringOnly`). Client keys always go to the Secret Service
 /// side (a TPM key's blob is found in its file before the store is asked).
-public final class SessionStoreRouter: SessionStore, Sendable {
+public final class SessionStoreRouter: WrappingSessionStore, Sendable {
     /// The store of every other profile: the Secret Service behind the rotation journal.
     public let keyring: any SessionStore
+    public var secrets: any SessionStore { keyring }
     let kernelOnly: KernelKeyringTokenStore
     let paths: Paths
     /// What logins in this process declared (shared with the bounded copies).
@@ -83,9 +84,6 @@ public final class SessionStoreRouter: SessionStore, Sendable {
     public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
         try tokens(identity).readClientSecret(identity)
     }
-    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
-        try keyring.writeClientSecret(secret, for: identity)
-    }
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
         try tokens(identity).deleteClientSecret(identity)
     }
@@ -96,23 +94,11 @@ public final class SessionStoreRouter: SessionStore, Sendable {
             return nil
         }
     }
-    public func writeClientKey(_ stored: [UInt8], for profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) {
-        try keyring.writeClientKey(stored, for: profile, slot: slot)
-    }
     public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
         do { return try keyring.deleteClientKey(profile, slot: slot) } catch {
             guard Self.isAbsent(error), hasTPMKey(profile) else { throw error }
             return false
         }
-    }
-    public func readProxyPassword(_ account: ProxyAccount) throws(StoreError) -> String? {
-        try keyring.readProxyPassword(account)
-    }
-    public func writeProxyPassword(_ password: String, for account: ProxyAccount) throws(StoreError) {
-        try keyring.writeProxyPassword(password, for: account)
-    }
-    public func deleteProxyPassword(_ account: ProxyAccount) throws(StoreError) -> Bool {
-        try keyring.deleteProxyPassword(account)
     }
     public func checkAvailable() throws(StoreError) { try keyring.checkAvailable() }
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) {
