@@ -357,6 +357,14 @@ enum LoginCommand: EngineCommand {
                     "Choose one of --client-assertion-file and --client-secret-stdin: the client authenticates with one.",
                     command: "login")
             }
+            // A federated assertion is private_key_jwt (RFC 7521 §4.2): another method cannot go with it.
+            if parsed.value(Option.clientAssertionFile) != nil, let method = parsed.value(Option.clientAuth),
+                method != ClientAuthenticationMethod.privateKeyJWT.rawValue
+            {
+                throw UsageError(
+                    "--client-assertion-file authenticates the client with private_key_jwt, not \(method).",
+                    command: "login")
+            }
             var machine = MachineExchange()
             machine.grant = grant
             machine.subjectTokenFile = parsed.value(Option.subjectTokenFile).map(absolutePath(_:))

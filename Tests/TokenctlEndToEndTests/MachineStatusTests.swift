@@ -147,6 +147,13 @@ struct MachineStatusTests {
                 ["login", "--issuer", "http://127.0.0.1:9", "--client-id", "c", "--client-assertion-file", "/t"],
                 "apply to a machine profile"
             ),
+            (
+                [
+                    "--profile", "cc", "login", "--client-assertion-file", "/t", "--client-auth",
+                    "client_secret_basic",
+                ],
+                "authenticates the client with private_key_jwt, not client_secret_basic"
+            ),
         ]
         for (arguments, message) in cases {
             let result = try sandbox.start(arguments).wait()
