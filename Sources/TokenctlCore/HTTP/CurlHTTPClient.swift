@@ -203,21 +203,6 @@ public struct CurlHTTPClient: HTTPClient {
         try check(
             key.withUnsafeBytes { tokenctl_curl_setopt_blob(easy, CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count) })
     }
-
-    static func kind(of code: CURLcode) -> HTTPTransportError.Kind {
-        switch code {
-        case CURLE_OPERATION_TIMEDOUT: .timeout
-        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .resolve
-        case CURLE_COULDNT_CONNECT: .connect
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
-            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-            .tls
-        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM:
-            .connectionReset
-        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL: .invalidURL
-        default: .other
-        }
-    }
 }
 
 // MARK: Proxies and CA bundles
@@ -249,10 +234,6 @@ extension CurlHTTPClient {
         if let caDirectory = route.caDirectory {
             try check(tokenctl_curl_setopt_string(easy, CURLOPT_CAPATH, caDirectory))
         }
-    }
-
-    static func withoutQuery(_ url: String) -> String {
-        url.firstIndex(of: "?").map { String(url[..<$0]) } ?? url
     }
 
     /// The error of a failed transfer that the proxy or the certificates explain, with what
@@ -304,19 +285,6 @@ extension CurlHTTPClient {
             .certificate,
             "the certificate of \(host) did not verify against \(caInUse)\(route.proxy.map { " through the proxy \($0)" } ?? ""): \(detail ?? "verification failed").\(sent)",
             advice: advice)
-    }
-
-    static func proxyRefused(_ proxy: ProxyEndpoint, source: String?) -> HTTPTransportError {
-        let origin = source.map { " (from \($0))" } ?? ""
-        return HTTPTransportError(
-            .proxyAuthentication,
-            "the proxy \(proxy)\(origin) refused the request: 407 Proxy Authentication Required"
-                + (proxy.username == nil
-                    ? " (no user name and password were given)" : " (the user name or password given was refused)"),
-            advice: source?.hasPrefix("profile") == true
-                ? "A proxy that asks for a password takes it from the environment's proxy URL (https_proxy=http://USER:PASSWORD@HOST:PORT): remove the profile's 'proxy' key and set the variable."
-                : "Set the proxy's user name and password in the URL of \(source ?? "the proxy variable") (http://USER:PASSWORD@HOST:PORT; percent-encode special characters)."
-        )
     }
 
     /// The subject and issuer of the certificate the server sends, from a second handshake
@@ -395,29 +363,6 @@ private final class CurlHandlePool: Sendable {
     }
 }
 
-/// Collects one response; callbacks reach it through libcurl's user-data pointer. (Internal,
-/// not private: the TokenResponse fuzz target feeds header lines through it, as libcurl does.)
-final class ResponseAccumulator {
-    let limit: Int
-    var body: [UInt8] = []
-    var headers: [String: String] = [:]
-    var exceeded = false
-
-    init(limit: Int) { self.limit = limit }
-
-    func appendHeaderLine(_ bytes: UnsafeBufferPointer<UInt8>) {
-        let line = String(decoding: bytes, as: UTF8.self)
-        if line.hasPrefix("HTTP/") {
-            headers = [:] // a new response (after 100 Continue): start over
-            return
-        }
-        guard let colon = line.firstIndex(of: ":") else { return }
-        let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
-        headers[name] = value
-    }
-}
-
 private let curlWriteBody: tokenctl_curl_data_callback = { data, size, count, context in
     let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context!).takeUnretainedValue()
     let length = size * count
@@ -438,13 +383,4 @@ private let curlWriteHeader: tokenctl_curl_data_callback = { data, size, count, 
         accumulator.appendHeaderLine(UnsafeBufferPointer(start: $0, count: length))
     }
     return length
-}
-
-extension StringProtocol {
-    func trimmingCharacters(in set: String) -> String {
-        let characters = Set(set)
-        guard let start = firstIndex(where: { !characters.contains($0) }) else { return "" }
-        let end = lastIndex(where: { !characters.contains($0) })!
-        return String(self[start...end])
-    }
 }
