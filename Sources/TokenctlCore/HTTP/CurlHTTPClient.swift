@@ -205,21 +205,6 @@ public struct CurlHTTPClient: HTTPClient {
         try check(
             key.withUnsafeBytes { tokenctl_curl_setopt_blob(easy, CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count) })
     }
-
-    static func kind(of code: CURLcode) -> HTTPTransportError.Kind {
-        switch code {
-        case CURLE_OPERATION_TIMEDOUT: .timeout
-        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .resolve
-        case CURLE_COULDNT_CONNECT: .connect
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
-            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-            .tls
-        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM:
-            .connectionReset
-        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL: .invalidURL
-        default: .other
-        }
-    }
 }
 
 // MARK: Proxies and CA bundles
@@ -251,10 +236,6 @@ extension CurlHTTPClient {
         if let caDirectory = route.caDirectory {
             try check(tokenctl_curl_setopt_string(easy, CURLOPT_CAPATH, caDirectory))
         }
-    }
-
-    static func withoutQuery(_ url: String) -> String {
-        url.firstIndex(of: "?").map { String(url[..<$0]) } ?? url
     }
 
     /// The error of a failed transfer that the proxy or the certificates explain, with what
@@ -306,54 +287,6 @@ extension CurlHTTPClient {
             .certificate,
             "the certificate of \(host) did not verify against \(caInUse)\(route.proxy.map { " through the proxy \($0)" } ?? ""): \(detail ?? "verification failed").\(sent)",
             advice: advice)
-    }
-
-    /// The route of a request to `url` (`NetworkRoute`), with the password of the profile's
-    /// `proxy_user` from the Secret Service when it goes through the profile's proxy. None
-    /// stored is a configuration error: nothing is sent.
-    func route(to url: String) throws(HTTPTransportError) -> NetworkRoute {
-        var route = NetworkRoute.resolve(url: url, settings: network, environment: environment)
-        guard let account = route.proxyAccount, route.proxy != nil else { return route }
-        let password: String?
-        do { password = try proxyPasswords?.password(account) } catch {
-            throw HTTPTransportError(
-                .other, "cannot read the password of the proxy \(account) from the Secret Service: \(error.message)",
-                advice: error.hint)
-        }
-        guard let password else {
-            throw HTTPTransportError(
-                .proxyAuthentication,
-                "no password is stored for the proxy \(account) (the profile's 'proxy_user'); nothing was sent",
-                advice: Self.proxyPasswordAdvice(network.profile, "Store it"))
-        }
-        route.proxy?.password = password
-        return route
-    }
-
-    /// "Store it: 'printf %s "$PROXY_PASSWORD" | tokenctl --profile P proxy-password set …'."
-    static func proxyPasswordAdvice(_ profile: ProfileName?, _ verb: String) -> Suggestion {
-        "\(verb) on standard input: '\(program: #"printf %s "$PROXY_PASSWORD""#, into: SuggestedCommand(profile ?? .default, .proxyPassword(.set, [.passwordStdin])))'."
-    }
-
-    func proxyRefused(_ route: NetworkRoute) -> HTTPTransportError {
-        guard let proxy = route.proxy else { return HTTPTransportError(.proxyAuthentication, "407") }
-        let source = route.proxySource
-        let origin = source.map { " (from \($0))" } ?? ""
-        if let account = route.proxyAccount {
-            return HTTPTransportError(
-                .proxyAuthentication,
-                "the proxy \(proxy)\(origin) refused the request: 407 Proxy Authentication Required (the password stored in the Secret Service for its \(account) was refused)",
-                advice: Self.proxyPasswordAdvice(network.profile, "Replace it"))
-        }
-        return HTTPTransportError(
-            .proxyAuthentication,
-            "the proxy \(proxy)\(origin) refused the request: 407 Proxy Authentication Required"
-                + (proxy.username == nil
-                    ? " (no user name and password were given)" : " (the user name or password given was refused)"),
-            advice: source?.hasPrefix("profile") == true
-                ? "A proxy that asks for a password: name its user with 'proxy_user = NAME' in the profile file and store the password in the Secret Service (tokenctl.conf(5)), or give both in the environment's proxy URL (https_proxy=http://USER:PASSWORD@HOST:PORT) and remove the profile's 'proxy' key."
-                : "Set the proxy's user name and password in the URL of \(source ?? "the proxy variable") (http://USER:PASSWORD@HOST:PORT; percent-encode special characters)."
-        )
     }
 
     /// The subject and issuer of the certificate the server sends, from a second handshake
@@ -432,29 +365,6 @@ private final class CurlHandlePool: Sendable {
     }
 }
 
-/// Collects one response; callbacks reach it through libcurl's user-data pointer. (Internal,
-/// not private: the TokenResponse fuzz target feeds header lines through it, as libcurl does.)
-final class ResponseAccumulator {
-    let limit: Int
-    var body: [UInt8] = []
-    var headers: [String: String] = [:]
-    var exceeded = false
-
-    init(limit: Int) { self.limit = limit }
-
-    func appendHeaderLine(_ bytes: UnsafeBufferPointer<UInt8>) {
-        let line = String(decoding: bytes, as: UTF8.self)
-        if line.hasPrefix("HTTP/") {
-            headers = [:] // a new response (after 100 Continue): start over
-            return
-        }
-        guard let colon = line.firstIndex(of: ":") else { return }
-        let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
-        headers[name] = value
-    }
-}
-
 private let curlWriteBody: tokenctl_curl_data_callback = { data, size, count, context in
     let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context!).takeUnretainedValue()
     let length = size * count
@@ -475,13 +385,4 @@ private let curlWriteHeader: tokenctl_curl_data_callback = { data, size, count, 
         accumulator.appendHeaderLine(UnsafeBufferPointer(start: $0, count: length))
     }
     return length
-}
-
-extension StringProtocol {
-    func trimmingCharacters(in set: String) -> String {
-        let characters = Set(set)
-        guard let start = firstIndex(where: { !characters.contains($0) }) else { return "" }
-        let end = lastIndex(where: { !characters.contains($0) })!
-        return String(self[start...end])
-    }
 }

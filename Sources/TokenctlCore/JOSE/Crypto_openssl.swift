@@ -18,19 +18,11 @@ public struct OpenSSLError: Error, Equatable, CustomStringConvertible {
         self.reason = text.isEmpty ? "unknown error" : text
     }
 
-    /// libcrypto could not be loaded: `reason` names the library (no `ERR_get_error` without it).
-    init(unavailable reason: String) {
-        operation = "libcrypto"
-        self.reason = reason
-    }
-
     init(_ operation: String, reason: String) {
         tokenctl_err_clear_error()
         self.operation = operation
         self.reason = reason
     }
-
-    public var description: String { "\(operation): \(reason)" }
 }
 
 /// The few primitives tokenctl needs: SHA-256 (PKCE S256) and RS256/PS256/ES256/EdDSA signature checks (ID tokens).
@@ -262,13 +254,6 @@ enum OpenSSL {
 // MARK: Client keys and certificates (private_key_jwt, RFC 7523 §2.2; mTLS, RFC 8705)
 
 extension OpenSSL {
-    /// Where a private key lives: libcrypto's memory, or inside a TPM 2.0 through the tpm2
-    /// provider (tpm2-openssl), in the library context `tokenctl_tpm2_library` makes.
-    enum KeyHome: Sendable, Equatable {
-        case software
-        case tpm
-    }
-
     /// An owned private `EVP_PKEY*` (freed in deinit; a TPM key's transient object with it: a
     /// TPM without a resource manager, such as a swtpm socket, holds only three).
     final class PrivateKey: @unchecked Sendable {
@@ -352,12 +337,6 @@ extension OpenSSL {
         }
     }
 
-    /// The public parameters of a DER SubjectPublicKeyInfo: a P-256 key's x and y, or an RSA key's n and e.
-    enum PublicParameters: Equatable {
-        case p256(x: [UInt8], y: [UInt8])
-        case rsa(n: [UInt8], e: [UInt8])
-    }
-
     static func publicParameters(der: [UInt8]) throws(OpenSSLError) -> PublicParameters {
         try requireLibrary()
         let parsed = der.withUnsafeBufferPointer { tokenctl_key_from_public_der($0.baseAddress, $0.count) }
@@ -433,17 +412,6 @@ extension OpenSSL {
                 }
             }
         }
-    }
-
-    /// A certificate's facts, from PEM or DER.
-    struct CertificateFacts: Equatable {
-        var der: [UInt8]
-        var pem: [UInt8]
-        var subject: String
-        var issuer: String
-        var notBefore: Int
-        var notAfter: Int
-        var publicKeyDER: [UInt8]
     }
 
     static func certificateFacts(_ bytes: [UInt8]) throws(OpenSSLError) -> CertificateFacts {
