@@ -70,14 +70,14 @@ extension MachineProfileTests {
         // Another process: the kernel keyring's entry, no request (the login's is the one so far).
         let cached = try sandbox.tokenctl("--profile", profile, "token")
         #expect(cached.stdout == token.stdout, "\(cached)")
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 1)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)", awaiting: 1).count == 1)
         // A forced token: a fresh assertion, which glewlwyd (refusing a replayed one) accepts.
         let forced = try sandbox.tokenctl("--profile", profile, "token", "--force")
         #expect(forced.status == 0, "\(forced)")
         tokens.append(accessToken(forced))
         #expect(accessToken(forced) != accessToken(token))
         #expect(try GlewlwydServer.claims(of: accessToken(forced))["client_id"] as? String == clientID)
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 2)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)", awaiting: 2).count == 2)
         let again = try sandbox.tokenctl("--profile", profile, "token")
         #expect(again.stdout == forced.stdout, "the forced token is the one cached: \(again)")
 
@@ -106,7 +106,7 @@ extension MachineProfileTests {
         #expect(afterLogout.status == 0, "\(afterLogout)")
         tokens.append(accessToken(afterLogout))
         #expect(!tokens.dropLast().contains(accessToken(afterLogout)), "logout forgot the cached token")
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 3)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)", awaiting: 3).count == 3)
         try expectFreshAssertions(server, marker: marker, count: 3)
         // No token in any file of the user's (home, configuration, state, cache, runtime).
         for path in sandbox.allFiles() {

@@ -52,7 +52,9 @@ struct MachineProfileTests {
         #expect(file.contains("grant = client-credentials"))
         #expect(file.contains("token_endpoint_auth_method = \(method)"))
         #expect(!file.contains(secret))
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 1, "the login's one token request")
+        #expect(
+            try server.accessLogLines(containing: "tk=\(marker)", awaiting: 1).count == 1,
+            "the login's one token request")
         if method == "client_secret_post" {
             // The secret went in the form, so nginx saw no Basic user.
             #expect(try server.accessLogLines(containing: "tk=\(marker)").allSatisfy { !$0.contains(clientID) })
@@ -67,7 +69,7 @@ struct MachineProfileTests {
         #expect(claims["scope"] as? String == server.scope)
         #expect(claims["iss"] as? String == server.issuer)
         // The login's token is served from the cache: no request.
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 1)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)", awaiting: 1).count == 1)
         let stored = try #require(
             try sandbox.storedTokenSet(profile: "machine", issuer: server.issuer, clientID: clientID))
         #expect(stored["refresh_token"] == nil)
@@ -77,7 +79,7 @@ struct MachineProfileTests {
         #expect(forced.status == 0, "\(forced)")
         #expect(accessToken(forced) != accessToken(token))
         #expect(try GlewlwydServer.claims(of: accessToken(forced))["client_id"] as? String == clientID)
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 2)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)", awaiting: 2).count == 2)
 
         let header = try sandbox.tokenctl("--profile", "machine", "token", "--format", "header")
         #expect(header.stdout == "Authorization: Bearer \(accessToken(forced))\n", "\(header)")
@@ -95,17 +97,17 @@ struct MachineProfileTests {
         let again = try sandbox.tokenctl("--profile", "machine", "token")
         #expect(again.status == 0, "\(again)")
         #expect(accessToken(again) != accessToken(forced))
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 3)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)", awaiting: 3).count == 3)
 
         // A per-call target: its own client credentials request, cached beside the profile's token.
         let targeted = try sandbox.tokenctl(
             "--profile", "machine", "token", "--scope", server.scope)
         #expect(targeted.status == 0, "\(targeted)")
         #expect(try GlewlwydServer.claims(of: accessToken(targeted))["client_id"] as? String == clientID)
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 4)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)", awaiting: 4).count == 4)
         let again2 = try sandbox.tokenctl("--profile", "machine", "token", "--scope", server.scope)
         #expect(again2.stdout == targeted.stdout, "served from the cache")
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 4)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)", awaiting: 4).count == 4)
 
         let forget = try sandbox.tokenctl("--profile", "machine", "logout", "--no-revoke", "--forget")
         #expect(forget.status == 0, "\(forget)")
@@ -148,7 +150,7 @@ struct MachineProfileTests {
             #expect(try GlewlwydServer.claims(of: accessToken(forced))["client_id"] as? String == clientID)
         }
         #expect(Set(tokens).count == 3)
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 4)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)", awaiting: 4).count == 4)
         // Another secret at the server: the assertion is refused, 78.
         try server.addClient([
             "client_id": clientID, "token_endpoint_auth_method": ["client_secret_jwt"], "client_secret": secret + "x",
@@ -193,7 +195,7 @@ struct MachineProfileTests {
             #expect(forced.status == 0, "\(forced)")
             #expect(try GlewlwydServer.claims(of: accessToken(forced))["client_id"] as? String == clientID)
         }
-        #expect(try server.accessLogLines(containing: "tk=\(marker)").count == 3)
+        #expect(try server.accessLogLines(containing: "tk=\(marker)", awaiting: 3).count == 3)
         let doctor = try sandbox.tokenctl("doctor")
         #expect(doctor.stdout.contains("[ok]   machine '\(pk)': client-credentials, private_key_jwt"), "\(doctor)")
         #expect(doctor.stdout.contains(thumbprint), "\(doctor)")
