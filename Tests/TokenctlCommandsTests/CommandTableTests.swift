@@ -10,7 +10,7 @@ import TokenctlEssentials
 struct CommandTableTests {
     static let names = [
         "login", "token", "refresh", "logout", "status", "events", "doctor", "schedule", "git-credential", "exec",
-        "forward", "key", "keyring", "completion",
+        "forward", "key", "keyring", "proxy-password", "completion",
     ]
 
     @Test("every command is in the table once, in the order help lists them")

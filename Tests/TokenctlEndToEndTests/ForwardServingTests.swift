@@ -230,7 +230,7 @@ extension ForwardTests {
         )
         #expect(injected.stdout == "tokenctl-forward-v1 token\n", "\(injected)")
         let ownBefore = try pair.events("signedIn").count
-        let handOutsBefore = try pair.events("tokenForwarded")
+        let handOutsBefore = try pair.events("tokenForwarded", awaiting: 2)
         #expect(ownBefore >= 1 && handOutsBefore.count >= 2, "\(handOutsBefore)")
         let flood = try runProgram(
             "/usr/bin/python3",

@@ -61,6 +61,17 @@ final class ForwardPair: @unchecked Sendable {
     }
 
     /// The serving side's event log lines of one event kind (the refusal log's too).
+    /// The serving side's events of `kind` once there are `count` of them, waiting up to five
+    /// seconds (it records a hand-out after the answer has gone out); then whatever there are.
+    func events(_ kind: String, awaiting count: Int) throws -> [[String: Any]] {
+        let deadline = Date().addingTimeInterval(5)
+        while true {
+            let found = try events(kind)
+            if found.count >= count || Date() > deadline { return found }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
+
     func events(_ kind: String) throws -> [[String: Any]] {
         let directory = serving.root + "/state/tokenctl/"
         let text = ["events.jsonl.1", "events.jsonl", "forward-refusals.jsonl.1", "forward-refusals.jsonl"].map {
