@@ -16,7 +16,8 @@ import TokenctlTestSupport
 /// Neither the keyring password nor the refresh token is in the user's home, runtime directory,
 /// /tmp or any process's argv or environment. Power losses (the TPM restarted without
 /// TPM2_Shutdown, which a dictionary-attack-protected seal counts as failures) have a test of
-/// their own, the same script in its `power` mode.
+/// their own, the same script in its `power` mode; a collection locked over D-Bus after the unit
+/// unlocked it (org.freedesktop.Secret.Service.Lock) in its `relock` mode.
 @Suite("End to end: an unattended keyring under a systemd user manager, with a software TPM")
 struct UnattendedKeyringTests {
     static let script = #"""
@@ -91,6 +92,36 @@ struct UnattendedKeyringTests {
             echo "COUNTER$boot:$(lockout_counter)"
           done
           run POWER_STATUS as_user "$tc" keyring status
+          echo "DONE"
+          exit 0
+        fi
+        if [[ $mode == relock ]]; then
+          # Someone locks the login collection over D-Bus (org.freedesktop.Secret.Service.Lock; Debian's
+          # 'secret-tool lock' crashes here): the next cron-style command restarts the unit, which
+          # unlocks it again.
+          lock() {
+            as_user busctl --user call org.freedesktop.secrets /org/freedesktop/secrets \
+              org.freedesktop.Secret.Service Lock ao 1 /org/freedesktop/secrets/collection/login >/dev/null
+          }
+          locked() {
+            as_user busctl --user get-property org.freedesktop.secrets /org/freedesktop/secrets/collection/login \
+              org.freedesktop.Secret.Collection Locked 2>&1
+          }
+          lock
+          echo "LOCKED:$(locked)"
+          run RELOCK cron token --force -v
+          echo "RELOCK_AFTER:$(locked)"
+          # The unit cannot unlock (the sealed half unreadable): the locked error stands.
+          lock
+          seal=$home/.config/tokenctl/keyring-seal.priv
+          sum=$(sha256sum <"$home/.local/share/keyrings/login.keyring" | cut -d' ' -f1)
+          chmod 0000 "$seal"
+          run RELOCK_FAIL cron token --force
+          echo "RELOCK_FAIL_AFTER:$(locked)"
+          echo "RELOCK_KEYRING:$([[ $(sha256sum <"$home/.local/share/keyrings/login.keyring" | cut -d' ' -f1) == "$sum" ]] && echo same || echo changed)"
+          chmod 0600 "$seal"
+          tk_swtpm_flush
+          run RELOCK_BACK cron token --force
           echo "DONE"
           exit 0
         fi
@@ -260,6 +291,27 @@ struct UnattendedKeyringTests {
         #expect(values("HOSTKEY_COMMAND").first?.contains("systemd-creds encrypt --with-key=host") == true, "\(result)")
         #expect(values("HOSTKEY_CRED") == ["600"], "\(result)")
         #expect(values("HOSTKEY_PASSWORD_LENGTH") == ["43"], "root's printed command seals, root decrypts: \(result)")
+    }
+
+    @Test(
+        "keyring setup --unattended with swtpm: a collection locked over D-Bus is unlocked again by the next cron-style token; a unit that cannot unseal leaves the locked error and deletes nothing"
+    )
+    func relockedCollection() throws {
+        guard let (result, values) = try Self.runScript(mode: "relock") else { return }
+        #expect(result.status == 0 && result.stdout.hasSuffix("DONE\n"), "\(result)")
+        #expect(values("LOGIN").first?.hasPrefix("0 ") == true, "\(result)")
+        #expect(values("LOCKED") == ["b true"], "Service.Lock locked the collection: \(result)")
+        let relock = values("RELOCK").first ?? ""
+        #expect(relock.hasPrefix("0 "), "the locked collection unlocked by a restart: \(result)")
+        #expect(
+            relock.contains("the login keyring was locked: restarted tokenctl-keyring.service, which unlocked it"),
+            "\(result)")
+        #expect(values("RELOCK_AFTER") == ["b false"], "the collection is unlocked afterwards: \(result)")
+        let failed = values("RELOCK_FAIL").first ?? ""
+        #expect(failed.hasPrefix("69 ") && failed.contains("tokenctl keyring status"), "\(result)")
+        #expect(values("RELOCK_FAIL_AFTER") == ["b true"], "\(result)")
+        #expect(values("RELOCK_KEYRING") == ["same"], "nothing deleted: \(result)")
+        #expect(values("RELOCK_BACK").first?.hasPrefix("0 ") == true, "the session kept, unlocked again: \(result)")
     }
 
     @Test(

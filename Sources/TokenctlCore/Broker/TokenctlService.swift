@@ -112,8 +112,14 @@ public final class TokenctlService: Sendable {
         options.deadline = deadline
         let hotCache = HotCache()
         // A machine profile whose key is in the TPM keeps its token in the kernel keyring only.
+        // An unattended keyring's locked collection is unlocked again by restarting its unit.
+        let secretServiceStore = SecretServiceStore(options: options)
+        let secretService = UnattendedRelockStore.wrapping(
+            secretServiceStore, installed: UnattendedKeyring.isInstalled(environment),
+            interactive: options.interactive, deadline: deadline, narrate: narrate,
+            reconnect: { secretServiceStore.reconnect() })
         let store = SessionStoreRouter(
-            keyring: JournaledSessionStore(SecretServiceStore(options: options), journal: RotationJournal()),
+            keyring: JournaledSessionStore(secretService, journal: RotationJournal()),
             kernelOnly: KernelKeyringTokenStore(hotCache: hotCache), paths: paths)
         let proxyPasswords = ProxyPasswords { account throws(StoreError) in try store.readProxyPassword(account) }
         return TokenctlService(

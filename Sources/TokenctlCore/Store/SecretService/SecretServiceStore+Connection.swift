@@ -183,6 +183,13 @@ extension SecretServiceStore {
         }
     }
 
+    /// Forget the daemon: its proxy and session, and where its items were. After the Secret
+    /// Service was restarted (`UnattendedRelockStore`), the next call connects to the new one.
+    public func reconnect() {
+        dropSession()
+        connection.state.withLock { $0.knownItems = [:] }
+    }
+
     func requireUnlockedDefaultCollection(_ service: UnsafeMutablePointer<SecretService>) throws(StoreError) {
         let milliseconds = try boundMilliseconds("open the default keyring")
         var error: UnsafeMutablePointer<GError>?
