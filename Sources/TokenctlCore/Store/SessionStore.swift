@@ -158,39 +158,46 @@ public struct StoreError: Error, Equatable, CustomStringConvertible {
 }
 
 /// A store that wraps another for its sessions (a journal in front of it, a choice of store
-/// per profile) and leaves the other secrets, client secrets and keys and proxy passwords, to
-/// the store it wraps as they are.
+/// per profile, a keyring unlocked again) and leaves the other secrets, client secrets and keys
+/// and proxy passwords, to the store it wraps.
 public protocol WrappingSessionStore: SessionStore {
     /// The store that keeps the secrets other than sessions.
     var secrets: any SessionStore { get }
+    /// A call to `secrets`, made as this store makes its calls (default: as it is).
+    func forwarding<Value>(_ call: (any SessionStore) throws(StoreError) -> Value) throws(StoreError) -> Value
 }
 
 extension WrappingSessionStore {
+    public func forwarding<Value>(_ call: (any SessionStore) throws(StoreError) -> Value) throws(StoreError)
+        -> Value
+    {
+        try call(secrets)
+    }
     public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
-        try secrets.readClientSecret(identity)
+        try forwarding { (store) throws(StoreError) in try store.readClientSecret(identity) }
     }
     public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
-        try secrets.writeClientSecret(secret, for: identity)
+        try forwarding { (store) throws(StoreError) in try store.writeClientSecret(secret, for: identity) }
     }
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try secrets.deleteClientSecret(identity)
+        try forwarding { (store) throws(StoreError) in try store.deleteClientSecret(identity) }
     }
     public func readClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> [UInt8]? {
-        try secrets.readClientKey(profile, slot: slot)
+        try forwarding { (store) throws(StoreError) in try store.readClientKey(profile, slot: slot) }
     }
     public func writeClientKey(_ stored: [UInt8], for profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) {
-        try secrets.writeClientKey(stored, for: profile, slot: slot)
+        try forwarding { (store) throws(StoreError) in try store.writeClientKey(stored, for: profile, slot: slot) }
     }
     public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
-        try secrets.deleteClientKey(profile, slot: slot)
+        try forwarding { (store) throws(StoreError) in try store.deleteClientKey(profile, slot: slot) }
     }
     public func readProxyPassword(_ account: ProxyAccount) throws(StoreError) -> String? {
-        try secrets.readProxyPassword(account)
+        try forwarding { (store) throws(StoreError) in try store.readProxyPassword(account) }
     }
     public func writeProxyPassword(_ password: String, for account: ProxyAccount) throws(StoreError) {
-        try secrets.writeProxyPassword(password, for: account)
+        try forwarding { (store) throws(StoreError) in try store.writeProxyPassword(password, for: account) }
     }
     public func deleteProxyPassword(_ account: ProxyAccount) throws(StoreError) -> Bool {
-        try secrets.deleteProxyPassword(account)
+        try forwarding { (store) throws(StoreError) in try store.deleteProxyPassword(account) }
     }
 }

@@ -9,7 +9,7 @@ import TokenctlEssentials
 /// deadline; if the collection stays locked, the call's own error stands (its hint names
 /// `keyring status`). Only where nobody can answer an unlock prompt and the unit is installed
 /// (`wrapping`): a desktop's keyring is never restarted.
-public final class UnattendedRelockStore: SessionStore, Sendable {
+public final class UnattendedRelockStore: WrappingSessionStore, Sendable {
     /// Restart the keyring unit within `timeout` seconds; whether it started again.
     public typealias Restart = @Sendable (_ timeout: Double) -> Bool
 
@@ -101,32 +101,11 @@ public final class UnattendedRelockStore: SessionStore, Sendable {
     public func storedIdentities() throws(StoreError) -> [SessionIdentity] {
         try recovering { () throws(StoreError) in try inner.storedIdentities() }
     }
-    public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
-        try recovering { () throws(StoreError) in try inner.readClientSecret(identity) }
-    }
-    public func writeClientSecret(_ secret: String, for identity: SessionIdentity) throws(StoreError) {
-        try recovering { () throws(StoreError) in try inner.writeClientSecret(secret, for: identity) }
-    }
-    public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try recovering { () throws(StoreError) in try inner.deleteClientSecret(identity) }
-    }
-    public func readClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> [UInt8]? {
-        try recovering { () throws(StoreError) in try inner.readClientKey(profile, slot: slot) }
-    }
-    public func writeClientKey(_ stored: [UInt8], for profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) {
-        try recovering { () throws(StoreError) in try inner.writeClientKey(stored, for: profile, slot: slot) }
-    }
-    public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
-        try recovering { () throws(StoreError) in try inner.deleteClientKey(profile, slot: slot) }
-    }
-    public func readProxyPassword(_ account: ProxyAccount) throws(StoreError) -> String? {
-        try recovering { () throws(StoreError) in try inner.readProxyPassword(account) }
-    }
-    public func writeProxyPassword(_ password: String, for account: ProxyAccount) throws(StoreError) {
-        try recovering { () throws(StoreError) in try inner.writeProxyPassword(password, for: account) }
-    }
-    public func deleteProxyPassword(_ account: ProxyAccount) throws(StoreError) -> Bool {
-        try recovering { () throws(StoreError) in try inner.deleteProxyPassword(account) }
+    public var secrets: any SessionStore { inner }
+    public func forwarding<Value>(_ call: (any SessionStore) throws(StoreError) -> Value) throws(StoreError)
+        -> Value
+    {
+        try recovering { () throws(StoreError) in try call(inner) }
     }
     public func checkAvailable() throws(StoreError) {
         try recovering { () throws(StoreError) in try inner.checkAvailable() }
