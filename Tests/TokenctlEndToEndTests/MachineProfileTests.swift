@@ -316,7 +316,10 @@ struct MachineProfileTests {
         // The static front alone serves a machine profile's hit (no engine beside the copy).
         let frontOnly = sandbox.root + "/front-only"
         try FileManager.default.createDirectory(atPath: frontOnly, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: sandbox.environment.binary, toPath: frontOnly + "/tokenctl")
+        // Copied by cp(1): a write descriptor opened here would reach the programs other tests start
+        // meanwhile, and executing the copy would fail with ETXTBSY while one holds it.
+        let copy = try runProgram("/bin/cp", [sandbox.environment.binary, frontOnly + "/tokenctl"])
+        #expect(copy.status == 0, "\(copy)")
         let hit = try runProgram(
             frontOnly + "/tokenctl", ["--profile", files, "token"], environment: sandbox.variables)
         #expect(hit.status == 0 && hit.stdout == fileToken.stdout, "\(hit)")

@@ -39,7 +39,7 @@ struct LoginExchange: LoginStep {
     /// it proves the configuration (client, method, credentials, scope) before it is saved.
     private func clientCredentials() async throws(TokenctlError) -> Exchanged {
         let request = plan.request
-        var configuration = LoginProcedure.configuration(plan, server: server, client: client, scope: scope)
+        let configuration = LoginProcedure.configuration(plan, server: server, client: client, scope: scope)
         var endpointClient = TokenEndpointClient(http: server.http, clock: clock, retry: retry)
         endpointClient.knownSecrets = [client.secret]
         let endpoint = ClientCredentialsGrant.endpoint(configuration, tokenEndpoint: server.endpoints.token.string)
