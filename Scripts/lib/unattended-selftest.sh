@@ -50,6 +50,12 @@ chmod 0711 "$root" # the user reaches its manager's directory and the swtpm belo
 # private (mktemp -d makes 0700 directories), and the checks run it as the user.
 control=$root/keyring_control.py
 install -m 0644 "$TK_SCRIPTS_LIB/keyring_control.py" "$control"
+# So is unattended.sh, which the user's shells source to seal and unseal: sourced again from
+# the copy, its functions hand the copy's path to them.
+mechanism=$root/unattended.sh
+install -m 0644 "$here/unattended.sh" "$mechanism"
+# shellcheck source=unattended.sh
+source "$mechanism"
 cleanup() {
   local rc=$?
   if [[ -z ${finished:-} ]]; then echo "unattended-selftest.sh: stopped early (status $rc; $fails check(s) failed before): see above" >&2; fi
@@ -116,7 +122,7 @@ expect "nothing left loaded in the TPM after the seal" "$(tk_swtpm_transients | 
 unseal_as_user() {
   # shellcheck disable=SC2016 # expanded by the inner bash
   tk_unattended_as "$user" env TPM2TOOLS_TCTI="$tcti" bash -c 'source "$1"; tk_unattended_tpm_unseal "$2"' \
-    tk-unseal "$here/unattended.sh" "$seal"
+    tk-unseal "$mechanism" "$seal"
 }
 t=$(date +%s.%N)
 got=$(unseal_as_user 2>/dev/null | sha)
@@ -162,7 +168,7 @@ tk_unattended_as "$user" "$TK_PYTHON" "$control" lock
 # shellcheck disable=SC2016 # expanded by the inner bash
 tk_unattended_as "$user" env TPM2TOOLS_TCTI="$tcti" bash -c 'set -o pipefail; source "$1"
   tk_unattended_tpm_unseal "$2" 2>/dev/null | "$3" "$4" unlock --password-stdin' \
-  tk-unlock "$here/unattended.sh" "$seal" "$TK_PYTHON" "$control" || bad "unseal | unlock"
+  tk-unlock "$mechanism" "$seal" "$TK_PYTHON" "$control" || bad "unseal | unlock"
 expect "or unseal | UnlockWithMasterPassword, no restart" "$(locked)" false
 
 # A daemon killed: Restart=on-failure brings it back, unlocked.
