@@ -72,13 +72,32 @@ struct TPMKeyTests {
         #expect(result.stderr.contains("tss"), "\(result)")
     }
 
-    /// In-process: the tpm2 provider reads TPM2OPENSSL_TCTI once, when tokenctl first loads it,
-    /// so this is the one test that signs in this process's TPM.
+    /// The tpm2 provider reads TPM2OPENSSL_TCTI from the process's environment once, when
+    /// tokenctl first loads it: the signing runs in a test process of its own, started with it
+    /// (`signsInTPMInChild`), so that no test changes this process's environment.
     @Test("a TPM key signs ES256 and RS256 assertions that verify with its public JWK")
     func signsInTPM() throws {
         let tpm = try SoftwareTPM()
         defer { tpm.stop() }
-        setenv("TPM2OPENSSL_TCTI", tpm.tcti, 1)
+        var environment = ProcessInfo.processInfo.environment
+        environment["TPM2OPENSSL_TCTI"] = tpm.tcti
+        environment[Self.childSwitch] = "1"
+        let testProcess = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let child = try runProgram(
+            testProcess, ["--testing-library", "swift-testing", "--filter", "signsInTPMInChild"],
+            environment: environment)
+        #expect(child.status == 0, "\(child)")
+        #expect((child.stdout + child.stderr).contains("Test run with 1 test"), "the child ran it: \(child)")
+        #expect(try tpm.transients().isEmpty)
+    }
+
+    /// Set in the environment of `signsInTPM`'s child process only.
+    static let childSwitch = "TOKENCTL_TEST_TPM_SIGNING_CHILD"
+
+    @Test(
+        "(the child process of the test above) a TPM key signs, in this process, assertions that verify",
+        .enabled(if: ProcessInfo.processInfo.environment[childSwitch] != nil))
+    func signsInTPMInChild() throws {
         let directory = NSTemporaryDirectory() + "tokenctl-tpm-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: directory) }
         for kind in ClientKey.Kind.allCases {
@@ -99,6 +118,5 @@ struct TPMKeyTests {
             #expect(verified.keyID == key.thumbprint)
             #expect(verified.claims["iss"] == .string("tpm-machine"))
         }
-        #expect(try tpm.transients().isEmpty)
     }
 }

@@ -10,6 +10,7 @@ public final class InMemorySessionStore: SessionStore, Sendable {
         var items: [SessionIdentity: TokenSet] = [:]
         var clientSecrets: [SessionIdentity: String] = [:]
         var clientKeys: [String: [UInt8]] = [:]
+        var proxyPasswords: [String: String] = [:]
         var failure: StoreError?
         var writeCount = 0
     }
@@ -86,6 +87,21 @@ public final class InMemorySessionStore: SessionStore, Sendable {
     public func deleteClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> Bool {
         try access { $0.clientKeys.removeValue(forKey: "\(profile.rawValue)/\(slot.rawValue)") != nil }
     }
+
+    public func readProxyPassword(_ account: ProxyAccount) throws(StoreError) -> String? {
+        try access { $0.proxyPasswords[account.description] }
+    }
+
+    public func writeProxyPassword(_ password: String, for account: ProxyAccount) throws(StoreError) {
+        try access { $0.proxyPasswords[account.description] = password }
+    }
+
+    public func deleteProxyPassword(_ account: ProxyAccount) throws(StoreError) -> Bool {
+        try access { $0.proxyPasswords.removeValue(forKey: account.description) != nil }
+    }
+
+    /// The proxy passwords stored, by their account's description ("user U at HOST:PORT").
+    public var proxyPasswords: [String: String] { state.withLock { $0.proxyPasswords } }
 }
 
 /// No cross-process locking (unit tests of the broker's in-process behaviour).
