@@ -144,6 +144,17 @@ public final class RunningCommand: @unchecked Sendable {
     }
 }
 
+/// What `read` returns once it has `count` elements, waiting up to five seconds (a log line
+/// or event that a server or another process writes after its answer); then whatever it has.
+public func awaiting<Element>(_ count: Int, _ read: () throws -> [Element]) rethrows -> [Element] {
+    let deadline = Date().addingTimeInterval(5)
+    while true {
+        let found = try read()
+        if found.count >= count || Date() > deadline { return found }
+        Thread.sleep(forTimeInterval: 0.02)
+    }
+}
+
 /// Run a program to completion.
 @discardableResult
 public func runProgram(

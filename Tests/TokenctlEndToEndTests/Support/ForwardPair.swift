@@ -61,15 +61,10 @@ final class ForwardPair: @unchecked Sendable {
     }
 
     /// The serving side's event log lines of one event kind (the refusal log's too).
-    /// The serving side's events of `kind` once there are `count` of them, waiting up to five
-    /// seconds (it records a hand-out after the answer has gone out); then whatever there are.
+    /// The serving side's events of `kind` once there are `count` of them (`awaiting`: it
+    /// records a hand-out after the answer has gone out).
     func events(_ kind: String, awaiting count: Int) throws -> [[String: Any]] {
-        let deadline = Date().addingTimeInterval(5)
-        while true {
-            let found = try events(kind)
-            if found.count >= count || Date() > deadline { return found }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
+        try TokenctlTestSupport.awaiting(count) { try events(kind) }
     }
 
     func events(_ kind: String) throws -> [[String: Any]] {

@@ -64,16 +64,10 @@ struct GlewlwydServer: Sendable {
         return log.split(separator: "\n").map(String.init).filter { $0.contains(marker) }
     }
 
-    /// The access log's lines with `marker` once there are `count` of them, waiting up to five
-    /// seconds (nginx writes a request's line after it has sent the answer: a client can have
-    /// exited before the line is there); then whatever lines there are.
+    /// The access log's lines with `marker` once there are `count` of them (`awaiting`: nginx
+    /// writes a request's line after it has sent the answer).
     func accessLogLines(containing marker: String, awaiting count: Int) throws -> [String] {
-        let deadline = Date().addingTimeInterval(5)
-        while true {
-            let lines = try accessLogLines(containing: marker)
-            if lines.count >= count || Date() > deadline { return lines }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
+        try TokenctlTestSupport.awaiting(count) { try accessLogLines(containing: marker) }
     }
 
     /// The claims of a JWT access token (its signature is glewlwyd's; the tests read what it says).

@@ -10,8 +10,7 @@ final class IdpyoidcServer: @unchecked Sendable {
     let issuer: String
     let tokenEndpoint: String
     private let shell = ShellServices(variable: "TOKENCTL_IDPYOIDC_SH", file: "idpyoidc.sh")
-    private let lock = NSLock()
-    private var stopped = false
+    private let once = StopOnce()
 
     /// The subject token type idpyoidc exchanges (only its own access tokens).
     static let accessTokenType = "urn:ietf:params:oauth:token-type:access_token"
@@ -86,15 +85,7 @@ final class IdpyoidcServer: @unchecked Sendable {
     /// The server's log, to check that a token never reached it (its own logging is off).
     func log() throws -> String { try String(contentsOfFile: serverDirectory + "/server.log", encoding: .utf8) }
 
-    func stop() {
-        let first = lock.withLock {
-            defer { stopped = true }
-            return !stopped
-        }
-        guard first else { return }
-        shell.stop(in: directory)
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    func stop() { shell.stop(in: directory, once: once) }
 
     deinit { stop() }
 }

@@ -53,4 +53,25 @@ struct ShellServices: Sendable {
             """
         _ = try? runProgram("/bin/bash", ["-c", script, services, directory])
     }
+
+    /// Stop what was started in `directory` and remove the directory, the first time `once` is
+    /// claimed (a test's own stop, then the deinit after it).
+    func stop(in directory: String, once: StopOnce) {
+        guard once.claim() else { return }
+        stop(in: directory)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// Whether a stop has run: the first `claim()` gets true, every later one false.
+final class StopOnce: @unchecked Sendable {
+    private let lock = NSLock()
+    private var claimed = false
+
+    func claim() -> Bool {
+        lock.withLock {
+            defer { claimed = true }
+            return !claimed
+        }
+    }
 }

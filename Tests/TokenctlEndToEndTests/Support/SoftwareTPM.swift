@@ -10,8 +10,7 @@ final class SoftwareTPM: @unchecked Sendable {
     /// The TCTI string for TPM2OPENSSL_TCTI and TPM2TOOLS_TCTI.
     let tcti: String
     private let shell = ShellServices(variable: "TOKENCTL_SWTPM_SH", file: "swtpm.sh")
-    private let lock = NSLock()
-    private var stopped = false
+    private let once = StopOnce()
 
     init() throws {
         directory = "/tmp/tk-tpm-" + String(UUID().uuidString.prefix(8))
@@ -41,15 +40,7 @@ final class SoftwareTPM: @unchecked Sendable {
         try shell.start(in: directory, "tk_swtpm_use tpm\ntk_swtpm_transients tpm").stdout
     }
 
-    func stop() {
-        let first = lock.withLock {
-            defer { stopped = true }
-            return !stopped
-        }
-        guard first else { return }
-        shell.stop(in: directory)
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    func stop() { shell.stop(in: directory, once: once) }
 
     deinit { stop() }
 }
