@@ -73,14 +73,32 @@ tk_run_test_queue() {
   echo "==> $(wc -l <<<"$suites") suites, $workers test processes at a time" >&2
   export -f tk_run_test_suite
   xargs -P "$workers" -I{} bash -c 'tk_run_test_suite "$@"' _ "$bundle" "$logdir" {} <<<"$suites"
+  tk_test_queue_verdict "$logdir" "$(wc -l <<<"$suites")" || return 1
+  if [[ -n $durations ]]; then cp "$logdir/.durations" "$durations"; fi
+}
+
+# The verdict of the run in LOGDIR (SUITES suites): the totals, and for each failing suite its
+# failing tests' own lines again, so that a reader of only the end of the output (a CI log's tail)
+# sees what failed and where. Status 1 when a suite failed. Scripts/test calls it again as its last
+# words, after the self-tests' logs.
+tk_test_queue_verdict() {
+  local logdir=$1 suite_count=$2 tests suite
   # The totals, from each suite's last line ("Test run with N tests in M suites passed|failed").
-  local tests
   tests=$(cat "$logdir"/*.log | sed -n 's/.*Test run with \([0-9]*\) tests\{0,1\} .*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
   if [[ -s $logdir/.failed ]]; then
     echo "==> FAILED: $(wc -l <"$logdir/.failed") suite(s) of $tests tests: $(tr '\n' ' ' <"$logdir/.failed")" >&2
+    while read -r suite; do
+      echo "--- $suite: what failed" >&2
+      # swift-testing marks a failing test and its issues with ✘; a crash leaves no such line,
+      # so the log's last lines stand in for them.
+      if grep -q '✘' "$logdir/$suite.log"; then
+        grep -A4 '✘' "$logdir/$suite.log" | head -n 80 >&2
+      else
+        tail -n 30 "$logdir/$suite.log" >&2
+      fi
+    done <"$logdir/.failed"
     echo "    Run one alone with: Scripts/test --filter SUITE" >&2
     return 1
   fi
-  echo "==> swift test: $tests tests in $(wc -l <<<"$suites") suites passed" >&2
-  if [[ -n $durations ]]; then cp "$logdir/.durations" "$durations"; fi
+  echo "==> swift test: $tests tests in $suite_count suites passed" >&2
 }
