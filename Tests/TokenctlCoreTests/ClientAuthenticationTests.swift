@@ -119,6 +119,26 @@ struct ClientAuthenticationTests {
         #expect(row.action == .keepSession && row.error?.kind == .protocolError)
     }
 
+    @Test(
+        "a machine's request that could not be sent: 78 for a proxy's 407 or a certificate, 69 for a locked Secret Service, else 75"
+    )
+    func unsentRequests() {
+        let expected: [(HTTPTransportError.Kind, TokenctlError.Kind)] = [
+            (.proxyAuthentication, .configuration), (.certificate, .configuration),
+            (.secretService, .storeUnavailable), (.connect, .transient), (.timeout, .transient),
+        ]
+        for (kind, exit) in expected {
+            let row = RefreshConsequence.ofClientCredentials(
+                .transient(.transport(kind, "failed", advice: "Do this."), retryAfter: nil), profile: .default,
+                target: .session, hint: "")
+            #expect(row.action == .keepSession)
+            #expect(row.reason == kind.rawValue)
+            #expect(row.error?.kind == exit, "\(kind)")
+            #expect(
+                row.error?.hint == (exit == .transient ? "Nothing is lost: try again later." : "Do this."), "\(kind)")
+        }
+    }
+
     @Test("an expired certificate is refused before anything is sent")
     func expiredCertificate() {
         #expect(throws: TokenctlError.self) {

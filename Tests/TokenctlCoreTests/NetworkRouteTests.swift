@@ -148,7 +148,9 @@ struct NetworkRouteTests {
         }
     }
 
-    @Test("errors: 407 and certificates need a change of configuration (78), the rest may pass (75)")
+    @Test(
+        "errors: 407 and certificates need a change of configuration (78), an unreadable Secret Service is 69, the rest may pass (75)"
+    )
     func errorKinds() {
         let refused = HTTPTransportError(.proxyAuthentication, "the proxy refused", advice: "Set it.")
         #expect(refused.tokenctlError("x", hint: nil).kind == .configuration)
@@ -156,5 +158,8 @@ struct NetworkRouteTests {
         #expect(refused.tokenctlError("x", hint: nil).hint == "Set it.")
         #expect(HTTPTransportError(.certificate, "bad").tokenctlError("x", hint: nil).kind == .configuration)
         #expect(HTTPTransportError(.connect, "no").tokenctlError("x", hint: nil).kind == .transient)
+        #expect(HTTPTransportError(.secretService, "locked").tokenctlError("x", hint: nil).kind == .storeUnavailable)
+        #expect(HTTPTransportError.Kind.secretService.isSettled)
+        #expect(!HTTPTransportError.Kind.other.isSettled)
     }
 }

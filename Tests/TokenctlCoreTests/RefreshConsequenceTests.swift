@@ -179,6 +179,16 @@ struct RefreshConsequenceTests {
             timedOut.error?.hint?.rendered.hasPrefix("The refresh request was sent but no answer came back in time")
                 == true)
 
+        // A proxy password the Secret Service cannot give: nothing was sent, and the store's
+        // own exit (69) and hint, as for every store that cannot be read.
+        let locked = TransientReason.transport(.secretService, "the collection is locked", advice: "Unlock it.")
+        let keyring = consequence(.outcome(.transient(locked, retryAfter: nil)))
+        #expect(keyring.action == .keepSession)
+        #expect(keyring.reason == "secret-service")
+        #expect(keyring.error?.kind == .storeUnavailable)
+        #expect(keyring.error?.hint == "Unlock it. The session is kept.")
+        #expect(!locked.requestMayHaveReachedServer)
+
         let unavailable = oauthError("temporarily_unavailable", status: 503)
         let oauth = consequence(.outcome(.transient(.oauthError(unavailable), retryAfter: 2)))
         #expect(oauth.action == .keepSession)

@@ -337,8 +337,8 @@ public enum GrantEndReason: Equatable, Sendable, CustomStringConvertible {
 }
 
 public enum TransientReason: Equatable, Sendable, CustomStringConvertible {
-    /// No usable HTTP response; `advice` says what to change when only a change of
-    /// configuration helps (`HTTPTransportError.needsConfiguration`).
+    /// No usable HTTP response; `advice` says what to change when trying again cannot help
+    /// (`HTTPTransportError.Kind.isSettled`).
     case transport(HTTPTransportError.Kind, String, advice: Suggestion? = nil)
     case rateLimited
     case serverError(Int)

@@ -113,9 +113,9 @@ public struct TokenEndpointClient: Sendable {
                 )
             }
             guard case .transient(let reason, let retryAfter) = outcome else { return (outcome, receivedAt) }
-            // A proxy that refuses its credentials, a certificate that does not verify: the
-            // same again will not pass.
-            if case .transport(let kind, _, _) = reason, kind.needsConfiguration { return (outcome, receivedAt) }
+            // A proxy that refuses its credentials, a certificate that does not verify, a proxy
+            // password the Secret Service cannot give: the same again will not pass.
+            if case .transport(let kind, _, _) = reason, kind.isSettled { return (outcome, receivedAt) }
             lastOutcome = (outcome, receivedAt)
             let delay = retry.delay(afterAttempt: attempt, retryAfter: retryAfter)
             if attempt + 1 >= retry.maximumAttempts || clock.now() + delay >= end {

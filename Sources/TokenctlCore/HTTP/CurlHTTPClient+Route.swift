@@ -12,7 +12,8 @@ extension CurlHTTPClient {
         let password: String?
         do { password = try proxyPasswords?.password(account) } catch {
             throw HTTPTransportError(
-                .other, "cannot read the password of the proxy \(account) from the Secret Service: \(error.message)",
+                .secretService,
+                "cannot read the password of the proxy \(account) from the Secret Service: \(error.message)",
                 advice: error.hint)
         }
         guard let password else {

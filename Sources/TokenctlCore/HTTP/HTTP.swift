@@ -80,11 +80,25 @@ public struct HTTPTransportError: Error, Equatable, CustomStringConvertible {
         case certificate
         /// An https:// proxy's own certificate did not verify.
         case proxyCertificate = "proxy-certificate"
+        /// A secret the request needs (the proxy's password) could not be read from the Secret
+        /// Service (locked, not running): nothing was sent.
+        case secretService = "secret-service"
 
-        /// Whether only a change of configuration helps (exit 78), not trying again.
-        public var needsConfiguration: Bool {
-            self == .proxyAuthentication || self == .certificate || self == .proxyCertificate
+        /// How a command that failed on this one ends: 78 (EX_CONFIG) when only a change of
+        /// configuration helps, 69 (EX_UNAVAILABLE) when the Secret Service could not give what
+        /// the request needs, as for every store that cannot be read; else 75 (transient).
+        public var commandFailure: TokenctlError.Kind {
+            switch self {
+            case .proxyAuthentication, .certificate, .proxyCertificate: .configuration
+            case .secretService: .storeUnavailable
+            case .timeout, .resolve, .connect, .tls, .connectionReset, .responseTooLarge, .invalidURL, .other:
+                .transient
+            }
         }
+
+        /// Whether trying the same again within the command cannot pass: nothing was sent, and
+        /// the command ends with `commandFailure`.
+        public var isSettled: Bool { commandFailure != .transient }
     }
 
     public var kind: Kind
@@ -109,14 +123,11 @@ public struct HTTPTransportError: Error, Equatable, CustomStringConvertible {
     static let certificateAdvice: Suggestion =
         "If you trust the CA that issued it, put its certificate (PEM) in a file and name it with 'cacert = PATH' in the profile file, or run '\(tokenctl: .default, .login([.caBundle(.placeholder)]))' again."
 
-    public var needsConfiguration: Bool { kind.needsConfiguration }
-
-    /// The error of a command that failed on this one: 78 (EX_CONFIG) when only a change of
-    /// configuration helps (a proxy's 407, a certificate that does not verify), else 75.
+    /// The error of a command that failed on this one (`Kind.commandFailure`): 78 when only a
+    /// change of configuration helps (a proxy's 407, a certificate that does not verify), 69 when
+    /// the Secret Service could not give the proxy's password, else 75.
     public func tokenctlError(_ what: String, hint: Suggestion?) -> TokenctlError {
-        TokenctlError(
-            kind.needsConfiguration ? .configuration : .transient, "\(what): \(message)",
-            hint: Suggestion.sentences(advice, hint))
+        TokenctlError(kind.commandFailure, "\(what): \(message)", hint: Suggestion.sentences(advice, hint))
     }
 }
 

@@ -87,7 +87,7 @@ public struct ServerMetadata: Equatable, Sendable {
             do {
                 response = try await http.send(.getJSON(url), timeout: timeout)
             } catch {
-                throw error.needsConfiguration
+                throw error.kind.isSettled
                     ? error.tokenctlError("cannot reach the issuer \(issuer)", hint: nil)
                     : TokenctlError(
                         .transient, "cannot reach the issuer \(issuer): \(error)",

@@ -41,9 +41,9 @@ enum LoginAnswer {
                 hint: Suggestion.sentences(
                     ProviderErrorClasses.row(reason)?.hint,
                     "Nothing was stored; run the same login command again later."))
-        case .transient(.transport(let kind, let message, let advice), _) where kind.needsConfiguration:
+        case .transient(.transport(let kind, let message, let advice), _) where kind.isSettled:
             throw TokenctlError(
-                .configuration, "could not reach the token endpoint: \(message)",
+                kind.commandFailure, "could not reach the token endpoint: \(message)",
                 hint: Suggestion.sentences(advice, "Nothing was stored."))
         case .transient(let reason, _):
             throw TokenctlError(

@@ -327,11 +327,18 @@ extension RefreshConsequence {
                     "the server refused a token for \(target.isSession ? "machine profile '\(profile)'" : "\(target) on machine profile '\(profile)'"): \(reason)",
                     hint: Suggestion.sentences(why, hint)))
         case .transient(let reason, _):
+            let message = "could not get a token for machine profile '\(profile)': \(reason)"
+            if case .transport(let kind, _, let advice) = reason, kind.isSettled {
+                // A proxy that refuses its credentials, a certificate that does not verify, a
+                // proxy password the Secret Service cannot give: nothing was sent, and the same
+                // again will not pass.
+                return RefreshConsequence(
+                    action: .keepSession, event: .refreshFailed, reason: reason.className,
+                    error: TokenctlError(kind.commandFailure, message, hint: advice))
+            }
             return RefreshConsequence(
                 action: .keepSession, event: .refreshFailed, reason: reason.className,
-                error: TokenctlError(
-                    .transient, "could not get a token for machine profile '\(profile)': \(reason)",
-                    hint: "Nothing is lost: try again later."))
+                error: TokenctlError(.transient, message, hint: "Nothing is lost: try again later."))
         case .unusableTokens, .notTheServersVerdict:
             // As for a refresh, but nothing was spent: the rows' messages and exit statuses.
             var row = of(.outcome(outcome), profile: profile, target: target, sessionScope: nil)

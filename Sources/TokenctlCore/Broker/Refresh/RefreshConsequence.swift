@@ -178,11 +178,12 @@ struct RefreshConsequence: Equatable, Sendable {
                 hint: Suggestion.sentences(
                     ProviderErrorClasses.row(oauthReason)?.hint, "The session is kept; try again later."))
         }
-        if case .transport(let kind, _, let advice) = reason, kind.needsConfiguration {
-            // A proxy that refuses its credentials, a certificate that does not verify: nothing
-            // reached the token endpoint, and trying again will not help.
+        if case .transport(let kind, _, let advice) = reason, kind.isSettled {
+            // A proxy that refuses its credentials, a certificate that does not verify, a proxy
+            // password the Secret Service cannot give: nothing reached the token endpoint, and
+            // trying again will not help.
             return failure(
-                reason.className, .configuration, message,
+                reason.className, kind.commandFailure, message,
                 hint: Suggestion.sentences(advice, "The session is kept."))
         }
         if reason.requestMayHaveReachedServer {
