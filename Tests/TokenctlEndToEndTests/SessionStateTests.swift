@@ -11,6 +11,15 @@ struct SessionStateTests {
         return (object["state"] as? String, result.status, object)
     }
 
+    /// Wait (at most 10 s) until the running `command` has printed `count` complete lines: each
+    /// next step of a watcher's test waits for the line of the step before, however slow the machine.
+    func waitForLines(of command: RunningCommand, _ count: Int) {
+        let deadline = now() + 10
+        while command.currentStandardOutput.filter({ $0 == "\n" }).count < count && now() < deadline {
+            sleep(seconds: 0.02)
+        }
+    }
+
     @Test(
         "every state through the binary: signed-out → authenticated → expired-refreshable → authenticated → ended → signed-out; store-unavailable"
     )
@@ -80,11 +89,11 @@ struct SessionStateTests {
         let server = try AuthServer()
         try sandbox.login(server)
         let watcher = try sandbox.start(["status", "--watch", "--json"])
-        sleep(seconds: 0.8)
+        waitForLines(of: watcher, 1)
         #expect(try sandbox.tokenctl("token", "--force").status == 0)
-        sleep(seconds: 0.8)
+        waitForLines(of: watcher, 2)
         #expect(try sandbox.tokenctl("logout").status == 0)
-        sleep(seconds: 0.8)
+        waitForLines(of: watcher, 3)
         watcher.signal(SIGINT)
         let result = watcher.wait()
         let states = result.stdout.split(separator: "\n").compactMap { line in
@@ -149,9 +158,9 @@ struct SessionStateTests {
         let server = try AuthServer()
         try sandbox.login(server)
         let follower = try sandbox.start(["events", "--follow", "--json"])
-        sleep(seconds: 0.6)
+        waitForLines(of: follower, 1)
         #expect(try sandbox.tokenctl("token", "--force").status == 0)
-        sleep(seconds: 0.8)
+        waitForLines(of: follower, 2)
         follower.signal(SIGINT)
         let result = follower.wait()
         let names = result.stdout.split(separator: "\n").compactMap {
