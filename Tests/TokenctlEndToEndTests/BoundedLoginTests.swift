@@ -109,7 +109,8 @@ struct LoginKeepsWhatItSpendsTests {
         let keyring = try PrivateKeyring()
         let sandbox = try Sandbox()
         sandbox.use(keyring)
-        let server = try AuthServer(["grace_seconds": 0, "delay_seconds": 2])
+        // The answer waits 5 s (login's deadline is 30 s): room to lock the keyring meanwhile.
+        let server = try AuthServer(["grace_seconds": 0, "delay_seconds": 5])
         let refreshToken = try server.issue()
         let login = try sandbox.start(
             ["login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin"], stdin: refreshToken)

@@ -12,16 +12,17 @@ struct ClockSkewTests {
     func plausibleSkew(offset: Int) throws {
         let sandbox = try Sandbox()
         let server = try AuthServer([
-            "jwt_access_tokens": true, "omit_expires_in": true, "date_offset_seconds": offset, "access_ttl": 4,
+            "jwt_access_tokens": true, "omit_expires_in": true, "date_offset_seconds": offset, "access_ttl": 10,
         ])
         try sandbox.login(server)
         let afterLogin = try server.tokenRequests().count
-        // Right after login the token has ~4 s left (margin 2 s): served without a refresh.
-        // (A client reading `exp` on its own clock would refresh at once with -300 s.)
+        // Right after login the token has ~10 s left (margin 2 s): served without a refresh, with
+        // room for a slow login. (A client reading `exp` on its own clock would refresh at once
+        // with -300 s: any lifetime under the 5 minutes tells the two apart.)
         #expect(try sandbox.tokenctl("token").status == 0)
         #expect(try server.tokenRequests().count == afterLogin, "fresh token served from the keyring")
         // After its real lifetime it is refreshed (one reading `exp` naively would wait 5 more minutes with +300 s).
-        sleep(seconds: 4.2)
+        sleep(seconds: 10.2)
         #expect(try sandbox.tokenctl("token").status == 0)
         #expect(try server.tokenRequests().count == afterLogin + 1, "expired token refreshed")
         let stored = try #require(try sandbox.storedTokenSet(issuer: server.url))

@@ -31,7 +31,7 @@ struct CompanyNetworkTests {
         #expect(open.status == 0, "\(open)")
         let tunnels = network.waitForLines("TK_SQUID_LOG", 1)
         #expect(tunnels.contains { $0.contains("CONNECT idp.tokenctl.test:\(network["TK_IDP_PORT"])") }, "\(tunnels)")
-        #expect(network.lines("TK_IDP_ACCESS_LOG").count > nginxBefore)
+        #expect(network.waitForLines("TK_IDP_ACCESS_LOG", nginxBefore + 1).count > nginxBefore)
         // -v names the proxy, where it came from and the CA file.
         #expect(open.stderr.contains("proxy \(network["TK_SQUID_URL"]) (https_proxy)"), "\(open.stderr)")
         #expect(open.stderr.contains("CA file \(network["TK_IDP_CA_FILE"]) (profile key 'cacert')"), "\(open.stderr)")
@@ -154,7 +154,7 @@ struct CompanyNetworkTests {
         #expect(
             tunnels.contains { $0.contains("TCP_TUNNEL/200") && $0.contains(" \(user) ") && $0.contains("CONNECT") },
             "\(tunnels)")
-        #expect(network.lines("TK_IDP_ACCESS_LOG").count > nginxBefore)
+        #expect(network.waitForLines("TK_IDP_ACCESS_LOG", nginxBefore + 1).count > nginxBefore)
 
         // A token hit asks neither the proxy nor the Secret Service for the password.
         #expect(try run(["proxy-password", "remove"]).status == 0)
@@ -239,6 +239,8 @@ struct CompanyNetworkTests {
         #expect(
             !requested.contains { $0.contains("127.0.0.1") || $0.contains("localhost") || $0.contains("[::1]") },
             "\(tunnels)")
+        // nginx logs a request after it has answered it: wait for the code exchange's line.
+        _ = awaiting(1) { network.lines("TK_IDP_ACCESS_LOG").filter { $0.contains("POST /token") } }
         let served = network.lines("TK_IDP_ACCESS_LOG")
         #expect(served.contains { $0.contains("GET /authorize") }, "\(served)")
         #expect(served.contains { $0.contains("POST /token") }, "\(served)")
@@ -300,9 +302,11 @@ struct CompanyNetworkTests {
         let logout = try network.tokenctl(
             sandbox, ["--profile", "dev", "logout"], variables: ["https_proxy": network["TK_SQUID_URL"]])
         #expect(logout.status == 0, "\(logout)")
+        // nginx logs a request after it has answered it: wait for the revocation's line.
+        let revocations = awaiting(1) { network.lines("TK_IDP_ACCESS_LOG").filter { $0.contains("revoke") } }
         let served = network.lines("TK_IDP_ACCESS_LOG")
         #expect(served.contains { $0.contains("device") }, "\(served)")
-        #expect(served.contains { $0.contains("revoke") }, "\(served)")
+        #expect(!revocations.isEmpty, "\(served)")
         #expect(network.waitForLines("TK_SQUID_LOG", squidBefore + 2).count >= squidBefore + 2)
     }
 

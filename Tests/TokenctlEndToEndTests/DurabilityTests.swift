@@ -55,13 +55,15 @@ struct DurabilityTests {
         sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.login(server)
-        try server.configure(["faults": [["delay": 1.5]]])
+        // The answer waits 5 s: room to stop the keyring meanwhile; then 4 s for the answer to be
+        // journaled and the write to hang (a Secret Service call gives up after 10 s).
+        try server.configure(["faults": [["delay": 5]]])
         let requestsBefore = try server.stats()["token_requests"] ?? 0
         let command = try sandbox.start(["token", "--force"])
         try server.waitForTokenRequests(requestsBefore + 1)
         // The request is at the server: stop the keyring before the answer comes back.
         try keyring.pause(true)
-        sleep(seconds: 3)
+        sleep(seconds: 9)
         command.signal(SIGKILL)
         let killed = command.wait()
         #expect(killed.status == 128 + SIGKILL, "\(killed)")
@@ -96,10 +98,11 @@ struct DurabilityTests {
         sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.login(server)
-        try server.configure(["faults": [["delay": 1.0]]])
+        // The answer waits 5 s, within the 8 s deadline: room to stop the keyring meanwhile.
+        try server.configure(["faults": [["delay": 5]]])
         let requestsBefore = try server.stats()["token_requests"] ?? 0
         let started = now()
-        let command = try sandbox.start(["token", "--force", "--timeout", "3"])
+        let command = try sandbox.start(["token", "--force", "--timeout", "8"])
         try server.waitForTokenRequests(requestsBefore + 1)
         try keyring.pause(true)
         let result = command.wait()
@@ -107,7 +110,7 @@ struct DurabilityTests {
         #expect(result.status == 0, "\(result)")
         #expect(result.stdout.hasPrefix("at_"), "the rotated access token is served: \(result)")
         #expect(
-            elapsed < 3 + SecretServiceBounds.minimumWriteTime + 2,
+            elapsed < 8 + SecretServiceBounds.minimumWriteTime + 2,
             "bounded by --timeout (and the write's floor): \(elapsed) s")
 
         // Keyring still stopped: status serves the journal's set and says the write is pending.

@@ -50,8 +50,9 @@ struct ForwardTests {
             #expect(!contents.contains(refreshToken) && !contents.contains(local), "\(file)")
         }
         #expect(!FileManager.default.fileExists(atPath: pair.client.profileFile()))
-        // The hand-outs were logged on the serving side (the hot cache on the client serves the rest).
-        let events = try pair.events("tokenForwarded")
+        // The hand-outs were logged on the serving side (the hot cache on the client serves the rest),
+        // each after its answer went out: wait for them.
+        let events = try pair.events("tokenForwarded", awaiting: 2)
         #expect(events.count >= 2, "\(events)")
         #expect(events.allSatisfy { ($0["reason"] as? String)?.contains("pid ") == true })
         let shown = try pair.serving.tokenctl("events", "--min-significance", "medium")
@@ -351,7 +352,10 @@ struct ForwardTests {
         #expect(answer.stdout.contains("\"ok\": true") && answer.stdout.contains("DPoP"), "\(answer)")
         let again = try pair.client.tokenctl("token", "--format", "dpop", "--method", "GET", "--url", resource)
         #expect(again.stdout != headers.stdout, "a new proof each time")
-        #expect(
-            try pair.events("tokenForwarded").contains { ($0["reason"] as? String)?.contains("DPoP proof") == true })
+        // The serving side records a hand-out after its answer has gone out: wait for a proof's.
+        let proofs = try awaiting(1) {
+            try pair.events("tokenForwarded").filter { ($0["reason"] as? String)?.contains("DPoP proof") == true }
+        }
+        #expect(!proofs.isEmpty, "a hand-out for a DPoP proof is logged")
     }
 }

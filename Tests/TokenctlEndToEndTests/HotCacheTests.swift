@@ -160,7 +160,9 @@ struct HotCacheTests {
     @Test("forced fallback: the whole lifecycle behaves the same and never touches the kernel keyring")
     func forcedFallbackLifecycle() throws {
         let sandbox = try Sandbox()
-        let server = try AuthServer(["access_ttl": 2])
+        // Long-lived access tokens until the step that needs one to expire: `first` and `again`
+        // are served from the store however long the login took.
+        let server = try AuthServer()
         let refreshToken = try server.issue()
         let login = try sandbox.tokenctl(
             "login", "--issuer", server.url, "--client-id", "cli", "--refresh-token-stdin", stdin: refreshToken,
@@ -179,8 +181,10 @@ struct HotCacheTests {
                 == (try sandbox.storedTokenSet(issuer: server.url)?["access_token"] as? String).map { $0 + "\n" })
         let again = try token()
         #expect(again.stdout == first.stdout, "served from the Secret Service without a refresh")
+        try server.configure(["access_ttl": 2])
         let forced = try token("--force")
         #expect(forced.status == 0 && forced.stdout != first.stdout)
+        try server.configure(["access_ttl": 3600])
         sleep(seconds: 2.2)
         let afterExpiry = try token()
         #expect(afterExpiry.status == 0 && afterExpiry.stdout != forced.stdout, "refreshed after expiry")

@@ -258,7 +258,7 @@ struct InteractiveLoginTests {
     func noRefreshToken() throws {
         let sandbox = try Sandbox()
         let server = try AuthServer([
-            "omit_refresh_token": true, "access_ttl": 2, "device_script": ["approve"], "device_interval": 1,
+            "omit_refresh_token": true, "access_ttl": 8, "device_script": ["approve"], "device_interval": 1,
         ])
         let result = try device(
             sandbox, server, "--audience", "https://api.example", "--resource", "https://api.example/v1")
@@ -267,8 +267,10 @@ struct InteractiveLoginTests {
         let request = try #require(try server.log().first { ($0["path"] as? String) == "/device_authorization" })
         #expect(request["audience"] as? String == "https://api.example")
         #expect(request["resource"] as? String == "https://api.example/v1")
+        // The access token lives 8 s: room for the login's keyring write and this `token` on a
+        // loaded machine, before the wait for its expiry.
         #expect(try sandbox.tokenctl("token", "--min-ttl", "0").status == 0)
-        sleep(seconds: 2.2)
+        sleep(seconds: 8.2)
         let expired = try sandbox.tokenctl("token")
         #expect(expired.status == 77, "\(expired)")
         #expect(expired.stderr.contains("issued no refresh token"))

@@ -77,7 +77,8 @@ struct KeyQuotaTests {
         let server = try AuthServer(["rotate": rotating])
         try server.configure(["access_ttl": 1])
         try user.login(server)
-        try server.configure(["access_ttl": 3600, "delay_seconds": 1.5])
+        // The answer waits 5 s (token's deadline is 30 s): room to lock the keyring meanwhile.
+        try server.configure(["access_ttl": 3600, "delay_seconds": 5])
         sleep(seconds: 1.05)
         try user.fillQuota(leaving: 20)
         // The keyring is locked while the request is at the server: the read before worked, the write after fails.

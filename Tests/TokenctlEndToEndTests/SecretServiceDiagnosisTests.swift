@@ -89,7 +89,8 @@ struct SecretServiceDiagnosisTests {
         sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 0])
         try sandbox.loginWithExpiredAccessToken(server)
-        try server.configure(["delay_seconds": 1.5])
+        // The answer waits 5 s (token's deadline is 30 s): room to kill the daemon meanwhile.
+        try server.configure(["delay_seconds": 5])
         let command = try sandbox.start(["token"])
         try server.waitForTokenRequests(2)
         try keyring.kill()
@@ -115,7 +116,7 @@ struct SecretServiceDiagnosisTests {
         sandbox.use(keyring)
         let server = try AuthServer(["grace_seconds": 60])
         try sandbox.loginWithExpiredAccessToken(server)
-        try server.configure(["delay_seconds": 1.5])
+        try server.configure(["delay_seconds": 5])
         let command = try sandbox.start(["token"])
         try server.waitForTokenRequests(2)
         try keyring.kill()
