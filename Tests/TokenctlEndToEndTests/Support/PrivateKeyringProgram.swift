@@ -53,7 +53,9 @@ final class PrivateKeyringProgram: @unchecked Sendable, CustomStringConvertible 
     func lock() throws {
         switch kind {
         case .gnomeKeyring: try shell("tk_lock_keyring")
-        case .keePassXC: try shell("tk_lock_keepassxc")
+        case .keePassXC:
+            waitForKeePassXCSave()
+            try shell("tk_lock_keepassxc")
         case .kWallet: try shell("tk_lock_kwallet")
         }
     }
@@ -63,6 +65,25 @@ final class PrivateKeyringProgram: @unchecked Sendable, CustomStringConvertible 
         case .gnomeKeyring: try shell("tk_unlock_keyring test")
         case .keePassXC: try shell("tk_unlock_keepassxc test")
         case .kWallet: try shell("tk_unlock_kwallet test")
+        }
+    }
+
+    /// KeePassXC saves its database about 0.35 s after a change (a timer), and a lock before
+    /// that loses the change: a refresh token written just before was gone after unlocking
+    /// (seen once in a full run). Waits until the database file has not changed for a second
+    /// (at most 10 s), as a person would not lock it in the same instant.
+    private func waitForKeePassXCSave() {
+        let database = directory + "/keepassxc/login.kdbx"
+        let started = Date()
+        var lastChange = started
+        var seen: Date?
+        while Date().timeIntervalSince(lastChange) < 1.0, Date().timeIntervalSince(started) < 10 {
+            let modified = (try? FileManager.default.attributesOfItem(atPath: database))?[.modificationDate] as? Date
+            if modified != seen {
+                seen = modified
+                lastChange = Date()
+            }
+            Thread.sleep(forTimeInterval: 0.05)
         }
     }
 
