@@ -80,4 +80,41 @@ struct SessionStoreRouterTests {
         router.declareKernelKeyringOnly(tpm, false)
         #expect(throws: StoreError.self) { try router.read(tpmIdentity) }
     }
+
+    @Test(
+        "a kernel-keyring-only profile keeps the server clock offset beside its token, also after the token has gone; logout drops it"
+    )
+    func clockOffsetBesideTheToken() throws {
+        guard KernelKeyring.isAvailable() else { return } // no kernel keyring here: nothing to keep
+        let root = NSTemporaryDirectory() + "tokenctl-router-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let paths = Paths(
+            configDirectory: root + "/config", lockDirectory: root + "/run", stateDirectory: root + "/state")
+        let hotCache = HotCache(environment: .fixed([:]))
+        let router = SessionStoreRouter(
+            keyring: InMemorySessionStore(), kernelOnly: KernelKeyringTokenStore(hotCache: hotCache), paths: paths)
+        let name = try #require(ProfileName(rawValue: "clock-" + UUID().uuidString.prefix(8).lowercased()))
+        let other = try #require(ProfileName(rawValue: "other-" + UUID().uuidString.prefix(8).lowercased()))
+        router.declareKernelKeyringOnly(name, true)
+        let identity = SessionIdentity(profile: name, configuration: try Self.machine(.privateKeyJWT))
+        defer { _ = try? router.delete(identity) }
+        let now = Date().timeIntervalSince1970
+        let set = TokenSet(
+            accessToken: "at-" + UUID().uuidString, refreshToken: nil, expiresAt: now + 3600, issuedLifetime: 3600,
+            obtainedAt: now, serverClockOffset: -42.5)
+
+        try router.write(set, for: identity)
+        #expect(try router.read(identity)?.serverClockOffset == -42.5)
+        // The token leaves the keyring (its expiry): the offset stays for the next request.
+        hotCache.invalidate(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID)
+        #expect(try router.read(identity) == nil)
+        #expect(router.rememberedServerClockOffset(identity) == -42.5)
+        // A profile whose set lives in the Secret Service carries its own offset there.
+        let elsewhere = SessionIdentity(profile: other, configuration: try Self.machine(.privateKeyJWT))
+        #expect(router.rememberedServerClockOffset(elsewhere) == nil)
+        // Logout forgets it with the token.
+        try router.write(set, for: identity)
+        #expect(try router.delete(identity))
+        #expect(router.rememberedServerClockOffset(identity) == nil)
+    }
 }

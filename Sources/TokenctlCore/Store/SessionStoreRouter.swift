@@ -141,16 +141,28 @@ public struct KernelKeyringTokenStore: SessionStore {
     }
 
     public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
-        hotCache.lookup(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID)
-            .map(TokenSet.init(cached:))
+        hotCache.lookup(profile: identity.profile, issuer: identity.issuer, clientID: identity.clientID).map {
+            var tokenSet = TokenSet(cached: $0)
+            tokenSet.serverClockOffset = serverClockOffset(identity)
+            return tokenSet
+        }
     }
     public func write(_ tokenSet: TokenSet, for identity: SessionIdentity) throws(StoreError) {
         hotCache.remember(tokenSet, for: identity, now: clock.now())
+        if let offset = tokenSet.serverClockOffset, !hotCache.isDisabled {
+            KernelKeyringClockOffset.remember(offset, for: identity)
+        }
     }
     public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
         let existed = try self.read(identity) != nil
         hotCache.forget(identity)
+        KernelKeyringClockOffset.forget(identity)
         return existed
+    }
+    /// The server clock offset last measured for `identity`, kept after its token has gone
+    /// (`KernelKeyringClockOffset`).
+    public func serverClockOffset(_ identity: SessionIdentity) -> Double? {
+        hotCache.isDisabled ? nil : KernelKeyringClockOffset.recall(identity)
     }
     public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
         false
@@ -165,5 +177,15 @@ extension SessionStore {
     /// Whether `profile`'s tokens live in the kernel keyring only (see `SessionStoreRouter`).
     public func tokensInKernelKeyringOnly(_ profile: ProfileName) -> Bool {
         (self as? SessionStoreRouter)?.keepsTokensInKernelKeyringOnly(profile) ?? false
+    }
+
+    /// The server clock offset kept for a profile whose tokens live in the kernel keyring only,
+    /// also when it has no token (`KernelKeyringClockOffset`); nil for every other profile,
+    /// whose stored set carries its own.
+    public func rememberedServerClockOffset(_ identity: SessionIdentity) -> Double? {
+        guard let router = self as? SessionStoreRouter, router.keepsTokensInKernelKeyringOnly(identity.profile) else {
+            return nil
+        }
+        return router.kernelOnly.serverClockOffset(identity)
     }
 }

@@ -212,7 +212,8 @@ extension TokenBroker {
                     "Sign it in again: '\(tokenctl: profile.name, .login([.grant(.word("client-credentials")), .clientAuth(.placeholder)]))'."
             )
         }
-        let credentials = try await clientCredentials(for: profile, serverClockOffset: current?.serverClockOffset)
+        let offset = current?.serverClockOffset ?? store.rememberedServerClockOffset(profile.identity)
+        let credentials = try await clientCredentials(for: profile, serverClockOffset: offset)
         var client = endpointClient(profile)
         client.narrate = narrate
         client.knownSecrets = [current?.accessToken, credentials.secret]
@@ -220,7 +221,7 @@ extension TokenBroker {
             client: client, credentials: credentials,
             endpoint: ClientCredentialsGrant.endpoint(configuration, tokenEndpoint: profile.tokenEndpoint),
             fields: try ClientCredentialsGrant.fields(
-                configuration, target: target, now: clock.now() + Self.trustedOffset(current?.serverClockOffset),
+                configuration, target: target, now: clock.now() + Self.trustedOffset(offset),
                 profile: profile.name),
             credential: ClientCredentialsGrant.credential(credentials, profile: profile.name))
     }
