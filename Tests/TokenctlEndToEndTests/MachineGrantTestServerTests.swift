@@ -141,6 +141,9 @@ struct MachineGrantTestServerTests {
         #expect(shown["grant"] as? String == "jwt-bearer", "\(status.stdout)")
         let human = try sandbox.tokenctl("--profile", "job", "status")
         #expect(human.stdout.contains("jwt-bearer grant, none (a public client)"), "\(human)")
+        // No secret or key to miss.
+        let doctor = try sandbox.tokenctl("doctor")
+        #expect(doctor.stdout.contains("[ok]   machine 'job': jwt-bearer, none"), "\(doctor)")
 
         // The client credentials grant is a confidential client's only (RFC 6749 §4.4).
         let refused = try sandbox.tokenctl(
