@@ -32,7 +32,9 @@ Public endpoints
   GET|POST /resource           a protected resource (RFC 6750, RFC 9449 §7): see DPoP below
 
 Confidential clients: a client_id listed in config "client_secrets" must send its secret
-(HTTP Basic or client_secret in the form) to /token, /revoke and /device_authorization.
+(HTTP Basic or client_secret in the form) to /token, /revoke and /device_authorization.  Any
+other client_id is public: the jwt-bearer grant takes it with no client authentication (RFC
+7523 §3.1: optional), the client_credentials grant refuses it (RFC 6749 §4.4).
 
 Test control (JSON in / JSON out)
   POST /_test/issue        {"client_id", "sub"?, "scope"?} -> {"refresh_token", "family"}
@@ -65,7 +67,8 @@ answered exactly so (a 200 without access_token, say), touching nothing.  The
 /device_authorization log entry carries the "device_code" it issued (so a test can poll too).
 
 Log (/_test/log): entries {"time", "path", ..., "status", "outcome"}.  /token entries also carry
-"received" (when the request arrived, before any delay), "client_port" and, for a 200,
+"received" (when the request arrived, before any delay), "client_port", "client_secret_sent",
+"client_auth" (how the client authenticated: "basic", "post", "assertion" or "none") and, for a 200,
 "issued_refresh_token" (the refresh token the answer carried, or null).  /token, /revoke and
 /resource entries carry "dpop": null when the request had no DPoP header, else the decoded
 proof {"jkt", "jti", "htm", "htu", "iat", "nonce", ["ath"], "valid", ["error"]} (jkt: RFC 7638
@@ -1261,6 +1264,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                      "scope": form.get("scope"), "audience": form.get("audience"),
                      "resource": form.get_all("resource"),
                      "client_secret_sent": bool(form.get("client_secret") or basic_secret(self.headers.get("Authorization"))),
+                     "client_auth": client_auth_kind(form, self.headers.get("Authorization")),
                      "client_port": self.client_address[1], "received": received}
             if fault is not None and "delay" not in fault:
                 # A faulted request never touches state: its proof is decoded for the log, not settled.
@@ -1787,6 +1791,19 @@ def basic_secret(auth):
         return urllib.parse.unquote_plus(raw.split(":", 1)[1]) if ":" in raw else None
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+def client_auth_kind(form, auth):
+    """How a request authenticated its client, for the log: "basic" (an Authorization header),
+    "post" (client_secret in the form), "assertion" (client_assertion), or "none" (a public
+    client, RFC 6749 §3.2.1: at most its client_id)."""
+    if auth:
+        return "basic"
+    if form.get("client_secret"):
+        return "post"
+    if form.get("client_assertion"):
+        return "assertion"
+    return "none"
 
 
 def check_client_secret(client_id, form, auth):

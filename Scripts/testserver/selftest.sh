@@ -736,6 +736,25 @@ expect "jwt-bearer: expired" "$(jb jb "{\"iss\":\"https://ci.test\",\"sub\":\"jo
 expect "jwt-bearer: nbf ahead" "$(jb jb "{\"iss\":\"https://ci.test\",\"sub\":\"job\",\"aud\":\"$base\",\"exp\":$((now + 60)),\"nbf\":$((now + 600))}")" "400 the assertion is not valid yet"
 code=$(req -X POST "$base/token" --data grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer); body=$(<"$tmp/body")
 expect "jwt-bearer: no assertion: invalid_request" "$code $(err)" "400 invalid_request"
+# A public client (RFC 7523 §3.1: client authentication is optional): its client_id alone,
+# the assertion still checked; the log says how each request authenticated its client.
+tjson /_test/reset '{}' >/dev/null
+tjson /_test/config "{\"client_secrets\": {\"svc\": \"svc-secret\"}, \"jwt_bearer_issuers\": {\"https://ci.test\": {\"keys\": [$jwk]}}}" >/dev/null
+a=$("$py" "$tmp/jb.py" sign "$tmp/jb.pem" "${ok_claims/j1/j3}")
+code=$(req -X POST "$base/token" --data grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer --data client_id=pub --data-urlencode "assertion=$a")
+expect "jwt-bearer: a public client (client_id only): 200" "$code" 200
+code=$(req -X POST "$base/token" --data grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer --data client_id=pub --data-urlencode "assertion=$a"); body=$(<"$tmp/body")
+expect "jwt-bearer: a public client's replayed assertion is still refused" "$code $(err)" "400 invalid_grant"
+a=$("$py" "$tmp/jb.py" sign "$tmp/jb.pem" "${ok_claims/j1/j4}")
+code=$(req -X POST "$base/token" --data grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer --data client_id=svc --data-urlencode "assertion=$a"); body=$(<"$tmp/body")
+expect "jwt-bearer: a confidential client without its secret: 401" "$code $(err)" "401 invalid_client"
+code=$(req -X POST "$base/token" -u svc:svc-secret --data grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer --data-urlencode "assertion=$a")
+expect "jwt-bearer: a confidential client with its secret: 200" "$code" 200
+code=$(req -X POST "$base/token" --data grant_type=client_credentials --data client_id=svc --data client_secret=svc-secret)
+code=$(req -X POST "$base/token" --data grant_type=client_credentials --data client_id=svc --data client_assertion=x.y.z)
+expect "log: client_auth of each /token request" \
+  "$(jget "$(curl -sS "$base/_test/log")" '[(e["client_id"], e["client_auth"]) for e in j if e["path"] == "/token"]')" \
+  '[["pub", "none"], ["pub", "none"], ["svc", "none"], ["svc", "basic"], ["svc", "post"], ["svc", "assertion"]]'
 tjson /_test/reset '{}' >/dev/null
 
 # --- concurrency: 256 parallel uses of one token: exactly one wins, the first

@@ -66,7 +66,7 @@ enum LoginCommand: EngineCommand {
         static let clientAuth = OptionSpec(
             "--client-auth", value: "method", choices: ClientAuthenticationMethod.names,
             help:
-                "How the client authenticates: \(ClientAuthenticationMethod.names.joined(separator: ", ")). Default: the best the server advertises that the client has the means for, keys before secrets."
+                "How the client authenticates: \(ClientAuthenticationMethod.names.joined(separator: ", ")) (none: a public client, with --grant jwt-bearer or token-exchange only). Default: the best the server advertises that the client has the means for, keys before secrets; none for those two grants with no secret, key or certificate."
         )
         static let refreshTokenStdin = OptionSpec(
             "--refresh-token-stdin", help: "Import a refresh token read from standard input (one line).")
@@ -365,6 +365,7 @@ enum LoginCommand: EngineCommand {
                     "--client-assertion-file authenticates the client with private_key_jwt, not \(method).",
                     command: "login")
             }
+            try checkPublicClient(parsed, grant: grant)
             var machine = MachineExchange()
             machine.grant = grant
             machine.subjectTokenFile = parsed.value(Option.subjectTokenFile).map(absolutePath(_:))
@@ -373,6 +374,22 @@ enum LoginCommand: EngineCommand {
             machine.assertionFile = parsed.value(Option.assertionFile).map(absolutePath(_:))
             machine.clientAssertionFile = parsed.value(Option.clientAssertionFile).map(absolutePath(_:))
             return machine
+        }
+
+        /// `--client-auth none`, a public client (RFC 7591 §2): no secret, and not with the client
+        /// credentials grant, a confidential client's only (RFC 6749 §4.4).
+        static func checkPublicClient(_ parsed: ParsedOptions, grant: MachineGrant?) throws(UsageError) {
+            guard parsed.value(Option.clientAuth) == ClientAuthenticationMethod.publicClient.rawValue else { return }
+            if parsed.has(Option.clientSecretStdin) {
+                throw UsageError(
+                    "--client-auth none is a public client, which sends no secret: leave out --client-secret-stdin.",
+                    command: "login")
+            }
+            if let grant, !grant.allowsPublicClient {
+                throw UsageError(
+                    "--grant \(grant.rawValue) is for confidential clients only (RFC 6749 §4.4): --client-auth none applies with --grant jwt-bearer or token-exchange.",
+                    command: "login")
+            }
         }
 
         /// The platform files' options given agree with `grant` (given now, or saved).
@@ -513,6 +530,7 @@ enum LoginCommand: EngineCommand {
     {
         if options.machine.grant == nil, options.flow == .clientCredentials, let grant = saved?.grant {
             try Options.checkFiles(context.options, grant: grant)
+            try Options.checkPublicClient(context.options, grant: grant)
         }
         if options.flow != .clientCredentials, options.machine != MachineExchange() {
             throw UsageError(

@@ -159,7 +159,8 @@ enum StatusCommand: EngineCommand {
             "  client id:     \(status.clientID)",
         ]
         if let grant = status.grant {
-            lines.append("  machine:       \(grant) grant, \(status.clientAuth ?? "no client authentication")")
+            let clientAuth = status.clientAuth.map { $0 == "none" ? "none (a public client)" : $0 }
+            lines.append("  machine:       \(grant) grant, \(clientAuth ?? "no client authentication")")
         } else if let clientAuth = status.clientAuth {
             lines.append("  client auth:   \(clientAuth)")
         }

@@ -89,6 +89,76 @@ struct MachineGrantTestServerTests {
     }
 
     @Test(
+        "the project's test server: jwt-bearer as a public client (--client-auth none): client_id alone, no client authentication, saved and shown as none"
+    )
+    func jwtBearerPublicClient() throws {
+        let sandbox = try Sandbox()
+        let key = sandbox.root + "/home/platform.key"
+        #expect(
+            try runProgram("/usr/bin/openssl", ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key])
+                .status == 0)
+        let jwk = try JSONSerialization.jsonObject(
+            with: Data(try runProgram("/usr/bin/python3", [Self.jose, "jwk", key]).stdout.utf8))
+        // "job" is not among the server's confidential clients: a public client.
+        let server = try AuthServer([
+            "jwt_access_tokens": true, "client_secrets": ["other": "other-secret-0123"],
+            "jwt_bearer_issuers": [Self.platform: ["keys": [jwk]]],
+        ])
+        defer { server.stop() }
+        let file = sandbox.root + "/home/assertion"
+        func newAssertion() throws {
+            let made = try runProgram(
+                "/usr/bin/python3",
+                [Self.jose, "assertion", "--client-id", Self.platform, "--aud", server.url + "/token", "--key", key])
+            try replace(file, with: made.stdout)
+        }
+        try newAssertion()
+        sandbox.forgetsHotCacheAtEnd(profile: "job", issuer: server.url, clientID: "job")
+        let login = try sandbox.tokenctl(
+            "--profile", "job", "login", "--grant", "jwt-bearer", "--issuer", server.url, "--client-id", "job",
+            "--assertion-file", file, "--client-auth", "none")
+        #expect(login.status == 0, "\(login)")
+        let profile = try String(contentsOfFile: sandbox.profileFile("job"), encoding: .utf8)
+        #expect(profile.contains("token_endpoint_auth_method = none\n"), "\(profile)")
+        try newAssertion()
+        let token = try sandbox.tokenctl("--profile", "job", "token", "--force")
+        #expect(token.status == 0, "\(token)")
+        #expect(try GlewlwydServer.claims(of: accessToken(token))["sub"] as? String == Self.platform)
+        let requests = try server.tokenRequests()
+        #expect(requests.count == 2, "the login's request and the token's")
+        for request in requests {
+            #expect(request["grant_type"] as? String == "urn:ietf:params:oauth:grant-type:jwt-bearer")
+            #expect(request["status"] as? Int == 200)
+            #expect(request["client_id"] as? String == "job")
+            #expect(request["client_auth"] as? String == "none", "\(request)")
+            #expect(request["client_secret_sent"] as? Bool == false)
+        }
+        let status = try sandbox.tokenctl("--profile", "job", "status", "--json")
+        #expect(status.status == 0, "\(status)")
+        let shown = try #require(
+            try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+        #expect(shown["client_auth"] as? String == "none", "\(status.stdout)")
+        #expect(shown["grant"] as? String == "jwt-bearer", "\(status.stdout)")
+        let human = try sandbox.tokenctl("--profile", "job", "status")
+        #expect(human.stdout.contains("jwt-bearer grant, none (a public client)"), "\(human)")
+        // No secret or key to miss.
+        let doctor = try sandbox.tokenctl("doctor")
+        #expect(doctor.stdout.contains("[ok]   machine 'job': jwt-bearer, none"), "\(doctor)")
+
+        // The client credentials grant is a confidential client's only (RFC 6749 §4.4).
+        let refused = try sandbox.tokenctl(
+            "--profile", "svc", "login", "--grant", "client-credentials", "--issuer", server.url, "--client-id",
+            "svc", "--client-auth", "none")
+        #expect(refused.status == 64, "\(refused)")
+        #expect(refused.stderr.contains("confidential clients only"), "\(refused)")
+        #expect(try server.tokenRequests().count == 2, "nothing sent")
+        // Nothing but the profile and its token to forget.
+        let forgot = try sandbox.tokenctl("--profile", "job", "logout", "--forget", "--no-revoke")
+        #expect(forgot.status == 0, "\(forgot)")
+        #expect(!FileManager.default.fileExists(atPath: sandbox.profileFile("job")))
+    }
+
+    @Test(
         "the project's test server: a client credentials machine profile's token serves --format header, exec-credential and git-credential get"
     )
     func machineTokenFormats() throws {

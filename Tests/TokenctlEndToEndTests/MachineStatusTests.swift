@@ -154,6 +154,16 @@ struct MachineStatusTests {
                 ],
                 "authenticates the client with private_key_jwt, not client_secret_basic"
             ),
+            // RFC 6749 §4.4: the client credentials grant, given or saved, is a confidential client's only.
+            (
+                ["--profile", "x", "login", "--grant", "client-credentials", "--client-auth", "none"],
+                "--grant client-credentials is for confidential clients only (RFC 6749 §4.4)"
+            ),
+            (["--profile", "cc", "login", "--client-auth", "none"], "is for confidential clients only"),
+            (
+                ["--profile", "x", "login", "--grant", "jwt-bearer", "--client-auth", "none", "--client-secret-stdin"],
+                "--client-auth none is a public client, which sends no secret"
+            ),
         ]
         for (arguments, message) in cases {
             let result = try sandbox.start(arguments).wait()

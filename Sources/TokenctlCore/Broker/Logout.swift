@@ -51,7 +51,8 @@ struct Logout {
         defer { withExtendedLifetime(lock) {} }
         let stored = kernelOnly != nil ? kernelOnly : try readSession(identity)
         let secret =
-            configuration.tokenEndpointAuthMethod != nil ? try? service.store.readClientSecret(identity) : nil
+            configuration.tokenEndpointAuthMethod?.authenticates == true
+            ? try? service.store.readClientSecret(identity) : nil
         var revocation = TokenctlService.RevocationAttempt()
         if revoke, let stored {
             revocation = await service.revoke(stored, configuration, secret: secret, profile: name)

@@ -16,7 +16,9 @@ extension TokenctlService {
     /// - Throws: when the Secret Service cannot be read or written, or the lock not taken.
     public func replaceClientSecret(_ secret: String, of profile: ProfileName) async throws(TokenctlError) -> Bool {
         let store = self.store.bounded(until: .after(retry.timeout, clock: clock))
-        guard let configuration = try? profiles.load(profile), configuration.tokenEndpointAuthMethod != nil else {
+        guard let configuration = try? profiles.load(profile),
+            configuration.tokenEndpointAuthMethod?.authenticates == true
+        else {
             return false
         }
         let identity = SessionIdentity(profile: profile, configuration: configuration)

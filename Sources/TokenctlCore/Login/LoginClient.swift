@@ -26,6 +26,8 @@ struct LoginClient: Sendable {
             return
         }
         authMethod = try Self.method(plan, metadata: metadata, secret: secret, key: key)
+        // A public client sends no secret, not even one stored by an earlier login.
+        if request.clientAuth == .publicClient || authMethod == .publicClient { secret = nil }
         // A public client has neither a secret nor a method.
         credentials = ClientCredentials(clientID: request.clientID, secret: secret, method: authMethod)
         if let authMethod, authMethod.usesAssertion || authMethod.usesCertificate {
@@ -48,7 +50,8 @@ struct LoginClient: Sendable {
     static func secret(_ plan: LoginPlan, store: any SessionStore) -> String? {
         let request = plan.request
         let previous = plan.previous
-        if request.clientSecret == nil, previous?.tokenEndpointAuthMethod != nil, previous?.issuer == request.issuer,
+        if request.clientSecret == nil, previous?.tokenEndpointAuthMethod?.authenticates == true,
+            previous?.issuer == request.issuer,
             previous?.clientID == request.clientID
         {
             return try? store.readClientSecret(plan.identity)
@@ -57,12 +60,15 @@ struct LoginClient: Sendable {
     }
 
     /// The method the client authenticates with: the one named, a machine's best, the one a
-    /// confidential client used before or the server's; nil for a public client.
+    /// confidential client used before or the server's; nil for a public client (a machine's
+    /// public client: `none`).
     static func method(_ plan: LoginPlan, metadata: ServerMetadata?, secret: String?, key: ClientKey?)
         throws(TokenctlError) -> ClientAuthenticationMethod?
     {
         let request = plan.request
-        if let method = request.clientAuth, plan.isMachine || secret != nil || !method.usesSecret {
+        if request.clientAuth == .publicClient {
+            return try publicMethod(plan)
+        } else if let method = request.clientAuth, plan.isMachine || secret != nil || !method.usesSecret {
             // Named (`--client-auth`, or saved by a machine's login): used as it is, the
             // server's own list aside (a server may support more than it advertises).
             guard !method.usesSecret || secret != nil else {
@@ -91,13 +97,38 @@ struct LoginClient: Sendable {
         return nil
     }
 
-    /// A machine must authenticate: the best method the server takes and the client has the
-    /// means for, keys before secrets.
+    /// `--client-auth none` (or a machine's saved `none`): a person's client is public anyway
+    /// (nil: nothing saved); a machine's is `none` for a grant that allows a public client.
+    ///
+    /// - Throws: the client credentials grant, a confidential client's only (RFC 6749 §4.4).
+    static func publicMethod(_ plan: LoginPlan) throws(TokenctlError) -> ClientAuthenticationMethod? {
+        if plan.request.clientSecret != nil {
+            throw TokenctlError(
+                .invalidInput, "a public client (none) sends no secret, and one was given",
+                hint: "Nothing was sent. Leave out \(options: .login([.clientSecretStdin])), or name another method.")
+        }
+        guard plan.isMachine else { return nil }
+        let grant = plan.request.machine.grant ?? .clientCredentials
+        guard grant.allowsPublicClient else {
+            throw TokenctlError(
+                .invalidInput,
+                "machine profile '\(plan.request.profile)' cannot use the \(grant.rawValue) grant as a public client (none): it is for confidential clients only (RFC 6749 §4.4)",
+                hint:
+                    "Nothing was sent. Give the client's secret with \(options: .login([.clientSecretStdin])) or make it a key, and name a method with \(options: .login([.clientAuth(.omitted)])), or use a platform's token: \(options: .login([.grant(.word(MachineGrant.jwtBearer.rawValue))])) or \(options: .login([.grant(.word(MachineGrant.tokenExchange.rawValue))]))."
+            )
+        }
+        return .publicClient
+    }
+
+    /// A machine authenticates with the best method the server takes and the client has the
+    /// means for, keys before secrets; with no means, for a platform grant, as a public client
+    /// (`none`) where the server lists it or lists nothing.
     static func machineMethod(_ plan: LoginPlan, metadata: ServerMetadata?, secret: String?, key: ClientKey?)
         throws(TokenctlError) -> ClientAuthenticationMethod
     {
         let means = ClientCredentials.Means(
-            secret: secret != nil, key: key != nil, certificate: key?.certificate.map(Self.certificateKind))
+            secret: secret != nil, key: key != nil, certificate: key?.certificate.map(Self.certificateKind),
+            publicAllowed: (plan.request.machine.grant ?? .clientCredentials).allowsPublicClient)
         do {
             return try ClientCredentials.preferredMethod(supported: metadata?.tokenEndpointAuthMethods, means: means)
         } catch {

@@ -43,8 +43,13 @@ struct LoginPlan: Sendable {
             request.provider = request.provider ?? configured.provider
             if configured.isMachine, configured.clientID == request.clientID {
                 // A person's saved method is checked against discovery again (`LoginClient`).
-                request.clientAuth = request.clientAuth ?? configured.tokenEndpointAuthMethod
                 request.machine = request.machine.completed(from: configured)
+                // A saved `none` stays while the client stays public: a secret given now, or the
+                // client credentials grant, has the client choose again.
+                let staysPublic =
+                    request.clientSecret == nil && (request.machine.grant ?? .clientCredentials).allowsPublicClient
+                let saved = configured.tokenEndpointAuthMethod
+                request.clientAuth = request.clientAuth ?? (saved?.authenticates == false && !staysPublic ? nil : saved)
             }
             allowBearer = configured.dpopAllowBearer // hand-set: no option changes it
         }

@@ -1,7 +1,7 @@
 import TokenctlEssentials
 
 /// Who the client is at the token, revocation and device endpoints: a public client (its
-/// `client_id` in the form), or a confidential one, by a method of the IANA registry: a secret
+/// `client_id` in the form: no method, or a machine's `none`), or a confidential one, by a method of the IANA registry: a secret
 /// sent as HTTP Basic (`client_secret_basic`) or in the form (`client_secret_post`), RFC 6749
 /// §2.3.1; a signed assertion (`client_secret_jwt`, `private_key_jwt`, RFC 7523 §2.2); or a
 /// TLS client certificate (`tls_client_auth`, `self_signed_tls_client_auth`, RFC 8705 §2).
@@ -138,7 +138,8 @@ public struct ClientCredentials: Sendable, Equatable {
             fields.append(("client_id", clientID))
             fields.append(("client_secret", secret))
         default:
-            // A public client, and RFC 8705 §2: a certificate-authenticated client names itself
+            // A public client (no method, or `none`: RFC 6749 §3.2.1, no Authorization, no
+            // secret, no assertion), and RFC 8705 §2: a certificate-authenticated client names itself
             // with `client_id` (the certificate goes on the connection).
             fields.append(("client_id", clientID))
         }
@@ -153,18 +154,25 @@ public struct ClientCredentials: Sendable, Equatable {
         public var key: Bool
         /// A certificate for that key: CA-issued (`tls_client_auth`) or self-signed.
         public var certificate: CertificateKind?
+        /// The grant lets the client be public (`MachineGrant.allowsPublicClient`): with no
+        /// secret, key or certificate, it is (`none`).
+        public var publicAllowed: Bool
 
         public enum CertificateKind: Sendable, Equatable {
             case issuedByCA, selfSigned
         }
 
-        public init(secret: Bool = false, key: Bool = false, certificate: CertificateKind? = nil) {
+        public init(
+            secret: Bool = false, key: Bool = false, certificate: CertificateKind? = nil, publicAllowed: Bool = false
+        ) {
             self.secret = secret
             self.key = key
             self.certificate = certificate
+            self.publicAllowed = publicAllowed
         }
 
-        /// The methods these means allow, keys before secrets, each kind in its order of preference.
+        /// The methods these means allow, keys before secrets, each kind in its order of
+        /// preference; `none` only for a client with no means at all whose grant allows it.
         public var methods: [ClientAuthenticationMethod] {
             var methods: [ClientAuthenticationMethod] = []
             if key { methods.append(.privateKeyJWT) }
@@ -176,13 +184,14 @@ public struct ClientCredentials: Sendable, Equatable {
             if secret {
                 methods += ClientCredentials.implementedSecretMethods
             }
+            if methods.isEmpty && publicAllowed { methods.append(.publicClient) }
             return methods.filter(ClientCredentials.implementedMethods.contains)
         }
     }
 
     /// Every method tokenctl speaks.
     public static let implementedMethods: [ClientAuthenticationMethod] =
-        implementedSecretMethods + [.privateKeyJWT, .tlsClientAuth, .selfSignedTLSClientAuth]
+        implementedSecretMethods + [.privateKeyJWT, .tlsClientAuth, .selfSignedTLSClientAuth, .publicClient]
 
     /// The secret methods tokenctl speaks, in order of preference: the secret itself before an
     /// assertion made with it (the assertion proves no more: the server holds the same secret).
@@ -197,17 +206,22 @@ public struct ClientCredentials: Sendable, Equatable {
     }
 
     /// The method to use with a server advertising `supported`, for a client with `means`:
-    /// keys before secrets. Not advertised means client_secret_basic only (RFC 8414 §2).
+    /// keys before secrets. Not advertised means client_secret_basic only (RFC 8414 §2), and
+    /// says nothing against a public client (`none`), which a server need not list.
     public static func preferredMethod(supported: [String]?, means: Means) throws(TokenctlError)
         -> ClientAuthenticationMethod
     {
+        let methods = means.methods
+        if methods == [.publicClient], supported?.contains(ClientAuthenticationMethod.publicClient.rawValue) ?? true {
+            return .publicClient
+        }
         let supported = supported ?? [ClientAuthenticationMethod.clientSecretBasic.rawValue]
-        if let method = means.methods.first(where: { supported.contains($0.rawValue) }) { return method }
-        let usable = means.methods.map(\.rawValue)
+        if let method = methods.first(where: { supported.contains($0.rawValue) }) { return method }
+        let usable = methods.filter(\.authenticates).map(\.rawValue)
         throw TokenctlError(
             .configuration,
             usable.isEmpty
-                ? "the client has no secret or key to authenticate with"
+                ? "the client has no secret or key to authenticate with\(methods.isEmpty ? "" : ", and the server does not list none (a public client) among its methods (it advertises: \(supported.map(TerminalText.short).joined(separator: ", ")))")"
                 : "the server supports none of \(usable.joined(separator: ", ")) for client authentication (it advertises: \(supported.map(TerminalText.short).joined(separator: ", ")))"
         )
     }

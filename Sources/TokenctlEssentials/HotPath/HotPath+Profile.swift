@@ -222,7 +222,7 @@ extension HotPath {
             // ProfileConfiguration: empty or a registered method name.
             valueAccepted =
                 value.count == 0 || isEqual(value, "client_secret_basic") || isEqual(value, "client_secret_post")
-                || isEqual(value, "client_secret_jwt") || isEqual(value, "private_key_jwt")
+                || isEqual(value, "client_secret_jwt") || isEqual(value, "private_key_jwt") || isEqual(value, "none")
                 || isEqual(value, "tls_client_auth") || isEqual(value, "self_signed_tls_client_auth")
             bit = 512
         } else if isEqual(key, "audience") {

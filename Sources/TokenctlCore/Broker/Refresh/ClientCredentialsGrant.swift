@@ -67,6 +67,21 @@ enum ClientCredentialsGrant {
         return path
     }
 
+    /// A public client (`none`) on the client credentials grant, which RFC 6749 §4.4 keeps to
+    /// confidential clients: the refusal (78, nothing sent), or nil.
+    static func publicClientRefusal(_ configuration: ProfileConfiguration, profile: ProfileName) -> TokenctlError? {
+        let grant = configuration.grant ?? .clientCredentials
+        guard configuration.tokenEndpointAuthMethod?.authenticates == false, !grant.allowsPublicClient else {
+            return nil
+        }
+        return TokenctlError(
+            .configuration,
+            "machine profile '\(profile)' has token_endpoint_auth_method none (a public client), which the \(grant.rawValue) grant does not allow: it is for confidential clients only (RFC 6749 §4.4)",
+            hint:
+                "Nothing was sent. Sign it in again with the client's means: '\(tokenctl: profile, .login([.grant(.word(grant.rawValue)), .clientAuth(.placeholder)]))'."
+        )
+    }
+
     /// The token endpoint a client authenticating with `method` posts to: the mTLS alias for a
     /// certificate (RFC 8705 §5), else the token endpoint.
     static func endpoint(_ configuration: ProfileConfiguration, tokenEndpoint: String) -> String {
@@ -211,6 +226,9 @@ extension TokenBroker {
                 hint:
                     "Sign it in again: '\(tokenctl: profile.name, .login([.grant(.word("client-credentials")), .clientAuth(.placeholder)]))'."
             )
+        }
+        if let refusal = ClientCredentialsGrant.publicClientRefusal(configuration, profile: profile.name) {
+            throw refusal
         }
         let offset = current?.serverClockOffset ?? store.rememberedServerClockOffset(profile.identity)
         let credentials = try await clientCredentials(for: profile, serverClockOffset: offset)

@@ -123,8 +123,8 @@ extension TokenBroker {
         async throws(TokenctlError) -> ClientCredentials
     {
         let configuration = profile.configuration
-        guard let method = configuration.tokenEndpointAuthMethod else {
-            return ClientCredentials(clientID: configuration.clientID)
+        guard let method = configuration.tokenEndpointAuthMethod, method.authenticates else {
+            return ClientCredentials(clientID: configuration.clientID, method: configuration.tokenEndpointAuthMethod)
         }
         var credentials = ClientCredentials(clientID: configuration.clientID, method: method)
         if let path = configuration.clientAssertionFile {

@@ -63,7 +63,13 @@ extension SessionCheck {
             return DoctorFinding(
                 title, ok: false, problem, hint: "The platform that writes it must keep a current token there.")
         }
-        // A federated client assertion stands for a key of ours.
+        if let configuration,
+            let refusal = ClientCredentialsGrant.publicClientRefusal(configuration, profile: name)
+        {
+            return DoctorFinding(title, ok: false, refusal.message, hint: refusal.hint)
+        }
+        // A federated client assertion stands for a key of ours; a public client (none) has
+        // nothing to check.
         guard let method, method.usesAssertion && method != .clientSecretJWT || method.usesCertificate,
             configuration?.clientAssertionFile == nil
         else {
