@@ -224,7 +224,8 @@ enum StatusCommand: EngineCommand {
         }
         lines.append(
             "  store:         "
-                + (status.store == "none" ? "none (TPM key; token cached in the kernel keyring only)" : status.store))
+                + (status.store == "kernel-keyring"
+                    ? "kernel-keyring (a machine's token, cached in the kernel keyring only)" : status.store))
         if status.scopeNarrowedByServer, case (let problem?, let hint?) = problemAndHint(status) {
             lines.append("  warning:       " + Output.sentence(problem))
             lines.append("  hint:          \(hint)")

@@ -21,21 +21,21 @@ struct SessionStoreRouterTests {
     @Test("kernel keyring only: a machine profile with a TPM key, no secret, no DPoP key, no key_file")
     func decision() throws {
         let keyed = try Self.machine(.privateKeyJWT)
-        #expect(SessionStoreRouter.keepsTokensInKernelKeyringOnly(keyed, hasTPMKey: true))
-        #expect(!SessionStoreRouter.keepsTokensInKernelKeyringOnly(keyed, hasTPMKey: false))
-        #expect(SessionStoreRouter.keepsTokensInKernelKeyringOnly(try Self.machine(.tlsClientAuth), hasTPMKey: true))
+        #expect(SessionStoreRouter.needsNoSecretService(keyed, hasTPMKey: true))
+        #expect(!SessionStoreRouter.needsNoSecretService(keyed, hasTPMKey: false))
+        #expect(SessionStoreRouter.needsNoSecretService(try Self.machine(.tlsClientAuth), hasTPMKey: true))
         for method in [ClientAuthenticationMethod.clientSecretBasic, .clientSecretPost, .clientSecretJWT] {
-            #expect(!SessionStoreRouter.keepsTokensInKernelKeyringOnly(try Self.machine(method), hasTPMKey: true))
+            #expect(!SessionStoreRouter.needsNoSecretService(try Self.machine(method), hasTPMKey: true))
         }
         var person = keyed
         person.grant = nil
-        #expect(!SessionStoreRouter.keepsTokensInKernelKeyringOnly(person, hasTPMKey: true), "a refresh token")
+        #expect(!SessionStoreRouter.needsNoSecretService(person, hasTPMKey: true), "a refresh token")
         var dpop = keyed
         dpop.dpop = true
-        #expect(!SessionStoreRouter.keepsTokensInKernelKeyringOnly(dpop, hasTPMKey: true), "a DPoP key")
+        #expect(!SessionStoreRouter.needsNoSecretService(dpop, hasTPMKey: true), "a DPoP key")
         var files = keyed
         files.keyFile = "/etc/robot/key.pem"
-        #expect(!SessionStoreRouter.keepsTokensInKernelKeyringOnly(files, hasTPMKey: true))
+        #expect(!SessionStoreRouter.needsNoSecretService(files, hasTPMKey: true))
     }
 
     @Test("a TPM key's machine profile never reaches the Secret Service side; a software key's does (and fails)")
@@ -116,5 +116,45 @@ struct SessionStoreRouterTests {
         try router.write(set, for: identity)
         #expect(try router.delete(identity))
         #expect(router.rememberedServerClockOffset(identity) == nil)
+    }
+
+    @Test(
+        "a machine's token lives in the kernel keyring where it can be used (not with a DPoP key, never a person's); its secret still needs the Secret Service"
+    )
+    func machineTokensInTheKernelKeyring() throws {
+        typealias Router = SessionStoreRouter
+        for method in ClientAuthenticationMethod.allCases {
+            let machine = try Self.machine(method)
+            #expect(Router.keepsTokensInKernelKeyringOnly(machine, hasTPMKey: false, kernelKeyringUsable: true))
+            #expect(!Router.keepsTokensInKernelKeyringOnly(machine, hasTPMKey: false, kernelKeyringUsable: false))
+        }
+        var dpop = try Self.machine(.clientSecretBasic)
+        dpop.dpop = true
+        #expect(!Router.keepsTokensInKernelKeyringOnly(dpop, hasTPMKey: false, kernelKeyringUsable: true))
+        var person = try Self.machine(.clientSecretBasic)
+        person.grant = nil
+        #expect(!Router.keepsTokensInKernelKeyringOnly(person, hasTPMKey: false, kernelKeyringUsable: true))
+        // A TPM key without a secret: in the kernel keyring whatever it can do (there is no
+        // other place).
+        let tpm = try Self.machine(.privateKeyJWT)
+        #expect(Router.keepsTokensInKernelKeyringOnly(tpm, hasTPMKey: true, kernelKeyringUsable: false))
+
+        // A login's check before sending: a secret's profile needs the Secret Service writable.
+        let root = NSTemporaryDirectory() + "tokenctl-router-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let paths = Paths(
+            configDirectory: root + "/config", lockDirectory: root + "/run", stateDirectory: root + "/state")
+        let keyring = InMemorySessionStore()
+        keyring.failure = StoreError(.noSessionBus, "cannot connect to the D-Bus session bus")
+        let router = Router(
+            keyring: keyring, kernelOnly: KernelKeyringTokenStore(hotCache: HotCache(environment: .fixed([:]))),
+            paths: paths)
+        let (secret, keyed) = (try #require(ProfileName(rawValue: "sec")), try #require(ProfileName(rawValue: "tpm")))
+        router.declare(secret, configuration: try Self.machine(.clientSecretBasic), hasTPMKey: false)
+        router.declare(keyed, configuration: tpm, hasTPMKey: true)
+        let secretIdentity = SessionIdentity(profile: secret, configuration: try Self.machine(.clientSecretBasic))
+        #expect(throws: StoreError.self) { try router.checkWritable(secretIdentity) }
+        try router.checkWritable(SessionIdentity(profile: keyed, configuration: tpm))
+        #expect(router.needsNoSecretService(keyed) && !router.needsNoSecretService(secret))
     }
 }

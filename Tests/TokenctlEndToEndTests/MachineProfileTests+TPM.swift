@@ -84,10 +84,11 @@ extension MachineProfileTests {
         let status = try sandbox.tokenctl("--profile", profile, "status")
         #expect(status.status == 0, "\(status)")
         #expect(
-            status.stdout.contains("store:         none (TPM key; token cached in the kernel keyring only)"),
+            status.stdout.contains(
+                "store:         kernel-keyring (a machine's token, cached in the kernel keyring only)"),
             "\(status)")
         let statusJSON = try sandbox.tokenctl("--profile", profile, "status", "--json")
-        #expect(statusJSON.stdout.contains("\"store\":\"none\""), "\(statusJSON)")
+        #expect(statusJSON.stdout.contains("\"store\":\"kernel-keyring\""), "\(statusJSON)")
         let doctor = try sandbox.tokenctl("doctor", "--timeout", "10")
         #expect(doctor.stdout.contains("[ok]   machine '\(profile)': client-credentials, private_key_jwt"), "\(doctor)")
         if presence != .present {

@@ -23,9 +23,8 @@ struct LoginProcedure: LoginStep {
         let scope = plan.scope(supported: server.metadata?.scopesSupported)
         let configuration = Self.configuration(plan, server: server, client: client, scope: scope)
         // Where the new token will live is the new profile's choice, before that profile is saved.
-        (service.store as? SessionStoreRouter)?.declareKernelKeyringOnly(
-            request.profile,
-            SessionStoreRouter.keepsTokensInKernelKeyringOnly(configuration, hasTPMKey: key?.isTPM == true))
+        (service.store as? SessionStoreRouter)?.declare(
+            request.profile, configuration: configuration, hasTPMKey: key?.isTPM == true)
         // Find out before anything is sent to the token endpoint (which spends an imported
         // refresh token on a rotating server) or approved by the user that the tokens could
         // not be kept.

@@ -204,7 +204,7 @@ extension TokenctlService {
         status.cache = (hotCache?.state ?? .none).rawValue
         status.grant = configuration.grant?.rawValue
         status.clientAuth = configuration.tokenEndpointAuthMethod?.rawValue
-        if store.tokensInKernelKeyringOnly(name) { status.store = "none" }
+        if store.tokensInKernelKeyringOnly(name) { status.store = "kernel-keyring" }
         let stored: TokenSet?
         if let pending = store.pendingWrite(identity) {
             status.pendingWriteSince = pending.journaledAt

@@ -1,31 +1,40 @@
 import Synchronization
 import TokenctlEssentials
 
-/// Where each profile's tokens live: the Secret Service (behind the rotation journal) for
-/// every profile but one kind, a machine profile whose key is in the TPM, whose access token
-/// lives in the kernel keyring only (`KernelKeyringTokenStore`).
+/// Where each profile's tokens live: the Secret Service (behind the rotation journal) for a
+/// person's session, and the kernel keyring only for a machine profile's.
 ///
-/// Such a profile needs no Secret Service at all: its key's blob is wrapped by the TPM (a 0600
-/// file, useless on another machine), it has no refresh token and no client secret, and its
-/// access token is short-lived and can always be obtained again with the client credentials
-/// grant (RFC 6749 §4.4). Keeping that token in the Secret Service would only make a server
-/// with no keyring unable to use the profile. It is never written to a file.
+/// A machine profile has no refresh token: its access token is a cache of what the client's
+/// own credentials obtain again at any time (RFC 6749 §4.4, and the platform grants of RFC 8693
+/// and RFC 7523). The hot cache's entry in the user keyring (readable by this user only, kept
+/// across processes and logouts until the token's expiry or a reboot) is then the whole of
+/// what is kept: writing it to the Secret Service too would cost a keyring write per token
+/// (gnome-keyring rewrites its whole file) and keep nothing a new request does not give. Where
+/// the kernel keyring cannot be used (a container that forbids keyctl, the test switch), the
+/// Secret Service keeps it as before. A DPoP key is a secret of the set: such a profile's set
+/// stays in the Secret Service. Its client secret or key stays there too.
 ///
-/// The choice is the profile's, read from its file (a machine profile, no client secret, no
-/// DPoP key, no `key_file`, and a TPM key in the current slot); a login declares it before the
-/// profile is saved (`declareKernelKeyringOnly`). Client keys always go to the Secret Service
-/// side (a TPM key's blob is found in its file before the store is asked).
+/// One kind needs no Secret Service at all: a machine profile whose key is in the TPM (its
+/// key's blob is wrapped by the TPM, a 0600 file useless on another machine) and which has no
+/// client secret, no DPoP key and no `key_file`: it works on a server with no keyring.
+///
+/// The choice is the profile's, read from its file; a login declares it before the profile is
+/// saved (`declareKernelKeyringOnly`). Client keys always go to the Secret Service side (a TPM
+/// key's blob is found in its file before the store is asked).
 public final class SessionStoreRouter: WrappingSessionStore, Sendable {
     /// The store of every other profile: the Secret Service behind the rotation journal.
     public let keyring: any SessionStore
     public var secrets: any SessionStore { keyring }
     let kernelOnly: KernelKeyringTokenStore
     let paths: Paths
-    /// What logins in this process declared (shared with the bounded copies).
+    /// What logins in this process declared, and what was decided from profile files (shared
+    /// with the bounded copies).
     private let declared: Declarations
 
     final class Declarations: Sendable {
         let choices = Mutex<[ProfileName: Bool]>([:])
+        let withoutSecretService = Mutex<[ProfileName: Bool]>([:])
+        let decided = Mutex<[ProfileName: Bool]>([:])
     }
 
     public convenience init(keyring: any SessionStore, kernelOnly: KernelKeyringTokenStore, paths: Paths) {
@@ -39,20 +48,47 @@ public final class SessionStoreRouter: WrappingSessionStore, Sendable {
         self.declared = declared
     }
 
-    /// Whether `configuration` (with a TPM key in its current slot) keeps its tokens in the
-    /// kernel keyring only: a machine profile that authenticates without a secret and holds no
-    /// DPoP key, whose key is not one another program keeps in files.
-    public static func keepsTokensInKernelKeyringOnly(_ configuration: ProfileConfiguration, hasTPMKey: Bool) -> Bool {
+    /// Whether `configuration` (with a TPM key in its current slot) needs no Secret Service: a
+    /// machine profile that authenticates without a secret and holds no DPoP key, whose key is
+    /// not one another program keeps in files.
+    public static func needsNoSecretService(_ configuration: ProfileConfiguration, hasTPMKey: Bool) -> Bool {
         hasTPMKey && configuration.isMachine && configuration.tokenEndpointAuthMethod?.usesSecret != true
             && !configuration.dpop && configuration.keyFile == nil
     }
 
+    /// Whether `configuration` keeps its tokens in the kernel keyring only: a machine profile
+    /// without a DPoP key, where the kernel keyring can be used, or where it needs no Secret
+    /// Service at all.
+    public static func keepsTokensInKernelKeyringOnly(
+        _ configuration: ProfileConfiguration, hasTPMKey: Bool, kernelKeyringUsable: Bool
+    ) -> Bool {
+        guard configuration.isMachine, !configuration.dpop else { return false }
+        return kernelKeyringUsable || needsNoSecretService(configuration, hasTPMKey: hasTPMKey)
+    }
+
+    /// `keepsTokensInKernelKeyringOnly` for this process's kernel keyring.
+    public func keepsTokensInKernelKeyringOnly(_ configuration: ProfileConfiguration, hasTPMKey: Bool) -> Bool {
+        Self.keepsTokensInKernelKeyringOnly(
+            configuration, hasTPMKey: hasTPMKey, kernelKeyringUsable: kernelOnly.hotCache.state == .kernelKeyring)
+    }
+
     public func keepsTokensInKernelKeyringOnly(_ profile: ProfileName) -> Bool {
         if let choice = declared.choices.withLock({ $0[profile] }) { return choice }
+        if let decision = declared.decided.withLock({ $0[profile] }) { return decision }
+        guard let configuration = try? ProfileRepository(paths: paths).load(profile) else { return false }
+        let decision = keepsTokensInKernelKeyringOnly(configuration, hasTPMKey: hasTPMKey(profile))
+        declared.decided.withLock { $0[profile] = decision }
+        return decision
+    }
+
+    /// Whether `profile` needs no Secret Service (`needsNoSecretService`): its token, secret
+    /// and keys are all elsewhere.
+    public func needsNoSecretService(_ profile: ProfileName) -> Bool {
+        if let choice = declared.withoutSecretService.withLock({ $0[profile] }) { return choice }
         guard hasTPMKey(profile), let configuration = try? ProfileRepository(paths: paths).load(profile) else {
             return false
         }
-        return Self.keepsTokensInKernelKeyringOnly(configuration, hasTPMKey: true)
+        return Self.needsNoSecretService(configuration, hasTPMKey: true)
     }
 
     /// Whether `profile`'s current key is in the TPM (its blob file exists).
@@ -62,6 +98,15 @@ public final class SessionStoreRouter: WrappingSessionStore, Sendable {
 
     public func declareKernelKeyringOnly(_ profile: ProfileName, _ kernelOnly: Bool) {
         declared.choices.withLock { $0[profile] = kernelOnly }
+    }
+
+    /// A login's declaration of where the profile it is about to save keeps its tokens and
+    /// whether it needs the Secret Service, before its file says so.
+    public func declare(_ profile: ProfileName, configuration: ProfileConfiguration, hasTPMKey: Bool) {
+        declareKernelKeyringOnly(profile, keepsTokensInKernelKeyringOnly(configuration, hasTPMKey: hasTPMKey))
+        declared.withoutSecretService.withLock {
+            $0[profile] = Self.needsNoSecretService(configuration, hasTPMKey: hasTPMKey)
+        }
     }
 
     private func tokens(_ identity: SessionIdentity) -> any SessionStore {
@@ -75,17 +120,27 @@ public final class SessionStoreRouter: WrappingSessionStore, Sendable {
         try tokens(identity).write(tokenSet, for: identity)
     }
     public func delete(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try tokens(identity).delete(identity)
+        let deleted = try tokens(identity).delete(identity)
+        // A machine profile's set that an earlier version kept in the Secret Service goes too.
+        if keepsTokensInKernelKeyringOnly(identity.profile), !needsNoSecretService(identity.profile) {
+            return (try? keyring.delete(identity)) == true || deleted
+        }
+        return deleted
     }
     public func delete(_ identity: SessionIdentity, ifRefreshTokenIs refreshToken: String) throws(StoreError) -> Bool {
         try tokens(identity).delete(identity, ifRefreshTokenIs: refreshToken)
     }
     public func storedIdentities() throws(StoreError) -> [SessionIdentity] { try keyring.storedIdentities() }
     public func readClientSecret(_ identity: SessionIdentity) throws(StoreError) -> String? {
-        try tokens(identity).readClientSecret(identity)
+        try secrets(identity).readClientSecret(identity)
     }
     public func deleteClientSecret(_ identity: SessionIdentity) throws(StoreError) -> Bool {
-        try tokens(identity).deleteClientSecret(identity)
+        try secrets(identity).deleteClientSecret(identity)
+    }
+
+    /// Where `identity`'s client secret is: nowhere for a profile that needs no Secret Service.
+    private func secrets(_ identity: SessionIdentity) -> any SessionStore {
+        needsNoSecretService(identity.profile) ? kernelOnly : keyring
     }
     public func readClientKey(_ profile: ProfileName, slot: ClientKey.Slot) throws(StoreError) -> [UInt8]? {
         do { return try keyring.readClientKey(profile, slot: slot) } catch {
@@ -103,6 +158,11 @@ public final class SessionStoreRouter: WrappingSessionStore, Sendable {
     public func checkAvailable() throws(StoreError) { try keyring.checkAvailable() }
     public func checkWritable(_ identity: SessionIdentity) throws(StoreError) {
         try tokens(identity).checkWritable(identity)
+        // A machine's token goes to the kernel keyring, its client secret or key to the Secret
+        // Service: a login must find that writable too before it sends anything.
+        if keepsTokensInKernelKeyringOnly(identity.profile), !needsNoSecretService(identity.profile) {
+            try keyring.checkWritable(identity)
+        }
     }
     public func bounded(until deadline: Deadline) -> any SessionStore {
         SessionStoreRouter(
@@ -177,6 +237,11 @@ extension SessionStore {
     /// Whether `profile`'s tokens live in the kernel keyring only (see `SessionStoreRouter`).
     public func tokensInKernelKeyringOnly(_ profile: ProfileName) -> Bool {
         (self as? SessionStoreRouter)?.keepsTokensInKernelKeyringOnly(profile) ?? false
+    }
+
+    /// Whether `profile` needs no Secret Service at all (see `SessionStoreRouter`).
+    public func needsNoSecretService(_ profile: ProfileName) -> Bool {
+        (self as? SessionStoreRouter)?.needsNoSecretService(profile) ?? false
     }
 
     /// The server clock offset kept for a profile whose tokens live in the kernel keyring only,

@@ -59,16 +59,15 @@ struct DoctorContext: Sendable {
         if case .success? = storeAvailability { true } else { false }
     }
 
-    /// The profiles whose tokens live in the kernel keyring only (machine profiles with a TPM
-    /// key: `SessionStoreRouter`), which need no Secret Service.
-    var kernelKeyringOnly: [ProfileName] {
-        configured.map(\.0).filter { service.store.tokensInKernelKeyringOnly($0) }
+    /// The profiles that need no Secret Service (machine profiles with a TPM key and no
+    /// secret: `SessionStoreRouter`).
+    var withoutSecretService: [ProfileName] {
+        configured.map(\.0).filter { service.store.needsNoSecretService($0) }
     }
 
-    /// Whether no profile needs the Secret Service: there are profiles, and each keeps its
-    /// token in the kernel keyring only.
+    /// Whether no profile needs the Secret Service: there are profiles, and none needs it.
     var secretServiceUnneeded: Bool {
-        !configured.isEmpty && kernelKeyringOnly.count == configured.count
+        !configured.isEmpty && withoutSecretService.count == configured.count
     }
 
     /// The line of a Secret Service (or its bus) that is missing but not needed.

@@ -4,7 +4,7 @@ import TokenctlEssentials
 struct SessionCheck: DoctorCheck {
     func findings(_ context: DoctorContext) async -> [DoctorFinding] {
         guard context.storeUsable else {
-            let kernelOnly = context.kernelKeyringOnly
+            let kernelOnly = context.withoutSecretService
             return context.configured.map { name, _ in
                 // Such a profile needs no Secret Service: it is checked all the same.
                 if kernelOnly.contains(name) { return Self.finding(name, service: context.service) }
