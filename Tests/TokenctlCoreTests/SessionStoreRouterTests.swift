@@ -10,6 +10,15 @@ import TokenctlTestSupport
 /// the hot cache, switched off by its test switch: a read is a miss, as after the token's expiry.
 @Suite("SessionStoreRouter: a TPM key's machine profile needs no Secret Service")
 struct SessionStoreRouterTests {
+    /// A private directory for a test's profile files, and the paths in it.
+    static func temporaryPaths() -> (root: String, paths: Paths) {
+        let root = NSTemporaryDirectory() + "tokenctl-router-" + UUID().uuidString
+        return (
+            root,
+            Paths(configDirectory: root + "/config", lockDirectory: root + "/run", stateDirectory: root + "/state")
+        )
+    }
+
     static func machine(_ method: ClientAuthenticationMethod) throws -> ProfileConfiguration {
         var configuration = ProfileConfiguration(
             issuer: try EndpointURL("https://idp.example"), clientID: "robot",
@@ -40,10 +49,8 @@ struct SessionStoreRouterTests {
 
     @Test("a TPM key's machine profile never reaches the Secret Service side; a software key's does (and fails)")
     func routing() throws {
-        let root = NSTemporaryDirectory() + "tokenctl-router-" + UUID().uuidString
+        let (root, paths) = Self.temporaryPaths()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let paths = Paths(
-            configDirectory: root + "/config", lockDirectory: root + "/run", stateDirectory: root + "/state")
         let keyring = InMemorySessionStore()
         keyring.failure = StoreError(.noSessionBus, "cannot connect to the D-Bus session bus")
         let router = SessionStoreRouter(
@@ -86,10 +93,8 @@ struct SessionStoreRouterTests {
     )
     func clockOffsetBesideTheToken() throws {
         guard KernelKeyring.isAvailable() else { return } // no kernel keyring here: nothing to keep
-        let root = NSTemporaryDirectory() + "tokenctl-router-" + UUID().uuidString
+        let (root, paths) = Self.temporaryPaths()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let paths = Paths(
-            configDirectory: root + "/config", lockDirectory: root + "/run", stateDirectory: root + "/state")
         let hotCache = HotCache(environment: .fixed([:]))
         let router = SessionStoreRouter(
             keyring: InMemorySessionStore(), kernelOnly: KernelKeyringTokenStore(hotCache: hotCache), paths: paths)
@@ -140,10 +145,8 @@ struct SessionStoreRouterTests {
         #expect(Router.keepsTokensInKernelKeyringOnly(tpm, hasTPMKey: true, kernelKeyringUsable: false))
 
         // A login's check before sending: a secret's profile needs the Secret Service writable.
-        let root = NSTemporaryDirectory() + "tokenctl-router-" + UUID().uuidString
+        let (root, paths) = Self.temporaryPaths()
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let paths = Paths(
-            configDirectory: root + "/config", lockDirectory: root + "/run", stateDirectory: root + "/state")
         let keyring = InMemorySessionStore()
         keyring.failure = StoreError(.noSessionBus, "cannot connect to the D-Bus session bus")
         let router = Router(

@@ -20,17 +20,34 @@ struct MachineGrantTestServerTests {
 
     func accessToken(_ result: RunResult) -> String { result.stdout.trimmingCharacters(in: .newlines) }
 
+    /// The platform's signing key (a P-256 PEM in the sandbox's home) and its public JWK.
+    func platformKey(_ sandbox: Sandbox) throws -> (path: String, jwk: Any) {
+        let key = sandbox.root + "/home/platform.key"
+        let made = try runProgram(
+            "/usr/bin/openssl", ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key])
+        guard made.status == 0 else { throw HarnessError("openssl ecparam: \(made)") }
+        let jwk = try JSONSerialization.jsonObject(
+            with: Data(try runProgram("/usr/bin/python3", [Self.jose, "jwk", key]).stdout.utf8))
+        return (key, jwk)
+    }
+
+    /// A new assertion by the platform (iss = sub = the platform, aud = `server`'s token
+    /// endpoint) signed with `key`, written to `file` in place of the last.
+    @discardableResult
+    func newAssertion(_ file: String, key: String, server: AuthServer) throws -> String {
+        let made = try runProgram(
+            "/usr/bin/python3",
+            [Self.jose, "assertion", "--client-id", Self.platform, "--aud", server.url + "/token", "--key", key])
+        try replace(file, with: made.stdout)
+        return made.stdout
+    }
+
     @Test(
         "the project's test server: jwt-bearer presents the file's assertion, read again for every request; a replayed one is refused (78), an expired one never sent"
     )
     func jwtBearer() throws {
         let sandbox = try Sandbox()
-        let key = sandbox.root + "/home/platform.key"
-        #expect(
-            try runProgram("/usr/bin/openssl", ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key])
-                .status == 0)
-        let jwk = try JSONSerialization.jsonObject(
-            with: Data(try runProgram("/usr/bin/python3", [Self.jose, "jwk", key]).stdout.utf8))
+        let (key, jwk) = try platformKey(sandbox)
         let server = try AuthServer([
             "jwt_access_tokens": true, "client_secrets": ["job": "job-secret-0123"],
             "jwt_bearer_issuers": [Self.platform: ["keys": [jwk]]],
@@ -38,13 +55,7 @@ struct MachineGrantTestServerTests {
         defer { server.stop() }
         let file = sandbox.root + "/home/assertion"
         // iss = sub = the platform (the helper's assertion), aud = the server's token endpoint.
-        func newAssertion() throws -> String {
-            let made = try runProgram(
-                "/usr/bin/python3",
-                [Self.jose, "assertion", "--client-id", Self.platform, "--aud", server.url + "/token", "--key", key])
-            try replace(file, with: made.stdout)
-            return made.stdout
-        }
+        func newAssertion() throws -> String { try self.newAssertion(file, key: key, server: server) }
         let first = try newAssertion()
         sandbox.forgetsHotCacheAtEnd(profile: "job", issuer: server.url, clientID: "job")
         let login = try sandbox.start(
@@ -93,12 +104,7 @@ struct MachineGrantTestServerTests {
     )
     func jwtBearerPublicClient() throws {
         let sandbox = try Sandbox()
-        let key = sandbox.root + "/home/platform.key"
-        #expect(
-            try runProgram("/usr/bin/openssl", ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key])
-                .status == 0)
-        let jwk = try JSONSerialization.jsonObject(
-            with: Data(try runProgram("/usr/bin/python3", [Self.jose, "jwk", key]).stdout.utf8))
+        let (key, jwk) = try platformKey(sandbox)
         // "job" is not among the server's confidential clients: a public client.
         let server = try AuthServer([
             "jwt_access_tokens": true, "client_secrets": ["other": "other-secret-0123"],
@@ -106,13 +112,7 @@ struct MachineGrantTestServerTests {
         ])
         defer { server.stop() }
         let file = sandbox.root + "/home/assertion"
-        func newAssertion() throws {
-            let made = try runProgram(
-                "/usr/bin/python3",
-                [Self.jose, "assertion", "--client-id", Self.platform, "--aud", server.url + "/token", "--key", key])
-            try replace(file, with: made.stdout)
-        }
-        try newAssertion()
+        try newAssertion(file, key: key, server: server)
         sandbox.forgetsHotCacheAtEnd(profile: "job", issuer: server.url, clientID: "job")
         let login = try sandbox.tokenctl(
             "--profile", "job", "login", "--grant", "jwt-bearer", "--issuer", server.url, "--client-id", "job",
@@ -120,7 +120,7 @@ struct MachineGrantTestServerTests {
         #expect(login.status == 0, "\(login)")
         let profile = try String(contentsOfFile: sandbox.profileFile("job"), encoding: .utf8)
         #expect(profile.contains("token_endpoint_auth_method = none\n"), "\(profile)")
-        try newAssertion()
+        try newAssertion(file, key: key, server: server)
         let token = try sandbox.tokenctl("--profile", "job", "token", "--force")
         #expect(token.status == 0, "\(token)")
         #expect(try GlewlwydServer.claims(of: accessToken(token))["sub"] as? String == Self.platform)
