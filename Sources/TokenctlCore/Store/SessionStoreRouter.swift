@@ -27,14 +27,18 @@ public final class SessionStoreRouter: WrappingSessionStore, Sendable {
     public var secrets: any SessionStore { keyring }
     let kernelOnly: KernelKeyringTokenStore
     let paths: Paths
-    /// What logins in this process declared, and what was decided from profile files (shared
-    /// with the bounded copies).
+    /// What logins in this process declared, and what was decided from profile files, one
+    /// `Placement` per profile (shared with the bounded copies).
     private let declared: Declarations
 
+    /// Where a profile's things are: its tokens, and whether it needs a Secret Service at all.
+    struct Placement: Sendable {
+        var tokensInKernelKeyring: Bool
+        var withoutSecretService: Bool
+    }
+
     final class Declarations: Sendable {
-        let choices = Mutex<[ProfileName: Bool]>([:])
-        let withoutSecretService = Mutex<[ProfileName: Bool]>([:])
-        let decided = Mutex<[ProfileName: Bool]>([:])
+        let placements = Mutex<[ProfileName: Placement]>([:])
     }
 
     public convenience init(keyring: any SessionStore, kernelOnly: KernelKeyringTokenStore, paths: Paths) {
@@ -73,22 +77,35 @@ public final class SessionStoreRouter: WrappingSessionStore, Sendable {
     }
 
     public func keepsTokensInKernelKeyringOnly(_ profile: ProfileName) -> Bool {
-        if let choice = declared.choices.withLock({ $0[profile] }) { return choice }
-        if let decision = declared.decided.withLock({ $0[profile] }) { return decision }
-        guard let configuration = try? ProfileRepository(paths: paths).load(profile) else { return false }
-        let decision = keepsTokensInKernelKeyringOnly(configuration, hasTPMKey: hasTPMKey(profile))
-        declared.decided.withLock { $0[profile] = decision }
-        return decision
+        placement(profile).tokensInKernelKeyring
     }
 
     /// Whether `profile` needs no Secret Service (`needsNoSecretService`): its token, secret
     /// and keys are all elsewhere.
     public func needsNoSecretService(_ profile: ProfileName) -> Bool {
-        if let choice = declared.withoutSecretService.withLock({ $0[profile] }) { return choice }
-        guard hasTPMKey(profile), let configuration = try? ProfileRepository(paths: paths).load(profile) else {
-            return false
+        placement(profile).withoutSecretService
+    }
+
+    /// `profile`'s placement: declared by a login, else decided from its file once per process
+    /// (a profile without a readable file: the Secret Service for everything, not kept).
+    func placement(_ profile: ProfileName) -> Placement {
+        if let known = declared.placements.withLock({ $0[profile] }) { return known }
+        guard let configuration = try? ProfileRepository(paths: paths).load(profile) else {
+            return Placement(tokensInKernelKeyring: false, withoutSecretService: false)
         }
-        return Self.needsNoSecretService(configuration, hasTPMKey: true)
+        let decided = placement(of: configuration, hasTPMKey: hasTPMKey(profile))
+        return declared.placements.withLock { placements in
+            // A login's declaration made meanwhile wins.
+            if let known = placements[profile] { return known }
+            placements[profile] = decided
+            return decided
+        }
+    }
+
+    func placement(of configuration: ProfileConfiguration, hasTPMKey: Bool) -> Placement {
+        Placement(
+            tokensInKernelKeyring: keepsTokensInKernelKeyringOnly(configuration, hasTPMKey: hasTPMKey),
+            withoutSecretService: Self.needsNoSecretService(configuration, hasTPMKey: hasTPMKey))
     }
 
     /// Whether `profile`'s current key is in the TPM (its blob file exists).
@@ -97,16 +114,16 @@ public final class SessionStoreRouter: WrappingSessionStore, Sendable {
     }
 
     public func declareKernelKeyringOnly(_ profile: ProfileName, _ kernelOnly: Bool) {
-        declared.choices.withLock { $0[profile] = kernelOnly }
+        var placement = placement(profile)
+        placement.tokensInKernelKeyring = kernelOnly
+        declared.placements.withLock { [placement] in $0[profile] = placement }
     }
 
     /// A login's declaration of where the profile it is about to save keeps its tokens and
     /// whether it needs the Secret Service, before its file says so.
     public func declare(_ profile: ProfileName, configuration: ProfileConfiguration, hasTPMKey: Bool) {
-        declareKernelKeyringOnly(profile, keepsTokensInKernelKeyringOnly(configuration, hasTPMKey: hasTPMKey))
-        declared.withoutSecretService.withLock {
-            $0[profile] = Self.needsNoSecretService(configuration, hasTPMKey: hasTPMKey)
-        }
+        let placement = placement(of: configuration, hasTPMKey: hasTPMKey)
+        declared.placements.withLock { $0[profile] = placement }
     }
 
     private func tokens(_ identity: SessionIdentity) -> any SessionStore {
