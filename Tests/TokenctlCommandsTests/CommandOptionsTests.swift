@@ -172,6 +172,18 @@ struct CommandOptionsTests {
             (["login", "--dpop", "--no-dpop"], "Choose one of --dpop and --no-dpop"),
             (["login", "--login-timeout", "0"], "--login-timeout"),
             (["login", "--cacert", "/nonexistent/ca.pem"], "Cannot read the CA bundle"),
+            // A public client (none) sends no secret, and client credentials is a confidential
+            // client's grant only (RFC 6749 §4.4).
+            (
+                [
+                    "login", "--grant", "jwt-bearer", "--assertion-file", "/run/a", "--client-auth", "none",
+                    "--client-secret-stdin",
+                ], "leave out --client-secret-stdin"
+            ),
+            (
+                ["login", "--grant", "client-credentials", "--client-auth", "none"],
+                "is for confidential clients only"
+            ),
         ]
         for (arguments, expected) in refusals {
             let parsed = try Commands.parser.parse(arguments).options
