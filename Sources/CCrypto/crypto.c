@@ -7,6 +7,8 @@
 
 TOKENCTL_LAZY_DEFINE(tokenctl_crypto, TOKENCTL_CRYPTO_FUNCTIONS, TOKENCTL_CRYPTO_SONAME, (void)0)
 #define tokenctl_crypto (tokenctl_crypto_state.api)
+TOKENCTL_LAZY_DEFINE(tokenctl_ssl, TOKENCTL_SSL_FUNCTIONS, TOKENCTL_SSL_SONAME, (void)0)
+#define tokenctl_ssl (tokenctl_ssl_state.api)
 
 unsigned long tokenctl_err_get_error(void) { return tokenctl_crypto.ERR_get_error(); }
 void tokenctl_err_error_string_n(unsigned long code, char *buffer, size_t length) {
@@ -399,4 +401,126 @@ int tokenctl_pkcs12_parse(const unsigned char *data, size_t length, const char *
     if (chain != NULL) tokenctl_crypto.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, tokenctl_x509_free_item);
     tokenctl_crypto.PKCS12_free(bundle);
     return ok;
+}
+
+// MARK: TLS client identities with a key that signs elsewhere
+
+// What an identity's EC key signs with: the real key, in its own library context.
+struct tokenctl_remote_signer {
+    EVP_PKEY *key;
+    OSSL_LIB_CTX *library;
+    char properties[64];
+};
+
+struct tokenctl_tls_identity {
+    X509 *certificate;
+    EVP_PKEY *key;
+};
+
+static EC_KEY_METHOD *tokenctl_remote_method;
+static int tokenctl_remote_index = -1;
+
+static void tokenctl_remote_signer_free(void *parent, void *pointer, CRYPTO_EX_DATA *data, int index, long argument,
+                                        void *argumentPointer) {
+    (void)parent, (void)data, (void)index, (void)argument, (void)argumentPointer;
+    struct tokenctl_remote_signer *signer = pointer;
+    if (signer == NULL) return;
+    tokenctl_crypto.EVP_PKEY_free(signer->key);
+    tokenctl_crypto.CRYPTO_free(signer, __FILE__, __LINE__);
+}
+
+// ECDSA of a digest by the real key: DER ECDSA-Sig-Value into `signature`, whose room is
+// ECDSA_size(ec) (as ECDSA_sign gives it).
+static int tokenctl_remote_sign(int type, const unsigned char *digest, int digestLength, unsigned char *signature,
+                                unsigned int *signatureLength, const BIGNUM *inverse, const BIGNUM *r, EC_KEY *ec) {
+    (void)type, (void)inverse, (void)r;
+    struct tokenctl_remote_signer *signer = tokenctl_crypto.EC_KEY_get_ex_data(ec, tokenctl_remote_index);
+    int room = tokenctl_crypto.ECDSA_size(ec);
+    if (signer == NULL || digestLength <= 0 || room <= 0) return 0;
+    EVP_PKEY_CTX *context = tokenctl_crypto.EVP_PKEY_CTX_new_from_pkey(signer->library, signer->key, signer->properties);
+    size_t length = (size_t)room;
+    int ok = context != NULL && tokenctl_crypto.EVP_PKEY_sign_init(context) == 1
+        && tokenctl_crypto.EVP_PKEY_sign(context, signature, &length, digest, (size_t)digestLength) == 1;
+    tokenctl_crypto.EVP_PKEY_CTX_free(context);
+    if (ok) *signatureLength = (unsigned int)length;
+    return ok;
+}
+
+static ECDSA_SIG *tokenctl_remote_sign_sig(const unsigned char *digest, int digestLength, const BIGNUM *inverse,
+                                           const BIGNUM *r, EC_KEY *ec) {
+    unsigned char der[160];
+    unsigned int length = 0;
+    if (tokenctl_crypto.ECDSA_size(ec) > (int)sizeof der) return NULL;
+    if (!tokenctl_remote_sign(0, digest, digestLength, der, &length, inverse, r, ec)) return NULL;
+    const unsigned char *cursor = der;
+    return tokenctl_crypto.d2i_ECDSA_SIG(NULL, &cursor, (long)length);
+}
+
+static pthread_once_t tokenctl_remote_once = PTHREAD_ONCE_INIT;
+static void tokenctl_remote_setup(void) {
+    int index = tokenctl_crypto.CRYPTO_get_ex_new_index(CRYPTO_EX_INDEX_EC_KEY, 0, NULL, NULL, NULL,
+                                                       tokenctl_remote_signer_free);
+    EC_KEY_METHOD *method = tokenctl_crypto.EC_KEY_METHOD_new(tokenctl_crypto.EC_KEY_OpenSSL());
+    if (index < 0 || method == NULL) return;
+    tokenctl_crypto.EC_KEY_METHOD_set_sign(method, tokenctl_remote_sign, NULL, tokenctl_remote_sign_sig);
+    tokenctl_remote_index = index;
+    tokenctl_remote_method = method;
+}
+
+tokenctl_tls_identity *tokenctl_tls_identity_new(EVP_PKEY *key, OSSL_LIB_CTX *library, const char *properties,
+                                                 const void *certificatePEM, size_t length) {
+    pthread_once(&tokenctl_remote_once, tokenctl_remote_setup);
+    if (tokenctl_remote_method == NULL || strlen(properties) >= sizeof ((struct tokenctl_remote_signer *)0)->properties)
+        return NULL;
+    X509 *certificate = tokenctl_certificate_read_pem(certificatePEM, length);
+    if (certificate == NULL) return NULL;
+    // The public half, from the certificate, as a legacy EC_KEY: a key with a method of its own
+    // is "foreign" to OpenSSL 3, which then signs through the method instead of a provider.
+    EVP_PKEY *public = tokenctl_crypto.X509_get0_pubkey(certificate);
+    EC_KEY *ec = public != NULL && tokenctl_crypto.EVP_PKEY_is_a(key, "EC") == 1
+        ? tokenctl_crypto.EVP_PKEY_get1_EC_KEY(public) : NULL;
+    struct tokenctl_remote_signer *signer = ec != NULL ? tokenctl_crypto_malloc(sizeof *signer) : NULL;
+    EVP_PKEY *proxy = signer != NULL ? tokenctl_crypto.EVP_PKEY_new() : NULL;
+    struct tokenctl_tls_identity *identity = proxy != NULL ? tokenctl_crypto_malloc(sizeof *identity) : NULL;
+    if (identity == NULL || tokenctl_crypto.EVP_PKEY_up_ref(key) != 1) goto fail;
+    signer->key = key;
+    signer->library = library;
+    strcpy(signer->properties, properties);
+    if (tokenctl_crypto.EC_KEY_set_ex_data(ec, tokenctl_remote_index, signer) != 1) {
+        tokenctl_crypto.EVP_PKEY_free(key);
+        goto fail;
+    }
+    signer = NULL;  // the EC key's now: freed with it
+    if (tokenctl_crypto.EC_KEY_set_method(ec, tokenctl_remote_method) != 1
+        || tokenctl_crypto.EVP_PKEY_assign(proxy, EVP_PKEY_EC, ec) != 1)
+        goto fail;
+    identity->certificate = certificate;
+    identity->key = proxy;
+    return identity;
+fail:
+    if (identity != NULL) tokenctl_crypto.CRYPTO_free(identity, __FILE__, __LINE__);
+    if (proxy != NULL) tokenctl_crypto.EVP_PKEY_free(proxy);
+    if (signer != NULL) tokenctl_crypto.CRYPTO_free(signer, __FILE__, __LINE__);
+    if (ec != NULL) tokenctl_crypto.EC_KEY_free(ec);
+    tokenctl_crypto.X509_free(certificate);
+    return NULL;
+}
+
+void tokenctl_tls_identity_free(tokenctl_tls_identity *identity) {
+    if (identity == NULL) return;
+    tokenctl_crypto.X509_free(identity->certificate);
+    tokenctl_crypto.EVP_PKEY_free(identity->key);
+    tokenctl_crypto.CRYPTO_free(identity, __FILE__, __LINE__);
+}
+
+int tokenctl_tls_identity_install(void *curl, void *sslContext, void *data) {
+    (void)curl;
+    const int certificateProblem = 58;  // CURLE_SSL_CERTPROBLEM
+    struct tokenctl_tls_identity *identity = data;
+    if (identity == NULL || tokenctl_ssl_load() != NULL) return certificateProblem;
+    SSL_CTX *context = sslContext;
+    int ok = tokenctl_ssl.SSL_CTX_use_certificate(context, identity->certificate) == 1
+        && tokenctl_ssl.SSL_CTX_use_PrivateKey(context, identity->key) == 1
+        && tokenctl_ssl.SSL_CTX_ctrl(context, SSL_CTRL_SET_CLIENT_SIGALGS_LIST, 0, (void *)"ECDSA+SHA256") == 1;
+    return ok ? 0 : certificateProblem;
 }

@@ -40,6 +40,11 @@ CURLcode tokenctl_curl_setopt_blob(CURL *handle, CURLoption option, const void *
     return (tokenctl_curl.curl_easy_setopt)(handle, option, &blob);
 }
 
+CURLcode tokenctl_curl_setopt_ssl_context(CURL *handle, tokenctl_curl_ssl_context_callback callback, void *data) {
+    CURLcode code = (tokenctl_curl.curl_easy_setopt)(handle, CURLOPT_SSL_CTX_FUNCTION, (curl_ssl_ctx_callback)callback);
+    return code != CURLE_OK ? code : (tokenctl_curl.curl_easy_setopt)(handle, CURLOPT_SSL_CTX_DATA, data);
+}
+
 CURLcode tokenctl_curl_setopt_callback(CURL *handle, CURLoption option, tokenctl_curl_data_callback callback) {
     return (tokenctl_curl.curl_easy_setopt)(handle, option, callback);
 }

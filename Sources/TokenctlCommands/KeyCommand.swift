@@ -169,6 +169,13 @@ enum KeyCommand: EngineCommand {
                 throw UsageError(
                     "'rotate --commit' promotes the next key as it is: it takes no other option.", command: "key")
             }
+            if tpm && certificate && kind == .rsa {
+                // RFC 8446 §4.2.3: TLS 1.3 signs with RSA by RSASSA-PSS only, with a salt as long
+                // as the hash, which the tpm2 provider refuses.
+                throw UsageError(
+                    "A certificate for a key inside the TPM is for mTLS, which needs an EC key there ('--type ec'): TLS 1.3 signs with RSA-PSS only, which the TPM's provider refuses.",
+                    command: "key")
+            }
             if (daysGiven || commonName != nil) && !certificate {
                 throw UsageError(
                     "'--days' and '--common-name' describe the certificate: add '--certificate'.", command: "key")

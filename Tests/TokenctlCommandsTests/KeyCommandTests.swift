@@ -47,4 +47,12 @@ struct KeyCommandInProcessTests {
         let result = try await engine.run("key", "show", "--format", "der")
         #expect(result.status == .usage && result.stdout.isEmpty, "\(result)")
     }
+
+    @Test("usage: a certificate for an RSA key inside the TPM is 64 (TLS 1.3 needs RSA-PSS, which the TPM refuses)")
+    func tpmRSACertificate() async throws {
+        let engine = try TestEngine()
+        let result = try await engine.run("key", "create", "--tpm", "--type", "rsa", "--certificate")
+        #expect(result.status == .usage && result.stdout.isEmpty, "\(result)")
+        #expect(result.stderr.contains("needs an EC key there ('--type ec')"), "\(result)")
+    }
 }

@@ -77,7 +77,7 @@ struct ClientAuthenticationTests {
     }
 
     static let certificate = ClientCertificate(
-        certificatePEM: Array("-----BEGIN CERTIFICATE-----\n".utf8), privateKeyPEM: Array("key".utf8),
+        certificatePEM: Array("-----BEGIN CERTIFICATE-----\n".utf8), privateKey: .pem(Array("key".utf8)),
         thumbprint: "presented-x5t", subject: "CN=m1", notAfter: Date(timeIntervalSince1970: 1_800_000_000))
 
     /// An unsigned JWT access token with `claims` (the binding check reads, never verifies).

@@ -7,11 +7,15 @@ import Testing
 /// pointing the same loader at a library that is absent, and at one that is not the right one.
 @Suite("Lazily loaded libraries")
 struct LazyLibraryTests {
-    @Test("libcrypto and libqrencode load, with every function tokenctl calls")
+    @Test("libcrypto, libssl and libqrencode load, with every function tokenctl calls")
     func present() {
         #expect(OpenSSL.unavailableReason == nil)
         #expect(QRCode.unavailableReason == nil)
         #expect(OpenSSL.loadProblem(soname: "libcrypto.so.3") == nil)
+        #expect(OpenSSL.tlsLoadProblem(soname: "libssl.so.3") == nil)
+        #expect(
+            OpenSSL.tlsLoadProblem(soname: "libc.so.6")
+                == "libc.so.6 lacks a function tokenctl needs (SSL_CTX_use_certificate)")
         #expect(QRCode.loadProblem(soname: "libqrencode.so.4") == nil)
     }
 

@@ -120,6 +120,47 @@ extension MachineProfileTests {
         _ = try sandbox.tokenctl("--profile", profile, "logout", "--no-revoke", "--forget")
     }
 
+    @Test(
+        "self_signed_tls_client_auth with a key inside the TPM: the handshake is signed there, glewlwyd binds the token to its certificate, nothing stays loaded"
+    )
+    func tpmKeyMutualTLS() throws {
+        let server = try GlewlwydServer.require()
+        let tpm = try SoftwareTPM()
+        defer { tpm.stop() }
+        let sandbox = try Sandbox()
+        sandbox.variables.merge(tpm.environment) { $1 }
+        let clientID = GlewlwydServer.uniqueClientID("m-tpm-tls")
+        defer { _ = try? sandbox.tokenctl("--profile", clientID, "logout", "--no-revoke", "--forget") }
+        let create = try sandbox.tokenctl(
+            "--profile", clientID, "key", "create", "--tpm", "--certificate", "--common-name", clientID)
+        #expect(create.status == 0, "\(create)")
+        let certificate = try registerSelfSigned(sandbox, server, clientID: clientID)
+        // Discovery and the token request go to the same nginx: the token request must not
+        // reuse discovery's connection (which presented no certificate).
+        let login = try sandbox.tokenctl(
+            "--profile", clientID, "login", "--grant", "client-credentials", "--client-auth",
+            "self_signed_tls_client_auth", "--issuer", server.issuer, "--client-id", clientID, "--scope", server.scope,
+            "--cacert", server.caFile)
+        #expect(login.status == 0, "\(login)")
+        let thumbprint = try Self.x5t(certificate)
+        var tokens: [String] = []
+        for arguments in [["token"], ["token", "--force"]] {
+            let token = try sandbox.start(["--profile", clientID] + arguments).wait()
+            #expect(token.status == 0, "\(token)")
+            let claims = try GlewlwydServer.claims(of: accessToken(token))
+            #expect(claims["client_id"] as? String == clientID)
+            #expect((claims["cnf"] as? [String: Any])?["x5t#S256"] as? String == thumbprint, "\(claims)")
+            tokens.append(accessToken(token))
+        }
+        #expect(tokens[0] != tokens[1], "the forced token is a new one")
+        // The provider flushed the key after each handshake: nothing left in a TPM without a resource manager.
+        #expect(try tpm.transients().isEmpty)
+        let verbose = try sandbox.tokenctl("--profile", clientID, "--verbose", "token", "--force")
+        for token in tokens + [accessToken(verbose)] {
+            #expect(!verbose.stderr.contains(token), "no token in the narration")
+        }
+    }
+
     /// What nginx received at the token endpoint (its log of each client assertion's claims,
     /// Scripts/lib/glewlwyd.sh): `count` assertions, no jti twice (no replay), each living at most
     /// 5 minutes and unexpired when it arrived.

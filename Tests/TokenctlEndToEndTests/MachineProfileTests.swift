@@ -345,18 +345,7 @@ struct MachineProfileTests {
         let create = try sandbox.tokenctl(
             "--profile", clientID, "key", "create", "--certificate", "--common-name", clientID)
         #expect(create.status == 0, "\(create)")
-        let certificate = sandbox.root + "/self.crt"
-        let shown = try sandbox.tokenctl("--profile", clientID, "key", "show", "--format", "certificate")
-        try shown.stdout.write(toFile: certificate, atomically: true, encoding: .utf8)
-        let der = try runProgram(
-            "/bin/sh", ["-c", "openssl x509 -in \"$1\" -outform DER | base64 -w0", "der", certificate])
-        let jwk = try sandbox.tokenctl("--profile", clientID, "key", "show", "--format", "jwk")
-        var key = try #require(try JSONSerialization.jsonObject(with: Data(jwk.stdout.utf8)) as? [String: Any])
-        key["x5c"] = [der.stdout.trimmingCharacters(in: .whitespacesAndNewlines)]
-        try server.addClient([
-            "client_id": clientID, "token_endpoint_auth_method": ["self_signed_tls_client_auth"],
-            "jwks": ["keys": [key]],
-        ])
+        let certificate = try registerSelfSigned(sandbox, server, clientID: clientID)
         sandbox.forgetsHotCacheAtEnd(profile: clientID, issuer: server.issuer, clientID: clientID)
         let login = try sandbox.tokenctl(
             "--profile", clientID, "login", "--grant", "client-credentials", "--client-auth",
@@ -368,6 +357,24 @@ struct MachineProfileTests {
         let claims = try GlewlwydServer.claims(of: accessToken(token))
         #expect(claims["client_id"] as? String == clientID)
         #expect((claims["cnf"] as? [String: Any])?["x5t#S256"] as? String == (try Self.x5t(certificate)))
+    }
+
+    /// Registers the profile `clientID`'s key and self-signed certificate with glewlwyd for
+    /// self_signed_tls_client_auth (the JWK with `x5c`); returns the certificate's file.
+    func registerSelfSigned(_ sandbox: Sandbox, _ server: GlewlwydServer, clientID: String) throws -> String {
+        let certificate = sandbox.root + "/\(clientID).crt"
+        let shown = try sandbox.tokenctl("--profile", clientID, "key", "show", "--format", "certificate")
+        try shown.stdout.write(toFile: certificate, atomically: true, encoding: .utf8)
+        let der = try runProgram(
+            "/bin/sh", ["-c", "openssl x509 -in \"$1\" -outform DER | base64 -w0", "der", certificate])
+        let jwk = try sandbox.tokenctl("--profile", clientID, "key", "show", "--format", "jwk")
+        var key = try #require(try JSONSerialization.jsonObject(with: Data(jwk.stdout.utf8)) as? [String: Any])
+        key["x5c"] = [der.stdout.trimmingCharacters(in: .whitespacesAndNewlines)]
+        try server.addClient([
+            "client_id": clientID, "token_endpoint_auth_method": ["self_signed_tls_client_auth"],
+            "jwks": ["keys": [key]],
+        ])
+        return certificate
     }
 
     @Test("without --client-auth, a client with a secret gets client_secret_basic from glewlwyd's six methods")

@@ -75,7 +75,9 @@ struct TPMKeyTests {
     /// The tpm2 provider reads TPM2OPENSSL_TCTI from the process's environment once, when
     /// tokenctl first loads it: the signing runs in a test process of its own, started with it
     /// (`signsInTPMInChild`), so that no test changes this process's environment.
-    @Test("a TPM key signs ES256 and RS256 assertions that verify with its public JWK")
+    @Test(
+        "a TPM key signs ES256 and RS256 assertions that verify with its public JWK; for TLS an EC one loads, an RSA one is 78"
+    )
     func signsInTPM() throws {
         let tpm = try SoftwareTPM()
         defer { tpm.stop() }
@@ -117,6 +119,22 @@ struct TPMKeyTests {
             #expect(verified.algorithm.rawValue == key.algorithms[0])
             #expect(verified.keyID == key.thumbprint)
             #expect(verified.claims["iss"] == .string("tpm-machine"))
+
+            // mTLS: an EC key is loaded for libssl; RSA cannot sign TLS 1.3's RSA-PSS there (78).
+            var withCertificate = again
+            try withCertificate.attach(certificatePEM: try again.selfSignedCertificate(commonName: "tpm-machine"))
+            let certificate = try #require(withCertificate.certificate)
+            #expect(certificate.privateKeyPEM == nil, "no PEM of a key inside the TPM")
+            do {
+                let loaded = try certificate.loadedForTLS()
+                guard case .loaded = loaded.privateKey else {
+                    Issue.record("not loaded: \(loaded)")
+                    continue
+                }
+                #expect(kind == .ec, "an RSA key inside the TPM was accepted for TLS")
+            } catch {
+                #expect(kind == .rsa && error.kind == .configuration, "\(error)")
+            }
         }
     }
 }

@@ -1,6 +1,11 @@
 #ifndef TOKENCTL_CCRYPTO_H
 #define TOKENCTL_CCRYPTO_H
 
+// EC_KEY_METHOD and the EC_KEY calls are deprecated in OpenSSL 3 but kept: they are the one way
+// to give libssl, whose SSL_CTX libcurl makes in the default library context, a key whose
+// signatures are made elsewhere (a TPM key in the tpm2 provider's own context; below).
+#define OPENSSL_SUPPRESS_DEPRECATED
+
 // OpenSSL's libcrypto is loaded with dlopen the first time tokenctl needs it (PKCE at login,
 // ID-token signatures at login and in `status`), not linked: mapping and relocating it (~4200
 // symbol relocations, bound at start) cost ~1.7 ms of every engine start, and most engine runs
@@ -23,6 +28,7 @@
 #include <openssl/x509.h>
 #include <openssl/param_build.h>
 #include <openssl/rsa.h>
+#include <openssl/ssl.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include "CLazyLoader.h"
@@ -121,7 +127,32 @@
     X(d2i_PKCS12_bio) \
     X(PKCS12_parse) \
     X(PKCS12_free) \
-    X(OPENSSL_sk_pop_free)
+    X(OPENSSL_sk_pop_free) \
+    X(EVP_PKEY_new) \
+    X(EVP_PKEY_up_ref) \
+    X(EVP_PKEY_assign) \
+    X(EVP_PKEY_get1_EC_KEY) \
+    X(EVP_PKEY_CTX_new_from_pkey) \
+    X(EVP_PKEY_sign_init) \
+    X(EVP_PKEY_sign) \
+    X(EC_KEY_OpenSSL) \
+    X(EC_KEY_METHOD_new) \
+    X(EC_KEY_METHOD_set_sign) \
+    X(EC_KEY_set_method) \
+    X(EC_KEY_free) \
+    X(ECDSA_size) \
+    X(CRYPTO_get_ex_new_index) \
+    X(EC_KEY_set_ex_data) \
+    X(EC_KEY_get_ex_data)
+
+// The soname of OpenSSL 3's libssl, and the two calls tokenctl makes in it: only inside
+// libcurl's CURLOPT_SSL_CTX_FUNCTION, when libcurl has loaded it already.
+#define TOKENCTL_SSL_SONAME "libssl.so.3"
+#define TOKENCTL_SSL_FUNCTIONS(X) \
+    X(SSL_CTX_use_certificate) \
+    X(SSL_CTX_use_PrivateKey) \
+    X(SSL_CTX_ctrl)
+TOKENCTL_LAZY_DECLARE(tokenctl_ssl, TOKENCTL_SSL_FUNCTIONS)
 
 // struct tokenctl_crypto_api, tokenctl_crypto_open (a test points it at another library) and
 // tokenctl_crypto_load (CLazyLoader.h).
@@ -238,6 +269,21 @@ int tokenctl_certificate_public_der(X509 *certificate, unsigned char **output, s
 // A PKCS#12 file's key and certificate (either may come back NULL); `password` may be NULL.
 int tokenctl_pkcs12_parse(const unsigned char *data, size_t length, const char *password, EVP_PKEY **key,
                           X509 **certificate);
+
+// A TLS client identity whose private key stays where it is (RFC 8705 §2 with a key inside the
+// TPM): the certificate, and an EC key that libssl can use in any library context but whose
+// ECDSA signatures are made by `key` (P-256) in `library` with `properties` ("?provider=tpm2").
+// It holds a reference to `key`. NULL when `key` is not a P-256 EC key or the certificate
+// (PEM) is unreadable or not for `key`. Freed with tokenctl_tls_identity_free.
+typedef struct tokenctl_tls_identity tokenctl_tls_identity;
+tokenctl_tls_identity *tokenctl_tls_identity_new(EVP_PKEY *key, OSSL_LIB_CTX *library, const char *properties,
+                                                 const void *certificatePEM, size_t length);
+void tokenctl_tls_identity_free(tokenctl_tls_identity *identity);
+// A CURLOPT_SSL_CTX_FUNCTION (its data: an identity; `curl` unused): puts the certificate and
+// the key on libcurl's SSL_CTX, and lets the client sign its CertificateVerify with
+// ECDSA-SHA256 only (RFC 8446 §4.4.3; RFC 5246 §7.4.8), the digest the TPM key signs. Returns
+// 0 (CURLE_OK), or 58 (CURLE_SSL_CERTPROBLEM) when libssl refuses them.
+int tokenctl_tls_identity_install(void *curl, void *sslContext, void *identity);
 
 // getrandom(2) is not part of Swift's Glibc module; it feeds PKCE, state and nonce. It is libc,
 // not libcrypto: no loading needed.

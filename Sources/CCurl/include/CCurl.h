@@ -52,6 +52,12 @@ CURLcode tokenctl_curl_setopt_slist(CURL *handle, CURLoption option, struct curl
 // bytes are copied by libcurl (CURL_BLOB_COPY), so the caller's buffer may go right after.
 CURLcode tokenctl_curl_setopt_blob(CURL *handle, CURLoption option, const void *data, size_t length);
 
+// CURLOPT_SSL_CTX_FUNCTION and CURLOPT_SSL_CTX_DATA (OpenSSL builds only: otherwise
+// CURLE_NOT_BUILT_IN): `callback` gets the handle, the connection's SSL_CTX and `data`, before
+// the handshake of every new connection, and returns a CURLcode's value (0: go on).
+typedef int (*tokenctl_curl_ssl_context_callback)(void *handle, void *sslContext, void *data);
+CURLcode tokenctl_curl_setopt_ssl_context(CURL *handle, tokenctl_curl_ssl_context_callback callback, void *data);
+
 typedef size_t (*tokenctl_curl_data_callback)(char *data, size_t size, size_t count, void *context);
 
 CURLcode tokenctl_curl_setopt_callback(CURL *handle, CURLoption option, tokenctl_curl_data_callback callback);

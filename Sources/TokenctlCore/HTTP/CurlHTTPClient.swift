@@ -187,23 +187,39 @@ public struct CurlHTTPClient: HTTPClient {
 
     /// The client certificate and its key on this request's TLS connection (RFC 8705 §2), from
     /// memory: libcurl copies both (CURL_BLOB_COPY), and no file of the key is ever written.
-    /// libcurl reuses a kept connection only for the same client certificate.
+    /// libcurl reuses a kept connection only for the same client certificate. A key inside the
+    /// TPM goes to libssl at each new connection's handshake instead (CURLOPT_SSL_CTX_FUNCTION),
+    /// which libcurl does not compare: such a request gets a connection and a TLS session of
+    /// its own, closed after it, so that no other request shares it.
     private func presentCertificate(
         _ certificate: ClientCertificate, on easy: UnsafeMutableRawPointer?,
         _ check: (CURLcode) throws(HTTPTransportError) -> Void
     ) throws(HTTPTransportError) {
-        guard let key = certificate.privateKeyPEM else {
-            throw HTTPTransportError(
-                .tls, "the client certificate's key is inside the TPM, and libcurl can present only a key it holds")
+        switch certificate.privateKey {
+        case .pem(let key):
+            try check(tokenctl_curl_setopt_string(easy, CURLOPT_SSLCERTTYPE, "PEM"))
+            try check(tokenctl_curl_setopt_string(easy, CURLOPT_SSLKEYTYPE, "PEM"))
+            try check(
+                certificate.certificatePEM.withUnsafeBytes {
+                    tokenctl_curl_setopt_blob(easy, CURLOPT_SSLCERT_BLOB, $0.baseAddress, $0.count)
+                })
+            try check(
+                key.withUnsafeBytes { tokenctl_curl_setopt_blob(easy, CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count) }
+            )
+        case .loaded(let key):
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1))
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_FORBID_REUSE, 1))
+            try check(tokenctl_curl_setopt_long(easy, CURLOPT_SSL_SESSIONID_CACHE, 0))
+            let code = tokenctl_curl_setopt_ssl_context(easy, key.installer, key.installerData)
+            guard code == CURLE_OK else {
+                throw HTTPTransportError(
+                    .tls,
+                    "this libcurl cannot present a key inside the TPM (CURLOPT_SSL_CTX_FUNCTION: \(String(cString: tokenctl_curl_easy_strerror(code))))"
+                )
+            }
+        case .tpm:
+            throw HTTPTransportError(.other, "the client certificate's key inside the TPM was not loaded")
         }
-        try check(tokenctl_curl_setopt_string(easy, CURLOPT_SSLCERTTYPE, "PEM"))
-        try check(tokenctl_curl_setopt_string(easy, CURLOPT_SSLKEYTYPE, "PEM"))
-        try check(
-            certificate.certificatePEM.withUnsafeBytes {
-                tokenctl_curl_setopt_blob(easy, CURLOPT_SSLCERT_BLOB, $0.baseAddress, $0.count)
-            })
-        try check(
-            key.withUnsafeBytes { tokenctl_curl_setopt_blob(easy, CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count) })
     }
 }
 

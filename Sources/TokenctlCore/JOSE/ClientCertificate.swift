@@ -1,20 +1,84 @@
-/// A TLS client certificate and its private key, as libcurl takes them from memory (RFC 8705 §2).
+/// A TLS client certificate and its private key, as libcurl takes them (RFC 8705 §2).
 public struct ClientCertificate: Sendable, Equatable {
+    /// Where the certificate's private key is, as a handshake needs it.
+    public enum PrivateKey: Sendable, Equatable {
+        /// PEM, which libcurl copies from memory; secret: never printed, logged or written to a file.
+        case pem([UInt8])
+        /// Inside the TPM: its wrapped blob, useless on another TPM (`loadedForTLS()` loads it).
+        case tpm(blob: [UInt8])
+        /// A TPM key loaded for the handshakes of one request.
+        case loaded(TLSClientKey)
+    }
+
     public var certificatePEM: [UInt8]
-    /// The private key in PEM; secret: never printed, logged or written to a file. nil for a TPM key.
-    public var privateKeyPEM: [UInt8]?
+    public var privateKey: PrivateKey
     /// base64url SHA-256 of the DER certificate (`x5t#S256`, RFC 8705 §3.1).
     public var thumbprint: String
     public var subject: String
     public var notAfter: Date
 
-    public init(certificatePEM: [UInt8], privateKeyPEM: [UInt8]?, thumbprint: String, subject: String, notAfter: Date) {
+    public init(certificatePEM: [UInt8], privateKey: PrivateKey, thumbprint: String, subject: String, notAfter: Date) {
         self.certificatePEM = certificatePEM
-        self.privateKeyPEM = privateKeyPEM
+        self.privateKey = privateKey
         self.thumbprint = thumbprint
         self.subject = subject
         self.notAfter = notAfter
     }
+
+    /// The private key's PEM; nil for a key inside the TPM.
+    public var privateKeyPEM: [UInt8]? { if case .pem(let pem) = privateKey { pem } else { nil } }
+
+    /// This certificate ready for a handshake: a key inside the TPM is loaded, for as long as
+    /// the result lives (its transient object is flushed after).
+    ///
+    /// - Throws: the TPM cannot be used (69); the TPM key is RSA (78): TLS 1.3 signs with RSA
+    ///   only by RSASSA-PSS with a salt as long as the hash (RFC 8446 §4.2.3), which the tpm2
+    ///   provider refuses.
+    public func loadedForTLS() throws(TokenctlError) -> ClientCertificate {
+        guard case .tpm(let blob) = privateKey else { return self }
+        var loaded = self
+        do {
+            let key = try OpenSSL.readPrivateKey(pem: blob, home: .tpm)
+            guard OpenSSL.isEC(key) else {
+                throw TokenctlError(
+                    .configuration,
+                    "the client certificate's key is an RSA key inside the TPM, which cannot sign a TLS 1.3 handshake (RSA-PSS)",
+                    hint: Self.tpmRSAHint)
+            }
+            loaded.privateKey = .loaded(try TLSClientKey(key, certificatePEM: certificatePEM))
+        } catch let error as OpenSSLError {
+            throw TPMAccess.error(error)
+        } catch let error as TokenctlError {
+            throw error
+        } catch {
+            throw TokenctlError(.unexpected, "cannot load the client certificate's key: \(error)")
+        }
+        return loaded
+    }
+
+    static let tpmRSAHint: Suggestion =
+        "Make an EC key inside the TPM for mTLS ('\(tokenctl: .default, .key(.create, [.tpm, .certificate]))') and register its certificate."
+}
+
+/// A TPM key loaded for TLS: libssl is given an EC key whose signatures the TPM makes. The
+/// same object for the life of one request; equal only to itself.
+public final class TLSClientKey: @unchecked Sendable, Equatable {
+    let identity: OpaquePointer
+
+    init(_ key: OpenSSL.PrivateKey, certificatePEM: [UInt8]) throws(OpenSSLError) {
+        identity = try OpenSSL.tlsIdentity(key, certificatePEM: certificatePEM)
+    }
+    deinit { OpenSSL.freeTLSIdentity(identity) }
+
+    /// What libcurl calls at each new connection's handshake (CURLOPT_SSL_CTX_FUNCTION), and its data.
+    var installer:
+        @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32
+    {
+        OpenSSL.installTLSIdentity
+    }
+    var installerData: UnsafeMutableRawPointer { UnsafeMutableRawPointer(identity) }
+
+    public static func == (lhs: TLSClientKey, rhs: TLSClientKey) -> Bool { lhs === rhs }
 }
 
 extension ClientCertificate: CustomStringConvertible {

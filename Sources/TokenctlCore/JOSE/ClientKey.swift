@@ -155,7 +155,8 @@ public struct ClientKey: ClientAssertionSigner, Equatable {
                 "the certificate (\(TerminalText.short(info.subject))) is not for this key: its public key differs")
         }
         certificate = ClientCertificate(
-            certificatePEM: info.pem, privateKeyPEM: isTPM ? nil : privateKeyPEM, thumbprint: info.thumbprint,
+            certificatePEM: info.pem, privateKey: isTPM ? .tpm(blob: privateKeyPEM) : .pem(privateKeyPEM),
+            thumbprint: info.thumbprint,
             subject: info.subject, notAfter: info.notAfter)
     }
 

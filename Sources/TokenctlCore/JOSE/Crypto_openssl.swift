@@ -46,6 +46,13 @@ enum OpenSSL {
         return LazyLibrary.loadProblem { tokenctl_crypto_open(soname, &api, $0, $1) }
     }
 
+    /// Why libssl (opened only inside libcurl's handshake of a client certificate whose key is
+    /// in the TPM) cannot be opened as `soname` with every function tokenctl calls; nil when it can.
+    static func tlsLoadProblem(soname: String) -> String? {
+        var api = tokenctl_ssl_api()
+        return LazyLibrary.loadProblem { tokenctl_ssl_open(soname, &api, $0, $1) }
+    }
+
     private static func requireLibrary() throws(OpenSSLError) {
         if let reason = unavailableReason { throw OpenSSLError(unavailable: reason) }
     }
@@ -374,6 +381,34 @@ extension OpenSSL {
             try takeBuffer("writing the public key") { tokenctl_key_public_pem(handle, $0, $1) }
         }
     }
+
+    /// Whether `key` is an EC key.
+    static func isEC(_ key: PrivateKey) -> Bool {
+        (try? key.withUnsafeHandle { tokenctl_key_is_a($0, "EC") == 1 }) ?? false
+    }
+
+    /// A TLS client identity for libcurl's SSL_CTX callback: the certificate, and an EC key
+    /// whose signatures `key` makes in its own library context (a TPM key's); freed with
+    /// `freeTLSIdentity`.
+    static func tlsIdentity(_ key: PrivateKey, certificatePEM: [UInt8]) throws(OpenSSLError) -> OpaquePointer {
+        let (library, properties) = try context(key.home)
+        let identity = try key.withUnsafeHandle { handle in
+            certificatePEM.withUnsafeBytes {
+                tokenctl_tls_identity_new(handle, library, properties ?? "", $0.baseAddress, $0.count)
+            }
+        }
+        guard let identity else {
+            throw OpenSSLError("preparing the client certificate's key for TLS")
+        }
+        return identity
+    }
+
+    static func freeTLSIdentity(_ identity: OpaquePointer) { tokenctl_tls_identity_free(identity) }
+
+    /// The CURLOPT_SSL_CTX_FUNCTION that installs an identity (its data) on libcurl's SSL_CTX.
+    static let installTLSIdentity:
+        @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32 =
+            tokenctl_tls_identity_install
 
     /// A SHA-256 signature: PKCS#1 v1.5 (`pss` false) or PSS for RSA, ECDSA as raw r || s
     /// (RFC 7518 §3.4) for P-256.

@@ -125,7 +125,7 @@ public struct ClientCredentials: Sendable, Equatable {
             // RFC 8705 §2: the client names itself; the certificate on the connection proves it.
             fields.append(("client_id", clientID))
             var request = HTTPRequest.form(endpoint, fields, headers: headers)
-            request.clientCertificate = certificate
+            request.clientCertificate = try certificate?.loadedForTLS()
             return request
         }
         switch (method, secret) {
