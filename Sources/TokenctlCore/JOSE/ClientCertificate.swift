@@ -56,8 +56,9 @@ public struct ClientCertificate: Sendable, Equatable {
         return loaded
     }
 
+    /// The profile is not known here, and the key to make is a rotation: the manual says how.
     static let tpmRSAHint: Suggestion =
-        "Make an EC key inside the TPM for mTLS ('\(tokenctl: .default, .key(.create, [.tpm, .certificate]))') and register its certificate."
+        "Rotate the profile to an EC key inside the TPM with a certificate, and register that certificate (tokenctl-key(1), EXAMPLES)."
 }
 
 /// A TPM key loaded for TLS: libssl is given an EC key whose signatures the TPM makes. The
