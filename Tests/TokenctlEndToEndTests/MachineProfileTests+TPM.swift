@@ -143,18 +143,19 @@ extension MachineProfileTests {
             "--cacert", server.caFile)
         #expect(login.status == 0, "\(login)")
         let thumbprint = try Self.x5t(certificate)
+        // Each process flushes the key it loaded before it exits: nothing is left in a TPM
+        // without a resource manager (whose three object slots would fill in three runs).
         var tokens: [String] = []
-        for arguments in [["token"], ["token", "--force"]] {
+        for arguments in [["token"]] + Array(repeating: ["token", "--force"], count: 8) {
             let token = try sandbox.start(["--profile", clientID] + arguments).wait()
             #expect(token.status == 0, "\(token)")
             let claims = try GlewlwydServer.claims(of: accessToken(token))
             #expect(claims["client_id"] as? String == clientID)
             #expect((claims["cnf"] as? [String: Any])?["x5t#S256"] as? String == thumbprint, "\(claims)")
             tokens.append(accessToken(token))
+            #expect(try tpm.transients().isEmpty, "after \(arguments)")
         }
-        #expect(tokens[0] != tokens[1], "the forced token is a new one")
-        // The provider flushed the key after each handshake: nothing left in a TPM without a resource manager.
-        #expect(try tpm.transients().isEmpty)
+        #expect(Set(tokens).count == tokens.count, "each forced token is a new one")
         let verbose = try sandbox.tokenctl("--profile", clientID, "--verbose", "token", "--force")
         for token in tokens + [accessToken(verbose)] {
             #expect(!verbose.stderr.contains(token), "no token in the narration")

@@ -34,17 +34,31 @@ public struct CurlHTTPClient: HTTPClient {
     public func send(_ request: HTTPRequest, timeout: Double, connectTimeout: Double) async throws(HTTPTransportError)
         -> HTTPResponse
     {
-        // libcurl's easy interface blocks; keep it off Swift's cooperative thread pool.
+        // libcurl's easy interface blocks; keep it off Swift's cooperative thread pool. The
+        // worker lets go of the request before the caller resumes: a key inside the TPM that the
+        // request loaded is flushed then, not when the worker's closure happens to be freed
+        // (after a command that exits at once, never: a TPM without a resource manager keeps it).
+        let transfer = Transfer(request)
         let result: Result<HTTPResponse, HTTPTransportError> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(
-                    returning: Result { () throws(HTTPTransportError) -> HTTPResponse in
-                        try self.perform(
-                            request, timeout: timeout, connectTimeout: min(self.connectTimeout, connectTimeout))
-                    })
+                let result = Result { () throws(HTTPTransportError) -> HTTPResponse in
+                    try self.perform(
+                        transfer.request, timeout: timeout, connectTimeout: min(self.connectTimeout, connectTimeout))
+                }
+                transfer.finish()
+                continuation.resume(returning: result)
             }
         }
         return try result.get()
+    }
+
+    /// A request handed to the worker thread, dropped by it when the transfer ends.
+    private final class Transfer: @unchecked Sendable {
+        private var held: HTTPRequest?
+        init(_ request: HTTPRequest) { held = request }
+        /// Read by the worker only, before `finish`.
+        var request: HTTPRequest { held! }
+        func finish() { held = nil }
     }
 
     /// Close the connections this process keeps for its next request. Call it before this
