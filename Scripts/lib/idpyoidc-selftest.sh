@@ -5,7 +5,8 @@
 # gets a token whose introspection names client B and the subject A; the file replaced by
 # client C's token, the next exchange's token names C; bad, forged and expired subject tokens
 # get their errors; B authenticates with private_key_jwt (an EC key made with openssl, its JWKS
-# registered; the assertion's aud measured) and client_secret_jwt; the JWT bearer grant
+# registered; the assertion's aud measured) and client_secret_jwt; a public client exchanges
+# with its client_id alone, a confidential one cannot (nor with a wrong secret); the JWT bearer grant
 # (RFC 7523 §2.1) is shown unsupported; the discovery document's claims; everything is stopped
 # by PID, with no stray process. The virtualenv is made on the first run (PyPI); needs root
 # for apt-get only (when a package is missing).
@@ -59,12 +60,12 @@ expect "discovery introspection_endpoint" "$(field "$work/discovery.json" 'd["in
 expect "discovery jwks_uri" "$(field "$work/discovery.json" 'd["jwks_uri"]')" "$TK_IDPYOIDC_JWKS_URI"
 expect "discovery grant_types_supported" "$(field "$work/discovery.json" 'd["grant_types_supported"]')" \
   "client_credentials $exchange"
-expect "discovery token_endpoint_auth_methods_supported (added by server.py)" \
+expect "discovery token_endpoint_auth_methods_supported (added by server.py; public is none)" \
   "$(field "$work/discovery.json" 'd["token_endpoint_auth_methods_supported"]')" \
-  "client_secret_basic client_secret_post client_secret_jwt private_key_jwt"
-expect "discovery token_endpoint_auth_methods (idpyoidc's own name)" \
+  "client_secret_basic client_secret_post client_secret_jwt private_key_jwt none"
+expect "discovery token_endpoint_auth_methods (idpyoidc's own name and names)" \
   "$(field "$work/discovery.json" 'd["token_endpoint_auth_methods"]')" \
-  "client_secret_basic client_secret_post client_secret_jwt private_key_jwt"
+  "client_secret_basic client_secret_post client_secret_jwt private_key_jwt public"
 expect "discovery token_endpoint_auth_signing_alg_values_supported (added by server.py)" \
   "$(field "$work/discovery.json" 'd["token_endpoint_auth_signing_alg_values_supported"]')" "ES256 HS256"
 expect "no openid-configuration: 404" \
@@ -79,7 +80,12 @@ tk_idpyoidc_add_client <<<'{"client_id":"client-short","client_secret":"secret-s
 openssl ecparam -name prime256v1 -genkey -noout -out "$work/pk.key" 2>/dev/null
 openssl ecparam -name prime256v1 -genkey -noout -out "$work/other.key" 2>/dev/null
 tk_idpyoidc_add_client <<<"{\"client_id\":\"client-pk\",\"client_authn_method\":[\"private_key_jwt\"],\"allowed_scopes\":[\"read\"],\"jwks\":{\"keys\":[$(jose jwk "$work/pk.key")]}}"
+tk_idpyoidc_add_client <<<'{"client_id":"client-pub","client_authn_method":["public"],"allowed_scopes":["read"]}'
 if tk_idpyoidc_add_client <<<'not json' 2>/dev/null; then bad "a malformed client was registered"; else ok "a malformed client is refused"; fi
+for odd in '{"client_id":"p2","client_authn_method":["public"],"client_secret":"secret-p-0123456789"}' \
+  '{"client_id":"p3","client_authn_method":["public","client_secret_basic"]}'; do
+  if tk_idpyoidc_add_client <<<"$odd" 2>/dev/null; then bad "registered: $odd"; else ok "a public client with a secret or another method is refused"; fi
+done
 expect "the admin endpoint wants the admin token" \
   "$(curl -s -o /dev/null -w '%{http_code}' -d '{"client_id":"x"}' "$TK_IDPYOIDC_ISSUER/tk-admin/clients")" 401
 
@@ -193,6 +199,39 @@ fails x-expired 400 "invalid_request ToOld: Token has expired" "${x[@]}" --data-
 introspect s1
 expect "  ... introspection of the expired token: inactive" "$(field "$work/s1.introspection" 'd')" "{'active': False}"
 
+# 2b. A public client (client_authn_method ["public"], no secret: idpyoidc's PublicAuthn, "none"
+# in the metadata) exchanges with its client_id alone; a confidential client cannot, nor with a
+# wrong secret (server.py gives a client that names no methods the four that prove something).
+expect "public client, client_id only: 200" \
+  "$(post pub1 "${x[@]}" --data-urlencode "subject_token=$(token_of a1)" -d client_id=client-pub "$T")" 200
+introspect pub1
+expect "  ... introspection: client-pub, subject A" \
+  "$(field "$work/pub1.introspection" 'd["active"], d["client_id"], d["sub"]')" "(True, 'client-pub', 'client-a')"
+expect "  ... the JWT: client_id client-pub" "$(claims pub1 'd["client_id"]')" client-pub
+expect "  ... server.log: idpyoidc did not count it authenticated; no credentials sent" \
+  "$(grep -c 'token client: client_id=client-pub authenticated=False credentials=none$' "$TK_IDPYOIDC_DIR/server.log")" 1
+expect "  ... while client B's basic exchanges count, with the Authorization header" \
+  "$(grep -c 'token client: client_id=client-b authenticated=True credentials=authorization$' "$TK_IDPYOIDC_DIR/server.log" | awk '{print ($1 > 32)}')" 1
+for who in client-b client-a client-pk; do
+  expect "confidential $who, client_id only: 401" \
+    "$(post "conf-$who" "${x[@]}" --data-urlencode "subject_token=$(token_of a1)" -d "client_id=$who" "$T")" 401
+  expect "  ... invalid_client" "$(error_of "conf-$who")" "invalid_client UnAuthorizedClient: Authorization failed"
+done
+expect "confidential client-b, wrong secret (client_secret_post): 401" \
+  "$(post conf-post "${x[@]}" --data-urlencode "subject_token=$(token_of a1)" -d client_id=client-b \
+     -d client_secret=wrong-0123456789 "$T")" 401
+expect "confidential client-b, wrong secret (client_secret_basic) and client_id in the form: 401" \
+  "$(post conf-basic -u client-b:wrong-0123456789 "${x[@]}" --data-urlencode "subject_token=$(token_of a1)" \
+     -d client_id=client-b "$T")" 401
+expect "public client, client credentials (RFC 6749 §4.4: confidential only): 400 invalid_client" \
+  "$(post pub-cc -d grant_type=client_credentials -d client_id=client-pub "$T") $(error_of pub-cc)" \
+  "400 invalid_client client not authenticated"
+expect "public client at introspection (not among its methods): 401" \
+  "$(curl -s -o /dev/null -w '%{http_code}' -d client_id=client-pub --data-urlencode "token=$(token_of pub1)" "$I")" 401
+expect "an unknown client_id: 401 invalid_client" \
+  "$(post nobody "${x[@]}" --data-urlencode "subject_token=$(token_of a1)" -d client_id=nobody "$T") $(error_of nobody)" \
+  "401 invalid_client UnknownClient: Unknown Client ID"
+
 # 3. Client B-pk authenticates the exchange with private_key_jwt; client B with client_secret_jwt.
 # pk NAME AUD [ASSERTION_ARGS...]: the exchange of A's token with a fresh assertion.
 pk() {
@@ -242,7 +281,7 @@ pid=$(<"$TK_SERVICES_DIR/pids/idpyoidc.pid")
 curl -sf "$TK_IDPYOIDC_DISCOVERY" >"$work/stock.json" || bad "stock discovery"
 expect "stock metadata: no token_endpoint_auth_methods_supported, no signing algorithms" \
   "$(field "$work/stock.json" '"token_endpoint_auth_methods_supported" in d, "token_endpoint_auth_signing_alg_values_supported" in d, d["token_endpoint_auth_methods"]')" \
-  "(False, False, ['client_secret_basic', 'client_secret_post', 'client_secret_jwt', 'private_key_jwt'])"
+  "(False, False, ['client_secret_basic', 'client_secret_post', 'client_secret_jwt', 'private_key_jwt', 'public'])"
 tk_idpyoidc_stop
 tk_idpyoidc_stop
 expect "stopped" "$(_tk_alive "$pid" && echo alive || echo gone)" gone

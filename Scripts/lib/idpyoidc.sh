@@ -3,7 +3,8 @@
 # sign-in tests: idpyoidc from PyPI (version pinned, with its dependencies, in
 # Scripts/testserver/idpyoidc/requirements.txt) in a cached virtualenv, served on a free port of
 # 127.0.0.1 over plain HTTP by Scripts/testserver/idpyoidc/server.py (whose header says what the
-# harness adds to idpyoidc: the HTTP layer, client registration, two metadata names).
+# harness adds to idpyoidc: the HTTP layer, client registration, two metadata names, a log line
+# per accepted token request naming the client and which credentials it sent).
 #
 # Source it after services.sh (it uses tk_services_init's DIR and its PID records; it works
 # under set -euo pipefail); every function is quiet on success, prints "services: ..." to
@@ -37,8 +38,10 @@
 #   TK_IDPYOIDC_RESOURCE        https://api.tokenctl.test/v1: the one resource it may ask
 #   TK_IDPYOIDC_DIR             the server's directory
 # Client fields (tk_idpyoidc_add_client; the JSON goes into idpyoidc's client database as is):
-# client_id, client_secret, client_authn_method [METHOD...] (absent: any of the four),
-# allowed_scopes (of "read", "write"), jwks {"keys":[...]} (private_key_jwt),
+# client_id, client_secret, client_authn_method [METHOD...] (absent: the four that authenticate,
+# client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt; ["public"]: a
+# public client, refused with a client_secret or jwks), allowed_scopes (of "read", "write"),
+# jwks {"keys":[...]} (private_key_jwt),
 # token_usage_rules {"access_token": {"expires_in": SECONDS}} (this client's token lifetime).
 #
 # Measured with idpyoidc 5.0.0 with curl; idpyoidc-selftest.sh checks each but those marked
@@ -48,10 +51,11 @@
 #   idpyoidc lists authorization_code, refresh_token, token-exchange, client_credentials and
 #   password, whatever endpoints exist, and never jwt-bearer: by hand). The token endpoint's
 #   methods are published as "token_endpoint_auth_methods" (idpyoidc/claims.py:250;
-#   client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt), not
+#   client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt, public), not
 #   token_endpoint_auth_methods_supported, and there is no
 #   token_endpoint_auth_signing_alg_values_supported: server.py adds both RFC 8414 names (the
-#   algorithms: ES256, HS256), --stock-metadata leaves them out. Also published (by hand):
+#   methods with idpyoidc's "public" as "none", the registry's name for a public client, RFC 7591
+#   §2; the algorithms: ES256, HS256), --stock-metadata leaves them out. Also published (by hand):
 #   "jwks_uri", "introspection_endpoint", "version": "3.0", "client_authn_method", id_token_*
 #   and subject_types_supported (OIDC leftovers in an OAuth server's metadata).
 # - Client credentials: idpyoidc 5.0.0's own helper fails a client's second request (400
@@ -94,10 +98,27 @@
 #   invalid_grant.
 # - Client authentication: the four methods work at the token endpoint (introspection: tested
 #   with client_secret_basic); a refusal is 401 invalid_client "UnAuthorizedClient:
-#   Authorization failed" (the harness's mapping of idpyoidc's exception). Assertions (RFC 7523
+#   Authorization failed" (the harness's mapping of idpyoidc's exception); an unknown client_id:
+#   401 invalid_client "UnknownClient: Unknown Client ID". Assertions (RFC 7523
 #   §3): `aud` must be the token endpoint (ISSUER/token); the issuer, with or without "/", is
 #   refused; a `jti` seen before is refused; an assertion without `kid` verifies;
 #   client_assertion_type may be left out. client_secret_jwt: HS256 with the client_secret.
+# - A public client (RFC 6749 §2.1; "none" in the metadata): config.json adds idpyoidc's
+#   "public" (PublicAuthn: any request with a client_id verifies) last among the token
+#   endpoint's methods (introspection has no "public": a public client there, 401). A client
+#   registered with client_authn_method ["public"] exchanges with client_id alone (200; the
+#   token's client_id and introspection's are the public client, sub the subject token's; the
+#   log says authenticated=False credentials=none). Its client credentials request: 400
+#   invalid_client "client not authenticated" (client_credentials.py; RFC 6749 §4.4).
+#   idpyoidc's verify_client (server/client_authn.py) tries the endpoint's methods in order and
+#   takes the first that verifies and that the client's client_authn_method lists, any when it
+#   has none: measured with stock registration, a client with a secret and no
+#   client_authn_method got a token with its client_id alone, and with a wrong secret
+#   (client_secret_post fails, public verifies) (by hand). server.py therefore gives a client
+#   registered without the field the four methods that authenticate; measured: such a client,
+#   one limited to client_secret_basic and one to private_key_jwt, each with client_id alone,
+#   and the first with a wrong secret (client_secret_post, or Basic with client_id in the form):
+#   401 invalid_client "UnAuthorizedClient: Authorization failed".
 # - JWT bearer grant (RFC 7523 §2.1, urn:ietf:params:oauth:grant-type:jwt-bearer): not
 #   implemented by idpyoidc 5.0.0 as a grant. Its token endpoint knows only the helpers in
 #   idpyoidc/server/oauth2/token.py:40-46 helper_by_grant_type (authorization_code,

@@ -226,6 +226,63 @@ struct PlatformTokenExchangeTests {
     }
 
     @Test(
+        "a public client exchanges with its client_id alone, named (--client-auth none) or chosen from the metadata's none: the token is the public client's, and a confidential client cannot pass so"
+    )
+    func publicClientExchange() throws {
+        let server = try server()
+        defer { server.stop() }
+        try server.addClient(["client_id": "client-pub", "client_authn_method": ["public"], "allowed_scopes": ["read"]])
+        let subject = try server.clientCredentialsToken("client-a", secret: "secret-a-0123456789")
+        let accepted = "client_id=client-pub authenticated=False credentials=none"
+        // exchange SANDBOX PROFILE CLIENT EXTRA: a token exchange login with no secret or key.
+        func exchange(_ sandbox: Sandbox, _ profile: String, _ client: String, _ extra: [String]) throws -> RunResult {
+            let file = sandbox.root + "/home/subject-token"
+            try replace(file, with: subject)
+            sandbox.forgetsHotCacheAtEnd(profile: profile, issuer: server.issuer, clientID: client)
+            return try sandbox.start(
+                [
+                    "--profile", profile, "login", "--grant", "token-exchange", "--issuer", server.issuer,
+                    "--client-id", client, "--subject-token-file", file, "--subject-token-type",
+                    IdpyoidcServer.accessTokenType,
+                ] + extra
+            ).wait()
+        }
+        // issuedToPublicClient TOKEN: introspection (by client-b) and the JWT name client-pub as
+        // the client, client-a (the subject token's) as the subject.
+        func issuedToPublicClient(_ token: String) throws {
+            let introspection = try server.introspect(token, clientID: "client-b", secret: Self.secretB)
+            #expect(introspection["active"] as? Bool == true, "\(introspection)")
+            #expect(introspection["client_id"] as? String == "client-pub", "\(introspection)")
+            #expect(introspection["sub"] as? String == "client-a", "\(introspection)")
+            #expect(try GlewlwydServer.claims(of: token)["client_id"] as? String == "client-pub")
+        }
+
+        for (name, extra) in [("named", ["--client-auth", "none"]), ("from the metadata", [])] {
+            let sandbox = try Sandbox()
+            let before = try server.tokenClients()
+            let login = try exchange(sandbox, "job", "client-pub", extra)
+            #expect(login.status == 0, "\(name): \(login)")
+            let profile = try String(contentsOfFile: sandbox.profileFile("job"), encoding: .utf8)
+            #expect(profile.contains("token_endpoint_auth_method = none\n"), "\(name): \(profile)")
+            let forced = try sandbox.tokenctl("--profile", "job", "token", "--force")
+            #expect(forced.status == 0, "\(name): \(forced)")
+            try issuedToPublicClient(token(forced))
+            // The login's exchange and the forced one: client_id alone, no secret or assertion
+            // (nor an Authorization header), and idpyoidc took it as a public client's.
+            #expect(try server.tokenClients().dropFirst(before.count) == [accepted, accepted], "\(name)")
+        }
+
+        // A confidential client (client-b has a secret) cannot pass by its client_id alone.
+        let sandbox = try Sandbox()
+        let sent = try server.tokenRequests()
+        let refused = try exchange(sandbox, "other", "client-b", ["--client-auth", "none"])
+        #expect(refused.status == 78, "\(refused)")
+        #expect(refused.stderr.contains("invalid_client"), "\(refused)")
+        #expect(!sandbox.profileFileExists("other"), "nothing saved")
+        #expect(try server.tokenRequests() == sent + 1, "one request, refused")
+    }
+
+    @Test(
         "a federated client assertion (client_assertion_file) authenticates the client at idpyoidc (private_key_jwt), read again for every request"
     )
     func federatedClientAssertion() throws {

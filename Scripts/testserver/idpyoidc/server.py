@@ -21,10 +21,12 @@ Endpoints (idpyoidc's, from config.json):
 This harness's own (NOT idpyoidc's):
   POST /tk-admin/clients    register or replace a client (Authorization: Bearer <DIR/admin-token>).
        The JSON body goes into idpyoidc's client database as is: client_id, client_secret,
-       client_authn_method (the methods the client may use; absent: any), allowed_scopes
-       (what client credentials grants), jwks (imported into idpyoidc's key jar for
-       private_key_jwt), token_usage_rules (e.g. {"access_token": {"expires_in": 2}});
-       client_secret is also added to the key jar as the client_secret_jwt HMAC key.
+       client_authn_method (the methods the client may use; absent: the four that prove
+       something, every one of the token endpoint's but "public"; ["public"]: a public
+       client, which may have no client_secret and no jwks), allowed_scopes (what client
+       credentials grants), jwks (imported into idpyoidc's key jar for private_key_jwt),
+       token_usage_rules (e.g. {"access_token": {"expires_in": 2}}); client_secret is also
+       added to the key jar as the client_secret_jwt HMAC key.
 
 What this harness adds to idpyoidc's answers (its server has no HTTP layer; the mapping follows
 idpyoidc's example/flask_op/views.py where that has one):
@@ -38,11 +40,17 @@ idpyoidc's example/flask_op/views.py where that has one):
   f"{endpoint_name}_auth_methods"), not RFC 8414's "token_endpoint_auth_methods_supported",
   and no "token_endpoint_auth_signing_alg_values_supported" (a "preference" for either is
   dropped: neither is a claim any endpoint supports). The harness adds both RFC 8414 names:
-  the methods copied from idpyoidc's own list, the algorithms those the self-test shows
-  accepted (ES256 private_key_jwt, HS256 client_secret_jwt). --stock-metadata serves
-  idpyoidc's document untouched.
-Each request is logged to stderr with its status, an exception with its traceback; idpyoidc's
-own logging (which writes tokens, e.g. an unknown subject token) is off unless
+  the methods copied from idpyoidc's own list with its "public" under the registry's name for a
+  public client, "none" (RFC 7591 §2, the IANA "OAuth Token Endpoint Authentication Methods"
+  registry that RFC 8414 §2 refers to), the algorithms those the self-test shows accepted
+  (ES256 private_key_jwt, HS256 client_secret_jwt). --stock-metadata serves idpyoidc's
+  document untouched.
+Each request is logged to stderr with its status, an exception with its traceback; a token
+request whose client idpyoidc accepted also with "token client: client_id=ID
+authenticated=True|False credentials=NAMES" (authenticated: idpyoidc's own flag, False for its
+"public" and "none"; NAMES: which of the Authorization header, client_secret and
+client_assertion the request had, "none" for none of them; names only, never a value).
+idpyoidc's own logging (which writes tokens, e.g. an unknown subject token) is off unless
 TK_IDPYOIDC_LOG_LEVEL names a level (DEBUG, INFO, ...).
 """
 
@@ -65,6 +73,10 @@ METADATA_PATH = "/.well-known/oauth-authorization-server"
 # Shown accepted by Scripts/lib/idpyoidc-selftest.sh; cryptojwt itself takes any algorithm the
 # registered key has.
 ASSERTION_ALGS = ["ES256", "HS256"]
+# idpyoidc's name for a public client's "method" (idpyoidc/server/client_authn.py PublicAuthn:
+# a request with a client_id verifies) and the registry's (RFC 7591 §2): "none".
+PUBLIC = "public"
+REGISTRY_NAMES = {PUBLIC: "none"}
 
 
 def substitute(value, table):
@@ -96,13 +108,16 @@ class Harness:
         self.routes = {}
         for endpoint in self.server.endpoint.values():
             self.routes[urlsplit(endpoint.full_path).path] = endpoint
+        token_methods = self.server.get_endpoint("token").client_authn_method
+        self.confidential_methods = [m for m in token_methods if m != PUBLIC]
 
     def metadata(self):
         endpoint = self.server.get_endpoint("server_metadata")
         info = json.loads(endpoint.do_response(**endpoint.process_request())["response"])
         if not self.stock_metadata:
             methods = info.get("token_endpoint_auth_methods", [])
-            info["token_endpoint_auth_methods_supported"] = methods
+            names = [REGISTRY_NAMES.get(m, m) for m in methods]
+            info["token_endpoint_auth_methods_supported"] = names
             if "private_key_jwt" in methods or "client_secret_jwt" in methods:
                 info["token_endpoint_auth_signing_alg_values_supported"] = ASSERTION_ALGS
         return json.dumps(info)
@@ -111,10 +126,25 @@ class Harness:
         client_id = info["client_id"]
         if not isinstance(client_id, str) or not client_id:
             raise ValueError("client_id must be a non-empty string")
+        info = dict(info)
+        # idpyoidc's verify_client (idpyoidc/server/client_authn.py) tries the endpoint's
+        # methods in order and takes the first that verifies and that the client's
+        # client_authn_method lists; a client without that field may use any. With "public"
+        # among the token endpoint's methods, such a client would pass with its client_id
+        # alone, or with a wrong secret (client_secret_post fails, public is tried next and
+        # verifies): so a client that does not name its methods gets those that prove
+        # something, and a public client is one that names "public" alone and has nothing to
+        # prove with.
+        methods = info.setdefault("client_authn_method", list(self.confidential_methods))
+        if not isinstance(methods, list):
+            raise ValueError("client_authn_method must be a list")
+        credentials = info.get("client_secret") or info.get("jwks")
+        if PUBLIC in methods and (methods != [PUBLIC] or credentials):
+            raise ValueError("a public client names only public and has no client_secret or jwks")
         keyjar = self.context.keyjar
         if client_id in keyjar.owners():
             del keyjar[client_id]
-        self.context.cdb[client_id] = dict(info)
+        self.context.cdb[client_id] = info
         if info.get("jwks"):
             keyjar.import_jwks(info["jwks"], client_id)
         if info.get("client_secret"):
@@ -191,7 +221,12 @@ def make_handler(harness):
             headers = {k.lower(): v for k, v in self.headers.items()}
             http_info = {"headers": headers, "method": "POST", "url": harness.issuer + path}
             with lock:
-                answer = serve(endpoint, form, http_info)
+                answer, authn = serve(endpoint, form, http_info)
+            if authn is not None and path == "/token":
+                sent = [name for name in ("client_secret", "client_assertion") if name in form]
+                if "authorization" in headers:
+                    sent.insert(0, "authorization")
+                self.log_message("token client: %s credentials=%s", authn, ",".join(sent) or "none")
             self.answer(*answer)
 
     def error_body(code, description):
@@ -204,12 +239,19 @@ def make_handler(harness):
             return 400, error_body("invalid_request", "%s: %s" % (type(err).__name__, err))
         return 201, "{}"
 
-    # serve ENDPOINT FORM HTTP_INFO: idpyoidc's answer as (status, body, headers).
+    # serve ENDPOINT FORM HTTP_INFO: idpyoidc's answer as (status, body, headers), and the
+    # client it accepted ("client_id=ID authenticated=BOOL") or None.
     def serve(endpoint, form, http_info):
+        authn = [None]
+        return answer_of(endpoint, form, http_info, authn), authn[0]
+
+    def answer_of(endpoint, form, http_info, authn):
         try:
             request = endpoint.parse_request(form, http_info=http_info)
             if is_error(request):
                 return 400, request.to_json(), ()
+            authenticated = bool(request.get("authenticated"))
+            authn[0] = "client_id=%s authenticated=%s" % (request.get("client_id"), authenticated)
             args = endpoint.process_request(request, http_info=http_info)
             if is_error(args):
                 return 400, args.to_json(), ()

@@ -82,6 +82,16 @@ final class IdpyoidcServer: @unchecked Sendable {
         return log.split(separator: "\n").filter { $0.contains("\"POST /token ") }.count
     }
 
+    /// The clients idpyoidc accepted at its token endpoint, one per request, as server.py logs
+    /// them: "client_id=ID authenticated=BOOL credentials=NAMES" (authenticated: idpyoidc's own
+    /// flag, False for a public client; NAMES: which of authorization, client_secret and
+    /// client_assertion the request carried, or none).
+    func tokenClients() throws -> [String] {
+        try log().split(separator: "\n").compactMap { line in
+            line.range(of: "token client: ").map { String(line[$0.upperBound...]) }
+        }
+    }
+
     /// The server's log, to check that a token never reached it (its own logging is off).
     func log() throws -> String { try String(contentsOfFile: serverDirectory + "/server.log", encoding: .utf8) }
 
