@@ -394,25 +394,3 @@ private final class CurlHandlePool: Sendable {
         if !kept { tokenctl_curl_easy_cleanup(handle) }
     }
 }
-
-private let curlWriteBody: tokenctl_curl_data_callback = { data, size, count, context in
-    let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context!).takeUnretainedValue()
-    let length = size * count
-    guard accumulator.body.count + length <= accumulator.limit else {
-        accumulator.exceeded = true
-        return 0 // makes libcurl stop with CURLE_WRITE_ERROR
-    }
-    data!.withMemoryRebound(to: UInt8.self, capacity: length) {
-        accumulator.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
-    }
-    return length
-}
-
-private let curlWriteHeader: tokenctl_curl_data_callback = { data, size, count, context in
-    let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context!).takeUnretainedValue()
-    let length = size * count
-    data!.withMemoryRebound(to: UInt8.self, capacity: length) {
-        accumulator.appendHeaderLine(UnsafeBufferPointer(start: $0, count: length))
-    }
-    return length
-}

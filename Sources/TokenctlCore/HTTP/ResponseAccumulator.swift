@@ -1,3 +1,5 @@
+import CCurl
+
 /// Collects one response; callbacks reach it through libcurl's user-data pointer. (Internal,
 /// not private: the TokenResponse fuzz target feeds header lines through it, as libcurl does.)
 final class ResponseAccumulator {
@@ -29,4 +31,27 @@ extension StringProtocol {
         let end = lastIndex(where: { !characters.contains($0) })!
         return String(self[start...end])
     }
+}
+
+// libcurl's CURLOPT_WRITEFUNCTION and CURLOPT_HEADERFUNCTION (their data: the accumulator).
+let curlWriteBody: tokenctl_curl_data_callback = { data, size, count, context in
+    let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context!).takeUnretainedValue()
+    let length = size * count
+    guard accumulator.body.count + length <= accumulator.limit else {
+        accumulator.exceeded = true
+        return 0 // makes libcurl stop with CURLE_WRITE_ERROR
+    }
+    data!.withMemoryRebound(to: UInt8.self, capacity: length) {
+        accumulator.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+    }
+    return length
+}
+
+let curlWriteHeader: tokenctl_curl_data_callback = { data, size, count, context in
+    let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context!).takeUnretainedValue()
+    let length = size * count
+    data!.withMemoryRebound(to: UInt8.self, capacity: length) {
+        accumulator.appendHeaderLine(UnsafeBufferPointer(start: $0, count: length))
+    }
+    return length
 }
