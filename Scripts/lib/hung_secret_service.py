@@ -8,6 +8,7 @@ answer the session set-up and then hang on a search).  Needs the Debian package 
 
     hung_secret_service.py --mode silent --pid-file FILE [--log FILE]
     hung_secret_service.py --mode open-session-only --pid-file FILE [--log FILE]
+    hung_secret_service.py --mode garbles-first-secret --secret-file F --pid-file FILE [--log FILE]
 
 Modes:
   silent             owns the name and answers nothing (a daemon stuck before its first reply).
@@ -19,6 +20,11 @@ Modes:
                      default collection's properties (unlocked, no items).  Every other call
                      (SearchItems, CreateItem, GetSecrets, SetSecret, Delete, Unlock, ...) is
                      never answered.
+  garbles-first-secret  answers as open-session-only, and also SearchItems (one item for
+                     attributes with kind=session, none otherwise) and GetSecrets: the first
+                     time with bytes that are not a token set (what a daemon sends when the
+                     session's keys are not the client's, as kwalletd5 now and then agrees),
+                     then with the bytes of --secret-file. Other calls are never answered.
 
 The PID file is written once the name is owned (the process keeps running until SIGTERM).
 --log appends one line per method call received ("answered" or "held"), so a test can see
@@ -44,6 +50,8 @@ BUS_NAME = "org.freedesktop.secrets"
 SERVICE_PATH = "/org/freedesktop/secrets"
 COLLECTION_PATH = "/org/freedesktop/secrets/collection/login"
 SESSION_PATH = "/org/freedesktop/secrets/session/s1"
+ITEM_PATH = COLLECTION_PATH + "/i1"
+GARBLED = b"\x8f\x1c\xd2garbled\x07"
 PROPERTIES = "org.freedesktop.DBus.Properties"
 SERVICE = "org.freedesktop.Secret.Service"
 COLLECTION = "org.freedesktop.Secret.Collection"
@@ -63,11 +71,31 @@ def collection_properties():
     }
 
 
-def answer(message):
-    """The reply to `message` in open-session-only mode: (signature, values), an error name,
-    or None to hold it forever."""
+def secret_answer(message, secrets):
+    """The reply to a search or a secret's read in garbles-first-secret mode, or None.
+    `secrets` is the list of secrets still to give, the last one given again and again."""
+    member, args = message.get_member(), message.get_args_list()
+    if member == "SearchItems":
+        found = [dbus.ObjectPath(ITEM_PATH)] if args and args[0].get("kind") == "session" else []
+        return ("aoao", [dbus.Array(found, signature="o"), dbus.Array([], signature="o")])
+    if member == "GetSecrets":
+        value = secrets.pop(0) if len(secrets) > 1 else secrets[0]
+        secret = dbus.Struct((dbus.ObjectPath(SESSION_PATH), dbus.ByteArray(b""), dbus.ByteArray(value),
+                              dbus.String("text/plain")), signature="oayays")
+        found = {dbus.ObjectPath(p): secret for p in args[0] if p == ITEM_PATH} if args else {}
+        return ("a{o(oayays)}", [dbus.Dictionary(found, signature="o(oayays)")])
+    return None
+
+
+def answer(message, secrets=None):
+    """The reply to `message` in open-session-only mode (and, with `secrets`, in
+    garbles-first-secret mode): (signature, values), an error name, or None to hold it forever."""
     interface, member, path = message.get_interface(), message.get_member(), message.get_path()
     args = message.get_args_list()
+    if secrets is not None and interface == SERVICE and path == SERVICE_PATH:
+        reply = secret_answer(message, secrets)
+        if reply is not None:
+            return reply
     if interface == PROPERTIES and path in (SERVICE_PATH, COLLECTION_PATH):
         table = service_properties() if path == SERVICE_PATH else collection_properties()
         wanted = SERVICE if path == SERVICE_PATH else COLLECTION
@@ -88,10 +116,17 @@ def answer(message):
 
 def main():
     parser = argparse.ArgumentParser(description="A Secret Service that never answers (some) calls.")
-    parser.add_argument("--mode", choices=["silent", "open-session-only"], required=True)
+    parser.add_argument("--mode", choices=["silent", "open-session-only", "garbles-first-secret"], required=True)
     parser.add_argument("--pid-file", required=True)
     parser.add_argument("--log")
+    parser.add_argument("--secret-file")
     options = parser.parse_args()
+    secrets = None
+    if options.mode == "garbles-first-secret":
+        if not options.secret_file:
+            parser.error("garbles-first-secret needs --secret-file")
+        with open(options.secret_file, "rb") as secret_file:
+            secrets = [GARBLED, secret_file.read()]
 
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     try:
@@ -107,7 +142,7 @@ def main():
             return dbus.lowlevel.HANDLER_RESULT_NOT_YET_HANDLED
         if message.get_destination() != BUS_NAME and message.get_destination() != connection.get_unique_name():
             return dbus.lowlevel.HANDLER_RESULT_NOT_YET_HANDLED
-        reply = answer(message) if options.mode == "open-session-only" else None
+        reply = answer(message, secrets) if options.mode != "silent" else None
         if log:
             log.write("%s %s.%s %s\n" % ("held" if reply is None else "answered",
                                          message.get_interface(), message.get_member(), message.get_path()))

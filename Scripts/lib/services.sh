@@ -298,18 +298,22 @@ tk_kill_keyring() {
   return 1
 }
 
-# tk_start_hung_secret_service MODE: instead of gnome-keyring, a fake Secret Service
-# (hung_secret_service.py) that owns org.freedesktop.secrets and leaves calls unanswered:
-# MODE silent answers nothing, open-session-only answers the session set-up and the default
-# collection's look-up, never a search. Recorded as keyring.pid (tk_kill_keyring and
-# tk_services_stop_all stop it); each call it gets is logged to hung-secret-service.log.
+# tk_start_hung_secret_service MODE [SECRET_FILE]: instead of gnome-keyring, a fake Secret
+# Service (hung_secret_service.py) that owns org.freedesktop.secrets and leaves calls
+# unanswered: MODE silent answers nothing, open-session-only answers the session set-up and
+# the default collection's look-up, never a search; garbles-first-secret also finds one
+# session item and gives garbled bytes for its first read, SECRET_FILE's bytes after.
+# Recorded as keyring.pid (tk_kill_keyring and tk_services_stop_all stop it); each call it
+# gets is logged to hung-secret-service.log.
 tk_start_hung_secret_service() {
   _tk_need_dir || return 1
-  local mode=${1:?usage: tk_start_hung_secret_service silent|open-session-only} pidfile
+  local mode=${1:?usage: tk_start_hung_secret_service silent|open-session-only|garbles-first-secret [SECRET_FILE]} pidfile
+  local secret=()
+  if [[ -n ${2:-} ]]; then secret=(--secret-file "$2"); fi
   if [[ -z ${DBUS_SESSION_BUS_ADDRESS:-} ]]; then _tk_err "tk_start_dbus first"; return 1; fi
   _tk_stop_named keyring || return 1
   pidfile=$TK_SERVICES_DIR/pids/keyring.pid
-  /usr/bin/python3 "$TK_SCRIPTS_LIB/hung_secret_service.py" --mode "$mode" --pid-file "$pidfile" \
+  /usr/bin/python3 "$TK_SCRIPTS_LIB/hung_secret_service.py" --mode "$mode" "${secret[@]}" --pid-file "$pidfile" \
     --log "$TK_SERVICES_DIR/hung-secret-service.log" </dev/null >/dev/null 2>"$TK_SERVICES_DIR/hung-secret-service.err" &
   local started=$!
   for _ in $(seq 100); do

@@ -51,13 +51,17 @@ final class PrivateKeyring: @unchecked Sendable {
         case silent
         /// Answers the session set-up and the default collection's look-up, never a search.
         case openSessionOnly = "open-session-only"
+        /// Also finds one session item, whose first read gives bytes that are not a token set
+        /// and later ones the secret file's.
+        case garblesFirstSecret = "garbles-first-secret"
     }
 
     /// Stop gnome-keyring and put the fake Secret Service (a stand-in: gnome-keyring cannot be
     /// made to hang after the session set-up) in its place on this bus, recorded as the keyring
     /// (so `deinit`, `kill` and `start` treat it as one).
-    func replaceWithHungService(_ mode: HungMode) throws {
-        try shell("tk_kill_keyring && tk_start_hung_secret_service \(mode.rawValue)")
+    func replaceWithHungService(_ mode: HungMode, secretFile: String? = nil) throws {
+        let file = secretFile.map { " '\($0)'" } ?? ""
+        try shell("tk_kill_keyring && tk_start_hung_secret_service \(mode.rawValue)\(file)")
     }
 
     /// The calls the fake Secret Service received, one line each ("answered"/"held" INTERFACE.MEMBER PATH).

@@ -89,16 +89,14 @@ public final class SecretServiceStore: SessionStore, Sendable {
     // MARK: SessionStore
 
     public func read(_ identity: SessionIdentity) throws(StoreError) -> TokenSet? {
-        guard
-            let value = try readSecret(
-                ItemKey(identity: identity, kind: Self.sessionKind), operation: "read the session")
-        else {
+        let key = ItemKey(identity: identity, kind: Self.sessionKind)
+        guard let value = try readSecret(key, operation: "read the session") else {
             // A locked keyring hides nothing from a search here, but some keyring programs do:
             // "not found" in a locked or missing collection must not read as "signed out".
             try requireUnlockedDefaultCollection(try connect())
             return nil
         }
-        do { return try decode(value) } catch {
+        do { return try decodeOnceMore(value, key: key) } catch {
             var error = error
             // Spelled for this profile, so it runs as printed.
             if error.reason == .corruptItem {
@@ -106,6 +104,19 @@ public final class SecretServiceStore: SessionStore, Sendable {
                     "Run '\(tokenctl: identity.profile, .logout([.noRevoke]))', then '\(tokenctl: identity.profile, .login([]))'."
             }
             throw error
+        }
+    }
+
+    /// `value` decoded; when it is not a token set, the item read once more on a new session
+    /// first. kwalletd5 (KDE Frameworks 5.103) now and then agrees a session whose keys are
+    /// not ours (measured with secret-tool: "Client public key size is invalid" or "Can't find
+    /// session" in 17 of 1,200 calls); a secret decrypted with such keys can come back as
+    /// bytes that are not a token set (seen once). An item that is corrupt stays corrupt.
+    private func decodeOnceMore(_ value: OpaquePointer, key: ItemKey) throws(StoreError) -> TokenSet {
+        do { return try decode(value) } catch  where error.reason == .corruptItem {
+            dropSession()
+            guard let again = try readSecret(key, operation: "read the session") else { throw error }
+            return try decode(again)
         }
     }
 
