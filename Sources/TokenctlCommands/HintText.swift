@@ -189,7 +189,6 @@ public enum HintText {
         case .type(let value): (KeyCommand.typeOption, value)
         case .bundle(let value): (KeyCommand.bundleOption, value)
         case .passwordStdin: (KeyCommand.passwordStdinOption, nil)
-        case .tpm: (KeyCommand.tpmOption, nil)
         }
     }
 

@@ -231,7 +231,7 @@ public enum TokenctlCommand: Sendable, Equatable, Codable {
     public enum ForwardAction: Sendable, Equatable, Codable, CaseIterable { case enable, status, listen }
     public enum KeyAction: Sendable, Equatable, Codable, CaseIterable { case create, show, `import`, rotate, remove }
     public enum KeyOption: Sendable, Equatable, Codable {
-        case certificate, next, commit, passwordStdin, tpm
+        case certificate, next, commit, passwordStdin
         case format(SuggestedValue)
         case type(SuggestedValue)
         case bundle(SuggestedValue)
