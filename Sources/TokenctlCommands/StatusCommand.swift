@@ -159,7 +159,9 @@ enum StatusCommand: EngineCommand {
             "  client id:     \(status.clientID)",
         ]
         if let grant = status.grant {
-            let clientAuth = status.clientAuth.map { $0 == "none" ? "none (a public client)" : $0 }
+            let clientAuth = status.clientAuth.map {
+                $0 == ClientAuthenticationMethod.publicClient.rawValue ? "\($0) (a public client)" : $0
+            }
             lines.append("  machine:       \(grant) grant, \(clientAuth ?? "no client authentication")")
         } else if let clientAuth = status.clientAuth {
             lines.append("  client auth:   \(clientAuth)")

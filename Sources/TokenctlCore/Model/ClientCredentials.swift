@@ -1,10 +1,11 @@
 import TokenctlEssentials
 
 /// Who the client is at the token, revocation and device endpoints: a public client (its
-/// `client_id` in the form: no method, or a machine's `none`), or a confidential one, by a method of the IANA registry: a secret
-/// sent as HTTP Basic (`client_secret_basic`) or in the form (`client_secret_post`), RFC 6749
-/// §2.3.1; a signed assertion (`client_secret_jwt`, `private_key_jwt`, RFC 7523 §2.2); or a
-/// TLS client certificate (`tls_client_auth`, `self_signed_tls_client_auth`, RFC 8705 §2).
+/// `client_id` in the form: no method, or a machine's `none`), or a confidential one, by a
+/// method of the IANA registry: a secret sent as HTTP Basic (`client_secret_basic`) or in the
+/// form (`client_secret_post`), RFC 6749 §2.3.1; a signed assertion (`client_secret_jwt`,
+/// `private_key_jwt`, RFC 7523 §2.2); or a TLS client certificate (`tls_client_auth`,
+/// `self_signed_tls_client_auth`, RFC 8705 §2).
 ///
 /// `formRequest` is the one place a request gets its client authentication.
 public struct ClientCredentials: Sendable, Equatable {
@@ -139,8 +140,8 @@ public struct ClientCredentials: Sendable, Equatable {
             fields.append(("client_secret", secret))
         default:
             // A public client (no method, or `none`: RFC 6749 §3.2.1, no Authorization, no
-            // secret, no assertion), and RFC 8705 §2: a certificate-authenticated client names itself
-            // with `client_id` (the certificate goes on the connection).
+            // secret, no assertion), and RFC 8705 §2: a certificate-authenticated client names
+            // itself with `client_id` (the certificate goes on the connection).
             fields.append(("client_id", clientID))
         }
         return HTTPRequest.form(endpoint, fields, headers: headers)
